@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The project's test command (README "Run the tests"). Fails loudly on the
+# first broken step. Needs qemu-user-static for the arm64 runs (.ci/run
+# installs it). Budget: well under 30 minutes on 2 cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "gofmt"
+bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$bad" ]; then echo "gofmt wants changes in:"; echo "$bad"; exit 1; fi
+
+step "go vet (host, arm64, arm64 purego)"
+go vet ./...
+GOARCH=arm64 go vet ./...
+GOARCH=arm64 go vet -tags purego ./...
+(cd bench && go vet ./...)
+
+step "go test -race (host)"
+go test -race -count=1 ./...
+
+step "bench module tests (demo job on real data)"
+(cd bench && go test -count=1 ./...)
+
+step "arm64 under qemu"
+command -v qemu-aarch64-static >/dev/null || { echo "qemu-aarch64-static missing: apt-get install -y qemu-user-static"; exit 1; }
+# Packages with arm64-specific code, plus the tiers and the root package's short tests.
+arm_pkgs="./asm_arm64/ ./fresh/ ./memory/ ."
+run_qemu() { # $1 cpu, $2 expected impl, $3 expected SVE vector bits, rest: extra go test flags
+  local cpu=$1 impl=$2 vl=$3; shift 3
+  echo "--- qemu -cpu $cpu (expect impl=$impl vl=$vl) $*"
+  STRATA_EXPECT_IMPL=$impl STRATA_EXPECT_VL=$vl GOARCH=arm64 \
+    go test -short -count=1 "$@" -exec "qemu-aarch64-static -cpu $cpu" $arm_pkgs
+}
+run_qemu max,sve128=on sve 128
+run_qemu max,sve512=on sve 512
+run_qemu neoverse-n1 neon 0
+# Kernel-dispatch package only at the remaining configurations (cheap).
+arm_pkgs="./asm_arm64/"
+run_qemu max,sve256=on sve 256
+run_qemu max,sve2048=on,sve-default-vector-length=256 sve 2048
+run_qemu max generic 0 -tags purego
+
+step "Go 1.27 build"
+if GOTOOLCHAIN=go1.27.3 go version >/dev/null 2>&1; then
+  GOTOOLCHAIN=go1.27.3 go vet ./...
+  GOTOOLCHAIN=go1.27.3 GOARCH=arm64 go vet ./...
+else
+  echo "go1.27.3 toolchain not available from the module proxy"; exit 1
+fi
+
+step "all steps passed"
