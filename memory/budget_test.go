@@ -1,0 +1,336 @@
+package memory
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+var ps = int(pageSize)
+
+func TestPurposeString(t *testing.T) {
+	tests := []struct {
+		p    Purpose
+		want string
+	}{
+		{PurposeFreshData, "fresh-data"},
+		{PurposeFreshIndex, "fresh-index"},
+		{PurposeSlice, "slice"},
+		{PurposeBlockCache, "block-cache"},
+		{PurposeOther, "other"},
+		{NumPurposes, "purpose(5)"},
+		{255, "purpose(255)"},
+	}
+	for _, tt := range tests {
+		if got := tt.p.String(); got != tt.want {
+			t.Errorf("Purpose(%d).String() = %q, want %q", uint8(tt.p), got, tt.want)
+		}
+	}
+}
+
+func TestNewBudgetRejectsNonPositiveLimit(t *testing.T) {
+	for _, limit := range []int64{0, -1, -1 << 40} {
+		func() {
+			defer func() {
+				r := recover()
+				if r == nil {
+					t.Fatalf("NewBudget(%d) did not panic", limit)
+				}
+				if s, _ := r.(string); !strings.HasPrefix(s, "strata: invariant: ") {
+					t.Fatalf("NewBudget(%d) panic %q lacks invariant prefix", limit, r)
+				}
+			}()
+			NewBudget(limit)
+		}()
+	}
+}
+
+func TestBudgetMapSequence(t *testing.T) {
+	type step struct {
+		size    int   // > 0: Map(size); < 0: release the -size'th live region (1-based)
+		wantErr error // for Map
+		wantLen int   // len(Bytes()) for a successful Map
+		used    int64 // Used() after the step
+	}
+	tests := []struct {
+		name  string
+		limit int64
+		steps []step
+	}{
+		{"exact-fit", int64(3 * ps), []step{
+			{size: 1, wantLen: ps, used: int64(ps)},
+			{size: ps + 1, wantLen: 2 * ps, used: int64(3 * ps)},
+			{size: 1, wantErr: ErrMemoryBudget, used: int64(3 * ps)},
+			{size: -1, used: int64(2 * ps)},
+			{size: ps, wantLen: ps, used: int64(3 * ps)},
+		}},
+		{"larger-than-limit", int64(ps), []step{
+			{size: ps + 1, wantErr: ErrMemoryBudget, used: 0},
+			{size: ps, wantLen: ps, used: int64(ps)},
+		}},
+		{"limit-not-page-multiple", int64(ps + ps/2), []step{
+			{size: ps/2 + 1, wantLen: ps, used: int64(ps)},
+			{size: 1, wantErr: ErrMemoryBudget, used: int64(ps)},
+		}},
+		{"huge-request-no-overflow", 1 << 40, []step{
+			{size: int(^uint(0) >> 1), wantErr: ErrMemoryBudget, used: 0},
+			{size: int(^uint(0)>>1) - ps + 2, wantErr: ErrMemoryBudget, used: 0},
+		}},
+		{"zero-size", int64(ps), []step{
+			{size: 0, wantErr: ErrInvalidSize},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := NewBudget(tt.limit)
+			var live []*Region
+			for i, s := range tt.steps {
+				if s.size < 0 {
+					r := live[-s.size-1]
+					live = append(live[:-s.size-1], live[-s.size:]...)
+					if err := r.Release(); err != nil {
+						t.Fatalf("step %d: Release: %v", i, err)
+					}
+				} else {
+					r, err := b.Map(s.size, PurposeOther)
+					if s.wantErr != nil {
+						if !errors.Is(err, s.wantErr) || r != nil {
+							t.Fatalf("step %d: Map(%d) = %v, %v; want %v", i, s.size, r, err, s.wantErr)
+						}
+					} else {
+						if err != nil {
+							t.Fatalf("step %d: Map(%d): %v", i, s.size, err)
+						}
+						if got := len(r.Bytes()); got != s.wantLen || cap(r.Bytes()) != s.wantLen {
+							t.Fatalf("step %d: len/cap = %d/%d, want %d", i, got, cap(r.Bytes()), s.wantLen)
+						}
+						live = append(live, r)
+					}
+				}
+				if got := b.Used(); got != s.used {
+					t.Fatalf("step %d: Used() = %d, want %d", i, got, s.used)
+				}
+				if b.Used() > b.Limit() {
+					t.Fatalf("step %d: Used %d > Limit %d", i, b.Used(), b.Limit())
+				}
+			}
+			for _, r := range live {
+				if err := r.Release(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if st := b.Stats(); st.Used != 0 || st.Mappings != 0 {
+				t.Fatalf("after releasing all: %+v", st)
+			}
+		})
+	}
+}
+
+func TestMapInvalidArguments(t *testing.T) {
+	b := NewBudget(1 << 20)
+	for _, size := range []int{0, -1, -ps} {
+		if _, err := b.Map(size, PurposeOther); !errors.Is(err, ErrInvalidSize) {
+			t.Fatalf("Map(%d): err = %v, want ErrInvalidSize", size, err)
+		}
+	}
+	for _, p := range []Purpose{NumPurposes, 200} {
+		if _, err := b.Map(ps, p); !errors.Is(err, ErrInvalidPurpose) {
+			t.Fatalf("Map purpose %d: err = %v, want ErrInvalidPurpose", p, err)
+		}
+		if got := b.UsedBy(p); got != 0 {
+			t.Fatalf("UsedBy(%d) = %d", p, got)
+		}
+	}
+	if b.Used() != 0 {
+		t.Fatalf("Used = %d after invalid requests", b.Used())
+	}
+}
+
+func TestErrMemoryBudgetWrapped(t *testing.T) {
+	b := NewBudget(int64(ps))
+	_, err := b.Map(2*ps, PurposeFreshIndex)
+	if !errors.Is(err, ErrMemoryBudget) {
+		t.Fatalf("err = %v, want ErrMemoryBudget", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"fresh-index", strconv.Itoa(2 * ps), strconv.Itoa(ps)} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not mention %q", msg, want)
+		}
+	}
+	if got := b.Stats().Denied; got != 1 {
+		t.Fatalf("Denied = %d, want 1", got)
+	}
+}
+
+func TestRegionZeroedWritableAndRelease(t *testing.T) {
+	sizes := []int{1, ps - 1, ps, ps + 1, 3*ps + 7, hugePageSize, hugePageSize + 1}
+	for _, size := range sizes {
+		b := NewBudget(8 << 20)
+		r, err := b.Map(size, PurposeFreshData)
+		if err != nil {
+			t.Fatalf("Map(%d): %v", size, err)
+		}
+		mem := r.Bytes()
+		want := (size + ps - 1) / ps * ps
+		if len(mem) != want || len(mem)%ps != 0 {
+			t.Fatalf("Map(%d): len %d, want %d", size, len(mem), want)
+		}
+		for i, c := range mem {
+			if c != 0 {
+				t.Fatalf("Map(%d): byte %d = %#x, want zero", size, i, c)
+			}
+		}
+		for i := 0; i < len(mem); i += ps / 2 {
+			mem[i] = byte(i)
+		}
+		mem[len(mem)-1] = 0xAB
+		if mem[len(mem)-1] != 0xAB {
+			t.Fatal("write did not stick")
+		}
+		if r.Purpose() != PurposeFreshData || b.UsedBy(PurposeFreshData) != int64(want) {
+			t.Fatalf("purpose %v, UsedBy %d", r.Purpose(), b.UsedBy(PurposeFreshData))
+		}
+		for i := 0; i < 3; i++ {
+			if err := r.Release(); err != nil {
+				t.Fatalf("Release #%d: %v", i+1, err)
+			}
+			if r.Bytes() != nil {
+				t.Fatalf("Bytes() after Release = len %d, want nil", len(r.Bytes()))
+			}
+			if st := b.Stats(); st.Used != 0 || st.ByPurpose[PurposeFreshData] != 0 || st.Mappings != 0 {
+				t.Fatalf("Release #%d: stats %+v", i+1, st)
+			}
+		}
+	}
+}
+
+func TestReleaseNil(t *testing.T) {
+	var r *Region
+	if err := r.Release(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConcurrentRelease(t *testing.T) {
+	b := NewBudget(1 << 20)
+	for i := 0; i < 100; i++ {
+		r, err := b.Map(ps, PurposeOther)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for g := 0; g < 4; g++ {
+			wg.Go(func() {
+				if err := r.Release(); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if b.Used() != 0 || b.Stats().Mappings != 0 {
+			t.Fatalf("after concurrent Release: %+v", b.Stats())
+		}
+	}
+}
+
+func TestAccountingByPurpose(t *testing.T) {
+	b := NewBudget(64 << 20)
+	var regions []*Region
+	for p := Purpose(0); p < NumPurposes; p++ {
+		for i := 0; i <= int(p); i++ {
+			r, err := b.Map(ps, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			regions = append(regions, r)
+		}
+	}
+	st := b.Stats()
+	var sum int64
+	for p := Purpose(0); p < NumPurposes; p++ {
+		want := int64((int(p) + 1) * ps)
+		if got := b.UsedBy(p); got != want || st.ByPurpose[p] != want {
+			t.Errorf("UsedBy(%v) = %d, Stats %d, want %d", p, got, st.ByPurpose[p], want)
+		}
+		sum += st.ByPurpose[p]
+	}
+	if sum != st.Used || st.Pooled != 0 || st.Mappings != int64(len(regions)) || st.Limit != 64<<20 {
+		t.Fatalf("stats %+v, sum %d", st, sum)
+	}
+	for _, r := range regions {
+		r.Release()
+	}
+	if st := b.Stats(); st.Used != 0 || st.ByPurpose != [NumPurposes]int64{} {
+		t.Fatalf("after release: %+v", st)
+	}
+}
+
+// TestBudgetConcurrentNeverExceeds hammers one budget from many goroutines and checks, with an
+// independent counter of bytes held, that the successful mappings never exceed the limit.
+func TestBudgetConcurrentNeverExceeds(t *testing.T) {
+	const (
+		goroutines = 64
+		iterations = 200
+		limitPages = 10
+	)
+	b := NewBudget(int64(limitPages * ps))
+	var held, maxHeld, refused atomic.Int64
+	var stop atomic.Bool
+	var watcher sync.WaitGroup
+	watcher.Go(func() {
+		for !stop.Load() {
+			if u := b.Used(); u > b.Limit() {
+				t.Errorf("watcher: Used %d > Limit %d", u, b.Limit())
+				return
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Go(func() {
+			for i := 0; i < iterations; i++ {
+				pages := 1 + (g+i)%3
+				r, err := b.Map(pages*ps-(g%2), Purpose((g+i)%int(NumPurposes)))
+				if err != nil {
+					if !errors.Is(err, ErrMemoryBudget) {
+						t.Error(err)
+						return
+					}
+					refused.Add(1)
+					continue
+				}
+				h := held.Add(int64(len(r.Bytes())))
+				for {
+					m := maxHeld.Load()
+					if h <= m || maxHeld.CompareAndSwap(m, h) {
+						break
+					}
+				}
+				r.Bytes()[0] = byte(g) // touch: the page must be ours
+				held.Add(-int64(len(r.Bytes())))
+				if err := r.Release(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	stop.Store(true)
+	watcher.Wait()
+	if m := maxHeld.Load(); m > b.Limit() {
+		t.Fatalf("held %d bytes at once, limit %d", m, b.Limit())
+	}
+	st := b.Stats()
+	if st.Used != 0 || st.Mappings != 0 || st.ByPurpose != [NumPurposes]int64{} {
+		t.Fatalf("leaked: %+v", st)
+	}
+	if st.Denied != refused.Load() {
+		t.Fatalf("Denied = %d, refusals seen = %d", st.Denied, refused.Load())
+	}
+	t.Logf("max held %d of %d bytes; %d refusals", maxHeld.Load(), b.Limit(), refused.Load())
+}

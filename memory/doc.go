@@ -1,0 +1,77 @@
+// Package memory maps the memory that Strata's tiers keep outside the Go heap, and bounds it.
+//
+// # Terms
+//
+//   - Budget: a hard limit in bytes shared by several stores (all stores of a process or a slot).
+//     Every mapping is reserved against a Budget before it exists.
+//   - Region: one anonymous private mapping (mmap via golang.org/x/sys/unix on Linux), accounted
+//     to one Purpose. It holds bytes and 32-bit offsets only, never Go pointers, so the garbage
+//     collector neither scans it nor keeps anything alive through it.
+//   - Purpose: what a region is for (FreshTable data, FreshTable index, slices, block cache,
+//     other); the Budget keeps one counter per purpose for metrics.
+//   - Segment: a Region of a fixed size (16, 32 or 64 MiB) handed out by a Pool; the unit in
+//     which the FreshTable fills, seals and recycles memory.
+//   - Free list: up to MaxFree returned segments a Pool keeps mapped for the next Get.
+//
+// # Accounting
+//
+// A Budget is a handful of atomic counters; no lock is taken on any path:
+//
+//	Budget
+//	+-----------+-------------------------------------------------------------+
+//	| limit     | immutable, > 0                                              |
+//	| used      | reserved bytes: live regions + free-list segments +         |
+//	|           | reservations whose mmap is in flight           (CAS-updated) |
+//	| byPurpose | [NumPurposes] bytes of live regions per purpose              |
+//	| pooled    | bytes of segments on Pool free lists (no purpose)            |
+//	| mappings  | live mappings, free-list segments included                   |
+//	| denied    | count of requests refused with ErrMemoryBudget               |
+//	+-----------+-------------------------------------------------------------+
+//
+//	   Budget.Map ──reserve(CAS)──► mmap ──► Region{purpose} ──Release──► munmap, used -= n
+//	                                            │      ▲
+//	                                       Pool.Put  Pool.Get
+//	                                            ▼      │
+//	                                     free list (≤ MaxFree, pooled) ──Close/overflow──► munmap
+//
+// # Invariants
+//
+//  1. The budget is never exceeded: Used() <= Limit() at every instant. Map reserves the rounded
+//     size with a compare-and-swap loop on used first and only then calls mmap; a failed mmap
+//     returns the reservation. Concurrent callers therefore cannot overshoot together, and a
+//     refused request maps nothing and leaves no reservation behind.
+//  2. A Region is released exactly once. Release and Pool.Put claim the mapping with a
+//     compare-and-swap on the region's released flag; only the winner unmaps it (or moves it to a
+//     free list), every later call is a no-op, and Bytes() returns nil from then on.
+//  3. Free-list segments count toward Used: moving a segment between a Region and a free list
+//     changes byPurpose and pooled, never used. Only mmap (after reservation) raises used and
+//     only a successful munmap lowers it. When no call is in flight,
+//     Used == sum(UsedBy(p) for all p) + Stats().Pooled.
+//  4. Every mapping is a whole number of pages, and the accounted size is exactly
+//     len(Region.Bytes()).
+//  5. A Pool's free list holds at most MaxFree segments, each exactly SegmentSize bytes and
+//     mapped through the Pool's Budget; a closed Pool holds none and Put after Close unmaps.
+//  6. Region memory holds no Go pointers (callers' obligation; the package stores none there).
+//  7. Memory from Budget.Map is zeroed (fresh anonymous pages). Memory from Pool.Get is NOT: a
+//     reused segment holds its previous owner's bytes, and the FreshTable must initialise what it
+//     reads (zeroing 64 MiB per recycle would cost more than the mmap it saves).
+//
+// # Huge pages
+//
+// Mappings of at least 2 MiB are advised MADV_HUGEPAGE so that a hash index probe or a segment
+// scan does not miss the TLB every 4 KiB (or 64 KiB) page. The advice is best effort: with
+// transparent huge pages disabled or "never" madvise fails with EINVAL and is ignored.
+//
+// # Errors and concurrency
+//
+// ErrMemoryBudget is the backpressure signal: callers (the FreshTable, the scheduler) wait for
+// background work to free memory and retry; it is never a crash. Budget and Pool are safe for
+// concurrent use; a Region is owned by one goroutine at a time. Map, Release, Get and Put make
+// at most one syscall each and run once per segment or index, never per record.
+//
+// # Platforms
+//
+// Linux (amd64, arm64) uses mmap/munmap/madvise. Other systems build with a fallback that
+// allocates regions with make([]byte) on the Go heap (same rounding and accounting, no huge
+// pages); it exists for development only.
+package memory

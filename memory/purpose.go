@@ -1,0 +1,38 @@
+package memory
+
+import "strconv"
+
+// Purpose names what a mapping is used for. A Budget accounts its bytes per Purpose (see
+// Budget.UsedBy and Budget.Stats) so that metrics can tell FreshTable data from indices, slices and
+// the block cache. Purposes are not persisted; the values may change between versions.
+type Purpose uint8
+
+// Accounting purposes. NumPurposes is the number of valid purposes, not a purpose itself.
+const (
+	PurposeFreshData  Purpose = iota // FreshTable data segments (from a Pool)
+	PurposeFreshIndex                // FreshTable hash indices (Budget.Map)
+	PurposeSlice                     // SliceTable slices (later)
+	PurposeBlockCache                // LSM block cache (later)
+	PurposeOther                     // anything else
+	NumPurposes                      // number of valid purposes; not a valid Purpose
+)
+
+var purposeNames = [NumPurposes]string{
+	PurposeFreshData:  "fresh-data",
+	PurposeFreshIndex: "fresh-index",
+	PurposeSlice:      "slice",
+	PurposeBlockCache: "block-cache",
+	PurposeOther:      "other",
+}
+
+// String returns the purpose's metric label ("fresh-data", "fresh-index", "slice",
+// "block-cache", "other"), or "purpose(N)" for an invalid value.
+func (p Purpose) String() string {
+	if p < NumPurposes {
+		return purposeNames[p]
+	}
+	return "purpose(" + strconv.Itoa(int(p)) + ")"
+}
+
+// valid reports whether p is one of the accounting purposes.
+func (p Purpose) valid() bool { return p < NumPurposes }

@@ -1,0 +1,55 @@
+package memory
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// Region is one anonymous mapping outside the Go heap, obtained from Budget.Map or Pool.Get.
+// Its memory must hold only bytes and offsets, never Go pointers: the garbage collector does
+// not scan it, so a Go pointer stored there would not keep its object alive.
+//
+// A Region is owned by one goroutine at a time. Release (or Pool.Put) must not run concurrently
+// with uses of Bytes' slice; concurrent or repeated Release calls are harmless (only the first
+// one unmaps).
+type Region struct {
+	budget   *Budget
+	data     []byte // nil once released
+	purpose  Purpose
+	released atomic.Bool
+}
+
+// Bytes returns the region's memory: len and cap are the page-rounded size in bytes. The slice
+// is valid until Release or Pool.Put; afterwards Bytes returns nil, but a slice obtained earlier
+// still points at unmapped (or reused) memory and must not be touched — doing so faults or
+// corrupts another owner's data. Memory from Budget.Map is zeroed; memory from Pool.Get may not be.
+func (r *Region) Bytes() []byte { return r.data }
+
+// Purpose returns the purpose the region is accounted to.
+func (r *Region) Purpose() Purpose { return r.purpose }
+
+// Release unmaps the region and returns its bytes to the budget. It is idempotent: calls after
+// the first (or after Pool.Put) do nothing and return nil. It must not run concurrently with
+// uses of the memory. If munmap fails (which means a broken invariant: the mapping is ours) the
+// error is returned wrapped, and the bytes stay reserved, since they may still be mapped.
+func (r *Region) Release() error {
+	data, ok := r.claim()
+	if !ok {
+		return nil
+	}
+	if err := unmap(data); err != nil {
+		return fmt.Errorf("memory: munmap %d bytes for %s: %w", len(data), r.purpose, err)
+	}
+	r.budget.unmapped(int64(len(data)), r.purpose)
+	return nil
+}
+
+// claim marks the region released and hands its mapping to the caller exactly once
+// (invariant 2); later calls get ok == false.
+func (r *Region) claim() (data []byte, ok bool) {
+	if r == nil || !r.released.CompareAndSwap(false, true) {
+		return nil, false
+	}
+	data, r.data = r.data, nil
+	return data, true
+}
