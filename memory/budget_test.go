@@ -2,11 +2,13 @@ package memory
 
 import (
 	"errors"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 )
 
 var ps = int(pageSize)
@@ -333,4 +335,39 @@ func TestBudgetConcurrentNeverExceeds(t *testing.T) {
 		t.Fatalf("Denied = %d, refusals seen = %d", st.Denied, refused.Load())
 	}
 	t.Logf("max held %d of %d bytes; %d refusals", maxHeld.Load(), b.Limit(), refused.Load())
+}
+
+// TestHugeMappingsAligned pins the 2 MiB alignment of large mappings (see mapAnon), which lets
+// transparent huge pages back every byte of a segment.
+func TestHugeMappingsAligned(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("alignment is a property of the Linux mmap path; the fallback uses the Go heap")
+	}
+	b := NewBudget(256 << 20)
+	var live []*Region
+	// Small mappings in between perturb the address space so that the kernel's own placement
+	// is not always aligned.
+	for _, size := range []int{ps, hugePageSize, 3 * ps, hugePageSize + ps, 5 * ps, SegmentSize16M, ps, SegmentSize64M} {
+		r, err := b.Map(size, PurposeOther)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live = append(live, r)
+		addr := uintptr(unsafe.Pointer(unsafe.SliceData(r.Bytes())))
+		if addr%uintptr(ps) != 0 {
+			t.Fatalf("Map(%d) at %#x: not page aligned", size, addr)
+		}
+		if size >= hugePageSize && addr%hugePageSize != 0 {
+			t.Fatalf("Map(%d) at %#x: not 2 MiB aligned", size, addr)
+		}
+		r.Bytes()[len(r.Bytes())-1] = 1 // the whole range is mapped
+	}
+	for _, r := range live {
+		if err := r.Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b.Used() != 0 {
+		t.Fatalf("Used = %d", b.Used())
+	}
 }

@@ -270,35 +270,61 @@ func TestPoolConcurrent(t *testing.T) {
 	checkStats(t, b, nil, 0)
 }
 
+// BenchmarkPool compares recycling a segment through the free list with a fresh mmap/munmap.
+// touch=pages writes one byte per page, as a FreshTable filling the segment would: that is where
+// a fresh mapping pays (page faults and kernel zeroing) and a recycled one does not.
 func BenchmarkPool(b *testing.B) {
+	touch := func(mem []byte) {
+		for i := 0; i < len(mem); i += ps {
+			mem[i] = 1
+		}
+	}
 	for _, size := range []int{SegmentSize16M, SegmentSize64M} {
-		b.Run(fmt.Sprintf("op=get-put/segment=%dMiB", size>>20), func(b *testing.B) {
-			p, err := NewPool(NewBudget(4*int64(size)), size)
-			if err != nil {
-				b.Fatal(err)
+		for _, touched := range []bool{false, true} {
+			name := fmt.Sprintf("segment=%dMiB/touch=none", size>>20)
+			if touched {
+				name = fmt.Sprintf("segment=%dMiB/touch=pages", size>>20)
 			}
-			defer p.Close()
-			b.ReportAllocs()
-			for b.Loop() {
-				r, err := p.Get(PurposeFreshData)
+			b.Run("op=get-put/"+name, func(b *testing.B) {
+				p, err := NewPool(NewBudget(4*int64(size)), size)
 				if err != nil {
 					b.Fatal(err)
 				}
-				p.Put(r)
-			}
-		})
-		b.Run(fmt.Sprintf("op=map-release/segment=%dMiB", size>>20), func(b *testing.B) {
-			budget := NewBudget(4 * int64(size))
-			b.ReportAllocs()
-			for b.Loop() {
-				r, err := budget.Map(size, PurposeFreshData)
-				if err != nil {
-					b.Fatal(err)
+				defer p.Close()
+				b.ReportAllocs()
+				if touched {
+					b.SetBytes(int64(size))
 				}
-				if err := r.Release(); err != nil {
-					b.Fatal(err)
+				for b.Loop() {
+					r, err := p.Get(PurposeFreshData)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if touched {
+						touch(r.Bytes())
+					}
+					p.Put(r)
 				}
-			}
-		})
+			})
+			b.Run("op=map-release/"+name, func(b *testing.B) {
+				budget := NewBudget(4 * int64(size))
+				b.ReportAllocs()
+				if touched {
+					b.SetBytes(int64(size))
+				}
+				for b.Loop() {
+					r, err := budget.Map(size, PurposeFreshData)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if touched {
+						touch(r.Bytes())
+					}
+					if err := r.Release(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
