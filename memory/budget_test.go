@@ -291,10 +291,39 @@ func TestBudgetConcurrentNeverExceeds(t *testing.T) {
 			}
 		}
 	})
+	// Every goroutine holds its first region (if it got one) until all have tried: 64 goroutines
+	// wanting at least a page each against a 10-page limit guarantees refusals whatever the
+	// scheduling. Afterwards each holds its previous region while mapping the next.
+	var arrived sync.WaitGroup
+	arrived.Add(goroutines)
 	var wg sync.WaitGroup
 	for g := 0; g < goroutines; g++ {
 		wg.Go(func() {
+			var prev *Region
+			release := func(r *Region) bool {
+				if r == nil {
+					return true
+				}
+				held.Add(-int64(len(r.Bytes())))
+				if err := r.Release(); err != nil {
+					t.Error(err)
+					return false
+				}
+				return true
+			}
+			defer func() { release(prev) }()
+			atBarrier := false
+			defer func() { // an early return must not leave the others waiting
+				if !atBarrier {
+					arrived.Done()
+				}
+			}()
 			for i := 0; i < iterations; i++ {
+				if i == 1 {
+					atBarrier = true
+					arrived.Done()
+					arrived.Wait()
+				}
 				pages := 1 + (g+i)%3
 				r, err := b.Map(pages*ps-(g%2), Purpose((g+i)%int(NumPurposes)))
 				if err != nil {
@@ -303,6 +332,11 @@ func TestBudgetConcurrentNeverExceeds(t *testing.T) {
 						return
 					}
 					refused.Add(1)
+					if !release(prev) {
+						return
+					}
+					prev = nil
+					runtime.Gosched()
 					continue
 				}
 				h := held.Add(int64(len(r.Bytes())))
@@ -313,11 +347,10 @@ func TestBudgetConcurrentNeverExceeds(t *testing.T) {
 					}
 				}
 				r.Bytes()[0] = byte(g) // touch: the page must be ours
-				held.Add(-int64(len(r.Bytes())))
-				if err := r.Release(); err != nil {
-					t.Error(err)
+				if !release(prev) {
 					return
 				}
+				prev = r
 			}
 		})
 	}
@@ -330,6 +363,9 @@ func TestBudgetConcurrentNeverExceeds(t *testing.T) {
 	st := b.Stats()
 	if st.Used != 0 || st.Mappings != 0 || st.ByPurpose != [NumPurposes]int64{} {
 		t.Fatalf("leaked: %+v", st)
+	}
+	if refused.Load() == 0 {
+		t.Fatal("no request was refused: the test did not reach the limit")
 	}
 	if st.Denied != refused.Load() {
 		t.Fatalf("Denied = %d, refusals seen = %d", st.Denied, refused.Load())
