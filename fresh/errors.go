@@ -1,0 +1,20 @@
+package fresh
+
+import "errors"
+
+// Sentinel errors of the FreshTable. Callers test them with errors.Is; the
+// table wraps them with %w and context (sizes, offsets).
+var (
+	// ErrKeyTooLarge: a key, map key or user key is longer than MaxKeySize
+	// bytes. Nothing is written.
+	ErrKeyTooLarge = errors.New("fresh: key too large")
+	// ErrValueTooLarge: a value or list batch is longer than a quarter of
+	// the segment size (or a record would not fit an empty segment).
+	// Nothing is written.
+	ErrValueTooLarge = errors.New("fresh: value too large")
+	// ErrCorruption: DecodeRecord, DecodeSegmentHeader or Table.Verify
+	// found bytes that break the segment format.
+	ErrCorruption = errors.New("fresh: corruption")
+	// ErrClosed: the Table was closed.
+	ErrClosed = errors.New("fresh: table closed")
+)

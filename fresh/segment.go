@@ -1,0 +1,249 @@
+package fresh
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+
+	"github.com/strata-db/strata/memory"
+)
+
+// Index group layout (64 bytes, one cache line; see doc.go):
+//
+//	[0:8]   ctrl: 8 control bytes, 0x00 = empty, 0x80|tag = full
+//	[8:40]  8 × u32 record offset
+//	[40:64] 8 × u24 hash bits 32..55 (h24), used to re-place slots on
+//	        growth and as a 24-bit second check before touching the record
+const (
+	groupBytes    = 64
+	groupSlots    = 8
+	grpOffs       = 8
+	grpHash       = 40
+	ctrlFull      = 0x80
+	lsb           = 0x0101010101010101
+	msb           = 0x8080808080808080
+	minIndexBytes = 4096
+)
+
+// matchTag returns a mask with the high bit set in each byte of ctrl equal
+// to c (c has its high bit set, so empty bytes never match). As in Go's
+// runtime swiss map, a byte just above a true match may be a false
+// positive; callers verify h24 and the key.
+func matchTag(ctrl, c uint64) uint64 {
+	v := ctrl ^ c
+	return (v - lsb) &^ v & msb
+}
+
+// matchEmpty returns the high bit of each empty control byte (exact).
+func matchEmpty(ctrl uint64) uint64 { return ^ctrl & msb }
+
+// hashParts splits a 64-bit hash into the broadcast control byte (tag = top
+// 7 bits, high bit set) and h24 (bits 32..55), from which the home group is
+// taken (h24 & mask).
+func hashParts(h uint64) (ctrlBroadcast uint64, h24 uint32) {
+	return lsb * (ctrlFull | h>>57), uint32(h>>32) & 0xFFFFFF
+}
+
+// segment is one data segment with its own hash index. Go-heap struct;
+// data and idx alias off-heap Regions.
+type segment struct {
+	data   []byte // region bytes cut at the data limit
+	used   uint32 // bump pointer: next free offset
+	idx    []byte // index groups
+	mask   uint32 // number of groups - 1
+	count  uint32 // full slots
+	growAt uint32 // count at which the index doubles (7/8 of slots)
+	sealed bool
+
+	records      int64 // records appended
+	deadRecords  int64 // records marked FlagDead
+	deadBytes    int64
+	region, iReg *memory.Region
+}
+
+func (s *segment) setIndex(r *memory.Region) {
+	b := r.Bytes()
+	groups := uint32(len(b) / groupBytes)
+	groups = 1 << (31 - bits.LeadingZeros32(groups)) // power of two
+	s.iReg = r
+	s.idx = b[:groups*groupBytes]
+	s.mask = groups - 1
+	s.growAt = groups * groupSlots * 7 / 8
+}
+
+// findKey returns the index position and offset of the key-level record
+// (value, tombstone, list chunk, map header) for key; off == 0 if absent.
+func (s *segment) findKey(h uint64, key []byte) (pos, off uint32) {
+	c, h24 := hashParts(h)
+	idx, data := s.idx, s.data
+	g := h24 & s.mask
+	for step := uint32(1); ; step++ {
+		grp := idx[g*groupBytes : g*groupBytes+groupBytes]
+		ctrl := binary.LittleEndian.Uint64(grp)
+		for m := matchTag(ctrl, c); m != 0; m &= m - 1 {
+			j := uint32(bits.TrailingZeros64(m)) >> 3
+			hb := grp[grpHash+3*j : grpHash+3*j+3]
+			if uint32(hb[0])|uint32(hb[1])<<8|uint32(hb[2])<<16 != h24 {
+				continue
+			}
+			o := binary.LittleEndian.Uint32(grp[grpOffs+4*j:])
+			r := data[o : o+keyHdrSize]
+			klen := uint32(binary.LittleEndian.Uint16(r[8:]))
+			if RecordKind(r[7]&0xF) == KindMapEntry || klen != uint32(len(key)) {
+				continue
+			}
+			if string(data[o+keyHdrSize:o+keyHdrSize+klen]) == string(key) {
+				return g*groupSlots + j, o
+			}
+		}
+		if matchEmpty(ctrl) != 0 {
+			return 0, 0
+		}
+		g = (g + step) & s.mask
+	}
+}
+
+// findEntry returns the index position and offset of the map entry of
+// userKey under the map header at hdr; he = entryHash(hdr, hu32).
+func (s *segment) findEntry(he uint64, hdr uint32, userKey []byte) (pos, off uint32) {
+	c, h24 := hashParts(he)
+	idx, data := s.idx, s.data
+	g := h24 & s.mask
+	for step := uint32(1); ; step++ {
+		grp := idx[g*groupBytes : g*groupBytes+groupBytes]
+		ctrl := binary.LittleEndian.Uint64(grp)
+		for m := matchTag(ctrl, c); m != 0; m &= m - 1 {
+			j := uint32(bits.TrailingZeros64(m)) >> 3
+			hb := grp[grpHash+3*j : grpHash+3*j+3]
+			if uint32(hb[0])|uint32(hb[1])<<8|uint32(hb[2])<<16 != h24 {
+				continue
+			}
+			o := binary.LittleEndian.Uint32(grp[grpOffs+4*j:])
+			r := data[o : o+entryHdrSize]
+			klen := uint32(binary.LittleEndian.Uint16(r[8:]))
+			if RecordKind(r[7]&0xF) != KindMapEntry || klen != uint32(len(userKey)) ||
+				binary.LittleEndian.Uint32(r[16:]) != hdr {
+				continue
+			}
+			if string(data[o+entryHdrSize:o+entryHdrSize+klen]) == string(userKey) {
+				return g*groupSlots + j, o
+			}
+		}
+		if matchEmpty(ctrl) != 0 {
+			return 0, 0
+		}
+		g = (g + step) & s.mask
+	}
+}
+
+// setSlot repoints the index slot at pos to the record at off.
+func (s *segment) setSlot(pos, off uint32) {
+	g, j := pos/groupSlots, pos%groupSlots
+	binary.LittleEndian.PutUint32(s.idx[g*groupBytes+grpOffs+4*j:], off)
+}
+
+// insert puts a new slot for hash h pointing at off. The caller made room
+// (count < growAt).
+func (s *segment) insert(h uint64, off uint32) {
+	c, h24 := hashParts(h)
+	insertSlot(s.idx, s.mask, uint8(c), h24, off)
+	s.count++
+}
+
+func insertSlot(idx []byte, mask uint32, ctrl uint8, h24, off uint32) {
+	g := h24 & mask
+	for step := uint32(1); ; step++ {
+		grp := idx[g*groupBytes : g*groupBytes+groupBytes]
+		if m := matchEmpty(binary.LittleEndian.Uint64(grp)); m != 0 {
+			j := uint32(bits.TrailingZeros64(m)) >> 3
+			grp[j] = ctrl
+			binary.LittleEndian.PutUint32(grp[grpOffs+4*j:], off)
+			grp[grpHash+3*j] = byte(h24)
+			grp[grpHash+3*j+1] = byte(h24 >> 8)
+			grp[grpHash+3*j+2] = byte(h24 >> 16)
+			return
+		}
+		g = (g + step) & mask
+	}
+}
+
+// grow doubles the index into a new Region and releases the old one.
+func (s *segment) grow(b *memory.Budget) error {
+	size := len(s.idx) * 2
+	r, err := b.Map(size, memory.PurposeFreshIndex)
+	if err != nil {
+		return fmt.Errorf("fresh: grow segment index to %d bytes: %w", size, err)
+	}
+	old, oldReg := s.idx, s.iReg
+	s.setIndex(r)
+	for g := 0; g < len(old); g += groupBytes {
+		grp := old[g : g+groupBytes]
+		for j := 0; j < groupSlots; j++ {
+			if grp[j]&ctrlFull == 0 {
+				continue
+			}
+			h24 := uint32(grp[grpHash+3*j]) | uint32(grp[grpHash+3*j+1])<<8 | uint32(grp[grpHash+3*j+2])<<16
+			insertSlot(s.idx, s.mask, grp[j], h24, binary.LittleEndian.Uint32(grp[grpOffs+4*j:]))
+		}
+	}
+	if err := oldReg.Release(); err != nil {
+		return fmt.Errorf("fresh: release old segment index: %w", err)
+	}
+	return nil
+}
+
+// recordSize returns the bytes occupied by the (trusted) record at off.
+func (s *segment) recordSize(off uint32) uint32 {
+	r := s.data[off:]
+	klen := uint32(binary.LittleEndian.Uint16(r[8:]))
+	slack := uint32(binary.LittleEndian.Uint16(r[10:]))
+	vlen := binary.LittleEndian.Uint32(r[12:])
+	switch RecordKind(r[7] & 0xF) {
+	case KindListChunk:
+		return keyHdrSize + klen + chunkPrevLen + vlen + slack
+	case KindMapHeader:
+		return keyHdrSize + klen
+	case KindMapEntry:
+		return entryHdrSize + klen + vlen + slack
+	}
+	return keyHdrSize + klen + vlen + slack
+}
+
+// markDead flags one record as superseded garbage (idempotent).
+func (s *segment) markDead(off uint32) {
+	if s.data[off+7]&(FlagDead<<4) != 0 {
+		return
+	}
+	s.data[off+7] |= FlagDead << 4
+	s.deadRecords++
+	s.deadBytes += int64(s.recordSize(off))
+}
+
+// kill marks the record at off dead, with everything that only it
+// reaches: the older chunks of a list, the entries of a map header.
+func (s *segment) kill(off uint32) {
+	r := s.data[off:]
+	switch RecordKind(r[7] & 0xF) {
+	case KindListChunk:
+		for o := off; o != 0; {
+			s.markDead(o)
+			klen := uint32(binary.LittleEndian.Uint16(s.data[o+8:]))
+			o = binary.LittleEndian.Uint32(s.data[o+keyHdrSize+klen:])
+		}
+	case KindMapHeader:
+		s.markDead(off)
+		for e := binary.LittleEndian.Uint32(r[12:]); e != 0; e = binary.LittleEndian.Uint32(s.data[e+20:]) {
+			s.markDead(e)
+		}
+	default:
+		s.markDead(off)
+	}
+}
+
+// alloc bumps the data pointer by n bytes; the caller checked room.
+func (s *segment) alloc(n uint32) uint32 {
+	o := s.used
+	s.used += n
+	s.records++
+	return o
+}

@@ -1,0 +1,315 @@
+package fresh
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/strata-db/strata/memory"
+)
+
+// MaxKeySize is the largest key, map key or user key in bytes.
+const MaxKeySize = 1<<16 - 1
+
+// Status is the outcome of a lookup in the FreshTable.
+type Status uint8
+
+const (
+	// Absent: the FreshTable holds nothing for the key; older tiers may.
+	Absent Status = iota
+	// Found: the value (or list, or map entry) is returned.
+	Found
+	// Deleted: a tombstone (or a cleared map) shadows older data; older
+	// tiers must not be consulted.
+	Deleted
+)
+
+// Options configures a Table.
+type Options struct {
+	// Pool is required: data segments come from Pool.Get(PurposeFreshData),
+	// indices are mapped with Pool.Budget().Map(..., PurposeFreshIndex).
+	Pool *memory.Pool
+
+	// dataLimit, when > 0, caps the bytes used of each segment (tests use
+	// it to force many seals with the Pool's 16 MiB minimum).
+	dataLimit int
+}
+
+// Table is the FreshTable of one store: the active segment and the sealed
+// segments (oldest first in segs). A Table is NOT safe for concurrent use:
+// one goroutine (the task's) uses it, like a Flink task thread.
+type Table struct {
+	pool     *memory.Pool
+	budget   *memory.Budget
+	limit    uint32 // data bytes per segment
+	maxValue uint32 // largest value or batch: segment size / 4
+	segs     []*segment
+	active   *segment // segs[len-1] unless sealed, or nil
+	seq      uint64
+	closed   bool
+}
+
+// New returns an empty Table. No memory is mapped until the first write.
+func New(opts Options) (*Table, error) {
+	if opts.Pool == nil {
+		return nil, errors.New("fresh: Options.Pool is required")
+	}
+	size := opts.Pool.SegmentSize()
+	limit := size
+	if opts.dataLimit > 0 && opts.dataLimit < size {
+		limit = opts.dataLimit
+	}
+	if limit < 1024 || size > 1<<31 {
+		return nil, fmt.Errorf("fresh: segment data limit %d out of range", limit)
+	}
+	return &Table{
+		pool:     opts.Pool,
+		budget:   opts.Pool.Budget(),
+		limit:    uint32(limit),
+		maxValue: uint32(limit / 4),
+	}, nil
+}
+
+// Close releases every segment (back to the Pool) and index. Slices
+// returned earlier become invalid. Later calls return ErrClosed.
+func (t *Table) Close() error {
+	if t.closed {
+		return ErrClosed
+	}
+	t.closed = true
+	var first error
+	for _, s := range t.segs {
+		t.pool.Put(s.region)
+		if err := s.iReg.Release(); err != nil && first == nil {
+			first = fmt.Errorf("fresh: release segment index: %w", err)
+		}
+	}
+	t.segs, t.active = nil, nil
+	return first
+}
+
+// Seq returns the sequence number of the last write (every write, in place
+// or appended, increments it; the low 56 bits are stored in the record).
+func (t *Table) Seq() uint64 { return t.seq }
+
+// Seal seals the active segment now: it stays readable and read-only, and
+// the next write takes a new segment from the Pool. A no-op when there is
+// no active segment or it holds no record.
+func (t *Table) Seal() error {
+	if t.closed {
+		return ErrClosed
+	}
+	if s := t.active; s != nil && s.used > segHeaderSize {
+		s.sealed = true
+		t.active = nil
+	}
+	return nil
+}
+
+// Stats describes the memory of a Table.
+type Stats struct {
+	Segments       int   // data segments held (active and sealed)
+	Sealed         int   // sealed segments
+	DataBytes      int64 // bytes used in data segments (headers, records, garbage)
+	IndexBytes     int64 // bytes mapped for segment indices
+	Records        int64 // records written (live and garbage)
+	GarbageRecords int64 // records superseded inside their segment
+	GarbageBytes   int64 // bytes of those records
+}
+
+// Stats returns the current figures; O(segments).
+func (t *Table) Stats() Stats {
+	var st Stats
+	for _, s := range t.segs {
+		st.Segments++
+		if s.sealed {
+			st.Sealed++
+		}
+		st.DataBytes += int64(s.used)
+		st.IndexBytes += int64(len(s.idx))
+		st.Records += s.records
+		st.GarbageRecords += s.deadRecords
+		st.GarbageBytes += s.deadBytes
+	}
+	return st
+}
+
+// roll seals the active segment (if any) and takes a new one with a fresh
+// index. On error nothing changes.
+func (t *Table) roll() (*segment, error) {
+	r, err := t.pool.Get(memory.PurposeFreshData)
+	if err != nil {
+		return nil, fmt.Errorf("fresh: take segment %d: %w", len(t.segs), err)
+	}
+	if len(r.Bytes()) < int(t.limit) {
+		panic("strata: invariant: pool segment smaller than the data limit")
+	}
+	ir, err := t.budget.Map(minIndexBytes, memory.PurposeFreshIndex)
+	if err != nil {
+		t.pool.Put(r)
+		return nil, fmt.Errorf("fresh: map index of segment %d: %w", len(t.segs), err)
+	}
+	s := &segment{region: r, data: r.Bytes()[:t.limit:t.limit], used: segHeaderSize}
+	s.setIndex(ir)
+	putSegmentHeader(s.data, t.limit)
+	if t.active != nil {
+		t.active.sealed = true
+	}
+	t.segs = append(t.segs, s)
+	t.active = s
+	return s, nil
+}
+
+// prepare makes the active segment able to take need more bytes and slots
+// more index slots, sealing and rolling or growing the index as needed.
+// changed reports whether the active segment or its index moved, so that
+// positions found before are stale. On error nothing was written.
+func (t *Table) prepare(need, slots uint32) (s *segment, changed bool, err error) {
+	if t.closed {
+		return nil, false, ErrClosed
+	}
+	s = t.active
+	if s == nil || s.used+need > t.limit {
+		if need > t.limit-segHeaderSize {
+			return nil, false, fmt.Errorf("%w: record of %d bytes exceeds a segment's %d data bytes", ErrValueTooLarge, need, t.limit-segHeaderSize)
+		}
+		if s, err = t.roll(); err != nil {
+			return nil, false, err
+		}
+		changed = true
+	}
+	for s.count+slots > s.growAt {
+		if err = s.grow(t.budget); err != nil {
+			return nil, false, err
+		}
+		changed = true
+	}
+	return s, changed, nil
+}
+
+func (t *Table) checkKV(key, value []byte) error {
+	if t.closed {
+		return ErrClosed
+	}
+	if len(key) > MaxKeySize {
+		return fmt.Errorf("%w: %d bytes > %d", ErrKeyTooLarge, len(key), MaxKeySize)
+	}
+	if uint64(len(value)) > uint64(t.maxValue) {
+		return fmt.Errorf("%w: %d bytes > %d", ErrValueTooLarge, len(value), t.maxValue)
+	}
+	return nil
+}
+
+// Get returns the value of key (hash h), Found; or Deleted when a
+// tombstone shadows older data; or Absent. It searches the active segment,
+// then sealed segments newest first. The value aliases segment memory and
+// is valid until the next write to the Table. Allocates nothing.
+func (t *Table) Get(h uint64, key []byte) ([]byte, Status) {
+	for i := len(t.segs) - 1; i >= 0; i-- {
+		s := t.segs[i]
+		_, off := s.findKey(h, key)
+		if off == 0 {
+			continue
+		}
+		r := s.data[off:]
+		switch RecordKind(r[7] & 0xF) {
+		case KindValue:
+			a := keyHdrSize + uint32(len(key))
+			b := a + binary.LittleEndian.Uint32(r[12:])
+			return r[a:b:b], Found
+		case KindTombstone:
+			return nil, Deleted
+		}
+		return nil, Absent // a key is used with one record family
+	}
+	return nil, Absent
+}
+
+// Put sets the value of key (hash h). It writes in place when the newest
+// record of key is a value or tombstone in the active segment whose
+// capacity holds value; otherwise it appends a record and repoints the
+// index (the old record becomes garbage). Errors: ErrKeyTooLarge,
+// ErrValueTooLarge, ErrClosed, or a wrapped memory.ErrMemoryBudget when a
+// new segment or a larger index cannot be mapped; nothing is written then.
+// Allocates nothing unless it errs.
+func (t *Table) Put(h uint64, key, value []byte) error {
+	if err := t.checkKV(key, value); err != nil {
+		return err
+	}
+	var pos, old uint32
+	if s := t.active; s != nil {
+		pos, old = s.findKey(h, key)
+		if old != 0 {
+			r := s.data[old:]
+			if k := RecordKind(r[7] & 0xF); k == KindValue || k == KindTombstone {
+				c := binary.LittleEndian.Uint32(r[12:]) + uint32(binary.LittleEndian.Uint16(r[10:]))
+				n := uint32(len(value))
+				if n <= c && c-n <= maxSlack {
+					t.seq++
+					binary.LittleEndian.PutUint64(r, meta(t.seq, KindValue, 0))
+					binary.LittleEndian.PutUint16(r[10:], uint16(c-n))
+					binary.LittleEndian.PutUint32(r[12:], n)
+					copy(r[keyHdrSize+uint32(len(key)):], value)
+					return nil
+				}
+			}
+		}
+	}
+	return t.appendKV(h, key, value, KindValue, pos, old)
+}
+
+// appendKV appends a value or tombstone as the newest record of key; pos
+// and old come from a lookup in the active segment (old == 0: none).
+func (t *Table) appendKV(h uint64, key, value []byte, kind RecordKind, pos, old uint32) error {
+	size := keyHdrSize + uint32(len(key)) + uint32(len(value))
+	s, changed, err := t.prepare(size, 1)
+	if err != nil {
+		return err
+	}
+	if changed || t.active != s {
+		pos, old = s.findKey(h, key)
+	}
+	t.seq++
+	off := s.alloc(size)
+	r := s.data[off : off+size]
+	binary.LittleEndian.PutUint64(r, meta(t.seq, kind, 0))
+	binary.LittleEndian.PutUint16(r[8:], uint16(len(key)))
+	binary.LittleEndian.PutUint16(r[10:], 0)
+	binary.LittleEndian.PutUint32(r[12:], uint32(len(value)))
+	copy(r[keyHdrSize:], key)
+	copy(r[keyHdrSize+len(key):], value)
+	if old != 0 {
+		s.setSlot(pos, off)
+		s.kill(old)
+	} else {
+		s.insert(h, off)
+	}
+	return nil
+}
+
+// Delete writes a tombstone for key (hash h): later Gets return Deleted
+// until the next Put. In place when the newest record is a value in the
+// active segment. Errors as Put.
+func (t *Table) Delete(h uint64, key []byte) error {
+	if err := t.checkKV(key, nil); err != nil {
+		return err
+	}
+	var pos, old uint32
+	if s := t.active; s != nil {
+		pos, old = s.findKey(h, key)
+		if old != 0 {
+			r := s.data[old:]
+			if k := RecordKind(r[7] & 0xF); k == KindValue || k == KindTombstone {
+				c := binary.LittleEndian.Uint32(r[12:]) + uint32(binary.LittleEndian.Uint16(r[10:]))
+				if c <= maxSlack {
+					t.seq++
+					binary.LittleEndian.PutUint64(r, meta(t.seq, KindTombstone, 0))
+					binary.LittleEndian.PutUint16(r[10:], uint16(c))
+					binary.LittleEndian.PutUint32(r[12:], 0)
+					return nil
+				}
+			}
+		}
+	}
+	return t.appendKV(h, key, nil, KindTombstone, pos, old)
+}
