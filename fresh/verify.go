@@ -48,7 +48,9 @@ func (t *Table) Verify() error {
 				if !ok {
 					return fmt.Errorf("%w: segment %d: index slot points at %d, not a record", ErrCorruption, si, off)
 				}
-				if r.Flags&FlagDead != 0 {
+				if r.Flags&FlagDead != 0 && (r.Kind != KindMapEntry || starts[r.Header].Flags&FlagDead == 0) {
+					// Only entries of a dead (cleared) map header stay indexed
+					// after they die: no lookup reaches them any more.
 					return fmt.Errorf("%w: segment %d: index slot points at dead record %d", ErrCorruption, si, off)
 				}
 				if r.Kind == KindMapEntry {
