@@ -1,0 +1,61 @@
+// Package strata is the keyed state of a stream processor, kept in a Go process without cgo:
+// what a Flink task keeps in its keyed state backend — value, list, map, reducing and
+// aggregating state per key and namespace — in memory mapped outside the Go heap.
+//
+// # Model
+//
+// A Store holds the state of one operator subtask. It owns a range of key groups
+// (Options.KeyGroups) out of Options.MaxParallelism, Flink's model, so that rescaling is a
+// re-assignment of key-group ranges. A Key is the serialized key bytes plus a namespace
+// (a window, or empty); its key group and hashes are computed once by Store.Key (or
+// Store.KeyWithHash, to reproduce Flink's partitioning with Java's hashCode) and reused for
+// every state the record touches, as Flink's setCurrentKey. Key.In switches the namespace.
+//
+// States are registered by descriptor (a name unique per Store, a Codec per stored type) and
+// follow Flink's interfaces with Go idioms:
+//
+//	ValueState[T]        Get / Put / Clear                          (Flink ValueState)
+//	ListState[T]         Add / AddAll / Update / Get / Clear / Merge (Flink ListState)
+//	MapState[UK, UV]     Get / Put / PutAll / Remove / Contains / IsEmpty /
+//	                     Iterator / Entries / Keys / Values / Clear  (Flink MapState)
+//	ReducingState[T]     Get / Add / Clear / MergeNamespaces         (Flink ReducingState)
+//	AggregatingState     Get / Add / Clear / MergeNamespaces         (Flink AggregatingState)
+//
+// Absent keys read as (zero, false, nil), where Flink returns null.
+//
+// # Layout
+//
+// Today every state lives in one FreshTable (package fresh) per Store, in segments of
+// Options.SegmentSize bytes taken from a memory.Pool under a hard memory.Budget. A record's
+// key is
+//
+//	[key group u16 BE][state id u16 BE][uvarint len(key)][key][namespace]
+//
+// hashed by combining xxh3 of the key, xxh3 of the namespace and the state id. Map user keys
+// nest under that key and are hashed with go-metro; list elements are framed as
+// [uvarint len][codec bytes] inside append-only batches.
+//
+// # Invariants
+//
+//  1. A Store and its states are used by one goroutine at a time (the task's), like a Flink
+//     task thread. They share per-Store scratch buffers, so get and put allocate nothing;
+//     builds with -race or -tags invariants panic on overlapping use.
+//  2. Bytes returned by aliasing codecs (Bytes) and list iterators read the Store's memory in
+//     place and are valid until the next write to the Store.
+//  3. A key group is computed exactly as Flink's KeyGroupRangeAssignment, and a state
+//     operation on a Key outside the Store's range fails with ErrKeyGroupOutOfRange.
+//  4. Memory beyond the budget is refused with ErrMemoryBudget, never taken.
+//
+// # Not yet
+//
+// Persistence (checkpoints, changelog, restore), TTL, slices and the LSM tier come in later
+// issues: Open creates its directory but writes nothing, and Close drops the state.
+//
+// # Example
+//
+//	store, err := strata.Open(dir, strata.Options{MaxParallelism: 128, MemoryBudget: 1 << 30})
+//	counts, err := strata.NewValueState(store, strata.ValueDescriptor[int64]{Name: "count", Codec: strata.Int64})
+//	k := store.Key(userID)               // key group and hashes computed once
+//	n, ok, err := counts.Get(k)
+//	err = counts.Put(k.In(window), n+1)  // namespaced (windowed) access
+package strata

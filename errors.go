@@ -1,0 +1,43 @@
+package strata
+
+import (
+	"errors"
+
+	"github.com/strata-db/strata/fresh"
+	"github.com/strata-db/strata/memory"
+)
+
+// Sentinel errors. Operations wrap them with %w and context (state name, sizes, key group);
+// test with errors.Is. Errors of the tiers below are the same values re-exported, so
+// errors.Is(err, strata.ErrMemoryBudget) holds for an error that came from memory/.
+var (
+	// ErrClosed is returned by every operation on a closed Store or on a state of one, and by
+	// a second Close. It is fresh.ErrClosed.
+	ErrClosed = fresh.ErrClosed
+	// ErrKeyGroupOutOfRange is returned by a state operation on a Key whose key group is not
+	// in the Store's key-group range (Flink: "Key group is not in KeyGroupRange"), on a Key
+	// made by a Store with another MaxParallelism, and on the zero Key.
+	ErrKeyGroupOutOfRange = errors.New("strata: key group out of range")
+	// ErrMemoryBudget is returned when a write needs memory beyond the memory budget
+	// (Options.MemoryBudget or the shared Budget). It is memory.ErrMemoryBudget. Nothing is
+	// written; the Store stays usable.
+	ErrMemoryBudget = memory.ErrMemoryBudget
+	// ErrKeyTooLarge is returned when a composite key (key group, state id, key, namespace)
+	// or a map user key is longer than 65535 bytes. It is fresh.ErrKeyTooLarge.
+	ErrKeyTooLarge = fresh.ErrKeyTooLarge
+	// ErrValueTooLarge is returned when an encoded value, list element or map value is longer
+	// than a quarter of Options.SegmentSize. It is fresh.ErrValueTooLarge.
+	ErrValueTooLarge = fresh.ErrValueTooLarge
+	// ErrIncompatibleState is returned when a state name is registered again with another
+	// kind, codec or type, or a descriptor lacks a codec or function; the error names the
+	// state.
+	ErrIncompatibleState = errors.New("strata: incompatible state")
+	// ErrCorruption is returned when stored bytes cannot be decoded (a codec's Decode, list
+	// element framing). It is fresh.ErrCorruption.
+	ErrCorruption = fresh.ErrCorruption
+	// ErrNoEntry is returned by MapIterator.Remove without a current entry (Flink's iterator
+	// throws IllegalStateException there).
+	ErrNoEntry = errors.New("strata: iterator has no current entry")
+	// ErrInvalidOptions is returned by Options.Validate and Open; the error names the field.
+	ErrInvalidOptions = errors.New("strata: invalid options")
+)

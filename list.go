@@ -1,0 +1,296 @@
+package strata
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+)
+
+// ListDescriptor describes a list state: a list of elements of type T per key and
+// namespace, as Flink's ListStateDescriptor.
+type ListDescriptor[T any] struct {
+	Name  string   // unique per Store
+	Codec Codec[T] // element codec, required
+}
+
+// ListState is a list of elements per key and namespace, as Flink's ListState (and
+// InternalMergingState for MergeNamespaces). Add appends in O(1) without reading the list:
+// the FreshTable keeps appended batches as merge operands and ListState.Get walks them.
+//
+// Elements are framed inside a batch as
+//
+//	+----------------------+---------------------+----------------------+-----
+//	| len(e0) uvarint      | e0: codec bytes     | len(e1) uvarint      | ...
+//	+----------------------+---------------------+----------------------+-----
+//
+// so batches concatenate into batches (appends and merges copy bytes, never re-encode).
+// Use from the Store's goroutine only.
+type ListState[T any] struct {
+	stateBase
+	codec Codec[T]
+	lbuf  [][]byte // batches of the last Get
+}
+
+// NewListState registers d on s, or returns the list state registered under d.Name before
+// (same codec). Errors: ErrIncompatibleState (another kind, codec or type), ErrClosed.
+func NewListState[T any](s *Store, d ListDescriptor[T]) (*ListState[T], error) {
+	return register(s, d.Name, kindList, [2]any{d.Codec, nil}, func(b stateBase) *ListState[T] {
+		return &ListState[T]{stateBase: b, codec: d.Codec, lbuf: make([][]byte, 0, 8)}
+	})
+}
+
+// maxBatch is the largest batch handed to fresh in one call; longer batches are cut at
+// element boundaries (fresh refuses batches above a quarter of a segment).
+func (s *Store) maxBatch() int { return s.opts.SegmentSize / 8 }
+
+// Add appends x to the list of k, as Flink's ListState.add, in O(1) (no read of the list).
+// Errors: ErrKeyGroupOutOfRange, ErrClosed, ErrKeyTooLarge, ErrValueTooLarge, ErrMemoryBudget.
+func (l *ListState[T]) Add(k Key, x T) error {
+	s := l.s
+	s.guard.enter()
+	defer s.guard.exit()
+	if err := s.check(k); err != nil {
+		return l.wrap("add", err)
+	}
+	// Encode after a reserved varint header, then write the header right before the element.
+	buf := append(s.vbuf[:0], make([]byte, binary.MaxVarintLen64)...)
+	buf = l.codec.Append(buf, x)
+	s.vbuf = buf
+	var hdr [binary.MaxVarintLen64]byte
+	m := binary.PutUvarint(hdr[:], uint64(len(buf)-binary.MaxVarintLen64))
+	start := binary.MaxVarintLen64 - m
+	copy(buf[start:], hdr[:m])
+	key, h := s.compose(k, l.id)
+	if err := s.t.ListAppend(h, key, buf[start:]); err != nil {
+		return l.wrap("add", err)
+	}
+	return nil
+}
+
+// appendElems appends the framed encodings of xs to dst, using s.ubuf as element scratch.
+func (l *ListState[T]) appendElems(dst []byte, xs []T) []byte {
+	s := l.s
+	for i := range xs {
+		s.ubuf = l.codec.Append(s.ubuf[:0], xs[i])
+		dst = binary.AppendUvarint(dst, uint64(len(s.ubuf)))
+		dst = append(dst, s.ubuf...)
+	}
+	return dst
+}
+
+// AddAll appends xs to the list of k in order, as Flink's ListState.addAll; an empty xs
+// changes nothing. The elements go to the FreshTable as one batch (several when larger than
+// an eighth of a segment). Errors as Add.
+func (l *ListState[T]) AddAll(k Key, xs []T) error {
+	s := l.s
+	s.guard.enter()
+	defer s.guard.exit()
+	if err := s.check(k); err != nil {
+		return l.wrap("add all", err)
+	}
+	if len(xs) == 0 {
+		return nil
+	}
+	s.vbuf = l.appendElems(s.vbuf[:0], xs)
+	key, h := s.compose(k, l.id)
+	if err := s.writeList(h, key, s.vbuf, false); err != nil {
+		return l.wrap("add all", err)
+	}
+	return nil
+}
+
+// Update replaces the list of k with xs, as Flink's ListState.update: an empty xs removes the
+// list (as Clear). Errors as Add.
+func (l *ListState[T]) Update(k Key, xs []T) error {
+	s := l.s
+	s.guard.enter()
+	defer s.guard.exit()
+	if err := s.check(k); err != nil {
+		return l.wrap("update", err)
+	}
+	key, h := s.compose(k, l.id)
+	var err error
+	if len(xs) == 0 {
+		err = s.t.ListDelete(h, key)
+	} else {
+		s.vbuf = l.appendElems(s.vbuf[:0], xs)
+		err = s.writeList(h, key, s.vbuf, true)
+	}
+	if err != nil {
+		return l.wrap("update", err)
+	}
+	return nil
+}
+
+// writeList hands a framed batch to fresh, cut at element boundaries into pieces of at most
+// maxBatch bytes (a single larger element goes alone, and fresh may refuse it). With replace,
+// the first piece replaces the list and the others append.
+func (s *Store) writeList(h uint64, key, batch []byte, replace bool) error {
+	max := s.maxBatch()
+	for len(batch) > 0 {
+		n := len(batch)
+		if n > max {
+			n = 0
+			for n < len(batch) {
+				ln, m := binary.Uvarint(batch[n:])
+				if m <= 0 {
+					panic("strata: invariant: list batch framing broken")
+				}
+				end := n + m + int(ln)
+				if end > max && n > 0 {
+					break
+				}
+				n = end
+			}
+		}
+		var err error
+		if replace {
+			err = s.t.ListReplace(h, key, batch[:n])
+			replace = false
+		} else {
+			err = s.t.ListAppend(h, key, batch[:n])
+		}
+		if err != nil {
+			return err
+		}
+		batch = batch[n:]
+	}
+	return nil
+}
+
+// Get returns an iterator over the list of k, oldest element first, as Flink's ListState.get;
+// an absent or cleared list yields no element. Elements are decoded lazily, one per Next.
+// The iterator reads the Store's memory in place: it is valid until the next write to the
+// Store or the next Get on this state (collect the elements first to write while iterating).
+// Errors (ErrKeyGroupOutOfRange, ErrClosed, ErrCorruption) are reported by the iterator's Err.
+func (l *ListState[T]) Get(k Key) ListIterator[T] {
+	s := l.s
+	s.guard.enter()
+	defer s.guard.exit()
+	if err := s.check(k); err != nil {
+		return ListIterator[T]{err: l.wrap("get", err)}
+	}
+	key, h := s.compose(k, l.id)
+	var st status
+	l.lbuf, st = s.t.ListGet(h, key, l.lbuf[:0])
+	if st != found {
+		return ListIterator[T]{}
+	}
+	return ListIterator[T]{codec: l.codec, batches: l.lbuf, name: l.name}
+}
+
+// Clear removes the list of k, as Flink's State.clear. Errors: ErrKeyGroupOutOfRange,
+// ErrClosed, ErrMemoryBudget.
+func (l *ListState[T]) Clear(k Key) error {
+	s := l.s
+	s.guard.enter()
+	defer s.guard.exit()
+	if err := s.check(k); err != nil {
+		return l.wrap("clear", err)
+	}
+	key, h := s.compose(k, l.id)
+	if err := s.t.ListDelete(h, key); err != nil {
+		return l.wrap("clear", err)
+	}
+	return nil
+}
+
+// MergeNamespaces merges the lists of k in the source namespaces into the list of k in the
+// target namespace and clears the sources, as Flink's InternalMergingState.mergeNamespaces
+// (used when session windows merge): the target keeps its elements and gets the sources'
+// elements appended, in source order. Absent sources are ignored; a source equal to target
+// is skipped. Errors as Add.
+func (l *ListState[T]) MergeNamespaces(k Key, target []byte, sources ...[]byte) error {
+	s := l.s
+	s.guard.enter()
+	defer s.guard.exit()
+	if err := s.check(k); err != nil {
+		return l.wrap("merge namespaces", err)
+	}
+	acc := s.bufs[0][:0]
+	for _, src := range sources {
+		if bytes.Equal(src, target) {
+			continue
+		}
+		key, h := s.compose(k.In(src), l.id)
+		var st status
+		l.lbuf, st = s.t.ListGet(h, key, l.lbuf[:0])
+		if st != found {
+			continue
+		}
+		for _, b := range l.lbuf {
+			acc = append(acc, b...)
+		}
+		if err := s.t.ListDelete(h, key); err != nil {
+			s.bufs[0] = acc
+			return l.wrap("merge namespaces", err)
+		}
+	}
+	s.bufs[0] = acc
+	if len(acc) == 0 {
+		return nil
+	}
+	key, h := s.compose(k.In(target), l.id)
+	if err := s.writeList(h, key, acc, false); err != nil {
+		return l.wrap("merge namespaces", err)
+	}
+	return nil
+}
+
+// ListIterator iterates the elements of one list, as returned by ListState.Get:
+//
+//	it := list.Get(k)
+//	for it.Next() {
+//		use(it.Value())
+//	}
+//	if err := it.Err(); err != nil { ... }
+//
+// The zero ListIterator yields nothing.
+type ListIterator[T any] struct {
+	codec   Codec[T]
+	batches [][]byte // batches not yet started
+	cur     []byte   // rest of the current batch
+	v       T
+	err     error
+	name    string
+}
+
+// Next advances to the next element and reports whether there is one. It returns false at
+// the end of the list and on an error (see Err).
+func (it *ListIterator[T]) Next() bool {
+	if it.err != nil {
+		return false
+	}
+	for len(it.cur) == 0 {
+		if len(it.batches) == 0 {
+			return false
+		}
+		it.cur, it.batches = it.batches[0], it.batches[1:]
+	}
+	n, m := binary.Uvarint(it.cur)
+	if m <= 0 || n > uint64(len(it.cur)-m) {
+		it.err = it.corrupt()
+		return false
+	}
+	elem := it.cur[m : m+int(n)]
+	it.cur = it.cur[m+int(n):]
+	v, err := it.codec.Decode(elem)
+	if err != nil {
+		it.err = fmt.Errorf("strata: list state %q: %w", it.name, err)
+		return false
+	}
+	it.v = v
+	return true
+}
+
+//go:noinline
+func (it *ListIterator[T]) corrupt() error {
+	return fmt.Errorf("%w: strata: list state %q: bad element framing", ErrCorruption, it.name)
+}
+
+// Value returns the element Next moved to (aliasing the Store's memory for aliasing codecs
+// such as Bytes, with the iterator's validity).
+func (it *ListIterator[T]) Value() T { return it.v }
+
+// Err returns the error that ended the iteration, or nil.
+func (it *ListIterator[T]) Err() error { return it.err }

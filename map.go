@@ -1,0 +1,326 @@
+package strata
+
+import (
+	"iter"
+
+	metro "github.com/dgryski/go-metro"
+)
+
+// MapDescriptor describes a map state: a map from user keys UK to values UV per key and
+// namespace, as Flink's MapStateDescriptor.
+type MapDescriptor[UK, UV any] struct {
+	Name       string    // unique per Store
+	KeyCodec   Codec[UK] // user-key codec, required; equal user keys must encode equally
+	ValueCodec Codec[UV] // value codec, required
+}
+
+// MapState is a map of user keys to values per key and namespace, as Flink's MapState.
+// Each (key, namespace) map is a nested index in the FreshTable, so Get, Put and Remove of one
+// user key touch only that entry. User keys are hashed with go-metro, independently of the
+// xxh3 key hash. Use from the Store's goroutine only.
+type MapState[UK, UV any] struct {
+	stateBase
+	kc Codec[UK]
+	vc Codec[UV]
+}
+
+// userKeySeed seeds the go-metro hash of map user keys.
+const userKeySeed = 0x5354524154414d50 // "STRATAMP"
+
+func hashUserKey(b []byte) uint64 { return metro.Hash64(b, userKeySeed) }
+
+// NewMapState registers d on s, or returns the map state registered under d.Name before (same
+// codecs). Errors: ErrIncompatibleState (another kind, codec or type), ErrClosed.
+func NewMapState[UK, UV any](s *Store, d MapDescriptor[UK, UV]) (*MapState[UK, UV], error) {
+	return register(s, d.Name, kindMap, [2]any{d.KeyCodec, d.ValueCodec}, func(b stateBase) *MapState[UK, UV] {
+		return &MapState[UK, UV]{stateBase: b, kc: d.KeyCodec, vc: d.ValueCodec}
+	})
+}
+
+// Get returns the value of user key uk in the map of k and true, or the zero UV and false when
+// absent, as Flink's MapState.get returning null. Errors: ErrKeyGroupOutOfRange, ErrClosed,
+// ErrCorruption.
+func (m *MapState[UK, UV]) Get(k Key, uk UK) (UV, bool, error) {
+	s := m.s
+	s.guard.enter()
+	defer s.guard.exit()
+	var zero UV
+	if err := s.check(k); err != nil {
+		return zero, false, m.wrap("get", err)
+	}
+	mk, hm := s.compose(k, m.id)
+	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
+	b, st := s.t.MapGet(hm, mk, hashUserKey(s.ubuf), s.ubuf)
+	if st != found {
+		return zero, false, nil
+	}
+	v, err := m.vc.Decode(b)
+	if err != nil {
+		return zero, false, m.wrap("get", err)
+	}
+	return v, true, nil
+}
+
+// Contains reports whether the map of k has user key uk, as Flink's MapState.contains.
+// Errors as Get.
+func (m *MapState[UK, UV]) Contains(k Key, uk UK) (bool, error) {
+	s := m.s
+	s.guard.enter()
+	defer s.guard.exit()
+	if err := s.check(k); err != nil {
+		return false, m.wrap("contains", err)
+	}
+	mk, hm := s.compose(k, m.id)
+	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
+	_, st := s.t.MapGet(hm, mk, hashUserKey(s.ubuf), s.ubuf)
+	return st == found, nil
+}
+
+// Put sets user key uk to uv in the map of k, as Flink's MapState.put. Errors:
+// ErrKeyGroupOutOfRange, ErrClosed, ErrKeyTooLarge, ErrValueTooLarge, ErrMemoryBudget.
+func (m *MapState[UK, UV]) Put(k Key, uk UK, uv UV) error {
+	s := m.s
+	s.guard.enter()
+	defer s.guard.exit()
+	return m.put(k, uk, uv)
+}
+
+func (m *MapState[UK, UV]) put(k Key, uk UK, uv UV) error {
+	s := m.s
+	if err := s.check(k); err != nil {
+		return m.wrap("put", err)
+	}
+	mk, hm := s.compose(k, m.id)
+	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
+	s.vbuf = m.vc.Append(s.vbuf[:0], uv)
+	if err := s.t.MapPut(hm, mk, hashUserKey(s.ubuf), s.ubuf, s.vbuf); err != nil {
+		return m.wrap("put", err)
+	}
+	return nil
+}
+
+// PutAll puts every entry of entries into the map of k, as Flink's MapState.putAll, stopping
+// at the first error. entries runs on the caller's goroutine and may use the Store.
+func (m *MapState[UK, UV]) PutAll(k Key, entries iter.Seq2[UK, UV]) error {
+	var err error
+	entries(func(uk UK, uv UV) bool {
+		s := m.s
+		s.guard.enter()
+		err = m.put(k, uk, uv)
+		s.guard.exit()
+		return err == nil
+	})
+	return err
+}
+
+// Remove deletes user key uk from the map of k, as Flink's MapState.remove; removing an
+// absent user key is not an error. Errors: ErrKeyGroupOutOfRange, ErrClosed, ErrKeyTooLarge,
+// ErrMemoryBudget.
+func (m *MapState[UK, UV]) Remove(k Key, uk UK) error {
+	s := m.s
+	s.guard.enter()
+	defer s.guard.exit()
+	if err := s.check(k); err != nil {
+		return m.wrap("remove", err)
+	}
+	mk, hm := s.compose(k, m.id)
+	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
+	if err := s.t.MapRemove(hm, mk, hashUserKey(s.ubuf), s.ubuf); err != nil {
+		return m.wrap("remove", err)
+	}
+	return nil
+}
+
+// IsEmpty reports whether the map of k has no entry, as Flink's MapState.isEmpty.
+// Errors: ErrKeyGroupOutOfRange, ErrClosed.
+func (m *MapState[UK, UV]) IsEmpty(k Key) (bool, error) {
+	s := m.s
+	s.guard.enter()
+	defer s.guard.exit()
+	if err := s.check(k); err != nil {
+		return false, m.wrap("is empty", err)
+	}
+	mk, hm := s.compose(k, m.id)
+	it := s.t.MapIter(hm, mk)
+	return !it.Next(), nil
+}
+
+// Clear removes the whole map of k, as Flink's State.clear. Errors: ErrKeyGroupOutOfRange,
+// ErrClosed, ErrMemoryBudget.
+func (m *MapState[UK, UV]) Clear(k Key) error {
+	s := m.s
+	s.guard.enter()
+	defer s.guard.exit()
+	if err := s.check(k); err != nil {
+		return m.wrap("clear", err)
+	}
+	mk, hm := s.compose(k, m.id)
+	if err := s.t.MapClear(hm, mk); err != nil {
+		return m.wrap("clear", err)
+	}
+	return nil
+}
+
+// Iterator returns an iterator over the entries of the map of k, in no particular order, as
+// Flink's MapState.iterator. The Store (this map included) may be written while iterating:
+// MapIterator.Remove removes the current entry, and Put of the current user key updates it,
+// without disturbing the iteration; entries put during the iteration may or may not be seen.
+// Errors are reported by the iterator's Err.
+func (m *MapState[UK, UV]) Iterator(k Key) *MapIterator[UK, UV] {
+	it := &MapIterator[UK, UV]{}
+	m.iterator(k, it)
+	return it
+}
+
+func (m *MapState[UK, UV]) iterator(k Key, it *MapIterator[UK, UV]) {
+	s := m.s
+	s.guard.enter()
+	defer s.guard.exit()
+	it.m = m
+	if err := s.check(k); err != nil {
+		it.err = m.wrap("iterate", err)
+		return
+	}
+	mk, hm := s.compose(k, m.id)
+	it.mk = append(it.mk[:0], mk...)
+	it.hm = hm
+	it.it = s.t.MapIter(hm, it.mk)
+	it.ok = true
+}
+
+// Entries returns the entries of the map of k as a sequence, as Flink's MapState.entries.
+// Writes during the iteration behave as for Iterator. The sequence ends early on an error
+// (ErrKeyGroupOutOfRange, ErrClosed, ErrCorruption) without reporting it: use Iterator where
+// errors matter.
+func (m *MapState[UK, UV]) Entries(k Key) iter.Seq2[UK, UV] {
+	return func(yield func(UK, UV) bool) {
+		var it MapIterator[UK, UV]
+		m.iterator(k, &it)
+		for it.Next() {
+			uk, uv := it.Key(), it.Value()
+			if it.err != nil || !yield(uk, uv) {
+				return
+			}
+		}
+	}
+}
+
+// Keys returns the user keys of the map of k, as Flink's MapState.keys; see Entries.
+func (m *MapState[UK, UV]) Keys(k Key) iter.Seq[UK] {
+	return func(yield func(UK) bool) {
+		var it MapIterator[UK, UV]
+		m.iterator(k, &it)
+		for it.Next() {
+			uk := it.Key()
+			if it.err != nil || !yield(uk) {
+				return
+			}
+		}
+	}
+}
+
+// Values returns the values of the map of k, as Flink's MapState.values; see Entries.
+func (m *MapState[UK, UV]) Values(k Key) iter.Seq[UV] {
+	return func(yield func(UV) bool) {
+		var it MapIterator[UK, UV]
+		m.iterator(k, &it)
+		for it.Next() {
+			uv := it.Value()
+			if it.err != nil || !yield(uv) {
+				return
+			}
+		}
+	}
+}
+
+// MapIterator iterates the entries of one map, as returned by MapState.Iterator:
+//
+//	it := m.Iterator(k)
+//	for it.Next() {
+//		if drop(it.Key()) {
+//			if err := it.Remove(); err != nil { ... }
+//		}
+//	}
+//	if err := it.Err(); err != nil { ... }
+//
+// Key and Value decode on each call. Use from the Store's goroutine only.
+type MapIterator[UK, UV any] struct {
+	m   *MapState[UK, UV]
+	mk  []byte // composite map key (own copy: the Store's scratch is reused while iterating)
+	hm  uint64
+	it  mapIter
+	ok  bool // it is valid and not exhausted
+	has bool // there is a current entry (Next returned true and Remove was not called)
+	err error
+}
+
+// Next advances to the next entry and reports whether there is one; false at the end and
+// after an error (see Err).
+func (it *MapIterator[UK, UV]) Next() bool {
+	if !it.ok || it.err != nil {
+		return false
+	}
+	if it.m.s.closed {
+		it.err = it.m.wrap("iterate", ErrClosed)
+		return false
+	}
+	it.m.s.guard.enter()
+	ok := it.it.Next()
+	it.m.s.guard.exit()
+	it.ok, it.has = ok, ok
+	return ok
+}
+
+// Key returns the current user key, decoded (zero UK without a current entry or after a
+// decode error, see Err).
+func (it *MapIterator[UK, UV]) Key() UK {
+	if !it.ok {
+		var zero UK
+		return zero
+	}
+	uk, err := it.m.kc.Decode(it.it.UserKey())
+	if err != nil && it.err == nil {
+		it.err = it.m.wrap("iterate", err)
+	}
+	return uk
+}
+
+// Value returns the current value, decoded (zero UV without a current entry or after a decode
+// error, see Err). Values of aliasing codecs (Bytes) are valid until the next write to the
+// Store.
+func (it *MapIterator[UK, UV]) Value() UV {
+	if !it.ok {
+		var zero UV
+		return zero
+	}
+	uv, err := it.m.vc.Decode(it.it.Value())
+	if err != nil && it.err == nil {
+		it.err = it.m.wrap("iterate", err)
+	}
+	return uv
+}
+
+// Remove removes the current entry from the map without disturbing the iteration, as the
+// remove of Flink's MapState iterator. Without a current entry (before Next, after the end,
+// or a second Remove of one entry) it returns ErrNoEntry, as Flink's IllegalStateException.
+// Errors: ErrNoEntry, ErrClosed, ErrMemoryBudget.
+func (it *MapIterator[UK, UV]) Remove() error {
+	if !it.has {
+		return it.m.wrap("iterator remove", ErrNoEntry)
+	}
+	s := it.m.s
+	if s.closed {
+		return it.m.wrap("iterator remove", ErrClosed)
+	}
+	s.guard.enter()
+	defer s.guard.exit()
+	uk := it.it.UserKey()
+	if err := s.t.MapRemove(it.hm, it.mk, hashUserKey(uk), uk); err != nil {
+		return it.m.wrap("iterator remove", err)
+	}
+	it.has = false
+	return nil
+}
+
+// Err returns the error that ended the iteration or a decode error of Key or Value, or nil.
+func (it *MapIterator[UK, UV]) Err() error { return it.err }

@@ -1,0 +1,118 @@
+package strata
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults applied by Open to zero Options fields.
+const (
+	// DefaultMemoryBudget is the memory budget of a Store with its own budget: 1 GiB.
+	DefaultMemoryBudget = 1 << 30
+	// DefaultSegmentSize is the size of a FreshTable data segment: 64 MiB.
+	DefaultSegmentSize = 64 << 20
+)
+
+// Options configure a Store. The zero value is valid: every zero field takes its default.
+// Options are read once by Open and not retained by reference (except SharedBudget and Clock).
+type Options struct {
+	// MaxParallelism is the number of key groups, Flink's max parallelism: 1..32768
+	// (UpperBoundMaxParallelism). Default 128 (DefaultMaxParallelism). It must be the same
+	// for every Store of a job so that keys land in the same key groups everywhere.
+	MaxParallelism int
+
+	// KeyGroups is the range of key groups this Store owns, usually
+	// ComputeKeyGroupRangeForOperatorIndex(MaxParallelism, parallelism, subtaskIndex).
+	// nil means all key groups [0, MaxParallelism-1]. Both ends must lie in
+	// [0, MaxParallelism-1] with Start <= End. A pointer, because KeyGroupRange{0, 0} (only
+	// key group 0) is a valid range and cannot double as "unset".
+	KeyGroups *KeyGroupRange
+
+	// MemoryBudget is the hard limit, in bytes, on the memory the Store maps outside the Go
+	// heap (segments and hash indices). Default 1 GiB (DefaultMemoryBudget). Must be at least
+	// SegmentSize. Must be 0 when SharedBudget is set.
+	MemoryBudget int64
+
+	// SharedBudget, when not nil, is a budget created with NewBudget and shared with other
+	// stores of the process (or slot); MemoryBudget is then ignored and must be 0. The Store
+	// does not release the shared budget on Close.
+	SharedBudget *Budget
+
+	// SegmentSize is the size of a FreshTable data segment in bytes: 16, 32 or 64 MiB
+	// (16<<20, 32<<20, 64<<20). Default 64 MiB (DefaultSegmentSize).
+	SegmentSize int
+
+	// Clock returns the processing time in milliseconds since the Unix epoch; it will drive
+	// TTL. Default: time.Now().UnixMilli. Called on the Store's goroutine.
+	Clock func() int64
+}
+
+// Validate reports whether the options are valid, returning an error that wraps
+// ErrInvalidOptions and names the bad field. Zero fields are valid (they take defaults).
+func (o Options) Validate() error {
+	maxP := o.MaxParallelism
+	if maxP == 0 {
+		maxP = DefaultMaxParallelism
+	}
+	if maxP < 1 || maxP > UpperBoundMaxParallelism {
+		return fmt.Errorf("%w: Options.MaxParallelism = %d: must be in [1, %d] (0 for the default %d)",
+			ErrInvalidOptions, o.MaxParallelism, UpperBoundMaxParallelism, DefaultMaxParallelism)
+	}
+	if r := o.KeyGroups; r != nil {
+		if r.Start < 0 || r.End >= maxP || r.Start > r.End {
+			return fmt.Errorf("%w: Options.KeyGroups = %v: must satisfy 0 <= Start <= End < MaxParallelism (%d)",
+				ErrInvalidOptions, *r, maxP)
+		}
+	}
+	seg := o.SegmentSize
+	if seg == 0 {
+		seg = DefaultSegmentSize
+	}
+	if seg != 16<<20 && seg != 32<<20 && seg != 64<<20 {
+		return fmt.Errorf("%w: Options.SegmentSize = %d: must be 16, 32 or 64 MiB (0 for the default 64 MiB)",
+			ErrInvalidOptions, o.SegmentSize)
+	}
+	if o.SharedBudget != nil {
+		if o.MemoryBudget != 0 {
+			return fmt.Errorf("%w: Options.MemoryBudget = %d: must be 0 when Options.SharedBudget is set",
+				ErrInvalidOptions, o.MemoryBudget)
+		}
+		if l := o.SharedBudget.Limit(); l < int64(seg) {
+			return fmt.Errorf("%w: Options.SharedBudget: limit %d bytes is smaller than one segment (%d bytes)",
+				ErrInvalidOptions, l, seg)
+		}
+		return nil
+	}
+	if o.MemoryBudget < 0 {
+		return fmt.Errorf("%w: Options.MemoryBudget = %d: must not be negative (0 for the default 1 GiB)",
+			ErrInvalidOptions, o.MemoryBudget)
+	}
+	if o.MemoryBudget != 0 && o.MemoryBudget < int64(seg) {
+		return fmt.Errorf("%w: Options.MemoryBudget = %d: smaller than one segment (Options.SegmentSize = %d bytes)",
+			ErrInvalidOptions, o.MemoryBudget, seg)
+	}
+	return nil
+}
+
+// withDefaults returns o with every zero field set to its default. o must be valid.
+func (o Options) withDefaults() Options {
+	if o.MaxParallelism == 0 {
+		o.MaxParallelism = DefaultMaxParallelism
+	}
+	if o.KeyGroups == nil {
+		o.KeyGroups = &KeyGroupRange{Start: 0, End: o.MaxParallelism - 1}
+	} else {
+		r := *o.KeyGroups
+		o.KeyGroups = &r
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = DefaultSegmentSize
+	}
+	if o.SharedBudget == nil && o.MemoryBudget == 0 {
+		o.MemoryBudget = DefaultMemoryBudget
+	}
+	if o.Clock == nil {
+		o.Clock = func() int64 { return time.Now().UnixMilli() }
+	}
+	return o
+}

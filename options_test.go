@@ -1,0 +1,65 @@
+package strata
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestOptionsValidate(t *testing.T) {
+	shared := NewBudget(128 << 20)
+	small := NewBudget(1 << 20)
+	for _, tc := range []struct {
+		name  string
+		opts  Options
+		field string // "" = valid
+	}{
+		{"zero", Options{}, ""},
+		{"full", Options{MaxParallelism: 10, KeyGroups: &KeyGroupRange{3, 5}, MemoryBudget: 64 << 20, SegmentSize: 16 << 20}, ""},
+		{"keygroup0", Options{MaxParallelism: 10, KeyGroups: &KeyGroupRange{0, 0}}, ""},
+		{"shared", Options{SharedBudget: shared}, ""},
+		{"maxP negative", Options{MaxParallelism: -1}, "MaxParallelism"},
+		{"maxP too large", Options{MaxParallelism: 1<<15 + 1}, "MaxParallelism"},
+		{"maxP upper bound", Options{MaxParallelism: 1 << 15}, ""},
+		{"range beyond maxP", Options{MaxParallelism: 10, KeyGroups: &KeyGroupRange{5, 10}}, "KeyGroups"},
+		{"range beyond default maxP", Options{KeyGroups: &KeyGroupRange{0, 128}}, "KeyGroups"},
+		{"range inverted", Options{KeyGroups: &KeyGroupRange{5, 4}}, "KeyGroups"},
+		{"range negative", Options{KeyGroups: &KeyGroupRange{-1, 4}}, "KeyGroups"},
+		{"budget negative", Options{MemoryBudget: -1}, "MemoryBudget"},
+		{"budget below segment", Options{MemoryBudget: 32 << 20}, "MemoryBudget"},
+		{"budget and shared", Options{MemoryBudget: 1 << 30, SharedBudget: shared}, "MemoryBudget"},
+		{"shared too small", Options{SharedBudget: small}, "SharedBudget"},
+		{"segment odd", Options{SegmentSize: 1 << 20}, "SegmentSize"},
+		{"segment negative", Options{SegmentSize: -1}, "SegmentSize"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.opts.Validate()
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidOptions) {
+				t.Fatalf("Validate() = %v, want ErrInvalidOptions", err)
+			}
+			if !strings.Contains(err.Error(), "Options."+tc.field) {
+				t.Fatalf("Validate() = %q, does not name Options.%s", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestOptionsDefaults(t *testing.T) {
+	o := Options{}.withDefaults()
+	if o.MaxParallelism != 128 || *o.KeyGroups != (KeyGroupRange{0, 127}) || o.MemoryBudget != 1<<30 ||
+		o.SegmentSize != 64<<20 || o.Clock == nil || o.Clock() <= 0 {
+		t.Fatalf("defaults: %+v", o)
+	}
+	r := KeyGroupRange{1, 2}
+	o = Options{MaxParallelism: 4, KeyGroups: &r}.withDefaults()
+	r.End = 3
+	if o.KeyGroups.End != 2 {
+		t.Fatal("withDefaults must copy KeyGroups")
+	}
+}

@@ -1,0 +1,106 @@
+package strata
+
+import "fmt"
+
+// stateKind is the kind of a registered state.
+type stateKind uint8
+
+const (
+	kindValue stateKind = iota + 1
+	kindList
+	kindMap
+	kindReducing
+	kindAggregating
+)
+
+func (k stateKind) String() string {
+	switch k {
+	case kindValue:
+		return "value"
+	case kindList:
+		return "list"
+	case kindMap:
+		return "map"
+	case kindReducing:
+		return "reducing"
+	case kindAggregating:
+		return "aggregating"
+	}
+	return fmt.Sprintf("stateKind(%d)", uint8(k))
+}
+
+// maxStates is the number of states one Store can register: state ids are uint16 and 0 is
+// reserved.
+const maxStates = 1<<16 - 1
+
+// registration is one registered state: its name, kind, id, codecs and the state object.
+type registration struct {
+	name   string
+	kind   stateKind
+	id     uint16
+	codecs [2]any
+	state  any // *ValueState[T], *ListState[T], ...
+}
+
+// register returns the state registered under name, creating it with mk when the name is
+// new. A name registered with another kind, other codecs or other type parameters fails with
+// ErrIncompatibleState.
+func register[S any](s *Store, name string, kind stateKind, codecs [2]any, mk func(b stateBase) *S) (*S, error) {
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if name == "" {
+		return nil, fmt.Errorf("%w: empty state name", ErrIncompatibleState)
+	}
+	for i, c := range codecs {
+		if c == nil && (i == 0 || kind == kindMap) {
+			return nil, fmt.Errorf("%w: state %q: nil codec", ErrIncompatibleState, name)
+		}
+	}
+	if r, ok := s.states[name]; ok {
+		if r.kind != kind {
+			return nil, fmt.Errorf("%w: state %q is registered as %v state, requested as %v state",
+				ErrIncompatibleState, name, r.kind, kind)
+		}
+		if !sameCodec(r.codecs[0], codecs[0]) || !sameCodec(r.codecs[1], codecs[1]) {
+			return nil, fmt.Errorf("%w: state %q is registered with codec %T/%T, requested with %T/%T",
+				ErrIncompatibleState, name, r.codecs[0], r.codecs[1], codecs[0], codecs[1])
+		}
+		st, ok := r.state.(*S)
+		if !ok {
+			return nil, fmt.Errorf("%w: state %q is registered as %T, requested as %T",
+				ErrIncompatibleState, name, r.state, (*S)(nil))
+		}
+		return st, nil
+	}
+	if s.nextID > maxStates {
+		return nil, fmt.Errorf("%w: state %q: more than %d states", ErrIncompatibleState, name, maxStates)
+	}
+	id := uint16(s.nextID)
+	s.nextID++
+	st := mk(stateBase{s: s, id: id, name: name})
+	s.states[name] = &registration{name: name, kind: kind, id: id, codecs: codecs, state: st}
+	return st, nil
+}
+
+// stateBase is what every state holds: its Store, id and name.
+type stateBase struct {
+	s    *Store
+	id   uint16
+	name string
+}
+
+// Name returns the name the state was registered under.
+func (b *stateBase) Name() string { return b.name }
+
+// wrap adds the state name to an error from the layers below (error path only).
+//
+//go:noinline
+func (b *stateBase) wrap(op string, err error) error {
+	return fmt.Errorf("strata: %s state %q: %w", op, b.name, err)
+}
+
+//go:noinline
+func stateError(name, msg string) error {
+	return fmt.Errorf("%w: state %q: %s", ErrIncompatibleState, name, msg)
+}

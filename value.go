@@ -1,0 +1,86 @@
+package strata
+
+// ValueDescriptor describes a value state: a single value of type T per key and namespace,
+// as Flink's ValueStateDescriptor.
+type ValueDescriptor[T any] struct {
+	Name  string   // unique per Store
+	Codec Codec[T] // required
+}
+
+// ValueState is a single value per key and namespace, as Flink's ValueState. Get and Put
+// allocate nothing beyond what the codec allocates. Use from the Store's goroutine only.
+type ValueState[T any] struct {
+	stateBase
+	codec Codec[T]
+}
+
+// NewValueState registers d on s, or returns the value state registered under d.Name before
+// (same codec). It fails with ErrIncompatibleState when the name is registered with another
+// kind, codec or type, and with ErrClosed on a closed Store.
+func NewValueState[T any](s *Store, d ValueDescriptor[T]) (*ValueState[T], error) {
+	return register(s, d.Name, kindValue, [2]any{d.Codec, nil}, func(b stateBase) *ValueState[T] {
+		return &ValueState[T]{stateBase: b, codec: d.Codec}
+	})
+}
+
+// Get returns the value of k (key and namespace) and true, or the zero T and false when k has
+// no value, as Flink's ValueState.value() returning null. Errors: ErrKeyGroupOutOfRange,
+// ErrClosed, ErrCorruption from the codec. A value decoded by an aliasing codec (Bytes) is
+// valid until the next write to the Store.
+func (v *ValueState[T]) Get(k Key) (T, bool, error) {
+	s := v.s
+	s.guard.enter()
+	var zero T
+	if err := s.check(k); err != nil {
+		s.guard.exit()
+		return zero, false, v.wrap("get", err)
+	}
+	key, h := s.compose(k, v.id)
+	b, st := s.t.Get(h, key)
+	if st != found {
+		s.guard.exit()
+		return zero, false, nil
+	}
+	x, err := v.codec.Decode(b)
+	s.guard.exit()
+	if err != nil {
+		return zero, false, v.wrap("get", err)
+	}
+	return x, true, nil
+}
+
+// Put sets the value of k, as Flink's ValueState.update (a nil-like value is stored as
+// encoded; use Clear to remove). Errors: ErrKeyGroupOutOfRange, ErrClosed, ErrKeyTooLarge,
+// ErrValueTooLarge, ErrMemoryBudget.
+func (v *ValueState[T]) Put(k Key, x T) error {
+	s := v.s
+	s.guard.enter()
+	if err := s.check(k); err != nil {
+		s.guard.exit()
+		return v.wrap("put", err)
+	}
+	key, h := s.compose(k, v.id)
+	s.vbuf = v.codec.Append(s.vbuf[:0], x)
+	err := s.t.Put(h, key, s.vbuf)
+	s.guard.exit()
+	if err != nil {
+		return v.wrap("put", err)
+	}
+	return nil
+}
+
+// Clear removes the value of k, as Flink's State.clear. Clearing an absent value is not an
+// error. Errors: ErrKeyGroupOutOfRange, ErrClosed, ErrMemoryBudget.
+func (v *ValueState[T]) Clear(k Key) error {
+	s := v.s
+	s.guard.enter()
+	defer s.guard.exit()
+	if err := s.check(k); err != nil {
+		return v.wrap("clear", err)
+	}
+	key, h := s.compose(k, v.id)
+	if err := s.t.Delete(h, key); err != nil {
+		return v.wrap("clear", err)
+	}
+	return nil
+}
