@@ -1,5 +1,141 @@
-// Package fresh is the FreshTable: the newest tier of Strata, holding the
-// keyed state just written in off-heap segments with a per-segment swiss
-// style hash index. (The full design document is being written; see the
-// layouts in record.go and segment.go.)
+// Package fresh is the FreshTable, the newest tier of Strata: the keyed
+// state just written (Flink value, list, map, reducing and aggregating
+// state), kept in fixed-size segments outside the Go heap and found through
+// a swiss-table style hash index per segment, after Huawei OmniStateStore's
+// FreshTable.
+//
+// # Terms
+//
+//   - Key: composite key bytes, opaque here (the root package encodes key
+//     group, state id, key and namespace); the caller supplies its 64-bit
+//     hash h. For map state the composite key is the map key (hash hm) and
+//     each entry has a user key (hash hu).
+//   - Segment: one memory.Pool Region (PurposeFreshData): a 16-byte header,
+//     then records appended by a bump pointer. One segment is active
+//     (writable); full or Seal()ed segments are sealed: read-only, still
+//     searched. segs holds them oldest first; reads go newest first.
+//   - Index: each segment's own open-addressing hash table in a separate
+//     Region (PurposeFreshIndex), groups of 8 slots, one cache line each.
+//   - Record: addressed by a uint32 offset in its segment (0 = none).
+//     Every record header carries the write's sequence number (Table.Seq;
+//     each write, in place or appended, increments it).
+//   - Garbage: a record superseded inside its segment (FlagDead); counted
+//     in Stats, reclaimed when the segment is transformed or dropped.
+//
+// # Segment
+//
+//	0       4       6       8              12              16
+//	+-------+-------+-------+---------------+---------------+----------- ...
+//	| magic | ver=1 | 0     | data limit    | 0             | records
+//	| u32   | u16   | u16   | u32 (bytes)   | u32           |
+//	+-------+-------+-------+---------------+---------------+----------- ...
+//	magic = 0x53524653 ("SFRS"); all integers little endian.
+//
+// # Index group (64 bytes, one cache line)
+//
+//	0               8                               40                      64
+//	+---------------+-------------------------------+-----------------------+
+//	| ctrl[8]       | off[8] u32 record offsets     | h24[8] 3-byte hashes  |
+//	+---------------+-------------------------------+-----------------------+
+//	ctrl byte: 0b0000_0000 empty, 0b1ttt_tttt full with tag t = h>>57.
+//	h24 = bits 32..55 of h; the home group is h24 & (groups-1); probing is
+//	triangular over groups (g, g+1, g+3, ...), visiting every group.
+//
+// A lookup broadcasts 0x80|tag over 8 bytes and matches the 8 control
+// bytes at once with SWAR arithmetic (matchTag, pure Go, inlined), checks
+// the slot's h24, and only then touches the record to compare kind and
+// key bytes. Zeroed memory is an empty index. The index never deletes a
+// slot (a delete is a tombstone record), so probing stops at the first
+// group with an empty slot. At 7/8 load the index doubles into a new
+// Region, slots are re-placed from ctrl and h24 alone (no record is read),
+// and the old Region is released.
+//
+// # Records
+//
+// Byte 7 of every record is kind (low 4 bits) | flags (high 4 bits);
+// bytes 0..6 are the low 56 bits of the sequence number.
+//
+//	value (1), tombstone (2):
+//	 0             7      8      10      12     16       16+klen
+//	 +-------------+------+------+-------+------+--------+-------+-------+
+//	 | seq (56)    | k|f  | klen | slack | vlen | key    | value | slack |
+//	 +-------------+------+------+-------+------+--------+-------+-------+
+//	 u16 klen, u16 slack (spare capacity), u32 vlen; tombstone: vlen 0.
+//
+//	list chunk (3):
+//	 +-------------+------+------+-------+------+-----+------+-------+-------+
+//	 | seq (56)    | k|f  | klen | slack | vlen | key | prev | batch | slack |
+//	 +-------------+------+------+-------+------+-----+------+-------+-------+
+//	 prev: u32 offset of the previous chunk of this key in this segment.
+//
+//	map header (4):
+//	 +-------------+------+------+-------+------+---------+
+//	 | seq (56)    | k|f  | klen | 0     | head | map key |
+//	 +-------------+------+------+-------+------+---------+
+//	 head: u32 offset of the newest entry of this header (0 = none).
+//
+//	map entry (5):
+//	 0        7     8      10      12     16    20     24     28
+//	 +--------+-----+------+-------+------+-----+------+------+----------+-------+-------+
+//	 | seq    | k|f | uklen| slack | vlen | hdr | next | hu32 | user key | value | slack |
+//	 +--------+-----+------+-------+------+-----+------+------+----------+-------+-------+
+//	 hdr: u32 offset of its map header; next: the next older entry of the
+//	 header's chain; hu32: hu>>32. The map key is not repeated.
+//
+//	flags: FlagBase (chunk: nothing older counts; header: map cleared),
+//	       FlagTomb (entry removed), FlagDead (superseded garbage).
+//
+// Key-level records (value, tombstone, chunk, header) are indexed by the
+// caller's h; entries by entryHash(hdr, hu32) = (hu32 ^ fmix32(hdr)) << 32,
+// so each map is a nested index inside the segment index and a cleared map
+// (a new header at a new offset) orphans all its old entries at once.
+//
+// # Invariants
+//
+//  1. Records tile a segment: from offset 16 to the bump pointer each
+//     record's size (derived from its header alone) leads to the next.
+//  2. Every full index slot points at the start of a record of its own
+//     segment whose hash has that tag and h24; it is live (not FlagDead),
+//     except entries of a dead map header, which no lookup reaches.
+//  3. A key has at most one key-level slot per segment, pointing at its
+//     newest key-level record there; a (header, user key) pair has at most
+//     one entry slot. Superseding a record repoints the slot and marks the
+//     old record (and what only it reaches) FlagDead.
+//  4. Only the active segment is written. A sealed segment never changes,
+//     so values returned from it stay valid until the Table is closed;
+//     values from the active segment are valid until the next write.
+//  5. Writes go in place only when the newest record of the key is in the
+//     active segment, has the kind being written, and its capacity
+//     (vlen+slack) holds the new value with at most 65535 bytes of slack;
+//     otherwise a record is appended. In-place writes keep every link.
+//  6. Links point backwards inside one segment: chunk prev < chunk, entry
+//     next < entry, entry hdr < entry; header head > header.
+//  7. Lookups visit segments newest first and stop at the first segment
+//     holding the key: a tombstone, base chunk or base header there hides
+//     everything older (Status Deleted when nothing newer remains).
+//  8. A failed write (ErrKeyTooLarge, ErrValueTooLarge, a wrapped
+//     memory.ErrMemoryBudget) writes nothing and does not advance Seq;
+//     segments and index are grown or rolled before any byte is written.
+//  9. Get, Put, Delete, MapGet, MapPut, MapRemove, ListGet (with room in
+//     dst) and MapIter allocate nothing and take no lock.
+//
+// # Lists (KLIST)
+//
+// ListAppend adds a chunk linked to the key's previous chunk in the active
+// segment and repoints the slot: O(1), merge-operand style. ListReplace
+// writes a base chunk (in place if the list there is a single base chunk
+// with room); after a tombstone in the segment, an append is a base chunk.
+// ListGet walks newest to oldest (chain, then older segments) until a base
+// chunk or tombstone, then reverses what it added, so batches come oldest
+// first.
+//
+// # Maps (KMAP)
+//
+// MapIter walks segments newest first and, inside one, the header's chain
+// newest first, skipping dead and tombstoned entries; an entry of an older
+// segment is yielded only if no newer segment's header has an entry
+// record for its user key (looked up with the stored hu32). It stops at a
+// base header or key tombstone found when it was created. Writes during an
+// iteration do not disturb it (invariant 5; appended records land at a
+// chain head already passed or in a segment newer than it visits).
 package fresh

@@ -161,3 +161,25 @@ func TestClose(t *testing.T) {
 		t.Fatal(st)
 	}
 }
+
+func TestKVNoAlloc(t *testing.T) {
+	tb, _ := newTestTable(t, 1<<30, memory.SegmentSize16M, 0)
+	k := []byte("0123456789abcdef")
+	h := hashOf(k)
+	v := []byte("12345678")
+	must(t, tb.Put(h, k, v))
+	n := testing.AllocsPerRun(1000, func() {
+		if err := tb.Put(h, k, v); err != nil {
+			panic(err)
+		}
+		if _, st := tb.Get(h, k); st != Found {
+			panic(st)
+		}
+		if err := tb.Delete(h, k); err != nil {
+			panic(err)
+		}
+	})
+	if n != 0 {
+		t.Fatalf("Get/Put/Delete allocate %v per run", n)
+	}
+}
