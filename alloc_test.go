@@ -1,0 +1,70 @@
+package strata
+
+import "testing"
+
+// TestAllocsValueState pins 0 allocations per ValueState Get and Put (the hot path), with the
+// Int64 and Bytes codecs and a reused Key, on a table that already holds the key.
+func TestAllocsValueState(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own; allocations are pinned in normal builds")
+	}
+	s := openTest(t, Options{})
+	vi := must(NewValueState(s, ValueDescriptor[int64]{Name: "i", Codec: Int64}))
+	vb := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "b", Codec: Bytes}))
+	kb := []byte("0123456789abcdef")
+	k := s.Key(kb)
+	val := []byte("8 bytes!")
+	must(0, vi.Put(k, 1))
+	must(0, vb.Put(k, val))
+	var n int64
+	for name, f := range map[string]func(){
+		"Int64/Put":  func() { n++; _ = vi.Put(k, n) },
+		"Int64/Get":  func() { x, _, _ := vi.Get(k); n += x },
+		"Bytes/Put":  func() { _ = vb.Put(k, val) },
+		"Bytes/Get":  func() { x, _, _ := vb.Get(k); n += int64(len(x)) },
+		"Key+Get":    func() { x, _, _ := vi.Get(s.Key(kb)); n += x },
+		"Key.In+Put": func() { _ = vi.Put(s.Key(kb).In(val), n) },
+		"Absent/Get": func() { _, _, _ = vi.Get(s.Key(val)) },
+	} {
+		if a := testing.AllocsPerRun(1000, f); a != 0 {
+			t.Errorf("%s: %v allocs/op, want 0", name, a)
+		}
+	}
+}
+
+// TestAllocsOtherStates pins 0 allocations for list Add/Get iteration, map Get/Put and
+// reducing Add once their scratch buffers have grown.
+func TestAllocsOtherStates(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own; allocations are pinned in normal builds")
+	}
+	s := openTest(t, Options{})
+	l := must(NewListState(s, ListDescriptor[int64]{Name: "l", Codec: Int64}))
+	m := must(NewMapState(s, MapDescriptor[uint64, int64]{Name: "m", KeyCodec: Uint64, ValueCodec: Int64}))
+	r := must(NewReducingState(s, ReducingDescriptor[int64]{Name: "r", Codec: Int64, Reduce: func(a, b int64) int64 { return a + b }}))
+	k := s.Key([]byte("0123456789abcdef"))
+	must(0, l.Add(k, 1))
+	must(0, m.Put(k, 1, 1))
+	var n int64
+	for name, f := range map[string]func(){
+		"List/Add": func() { _ = l.Add(k, 2) },
+		"List/Get": func() {
+			it := l.Get(k)
+			for it.Next() {
+				n += it.Value()
+			}
+		},
+		"Map/Put":       func() { _ = m.Put(k, 1, n) },
+		"Map/Get":       func() { x, _, _ := m.Get(k, 1); n += x },
+		"Reducing/Add":  func() { _ = r.Add(k, 1) },
+		"Reducing/Get":  func() { x, _, _ := r.Get(k); n += x },
+		"Map/IsEmpty":   func() { _, _ = m.IsEmpty(k) },
+		"Map/Contains":  func() { _, _ = m.Contains(k, 7) },
+		"Value/Missing": func() { _, _ = m.Contains(s.Key([]byte("x")), 7) },
+	} {
+		f() // grow scratch buffers
+		if a := testing.AllocsPerRun(200, f); a != 0 {
+			t.Errorf("%s: %v allocs/op, want 0", name, a)
+		}
+	}
+}

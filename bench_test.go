@@ -1,0 +1,281 @@
+package strata
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+)
+
+// Benchmarks compare each state operation with a Go map doing the same work on the same keys
+// in the same run: 16-byte keys, 8-byte values, keys visited in a random order (a fixed
+// permutation) so that neither side benefits from locality. The key of each operation is
+// built into a reused buffer, as a task deserializes the key of the record it processes, so
+// that the figures measure the state lookup rather than loading keys from a large array.
+// Names are BenchmarkX/impl=strata|gomap/keys=100K|1M.
+
+var benchSizes = []struct {
+	name string
+	n    int
+}{{"100K", 100_000}, {"1M", 1_000_000}}
+
+type benchKeys struct {
+	n     int
+	order []int32 // random permutation of [0, n)
+	buf   [16]byte
+}
+
+var benchKeyCache = map[int]*benchKeys{}
+
+func getBenchKeys(n int) *benchKeys {
+	if bk := benchKeyCache[n]; bk != nil {
+		return bk
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	bk := &benchKeys{n: n, order: make([]int32, n)}
+	for i := range n {
+		bk.order[i] = int32(i)
+	}
+	rng.Shuffle(n, func(i, j int) { bk.order[i], bk.order[j] = bk.order[j], bk.order[i] })
+	benchKeyCache[n] = bk
+	return bk
+}
+
+// key returns key i (16 bytes: a mixed 64-bit prefix and i) in the reused buffer.
+func (bk *benchKeys) key(i int32) []byte {
+	x := uint64(i) + 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	binary.BigEndian.PutUint64(bk.buf[:8], x^x>>31)
+	binary.BigEndian.PutUint64(bk.buf[8:], uint64(i))
+	return bk.buf[:]
+}
+
+func benchStore(b *testing.B) *Store {
+	s, err := Open("", Options{MemoryBudget: 8 << 30, SegmentSize: 64 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+var benchVal = []byte("8bytes!!")
+
+// runBench runs one sub-benchmark per size and implementation. setup runs once per
+// sub-benchmark (not once per b.N round) and returns the per-op function and a cleanup.
+func runBench(b *testing.B, impls map[string]func(b *testing.B, bk *benchKeys) (op func(i int32), done func())) {
+	for _, size := range benchSizes {
+		for _, impl := range []string{"strata", "gomap"} {
+			setup := impls[impl]
+			var op func(int32)
+			var done func()
+			b.Run("impl="+impl+"/keys="+size.name, func(b *testing.B) {
+				bk := getBenchKeys(size.n)
+				if op == nil {
+					op, done = setup(b, bk)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				j := 0
+				for range b.N {
+					op(bk.order[j])
+					if j++; j == bk.n {
+						j = 0
+					}
+				}
+			})
+			if done != nil {
+				done()
+			}
+		}
+	}
+}
+
+var sink int
+
+func BenchmarkValueGet(b *testing.B) {
+	runBench(b, map[string]func(*testing.B, *benchKeys) (func(int32), func()){
+		"strata": func(b *testing.B, bk *benchKeys) (func(int32), func()) {
+			s := benchStore(b)
+			v := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
+			for i := range int32(bk.n) {
+				must(0, v.Put(s.Key(bk.key(i)), benchVal))
+			}
+			return func(i int32) {
+				x, _, _ := v.Get(s.Key(bk.key(i)))
+				sink += len(x)
+			}, func() { s.Close() }
+		},
+		"gomap": func(b *testing.B, bk *benchKeys) (func(int32), func()) {
+			m := make(map[string][]byte)
+			for i := range int32(bk.n) {
+				m[string(bk.key(i))] = append([]byte(nil), benchVal...)
+			}
+			return func(i int32) {
+				sink += len(m[string(bk.key(i))])
+			}, nil
+		},
+	})
+}
+
+func BenchmarkValuePut(b *testing.B) {
+	runBench(b, map[string]func(*testing.B, *benchKeys) (func(int32), func()){
+		"strata": func(b *testing.B, bk *benchKeys) (func(int32), func()) {
+			s := benchStore(b)
+			v := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
+			for i := range int32(bk.n) {
+				must(0, v.Put(s.Key(bk.key(i)), benchVal))
+			}
+			return func(i int32) {
+				if err := v.Put(s.Key(bk.key(i)), benchVal); err != nil {
+					panic(err)
+				}
+			}, func() { s.Close() }
+		},
+		"gomap": func(b *testing.B, bk *benchKeys) (func(int32), func()) {
+			m := make(map[string][]byte)
+			for i := range int32(bk.n) {
+				m[string(bk.key(i))] = append([]byte(nil), benchVal...)
+			}
+			return func(i int32) {
+				// Overwrite in place, as strata does: the map keeps its value slice.
+				copy(m[string(bk.key(i))], benchVal)
+			}, nil
+		},
+	})
+}
+
+func BenchmarkListAdd(b *testing.B) {
+	runBench(b, map[string]func(*testing.B, *benchKeys) (func(int32), func()){
+		"strata": func(b *testing.B, bk *benchKeys) (func(int32), func()) {
+			s := benchStore(b)
+			l := must(NewListState(s, ListDescriptor[[]byte]{Name: "l", Codec: Bytes}))
+			return func(i int32) {
+				if err := l.Add(s.Key(bk.key(i)), benchVal); err != nil {
+					panic(err)
+				}
+			}, func() { s.Close() }
+		},
+		"gomap": func(b *testing.B, bk *benchKeys) (func(int32), func()) {
+			m := make(map[string][][]byte)
+			return func(i int32) {
+				k := bk.key(i)
+				m[string(k)] = append(m[string(k)], benchVal)
+			}, nil
+		},
+	})
+}
+
+const benchListLen = 4
+
+func BenchmarkListGet(b *testing.B) {
+	runBench(b, map[string]func(*testing.B, *benchKeys) (func(int32), func()){
+		"strata": func(b *testing.B, bk *benchKeys) (func(int32), func()) {
+			s := benchStore(b)
+			l := must(NewListState(s, ListDescriptor[[]byte]{Name: "l", Codec: Bytes}))
+			for range benchListLen {
+				for i := range int32(bk.n) {
+					must(0, l.Add(s.Key(bk.key(i)), benchVal))
+				}
+			}
+			return func(i int32) {
+				it := l.Get(s.Key(bk.key(i)))
+				for it.Next() {
+					sink += len(it.Value())
+				}
+			}, func() { s.Close() }
+		},
+		"gomap": func(b *testing.B, bk *benchKeys) (func(int32), func()) {
+			m := make(map[string][][]byte)
+			for range benchListLen {
+				for i := range int32(bk.n) {
+					k := bk.key(i)
+					m[string(k)] = append(m[string(k)], benchVal)
+				}
+			}
+			return func(i int32) {
+				for _, v := range m[string(bk.key(i))] {
+					sink += len(v)
+				}
+			}, nil
+		},
+	})
+}
+
+// Map benchmarks: keys=N entries as N/8 keys with 8 user keys (uint64 0..7, 8 bytes) each.
+const benchMapFan = 8
+
+func BenchmarkMapGet(b *testing.B) {
+	runBench(b, map[string]func(*testing.B, *benchKeys) (func(int32), func()){
+		"strata": func(b *testing.B, bk *benchKeys) (func(int32), func()) {
+			s, m := setupStrataMap(b, bk)
+			return func(i int32) {
+				mk, uk := benchMapKey(bk, i)
+				x, _, _ := m.Get(s.Key(mk), uk)
+				sink += len(x)
+			}, func() { s.Close() }
+		},
+		"gomap": func(b *testing.B, bk *benchKeys) (func(int32), func()) {
+			m := setupGoMap(bk)
+			return func(i int32) {
+				mk, uk := benchMapKey(bk, i)
+				sink += len(m[string(mk)][string(ukBytes(uk))])
+			}, nil
+		},
+	})
+}
+
+func BenchmarkMapPut(b *testing.B) {
+	runBench(b, map[string]func(*testing.B, *benchKeys) (func(int32), func()){
+		"strata": func(b *testing.B, bk *benchKeys) (func(int32), func()) {
+			s, m := setupStrataMap(b, bk)
+			return func(i int32) {
+				mk, uk := benchMapKey(bk, i)
+				if err := m.Put(s.Key(mk), uk, benchVal); err != nil {
+					panic(err)
+				}
+			}, func() { s.Close() }
+		},
+		"gomap": func(b *testing.B, bk *benchKeys) (func(int32), func()) {
+			m := setupGoMap(bk)
+			return func(i int32) {
+				mk, uk := benchMapKey(bk, i)
+				copy(m[string(mk)][string(ukBytes(uk))], benchVal)
+			}, nil
+		},
+	})
+}
+
+// benchMapKey maps benchmark key i to (key bytes, user key): key i/8's bytes and user key i%8.
+func benchMapKey(bk *benchKeys, i int32) ([]byte, uint64) {
+	return bk.key(i / benchMapFan * benchMapFan), uint64(i % benchMapFan)
+}
+
+func ukBytes(uk uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uk)
+	return b[:]
+}
+
+func setupStrataMap(b *testing.B, bk *benchKeys) (*Store, *MapState[uint64, []byte]) {
+	s := benchStore(b)
+	m := must(NewMapState(s, MapDescriptor[uint64, []byte]{Name: "m", KeyCodec: Uint64, ValueCodec: Bytes}))
+	for i := range int32(bk.n) {
+		mk, uk := benchMapKey(bk, i)
+		must(0, m.Put(s.Key(mk), uk, benchVal))
+	}
+	return s, m
+}
+
+func setupGoMap(bk *benchKeys) map[string]map[string][]byte {
+	m := make(map[string]map[string][]byte)
+	for i := range int32(bk.n) {
+		mk, uk := benchMapKey(bk, i)
+		inner := m[string(mk)]
+		if inner == nil {
+			inner = make(map[string][]byte, benchMapFan)
+			m[string(mk)] = inner
+		}
+		inner[string(ukBytes(uk))] = append([]byte(nil), benchVal...)
+	}
+	return m
+}
