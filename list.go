@@ -198,18 +198,26 @@ func (l *ListState[T]) Clear(k Key) error {
 // MergeNamespaces merges the lists of k in the source namespaces into the list of k in the
 // target namespace and clears the sources, as Flink's InternalMergingState.mergeNamespaces
 // (used when session windows merge): the target keeps its elements and gets the sources'
-// elements appended, in source order. Absent sources are ignored; a source equal to target
-// is skipped. Errors as Add.
-func (l *ListState[T]) MergeNamespaces(k Key, target []byte, sources ...[]byte) error {
+// elements appended, in source order. Absent sources are ignored, a source equal to target
+// is skipped and a repeated source counts once. The target is written before the sources are
+// cleared, so an error part-way (ErrMemoryBudget) may leave a source uncleared but never
+// loses elements. Errors as Add.
+func (l *ListState[T]) MergeNamespaces(k Key, target []byte, sources ...[]byte) (err error) {
 	s := l.s
 	s.guard.enter()
 	defer s.guard.exit()
 	if err := s.check(k); err != nil {
 		return l.wrap("merge namespaces", err)
 	}
-	acc := s.bufs[0][:0]
-	for _, src := range sources {
-		if bytes.Equal(src, target) {
+	acc, present := s.bufs[0][:0], s.present[:0]
+	defer func() {
+		s.bufs[0], s.present = acc, present
+		if err != nil {
+			err = l.wrap("merge namespaces", err)
+		}
+	}()
+	for i, src := range sources {
+		if bytes.Equal(src, target) || repeated(sources, i) {
 			continue
 		}
 		key, h := s.compose(k.In(src), l.id)
@@ -218,21 +226,22 @@ func (l *ListState[T]) MergeNamespaces(k Key, target []byte, sources ...[]byte) 
 		if st != found {
 			continue
 		}
+		present = append(present, i)
 		for _, b := range l.lbuf {
 			acc = append(acc, b...)
 		}
-		if err := s.t.ListDelete(h, key); err != nil {
-			s.bufs[0] = acc
-			return l.wrap("merge namespaces", err)
+	}
+	if len(acc) > 0 {
+		key, h := s.compose(k.In(target), l.id)
+		if err := s.writeList(h, key, acc, false); err != nil {
+			return err
 		}
 	}
-	s.bufs[0] = acc
-	if len(acc) == 0 {
-		return nil
-	}
-	key, h := s.compose(k.In(target), l.id)
-	if err := s.writeList(h, key, acc, false); err != nil {
-		return l.wrap("merge namespaces", err)
+	for _, i := range present {
+		key, h := s.compose(k.In(sources[i]), l.id)
+		if err := s.t.ListDelete(h, key); err != nil {
+			return err
+		}
 	}
 	return nil
 }

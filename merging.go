@@ -5,11 +5,11 @@ import "bytes"
 // ReducingDescriptor describes a reducing state: one value of type T per key and namespace,
 // folded with Reduce on every Add, as Flink's ReducingStateDescriptor.
 type ReducingDescriptor[T any] struct {
-	Name   string   // unique per Store
-	Codec  Codec[T] // required
-	Reduce func(a, b T) T
+	Name  string   // unique per Store
+	Codec Codec[T] // required
 	// Reduce combines the stored value a with the added value b (Flink's
 	// ReduceFunction.reduce(value1, value2)); required. It must not use the Store.
+	Reduce func(a, b T) T
 }
 
 // ReducingState keeps one value per key and namespace that Add folds new values into, as
@@ -76,7 +76,9 @@ func (r *ReducingState[T]) Clear(k Key) error { return clearKV(&r.stateBase, k) 
 // target = Reduce(target, merged), or merged when the target is absent. Absent sources are
 // ignored, a source equal to target is skipped, a repeated source counts once, and nothing
 // changes when no source is present.
-// Nothing is deleted when a stored value fails to decode. Errors as Add.
+// Nothing is deleted when a stored value fails to decode, and the target is written before
+// the sources are cleared, so an error part-way (ErrMemoryBudget) may leave a source uncleared
+// but never loses a value. Errors as Add.
 func (r *ReducingState[T]) MergeNamespaces(k Key, target []byte, sources ...[]byte) error {
 	return mergeKV(&r.stateBase, r.codec, r.reduce, k, target, sources)
 }
@@ -215,7 +217,7 @@ func repeated(sources [][]byte, i int) bool {
 // mergeKV is MergeNamespaces of a KV-table state. Values are copied out of the table before
 // anything is written (the table's bytes change under writes) and decoded from the copies;
 // the accumulated result is kept encoded and re-decoded per step, so aliasing codecs are safe.
-// Sources are deleted only after every present source decoded.
+// The target is written first and the sources deleted after it.
 func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target []byte, sources [][]byte) (err error) {
 	s := b.s
 	s.guard.enter()
@@ -285,12 +287,14 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 			return err
 		}
 	}
+	if err := s.t.Put(h, key, acc); err != nil {
+		return err
+	}
 	for _, i := range present {
 		key, h := s.compose(k.In(sources[i]), b.id)
 		if err := s.t.Delete(h, key); err != nil {
 			return err
 		}
 	}
-	key, h = s.compose(k.In(target), b.id)
-	return s.t.Put(h, key, acc)
+	return nil
 }

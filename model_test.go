@@ -21,22 +21,27 @@ func TestModel(t *testing.T) {
 		seed = time.Now().UnixNano()
 	}
 	t.Logf("seed %d (replay: go test -run TestModel -seed %d)", seed, seed)
-	ops, sealEvery := 40000, 3000
+	// About 20 seals a run: sealed segments are not transformed yet, so each one keeps a
+	// 16 MiB segment mapped.
+	ops := 200000
 	if testing.Short() {
-		ops, sealEvery = 4000, 500
+		ops = 4000
 	}
+	sealEvery := ops / 20
 	rng := rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>1|1))
 	s := openTest(t, Options{MaxParallelism: 64, MemoryBudget: 1 << 30, SegmentSize: 16 << 20})
 	m := newModelRun(t, s, rng, seed)
+	nextSeal := rng.IntN(sealEvery)
 	for i := range ops {
-		if rng.IntN(sealEvery) == 0 {
+		if i == nextSeal {
+			nextSeal += sealEvery/2 + rng.IntN(sealEvery) // at most 40 seals
 			if err := s.seal(); err != nil {
 				t.Fatalf("seed %d op %d: seal: %v", seed, i, err)
 			}
 			m.seals++
 		}
 		m.step(i)
-		if i%5000 == 4999 {
+		if i%10000 == 9999 {
 			m.checkAll(i)
 		}
 	}
