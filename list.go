@@ -176,7 +176,7 @@ func (l *ListState[T]) Get(k Key) ListIterator[T] {
 	if st != found {
 		return ListIterator[T]{}
 	}
-	return ListIterator[T]{codec: l.codec, batches: l.lbuf, name: l.name}
+	return ListIterator[T]{s: s, codec: l.codec, batches: l.lbuf, name: l.name}
 }
 
 // Clear removes the list of k, as Flink's State.clear. Errors: ErrKeyGroupOutOfRange,
@@ -256,6 +256,7 @@ func (l *ListState[T]) MergeNamespaces(k Key, target []byte, sources ...[]byte) 
 //
 // The zero ListIterator yields nothing.
 type ListIterator[T any] struct {
+	s       *Store
 	codec   Codec[T]
 	batches [][]byte // batches not yet started
 	cur     []byte   // rest of the current batch
@@ -268,6 +269,10 @@ type ListIterator[T any] struct {
 // the end of the list and on an error (see Err).
 func (it *ListIterator[T]) Next() bool {
 	if it.err != nil {
+		return false
+	}
+	if it.s != nil && it.s.closed { // the batches point into unmapped memory now
+		it.err = fmt.Errorf("strata: list state %q: %w", it.name, ErrClosed)
 		return false
 	}
 	for len(it.cur) == 0 {

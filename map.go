@@ -274,7 +274,7 @@ func (it *MapIterator[UK, UV]) Next() bool {
 // Key returns the current user key, decoded (zero UK without a current entry or after a
 // decode error, see Err).
 func (it *MapIterator[UK, UV]) Key() UK {
-	if !it.ok {
+	if !it.ok || it.closed() {
 		var zero UK
 		return zero
 	}
@@ -289,7 +289,7 @@ func (it *MapIterator[UK, UV]) Key() UK {
 // error, see Err). Values of aliasing codecs (Bytes) are valid until the next write to the
 // Store.
 func (it *MapIterator[UK, UV]) Value() UV {
-	if !it.ok {
+	if !it.ok || it.closed() {
 		var zero UV
 		return zero
 	}
@@ -320,6 +320,18 @@ func (it *MapIterator[UK, UV]) Remove() error {
 	}
 	it.has = false
 	return nil
+}
+
+// closed reports (and records in Err) that the Store was closed under the iterator: its
+// entries point into unmapped memory now.
+func (it *MapIterator[UK, UV]) closed() bool {
+	if !it.m.s.closed {
+		return false
+	}
+	if it.err == nil {
+		it.err = it.m.wrap("iterate", ErrClosed)
+	}
+	return true
 }
 
 // Err returns the error that ended the iteration or a decode error of Key or Value, or nil.

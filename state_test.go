@@ -577,7 +577,12 @@ func TestClosed(t *testing.T) {
 	m := must(NewMapState(s, MapDescriptor[int64, int64]{Name: "m", KeyCodec: Int64, ValueCodec: Int64}))
 	k := s.Key([]byte("k"))
 	must(0, m.Put(k, 1, 1))
+	must(0, l.AddAll(k, []int64{1, 2}))
 	it := m.Iterator(k)
+	lit := l.Get(k)
+	if !lit.Next() || lit.Value() != 1 {
+		t.Fatal("list before Close")
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -592,6 +597,9 @@ func TestClosed(t *testing.T) {
 	}
 	if li := l.Get(k); li.Next() || !errors.Is(li.Err(), ErrClosed) {
 		t.Fatal("list get on closed store")
+	}
+	if lit.Next() || !errors.Is(lit.Err(), ErrClosed) {
+		t.Fatal("list iterator open across Close")
 	}
 	if it.Next() || !errors.Is(it.Err(), ErrClosed) {
 		t.Fatal("map iterator on closed store")

@@ -91,7 +91,9 @@ func Open(dir string, opts Options) (*Store, error) {
 
 // Close releases the Store's memory (segments, indices) back to its budget and drops all
 // state. Later operations on the Store or its states fail with ErrClosed, as does a second
-// Close. Close must not run concurrently with other use of the Store.
+// Close; list and map iterators report ErrClosed. Values decoded by aliasing codecs (Bytes)
+// point into the released memory and must not be used after Close. Close must not run
+// concurrently with other use of the Store.
 func (s *Store) Close() error {
 	if s.closed {
 		return ErrClosed
