@@ -119,10 +119,15 @@ func (s *segment) findEntry(he uint64, hdr uint32, userKey []byte) (pos, off uin
 				continue
 			}
 			o := binary.LittleEndian.Uint32(grp[grpOffs+4*j:])
+			// Check the kind first: a key-level record (16 bytes or more)
+			// with the same tag and h24 may end less than an entry header
+			// (28 bytes) before the end of the segment.
+			if RecordKind(data[o+7]&0xF) != KindMapEntry {
+				continue
+			}
 			r := data[o : o+entryHdrSize]
 			klen := uint32(binary.LittleEndian.Uint16(r[8:]))
-			if RecordKind(r[7]&0xF) != KindMapEntry || klen != uint32(len(userKey)) ||
-				binary.LittleEndian.Uint32(r[16:]) != hdr {
+			if klen != uint32(len(userKey)) || binary.LittleEndian.Uint32(r[16:]) != hdr {
 				continue
 			}
 			if string(data[o+entryHdrSize:o+entryHdrSize+klen]) == string(userKey) {
