@@ -1,0 +1,276 @@
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/strata-db/strata"
+	"github.com/strata-db/strata/bench/internal/trace"
+)
+
+// op is a kind of state operation whose latency is sampled.
+type op int
+
+const (
+	opAggAdd    op = iota // AggregatingState.Add: per-route delay statistics
+	opListAdd             // ListState.Add: per-route last delays
+	opListTrim            // ListState.Get + Update with the last lastN (when the list exceeds lastN)
+	opMapGet              // MapState.Get: per-origin destination stats
+	opMapPut              // MapState.Put
+	opReduceAdd           // ReducingState.Add: per-route, per-day max delay
+	opDayClose            // ReducingState.Get + Clear of one (route, day) when the day is over
+	numOps
+)
+
+var opNames = [numOps]string{"agg.add", "list.add", "list.trim", "map.get", "map.put", "reduce.add", "day.close"}
+
+// job replays a trace through Strata keyed state, one event at a time, as a Flink task would:
+// the Key of every route and origin is built once (Flink's setCurrentKey) and reused.
+//
+// Invariants:
+//
+//  1. listLen[ki] is the length of route key ki's list in the ListState (the list is trimmed to
+//     lastN whenever an Add makes it exceed lastN, so it never holds more than lastN+1).
+//  2. opened holds every route key index with a ReducingState value in namespace day, once;
+//     openedDay[ki] == day+1 exactly for those.
+type job struct {
+	tr    *trace.Trace
+	K     int
+	store *strata.Store
+
+	agg   *strata.AggregatingState[int16, delayAcc, delayAcc]
+	list  *strata.ListState[int16]
+	dests *strata.MapState[string, destStats]
+	daily *strata.ReducingState[int16]
+
+	routeKeys  []strata.Key // by route key index
+	originKeys []strata.Key // by origin key index
+
+	listLen   []uint8
+	openedDay []uint32
+	opened    []int32
+	day       uint32
+	dayNS     []byte // namespace of the open day: the day number, 8 bytes big endian
+	days      dayDigest
+	onDay     func(ki int, day uint32, maxDelay int16)
+
+	sampleMask int // latency is sampled on events with index&sampleMask == 0
+	lat        [numOps]hist
+	trimBuf    []int16
+}
+
+// newJob registers the four states on store and builds every key of trace tr at scale K.
+func newJob(store *strata.Store, tr *trace.Trace, K int) (*job, error) {
+	j := &job{tr: tr, K: K, store: store, sampleMask: 63}
+	var err error
+	j.agg, err = strata.NewAggregatingState(store, strata.AggregatingDescriptor[int16, delayAcc, delayAcc]{
+		Name:              "route-delay-stats",
+		AccCodec:          accCodec{},
+		CreateAccumulator: func() delayAcc { return delayAcc{} },
+		Add:               func(in int16, acc delayAcc) delayAcc { return acc.add(in) },
+		GetResult:         func(acc delayAcc) delayAcc { return acc },
+		Merge:             func(a, b delayAcc) delayAcc { return a.merge(b) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	j.list, err = strata.NewListState(store, strata.ListDescriptor[int16]{Name: "route-last-delays", Codec: int16Codec{}})
+	if err != nil {
+		return nil, err
+	}
+	j.dests, err = strata.NewMapState(store, strata.MapDescriptor[string, destStats]{
+		Name: "origin-destinations", KeyCodec: strata.String, ValueCodec: destCodec{},
+	})
+	if err != nil {
+		return nil, err
+	}
+	j.daily, err = strata.NewReducingState(store, strata.ReducingDescriptor[int16]{
+		Name: "route-day-max-delay", Codec: int16Codec{}, Reduce: func(a, b int16) int16 { return max(a, b) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	j.routeKeys = make([]strata.Key, len(tr.Routes)*K)
+	for ki := range j.routeKeys {
+		j.routeKeys[ki] = store.Key([]byte(routeKeyName(tr, K, ki)))
+	}
+	j.originKeys = make([]strata.Key, len(tr.Airports)*K)
+	for oi := range j.originKeys {
+		j.originKeys[oi] = store.Key([]byte(originKeyName(tr, K, oi)))
+	}
+	j.listLen = make([]uint8, len(j.routeKeys))
+	j.openedDay = make([]uint32, len(j.routeKeys))
+	j.trimBuf = make([]int16, 0, lastN+1)
+	return j, nil
+}
+
+// replay runs every row of the trace; progress (may be nil) is called about once a second with
+// the events done so far.
+func (j *job) replay(progress func(events int)) error {
+	rows := j.tr.Rows
+	K := j.K
+	events := 0
+	lastCheck := time.Now()
+	for i, r := range rows {
+		if day := r.Day(); i == 0 || day != j.day {
+			if err := j.closeDay(i&j.sampleMask == 0); err != nil {
+				return err
+			}
+			j.day = day
+			j.dayNS = binary.BigEndian.AppendUint64(nil, uint64(day))
+		}
+		rt := j.tr.Routes[r.Route]
+		dest := j.tr.Airports[rt.Dest]
+		for k := range K {
+			ki := int(r.Route)*K + k
+			oi := int(rt.Origin)*K + k
+			if err := j.event(ki, oi, dest, copyDelay(i, k, r.Delay), events&j.sampleMask == 0); err != nil {
+				return fmt.Errorf("row %d copy %d (%s): %w", i, k, routeKeyName(j.tr, K, ki), err)
+			}
+			events++
+		}
+		if progress != nil && i&0xffff == 0 && time.Since(lastCheck) >= time.Second {
+			lastCheck = time.Now()
+			progress(events)
+		}
+	}
+	return j.closeDay(true)
+}
+
+// event applies one flight copy with delay d (minutes) to route key ki and origin key oi.
+func (j *job) event(ki, oi int, dest string, d int16, sample bool) error {
+	rk, ok := j.routeKeys[ki], j.originKeys[oi]
+	var t0 time.Time
+	if sample {
+		t0 = time.Now()
+	}
+	mark := func(o op) {
+		if sample {
+			t1 := time.Now()
+			j.lat[o].record(t1.Sub(t0))
+			t0 = t1
+		}
+	}
+
+	// Per route: delay statistics.
+	if err := j.agg.Add(rk, d); err != nil {
+		return fmt.Errorf("aggregating add: %w", err)
+	}
+	mark(opAggAdd)
+
+	// Per route: the last lastN delays.
+	if err := j.list.Add(rk, d); err != nil {
+		return fmt.Errorf("list add: %w", err)
+	}
+	mark(opListAdd)
+	if j.listLen[ki]++; j.listLen[ki] > lastN {
+		buf := j.trimBuf[:0]
+		it := j.list.Get(rk)
+		for it.Next() {
+			buf = append(buf, it.Value())
+		}
+		if err := it.Err(); err != nil {
+			return fmt.Errorf("list get: %w", err)
+		}
+		if len(buf) != int(j.listLen[ki]) {
+			return fmt.Errorf("list get: %d elements, want %d", len(buf), j.listLen[ki])
+		}
+		if err := j.list.Update(rk, buf[len(buf)-lastN:]); err != nil {
+			return fmt.Errorf("list update: %w", err)
+		}
+		j.listLen[ki] = lastN
+		j.trimBuf = buf
+		mark(opListTrim)
+	}
+
+	// Per origin: destination -> stats.
+	s, _, err := j.dests.Get(ok, dest)
+	if err != nil {
+		return fmt.Errorf("map get: %w", err)
+	}
+	mark(opMapGet)
+	if err := j.dests.Put(ok, dest, destStats{s.Count + 1, s.Sum + int64(d)}); err != nil {
+		return fmt.Errorf("map put: %w", err)
+	}
+	mark(opMapPut)
+
+	// Per route and day: max delay.
+	if j.openedDay[ki] != j.day+1 {
+		j.openedDay[ki] = j.day + 1
+		j.opened = append(j.opened, int32(ki))
+	}
+	if err := j.daily.Add(rk.In(j.dayNS), d); err != nil {
+		return fmt.Errorf("reducing add: %w", err)
+	}
+	mark(opReduceAdd)
+	return nil
+}
+
+// closeDay reads and clears the per-day max of every route key opened in the open day.
+func (j *job) closeDay(sample bool) error {
+	for _, ki := range j.opened {
+		var t0 time.Time
+		if sample {
+			t0 = time.Now()
+		}
+		k := j.routeKeys[ki].In(j.dayNS)
+		v, found, err := j.daily.Get(k)
+		if err != nil {
+			return fmt.Errorf("day %d: %s: reducing get: %w", j.day, routeKeyName(j.tr, j.K, int(ki)), err)
+		}
+		if !found {
+			return fmt.Errorf("day %d: %s: reducing get: no value for a key added today", j.day, routeKeyName(j.tr, j.K, int(ki)))
+		}
+		if err := j.daily.Clear(k); err != nil {
+			return fmt.Errorf("day %d: %s: reducing clear: %w", j.day, routeKeyName(j.tr, j.K, int(ki)), err)
+		}
+		if sample {
+			j.lat[opDayClose].record(time.Since(t0))
+		}
+		j.days.add(int(ki), j.day, v)
+		if j.onDay != nil {
+			j.onDay(int(ki), j.day, v)
+		}
+	}
+	j.opened = j.opened[:0]
+	return nil
+}
+
+// results reads every route and origin key back from state.
+func (j *job) results() (*results, error) {
+	res := &results{
+		Stats: make([]delayAcc, len(j.routeKeys)),
+		Last:  make([][]int16, len(j.routeKeys)),
+		Dests: make([]map[string]destStats, len(j.originKeys)),
+		Days:  j.days,
+	}
+	for ki, k := range j.routeKeys {
+		s, found, err := j.agg.Get(k)
+		if err != nil {
+			return nil, fmt.Errorf("%s: aggregating get: %w", routeKeyName(j.tr, j.K, ki), err)
+		}
+		if found {
+			res.Stats[ki] = s
+		}
+		it := j.list.Get(k)
+		for it.Next() {
+			res.Last[ki] = append(res.Last[ki], it.Value())
+		}
+		if err := it.Err(); err != nil {
+			return nil, fmt.Errorf("%s: list get: %w", routeKeyName(j.tr, j.K, ki), err)
+		}
+	}
+	for oi, k := range j.originKeys {
+		m := map[string]destStats{}
+		it := j.dests.Iterator(k)
+		for it.Next() {
+			m[it.Key()] = it.Value()
+		}
+		if err := it.Err(); err != nil {
+			return nil, fmt.Errorf("%s: map iterator: %w", originKeyName(j.tr, j.K, oi), err)
+		}
+		res.Dests[oi] = m
+	}
+	return res, nil
+}

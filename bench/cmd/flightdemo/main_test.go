@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bytes"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-db/strata"
+	"github.com/strata-db/strata/bench/internal/trace"
+)
+
+var (
+	jsonPath    = filepath.Join("..", "..", "..", "testdata", "flights-20k.json")
+	parquetPath = filepath.Join("..", "..", "..", "testdata", "flights-3m.parquet")
+)
+
+type dayKey struct {
+	ki  int
+	day uint32
+}
+
+// replayBoth replays tr at scale K through Strata and through the plain Go map model and
+// returns both results and both sets of closed (route key, day) maxima.
+func replayBoth(t *testing.T, tr *trace.Trace, K int) (got, want *results, gotDays, wantDays map[dayKey]int16, j *job) {
+	t.Helper()
+	store, err := strata.Open(t.TempDir(), strata.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	j, err = newJob(store, tr, K)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotDays, wantDays = map[dayKey]int16{}, map[dayKey]int16{}
+	j.onDay = func(ki int, day uint32, v int16) {
+		k := dayKey{ki, day}
+		if _, dup := gotDays[k]; dup {
+			t.Errorf("strata: day %d of route key %d closed twice", day, ki)
+		}
+		gotDays[k] = v
+	}
+	if err := j.replay(nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = j.results(); err != nil {
+		t.Fatal(err)
+	}
+	want = runModel(tr, K, func(ki int, day uint32, v int16) { wantDays[dayKey{ki, day}] = v })
+	if d := diff(got, want, 20); len(d) > 0 {
+		t.Errorf("Strata state differs from the plain Go map model:\n%s", strings.Join(d, "\n"))
+	}
+	if !maps.Equal(gotDays, wantDays) {
+		t.Errorf("daily maxima: %d from Strata, %d from the model, not equal", len(gotDays), len(wantDays))
+	}
+	return got, want, gotDays, wantDays, j
+}
+
+func routeIndex(t *testing.T, tr *trace.Trace, name string) int {
+	t.Helper()
+	for r := range tr.Routes {
+		if tr.RouteName(uint16(r)) == name {
+			return r
+		}
+	}
+	t.Fatalf("route %s not in the trace", name)
+	return -1
+}
+
+func airportIndex(t *testing.T, tr *trace.Trace, code string) int {
+	t.Helper()
+	i := slices.Index(tr.Airports, code)
+	if i < 0 {
+		t.Fatalf("airport %s not in the trace", code)
+	}
+	return i
+}
+
+func dayOf(t *testing.T, date string) uint32 {
+	t.Helper()
+	tm, err := time.Parse("2006/01/02", date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint32(tm.Unix() / 86400)
+}
+
+// TestReplayJSON replays flights-20k.json and checks the state against the model and against
+// values computed from the raw JSON with an independent script (Python over the file).
+func TestReplayJSON(t *testing.T) {
+	tr, err := trace.LoadJSON(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, gotDays, _, _ := replayBoth(t, tr, 1)
+
+	for _, tc := range []struct {
+		route             string
+		count, sum, sumSq int64
+		min, max          int64
+		last              []int16
+		days              int
+		firstDay          string
+		firstDayMax       int16
+	}{
+		{"LAX-PHX", 59, 541, 47115, -19, 134, []int16{21, 0, 9, 2, -11, -11, 8, -13, 134, 15}, 46, "2001/01/01", -7},
+		{"LAX-LAS", 56, 851, 104989, -18, 238, []int16{-6, -1, 70, -14, -1, 6, -18, -13, 3, -1}, 47, "2001/01/01", -9},
+		{"PHX-LAX", 56, 798, 57744, -17, 134, []int16{-5, 32, 10, -7, -8, -4, -9, -12, 32, -14}, 42, "2001/01/03", 7},
+	} {
+		ki := routeIndex(t, tr, tc.route)
+		want := delayAcc{tc.count, tc.sum, tc.sumSq, tc.min, tc.max}
+		if got.Stats[ki] != want {
+			t.Errorf("%s: stats %+v, want %+v", tc.route, got.Stats[ki], want)
+		}
+		if !slices.Equal(got.Last[ki], tc.last) {
+			t.Errorf("%s: last %v, want %v", tc.route, got.Last[ki], tc.last)
+		}
+		days := 0
+		for k := range gotDays {
+			if k.ki == ki {
+				days++
+			}
+		}
+		if days != tc.days {
+			t.Errorf("%s: %d days with flights, want %d", tc.route, days, tc.days)
+		}
+		if v, ok := gotDays[dayKey{ki, dayOf(t, tc.firstDay)}]; !ok || v != tc.firstDayMax {
+			t.Errorf("%s: max delay on %s = %d (found %v), want %d", tc.route, tc.firstDay, v, ok, tc.firstDayMax)
+		}
+	}
+	if got.Days.N != 18825 || len(gotDays) != 18825 {
+		t.Errorf("(route, day) maxima = %d / %d, want 18825", got.Days.N, len(gotDays))
+	}
+	ord := got.Dests[airportIndex(t, tr, "ORD")]
+	if len(ord) != 108 || ord["LGA"] != (destStats{33, 223}) || ord["LAX"] != (destStats{26, 164}) {
+		t.Errorf("ORD: %d destinations, LGA %+v, LAX %+v; want 108, {33 223}, {26 164}", len(ord), ord["LGA"], ord["LAX"])
+	}
+	worst := worstRoutes(got.Stats, 3, 20)
+	var names []string
+	for _, r := range worst {
+		names = append(names, tr.RouteName(uint16(r.Key)))
+	}
+	if !slices.Equal(names, []string{"DFW-ATL", "SEA-SFO", "ATL-EWR"}) || worst[0].Stats.Count != 29 || worst[0].Stats.Sum != 998 {
+		t.Errorf("worst routes (>= 20 flights) = %v %+v, want DFW-ATL (29 flights, sum 998), SEA-SFO, ATL-EWR", names, worst)
+	}
+}
+
+// TestReplayScaled replays flights-20k.json with 3 salted copies of every key: copy 0 must equal
+// the unscaled replay, copies 1 and 2 differ by the jitter but still match the model.
+func TestReplayScaled(t *testing.T) {
+	tr, err := trace.LoadJSON(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const K = 3
+	got, _, _, _, _ := replayBoth(t, tr, K)
+	base := runModel(tr, 1, nil)
+	ki := routeIndex(t, tr, "LAX-PHX")
+	if got.Stats[ki*K] != base.Stats[ki] {
+		t.Errorf("LAX-PHX#0: %+v, want the unscaled %+v", got.Stats[ki*K], base.Stats[ki])
+	}
+	for k := 1; k < K; k++ {
+		s := got.Stats[ki*K+k]
+		if s.Count != base.Stats[ki].Count || s == base.Stats[ki] {
+			t.Errorf("LAX-PHX#%d: %+v, want %d flights with jittered delays", k, s, base.Stats[ki].Count)
+		}
+		if d := s.Sum - base.Stats[ki].Sum; d < -jitterMax*s.Count || d > jitterMax*s.Count {
+			t.Errorf("LAX-PHX#%d: sum %d, more than the jitter away from %d", k, s.Sum, base.Stats[ki].Sum)
+		}
+	}
+	if n := len(got.Dests); n != len(tr.Airports)*K {
+		t.Errorf("origin keys = %d, want %d", n, len(tr.Airports)*K)
+	}
+}
+
+// TestReplayParquetPrefix replays the first 200,000 rows of flights-3m.parquet (the first ~12
+// days) and checks them against the model, with a few pinned values.
+func TestReplayParquetPrefix(t *testing.T) {
+	tr, err := trace.LoadParquet(parquetPath, 200_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, gotDays, _, _ := replayBoth(t, tr, 1)
+	ki := routeIndex(t, tr, "LAX-LAS")
+	if s := got.Stats[ki]; s.Count < 400 || len(got.Last[ki]) != lastN {
+		t.Errorf("LAX-LAS: %+v, last %v: want hundreds of flights and %d last delays", s, got.Last[ki], lastN)
+	}
+	days := map[uint32]bool{}
+	for k := range gotDays {
+		days[k.day] = true
+	}
+	if first := tr.Rows[0].Day(); !days[first] || len(days) != int(tr.Rows[len(tr.Rows)-1].Day()-first+1) {
+		t.Errorf("closed days: %d, want every day from %d to %d", len(days), first, tr.Rows[len(tr.Rows)-1].Day())
+	}
+}
+
+// TestDiffDetects makes sure the cross-check can fail: every kind of difference is reported.
+func TestDiffDetects(t *testing.T) {
+	tr, err := trace.LoadJSON(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := runModel(tr, 1, nil)
+	for name, mutate := range map[string]func(r *results){
+		"stats": func(r *results) { r.Stats[5].Sum++ },
+		"last":  func(r *results) { r.Last[5] = r.Last[5][1:] },
+		"dests": func(r *results) {
+			for k, v := range r.Dests[0] {
+				r.Dests[0][k] = destStats{v.Count, v.Sum + 1}
+				break
+			}
+		},
+		"days": func(r *results) { r.Days.Sum++ },
+	} {
+		got := runModel(tr, 1, nil)
+		if d := diff(got, want, 5); len(d) != 0 {
+			t.Fatalf("%s: identical replays differ: %v", name, d)
+		}
+		mutate(got)
+		if d := diff(got, want, 5); len(d) == 0 {
+			t.Errorf("%s: mutation not detected", name)
+		}
+	}
+}
+
+// TestRunCLI runs the command end to end on the JSON sample and on a parquet prefix found
+// through the default data path.
+func TestRunCLI(t *testing.T) {
+	for _, args := range [][]string{
+		{"-json", jsonPath, "-dir", t.TempDir()},
+		{"-rows", "30000", "-scale", "2"},
+	} {
+		var out bytes.Buffer
+		if err := run(args, &out); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out.String())
+		}
+		for _, want := range []string{"events:", "agg.add", "day.close", "check: OK"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%v: output lacks %q:\n%s", args, want, out.String())
+			}
+		}
+	}
+}
+
+func TestHistQuantiles(t *testing.T) {
+	var h hist
+	for v := 1; v <= 1000; v++ {
+		h.record(time.Duration(v) * time.Microsecond)
+	}
+	for _, tc := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 500 * time.Microsecond}, {0.99, 990 * time.Microsecond}, {1, 1000 * time.Microsecond}} {
+		got := h.quantile(tc.q)
+		if d := float64(got-tc.want) / float64(tc.want); d < -0.0625 || d > 0.0625 {
+			t.Errorf("quantile(%v) = %v, want %v within 6.25%%", tc.q, got, tc.want)
+		}
+	}
+	for v := uint64(0); v < 1<<20; v += 7 {
+		lo, w := histBucket(histIndex(v))
+		if v < lo || v >= lo+w {
+			t.Fatalf("value %d in bucket [%d, %d)", v, lo, lo+w)
+		}
+	}
+}
