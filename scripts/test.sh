@@ -24,6 +24,9 @@ go test -race -count=1 ./...
 step "bench module tests (demo job on real data)"
 (cd bench && go test -count=1 ./...)
 
+step "demo job end to end: all 3 M flights, cross-checked against plain Go maps (exits non-zero on a mismatch)"
+(cd bench && go run ./cmd/flightdemo)
+
 step "arm64 under qemu"
 command -v qemu-aarch64-static >/dev/null || { echo "qemu-aarch64-static missing: apt-get install -y qemu-user-static"; exit 1; }
 # Packages with arm64-specific code, plus the tiers and the root package's short tests.
