@@ -53,7 +53,8 @@
 // # Records
 //
 // Byte 7 of every record is kind (low 4 bits) | flags (high 4 bits);
-// bytes 0..6 are the low 56 bits of the sequence number.
+// bytes 0..6 are the low 56 bits of the sequence number; once a record is
+// FlagDead, of the write that superseded it (MapIter relies on it).
 //
 //	value (1), tombstone (2):
 //	 0             7      8      10      12     16       16+klen
@@ -132,10 +133,15 @@
 // # Maps (KMAP)
 //
 // MapIter walks segments newest first and, inside one, the header's chain
-// newest first, skipping dead and tombstoned entries; an entry of an older
-// segment is yielded only if no newer segment's header has an entry
-// record for its user key (looked up with the stored hu32). It stops at a
-// base header or key tombstone found when it was created. Writes during an
-// iteration do not disturb it (invariant 5; appended records land at a
-// chain head already passed or in a segment newer than it visits).
+// newest first, skipping tombstoned entries and entries dead before it
+// started; an entry of an older segment is yielded only if no newer
+// segment's header had an entry record for its user key when it started
+// (looked up with the stored hu32). It stops at a base header or key
+// tombstone found when it was created. It iterates the map as it was when
+// created, so writes during an iteration do not disturb it: it remembers
+// the Table's Seq, the newest segment's bump pointer and that segment's
+// header and chain head, never examines records appended since (they land
+// past that bump pointer or in newer segments), and still yields an entry
+// superseded since (its record keeps its bytes and carries a sequence
+// number newer than the iteration's). In-place writes show through.
 package fresh

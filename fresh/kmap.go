@@ -171,7 +171,7 @@ func (t *Table) mapAppend(hm uint64, mapKey []byte, hu32 uint32, userKey, value 
 	binary.LittleEndian.PutUint32(s.data[hdr+12:], off)
 	if old != 0 {
 		s.setSlot(epos, off)
-		s.markDead(old)
+		s.markDead(old, t.seq)
 	} else {
 		s.insert(he, off)
 	}
@@ -192,7 +192,7 @@ func (t *Table) newHeader(s *segment, hm uint64, mapKey []byte, flags uint8, pos
 	if replace {
 		_, old := s.findKey(hm, mapKey)
 		s.setSlot(pos, off)
-		s.kill(old)
+		s.kill(old, t.seq)
 	} else {
 		s.insert(hm, off)
 	}
@@ -231,11 +231,18 @@ func (t *Table) MapClear(hm uint64, mapKey []byte) error {
 // key-level tombstone are not visited. The order is unspecified.
 //
 // Writes to the Table during iteration are allowed and do not disturb it:
-// in-place writes keep the chain links, appended records go to the head of
-// a chain already passed or to a segment newer than the iteration started
-// with, which it does not visit. The entry returned by UserKey/Value is
-// valid until the next write or Next. A MapIter is a value: creating and
-// using one allocates nothing.
+// the iteration covers the entries as they were when MapIter was called.
+// An entry that existed then is yielded exactly once: with its value at
+// that time if a write appended a newer version of it before it was
+// reached (the superseded record keeps its bytes, and markDead stamps it
+// with the superseding write's sequence number, newer than the
+// iteration's), or with the value written in place. An entry removed in
+// place before it is reached is skipped; entries added during the
+// iteration are not yielded. Records appended during the iteration (at or
+// past the active segment's bump pointer at the start, or in segments
+// rolled since) are never examined. The entry returned by UserKey/Value
+// is valid until the next write or Next. A MapIter is a value: creating
+// and using one allocates nothing.
 type MapIter struct {
 	t      *Table
 	hm     uint64
@@ -246,14 +253,25 @@ type MapIter struct {
 	hdr    uint32 // header of the map in segs[level]
 	next   uint32 // next entry of the chain to examine
 	uk, v  []byte
+
+	seq     uint64 // Table.Seq when the iteration started
+	topUsed uint32 // segs[top]'s bump pointer then
+	topHdr  uint32 // the map's header in segs[top] then (0 = none)
+	topHead uint32 // that header's newest entry then
 }
 
 // MapIter returns an iterator over the map of mapKey (hash hm). mapKey must
 // stay unchanged while the iterator is used.
 func (t *Table) MapIter(hm uint64, mapKey []byte) MapIter {
-	it := MapIter{t: t, hm: hm, mapKey: mapKey, top: len(t.segs) - 1, level: len(t.segs)}
+	it := MapIter{t: t, hm: hm, mapKey: mapKey, top: len(t.segs) - 1, level: len(t.segs), seq: t.seq}
 	for i := it.top; i >= 0; i-- {
 		_, hdr, shadow := t.segs[i].mapHeader(hm, mapKey)
+		if i == it.top {
+			it.topUsed, it.topHdr = t.segs[i].used, hdr
+			if hdr != 0 {
+				it.topHead = binary.LittleEndian.Uint32(t.segs[i].data[hdr+12:])
+			}
+		}
 		if shadow {
 			it.bottom = i + 1
 			break
@@ -278,6 +296,12 @@ func (it *MapIter) Next() bool {
 				it.bottom = 0
 				return false
 			}
+			if it.level == it.top {
+				// The only segment that may have changed since the
+				// start: walk its chain as it was then.
+				it.hdr, it.next = it.topHdr, it.topHead
+				continue
+			}
 			_, it.hdr, _ = t.segs[it.level].mapHeader(it.hm, it.mapKey)
 			if it.hdr == 0 {
 				continue
@@ -289,8 +313,9 @@ func (it *MapIter) Next() bool {
 		e := it.next
 		r := s.data[e:]
 		it.next = binary.LittleEndian.Uint32(r[20:])
-		if r[7]>>4&(FlagDead|FlagTomb) != 0 {
-			continue
+		m := binary.LittleEndian.Uint64(r)
+		if f := uint8(m >> 60); f&FlagTomb != 0 || f&FlagDead != 0 && m&seqMask <= it.seq&seqMask {
+			continue // removed, or superseded before the iteration started
 		}
 		klen := uint32(binary.LittleEndian.Uint16(r[8:]))
 		uk := r[entryHdrSize : entryHdrSize+klen : entryHdrSize+klen]
@@ -304,16 +329,35 @@ func (it *MapIter) Next() bool {
 }
 
 // shadowed reports whether a segment newer than it.level (up to it.top)
-// holds a record for the user key.
+// held a record for the user key when the iteration started.
 func (it *MapIter) shadowed(hu32 uint32, uk []byte) bool {
 	for i := it.level + 1; i <= it.top && i < len(it.t.segs); i++ {
 		s := it.t.segs[i]
-		_, hdr, _ := s.mapHeader(it.hm, it.mapKey)
+		var hdr uint32
+		if i == it.top {
+			hdr = it.topHdr
+		} else {
+			_, hdr, _ = s.mapHeader(it.hm, it.mapKey)
+		}
 		if hdr == 0 {
 			continue
 		}
-		if _, e := s.findEntry(entryHash(hdr, hu32), hdr, uk); e != 0 {
+		_, e := s.findEntry(entryHash(hdr, hu32), hdr, uk)
+		if e == 0 {
+			continue
+		}
+		if e < it.topUsed || i < it.top {
 			return true
+		}
+		// The index points at a version appended during the iteration;
+		// an older one may have been there at the start. Rare (a write
+		// to an entry not yet reached), so walk the chain as it was.
+		for o := it.topHead; o != 0; o = binary.LittleEndian.Uint32(s.data[o+20:]) {
+			klen := uint32(binary.LittleEndian.Uint16(s.data[o+8:]))
+			if binary.LittleEndian.Uint32(s.data[o+24:]) == hu32 && klen == uint32(len(uk)) &&
+				string(s.data[o+entryHdrSize:o+entryHdrSize+klen]) == string(uk) {
+				return true
+			}
 		}
 	}
 	return false

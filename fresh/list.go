@@ -48,7 +48,7 @@ func (t *Table) ListAppend(h uint64, key, batch []byte) error {
 			prev = old
 		} else {
 			flags = FlagBase
-			s.kill(old)
+			s.kill(old, t.seq)
 		}
 		s.setSlot(pos, off)
 	} else {
@@ -103,7 +103,7 @@ func (t *Table) ListReplace(h uint64, key, batch []byte) error {
 	s.writeChunk(off, t.seq, FlagBase, key, batch, 0)
 	if old != 0 {
 		s.setSlot(pos, off)
-		s.kill(old)
+		s.kill(old, t.seq)
 	} else {
 		s.insert(h, off)
 	}

@@ -214,34 +214,38 @@ func (s *segment) recordSize(off uint32) uint32 {
 	return keyHdrSize + klen + vlen + slack
 }
 
-// markDead flags one record as superseded garbage (idempotent).
-func (s *segment) markDead(off uint32) {
-	if s.data[off+7]&(FlagDead<<4) != 0 {
+// markDead flags one record as superseded garbage (idempotent) and
+// stores in it seq, the sequence number of the write that superseded it:
+// a MapIter yields an entry killed after it started (see MapIter).
+func (s *segment) markDead(off uint32, seq uint64) {
+	m := binary.LittleEndian.Uint64(s.data[off:])
+	if uint8(m>>60)&FlagDead != 0 {
 		return
 	}
-	s.data[off+7] |= FlagDead << 4
+	binary.LittleEndian.PutUint64(s.data[off:], m&^seqMask|seq&seqMask|uint64(FlagDead)<<60)
 	s.deadRecords++
 	s.deadBytes += int64(s.recordSize(off))
 }
 
 // kill marks the record at off dead, with everything that only it
-// reaches: the older chunks of a list, the entries of a map header.
-func (s *segment) kill(off uint32) {
+// reaches: the older chunks of a list, the entries of a map header; seq is
+// the sequence number of the superseding write.
+func (s *segment) kill(off uint32, seq uint64) {
 	r := s.data[off:]
 	switch RecordKind(r[7] & 0xF) {
 	case KindListChunk:
 		for o := off; o != 0; {
-			s.markDead(o)
+			s.markDead(o, seq)
 			klen := uint32(binary.LittleEndian.Uint16(s.data[o+8:]))
 			o = binary.LittleEndian.Uint32(s.data[o+keyHdrSize+klen:])
 		}
 	case KindMapHeader:
-		s.markDead(off)
+		s.markDead(off, seq)
 		for e := binary.LittleEndian.Uint32(r[12:]); e != 0; e = binary.LittleEndian.Uint32(s.data[e+20:]) {
-			s.markDead(e)
+			s.markDead(e, seq)
 		}
 	default:
-		s.markDead(off)
+		s.markDead(off, seq)
 	}
 }
 

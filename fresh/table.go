@@ -280,7 +280,7 @@ func (t *Table) appendKV(h uint64, key, value []byte, kind RecordKind, pos, old 
 	copy(r[keyHdrSize+len(key):], value)
 	if old != 0 {
 		s.setSlot(pos, off)
-		s.kill(old)
+		s.kill(old, t.seq)
 	} else {
 		s.insert(h, off)
 	}
