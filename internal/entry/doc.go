@@ -1,0 +1,131 @@
+// Package entry is the shape in which state flows down Strata's tiers
+// (FreshTable → SliceTable → LsmStore): one logical entry per version of a
+// key, with its kind, sequence number and order hash. The tiers do not import
+// one another; they meet here.
+//
+// # Keys and order
+//
+// A composite key is opaque bytes that begin with the key group as a
+// big-endian uint16 (KeyGroupOf); the root package encodes the rest (state
+// id, key, namespace). Map entries carry the map's composite key in Key and
+// the map's user key in UserKey.
+//
+// Below the FreshTable, entries are ordered by (Order, Key, UserKey, Seq
+// descending). Order is the order hash: key group kg of maxParallelism
+// key groups owns the contiguous range [kg·stride, (kg+1)·stride) with
+// stride = ⌊2^64 / maxParallelism⌋, and a key's place inside its range comes
+// from its 64-bit hash (OrderHash). So a key-group range is a contiguous
+// range of order hashes (rescaling, savepoints and key-group deletion are
+// range operations), while keys spread uniformly over [0, 2^64) for
+// power-of-two bucketing by the top bits. All entries of one map share its
+// map key's Order, so a map is one contiguous run.
+//
+// # Invariants
+//
+//  1. Kind values are part of the slice and file formats: do not change them.
+//  2. Order is a pure function of (key group, maxParallelism, Hash); Hash is
+//     a pure function of Key (the root package computes both).
+//  3. For one (Key, UserKey), a larger Seq is a newer version; the newest
+//     version that is not a merge operand (KindListAppend) decides, and
+//     operands stack on the newest base below them.
+//  4. A KindTombstone for a key hides every older version of that key and,
+//     for a map key, every older entry of that map.
+package entry
+
+import "math/bits"
+
+// Kind is the kind of an entry. Part of the slice and file formats; do not
+// change the values.
+type Kind uint8
+
+const (
+	// KindValue is a full value (value, reducing and aggregating state).
+	KindValue Kind = 1
+	// KindTombstone deletes a key (value, list, or a whole map) as of Seq.
+	KindTombstone Kind = 2
+	// KindListBase is a list batch that replaces everything older
+	// (Flink's ListState.update, or the first add after a clear).
+	KindListBase Kind = 3
+	// KindListAppend is a list batch appended to what is older: a merge
+	// operand resolved on read and on compaction.
+	KindListAppend Kind = 4
+	// KindMapEntry is the value of one map entry (Key = map key, UserKey).
+	KindMapEntry Kind = 5
+	// KindMapEntryTombstone removes one map entry as of Seq.
+	KindMapEntryTombstone Kind = 6
+)
+
+// Valid reports whether k is one of the kinds above.
+func (k Kind) Valid() bool { return k >= KindValue && k <= KindMapEntryTombstone }
+
+// String returns the kind's name, for errors and dumps.
+func (k Kind) String() string {
+	switch k {
+	case KindValue:
+		return "value"
+	case KindTombstone:
+		return "tombstone"
+	case KindListBase:
+		return "list-base"
+	case KindListAppend:
+		return "list-append"
+	case KindMapEntry:
+		return "map-entry"
+	case KindMapEntryTombstone:
+		return "map-entry-tombstone"
+	}
+	return "kind(?)"
+}
+
+// Entry is one version of a key. Byte slices alias the producer's memory and
+// are valid until the producer's next call (Iterator.Next); copy to keep.
+type Entry struct {
+	Order    uint64 // order hash (OrderHash), map entries: the map key's
+	Hash     uint64 // the store's 64-bit hash of Key
+	UserHash uint64 // map entries: the 64-bit hash of UserKey; else 0
+	Seq      uint64 // sequence number of the write
+	Kind     Kind
+	Key      []byte // composite key; the map key for map entries
+	UserKey  []byte // map entries only
+	Value    []byte // value, list batch or map entry value; empty for tombstones
+}
+
+// Iterator yields entries. Next advances and reports whether an entry is
+// available; Entry returns it (valid until the next Next); Err reports the
+// error that stopped the iteration, nil at a clean end. Not safe for
+// concurrent use.
+type Iterator interface {
+	Next() bool
+	Entry() *Entry
+	Err() error
+}
+
+// KeyGroupOf returns the key group a composite key begins with (big-endian
+// uint16). It reports false when key is shorter than 2 bytes.
+func KeyGroupOf(key []byte) (uint16, bool) {
+	if len(key) < 2 {
+		return 0, false
+	}
+	return uint16(key[0])<<8 | uint16(key[1]), true
+}
+
+// Stride returns the width of one key group's range of order hashes,
+// ⌊2^64 / maxParallelism⌋, for maxParallelism in 1..32768.
+func Stride(maxParallelism int) uint64 {
+	if maxParallelism <= 1 {
+		return ^uint64(0)
+	}
+	q, _ := bits.Div64(1, 0, uint64(maxParallelism))
+	return q
+}
+
+// OrderHash returns the order hash of a key of key group kg with 64-bit hash
+// h, given the stride of the store's maxParallelism (Stride): kg·stride plus
+// the high part of h·stride, so it stays inside kg's range.
+func OrderHash(kg uint16, stride, h uint64) uint64 {
+	hi, _ := bits.Mul64(h, stride)
+	return uint64(kg)*stride + hi
+}
+
+// KeyGroupOfOrder returns the key group an order hash belongs to.
+func KeyGroupOfOrder(order, stride uint64) uint16 { return uint16(order / stride) }
