@@ -78,9 +78,12 @@ func (l *ListState[T]) appendElems(dst []byte, xs []T) []byte {
 	return dst
 }
 
-// AddAll appends xs to the list of k in order, as Flink's ListState.addAll; an empty xs
-// changes nothing. The elements go to the FreshTable as one batch (several when larger than
-// an eighth of a segment). Errors as Add.
+// AddAll appends xs to the list of k in order, as Flink's ListState.addAll; an empty (or nil)
+// xs changes nothing. The elements go to the FreshTable as one batch (several when larger
+// than an eighth of a segment). Errors as Add. A refused key or element (ErrKeyTooLarge,
+// ErrValueTooLarge) writes nothing; ErrMemoryBudget writes nothing for a batch of up to an
+// eighth of a segment, while a larger one may stop after appending some of its first
+// elements, in order.
 func (l *ListState[T]) AddAll(k Key, xs []T) error {
 	s := l.s
 	s.guard.enter()
@@ -99,8 +102,11 @@ func (l *ListState[T]) AddAll(k Key, xs []T) error {
 	return nil
 }
 
-// Update replaces the list of k with xs, as Flink's ListState.update: an empty xs removes the
-// list (as Clear). Errors as Add.
+// Update replaces the list of k with xs, as Flink's ListState.update: an empty (or nil) xs
+// removes the list (as Clear). Errors as Add. A refused key or element (ErrKeyTooLarge,
+// ErrValueTooLarge) writes nothing and keeps the old list; ErrMemoryBudget keeps the old list
+// for xs of up to an eighth of a segment encoded, while a larger xs may leave the list
+// replaced by a prefix of xs.
 func (l *ListState[T]) Update(k Key, xs []T) error {
 	s := l.s
 	s.guard.enter()
@@ -123,10 +129,17 @@ func (l *ListState[T]) Update(k Key, xs []T) error {
 }
 
 // writeList hands a framed batch to fresh, cut at element boundaries into pieces of at most
-// maxBatch bytes (a single larger element goes alone, and fresh may refuse it). With replace,
-// the first piece replaces the list and the others append.
+// maxBatch bytes (a single larger element goes alone). With replace, the first piece replaces
+// the list and the others append. A batch of several pieces is checked for an element fresh
+// would refuse (ErrValueTooLarge) before the first piece is written, so that a refused
+// Update or AddAll writes nothing; the key is checked by fresh on the first piece.
 func (s *Store) writeList(h uint64, key, batch []byte, replace bool) error {
 	max := s.maxBatch()
+	if len(batch) > max {
+		if err := s.checkElems(batch); err != nil {
+			return err
+		}
+	}
 	for len(batch) > 0 {
 		n := len(batch)
 		if n > max {
@@ -154,6 +167,25 @@ func (s *Store) writeList(h uint64, key, batch []byte, replace bool) error {
 			return err
 		}
 		batch = batch[n:]
+	}
+	return nil
+}
+
+// checkElems returns ErrValueTooLarge when a framed element of batch is larger than fresh
+// accepts in one record (a quarter of a segment, fresh's maxValue).
+//
+//go:noinline
+func (s *Store) checkElems(batch []byte) error {
+	limit := uint64(s.opts.SegmentSize / 4)
+	for len(batch) > 0 {
+		ln, m := binary.Uvarint(batch)
+		if m <= 0 {
+			panic("strata: invariant: list batch framing broken")
+		}
+		if n := uint64(m) + ln; n > limit {
+			return fmt.Errorf("%w: list element of %d bytes (framed) > %d", ErrValueTooLarge, n, limit)
+		}
+		batch = batch[m+int(ln):]
 	}
 	return nil
 }

@@ -189,6 +189,41 @@ func TestListStateLargeBatches(t *testing.T) {
 	}
 }
 
+// TestListRefusedBatchWritesNothing: an Update or AddAll whose batch spans several pieces and
+// holds an element beyond a quarter segment fails with ErrValueTooLarge before writing any
+// piece. It used to replace the list with the elements before the huge one (Update) or
+// append them (AddAll), losing the old list on a refused write.
+func TestListRefusedBatchWritesNothing(t *testing.T) {
+	s := openTest(t, Options{})
+	l := must(NewListState(s, ListDescriptor[[]byte]{Name: "l", Codec: Bytes}))
+	k := s.Key([]byte("k"))
+	old := [][]byte{[]byte("a"), []byte("b")}
+	must(0, l.AddAll(k, old))
+	small, huge := []byte("small"), make([]byte, 4<<20+1) // a quarter of 16 MiB, plus one
+	for name, op := range map[string]func() error{
+		"update":        func() error { return l.Update(k, [][]byte{small, huge}) },
+		"update/middle": func() error { return l.Update(k, [][]byte{small, huge, small}) },
+		"addall":        func() error { return l.AddAll(k, [][]byte{small, small, huge}) },
+	} {
+		records := s.Stats().Records
+		if err := op(); !errors.Is(err, ErrValueTooLarge) {
+			t.Fatalf("%s: %v, want ErrValueTooLarge", name, err)
+		}
+		if got := listOf(t, l, k); len(got) != 2 || string(got[0]) != "a" || string(got[1]) != "b" {
+			t.Fatalf("%s: list after a refused write = %q, want [a b]", name, got)
+		}
+		if n := s.Stats().Records - records; n != 0 {
+			t.Fatalf("%s: a refused write added %d records", name, n)
+		}
+	}
+	// An element of exactly the limit (framed) still goes through as its own piece.
+	ok := make([]byte, 4<<20-4) // + a 4-byte uvarint = a quarter of 16 MiB
+	must(0, l.Update(k, [][]byte{small, ok}))
+	if got := listOf(t, l, k); len(got) != 2 || len(got[1]) != len(ok) {
+		t.Fatalf("list of a limit-sized element: %d elements", len(got))
+	}
+}
+
 func TestListMergeNamespaces(t *testing.T) {
 	s := openTest(t, Options{})
 	l := must(NewListState(s, ListDescriptor[int64]{Name: "l", Codec: Int64}))
