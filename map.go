@@ -100,9 +100,18 @@ func (m *MapState[UK, UV]) put(k Key, uk UK, uv UV) error {
 }
 
 // PutAll puts every entry of entries into the map of k, as Flink's MapState.putAll, stopping
-// at the first error. entries runs on the caller's goroutine and may use the Store.
+// at the first error: the entries put before it stay (Flink's putAll is not atomic either).
+// k is checked before entries is started, so an empty entries still reports
+// ErrKeyGroupOutOfRange and ErrClosed. entries runs on the caller's goroutine and may use the
+// Store. Errors as Put.
 func (m *MapState[UK, UV]) PutAll(k Key, entries iter.Seq2[UK, UV]) error {
-	var err error
+	s := m.s
+	s.guard.enter()
+	err := s.check(k)
+	s.guard.exit()
+	if err != nil {
+		return m.wrap("put all", err)
+	}
 	entries(func(uk UK, uv UV) bool {
 		s := m.s
 		s.guard.enter()

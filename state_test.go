@@ -359,6 +359,37 @@ func TestMapState(t *testing.T) {
 	}
 }
 
+// TestMapPutAllChecksKey: PutAll checks the Key before starting the sequence, so an empty
+// sequence on a foreign key or a closed Store fails as every other operation does (it used to
+// return nil).
+func TestMapPutAllChecksKey(t *testing.T) {
+	r := KeyGroupRange{Start: 0, End: 0}
+	s, err := Open("", Options{MaxParallelism: 4, KeyGroups: &r, MemoryBudget: 64 << 20, SegmentSize: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := must(NewMapState(s, MapDescriptor[string, int64]{Name: "m", KeyCodec: String, ValueCodec: Int64}))
+	none := maps.All(map[string]int64{})
+	started := false
+	spy := func(func(string, int64) bool) { started = true }
+	if err := m.PutAll(Key{}, spy); !errors.Is(err, ErrKeyGroupOutOfRange) || started {
+		t.Fatalf("PutAll(zero Key) = %v, sequence started %v; want ErrKeyGroupOutOfRange, false", err, started)
+	}
+	var out Key
+	for i := 0; ; i++ {
+		if out = s.Key(fmt.Append(nil, i)); out.KeyGroup() != 0 {
+			break
+		}
+	}
+	if err := m.PutAll(out, none); !errors.Is(err, ErrKeyGroupOutOfRange) {
+		t.Fatalf("PutAll(out of range, empty) = %v, want ErrKeyGroupOutOfRange", err)
+	}
+	must(0, s.Close())
+	if err := m.PutAll(out, none); !errors.Is(err, ErrClosed) {
+		t.Fatalf("PutAll(empty) after Close = %v, want ErrClosed", err)
+	}
+}
+
 func TestReducingState(t *testing.T) {
 	s := openTest(t, Options{})
 	r := must(NewReducingState(s, ReducingDescriptor[int64]{Name: "sum", Codec: Int64, Reduce: func(a, b int64) int64 { return a + b }}))
