@@ -183,6 +183,7 @@ func BenchmarkListAppend(b *testing.B) {
 			if i&(1<<20-1) == 1<<20-1 {
 				b.StopTimer()
 				t.Close()
+				t.pool.Close() // its free segments too, not at Cleanup
 				t = newBenchTable(b)
 				b.StartTimer()
 			}
