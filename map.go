@@ -252,14 +252,16 @@ func (m *MapState[UK, UV]) Values(k Key) iter.Seq[UV] {
 //	}
 //	if err := it.Err(); err != nil { ... }
 //
-// Key and Value decode on each call. Use from the Store's goroutine only.
+// Key and Value decode on each call; Value reflects writes to the current user key made since
+// Next (see Value). Use from the Store's goroutine only.
 type MapIterator[UK, UV any] struct {
 	m   *MapState[UK, UV]
 	mk  []byte // composite map key (own copy: the Store's scratch is reused while iterating)
 	hm  uint64
 	it  mapIter
-	ok  bool // it is valid and not exhausted
-	has bool // there is a current entry (Next returned true and Remove was not called)
+	ok  bool   // it is valid and not exhausted
+	has bool   // there is a current entry (Next returned true and Remove was not called)
+	seq uint64 // the table's sequence number when Next moved to the current entry
 	err error
 }
 
@@ -275,6 +277,7 @@ func (it *MapIterator[UK, UV]) Next() bool {
 	}
 	it.m.s.guard.enter()
 	ok := it.it.Next()
+	it.seq = it.m.s.t.Seq()
 	it.m.s.guard.exit()
 	it.ok, it.has = ok, ok
 	return ok
@@ -295,14 +298,28 @@ func (it *MapIterator[UK, UV]) Key() UK {
 }
 
 // Value returns the current value, decoded (zero UV without a current entry or after a decode
-// error, see Err). Values of aliasing codecs (Bytes) are valid until the next write to the
-// Store.
+// error, see Err). When the Store was written since Next, Value looks the user key up again
+// and returns its value now, as the entry of Flink's heap MapState iterator reflects a put of
+// its key (MapState.Put of the current user key may rewrite its bytes in place), or zero UV
+// when the entry has been removed since (MapIterator.Remove, MapState.Remove or Clear).
+// Values of aliasing codecs (Bytes) are valid until the next write to the Store.
 func (it *MapIterator[UK, UV]) Value() UV {
+	var zero UV
 	if !it.ok || it.closed() {
-		var zero UV
 		return zero
 	}
-	uv, err := it.m.vc.Decode(it.it.Value())
+	b := it.it.Value()
+	if s := it.m.s; s.t.Seq() != it.seq {
+		s.guard.enter()
+		uk := it.it.UserKey() // user-key bytes are never rewritten in place
+		v, st := s.t.MapGet(it.hm, it.mk, hashUserKey(uk), uk)
+		s.guard.exit()
+		if st != found {
+			return zero
+		}
+		b = v
+	}
+	uv, err := it.m.vc.Decode(b)
 	if err != nil && it.err == nil {
 		it.err = it.m.wrap("iterate", err)
 	}

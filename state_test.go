@@ -390,6 +390,57 @@ func TestMapPutAllChecksKey(t *testing.T) {
 	}
 }
 
+// TestMapIteratorValueAfterPut: Value after a MapState.Put of the current user key returns the
+// new value, and zero after the entry is removed. It used to decode the old slice over bytes
+// rewritten in place: "longvalue" overwritten by "xy" read back as "xyngvalue".
+func TestMapIteratorValueAfterPut(t *testing.T) {
+	for _, sealed := range []bool{false, true} {
+		s := openTest(t, Options{})
+		m := must(NewMapState(s, MapDescriptor[string, string]{Name: "m", KeyCodec: String, ValueCodec: String}))
+		k := s.Key([]byte("k"))
+		must(0, m.Put(k, "a", "longvalue"))
+		must(0, m.Put(k, "b", "other"))
+		if sealed {
+			must(0, s.seal())
+		}
+		it := m.Iterator(k)
+		n := 0
+		for it.Next() {
+			n++
+			uk := it.Key()
+			if uk != "a" {
+				must(0, m.Put(k, "a-sibling", "x")) // a write to another entry
+				if v := it.Value(); v != "other" {
+					t.Fatalf("sealed=%v: Value after a write elsewhere = %q", sealed, v)
+				}
+				continue
+			}
+			if v := it.Value(); v != "longvalue" {
+				t.Fatalf("sealed=%v: Value = %q", sealed, v)
+			}
+			for _, nv := range []string{"xy", "a-much-longer-value-than-before", ""} {
+				must(0, m.Put(k, uk, nv))
+				if v := it.Value(); v != nv {
+					t.Fatalf("sealed=%v: Value after Put(%q) = %q", sealed, nv, v)
+				}
+				if it.Key() != "a" {
+					t.Fatalf("sealed=%v: Key after Put = %q", sealed, it.Key())
+				}
+			}
+			must(0, it.Remove())
+			if v := it.Value(); v != "" {
+				t.Fatalf("sealed=%v: Value after Remove = %q, want zero", sealed, v)
+			}
+		}
+		if err := it.Err(); err != nil || n != 2 {
+			t.Fatalf("sealed=%v: %d entries, %v", sealed, n, err)
+		}
+		if _, ok, _ := m.Get(k, "a"); ok {
+			t.Fatalf("sealed=%v: removed entry still there", sealed)
+		}
+	}
+}
+
 func TestReducingState(t *testing.T) {
 	s := openTest(t, Options{})
 	r := must(NewReducingState(s, ReducingDescriptor[int64]{Name: "sum", Codec: Int64, Reduce: func(a, b int64) int64 { return a + b }}))
