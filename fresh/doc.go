@@ -109,6 +109,8 @@
 //     active segment, has the kind being written, and its capacity
 //     (vlen+slack) holds the new value with at most 65535 bytes of slack;
 //     otherwise a record is appended. In-place writes keep every link.
+//     A map entry tombstone is never overwritten by a value in place (a
+//     MapIter started while it was removed must not see it again).
 //  6. Links point backwards inside one segment: chunk prev < chunk, entry
 //     next < entry, entry hdr < entry; header head > header.
 //  7. Lookups visit segments newest first and stop at the first segment

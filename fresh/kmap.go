@@ -77,7 +77,8 @@ func (t *Table) MapGet(hm uint64, mapKey []byte, hu uint64, userKey []byte) ([]b
 
 // MapPut sets userKey (hash hu) to value in the map of mapKey (hash hm),
 // as Flink's MapState.put. In place when the entry is in the active
-// segment and its capacity holds value; otherwise an entry record is
+// segment, is not a tombstone (a MapIter must not see a removed entry come
+// back) and its capacity holds value; otherwise an entry record is
 // appended (and a map header first, when the active segment has none for
 // mapKey). Errors as Put.
 func (t *Table) MapPut(hm uint64, mapKey []byte, hu uint64, userKey, value []byte) error {
@@ -87,7 +88,9 @@ func (t *Table) MapPut(hm uint64, mapKey []byte, hu uint64, userKey, value []byt
 	hu32 := uint32(hu >> 32)
 	if s := t.active; s != nil {
 		if _, hdr, _ := s.mapHeader(hm, mapKey); hdr != 0 {
-			if _, e := s.findEntry(entryHash(hdr, hu32), hdr, userKey); e != 0 {
+			// Not over an entry tombstone: a MapIter started while the
+			// entry was removed would see it come back (see MapIter).
+			if _, e := s.findEntry(entryHash(hdr, hu32), hdr, userKey); e != 0 && s.data[e+7]>>4&FlagTomb == 0 {
 				r := s.data[e:]
 				c := binary.LittleEndian.Uint32(r[12:]) + uint32(binary.LittleEndian.Uint16(r[10:]))
 				n := uint32(len(value))
