@@ -15,13 +15,16 @@
 // follow Flink's interfaces with Go idioms:
 //
 //	ValueState[T]        Get / Put / Clear                          (Flink ValueState)
-//	ListState[T]         Add / AddAll / Update / Get / Clear / Merge (Flink ListState)
+//	ListState[T]         Add / AddAll / Update / Get / Clear /       (Flink ListState)
+//	                     MergeNamespaces
 //	MapState[UK, UV]     Get / Put / PutAll / Remove / Contains / IsEmpty /
 //	                     Iterator / Entries / Keys / Values / Clear  (Flink MapState)
 //	ReducingState[T]     Get / Add / Clear / MergeNamespaces         (Flink ReducingState)
 //	AggregatingState     Get / Add / Clear / MergeNamespaces         (Flink AggregatingState)
 //
-// Absent keys read as (zero, false, nil), where Flink returns null.
+// Absent keys read as (zero, false, nil), where Flink returns null. Go values have no null,
+// so ValueState.Put stores whatever the codec encodes (a nil []byte reads back as an empty,
+// present value) where Flink's update(null) clears: use Clear.
 //
 // # Layout
 //
@@ -41,7 +44,8 @@
 //     task thread. They share per-Store scratch buffers, so get and put allocate nothing;
 //     builds with -race or -tags invariants panic on overlapping use.
 //  2. Bytes returned by aliasing codecs (Bytes) and list iterators read the Store's memory in
-//     place and are valid until the next write to the Store.
+//     place and are valid until the next write to the Store (a list iterator also until the
+//     next Get or MergeNamespaces on its state, which reuse its buffer).
 //  3. A key group is computed exactly as Flink's KeyGroupRangeAssignment, and a state
 //     operation on a Key outside the Store's range fails with ErrKeyGroupOutOfRange.
 //  4. Memory beyond the budget is refused with ErrMemoryBudget, never taken.

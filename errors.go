@@ -19,14 +19,20 @@ var (
 	// made by a Store with another MaxParallelism, and on the zero Key.
 	ErrKeyGroupOutOfRange = errors.New("strata: key group out of range")
 	// ErrMemoryBudget is returned when a write needs memory beyond the memory budget
-	// (Options.MemoryBudget or the shared Budget). It is memory.ErrMemoryBudget. Nothing is
-	// written; the Store stays usable.
+	// (Options.MemoryBudget or the shared Budget). It is memory.ErrMemoryBudget. The refused
+	// write leaves nothing behind and the Store stays usable, with every earlier acknowledged
+	// write readable; the exceptions are operations made of several writes, which document
+	// what may remain (ListState.Update and AddAll beyond an eighth of a segment,
+	// MergeNamespaces, MapState.PutAll).
 	ErrMemoryBudget = memory.ErrMemoryBudget
-	// ErrKeyTooLarge is returned when a composite key (key group, state id, key, namespace)
-	// or a map user key is longer than 65535 bytes. It is fresh.ErrKeyTooLarge.
+	// ErrKeyTooLarge is returned by writes when a composite key (key group, state id, key,
+	// namespace: 4 bytes, a length varint, the key and the namespace) or an encoded map user
+	// key is longer than 65535 bytes; nothing is written. Reads of such a key find nothing
+	// rather than fail. It is fresh.ErrKeyTooLarge.
 	ErrKeyTooLarge = fresh.ErrKeyTooLarge
-	// ErrValueTooLarge is returned when an encoded value, list element or map value is longer
-	// than a quarter of Options.SegmentSize. It is fresh.ErrValueTooLarge.
+	// ErrValueTooLarge is returned when an encoded value, map value or list element (with its
+	// length varint) is longer than a quarter of Options.SegmentSize (4 MiB at 16 MiB
+	// segments); nothing is written. It is fresh.ErrValueTooLarge.
 	ErrValueTooLarge = fresh.ErrValueTooLarge
 	// ErrIncompatibleState is returned when a state name is registered again with another
 	// kind, codec or type, or a descriptor lacks a codec or function; the error names the

@@ -788,6 +788,13 @@ func TestFlinkTooLarge(t *testing.T) {
 				beforeRecords = got
 			}
 		}
+		// Reads of an unstorable user key find nothing rather than fail.
+		if v, ok, err := bmap.Get(k, hugeKey); v != nil || ok || err != nil {
+			t.Errorf("map Get(huge user key) = %v, %v, %v", v, ok, err)
+		}
+		if c, err := bmap.Contains(k, hugeKey); c || err != nil {
+			t.Errorf("map Contains(huge user key) = %v, %v", c, err)
+		}
 		// The largest value (a quarter segment) is accepted.
 		if err := bval.Put(k, hugeVal[:len(hugeVal)-1]); err != nil {
 			t.Errorf("value of a quarter segment: %v", err)

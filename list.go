@@ -211,8 +211,9 @@ func (l *ListState[T]) Get(k Key) ListIterator[T] {
 	return ListIterator[T]{s: s, codec: l.codec, batches: l.lbuf, name: l.name}
 }
 
-// Clear removes the list of k, as Flink's State.clear. Errors: ErrKeyGroupOutOfRange,
-// ErrClosed, ErrMemoryBudget.
+// Clear removes the list of k (its key in its namespace only), as Flink's State.clear;
+// clearing an absent list is not an error. Errors: ErrKeyGroupOutOfRange, ErrClosed,
+// ErrMemoryBudget.
 func (l *ListState[T]) Clear(k Key) error {
 	s := l.s
 	s.guard.enter()
@@ -338,5 +339,7 @@ func (it *ListIterator[T]) corrupt() error {
 // such as Bytes, with the iterator's validity).
 func (it *ListIterator[T]) Value() T { return it.v }
 
-// Err returns the error that ended the iteration, or nil.
+// Err returns the error that ended the iteration, or nil: ErrKeyGroupOutOfRange or ErrClosed
+// from ListState.Get, ErrClosed when the Store was closed under the iterator, ErrCorruption
+// (wrapped, naming the state) from the framing or the codec.
 func (it *ListIterator[T]) Err() error { return it.err }

@@ -62,7 +62,7 @@ func (m *MapState[UK, UV]) Get(k Key, uk UK) (UV, bool, error) {
 }
 
 // Contains reports whether the map of k has user key uk, as Flink's MapState.contains.
-// Errors as Get.
+// Errors: ErrKeyGroupOutOfRange, ErrClosed.
 func (m *MapState[UK, UV]) Contains(k Key, uk UK) (bool, error) {
 	s := m.s
 	s.guard.enter()
@@ -140,8 +140,9 @@ func (m *MapState[UK, UV]) Remove(k Key, uk UK) error {
 	return nil
 }
 
-// IsEmpty reports whether the map of k has no entry, as Flink's MapState.isEmpty.
-// Errors: ErrKeyGroupOutOfRange, ErrClosed.
+// IsEmpty reports whether the map of k has no entry, as Flink's MapState.isEmpty: true for an
+// absent or cleared map and after every entry was removed. Errors: ErrKeyGroupOutOfRange,
+// ErrClosed.
 func (m *MapState[UK, UV]) IsEmpty(k Key) (bool, error) {
 	s := m.s
 	s.guard.enter()
@@ -154,8 +155,9 @@ func (m *MapState[UK, UV]) IsEmpty(k Key) (bool, error) {
 	return !it.Next(), nil
 }
 
-// Clear removes the whole map of k, as Flink's State.clear. Errors: ErrKeyGroupOutOfRange,
-// ErrClosed, ErrMemoryBudget.
+// Clear removes the whole map of k (its key in its namespace only), as Flink's State.clear;
+// clearing an absent map is not an error. Errors: ErrKeyGroupOutOfRange, ErrClosed,
+// ErrMemoryBudget.
 func (m *MapState[UK, UV]) Clear(k Key) error {
 	s := m.s
 	s.guard.enter()

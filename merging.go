@@ -8,7 +8,8 @@ type ReducingDescriptor[T any] struct {
 	Name  string   // unique per Store
 	Codec Codec[T] // required
 	// Reduce combines the stored value a with the added value b (Flink's
-	// ReduceFunction.reduce(value1, value2)); required. It must not use the Store.
+	// ReduceFunction.reduce(value1, value2)); required. It must not use the Store, and must not
+	// modify a in place when the codec aliases the Store's memory (Bytes): return a new value.
 	Reduce func(a, b T) T
 }
 
@@ -66,8 +67,9 @@ func (r *ReducingState[T]) Add(k Key, x T) error {
 	return nil
 }
 
-// Clear removes the value of k, as Flink's State.clear. Errors: ErrKeyGroupOutOfRange,
-// ErrClosed, ErrMemoryBudget.
+// Clear removes the value of k (its key in its namespace only), as Flink's State.clear;
+// clearing an absent value is not an error. Errors: ErrKeyGroupOutOfRange, ErrClosed,
+// ErrMemoryBudget.
 func (r *ReducingState[T]) Clear(k Key) error { return clearKV(&r.stateBase, k) }
 
 // MergeNamespaces reduces the values of k in the source namespaces into the value of k in the
@@ -156,13 +158,16 @@ func (a *AggregatingState[IN, ACC, OUT]) Add(k Key, in IN) error {
 	return nil
 }
 
-// Clear removes the accumulator of k, as Flink's State.clear. Errors: ErrKeyGroupOutOfRange,
-// ErrClosed, ErrMemoryBudget.
+// Clear removes the accumulator of k (its key in its namespace only), as Flink's State.clear;
+// clearing an absent accumulator is not an error. Errors: ErrKeyGroupOutOfRange, ErrClosed,
+// ErrMemoryBudget.
 func (a *AggregatingState[IN, ACC, OUT]) Clear(k Key) error { return clearKV(&a.stateBase, k) }
 
 // MergeNamespaces merges the accumulators of k in the source namespaces into the accumulator
 // of k in the target namespace with Merge and clears the sources, as Flink's
-// InternalMergingState.mergeNamespaces; see ReducingState.MergeNamespaces for the order.
+// InternalMergingState.mergeNamespaces; see ReducingState.MergeNamespaces for the order, the
+// handling of absent, repeated and target sources, and what an error part-way leaves.
+// Errors as Add.
 func (a *AggregatingState[IN, ACC, OUT]) MergeNamespaces(k Key, target []byte, sources ...[]byte) error {
 	return mergeKV(&a.stateBase, a.codec, a.fn.Merge, k, target, sources)
 }
