@@ -1,5 +1,3 @@
-//go:build !fakefresh
-
 package strata
 
 import (
