@@ -129,3 +129,14 @@ func OrderHash(kg uint16, stride, h uint64) uint64 {
 
 // KeyGroupOfOrder returns the key group an order hash belongs to.
 func KeyGroupOfOrder(order, stride uint64) uint16 { return uint16(order / stride) }
+
+// Sink receives entries that leave a tier: the SliceTable's eviction hands
+// its coldest slices to the LsmStore through it, as one run in (Order, Key,
+// UserKey, Seq descending) order with every version kept. Evict consumes it
+// before returning; entries are valid only until it returns. A nil error
+// means the sink holds the data durably enough to be the tier below (the
+// evicting tier frees its copy next); on error the caller keeps its copy.
+// Evict may run on a background goroutine.
+type Sink interface {
+	Evict(it Iterator) error
+}
