@@ -35,6 +35,7 @@ var (
 func init() {
 	features = detect()
 	impl = choose(features)
+	setKernels(impl)
 }
 
 // CPU returns the features detected at start-up. Safe for concurrent use.
