@@ -46,6 +46,9 @@ run_qemu max,sve256=on sve 256
 run_qemu max,sve2048=on,sve-default-vector-length=256 sve 2048
 run_qemu max generic 0 -tags purego
 
+step "WORD assembly in sync with its mnemonic sources (sve2word, Go 1.27.3 + GOEXPERIMENT=simd)"
+scripts/check-asm.sh
+
 step "Go 1.27 build"
 if GOTOOLCHAIN=go1.27.3 go version >/dev/null 2>&1; then
   GOTOOLCHAIN=go1.27.3 go vet ./...
