@@ -1,0 +1,349 @@
+package slice
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"unsafe"
+
+	"github.com/strata-db/strata/internal/entry"
+)
+
+// Format constants; the layout is drawn in doc.go. Part of the slice
+// format (the LSM store may keep evicted slices as they are): do not
+// change them without bumping formatVersion.
+const (
+	sliceMagic    = 0x43494c53 // "SLIC" little endian
+	formatVersion = 1
+	csumCRC32C    = 1 // checksum type: CRC32C (Castagnoli)
+
+	headerSize = 64
+	hdrMagic   = 0
+	hdrVersion = 4
+	hdrCsum    = 6
+	hdrFlags   = 7
+	hdrSize    = 8
+	hdrCount   = 12
+	hdrMinOrd  = 16
+	hdrMaxOrd  = 24
+	hdrMinSeq  = 32
+	hdrMaxSeq  = 40
+	hdrCRC     = 48 // u32; bytes 52..63 are zero
+
+	fpSize  = 8 // fingerprint (order hash) per entry
+	offSize = 4 // record offset per entry
+
+	// record header: seq u64, hash u64, kind u8, klen u16, vlen u32
+	recSeq     = 0
+	recHash    = 8
+	recKind    = 16
+	recKlen    = 17
+	recVlen    = 19
+	recKeyOff  = 23 // key-level kinds: key follows
+	recUklen   = 23 // map kinds: uklen u16, userHash u64, then key
+	recUHash   = 25
+	recMapKOff = 33
+)
+
+// MaxKeySize is the largest key or user key a slice stores, in bytes.
+const MaxKeySize = 1<<16 - 1
+
+// MaxValueSize is the largest value (or resolved list) a slice stores, in
+// bytes: a slice's offsets are uint32.
+const MaxValueSize = 1<<31 - 1
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func init() {
+	// The fingerprint and offset arrays are read in place as []uint64 and
+	// []uint32 of little-endian values.
+	x := uint16(1)
+	if *(*byte)(unsafe.Pointer(&x)) != 1 {
+		panic("strata: invariant: slice needs a little-endian host")
+	}
+}
+
+func isMapKind(k entry.Kind) bool {
+	return k == entry.KindMapEntry || k == entry.KindMapEntryTombstone
+}
+
+// recordSize returns the encoded size of e, in bytes.
+func recordSize(e *entry.Entry) int {
+	if isMapKind(e.Kind) {
+		return recMapKOff + len(e.Key) + len(e.UserKey) + len(e.Value)
+	}
+	return recKeyOff + len(e.Key) + len(e.Value)
+}
+
+// appendRecord appends e's record (layout in doc.go) to dst.
+func appendRecord(dst []byte, e *entry.Entry) []byte {
+	var h [recMapKOff]byte
+	binary.LittleEndian.PutUint64(h[recSeq:], e.Seq)
+	binary.LittleEndian.PutUint64(h[recHash:], e.Hash)
+	h[recKind] = byte(e.Kind)
+	binary.LittleEndian.PutUint16(h[recKlen:], uint16(len(e.Key)))
+	binary.LittleEndian.PutUint32(h[recVlen:], uint32(len(e.Value)))
+	if isMapKind(e.Kind) {
+		binary.LittleEndian.PutUint16(h[recUklen:], uint16(len(e.UserKey)))
+		binary.LittleEndian.PutUint64(h[recUHash:], e.UserHash)
+		dst = append(dst, h[:recMapKOff]...)
+		dst = append(dst, e.Key...)
+		dst = append(dst, e.UserKey...)
+	} else {
+		dst = append(dst, h[:recKeyOff]...)
+		dst = append(dst, e.Key...)
+	}
+	return append(dst, e.Value...)
+}
+
+// Slice is one immutable sorted run of entries in one block (or, for an
+// entry too large for a block, in a region of its own). The encoded bytes
+// never change after Build; only the Table's bookkeeping fields (hits,
+// heat, busy) do, and only on the owner goroutine.
+type Slice struct {
+	buf      []byte   // encoded slice, len = used size
+	fps      []uint64 // fingerprint array, a view into buf
+	offs     []uint32 // record offsets, a view into buf
+	count    int
+	minOrder uint64
+	maxOrder uint64
+	minSeq   uint64
+	maxSeq   uint64
+	mem      int      // bytes of memory held (block size or region size)
+	ref      blockRef // allocator handle; zero for a decoded slice
+	bucket   int      // bucket of its Table (set by Install)
+
+	// Owner-only bookkeeping; background jobs never read these.
+	hits  uint64  // lookups resolved here since the last fold
+	heat  float64 // decayed hits as of fold
+	fold  int64   // clock (ns) of the last fold
+	born  int64   // clock (ns) of creation
+	busy  bool    // part of a pending compaction or eviction
+	table *Table  // installed in (nil before Install and after removal)
+}
+
+// Len returns the number of entries in s.
+func (s *Slice) Len() int { return s.count }
+
+// Bytes returns the encoded slice (header, fingerprints, offsets, records),
+// checksummed as described in doc.go; Decode reads it back. Valid until the
+// slice is freed by its Table.
+func (s *Slice) Bytes() []byte { return s.buf }
+
+// MemBytes returns the memory the slice holds: its block size, or its
+// region's page-rounded size for an oversized entry.
+func (s *Slice) MemBytes() int { return s.mem }
+
+// OrderRange returns the smallest and largest order hash in s.
+func (s *Slice) OrderRange() (lo, hi uint64) { return s.minOrder, s.maxOrder }
+
+// SeqRange returns the smallest and largest sequence number in s.
+func (s *Slice) SeqRange() (lo, hi uint64) { return s.minSeq, s.maxSeq }
+
+// Entry fills e with entry i (0 <= i < Len). Its byte slices alias the
+// slice's memory: valid until the slice is freed.
+func (s *Slice) Entry(i int, e *entry.Entry) {
+	r := s.rec(i)
+	*e = entry.Entry{Order: s.fps[i], Hash: r.hash, UserHash: r.uhash, Seq: r.seq,
+		Kind: r.kind, Key: r.key, UserKey: r.uk, Value: r.val}
+}
+
+// rec is one decoded record; byte slices alias the slice.
+type rec struct {
+	seq, hash, uhash uint64
+	kind             entry.Kind
+	key, uk, val     []byte
+}
+
+// rec decodes record i. The slice was validated when built or decoded, so
+// the bounds hold.
+func (s *Slice) rec(i int) rec {
+	b := s.buf[s.offs[i]:]
+	var r rec
+	r.seq = binary.LittleEndian.Uint64(b[recSeq:])
+	r.hash = binary.LittleEndian.Uint64(b[recHash:])
+	r.kind = entry.Kind(b[recKind])
+	kl := int(binary.LittleEndian.Uint16(b[recKlen:]))
+	vl := int(binary.LittleEndian.Uint32(b[recVlen:]))
+	if isMapKind(r.kind) {
+		ul := int(binary.LittleEndian.Uint16(b[recUklen:]))
+		r.uhash = binary.LittleEndian.Uint64(b[recUHash:])
+		b = b[recMapKOff:]
+		r.key = b[:kl:kl]
+		r.uk = b[kl : kl+ul : kl+ul]
+		r.val = b[kl+ul : kl+ul+vl : kl+ul+vl]
+		return r
+	}
+	b = b[recKeyOff:]
+	r.key = b[:kl:kl]
+	r.val = b[kl : kl+vl : kl+vl]
+	return r
+}
+
+// keyAt returns the key and user key of record i (the hot-path compare
+// touches nothing else).
+func (s *Slice) keyAt(i int) (key, uk []byte) {
+	b := s.buf[s.offs[i]:]
+	kl := int(binary.LittleEndian.Uint16(b[recKlen:]))
+	if isMapKind(entry.Kind(b[recKind])) {
+		ul := int(binary.LittleEndian.Uint16(b[recUklen:]))
+		b = b[recMapKOff:]
+		return b[:kl], b[kl : kl+ul]
+	}
+	return b[recKeyOff : recKeyOff+kl], nil
+}
+
+// newSlice wraps the encoded bytes buf (already validated, 8-byte aligned)
+// into a Slice holding mem bytes of memory through ref.
+func newSlice(buf []byte, mem int, ref blockRef) *Slice {
+	n := int(binary.LittleEndian.Uint32(buf[hdrCount:]))
+	s := &Slice{buf: buf, count: n, mem: mem, ref: ref}
+	if n > 0 {
+		s.fps = unsafe.Slice((*uint64)(unsafe.Pointer(&buf[headerSize])), n)
+		s.offs = unsafe.Slice((*uint32)(unsafe.Pointer(&buf[headerSize+fpSize*n])), n)
+	}
+	s.minOrder = binary.LittleEndian.Uint64(buf[hdrMinOrd:])
+	s.maxOrder = binary.LittleEndian.Uint64(buf[hdrMaxOrd:])
+	s.minSeq = binary.LittleEndian.Uint64(buf[hdrMinSeq:])
+	s.maxSeq = binary.LittleEndian.Uint64(buf[hdrMaxSeq:])
+	return s
+}
+
+// checksum returns the CRC32C of buf[:size] without the CRC field.
+func checksum(buf []byte) uint32 {
+	c := crc32.Update(0, castagnoli, buf[:hdrCRC])
+	return crc32.Update(c, castagnoli, buf[hdrCRC+4:])
+}
+
+// Decode validates an encoded slice (as returned by Slice.Bytes) and returns
+// a read-only Slice over b, which must stay unchanged while the Slice is
+// used. It checks, in this order and each with its own error: the magic
+// (ErrMagic), the version (ErrVersion), the checksum type
+// (ErrChecksumType), the size field against len(b), the CRC32C
+// (ErrChecksum), then every bound, kind and the entry order (ErrCorruption
+// with the offending offset). b must start on an 8-byte boundary
+// (ErrAlignment). Trailing bytes past the size field are ignored. The
+// returned Slice is not owned by any allocator; it cannot be installed.
+// Safe for concurrent use (it reads b only).
+func Decode(b []byte) (*Slice, error) {
+	if len(b) < headerSize {
+		return nil, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrCorruption, len(b), headerSize)
+	}
+	if binary.LittleEndian.Uint32(b[hdrMagic:]) != sliceMagic {
+		return nil, fmt.Errorf("%w: %#x", ErrMagic, binary.LittleEndian.Uint32(b[hdrMagic:]))
+	}
+	if v := binary.LittleEndian.Uint16(b[hdrVersion:]); v != formatVersion {
+		return nil, fmt.Errorf("%w: %d", ErrVersion, v)
+	}
+	if c := b[hdrCsum]; c != csumCRC32C {
+		return nil, fmt.Errorf("%w: %d", ErrChecksumType, c)
+	}
+	size := int(binary.LittleEndian.Uint32(b[hdrSize:]))
+	if size < headerSize || size > len(b) {
+		return nil, fmt.Errorf("%w: size field %d outside [%d, %d]", ErrCorruption, size, headerSize, len(b))
+	}
+	b = b[:size:size]
+	if want, got := binary.LittleEndian.Uint32(b[hdrCRC:]), checksum(b); want != got {
+		return nil, fmt.Errorf("%w: stored %#08x, computed %#08x", ErrChecksum, want, got)
+	}
+	if uintptr(unsafe.Pointer(unsafe.SliceData(b)))%8 != 0 {
+		return nil, ErrAlignment
+	}
+	if err := validate(b); err != nil {
+		return nil, err
+	}
+	return newSlice(b, size, blockRef{}), nil
+}
+
+// validate checks everything but magic, version and CRC: the layout tiles
+// b exactly, every record is in bounds with a valid kind, and entries are
+// strictly ordered with the header's ranges. Invariants 1-4 in doc.go.
+func validate(b []byte) error {
+	size := len(b)
+	n := int(binary.LittleEndian.Uint32(b[hdrCount:]))
+	if b[hdrFlags] != 0 {
+		return fmt.Errorf("%w: flags %#x", ErrCorruption, b[hdrFlags])
+	}
+	for _, x := range b[hdrCRC+4 : headerSize] {
+		if x != 0 {
+			return fmt.Errorf("%w: reserved header bytes not zero", ErrCorruption)
+		}
+	}
+	if n == 0 || n > (size-headerSize)/(fpSize+offSize+recKeyOff) {
+		return fmt.Errorf("%w: count %d impossible in %d bytes", ErrCorruption, n, size)
+	}
+	fpAt := func(i int) uint64 { return binary.LittleEndian.Uint64(b[headerSize+fpSize*i:]) }
+	offAt := func(i int) int {
+		return int(binary.LittleEndian.Uint32(b[headerSize+fpSize*n+offSize*i:]))
+	}
+	next := headerSize + (fpSize+offSize)*n
+	var minSeq, maxSeq uint64 = ^uint64(0), 0
+	var pk, pu []byte
+	var pseq, pfp uint64
+	for i := 0; i < n; i++ {
+		off := offAt(i)
+		if off != next {
+			return fmt.Errorf("%w: record %d at offset %d, expected %d", ErrCorruption, i, off, next)
+		}
+		if off+recKeyOff > size {
+			return fmt.Errorf("%w: record %d header at %d past size %d", ErrCorruption, i, off, size)
+		}
+		r := b[off:]
+		kind := entry.Kind(r[recKind])
+		if !kind.Valid() {
+			return fmt.Errorf("%w: record %d at %d: kind %d", ErrCorruption, i, off, kind)
+		}
+		kl := int(binary.LittleEndian.Uint16(r[recKlen:]))
+		vl := int(binary.LittleEndian.Uint32(r[recVlen:]))
+		hdr, ul := recKeyOff, 0
+		if isMapKind(kind) {
+			hdr = recMapKOff
+			if off+hdr > size {
+				return fmt.Errorf("%w: record %d header at %d past size %d", ErrCorruption, i, off, size)
+			}
+			ul = int(binary.LittleEndian.Uint16(r[recUklen:]))
+		}
+		end := off + hdr + kl + ul + vl // no overflow: each term < 2^32
+		if vl > MaxValueSize || end > size {
+			return fmt.Errorf("%w: record %d at %d ends at %d past size %d", ErrCorruption, i, off, end, size)
+		}
+		key, uk := r[hdr:hdr+kl], r[hdr+kl:hdr+kl+ul]
+		seq := binary.LittleEndian.Uint64(r[recSeq:])
+		fp := fpAt(i)
+		if i > 0 {
+			c := cmpOrder(pfp, pk, pu, fp, key, uk)
+			if c > 0 || c == 0 && pseq <= seq {
+				return fmt.Errorf("%w: record %d at %d out of order", ErrCorruption, i, off)
+			}
+		}
+		pk, pu, pseq, pfp = key, uk, seq, fp
+		minSeq, maxSeq = min(minSeq, seq), max(maxSeq, seq)
+		next = end
+	}
+	if next != size {
+		return fmt.Errorf("%w: records end at %d, size is %d", ErrCorruption, next, size)
+	}
+	if fpAt(0) != binary.LittleEndian.Uint64(b[hdrMinOrd:]) || fpAt(n-1) != binary.LittleEndian.Uint64(b[hdrMaxOrd:]) {
+		return fmt.Errorf("%w: order range in header does not match the fingerprints", ErrCorruption)
+	}
+	if minSeq != binary.LittleEndian.Uint64(b[hdrMinSeq:]) || maxSeq != binary.LittleEndian.Uint64(b[hdrMaxSeq:]) {
+		return fmt.Errorf("%w: sequence range in header does not match the records", ErrCorruption)
+	}
+	return nil
+}
+
+// cmpOrder compares (order, key, userKey) of two entries: -1, 0 or +1.
+// Ties are broken by descending sequence number by the callers.
+func cmpOrder(oa uint64, ka, ua []byte, ob uint64, kb, ub []byte) int {
+	if oa != ob {
+		if oa < ob {
+			return -1
+		}
+		return 1
+	}
+	if c := bytes.Compare(ka, kb); c != 0 {
+		return c
+	}
+	return bytes.Compare(ua, ub)
+}

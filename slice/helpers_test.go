@@ -1,0 +1,130 @@
+package slice
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/memory"
+)
+
+// listIter is an entry.Iterator over a Go slice of entries.
+type listIter struct {
+	es  []entry.Entry
+	i   int
+	err error
+}
+
+func (l *listIter) Next() bool          { l.i++; return l.i <= len(l.es) }
+func (l *listIter) Entry() *entry.Entry { return &l.es[l.i-1] }
+func (l *listIter) Err() error          { return l.err }
+
+func iterOf(es ...entry.Entry) *listIter { return &listIter{es: es} }
+
+// sortEntries sorts es in the order the tiers below the FreshTable use.
+func sortEntries(es []entry.Entry) {
+	slices.SortFunc(es, func(a, b entry.Entry) int {
+		if c := cmpOrder(a.Order, a.Key, a.UserKey, b.Order, b.Key, b.UserKey); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.Seq, a.Seq)
+	})
+}
+
+// clock is a manual clock for Options.Now.
+type clock struct{ now time.Duration }
+
+func (c *clock) Now() time.Duration { return c.now }
+
+type env struct {
+	budget *memory.Budget
+	pool   *memory.Pool
+	a      *Allocator
+	t      *Table
+	clk    *clock
+}
+
+func newEnv(tb testing.TB, blockSize int, opts Options) *env {
+	tb.Helper()
+	b := memory.NewBudget(1 << 30)
+	p, err := memory.NewPool(b, memory.SegmentSize16M)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	a, err := NewAllocator(p, blockSize)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	clk := &clock{}
+	opts.Allocator = a
+	if opts.Now == nil {
+		opts.Now = clk.Now
+	}
+	t, err := New(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e := &env{budget: b, pool: p, a: a, t: t, clk: clk}
+	tb.Cleanup(func() {
+		if err := t.Close(); err != nil {
+			tb.Error(err)
+		}
+		if st := a.Stats(); st.Blocks != 0 || st.Oversized != 0 {
+			tb.Errorf("allocator leaks after Close: %+v", st)
+		}
+		_ = p.Close()
+	})
+	return e
+}
+
+// install builds es (sorted here) and installs the result.
+func (e *env) install(tb testing.TB, es ...entry.Entry) []*Slice {
+	tb.Helper()
+	es = slices.Clone(es)
+	sortEntries(es)
+	out, err := e.t.Build(context.Background(), iterOf(es...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := e.t.Install(out); err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+func kv(order uint64, key string, seq uint64, val string) entry.Entry {
+	return entry.Entry{Order: order, Hash: order, Seq: seq, Kind: entry.KindValue, Key: []byte(key), Value: []byte(val)}
+}
+
+func tomb(order uint64, key string, seq uint64) entry.Entry {
+	return entry.Entry{Order: order, Hash: order, Seq: seq, Kind: entry.KindTombstone, Key: []byte(key)}
+}
+
+func lbase(order uint64, key string, seq uint64, val string) entry.Entry {
+	e := kv(order, key, seq, val)
+	e.Kind = entry.KindListBase
+	return e
+}
+
+func lapp(order uint64, key string, seq uint64, val string) entry.Entry {
+	e := kv(order, key, seq, val)
+	e.Kind = entry.KindListAppend
+	return e
+}
+
+func ment(order uint64, key, uk string, seq uint64, val string) entry.Entry {
+	return entry.Entry{Order: order, Hash: order, UserHash: uint64(len(uk)), Seq: seq, Kind: entry.KindMapEntry,
+		Key: []byte(key), UserKey: []byte(uk), Value: []byte(val)}
+}
+
+func mtomb(order uint64, key, uk string, seq uint64) entry.Entry {
+	e := ment(order, key, uk, seq, "")
+	e.Kind = entry.KindMapEntryTombstone
+	return e
+}
+
+func joined(bs [][]byte) string { return string(bytes.Join(bs, []byte("|"))) }

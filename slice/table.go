@@ -1,0 +1,525 @@
+package slice
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"github.com/strata-db/strata/internal/entry"
+)
+
+// Status is the outcome of a lookup in the SliceTable.
+type Status uint8
+
+const (
+	// Absent: the SliceTable holds nothing for the key; lower tiers may.
+	Absent Status = iota
+	// Found: the value (or map entry) is returned.
+	Found
+	// Deleted: a tombstone (or a cleared map) shadows older data; lower
+	// tiers must not be consulted.
+	Deleted
+)
+
+// String returns the status name, for tests and errors.
+func (s Status) String() string {
+	switch s {
+	case Absent:
+		return "absent"
+	case Found:
+		return "found"
+	case Deleted:
+		return "deleted"
+	}
+	return "status(?)"
+}
+
+// Defaults of Options (doc.go explains how they were chosen).
+const (
+	DefaultBucketBits          = 10
+	DefaultCompactionThreshold = 4
+	DefaultEvictionBatch       = 4 << 20
+	DefaultHeatHalfLife        = time.Minute
+	DefaultMaxListMerge        = 1 << 20
+)
+
+// Options configures a Table. The zero value of every field but Allocator
+// means its default.
+type Options struct {
+	// Allocator is required: slices' blocks and oversized regions.
+	Allocator *Allocator
+	// BucketBits is log2 of the number of buckets, 0..16; a bucket is the
+	// range of order hashes with the same top BucketBits bits. Default
+	// DefaultBucketBits (1024 buckets); -1 means one bucket (tests).
+	BucketBits int
+	// CompactionThreshold is the chain length (runs) above which
+	// PickCompaction proposes to merge a chain. Default
+	// DefaultCompactionThreshold, measured (doc.go).
+	CompactionThreshold int
+	// HighWatermark is the memory held by the table's slices, in bytes,
+	// above which PickEviction proposes work. 0 disables eviction.
+	HighWatermark int64
+	// EvictionBatch is the bytes of slices one eviction job collects (it
+	// may exceed it by one slice). Default DefaultEvictionBatch (4 MiB).
+	EvictionBatch int64
+	// HeatHalfLife is the time in which a slice's hit count decays by
+	// half for the hot/cold score. Default DefaultHeatHalfLife (1 min).
+	HeatHalfLife time.Duration
+	// MaxListMerge caps the bytes of a list that compaction resolves into
+	// one base; longer lists keep their operands. Default 1 MiB.
+	MaxListMerge int
+	// LowerTier says a tier below (the LSM store) may hold data of this
+	// table, so compaction keeps tombstones even at the end of a chain.
+	// The table also assumes it from its first eviction on.
+	LowerTier bool
+	// Now is the clock for slice ages (monotonic); default: time since New.
+	// Tests inject a manual clock. Read on installs and picks only.
+	Now func() time.Duration
+}
+
+// Validate returns ErrOptions naming the first bad field, or nil.
+func (o Options) Validate() error {
+	switch {
+	case o.Allocator == nil:
+		return fmt.Errorf("%w: Options.Allocator is required", ErrOptions)
+	case o.BucketBits < -1 || o.BucketBits > 16:
+		return fmt.Errorf("%w: Options.BucketBits %d outside [-1, 16]", ErrOptions, o.BucketBits)
+	case o.CompactionThreshold < 0:
+		return fmt.Errorf("%w: Options.CompactionThreshold %d < 0", ErrOptions, o.CompactionThreshold)
+	case o.HighWatermark < 0:
+		return fmt.Errorf("%w: Options.HighWatermark %d < 0", ErrOptions, o.HighWatermark)
+	case o.EvictionBatch < 0:
+		return fmt.Errorf("%w: Options.EvictionBatch %d < 0", ErrOptions, o.EvictionBatch)
+	case o.HeatHalfLife < 0:
+		return fmt.Errorf("%w: Options.HeatHalfLife %v < 0", ErrOptions, o.HeatHalfLife)
+	case o.MaxListMerge < 0:
+		return fmt.Errorf("%w: Options.MaxListMerge %d < 0", ErrOptions, o.MaxListMerge)
+	}
+	return nil
+}
+
+func (o *Options) fill() {
+	switch o.BucketBits {
+	case 0:
+		o.BucketBits = DefaultBucketBits
+	case -1:
+		o.BucketBits = 0
+	}
+	if o.CompactionThreshold == 0 {
+		o.CompactionThreshold = DefaultCompactionThreshold
+	}
+	if o.EvictionBatch == 0 {
+		o.EvictionBatch = DefaultEvictionBatch
+	}
+	if o.HeatHalfLife == 0 {
+		o.HeatHalfLife = DefaultHeatHalfLife
+	}
+	if o.MaxListMerge == 0 {
+		o.MaxListMerge = DefaultMaxListMerge
+	}
+	if o.Now == nil {
+		start := time.Now()
+		o.Now = func() time.Duration { return time.Since(start) }
+	}
+}
+
+// run is a sorted sequence of slices with disjoint, ascending key ranges
+// (one Build's or one compaction's output for one bucket).
+type run struct {
+	slices []*Slice
+	id     uint64 // unique per table, to find a job's runs again
+	minSeq uint64
+	maxSeq uint64
+}
+
+// chain is one bucket: its runs, newest first.
+type chain struct {
+	runs []run
+}
+
+// Table is the SliceTable of one store: 2^BucketBits buckets, each a chain
+// of runs of immutable slices, newest first. A Table is NOT safe for
+// concurrent use: the owner goroutine (the task's) calls every method,
+// except Build, Compaction.Run and Eviction.Run, which background jobs
+// may call concurrently (doc.go, "Concurrency").
+type Table struct {
+	a       *Allocator
+	opts    Options
+	shift   uint // 64 - bucket bits: bucket = order >> shift
+	buckets []chain
+	nextID  uint64
+	gen     uint64 // bumped whenever slices are freed (MapIter checks it)
+	evicted bool   // some data went to the lower tier
+	closed  bool
+
+	slices   int
+	runs     int
+	memBytes int64
+	entries  int64
+
+	compactions   int64
+	compactedIn   int64
+	compactedOut  int64
+	evictions     int64
+	evictedSlices int64
+	evictedBytes  int64
+}
+
+// New returns an empty Table. Errors: ErrOptions (from Validate).
+func New(opts Options) (*Table, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts.fill()
+	return &Table{
+		a:       opts.Allocator,
+		opts:    opts,
+		shift:   uint(64 - opts.BucketBits),
+		buckets: make([]chain, 1<<opts.BucketBits),
+	}, nil
+}
+
+// Buckets returns the number of buckets (a power of two).
+func (t *Table) Buckets() int { return len(t.buckets) }
+
+// BucketOf returns the bucket of an order hash: its top BucketBits bits.
+func (t *Table) BucketOf(order uint64) int { return int(order >> t.shift) }
+
+// Install prepends the slices of one Build, in the order Build returned
+// them, to their buckets' chains: the slices of each bucket become one new
+// run, the newest. The caller installs Builds in the order of their data
+// (a transform of an older sealed segment before a newer one).
+//
+// Errors (nothing is installed): ErrSeqOrder when a run would not be newer
+// than its chain (invariant 7), ErrJob for a slice already installed or
+// not from t's allocator, ErrUnsorted when the slices are not in Build's
+// order, ErrClosed. Owner goroutine only.
+func (t *Table) Install(slices []*Slice) error {
+	if t.closed {
+		return ErrClosed
+	}
+	// Validate everything first, then mutate: an error installs nothing.
+	for i, s := range slices {
+		if s.table != nil || s.ref == (blockRef{}) {
+			return fmt.Errorf("%w: slice %d already installed or not built by this table", ErrJob, i)
+		}
+		b := t.BucketOf(s.minOrder)
+		if b != t.BucketOf(s.maxOrder) {
+			return fmt.Errorf("%w: slice %d spans buckets", ErrUnsorted, i)
+		}
+		if i > 0 && slices[i-1].maxOrder > s.minOrder {
+			return fmt.Errorf("%w: slice %d starts before slice %d ends", ErrUnsorted, i, i-1)
+		}
+		if i > 0 && t.BucketOf(slices[i-1].minOrder) == b {
+			continue
+		}
+		var lo uint64 = ^uint64(0)
+		for _, x := range slices[i:] {
+			if t.BucketOf(x.minOrder) != b {
+				break
+			}
+			lo = min(lo, x.minSeq)
+		}
+		if c := &t.buckets[b]; len(c.runs) > 0 && lo <= c.runs[0].maxSeq {
+			return fmt.Errorf("%w: bucket %d: new run's oldest seq %d, chain's newest %d",
+				ErrSeqOrder, b, lo, c.runs[0].maxSeq)
+		}
+	}
+	now := int64(t.opts.Now())
+	for i := 0; i < len(slices); {
+		b := t.BucketOf(slices[i].minOrder)
+		j := i + 1
+		for j < len(slices) && t.BucketOf(slices[j].minOrder) == b {
+			j++
+		}
+		r := t.newRun(slices[i:j:j], b, now)
+		c := &t.buckets[b]
+		c.runs = append(c.runs, run{})
+		copy(c.runs[1:], c.runs)
+		c.runs[0] = r
+		i = j
+	}
+	return nil
+}
+
+// newRun adopts slices as a run of bucket b, born at now.
+func (t *Table) newRun(slices []*Slice, b int, now int64) run {
+	t.nextID++
+	r := run{slices: append([]*Slice(nil), slices...), id: t.nextID, minSeq: ^uint64(0)}
+	for _, s := range slices {
+		s.table, s.bucket = t, b
+		if s.born == 0 {
+			s.born, s.fold = now, now
+		}
+		r.minSeq, r.maxSeq = min(r.minSeq, s.minSeq), max(r.maxSeq, s.maxSeq)
+		t.slices++
+		t.memBytes += int64(s.mem)
+		t.entries += int64(s.count)
+	}
+	t.runs++
+	return r
+}
+
+// free returns a slice's memory; the owner calls it when the slice has
+// left the table (or never joined it).
+func (t *Table) free(s *Slice) {
+	if s.table == t {
+		t.slices--
+		t.memBytes -= int64(s.mem)
+		t.entries -= int64(s.count)
+		s.table = nil
+	}
+	t.a.release(s.ref)
+	s.ref = blockRef{}
+	s.buf, s.fps, s.offs, s.count = nil, nil, nil, 0
+}
+
+// freeBusy frees the slices of a job that ended after Close.
+func (t *Table) freeBusy(slices []*Slice) {
+	for _, s := range slices {
+		if s.busy {
+			s.busy = false
+			t.free(s)
+		}
+	}
+}
+
+// Release frees slices that were built but will not be installed (for
+// example a transform cancelled after Build). Owner goroutine only.
+func (t *Table) Release(slices []*Slice) {
+	for _, s := range slices {
+		if s.table == nil {
+			t.free(s)
+		}
+	}
+}
+
+// Get returns the newest key-level version of key (order hash order) in
+// the chain of its bucket: the value and Found for a value (or a list's
+// newest batch), nil and Deleted for a tombstone, Absent when no slice
+// holds the key. Map entries are not key-level (use MapGet). The value
+// aliases slice memory: valid until the next InstallCompaction,
+// InstallEviction or Close. Allocation-free; owner goroutine only.
+func (t *Table) Get(order uint64, key []byte) ([]byte, Status) {
+	c := &t.buckets[order>>t.shift]
+	for ri := range c.runs {
+		r := &c.runs[ri]
+		for si := r.first(order); si < len(r.slices); si++ {
+			s := r.slices[si]
+			if s.minOrder > order {
+				break
+			}
+			for i := s.seek(order, key, nil); i < s.count && s.fps[i] == order; i++ {
+				k, u := s.keyAt(i)
+				if len(u) > 0 || !bytes.Equal(k, key) {
+					break
+				}
+				rc := s.rec(i)
+				if isMapKind(rc.kind) {
+					continue // a map entry with an empty user key
+				}
+				s.hits++
+				if rc.kind == entry.KindTombstone {
+					return nil, Deleted
+				}
+				return rc.val, Found
+			}
+		}
+	}
+	return nil, Absent
+}
+
+// ListGet appends the batches of the list key (order hash order) that the
+// chain holds to dst, oldest first, and reports whether they are complete:
+// true when a base batch or a tombstone was reached (lower tiers must not
+// be consulted), false when only appended batches (merge operands) or
+// nothing was found, so older batches may lie below. Batches alias slice
+// memory (valid as Get's). Allocation-free while dst has capacity; owner
+// goroutine only.
+func (t *Table) ListGet(order uint64, key []byte, dst [][]byte) ([][]byte, bool) {
+	start := len(dst)
+	complete := false
+	c := &t.buckets[order>>t.shift]
+	var hit *Slice
+scan:
+	for ri := range c.runs {
+		r := &c.runs[ri]
+		for si := r.first(order); si < len(r.slices); si++ {
+			s := r.slices[si]
+			if s.minOrder > order {
+				break
+			}
+			for i := s.seek(order, key, nil); i < s.count && s.fps[i] == order; i++ {
+				k, u := s.keyAt(i)
+				if len(u) > 0 || !bytes.Equal(k, key) {
+					break
+				}
+				rc := s.rec(i)
+				if hit == nil {
+					hit = s
+				}
+				switch rc.kind {
+				case entry.KindListAppend:
+					dst = append(dst, rc.val)
+				case entry.KindListBase, entry.KindValue:
+					dst = append(dst, rc.val)
+					complete = true
+					break scan
+				case entry.KindTombstone:
+					complete = true
+					break scan
+				}
+			}
+		}
+	}
+	if hit != nil {
+		hit.hits++
+	}
+	added := dst[start:]
+	for i, j := 0, len(added)-1; i < j; i, j = i+1, j-1 {
+		added[i], added[j] = added[j], added[i]
+	}
+	return dst, complete
+}
+
+// MapGet returns the value of user key uk in the map mapKey (order hash
+// order of the map key): Found with the value; Deleted when the entry was
+// removed or the map cleared or deleted (a key-level tombstone) after it;
+// Absent when the chain holds neither. The value aliases slice memory
+// (valid as Get's). Allocation-free; owner goroutine only.
+func (t *Table) MapGet(order uint64, mapKey, uk []byte) ([]byte, Status) {
+	c := &t.buckets[order>>t.shift]
+	for ri := range c.runs {
+		r := &c.runs[ri]
+		var clear uint64
+		cleared := false
+		var val []byte
+		var seq uint64
+		st := Absent
+		var hit *Slice
+		for si := r.first(order); si < len(r.slices); si++ {
+			s := r.slices[si]
+			if s.minOrder > order {
+				break
+			}
+			// The key-level region of the map (user key "") holds its
+			// tombstones (clears and deletes).
+			i := s.seek(order, mapKey, nil)
+			for ; i < s.count && s.fps[i] == order; i++ {
+				k, u := s.keyAt(i)
+				if len(u) > 0 || !bytes.Equal(k, mapKey) {
+					break
+				}
+				if rc := s.rec(i); rc.kind == entry.KindTombstone && (!cleared || rc.seq > clear) {
+					clear, cleared, hit = rc.seq, true, s
+				}
+			}
+			if st != Absent {
+				continue // the newest version was in an earlier slice of the run
+			}
+			if len(uk) > 0 {
+				i = s.seek(order, mapKey, uk)
+			} else {
+				i = s.seek(order, mapKey, nil)
+			}
+			for ; i < s.count && s.fps[i] == order; i++ {
+				k, u := s.keyAt(i)
+				if !bytes.Equal(u, uk) || !bytes.Equal(k, mapKey) {
+					break
+				}
+				rc := s.rec(i)
+				if !isMapKind(rc.kind) {
+					continue
+				}
+				seq, val, hit = rc.seq, rc.val, s
+				st = Found
+				if rc.kind == entry.KindMapEntryTombstone {
+					st = Deleted
+				}
+				break
+			}
+		}
+		if st != Absent && (!cleared || seq > clear) {
+			hit.hits++
+			if st == Deleted {
+				return nil, Deleted
+			}
+			return val, Found
+		}
+		if cleared {
+			hit.hits++
+			return nil, Deleted
+		}
+	}
+	return nil, Absent
+}
+
+// Close frees every slice that no job uses. A pending job's slices (its
+// busy inputs and its output) stay until the job ends: InstallCompaction,
+// CancelCompaction, InstallEviction or CancelEviction after Close free
+// them, so a background Run never reads freed memory. Owner goroutine
+// only; idempotent.
+func (t *Table) Close() error {
+	if t.closed {
+		return nil
+	}
+	for b := range t.buckets {
+		for _, r := range t.buckets[b].runs {
+			for _, s := range r.slices {
+				if !s.busy {
+					t.free(s)
+				}
+			}
+		}
+		t.buckets[b].runs = nil
+	}
+	t.runs = 0
+	t.gen++
+	t.closed = true
+	return nil
+}
+
+// Stats is a snapshot of a Table.
+type Stats struct {
+	Slices   int   // installed slices
+	Runs     int   // runs over all chains
+	Entries  int64 // entries in installed slices (all versions)
+	MemBytes int64 // memory held by installed slices, bytes
+	Blocks   int   // allocator blocks in use (all tables sharing it)
+	// ChainHist counts buckets by chain length in runs: [0] empty, [1] one
+	// run, [2] two, [3] 3-4, [4] 5-8, [5] 9-16, [6] more.
+	ChainHist [7]int
+	MaxChain  int // longest chain, in runs
+
+	Compactions   int64 // compactions installed
+	CompactedIn   int64 // bytes of slices compactions replaced
+	CompactedOut  int64 // bytes of slices compactions produced
+	Evictions     int64 // evictions installed
+	EvictedSlices int64 // slices handed to the sink and removed
+	EvictedBytes  int64 // bytes of those slices
+}
+
+// Stats returns a snapshot of the table. O(buckets); owner goroutine only.
+func (t *Table) Stats() Stats {
+	st := Stats{Slices: t.slices, Runs: t.runs, Entries: t.entries, MemBytes: t.memBytes,
+		Blocks: t.a.Stats().Blocks, Compactions: t.compactions, CompactedIn: t.compactedIn,
+		CompactedOut: t.compactedOut, Evictions: t.evictions, EvictedSlices: t.evictedSlices,
+		EvictedBytes: t.evictedBytes}
+	for b := range t.buckets {
+		n := len(t.buckets[b].runs)
+		st.MaxChain = max(st.MaxChain, n)
+		switch {
+		case n <= 2:
+			st.ChainHist[n]++
+		case n <= 4:
+			st.ChainHist[3]++
+		case n <= 8:
+			st.ChainHist[4]++
+		case n <= 16:
+			st.ChainHist[5]++
+		default:
+			st.ChainHist[6]++
+		}
+	}
+	return st
+}
