@@ -204,7 +204,7 @@ func (l *ListState[T]) Get(k Key) ListIterator[T] {
 	}
 	key, h := s.compose(k, l.id)
 	var st status
-	l.lbuf, st = s.t.ListGet(h, key, l.lbuf[:0])
+	l.lbuf, st, _ = s.t.ListGet(h, key, l.lbuf[:0])
 	if st != found {
 		return ListIterator[T]{}
 	}
@@ -255,7 +255,7 @@ func (l *ListState[T]) MergeNamespaces(k Key, target []byte, sources ...[]byte) 
 		}
 		key, h := s.compose(k.In(src), l.id)
 		var st status
-		l.lbuf, st = s.t.ListGet(h, key, l.lbuf[:0])
+		l.lbuf, st, _ = s.t.ListGet(h, key, l.lbuf[:0])
 		if st != found {
 			continue
 		}

@@ -261,6 +261,8 @@ type MapIter struct {
 	topUsed uint32 // segs[top]'s bump pointer then
 	topHdr  uint32 // the map's header in segs[top] then (0 = none)
 	topHead uint32 // that header's newest entry then
+
+	complete bool // a base header or key tombstone bounds the iteration
 }
 
 // MapIter returns an iterator over the map of mapKey (hash hm). mapKey must
@@ -276,11 +278,11 @@ func (t *Table) MapIter(hm uint64, mapKey []byte) MapIter {
 			}
 		}
 		if shadow {
-			it.bottom = i + 1
+			it.bottom, it.complete = i+1, true
 			break
 		}
 		if hdr != 0 && t.segs[i].data[hdr+7]>>4&FlagBase != 0 {
-			it.bottom = i
+			it.bottom, it.complete = i, true
 			break
 		}
 	}
@@ -365,6 +367,17 @@ func (it *MapIter) shadowed(hu32 uint32, uk []byte) bool {
 	}
 	return false
 }
+
+// Complete reports whether the iteration is bounded by a base (cleared)
+// map header or a key-level tombstone in the FreshTable, so that the lower
+// tiers hold nothing of the map that the iteration does not hide: the map
+// as it was when MapIter was called is entirely the entries yielded. When
+// false, older entries may live in the lower tiers (those of user keys the
+// iteration yielded, or skipped as removed, are shadowed by it: MapGet
+// reports Found or Deleted for them). Fixed when the
+// MapIter is created; valid at any time, typically read after Next
+// returned false.
+func (it *MapIter) Complete() bool { return it.complete }
 
 // UserKey returns the current entry's user key (aliases segment memory).
 func (it *MapIter) UserKey() []byte { return it.uk }

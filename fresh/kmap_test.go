@@ -46,6 +46,8 @@ func TestMap(t *testing.T) {
 		want string
 		st   Status
 		all  string // iteration result
+		// complete: the iteration stops at a base header or key tombstone
+		complete bool
 	}{
 		{name: "absent", get: "a", st: Absent},
 		{name: "put/get", ops: []string{"p:a=1", "p:b=2"}, get: "a", want: "1", st: Found, all: "a=1,b=2"},
@@ -54,19 +56,19 @@ func TestMap(t *testing.T) {
 		{name: "overwrite larger", ops: []string{"p:a=1", "p:a=234"}, get: "a", want: "234", st: Found, all: "a=234"},
 		{name: "remove", ops: []string{"p:a=1", "p:b=2", "r:a"}, get: "a", st: Deleted, all: "b=2"},
 		{name: "remove then put", ops: []string{"p:a=1", "r:a", "p:a=55"}, get: "a", want: "55", st: Found, all: "a=55"},
-		{name: "clear", ops: []string{"p:a=1", "p:b=2", "c"}, get: "a", st: Deleted, all: ""},
-		{name: "clear then put", ops: []string{"p:a=1", "p:b=2", "c", "p:b=3"}, get: "b", want: "3", st: Found, all: "b=3"},
-		{name: "clear then put, old key", ops: []string{"p:a=1", "c", "p:b=3"}, get: "a", st: Deleted, all: "b=3"},
+		{name: "clear", ops: []string{"p:a=1", "p:b=2", "c"}, get: "a", st: Deleted, all: "", complete: true},
+		{name: "clear then put", ops: []string{"p:a=1", "p:b=2", "c", "p:b=3"}, get: "b", want: "3", st: Found, all: "b=3", complete: true},
+		{name: "clear then put, old key", ops: []string{"p:a=1", "c", "p:b=3"}, get: "a", st: Deleted, all: "b=3", complete: true},
 		{name: "across seal", ops: []string{"p:a=1", "s", "p:b=2"}, get: "a", want: "1", st: Found, all: "a=1,b=2"},
 		{name: "newer segment wins", ops: []string{"p:a=1", "s", "p:a=2"}, get: "a", want: "2", st: Found, all: "a=2"},
 		{name: "remove across seal", ops: []string{"p:a=1", "p:b=2", "s", "r:a"}, get: "a", st: Deleted, all: "b=2"},
 		{name: "put over sealed remove", ops: []string{"p:a=1", "r:a", "s", "p:a=3"}, get: "a", want: "3", st: Found, all: "a=3"},
-		{name: "clear across seal", ops: []string{"p:a=1", "p:b=2", "s", "c", "p:c=3"}, get: "b", st: Deleted, all: "c=3"},
-		{name: "clear in sealed, older hidden", ops: []string{"p:a=1", "s", "c", "p:b=2", "s", "p:c=3"}, get: "a", st: Deleted, all: "b=2,c=3"},
+		{name: "clear across seal", ops: []string{"p:a=1", "p:b=2", "s", "c", "p:c=3"}, get: "b", st: Deleted, all: "c=3", complete: true},
+		{name: "clear in sealed, older hidden", ops: []string{"p:a=1", "s", "c", "p:b=2", "s", "p:c=3"}, get: "a", st: Deleted, all: "b=2,c=3", complete: true},
 		{name: "three segments", ops: []string{"p:a=1", "p:b=1", "p:c=1", "s", "p:b=2", "r:c", "s", "p:d=3", "p:a=3"}, get: "c", st: Deleted, all: "a=3,b=2,d=3"},
-		{name: "key tombstone shadows map", ops: []string{"p:a=1", "s", "d"}, get: "a", st: Deleted, all: ""},
-		{name: "put after key tombstone", ops: []string{"p:a=1", "s", "d", "p:b=2"}, get: "a", st: Deleted, all: "b=2"},
-		{name: "remove absent after clear is no-op", ops: []string{"c", "r:a"}, get: "a", st: Deleted, all: ""},
+		{name: "key tombstone shadows map", ops: []string{"p:a=1", "s", "d"}, get: "a", st: Deleted, all: "", complete: true},
+		{name: "put after key tombstone", ops: []string{"p:a=1", "s", "d", "p:b=2"}, get: "a", st: Deleted, all: "b=2", complete: true},
+		{name: "remove absent after clear is no-op", ops: []string{"c", "r:a"}, get: "a", st: Deleted, all: "", complete: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,6 +94,12 @@ func TestMap(t *testing.T) {
 			}
 			if got := mall(t, tb, m); got != tc.all {
 				t.Fatalf("iteration = %q, want %q", got, tc.all)
+			}
+			it := tb.MapIter(hashOf([]byte(m)), []byte(m))
+			for it.Next() {
+			}
+			if it.Complete() != tc.complete {
+				t.Fatalf("Complete() = %v, want %v", it.Complete(), tc.complete)
 			}
 			if got := mall(t, tb, "other"); got != "" {
 				t.Fatalf("other map = %q", got)

@@ -2,18 +2,61 @@ package fresh
 
 import "encoding/binary"
 
-// chunkSize is the size of a list chunk record of key with a batch of n
-// bytes.
+// maxChunkCap is the largest capacity (batch bytes plus slack) a new list
+// chunk is given; a batch larger than it gets a chunk of exactly its size.
+// See doc.go (Lists) for why 4 KiB.
+const maxChunkCap = 4 << 10
+
+// chunkSize is the size of a list chunk record of key with a capacity of n
+// batch bytes.
 func chunkSize(key []byte, n int) uint32 {
 	return keyHdrSize + uint32(len(key)) + chunkPrevLen + uint32(n)
 }
 
-// writeChunk writes a list chunk at off.
-func (s *segment) writeChunk(off uint32, seq uint64, flags uint8, key, batch []byte, prev uint32) {
-	r := s.data[off : off+chunkSize(key, len(batch))]
+// chunkCap returns the capacity of a new chunk for a batch of n bytes when
+// the key's newest chunk in the active segment has capacity prev (0: none):
+// max(2n, 2·prev) capped at maxChunkCap and at the largest value, never
+// below n. Doubling keeps appends amortized O(1) with at most half of the
+// newest chunk unused.
+func (t *Table) chunkCap(n, prev uint32) uint32 {
+	c := 2 * n
+	if 2*prev > c {
+		c = 2 * prev
+	}
+	if c > maxChunkCap {
+		c = maxChunkCap
+	}
+	if c > t.maxValue {
+		c = t.maxValue
+	}
+	if c < n {
+		c = n
+	}
+	return c
+}
+
+// fitCap shrinks a chunk capacity c (>= n) so that the chunk fits the rest
+// of the active segment when the bare batch would: slack never makes a
+// segment roll early. It also drops slack a record could not hold in any
+// segment.
+func (t *Table) fitCap(key []byte, n, c uint32) uint32 {
+	if chunkSize(key, int(c)) > t.limit-segHeaderSize {
+		return n
+	}
+	if s := t.active; s != nil {
+		if room := t.limit - s.used; chunkSize(key, int(c)) > room && chunkSize(key, int(n)) <= room {
+			return room - chunkSize(key, 0)
+		}
+	}
+	return c
+}
+
+// writeChunk writes a list chunk at off with capacity c >= len(batch).
+func (s *segment) writeChunk(off uint32, seq uint64, flags uint8, key, batch []byte, prev, c uint32) {
+	r := s.data[off : off+chunkSize(key, int(c))]
 	binary.LittleEndian.PutUint64(r, meta(seq, KindListChunk, flags))
 	binary.LittleEndian.PutUint16(r[8:], uint16(len(key)))
-	binary.LittleEndian.PutUint16(r[10:], 0)
+	binary.LittleEndian.PutUint16(r[10:], uint16(c-uint32(len(batch))))
 	binary.LittleEndian.PutUint32(r[12:], uint32(len(batch)))
 	copy(r[keyHdrSize:], key)
 	p := keyHdrSize + len(key)
@@ -21,11 +64,32 @@ func (s *segment) writeChunk(off uint32, seq uint64, flags uint8, key, batch []b
 	copy(r[p+chunkPrevLen:], batch)
 }
 
+// newestChunk returns the index position and offset of the key's newest
+// key-level record in the active segment (0, 0 without an active segment
+// or record), and, when it is a list chunk, its capacity.
+func (t *Table) newestChunk(h uint64, key []byte) (pos, off, capacity uint32, chunk bool) {
+	s := t.active
+	if s == nil {
+		return 0, 0, 0, false
+	}
+	pos, off = s.findKey(h, key)
+	if off == 0 || RecordKind(s.data[off+7]&0xF) != KindListChunk {
+		return pos, off, 0, false
+	}
+	r := s.data[off:]
+	return pos, off, binary.LittleEndian.Uint32(r[12:]) + uint32(binary.LittleEndian.Uint16(r[10:])), true
+}
+
 // ListAppend appends a batch (caller-framed elements; fresh does not parse
-// it) to the list of key (hash h) in O(1): one chunk record linked to the
-// previous chunk of the key in the active segment, as a merge operand in
-// the manner of Flink's ListState.add/addAll. After a tombstone the chunk
-// is a base chunk. An empty batch is a no-op. Errors as Put.
+// it, and treats batches as concatenable: two batches appended in a row may
+// come back from ListGet as one) to the list of key (hash h) in O(1), as
+// Flink's ListState.add/addAll, without reading the list. In place when
+// the key's newest chunk is in the active segment and its slack holds the
+// batch: the batch is copied after the chunk's bytes. Otherwise a new chunk
+// with slack (see chunkCap) is appended, linked to the key's previous chunk
+// in the active segment as a merge operand; after a tombstone (or with no
+// chunk but a tombstone) it is a base chunk. An empty batch is a no-op.
+// Errors as Put.
 func (t *Table) ListAppend(h uint64, key, batch []byte) error {
 	if err := t.checkKV(key, batch); err != nil {
 		return err
@@ -33,14 +97,30 @@ func (t *Table) ListAppend(h uint64, key, batch []byte) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	size := chunkSize(key, len(batch))
-	s, _, err := t.prepare(size, 1)
+	n := uint32(len(batch))
+	_, old, c, chunk := t.newestChunk(h, key)
+	if chunk {
+		s := t.active
+		r := s.data[old:]
+		vlen := binary.LittleEndian.Uint32(r[12:])
+		if vlen+n <= c {
+			t.seq++
+			flags := r[7] >> 4
+			binary.LittleEndian.PutUint64(r, meta(t.seq, KindListChunk, flags))
+			binary.LittleEndian.PutUint16(r[10:], uint16(c-vlen-n))
+			binary.LittleEndian.PutUint32(r[12:], vlen+n)
+			copy(r[keyHdrSize+uint32(len(key))+chunkPrevLen+vlen:], batch)
+			return nil
+		}
+	}
+	c = t.fitCap(key, n, t.chunkCap(n, c))
+	s, _, err := t.prepare(chunkSize(key, int(c)), 1)
 	if err != nil {
 		return err
 	}
 	pos, old := s.findKey(h, key)
 	t.seq++
-	off := s.alloc(size)
+	off := s.alloc(chunkSize(key, int(c)))
 	var prev uint32
 	var flags uint8
 	if old != 0 {
@@ -54,15 +134,17 @@ func (t *Table) ListAppend(h uint64, key, batch []byte) error {
 	} else {
 		s.insert(h, off)
 	}
-	s.writeChunk(off, t.seq, flags, key, batch, prev)
+	s.writeChunk(off, t.seq, flags, key, batch, prev, c)
 	return nil
 }
 
 // ListReplace replaces the list of key (hash h) by batch, as Flink's
-// ListState.update: a base chunk hides everything older. It writes in
-// place when the list in the active segment is a single base chunk whose
-// capacity holds batch. An empty batch writes a tombstone (ListDelete).
-// Errors as Put.
+// ListState.update: a base chunk hides everything older. In place when the
+// key's newest chunk is in the active segment and its capacity holds
+// batch: that chunk becomes the base (prev cleared) and the older chunks
+// of the key in the segment become garbage (FlagDead). Otherwise a base
+// chunk with slack is appended. An empty batch writes a tombstone
+// (ListDelete). Errors as Put.
 func (t *Table) ListReplace(h uint64, key, batch []byte) error {
 	if len(batch) == 0 {
 		return t.ListDelete(h, key)
@@ -70,28 +152,26 @@ func (t *Table) ListReplace(h uint64, key, batch []byte) error {
 	if err := t.checkKV(key, batch); err != nil {
 		return err
 	}
-	var pos, old uint32
-	if s := t.active; s != nil {
-		pos, old = s.findKey(h, key)
-		if old != 0 {
-			r := s.data[old:]
-			p := keyHdrSize + uint32(len(key))
-			if RecordKind(r[7]&0xF) == KindListChunk && r[7]>>4 == FlagBase && binary.LittleEndian.Uint32(r[p:]) == 0 {
-				c := binary.LittleEndian.Uint32(r[12:]) + uint32(binary.LittleEndian.Uint16(r[10:]))
-				n := uint32(len(batch))
-				if n <= c && c-n <= maxSlack {
-					t.seq++
-					binary.LittleEndian.PutUint64(r, meta(t.seq, KindListChunk, FlagBase))
-					binary.LittleEndian.PutUint16(r[10:], uint16(c-n))
-					binary.LittleEndian.PutUint32(r[12:], n)
-					copy(r[p+chunkPrevLen:], batch)
-					return nil
-				}
-			}
+	n := uint32(len(batch))
+	pos, old, c, chunk := t.newestChunk(h, key)
+	if chunk && n <= c && c-n <= maxSlack {
+		s := t.active
+		r := s.data[old:]
+		p := keyHdrSize + uint32(len(key))
+		prev := binary.LittleEndian.Uint32(r[p:])
+		t.seq++
+		binary.LittleEndian.PutUint64(r, meta(t.seq, KindListChunk, FlagBase))
+		binary.LittleEndian.PutUint16(r[10:], uint16(c-n))
+		binary.LittleEndian.PutUint32(r[12:], n)
+		binary.LittleEndian.PutUint32(r[p:], 0)
+		copy(r[p+chunkPrevLen:], batch)
+		if prev != 0 {
+			s.kill(prev, t.seq)
 		}
+		return nil
 	}
-	size := chunkSize(key, len(batch))
-	s, changed, err := t.prepare(size, 1)
+	c = t.fitCap(key, n, t.chunkCap(n, c))
+	s, changed, err := t.prepare(chunkSize(key, int(c)), 1)
 	if err != nil {
 		return err
 	}
@@ -99,8 +179,8 @@ func (t *Table) ListReplace(h uint64, key, batch []byte) error {
 		pos, old = s.findKey(h, key)
 	}
 	t.seq++
-	off := s.alloc(size)
-	s.writeChunk(off, t.seq, FlagBase, key, batch, 0)
+	off := s.alloc(chunkSize(key, int(c)))
+	s.writeChunk(off, t.seq, FlagBase, key, batch, 0, c)
 	if old != 0 {
 		s.setSlot(pos, off)
 		s.kill(old, t.seq)
@@ -119,12 +199,17 @@ func (t *Table) ListDelete(h uint64, key []byte) error {
 // ListGet appends to dst the batches of the list of key (hash h), oldest
 // first, across segments, stopping at the newest base chunk or tombstone.
 // It reports Found (at least one batch), Deleted (a tombstone shadows older
-// data, no batch after it) or Absent. The batches alias segment memory and
-// are valid until the next write. It allocates only when dst lacks
-// capacity (it walks newest to oldest, then reverses what it added).
-func (t *Table) ListGet(h uint64, key []byte, dst [][]byte) ([][]byte, Status) {
+// data, no batch after it) or Absent, and complete: whether the walk
+// reached a base chunk or a tombstone, so that older tiers hold nothing of
+// the list. Found with !complete means the FreshTable holds only appended
+// batches (merge operands): the older tiers' list goes before them. Absent
+// is never complete, Deleted always. The batches alias segment memory and
+// are valid until the next write (or DropSealed). It allocates only when
+// dst lacks capacity (it walks newest to oldest, then reverses what it
+// added).
+func (t *Table) ListGet(h uint64, key []byte, dst [][]byte) (batches [][]byte, st Status, complete bool) {
 	start := len(dst)
-	st := Absent
+	st = Absent
 walk:
 	for i := len(t.segs) - 1; i >= 0; i-- {
 		s := t.segs[i]
@@ -134,7 +219,7 @@ walk:
 		}
 		if k := RecordKind(s.data[off+7] & 0xF); k != KindListChunk {
 			if k == KindTombstone {
-				st = Deleted
+				st, complete = Deleted, true
 			}
 			break
 		}
@@ -145,6 +230,7 @@ walk:
 			b := a + binary.LittleEndian.Uint32(r[12:])
 			dst = append(dst, r[a:b:b])
 			if r[7]>>4&FlagBase != 0 {
+				complete = true
 				break walk
 			}
 			off = binary.LittleEndian.Uint32(r[p:])
@@ -157,5 +243,5 @@ walk:
 	if len(added) > 0 {
 		st = Found
 	}
-	return dst, st
+	return dst, st, complete
 }
