@@ -52,42 +52,61 @@ func (e *Eviction) Bytes() int64 { return e.bytes }
 // slices exceeds Options.HighWatermark (0: never), or reports false. It
 // scores every slice that may leave — those of the oldest run of each
 // chain that are not busy, since a newer run must never move below an
-// older one (invariant 8) — and takes the coldest until the batch holds
-// Options.EvictionBatch bytes. From then on compaction keeps tombstones
+// older one (invariant 8) — groups slices that share an order hash at
+// their boundary into units that leave together, and takes the coldest
+// units (mean score) until the batch holds Options.EvictionBatch bytes. From then on compaction keeps tombstones
 // (something lies below). Owner goroutine only; O(slices considered).
 func (t *Table) PickEviction() (*Eviction, bool) {
 	if t.closed || t.opts.HighWatermark == 0 || t.memBytes <= t.opts.HighWatermark {
 		return nil, false
 	}
 	now := int64(t.opts.Now())
-	type cand struct {
-		s     *Slice
-		score float64
+	// A unit is a maximal group of adjacent slices of a run that share an
+	// order hash at their boundary: one key's versions, or one map, may
+	// span them, and must leave together (invariant 8).
+	type unit struct {
+		slices []*Slice
+		score  float64
 	}
-	var cands []cand
+	var units []unit
 	for b := range t.buckets {
 		c := &t.buckets[b]
 		if len(c.runs) == 0 {
 			continue
 		}
-		for _, s := range c.runs[len(c.runs)-1].slices {
-			if !s.busy {
-				cands = append(cands, cand{s, t.score(s, now)})
+		ss := c.runs[len(c.runs)-1].slices
+		for i := 0; i < len(ss); {
+			j := i + 1
+			for j < len(ss) && ss[j].minOrder == ss[j-1].maxOrder {
+				j++
 			}
+			u := unit{slices: ss[i:j:j]}
+			busy := false
+			for _, s := range u.slices {
+				busy = busy || s.busy
+				u.score += t.score(s, now)
+			}
+			if !busy {
+				u.score /= float64(j - i)
+				units = append(units, u)
+			}
+			i = j
 		}
 	}
-	if len(cands) == 0 {
+	if len(units) == 0 {
 		return nil, false
 	}
-	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.score, b.score) })
+	slices.SortFunc(units, func(a, b unit) int { return cmp.Compare(a.score, b.score) })
 	job := &Eviction{t: t}
-	for _, c := range cands {
+	for _, u := range units {
 		if job.bytes >= t.opts.EvictionBatch {
 			break
 		}
-		c.s.busy = true
-		job.slices = append(job.slices, c.s)
-		job.bytes += int64(c.s.mem)
+		for _, s := range u.slices {
+			s.busy = true
+			job.slices = append(job.slices, s)
+			job.bytes += int64(s.mem)
+		}
 	}
 	slices.SortFunc(job.slices, func(a, b *Slice) int { return cmp.Compare(a.minOrder, b.minOrder) })
 	t.evicted = true
