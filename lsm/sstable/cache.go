@@ -1,0 +1,288 @@
+package sstable
+
+import (
+	"fmt"
+	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/strata-db/strata/memory"
+)
+
+// Cache holds verified data blocks of many files in fixed-size frames of one
+// off-heap Region (memory.Budget.Map, memory.PurposeBlockCache), so cached
+// blocks count against the store's MemoryBudget and cost the Go heap only a
+// small descriptor per frame. A block is checked once, when it is loaded
+// (CRC32C and full decode, doc.go invariant 5); hits read it in place.
+//
+// Frames are split among shards by hash of (file ID, block offset); each
+// shard has a mutex, a chained hash table of frame indices and a CLOCK hand.
+// A hit takes the shard's mutex once (pin) and an atomic decrement to unpin;
+// a miss picks a victim by CLOCK among unpinned frames, reads the block into
+// it outside the mutex, and publishes it. If every frame of a shard is
+// pinned, the read falls back to a private buffer (never blocks, never fails
+// for lack of frames). Blocks longer than the frame size are never cached.
+//
+// A Cache is safe for concurrent use by any number of Readers and goroutines,
+// except Close, which must not run concurrently with any other use.
+type Cache struct {
+	region    *memory.Region
+	mem       []byte
+	frameSize int
+	frames    []frame
+	shards    []cacheShard
+	shardBits uint8
+	closed    atomic.Bool
+}
+
+// frame describes one frame. refs is atomic (unpin runs without the shard
+// mutex); every other field is guarded by the owning shard's mutex.
+type frame struct {
+	refs   atomic.Int32
+	state  uint8 // frameFree, frameLoading, frameValid
+	clock  bool  // referenced since the hand last passed
+	next   int32 // next frame in the hash chain, -1 = end
+	fileID uint64
+	off    uint64
+}
+
+const (
+	frameFree    = 0 // holds nothing; in no chain
+	frameLoading = 1 // pinned by the loader; in no chain
+	frameValid   = 2 // holds a verified block; in its bucket's chain
+)
+
+type cacheShard struct {
+	mu      sync.Mutex
+	lo, n   int32   // frames [lo, lo+n)
+	buckets []int32 // chain heads, -1 = empty; len is a power of two
+	hand    int32   // CLOCK hand, relative to lo
+	hits    int64
+	misses  int64
+	_       [64]byte // keep shards' mutexes on separate cache lines
+}
+
+// NewCache maps a block cache of capacity bytes (rounded down to whole
+// frames of blockSize bytes, then up to whole pages) through b, accounted to
+// memory.PurposeBlockCache. blockSize is the largest block the cache holds;
+// it should be the WriterOptions.BlockSize of the files it serves (0 means
+// DefaultBlockSize). Errors: ErrInvalidOptions if blockSize is negative or
+// above 1 GiB or capacity is below one frame; memory.ErrMemoryBudget (wrapped)
+// if the budget cannot hold it.
+func NewCache(b *memory.Budget, capacity int64, blockSize int) (*Cache, error) {
+	if blockSize == 0 {
+		blockSize = DefaultBlockSize
+	}
+	if blockSize < 0 || blockSize > 1<<30 {
+		return nil, fmt.Errorf("%w: cache block size %d bytes", ErrInvalidOptions, blockSize)
+	}
+	nframes := capacity / int64(blockSize)
+	if nframes < 1 || nframes > 1<<30 {
+		return nil, fmt.Errorf("%w: cache capacity %d bytes holds %d frames of %d bytes", ErrInvalidOptions,
+			capacity, nframes, blockSize)
+	}
+	// Shards: about 4 per CPU, at most 64, each with at least 8 frames.
+	nshards := min(4*runtime.GOMAXPROCS(0), 64, int(nframes/8))
+	shardBits := uint8(0)
+	if nshards > 1 {
+		shardBits = uint8(bits.Len(uint(nshards)) - 1)
+	}
+	nshards = 1 << shardBits
+	region, err := b.Map(int(nframes)*blockSize, memory.PurposeBlockCache)
+	if err != nil {
+		return nil, fmt.Errorf("sstable: block cache of %d frames of %d bytes: %w", nframes, blockSize, err)
+	}
+	c := &Cache{region: region, mem: region.Bytes(), frameSize: blockSize,
+		frames: make([]frame, nframes), shards: make([]cacheShard, nshards), shardBits: shardBits}
+	per := int32(nframes) / int32(nshards)
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.lo, s.n = int32(i)*per, per
+		if i == nshards-1 {
+			s.n = int32(nframes) - s.lo
+		}
+		s.buckets = make([]int32, 1<<bits.Len(uint(s.n)))
+		for j := range s.buckets {
+			s.buckets[j] = -1
+		}
+	}
+	for i := range c.frames {
+		c.frames[i].next = -1
+	}
+	return c, nil
+}
+
+// FrameSize returns the frame size in bytes: the longest block the cache
+// holds.
+func (c *Cache) FrameSize() int { return c.frameSize }
+
+// CacheStats is a snapshot of a Cache's counters.
+type CacheStats struct {
+	Frames   int   // number of frames
+	Bytes    int64 // bytes mapped for frames (accounted to memory.PurposeBlockCache)
+	Resident int   // frames holding a block
+	Hits     int64 // lookups served from a frame
+	Misses   int64 // lookups that read the file (whether or not a frame was free)
+}
+
+// Stats returns the cache's counters. Safe for concurrent use; it takes each
+// shard's mutex in turn.
+func (c *Cache) Stats() CacheStats {
+	st := CacheStats{Frames: len(c.frames), Bytes: int64(len(c.mem))}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		st.Hits += s.hits
+		st.Misses += s.misses
+		for f := s.lo; f < s.lo+s.n; f++ {
+			if c.frames[f].state == frameValid {
+				st.Resident++
+			}
+		}
+		s.mu.Unlock()
+	}
+	return st
+}
+
+// Close unmaps the frames and returns their bytes to the budget. It must not
+// run concurrently with any other use of the cache or of a Reader using it;
+// Readers must not be used with the cache afterwards. A second Close is a
+// no-op.
+func (c *Cache) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.mem = nil
+	return c.region.Release()
+}
+
+// EvictFile drops the unpinned blocks of fileID from the cache (Reader.Close
+// calls it). Blocks pinned by a running read stay until CLOCK evicts them.
+// Safe for concurrent use; it takes each shard's mutex in turn and scans its
+// frames.
+func (c *Cache) EvictFile(fileID uint64) {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		for f := s.lo; f < s.lo+s.n; f++ {
+			fr := &c.frames[f]
+			if fr.state == frameValid && fr.fileID == fileID && fr.refs.Load() == 0 {
+				c.unlink(s, f)
+				fr.state = frameFree
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+func cacheHash(fileID, off uint64) uint64 { return mix64(fileID*0x9E3779B97F4A7C15 ^ off) }
+
+func (c *Cache) shardOf(h uint64) *cacheShard {
+	if c.shardBits == 0 {
+		return &c.shards[0]
+	}
+	return &c.shards[h>>(64-c.shardBits)]
+}
+
+// buf returns frame f's bytes.
+func (c *Cache) buf(f int32) []byte {
+	o := int(f) * c.frameSize
+	return c.mem[o : o+c.frameSize : o+c.frameSize]
+}
+
+// acquire returns the frame holding block (fileID, off), pinned, with hit
+// true; or, on a miss, a frame reserved and pinned for the caller to load
+// (then publish or abort), with hit false; or -1 if every frame of the shard
+// is pinned.
+func (c *Cache) acquire(fileID, off uint64) (f int32, hit bool) {
+	h := cacheHash(fileID, off)
+	s := c.shardOf(h)
+	b := h & uint64(len(s.buckets)-1)
+	s.mu.Lock()
+	for f = s.buckets[b]; f >= 0; f = c.frames[f].next {
+		fr := &c.frames[f]
+		if fr.fileID == fileID && fr.off == off {
+			fr.refs.Add(1)
+			fr.clock = true
+			s.hits++
+			s.mu.Unlock()
+			return f, true
+		}
+	}
+	s.misses++
+	for i := int32(0); i < 2*s.n; i++ {
+		f = s.lo + s.hand
+		if s.hand++; s.hand == s.n {
+			s.hand = 0
+		}
+		fr := &c.frames[f]
+		if fr.refs.Load() != 0 {
+			continue
+		}
+		if fr.state == frameValid {
+			if fr.clock {
+				fr.clock = false
+				continue
+			}
+			c.unlink(s, f)
+		}
+		fr.state, fr.clock, fr.fileID, fr.off = frameLoading, false, fileID, off
+		fr.refs.Store(1)
+		s.mu.Unlock()
+		return f, false
+	}
+	s.mu.Unlock()
+	return -1, false
+}
+
+// publish makes a loaded frame visible to other readers, unless another
+// reader published the same block meanwhile (the frame then stays private
+// and is freed). The frame stays pinned by the caller.
+func (c *Cache) publish(f int32) {
+	fr := &c.frames[f]
+	h := cacheHash(fr.fileID, fr.off)
+	s := c.shardOf(h)
+	b := h & uint64(len(s.buckets)-1)
+	s.mu.Lock()
+	for g := s.buckets[b]; g >= 0; g = c.frames[g].next {
+		if c.frames[g].fileID == fr.fileID && c.frames[g].off == fr.off {
+			fr.state = frameFree
+			s.mu.Unlock()
+			return
+		}
+	}
+	fr.state, fr.clock = frameValid, true
+	fr.next = s.buckets[b]
+	s.buckets[b] = f
+	s.mu.Unlock()
+}
+
+// abort frees a frame whose load failed, and unpins it.
+func (c *Cache) abort(f int32) {
+	fr := &c.frames[f]
+	s := c.shardOf(cacheHash(fr.fileID, fr.off))
+	s.mu.Lock()
+	fr.state = frameFree
+	s.mu.Unlock()
+	fr.refs.Add(-1)
+}
+
+// release unpins a frame.
+func (c *Cache) release(f int32) { c.frames[f].refs.Add(-1) }
+
+// unlink removes valid frame f from its chain; s.mu is held.
+func (c *Cache) unlink(s *cacheShard, f int32) {
+	fr := &c.frames[f]
+	b := cacheHash(fr.fileID, fr.off) & uint64(len(s.buckets)-1)
+	p := &s.buckets[b]
+	for *p >= 0 {
+		if *p == f {
+			*p = fr.next
+			fr.next = -1
+			return
+		}
+		p = &c.frames[*p].next
+	}
+	panic("strata: invariant: sstable cache frame missing from its hash chain")
+}

@@ -1,0 +1,381 @@
+package sstable
+
+import (
+	"bytes"
+	"sync"
+
+	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/vfs"
+)
+
+// Reader reads one sstable. Open checks the header, footer, file index and
+// filter and keeps the index (28 bytes per block) and the filter (about
+// BloomBitsPerKey/8 bytes per distinct Order) on the Go heap; data blocks
+// are read on demand through the Cache.
+//
+// A Reader is safe for concurrent use by multiple goroutines (Get, MapRange,
+// MayContain, NewIter, Meta), except Close, which must not run concurrently
+// with any other call and after which the Reader must not be used.
+type Reader struct {
+	f      vfs.File
+	name   string
+	size   int64
+	cache  *Cache
+	fileID uint64
+	idx    []blockHandle
+	filter *filter // nil: the file has no filter
+	meta   Meta
+	closed bool
+}
+
+// blockHandle is one decoded file-index record.
+type blockHandle struct {
+	first, last uint64 // Order of the block's first and last entry
+	off         uint64 // offset of the block in the file
+	length      uint32 // bytes, trailer included
+}
+
+// minDataBlockLen is the length of the smallest possible data block: one
+// entry with empty key, user key and value, one 2-byte slot.
+const minDataBlockLen = entryFixedSize + 3 + 2 + dataFooterSize + trailerSize
+
+// Open opens the sstable held by f, of size bytes (from the manifest or
+// vfs.File.Stat). name is used in errors only. cache may be nil (every block
+// read then goes to f); fileID identifies the file in the cache and must be
+// unique among the files sharing the cache and never reused for different
+// contents (the file number).
+//
+// Open checks, in this order, each failure a *CorruptionError naming the
+// file and offset: the size (ErrTruncated below the header plus footer), the
+// header's magic (ErrBadMagic), format version (ErrVersion) and checksum type
+// (ErrChecksumType); the footer's magic (ErrTruncated: a file that does not
+// end with its footer was cut short or torn), version, checksum type and
+// CRC32C (ErrChecksum); then the file index's and the filter's CRC32C
+// (ErrChecksum) and their structure (ErrCorruption). Read errors from f are
+// returned wrapped with the name and offset. On success the Reader owns f
+// (Reader.Close closes it); on error the caller still does.
+func Open(f vfs.File, name string, size int64, cache *Cache, fileID uint64) (*Reader, error) {
+	if size < minFileSize {
+		return nil, &CorruptionError{File: name, Offset: size, Err: ErrTruncated,
+			Detail: "file is shorter than a header and a footer"}
+	}
+	var hdr [headerSize]byte
+	if err := readAt(f, name, hdr[:], 0); err != nil {
+		return nil, err
+	}
+	if err := checkHeader(hdr[:]); err != nil {
+		return nil, locate(err, name, 0)
+	}
+	var fb [footerSize]byte
+	if err := readAt(f, name, fb[:], size-footerSize); err != nil {
+		return nil, err
+	}
+	ft, err := decodeFooter(fb[:], size)
+	if err != nil {
+		return nil, locate(err, name, size-footerSize)
+	}
+	r := &Reader{f: f, name: name, size: size, cache: cache, fileID: fileID}
+	// One read for the filter and the index, which are adjacent.
+	sect := make([]byte, ft.filterLen+ft.indexLen)
+	if err := readAt(f, name, sect, int64(ft.filterOff)); err != nil {
+		return nil, err
+	}
+	if err := r.loadIndex(sect[ft.filterLen:], &ft); err != nil {
+		return nil, locate(err, name, int64(ft.indexOff))
+	}
+	if ft.filterLen > 0 {
+		p, err := checkTrailer(sect[:ft.filterLen], blockFilter)
+		if err == nil {
+			r.filter, err = decodeFilter(p)
+		}
+		if err != nil {
+			return nil, locate(err, name, int64(ft.filterOff))
+		}
+	}
+	r.meta = Meta{Size: size, Entries: int64(ft.entries), Blocks: int64(ft.blocks),
+		MinOrder: ft.minOrder, MaxOrder: ft.maxOrder, MinSeq: ft.minSeq, MaxSeq: ft.maxSeq,
+		Tombstones: int64(ft.tombstones)}
+	return r, nil
+}
+
+// loadIndex checks and decodes the file index: records tile the data
+// section [headerSize, filterOff) in order, with non-decreasing Orders that
+// span exactly [minOrder, maxOrder].
+func (r *Reader) loadIndex(raw []byte, ft *footer) error {
+	p, err := checkTrailer(raw, blockIndex)
+	if err != nil {
+		return err
+	}
+	n := len(p) / indexRecordSize
+	r.idx = make([]blockHandle, n)
+	next := uint64(headerSize)
+	for i := range r.idx {
+		q := p[i*indexRecordSize:]
+		h := blockHandle{first: le.Uint64(q), last: le.Uint64(q[8:]), off: le.Uint64(q[16:]), length: le.Uint32(q[24:])}
+		at := int64(i * indexRecordSize)
+		switch {
+		case h.off != next:
+			return corrupt(ErrCorruption, at+16, "block %d at offset %d, want %d", i, h.off, next)
+		case h.length < minDataBlockLen || h.length >= maxBlockLen:
+			return corrupt(ErrCorruption, at+24, "block %d length %d out of range", i, h.length)
+		case h.first > h.last:
+			return corrupt(ErrCorruption, at, "block %d orders [%#x, %#x] inverted", i, h.first, h.last)
+		case i > 0 && h.first < r.idx[i-1].last:
+			return corrupt(ErrCorruption, at, "block %d first order %#x below block %d's last %#x", i, h.first, i-1, r.idx[i-1].last)
+		}
+		r.idx[i] = h
+		next = h.off + uint64(h.length)
+	}
+	if next != ft.filterOff {
+		return corrupt(ErrCorruption, int64(len(p)), "data blocks end at %d, filter starts at %d", next, ft.filterOff)
+	}
+	if n > 0 && (r.idx[0].first != ft.minOrder || r.idx[n-1].last != ft.maxOrder) {
+		return corrupt(ErrCorruption, 0, "index orders [%#x, %#x], footer says [%#x, %#x]",
+			r.idx[0].first, r.idx[n-1].last, ft.minOrder, ft.maxOrder)
+	}
+	return nil
+}
+
+// Meta returns the file's properties (from the footer; Size is the size
+// given to Open).
+func (r *Reader) Meta() Meta { return r.meta }
+
+// Name returns the name given to Open.
+func (r *Reader) Name() string { return r.name }
+
+// MayContain reports whether the file may hold an entry with this Order:
+// false means it certainly does not (outside [MinOrder, MaxOrder], or the
+// bloom filter says no; about 1% false positives at 10 bits per key). It
+// reads nothing and allocates nothing.
+func (r *Reader) MayContain(order uint64) bool {
+	if r.meta.Entries == 0 || order < r.meta.MinOrder || order > r.meta.MaxOrder {
+		return false
+	}
+	return r.filter == nil || r.filter.mayContain(order)
+}
+
+// Close drops the file's blocks from the cache (Cache.EvictFile) and closes
+// the file. It must not run concurrently with other calls; the Reader must
+// not be used afterwards. A second Close returns nil.
+func (r *Reader) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	if r.cache != nil {
+		r.cache.EvictFile(r.fileID)
+	}
+	return r.f.Close()
+}
+
+// readState is the per-call state of Get and MapRange, pooled so that a read
+// allocates nothing in steady state: the Entry handed to visit, the pinned
+// frame and a buffer for uncached blocks.
+type readState struct {
+	e     entry.Entry
+	frame int32 // pinned cache frame, -1 = none
+	buf   []byte
+}
+
+var readStates = sync.Pool{New: func() any { return &readState{frame: -1} }}
+
+// maxPooledBuf is the largest private block buffer a pooled readState keeps.
+const maxPooledBuf = 1 << 20
+
+func (r *Reader) putState(st *readState) {
+	r.unpin(st)
+	st.e = entry.Entry{}
+	if cap(st.buf) > maxPooledBuf {
+		st.buf = nil
+	}
+	readStates.Put(st)
+}
+
+func (r *Reader) unpin(st *readState) {
+	if st.frame >= 0 {
+		r.cache.release(st.frame)
+		st.frame = -1
+	}
+}
+
+// Get calls visit with every version of (key, userKey) under order, newest
+// first (descending Seq), until visit returns false. userKey is nil or empty
+// for entries that are not map entries; Get(order, mapKey, nil) finds a map's
+// map-level tombstone. The Entry passed to visit aliases the cache frame or a
+// pooled buffer and is valid only during that call of visit; copy what must
+// outlive it.
+//
+// Get consults the filter, binary-searches the file index by Order, and
+// jumps inside the block through the block's hash index; a run of one Order
+// spread over several blocks (a large map, or Order collisions) is entered by
+// a binary search over those blocks' first entries. In steady state (a cache
+// hit, no error) it allocates nothing. Errors: a *CorruptionError for a block
+// whose checksum or structure is bad (ErrChecksum, ErrCorruption) and wrapped
+// read errors. Safe for concurrent use.
+func (r *Reader) Get(order uint64, key, userKey []byte, visit func(e *entry.Entry) bool) error {
+	return r.scan(order, key, userKey, true, visit)
+}
+
+// MapRange calls visit with every entry whose Order and Key are order and
+// mapKey — the map-level entries (empty UserKey: a map tombstone) first,
+// then every user key's versions — in entry order (UserKey asc, Seq desc),
+// until visit returns false. Entries, allocation, errors and concurrency are
+// as for Get.
+func (r *Reader) MapRange(order uint64, mapKey []byte, visit func(e *entry.Entry) bool) error {
+	return r.scan(order, mapKey, nil, false, visit)
+}
+
+// blockRange returns the blocks [lo, hi] whose Order range holds order
+// (lo > hi if none).
+func (r *Reader) blockRange(order uint64) (lo, hi int) {
+	i, j := 0, len(r.idx)
+	for i < j {
+		m := int(uint(i+j) >> 1)
+		if r.idx[m].last < order {
+			i = m + 1
+		} else {
+			j = m
+		}
+	}
+	lo = i
+	j = len(r.idx)
+	for i < j {
+		m := int(uint(i+j) >> 1)
+		if r.idx[m].first <= order {
+			i = m + 1
+		} else {
+			j = m
+		}
+	}
+	return lo, i - 1
+}
+
+func (r *Reader) scan(order uint64, key, userKey []byte, exact bool, visit func(e *entry.Entry) bool) error {
+	if !r.MayContain(order) {
+		return nil
+	}
+	lo, hi := r.blockRange(order)
+	if lo > hi {
+		return nil
+	}
+	st := readStates.Get().(*readState)
+	defer r.putState(st)
+	start := lo
+	if hi > lo {
+		var err error
+		if start, err = r.searchBlocks(st, lo, hi, order, key, userKey); err != nil {
+			return err
+		}
+	}
+	for b := start; b <= hi; b++ {
+		blk, err := r.load(st, b)
+		if err != nil {
+			return err
+		}
+		off := 0
+		if r.idx[b].first != order {
+			if off = blk.seek(order); off < 0 {
+				return nil
+			}
+		}
+		for off < len(blk.data) {
+			next := decodeEntry(blk.data, off, &st.e)
+			if next < 0 {
+				return &CorruptionError{File: r.name, Offset: int64(r.idx[b].off) + int64(off),
+					Err: ErrCorruption, Detail: "malformed entry in a verified block"}
+			}
+			if st.e.Order != order {
+				return nil
+			}
+			c := bytes.Compare(st.e.Key, key)
+			if c == 0 && exact {
+				c = bytes.Compare(st.e.UserKey, userKey)
+			}
+			if c > 0 {
+				return nil
+			}
+			if c == 0 && !visit(&st.e) {
+				return nil
+			}
+			off = next
+		}
+		r.unpin(st)
+	}
+	return nil
+}
+
+// searchBlocks returns the last block in [lo, hi] whose first entry sorts
+// before (order, key, userKey), or lo: the versions sought start there or
+// later. Blocks lo+1..hi all begin with order.
+func (r *Reader) searchBlocks(st *readState, lo, hi int, order uint64, key, userKey []byte) (int, error) {
+	res := lo
+	i, j := lo+1, hi
+	for i <= j {
+		m := int(uint(i+j) >> 1)
+		blk, err := r.load(st, m)
+		if err != nil {
+			return 0, err
+		}
+		if decodeEntry(blk.data, 0, &st.e) < 0 {
+			return 0, &CorruptionError{File: r.name, Offset: int64(r.idx[m].off),
+				Err: ErrCorruption, Detail: "malformed entry in a verified block"}
+		}
+		less := st.e.Order < order || (st.e.Order == order && compareKey(st.e.Key, st.e.UserKey, key, userKey) < 0)
+		r.unpin(st)
+		if less {
+			res, i = m, m+1
+		} else {
+			j = m - 1
+		}
+	}
+	return res, nil
+}
+
+// load returns block i, verified, pinned in the cache (st.frame) or read
+// into st.buf.
+func (r *Reader) load(st *readState, i int) (block, error) {
+	r.unpin(st)
+	h := &r.idx[i]
+	if c := r.cache; c != nil && int(h.length) <= c.frameSize {
+		f, hit := c.acquire(r.fileID, h.off)
+		if hit {
+			st.frame = f
+			blk, err := parseBlockPayload(c.buf(f)[:h.length-trailerSize])
+			if err != nil {
+				return block{}, locate(err, r.name, int64(h.off))
+			}
+			return blk, nil
+		}
+		if f >= 0 {
+			blk, err := r.readVerify(c.buf(f)[:h.length], i, &st.e)
+			if err != nil {
+				c.abort(f)
+				return block{}, err
+			}
+			c.publish(f)
+			st.frame = f
+			return blk, nil
+		}
+	}
+	if cap(st.buf) < int(h.length) {
+		st.buf = make([]byte, h.length)
+	}
+	return r.readVerify(st.buf[:h.length], i, &st.e)
+}
+
+// readVerify reads block i into buf and verifies it completely: CRC32C,
+// structure, every entry, the hash index (doc.go invariant 5).
+func (r *Reader) readVerify(buf []byte, i int, scratch *entry.Entry) (block, error) {
+	h := &r.idx[i]
+	if err := readAt(r.f, r.name, buf, int64(h.off)); err != nil {
+		return block{}, err
+	}
+	blk, err := parseBlock(buf)
+	if err == nil {
+		err = blk.validate(h.first, h.last, scratch)
+	}
+	if err != nil {
+		return block{}, locate(err, r.name, int64(h.off))
+	}
+	return blk, nil
+}
