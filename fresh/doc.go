@@ -13,7 +13,9 @@
 //   - Segment: one memory.Pool Region (PurposeFreshData): a 16-byte header,
 //     then records appended by a bump pointer. One segment is active
 //     (writable); full or Seal()ed segments are sealed: read-only, still
-//     searched. segs holds them oldest first; reads go newest first.
+//     searched until the transform has moved them to the lower tier and
+//     DropSealed removes them, oldest first. segs holds them oldest first;
+//     reads go newest first.
 //   - Index: each segment's own open-addressing hash table in a separate
 //     Region (PurposeFreshIndex), groups of 8 slots, one cache line each.
 //   - Record: addressed by a uint32 offset in its segment (0 = none).
@@ -102,9 +104,16 @@
 //     newest key-level record there; a (header, user key) pair has at most
 //     one entry slot. Superseding a record repoints the slot and marks the
 //     old record (and what only it reaches) FlagDead.
-//  4. Only the active segment is written. A sealed segment never changes,
-//     so values returned from it stay valid until the Table is closed;
-//     values from the active segment are valid until the next write.
+//  4. Only the active segment is written: no record is appended to, written
+//     in place in, or marked FlagDead in a sealed segment, and its index is
+//     never changed (superseding a record of a sealed segment appends to
+//     the active one; kill and markDead only reach records of the segment
+//     being written). alloc, setSlot and markDead panic on a sealed
+//     segment. So a sealed segment's bytes never change until it is
+//     dropped: values returned from it stay valid until DropSealed or
+//     Close, and a background goroutine may read it (SealedSegment) while
+//     the owner writes; values from the active segment are valid until the
+//     next write.
 //  5. Writes go in place only when the newest record of the key is in the
 //     active segment, has the kind being written, and its capacity
 //     (vlen+slack) holds the new value with at most 65535 bytes of slack;
@@ -123,7 +132,11 @@
 //  8. A failed write (ErrKeyTooLarge, ErrValueTooLarge, a wrapped
 //     memory.ErrMemoryBudget) writes nothing and does not advance Seq;
 //     segments and index are grown or rolled before any byte is written.
-//  9. Get, Put, Delete, MapGet, MapPut, MapRemove, ListGet (with room in
+//  9. Segments are dropped oldest first only (DropSealed), so the
+//     segments left are always the newest ones and a read that runs out of
+//     them continues in the lower tiers without a gap. Seq never goes
+//     back: drops do not reset it.
+//  10. Get, Put, Delete, MapGet, MapPut, MapRemove, ListGet (with room in
 //     dst) and MapIter allocate nothing and take no lock.
 //
 // # Lists (KLIST)
@@ -159,6 +172,27 @@
 // chunk or tombstone, then reverses what it added, so batches come oldest
 // first. It reports whether it reached one (complete); when it ran out of
 // segments with append chunks only, the lower tiers' list goes first.
+//
+// # Transform
+//
+// The owner goroutine takes handles of the sealed segments (Sealed, oldest
+// first) and hands one to a background job, which reads it with
+// SealedSegment.Entries: a scan of the records in segment order, skipping
+// FlagDead ones, each live record one entry.Entry (value, tombstone, list
+// base or append chunk, map entry or entry tombstone; a base map header
+// is a tombstone of the map key at the header's sequence number, older
+// than its entries'). The scan reads only the immutable bytes of the
+// segment (invariant 4) and fields of the handle fixed when it was made,
+// never the Table, so it needs no lock. When the job's slices are
+// installed, the owner calls DropSealed on the oldest sealed segment: it
+// leaves the read path, its data segment goes back to the Pool and its
+// index to the Budget. A MapIter that still needed a dropped segment ends
+// with ErrSegmentDropped.
+//
+// Note: Go's race detector does not see accesses to segment memory (it is
+// mapped outside the Go heap), so the immutability of sealed segments is
+// tested directly: checksums of every sealed segment, taken when it is
+// sealed, are compared after random writes (TestSealedEntriesModel).
 //
 // # Maps (KMAP)
 //

@@ -17,4 +17,12 @@ var (
 	ErrCorruption = errors.New("fresh: corruption")
 	// ErrClosed: the Table was closed.
 	ErrClosed = errors.New("fresh: table closed")
+	// ErrNotOldestSealed: DropSealed was given a segment other than the
+	// oldest sealed one (a newer one, one dropped already, or another
+	// Table's). Nothing is dropped.
+	ErrNotOldestSealed = errors.New("fresh: not the oldest sealed segment")
+	// ErrSegmentDropped: a SealedSegment's Entries was called after the
+	// segment was dropped (or the Table closed), or a MapIter still needed
+	// a segment that DropSealed removed.
+	ErrSegmentDropped = errors.New("fresh: segment dropped")
 )

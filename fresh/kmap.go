@@ -1,6 +1,9 @@
 package fresh
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // entryHash is the index hash of the entry of a user key under the map
 // header at hdr: the high 32 bits of the user-key hash (hu32) XOR a mix of
@@ -151,12 +154,15 @@ func (t *Table) mapAppend(hm uint64, mapKey []byte, hu32 uint32, userKey, value 
 	hpos, hdr, shadow := s.mapHeader(hm, mapKey)
 	if hdr == 0 {
 		// A tombstone of the key in this segment hides older segments:
-		// the new header is base.
+		// the new header is base. It takes its own sequence number, older
+		// than the entry's (a base header is a map tombstone to the
+		// lower tiers).
 		var hflags uint8
 		if shadow {
 			hflags = FlagBase
 		}
 		hdr = t.newHeader(s, hm, mapKey, hflags, hpos, shadow)
+		t.seq++
 	}
 	he := entryHash(hdr, hu32)
 	epos, old := s.findEntry(he, hdr, userKey)
@@ -262,13 +268,15 @@ type MapIter struct {
 	topHdr  uint32 // the map's header in segs[top] then (0 = none)
 	topHead uint32 // that header's newest entry then
 
-	complete bool // a base header or key tombstone bounds the iteration
+	complete bool  // a base header or key tombstone bounds the iteration
+	dropped  int64 // Table.dropped when the indices above were taken
+	err      error // ErrSegmentDropped: a needed segment was dropped
 }
 
 // MapIter returns an iterator over the map of mapKey (hash hm). mapKey must
 // stay unchanged while the iterator is used.
 func (t *Table) MapIter(hm uint64, mapKey []byte) MapIter {
-	it := MapIter{t: t, hm: hm, mapKey: mapKey, top: len(t.segs) - 1, level: len(t.segs), seq: t.seq}
+	it := MapIter{t: t, hm: hm, mapKey: mapKey, top: len(t.segs) - 1, level: len(t.segs), seq: t.seq, dropped: t.dropped}
 	for i := it.top; i >= 0; i-- {
 		_, hdr, shadow := t.segs[i].mapHeader(hm, mapKey)
 		if i == it.top {
@@ -292,6 +300,12 @@ func (t *Table) MapIter(hm uint64, mapKey []byte) MapIter {
 // Next advances to the next live entry and reports whether there is one.
 func (it *MapIter) Next() bool {
 	t := it.t
+	if it.level < 0 || t == nil {
+		return false // done, or the zero MapIter
+	}
+	if it.dropped != t.dropped && !it.rebase() {
+		return false
+	}
 	for {
 		if it.next == 0 {
 			it.level--
@@ -332,6 +346,32 @@ func (it *MapIter) Next() bool {
 		return true
 	}
 }
+
+// rebase shifts the iterator's segment indices after DropSealed removed
+// the oldest segments, or ends the iteration with ErrSegmentDropped when
+// it still needed one of them.
+//
+//go:noinline
+func (it *MapIter) rebase() bool {
+	d := int(it.t.dropped - it.dropped)
+	it.dropped = it.t.dropped
+	if it.bottom < d {
+		it.err = fmt.Errorf("%w: the map iteration still needed %d of the %d segments dropped since it started",
+			ErrSegmentDropped, d-it.bottom, d)
+		it.uk, it.v, it.level, it.bottom, it.complete = nil, nil, -1, 0, false
+		return false
+	}
+	it.level -= d
+	it.top -= d
+	it.bottom -= d
+	return true
+}
+
+// Err returns ErrSegmentDropped (wrapped) when the iteration ended because
+// DropSealed removed a segment it had not finished with (the map's older
+// entries moved to the lower tier; start a new iteration across tiers);
+// nil otherwise.
+func (it *MapIter) Err() error { return it.err }
 
 // shadowed reports whether a segment newer than it.level (up to it.top)
 // held a record for the user key when the iteration started.

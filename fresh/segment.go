@@ -54,6 +54,7 @@ type segment struct {
 	count  uint32 // full slots
 	growAt uint32 // count at which the index doubles (7/8 of slots)
 	sealed bool
+	handle *SealedSegment // made by Table.Sealed
 
 	records      int64 // records appended
 	deadRecords  int64 // records marked FlagDead
@@ -143,6 +144,9 @@ func (s *segment) findEntry(he uint64, hdr uint32, userKey []byte) (pos, off uin
 
 // setSlot repoints the index slot at pos to the record at off.
 func (s *segment) setSlot(pos, off uint32) {
+	if s.sealed {
+		panic("strata: invariant: index slot of a sealed segment repointed")
+	}
 	g, j := pos/groupSlots, pos%groupSlots
 	binary.LittleEndian.PutUint32(s.idx[g*groupBytes+grpOffs+4*j:], off)
 }
@@ -218,6 +222,9 @@ func (s *segment) recordSize(off uint32) uint32 {
 // stores in it seq, the sequence number of the write that superseded it:
 // a MapIter yields an entry killed after it started (see MapIter).
 func (s *segment) markDead(off uint32, seq uint64) {
+	if s.sealed {
+		panic("strata: invariant: record of a sealed segment marked dead")
+	}
 	m := binary.LittleEndian.Uint64(s.data[off:])
 	if uint8(m>>60)&FlagDead != 0 {
 		return
@@ -251,6 +258,9 @@ func (s *segment) kill(off uint32, seq uint64) {
 
 // alloc bumps the data pointer by n bytes; the caller checked room.
 func (s *segment) alloc(n uint32) uint32 {
+	if s.sealed {
+		panic("strata: invariant: record appended to a sealed segment")
+	}
 	o := s.used
 	s.used += n
 	s.records++

@@ -47,6 +47,7 @@ type Table struct {
 	active   *segment // segs[len-1] unless sealed, or nil
 	seq      uint64
 	closed   bool
+	dropped  int64 // segments dropped by DropSealed (MapIter rebases on it)
 }
 
 // New returns an empty Table. No memory is mapped until the first write.
@@ -79,6 +80,9 @@ func (t *Table) Close() error {
 	t.closed = true
 	var first error
 	for _, s := range t.segs {
+		if s.handle != nil {
+			s.handle.dropped.Store(true)
+		}
 		t.pool.Put(s.region)
 		if err := s.iReg.Release(); err != nil && first == nil {
 			first = fmt.Errorf("fresh: release segment index: %w", err)
@@ -88,8 +92,11 @@ func (t *Table) Close() error {
 	return first
 }
 
-// Seq returns the sequence number of the last write (every write, in place
-// or appended, increments it; the low 56 bits are stored in the record).
+// Seq returns the sequence number of the last write. Every write, in place
+// or appended, advances it (by 1; by 2 for a MapPut or MapRemove that also
+// writes the map's header in the active segment, so that header and entry
+// have distinct sequence numbers); the low 56 bits are stored in the
+// record. It continues across Seal and DropSealed.
 func (t *Table) Seq() uint64 { return t.seq }
 
 // Seal seals the active segment now: it stays readable and read-only, and
@@ -115,15 +122,28 @@ type Stats struct {
 	Records        int64 // records written (live and garbage)
 	GarbageRecords int64 // records superseded inside their segment
 	GarbageBytes   int64 // bytes of those records
+
+	// SealedDataBytes is the part of DataBytes in sealed segments: what a
+	// transform of every sealed segment reads.
+	SealedDataBytes int64
+	// SealedBytes is the memory mapped for sealed segments, data segments
+	// (whole Pool segments) and their indices: what DropSealed of every
+	// sealed segment gives back to the Pool and Budget.
+	SealedBytes int64
+	// DroppedSegments counts the sealed segments dropped (DropSealed) in
+	// the Table's life.
+	DroppedSegments int64
 }
 
 // Stats returns the current figures; O(segments).
 func (t *Table) Stats() Stats {
-	var st Stats
+	st := Stats{DroppedSegments: t.dropped}
 	for _, s := range t.segs {
 		st.Segments++
 		if s.sealed {
 			st.Sealed++
+			st.SealedDataBytes += int64(s.used)
+			st.SealedBytes += int64(len(s.region.Bytes()) + len(s.iReg.Bytes()))
 		}
 		st.DataBytes += int64(s.used)
 		st.IndexBytes += int64(len(s.idx))

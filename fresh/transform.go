@@ -1,0 +1,187 @@
+package fresh
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/strata-db/strata/internal/entry"
+)
+
+// SealedSegment is a handle to one sealed segment of a Table, for the
+// background transform (see doc.go, Transform). The segment's bytes never
+// change after it is sealed (invariant 4), so Entries and DataBytes may be
+// used from any goroutine, concurrently with the owner's writes to the
+// active segment, until the owner drops the segment (Table.DropSealed) or
+// closes the Table: the caller must not drop or close while a goroutine
+// still uses the handle or entries read from it. The same segment always
+// has the same handle.
+type SealedSegment struct {
+	seg     *segment    // owner goroutine only: identity for DropSealed
+	data    []byte      // the segment's used bytes; immutable
+	seqBase uint64      // Table.Seq when the handle was made: no record is newer
+	dropped atomic.Bool // set by DropSealed and Close
+}
+
+// DataBytes returns the bytes used in the segment (header, records,
+// garbage). Safe from any goroutine.
+func (s *SealedSegment) DataBytes() int64 { return int64(len(s.data)) }
+
+// Entries returns an iterator over the live records of the segment, in
+// segment order (oldest record first; not sorted), as entries:
+//
+//	value                          → KindValue
+//	tombstone                      → KindTombstone
+//	list chunk with FlagBase       → KindListBase (Value = the chunk's batches)
+//	list chunk                     → KindListAppend
+//	map header with FlagBase       → KindTombstone of the map key (cleared map)
+//	map header                     → nothing (its entries stack on older ones)
+//	map entry                      → KindMapEntry, Key = the map key, UserKey
+//	map entry with FlagTomb        → KindMapEntryTombstone
+//
+// Records marked FlagDead (superseded inside the segment) are skipped.
+// Seq is the record's sequence number (its last write, for records
+// rewritten in place); Hash, Order and UserHash are left 0 for the caller,
+// which knows its hash functions. Key, UserKey and Value alias the
+// segment's memory: valid until the segment is dropped, whatever Next
+// does. A record that fails to decode stops the iteration with an error
+// wrapping ErrCorruption; a handle already dropped yields nothing and
+// reports ErrSegmentDropped. Safe to call and use from a background
+// goroutine while the owner writes the Table (each iterator by one
+// goroutine).
+func (s *SealedSegment) Entries() entry.Iterator {
+	it := &sealedIter{s: s, data: s.data, off: segHeaderSize}
+	if s.dropped.Load() {
+		it.err = fmt.Errorf("%w: entries of a dropped segment", ErrSegmentDropped)
+		it.off = uint32(len(s.data))
+	}
+	return it
+}
+
+type sealedIter struct {
+	s    *SealedSegment
+	data []byte
+	off  uint32
+	e    entry.Entry
+	err  error
+}
+
+// seq widens a record's 56-bit sequence number to the Table's 64 bits: no
+// record of the segment is newer than seqBase.
+func (it *sealedIter) seq(low uint64) uint64 {
+	b := it.s.seqBase
+	v := b&^uint64(seqMask) | low
+	if v > b {
+		v -= 1 << seqBits
+	}
+	return v
+}
+
+func (it *sealedIter) Next() bool {
+	for it.off < uint32(len(it.data)) {
+		off := it.off
+		r, err := DecodeRecord(it.data, off)
+		if err != nil {
+			it.err = fmt.Errorf("fresh: sealed segment entries: %w", err)
+			it.off = uint32(len(it.data))
+			return false
+		}
+		it.off += r.Size
+		if r.Flags&FlagDead != 0 {
+			continue
+		}
+		e := entry.Entry{Seq: it.seq(r.Seq), Key: r.Key, Value: r.Value}
+		switch r.Kind {
+		case KindValue:
+			e.Kind = entry.KindValue
+		case KindTombstone:
+			e.Kind = entry.KindTombstone
+		case KindListChunk:
+			e.Kind = entry.KindListAppend
+			if r.Flags&FlagBase != 0 {
+				e.Kind = entry.KindListBase
+			}
+		case KindMapHeader:
+			if r.Flags&FlagBase == 0 {
+				continue
+			}
+			e.Kind = entry.KindTombstone
+		case KindMapEntry:
+			h, err := DecodeRecord(it.data, r.Header)
+			if err == nil && h.Kind != KindMapHeader {
+				err = corrupt(off, "map entry's header %d is a %v", r.Header, h.Kind)
+			}
+			if err != nil {
+				it.err = fmt.Errorf("fresh: sealed segment entries: %w", err)
+				it.off = uint32(len(it.data))
+				return false
+			}
+			e.Key, e.UserKey = h.Key, r.Key
+			e.Kind = entry.KindMapEntry
+			if r.Flags&FlagTomb != 0 {
+				e.Kind = entry.KindMapEntryTombstone
+			}
+		}
+		it.e = e
+		return true
+	}
+	return false
+}
+
+func (it *sealedIter) Entry() *entry.Entry { return &it.e }
+func (it *sealedIter) Err() error          { return it.err }
+
+// Sealed returns a handle to each sealed segment, oldest first (the order
+// in which DropSealed takes them). Owner goroutine only. Nil after Close.
+func (t *Table) Sealed() []*SealedSegment {
+	var out []*SealedSegment
+	for _, s := range t.segs {
+		if !s.sealed {
+			continue
+		}
+		if s.handle == nil {
+			s.handle = &SealedSegment{seg: s, data: s.data[:s.used:s.used], seqBase: t.seq}
+		}
+		out = append(out, s.handle)
+	}
+	return out
+}
+
+// DropSealed removes the oldest sealed segment, s, from the read path and
+// gives its data segment back to the Pool and its index back to the
+// Budget. The caller must have installed the segment's entries in the
+// lower tier first (reads then find them there) and must no longer use s,
+// its entries, or values, batches read from the Table before the call
+// (like a write, DropSealed invalidates them; a MapIter created before it
+// reports ErrSegmentDropped from Err if it still needed the segment).
+// Only the oldest sealed segment may be dropped, so that reads never see a
+// gap between tiers: any other s (a newer one, one already dropped, or
+// another Table's) returns an error wrapping ErrNotOldestSealed and
+// changes nothing. Sequence numbers continue after drops. Owner goroutine
+// only. Errors: ErrNotOldestSealed, ErrClosed, or a wrapped error from
+// releasing the index (the segment is dropped all the same).
+func (t *Table) DropSealed(s *SealedSegment) error {
+	if t.closed {
+		return ErrClosed
+	}
+	if s == nil || len(t.segs) == 0 || t.segs[0].handle != s || !t.segs[0].sealed {
+		for i, g := range t.segs {
+			if s != nil && g.handle == s {
+				return fmt.Errorf("%w: segment %d of %d is not the oldest", ErrNotOldestSealed, i, len(t.segs))
+			}
+		}
+		return fmt.Errorf("%w: not a sealed segment of this table (dropped already?)", ErrNotOldestSealed)
+	}
+	g := t.segs[0]
+	copy(t.segs, t.segs[1:])
+	t.segs[len(t.segs)-1] = nil
+	t.segs = t.segs[:len(t.segs)-1]
+	t.dropped++
+	s.dropped.Store(true)
+	t.pool.Put(g.region)
+	err := g.iReg.Release()
+	g.data, g.idx, g.region, g.iReg = nil, nil, nil, nil
+	if err != nil {
+		return fmt.Errorf("fresh: release index of dropped segment: %w", err)
+	}
+	return nil
+}
