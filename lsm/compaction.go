@@ -1,0 +1,484 @@
+package lsm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/lsm/sstable"
+)
+
+// CompactionJob is one picked compaction: input files of Level and
+// OutputLevel, merged into new files of OutputLevel by Run (background) and
+// installed by DB.InstallCompaction (owner). The job pins the version it was
+// picked from, so its inputs stay open and on disk until it is installed.
+type CompactionJob struct {
+	d        *DB
+	v        *version
+	level    int
+	outLevel int
+	inputs   [2][]*tableFile // [0]: Level (L0: newest first), [1]: OutputLevel, sorted
+	lo, hi   uint64          // Order range of the inputs
+	bottom   bool            // no level below OutputLevel holds data in [lo, hi]
+
+	state atomic.Int32 // jobPicked → jobRunning → jobDone
+	// Written by Run, read by InstallCompaction after Run returned.
+	err       error
+	outputs   []*tableFile
+	bytesRead int64
+	stats     JobStats
+}
+
+const (
+	jobPicked  = 0
+	jobRunning = 1
+	jobDone    = 2
+)
+
+// JobStats counts what one compaction did.
+type JobStats struct {
+	EntriesIn   int64 // entries read from the inputs
+	EntriesOut  int64 // entries written
+	Dropped     int64 // entries the compaction filter dropped
+	BytesRead   int64 // bytes of input files
+	BytesOut    int64 // bytes of output files
+	OutputFiles int   // number of output files
+}
+
+// Level returns the input level (the level whose data moves down).
+func (j *CompactionJob) Level() int { return j.level }
+
+// OutputLevel returns the level the outputs are installed at.
+func (j *CompactionJob) OutputLevel() int { return j.outLevel }
+
+// Bottom reports whether no deeper level held data in the job's Order range
+// when it was picked (tombstones are dropped and list operands resolved).
+func (j *CompactionJob) Bottom() bool { return j.bottom }
+
+// Stats returns the job's counters; valid after Run returned.
+func (j *CompactionJob) Stats() JobStats { return j.stats }
+
+// String names the job for scheduler task names and logs.
+func (j *CompactionJob) String() string {
+	return fmt.Sprintf("L%d→L%d (%d+%d files)", j.level, j.outLevel, len(j.inputs[0]), len(j.inputs[1]))
+}
+
+// PickCompaction returns the most urgent compaction, or nil if none is due
+// (doc.go, "Compaction"): L0 scores len(L0)/L0CompactionTrigger, L1+ score
+// their bytes / (BaseLevelBytes · LevelSizeRatio^(l-1)); the highest score
+// >= 1 whose input and output levels are not busy with another job wins. An
+// L0 job takes every L0 file; an Li job takes one file (round robin by Order)
+// and the overlapping files of Li+1. Owner only; the job must be handed to
+// InstallCompaction exactly once, after Run returned or if it never runs.
+func (d *DB) PickCompaction() *CompactionJob {
+	if d.closed {
+		return nil
+	}
+	v := d.current
+	best, bestScore := -1, 1.0
+	for l := 0; l < len(v.levels)-1; l++ {
+		if d.busy[l] || d.busy[l+1] || len(v.levels[l]) == 0 {
+			continue
+		}
+		var score float64
+		if l == 0 {
+			score = float64(len(v.levels[0])) / float64(d.opts.L0CompactionTrigger)
+		} else {
+			score = float64(v.levelBytes(l)) / d.opts.maxLevelBytes(l)
+		}
+		if score >= bestScore {
+			best, bestScore = l, score
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	return d.newJob(best)
+}
+
+// CompactLevel returns a job compacting level l into l+1 whether or not it is
+// due, or nil if l is empty, the last level, or busy. Owner only. Tests and
+// manual compaction use it.
+func (d *DB) CompactLevel(l int) *CompactionJob {
+	if d.closed || l < 0 || l >= len(d.current.levels)-1 || d.busy[l] || d.busy[l+1] || len(d.current.levels[l]) == 0 {
+		return nil
+	}
+	return d.newJob(l)
+}
+
+func (d *DB) newJob(l int) *CompactionJob {
+	v := d.current
+	j := &CompactionJob{d: d, v: v, level: l, outLevel: l + 1}
+	if l == 0 {
+		j.inputs[0] = append([]*tableFile(nil), v.levels[0]...)
+	} else {
+		files := v.levels[l]
+		i := 0
+		for i < len(files) && files[i].meta.MinOrder < d.compactPtr[l] {
+			i++
+		}
+		if i == len(files) {
+			i = 0
+		}
+		j.inputs[0] = []*tableFile{files[i]}
+	}
+	j.lo, j.hi = ^uint64(0), 0
+	for _, t := range j.inputs[0] {
+		j.lo, j.hi = min(j.lo, t.meta.MinOrder), max(j.hi, t.meta.MaxOrder)
+	}
+	j.inputs[1] = overlapping(v.levels[l+1], j.lo, j.hi)
+	for _, t := range j.inputs[1] {
+		j.lo, j.hi = min(j.lo, t.meta.MinOrder), max(j.hi, t.meta.MaxOrder)
+	}
+	j.bottom = true
+	for dl := l + 2; dl < len(v.levels); dl++ {
+		if len(overlapping(v.levels[dl], j.lo, j.hi)) > 0 {
+			j.bottom = false
+			break
+		}
+	}
+	v.refs++
+	d.busy[l], d.busy[l+1] = true, true
+	d.jobs++
+	return j
+}
+
+// Run merges the job's inputs into new files of the output level (doc.go,
+// "Merge rules"), cutting a new file after TargetFileSize bytes but never
+// inside one Order, syncs them and the directory and opens them for reading.
+// It reads only the pinned input files and writes only new files, so it runs
+// on a background goroutine (the root submits it to the scheduler as a
+// compaction task) concurrently with the owner. It checks ctx between
+// entries. On error it removes its outputs; the error is returned and
+// InstallCompaction reports it too. Run may be called once.
+func (j *CompactionJob) Run(ctx context.Context) error {
+	if !j.state.CompareAndSwap(jobPicked, jobRunning) {
+		return errors.New("lsm: CompactionJob.Run called twice")
+	}
+	defer j.state.Store(jobDone)
+	j.err = j.run(ctx)
+	if j.err != nil {
+		for _, t := range j.outputs {
+			j.d.releaseTable(t, true)
+		}
+		j.outputs = nil
+	}
+	return j.err
+}
+
+func (j *CompactionJob) run(ctx context.Context) error {
+	d := j.d
+	var m merger
+	for _, t := range j.inputs[0] {
+		j.stats.BytesRead += t.meta.Size
+		m.add(t.r.NewIter())
+	}
+	for _, t := range j.inputs[1] {
+		j.stats.BytesRead += t.meta.Size
+	}
+	if len(j.inputs[1]) > 0 {
+		m.add(&levelIter{files: j.inputs[1]})
+	}
+	defer m.close()
+
+	var r resolver
+	r.filter = d.opts.Filter
+	r.bottom = j.bottom
+	out := d.newOutput()
+	r.emit = func(e *entry.Entry) error {
+		if out.open && out.w.EstimatedSize() >= d.opts.TargetFileSize {
+			if last, ok := out.w.LastOrder(); ok && last != e.Order {
+				t, err := out.finish()
+				if err != nil {
+					return err
+				}
+				j.outputs = append(j.outputs, t)
+			}
+		}
+		j.stats.EntriesOut++
+		return out.add(e)
+	}
+	n := 0
+	for m.next() {
+		if n++; n&1023 == 0 {
+			if err := ctx.Err(); err != nil {
+				out.abandon()
+				return fmt.Errorf("lsm: compaction %v: %w", j, err)
+			}
+		}
+		j.stats.EntriesIn++
+		if err := r.push(m.cur); err != nil {
+			out.abandon()
+			return err
+		}
+	}
+	if err := m.err(); err != nil {
+		out.abandon()
+		return tableError(err)
+	}
+	if err := r.flush(); err != nil {
+		out.abandon()
+		return err
+	}
+	if out.open {
+		t, err := out.finish()
+		if err != nil {
+			return err
+		}
+		j.outputs = append(j.outputs, t)
+	}
+	j.stats.Dropped = r.dropped
+	if len(j.outputs) > 0 {
+		if err := syncDir(d.fs, d.dir); err != nil {
+			return err
+		}
+	}
+	for _, t := range j.outputs {
+		if err := d.openTable(t, "compaction"); err != nil {
+			return err
+		}
+		j.stats.BytesOut += t.meta.Size
+	}
+	j.stats.OutputFiles = len(j.outputs)
+	return nil
+}
+
+// InstallCompaction installs a job's outputs: one manifest record deleting
+// the inputs and adding the outputs, synced, then the new version is current
+// and the inputs are removed from disk once no version holds them. It always
+// releases the job (busy levels, pinned version), also when the job failed or
+// never ran. Owner only; call it after Run returned (the scheduler task
+// completed), or instead of Run for a job that will not run.
+//
+// Errors: the job's Run error; ErrJobNotRun for a job that never ran;
+// an error if Run is still running; manifest I/O errors (then the outputs are
+// discarded and the inputs stay current); ErrClosed.
+func (d *DB) InstallCompaction(j *CompactionJob) error {
+	if j.d != d {
+		return errors.New("lsm: InstallCompaction of another DB's job")
+	}
+	switch j.state.Load() {
+	case jobRunning:
+		return errors.New("lsm: InstallCompaction while the job is running")
+	case jobPicked:
+		if !j.state.CompareAndSwap(jobPicked, jobDone) {
+			return errors.New("lsm: InstallCompaction while the job is running")
+		}
+		d.releaseJob(j)
+		return fmt.Errorf("%w: %v", ErrJobNotRun, j)
+	}
+	if j.v == nil {
+		return errors.New("lsm: InstallCompaction of a job already installed")
+	}
+	defer d.releaseJob(j)
+	if j.err != nil {
+		return j.err
+	}
+	if d.closed {
+		for _, t := range j.outputs {
+			d.releaseTable(t, false) // the next Open removes them
+		}
+		return ErrClosed
+	}
+	e := &edit{}
+	for i, files := range j.inputs {
+		for _, t := range files {
+			e.Deleted = append(e.Deleted, deletedFile{Level: j.level + i, Num: t.meta.Num})
+		}
+	}
+	for _, t := range j.outputs {
+		e.Added = append(e.Added, newFile{Level: j.outLevel, Meta: t.meta})
+	}
+	if err := d.logAndApply(e, j.outputs); err != nil {
+		for _, t := range j.outputs {
+			d.discardTable(t)
+		}
+		return err
+	}
+	d.m.compactions++
+	d.m.bytesCompact += j.stats.BytesOut
+	d.m.bytesCompactRead += j.stats.BytesRead
+	if j.level > 0 {
+		d.compactPtr[j.level] = j.inputs[0][0].meta.MaxOrder + 1
+		if j.inputs[0][0].meta.MaxOrder == ^uint64(0) {
+			d.compactPtr[j.level] = 0
+		}
+	}
+	return nil
+}
+
+func (d *DB) releaseJob(j *CompactionJob) {
+	d.busy[j.level], d.busy[j.outLevel] = false, false
+	d.jobs--
+	if d.current != nil { // nil after Close
+		d.unrefVersion(j.v)
+	}
+	j.v = nil
+}
+
+// levelIter iterates sorted, disjoint files of one level in order.
+type levelIter struct {
+	files []*tableFile
+	i     int
+	it    *sstable.Iter
+	err   error
+}
+
+func (l *levelIter) Next() bool {
+	for {
+		if l.it == nil {
+			if l.i == len(l.files) || l.err != nil {
+				return false
+			}
+			l.it = l.files[l.i].r.NewIter()
+			l.i++
+		}
+		if l.it.Next() {
+			return true
+		}
+		if err := l.it.Err(); err != nil {
+			l.err = err
+			return false
+		}
+		l.it.Close()
+		l.it = nil
+	}
+}
+
+func (l *levelIter) Entry() *entry.Entry { return l.it.Entry() }
+func (l *levelIter) Err() error          { return l.err }
+func (l *levelIter) Close() error {
+	if l.it != nil {
+		l.it.Close()
+		l.it = nil
+	}
+	return nil
+}
+
+type closingIter interface {
+	entry.Iterator
+	Close() error
+}
+
+// merger merges sources in entry order. Sources are added newest first; of
+// two equal entries (same Order, Key, UserKey and Seq, which a correct writer
+// never produces) the newer source's comes first and the resolver skips the
+// other. A binary heap of source indices keeps the next entry of each.
+type merger struct {
+	srcs  []closingIter
+	heap  []int
+	cur   *entry.Entry
+	first bool
+	e     error
+}
+
+func (m *merger) add(it closingIter) { m.srcs = append(m.srcs, it) }
+
+func (m *merger) less(a, b int) bool {
+	c := compareEntries(m.srcs[a].Entry(), m.srcs[b].Entry())
+	if c != 0 {
+		return c < 0
+	}
+	return a < b
+}
+
+func (m *merger) down(i int) {
+	h := m.heap
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		s := l
+		if r := l + 1; r < len(h) && m.less(h[r], h[l]) {
+			s = r
+		}
+		if !m.less(h[s], h[i]) {
+			return
+		}
+		h[i], h[s] = h[s], h[i]
+		i = s
+	}
+}
+
+// advance moves source h[0] on and restores the heap.
+func (m *merger) advance() bool {
+	top := m.heap[0]
+	if m.srcs[top].Next() {
+		m.down(0)
+		return true
+	}
+	if err := m.srcs[top].Err(); err != nil {
+		m.e = err
+		return false
+	}
+	last := len(m.heap) - 1
+	m.heap[0] = m.heap[last]
+	m.heap = m.heap[:last]
+	if len(m.heap) > 0 {
+		m.down(0)
+	}
+	return true
+}
+
+func (m *merger) next() bool {
+	if m.e != nil {
+		return false
+	}
+	if !m.first {
+		m.first = true
+		for i, s := range m.srcs {
+			if s.Next() {
+				m.heap = append(m.heap, i)
+			} else if err := s.Err(); err != nil {
+				m.e = err
+				return false
+			}
+		}
+		for i := len(m.heap)/2 - 1; i >= 0; i-- {
+			m.down(i)
+		}
+	} else if !m.advance() {
+		return false
+	}
+	if len(m.heap) == 0 {
+		return false
+	}
+	m.cur = m.srcs[m.heap[0]].Entry()
+	return true
+}
+
+func (m *merger) err() error { return m.e }
+
+func (m *merger) close() {
+	for _, s := range m.srcs {
+		s.Close()
+	}
+}
+
+// compareEntries orders entries by (Order asc, Key asc, UserKey asc, Seq
+// desc), the order of every file (internal/entry).
+func compareEntries(a, b *entry.Entry) int {
+	if a.Order != b.Order {
+		if a.Order < b.Order {
+			return -1
+		}
+		return 1
+	}
+	if c := bytes.Compare(a.Key, b.Key); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
+		return c
+	}
+	switch {
+	case a.Seq > b.Seq:
+		return -1
+	case a.Seq < b.Seq:
+		return 1
+	}
+	return 0
+}

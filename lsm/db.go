@@ -1,0 +1,520 @@
+package lsm
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+
+	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/vfs"
+	"github.com/strata-db/strata/lsm/sstable"
+)
+
+// DB is the LsmStore of one store: table files in levels, named by a
+// manifest. Concurrency (doc.go, "Concurrency"): one owner goroutine calls
+// Get, MapRange, InstallL0, Discard, PickCompaction, InstallCompaction,
+// Metrics, LastSeq and Close, never concurrently; WriteL0 and
+// CompactionJob.Run may run on other goroutines (the root package runs them
+// through the scheduler) concurrently with the owner and each other, until
+// Close.
+type DB struct {
+	opts Options
+	fs   vfs.FS
+	dir  string
+
+	nextFile atomic.Uint64 // next file number (tables and manifests); WriteL0 and Run take numbers
+
+	// Owner-only state below.
+	closed      bool
+	current     *version
+	lastSeq     uint64
+	manifest    vfs.File // open for appending; nil while broken
+	manifestNum uint64
+	manifestLen int64
+	broken      bool     // the last manifest write failed: the next edit starts a new manifest
+	oldManifest []uint64 // manifests a durable CURRENT may still name (a rotation whose directory sync failed)
+	deferred    []uint64 // table files to remove once a new manifest is durable
+	busy        []bool   // per level: an input or output level of a picked, not yet installed job
+	jobs        int      // picked, not yet installed jobs
+	compactPtr  []uint64 // per level: MinOrder where the next L1+ compaction looks first
+	m           counters
+	mr          mapRangeScratch
+	buf         []byte
+}
+
+type counters struct {
+	flushes, compactions                      int64
+	bytesIngested, bytesFlushed, bytesCompact int64
+	bytesCompactRead, manifestBytes           int64
+	rotations, manifestErrors                 int64
+	deleteErrors                              atomic.Int64 // also counted by background WriteL0/Run cleanup
+}
+
+// Open opens the DB in opts.Dir, creating it if there is no CURRENT file.
+// Recovery (doc.go, "Recovery"): read CURRENT, replay the manifest it names
+// (a torn final record is ignored; any other damage is a *CorruptionError
+// naming the file and offset), check that every table it names exists with
+// its recorded size and open it, write a fresh manifest holding a snapshot
+// and point CURRENT at it, then delete every table, manifest and temporary
+// file the recovered version does not reference.
+//
+// Errors: ErrInvalidOptions (wrapped, naming the field); ErrCorruption
+// (*CorruptionError) for damaged or missing files; I/O errors wrapped with
+// the file name (ErrNoSpace for ENOSPC).
+func Open(opts Options) (*DB, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	d := &DB{
+		opts:       opts,
+		fs:         opts.FS,
+		dir:        opts.Dir,
+		busy:       make([]bool, opts.NumLevels),
+		compactPtr: make([]uint64, opts.NumLevels),
+	}
+	if err := d.fs.MkdirAll(d.dir, 0o755); err != nil {
+		return nil, ioError("create directory", d.dir, err)
+	}
+	names, err := d.fs.List(d.dir)
+	if err != nil {
+		return nil, ioError("list", d.dir, err)
+	}
+	maxNum := uint64(0)
+	for _, n := range names {
+		if _, num := parseFileName(n); num > maxNum {
+			maxNum = num
+		}
+	}
+	d.nextFile.Store(maxNum + 1)
+
+	cur := filepath.Join(d.dir, currentName)
+	cb, err := readFile(d.fs, cur)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// A new DB. Its directory entry must be durable before CURRENT is.
+		if err := syncDir(d.fs, filepath.Dir(filepath.Clean(d.dir))); err != nil {
+			return nil, err
+		}
+		d.current = &version{levels: make([][]*tableFile, opts.NumLevels), refs: 1}
+		if err := d.rotate(nil); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, ioError("read", cur, err)
+	default:
+		if err := d.recover(cur, cb); err != nil {
+			d.closeAll()
+			return nil, err
+		}
+		// Start a new manifest so a torn tail is never appended to; if that
+		// fails (full disk) the DB still opens and the next edit retries.
+		if err := d.rotate(nil); err != nil {
+			d.broken = true
+		}
+	}
+	d.removeObsolete(names)
+	return d, nil
+}
+
+// recover replays the manifest named by CURRENT's bytes cb into d.current and
+// opens its tables.
+func (d *DB) recover(cur string, cb []byte) error {
+	num, err := decodeCurrent(cur, cb)
+	if err != nil {
+		return err
+	}
+	name := manifestName(d.dir, num)
+	mb, err := readFile(d.fs, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return corruptf(cur, fileHeaderSize, err, "CURRENT names %s, which is missing", filepath.Base(name))
+	}
+	if err != nil {
+		return ioError("read", name, err)
+	}
+	b := newBuilder(nil, d.opts.NumLevels)
+	var nextFile, lastSeq uint64
+	_, _, err = decodeManifest(name, mb, func(off int64, e *edit) error {
+		if e.HasNextFile {
+			nextFile = e.NextFile
+		}
+		if e.HasLastSeq {
+			lastSeq = max(lastSeq, e.LastSeq)
+		}
+		if err := b.apply(e, nil); err != nil {
+			if errors.Is(err, ErrInvalidOptions) {
+				return fmt.Errorf("lsm: %s at offset %d: %w", name, off, err)
+			}
+			return corruptf(name, off, nil, "%v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	v := b.version()
+	if msg := v.checkLevels(); msg != "" {
+		return corruptf(name, 0, nil, "recovered version breaks the level invariants: %s", msg)
+	}
+	d.current = v
+	v.refs = 1
+	d.manifestNum = num
+	d.lastSeq = lastSeq
+	if nextFile > d.nextFile.Load() {
+		d.nextFile.Store(nextFile)
+	}
+	if num >= d.nextFile.Load() {
+		d.nextFile.Store(num + 1)
+	}
+	for _, files := range v.levels {
+		for _, t := range files {
+			t.refs = 1
+			if t.meta.Num >= d.nextFile.Load() {
+				d.nextFile.Store(t.meta.Num + 1)
+			}
+			if err := d.openTable(t, name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// openTable opens t's file for reading and checks its size against the
+// manifest named manifest.
+func (d *DB) openTable(t *tableFile, manifest string) error {
+	t.name = tableName(d.dir, t.meta.Num)
+	f, err := d.fs.Open(t.name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return corruptf(t.name, 0, err, "table file named by %s is missing", filepath.Base(manifest))
+	}
+	if err != nil {
+		return ioError("open", t.name, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return ioError("stat", t.name, err)
+	}
+	if st.Size() != t.meta.Size {
+		f.Close()
+		return corruptf(t.name, min(st.Size(), t.meta.Size), nil, "table file is %d bytes, %s records %d",
+			st.Size(), filepath.Base(manifest), t.meta.Size)
+	}
+	t.cacheID = cacheIDs.Add(1)
+	r, err := sstable.Open(f, t.name, t.meta.Size, d.opts.Cache, t.cacheID)
+	if err != nil {
+		f.Close()
+		return tableError(err)
+	}
+	t.f, t.r = nil, r // the Reader owns f now
+	return nil
+}
+
+// tableError gives corruption errors from package sstable the identity of
+// ErrCorruption here too (the sstable error stays in the chain).
+func tableError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *sstable.CorruptionError
+	if errors.As(err, &ce) {
+		return &CorruptionError{File: ce.File, Offset: ce.Offset, Reason: "table", Err: err}
+	}
+	return err
+}
+
+// removeObsolete deletes the tables, manifests and temporary files in names
+// (a listing of d.dir made before recovery) that the current version and
+// manifest do not use. Failures are counted, not returned: the next Open
+// retries.
+func (d *DB) removeObsolete(names []string) {
+	live := map[uint64]bool{}
+	for _, files := range d.current.levels {
+		for _, t := range files {
+			live[t.meta.Num] = true
+		}
+	}
+	for _, n := range names {
+		kind, num := parseFileName(n)
+		switch {
+		case kind == kindTable && !live[num],
+			kind == kindManifest && num != d.manifestNum && !slices.Contains(d.oldManifest, num),
+			kind == kindTemp:
+			if err := d.fs.Remove(filepath.Join(d.dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				d.m.deleteErrors.Add(1)
+			}
+		}
+	}
+}
+
+// logAndApply makes e durable in the manifest (appending, or starting a new
+// manifest when the current one is broken or too long), then installs the
+// version it produces, with added supplying the opened tables of e.Added.
+// On error nothing changes in memory and the manifest is marked broken; a
+// file e adds may still be named by a durable manifest, so the caller must
+// not delete it until a later rotation succeeds (d.deferred).
+func (d *DB) logAndApply(e *edit, added []*tableFile) error {
+	b := newBuilder(d.current, d.opts.NumLevels)
+	if err := b.apply(e, added); err != nil {
+		panic("strata: invariant: edit does not apply to the current version: " + err.Error())
+	}
+	nv := b.version()
+	if msg := nv.checkLevels(); msg != "" {
+		panic("strata: invariant: " + msg)
+	}
+	e.HasNextFile, e.NextFile = true, d.nextFile.Load()
+	e.HasLastSeq, e.LastSeq = true, max(d.lastSeq, e.LastSeq)
+	if d.broken || d.manifest == nil || d.manifestLen >= d.opts.MaxManifestBytes {
+		if err := d.rotate(e); err != nil {
+			d.broken = true
+			d.m.manifestErrors++
+			return err
+		}
+	} else {
+		d.buf = appendRecord(d.buf[:0], e.encode(nil))
+		name := manifestName(d.dir, d.manifestNum)
+		if _, err := d.manifest.Write(d.buf); err != nil {
+			d.broken = true
+			d.m.manifestErrors++
+			return ioError("append to", name, err)
+		}
+		if err := d.manifest.Sync(); err != nil {
+			d.broken = true
+			d.m.manifestErrors++
+			return ioError("sync", name, err)
+		}
+		d.manifestLen += int64(len(d.buf))
+		d.m.manifestBytes += int64(len(d.buf))
+	}
+	d.lastSeq = e.LastSeq
+	d.install(nv, e)
+	return nil
+}
+
+// install makes nv current, marks the files e deleted obsolete and releases
+// the previous version.
+func (d *DB) install(nv *version, e *edit) {
+	for _, files := range nv.levels {
+		for _, t := range files {
+			t.refs++
+		}
+	}
+	nv.refs = 1
+	old := d.current
+	d.current = nv
+	for _, del := range e.Deleted {
+		for _, t := range old.levels[del.Level] {
+			if t.meta.Num == del.Num {
+				t.obsolete = true
+			}
+		}
+	}
+	d.unrefVersion(old)
+}
+
+// unrefVersion drops one reference to v; at zero it releases v's files, and
+// a file no version holds is closed and, if obsolete, removed from disk.
+func (d *DB) unrefVersion(v *version) {
+	v.refs--
+	if v.refs > 0 {
+		return
+	}
+	if v.refs < 0 {
+		panic("strata: invariant: version reference count below zero")
+	}
+	for _, files := range v.levels {
+		for _, t := range files {
+			t.refs--
+			if t.refs == 0 {
+				d.releaseTable(t, t.obsolete)
+			}
+		}
+	}
+}
+
+// releaseTable closes t (the Reader closes its file and drops its cached
+// blocks) and, if remove, deletes its file. Safe from background goroutines
+// for a table no version holds.
+func (d *DB) releaseTable(t *tableFile, remove bool) {
+	if t.r != nil {
+		t.r.Close()
+		t.r, t.f = nil, nil
+	}
+	if t.f != nil {
+		t.f.Close()
+		t.f = nil
+	}
+	if remove {
+		if err := d.fs.Remove(t.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			d.m.deleteErrors.Add(1)
+		}
+	}
+}
+
+// rotate writes a new manifest holding a snapshot of the current version
+// followed by e (if not nil), syncs it, and points CURRENT at it (temp file,
+// Sync, Rename, directory Sync). On success the previous manifests and the
+// deferred tables are removed. On failure before the rename every new file
+// is removed and the old manifest stays current; if only the directory sync
+// failed, CURRENT may durably name either manifest, so both are kept until a
+// later rotation succeeds.
+func (d *DB) rotate(e *edit) error {
+	num := d.nextFile.Add(1) - 1
+	name := manifestName(d.dir, num)
+	buf := appendFileHeader(nil, manifestMagic)
+	lastSeq := d.lastSeq
+	if e != nil {
+		lastSeq = max(lastSeq, e.LastSeq)
+	}
+	for _, se := range snapshotEdits(d.current, d.nextFile.Load(), lastSeq) {
+		buf = appendRecord(buf, se.encode(nil))
+	}
+	if e != nil {
+		e.HasNextFile, e.NextFile = true, d.nextFile.Load()
+		buf = appendRecord(buf, e.encode(nil))
+	}
+	f, err := d.fs.Create(name)
+	if err != nil {
+		return ioError("create", name, err)
+	}
+	fail := func(what string, err error) error {
+		f.Close()
+		d.fs.Remove(name)
+		return ioError(what, name, err)
+	}
+	if _, err := f.Write(buf); err != nil {
+		return fail("write", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail("sync", err)
+	}
+	cur := filepath.Join(d.dir, currentName)
+	tmp := filepath.Join(d.dir, currentTempName)
+	if err := writeFileSynced(d.fs, tmp, encodeCurrent(num)); err != nil {
+		f.Close()
+		d.fs.Remove(name)
+		return err
+	}
+	if err := d.fs.Rename(tmp, cur); err != nil {
+		f.Close()
+		d.fs.Remove(tmp)
+		d.fs.Remove(name)
+		return ioError("rename", tmp, err)
+	}
+	if d.manifestNum != 0 {
+		d.oldManifest = append(d.oldManifest, d.manifestNum)
+	}
+	if d.manifest != nil {
+		d.manifest.Close()
+	}
+	d.manifest, d.manifestNum, d.manifestLen = f, num, int64(len(buf))
+	d.m.manifestBytes += int64(len(buf))
+	d.m.rotations++
+	if err := syncDir(d.fs, d.dir); err != nil {
+		return err
+	}
+	// CURRENT durably names the new manifest: nothing older is needed.
+	for _, old := range d.oldManifest {
+		if err := d.fs.Remove(manifestName(d.dir, old)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			d.m.deleteErrors.Add(1)
+		}
+	}
+	d.oldManifest = d.oldManifest[:0]
+	for _, n := range d.deferred {
+		if err := d.fs.Remove(tableName(d.dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			d.m.deleteErrors.Add(1)
+		}
+	}
+	d.deferred = d.deferred[:0]
+	d.broken = false
+	return nil
+}
+
+// Close releases every open file. It does not sync anything: everything
+// installed is already durable. WriteL0 and CompactionJob.Run must not be
+// running (the root closes the scheduler first); pending files and jobs not
+// installed are left on disk for the next Open to delete. A second Close
+// returns ErrClosed.
+func (d *DB) Close() error {
+	if d.closed {
+		return ErrClosed
+	}
+	d.closed = true
+	d.closeAll()
+	return nil
+}
+
+func (d *DB) closeAll() {
+	if d.manifest != nil {
+		d.manifest.Close()
+		d.manifest = nil
+	}
+	if d.current == nil {
+		return
+	}
+	seen := map[*tableFile]bool{}
+	for _, files := range d.current.levels {
+		for _, t := range files {
+			if !seen[t] {
+				seen[t] = true
+				d.releaseTable(t, false)
+			}
+		}
+	}
+	d.current = nil
+}
+
+// LastSeq returns the largest sequence number installed so far (InstallL0's
+// lastSeq and the files' MaxSeq), as recovered by Open: the root continues
+// numbering writes after it. Owner only.
+func (d *DB) LastSeq() uint64 { return d.lastSeq }
+
+// Get visits the versions of (key, userKey) with the given Order held in the
+// DB, newest first — L0 files newest first, then L1, L2, … — until visit
+// returns false. The entry and its slices are valid only during the call of
+// visit. Get does not resolve anything: a caller wanting a value stops at the
+// first entry that is not a KindListAppend operand; for a map entry, the
+// map's clear is the KindTombstone of (key, nil), which the caller looks up
+// too (or uses MapRange). Owner only; allocates nothing.
+//
+// Errors: ErrClosed; ErrCorruption (*CorruptionError wrapping the sstable
+// error) for a damaged block; I/O errors from the table file.
+func (d *DB) Get(order uint64, key, userKey []byte, visit func(*entry.Entry) bool) error {
+	if d.closed {
+		return ErrClosed
+	}
+	v := d.current
+	cont := true
+	fn := func(e *entry.Entry) bool {
+		cont = visit(e)
+		return cont
+	}
+	for _, t := range v.levels[0] {
+		if order < t.meta.MinOrder || order > t.meta.MaxOrder {
+			continue
+		}
+		if err := t.r.Get(order, key, userKey, fn); err != nil {
+			return tableError(err)
+		}
+		if !cont {
+			return nil
+		}
+	}
+	for l := 1; l < len(v.levels); l++ {
+		t := findFile(v.levels[l], order)
+		if t == nil {
+			continue
+		}
+		if err := t.r.Get(order, key, userKey, fn); err != nil {
+			return tableError(err)
+		}
+		if !cont {
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,422 @@
+package lsm
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/vfs"
+)
+
+var seedFlag = flag.Int64("seed", 0, "seed for the model-based and crash tests (0 = time-based)")
+
+func testSeed(t testing.TB) uint64 {
+	seed := *seedFlag
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	t.Logf("seed %d (replay with -seed=%d)", seed, seed)
+	return uint64(seed)
+}
+
+// sliceIter is an entry.Iterator over a sorted slice.
+type sliceIter struct {
+	es  []entry.Entry
+	i   int
+	err error
+}
+
+func (s *sliceIter) Next() bool {
+	if s.i >= len(s.es) {
+		return false
+	}
+	s.i++
+	return true
+}
+func (s *sliceIter) Entry() *entry.Entry { return &s.es[s.i-1] }
+func (s *sliceIter) Err() error          { return s.err }
+
+// keySpace describes the keys a workload writes: value keys, list keys and
+// maps with user keys. Orders come from a small space so distinct keys share
+// an Order now and then.
+type keySpace struct {
+	values, lists, maps, userKeys int
+	orderBits                     uint
+}
+
+type keyKind uint8
+
+const (
+	kValue keyKind = iota
+	kList
+	kMap
+)
+
+type testKey struct {
+	kind  keyKind
+	key   string
+	order uint64
+}
+
+func (ks keySpace) all() []testKey {
+	var out []testKey
+	add := func(kind keyKind, prefix string, n int) {
+		for i := range n {
+			k := fmt.Sprintf("%s%04d", prefix, i)
+			out = append(out, testKey{kind: kind, key: k, order: orderOf(k, ks.orderBits)})
+		}
+	}
+	add(kValue, "v", ks.values)
+	add(kList, "l", ks.lists)
+	add(kMap, "m", ks.maps)
+	return out
+}
+
+func orderOf(k string, bits uint) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(k); i++ {
+		h ^= uint64(k[i])
+		h *= 1099511628211
+	}
+	h ^= h >> 29
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 32
+	if bits < 64 {
+		// Spread a small space over the whole range so level ranges stay
+		// meaningful while collisions happen.
+		h = (h >> (64 - bits)) << (64 - bits)
+	}
+	return h
+}
+
+// gen produces random entries over a keySpace with increasing sequence numbers.
+type gen struct {
+	rng  *rand.Rand
+	ks   keySpace
+	keys []testKey
+	seq  uint64
+	vlen int
+}
+
+func newGen(rng *rand.Rand, ks keySpace) *gen {
+	return &gen{rng: rng, ks: ks, keys: ks.all(), vlen: 24}
+}
+
+func (g *gen) value() []byte {
+	n := g.rng.IntN(g.vlen + 1)
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte('a' + g.rng.IntN(26))
+	}
+	return b
+}
+
+// batch returns n entries in entry order with fresh sequence numbers.
+func (g *gen) batch(n int) []entry.Entry {
+	es := make([]entry.Entry, 0, n)
+	for range n {
+		k := g.keys[g.rng.IntN(len(g.keys))]
+		g.seq++
+		e := entry.Entry{Order: k.order, Hash: k.order ^ 0x5555, Seq: g.seq, Key: []byte(k.key)}
+		r := g.rng.IntN(10)
+		switch k.kind {
+		case kValue:
+			if r < 8 {
+				e.Kind, e.Value = entry.KindValue, g.value()
+			} else {
+				e.Kind = entry.KindTombstone
+			}
+		case kList:
+			switch {
+			case r < 6:
+				e.Kind, e.Value = entry.KindListAppend, g.value()
+			case r < 8:
+				e.Kind, e.Value = entry.KindListBase, g.value()
+			default:
+				e.Kind = entry.KindTombstone
+			}
+		case kMap:
+			if r == 0 {
+				e.Kind = entry.KindTombstone // map clear
+				break
+			}
+			uk := fmt.Sprintf("u%03d", g.rng.IntN(g.ks.userKeys))
+			if g.ks.userKeys > 2 && g.rng.IntN(20) == 0 {
+				uk = "" // the empty user key shares (Key, "") with the map clear
+			}
+			e.UserKey = []byte(uk)
+			e.UserHash = uint64(len(uk)) + 1
+			if r < 8 {
+				e.Kind, e.Value = entry.KindMapEntry, g.value()
+			} else {
+				e.Kind = entry.KindMapEntryTombstone
+			}
+		}
+		es = append(es, e)
+	}
+	slices.SortFunc(es, func(a, b entry.Entry) int { return compareEntries(&a, &b) })
+	return es
+}
+
+// model is the acknowledged history: every installed entry, by key.
+type model struct {
+	byKey map[string][]entry.Entry // newest last
+}
+
+func newModel() *model { return &model{byKey: map[string][]entry.Entry{}} }
+
+func (m *model) clone() *model {
+	c := newModel()
+	for k, v := range m.byKey {
+		c.byKey[k] = slices.Clone(v)
+	}
+	return c
+}
+
+func (m *model) add(es []entry.Entry) {
+	for _, e := range es {
+		m.byKey[string(e.Key)] = append(m.byKey[string(e.Key)], e)
+	}
+	for k := range m.byKey {
+		v := m.byKey[k]
+		sort.SliceStable(v, func(i, j int) bool { return v[i].Seq < v[j].Seq })
+	}
+}
+
+// resolved is a key's logical state as a string, "" meaning absent.
+func resolveVersions(newestFirst []entry.Entry) string {
+	var ops [][]byte
+	for _, e := range newestFirst {
+		switch e.Kind {
+		case entry.KindListAppend:
+			ops = append(ops, e.Value)
+			continue
+		case entry.KindValue:
+			return "V:" + string(e.Value)
+		case entry.KindListBase:
+			s := "L:" + string(e.Value)
+			for i := len(ops) - 1; i >= 0; i-- {
+				s += string(ops[i])
+			}
+			return s
+		case entry.KindTombstone:
+			if len(ops) == 0 {
+				return ""
+			}
+		default:
+			return fmt.Sprintf("bad kind %v", e.Kind)
+		}
+		break
+	}
+	if len(ops) == 0 {
+		return ""
+	}
+	s := "L:"
+	for i := len(ops) - 1; i >= 0; i-- {
+		s += string(ops[i])
+	}
+	return s
+}
+
+// resolveMap resolves a map's entries (any order) to "uk=value;…" sorted.
+func resolveMap(es []entry.Entry) string {
+	var tomb uint64
+	for _, e := range es {
+		if e.Kind == entry.KindTombstone && len(e.UserKey) == 0 && e.Seq > tomb {
+			tomb = e.Seq
+		}
+	}
+	newest := map[string]entry.Entry{}
+	for _, e := range es {
+		if e.Kind == entry.KindTombstone || e.Seq < tomb {
+			continue
+		}
+		if p, ok := newest[string(e.UserKey)]; !ok || e.Seq > p.Seq {
+			newest[string(e.UserKey)] = e
+		}
+	}
+	var parts []string
+	for uk, e := range newest {
+		if e.Kind == entry.KindMapEntry {
+			parts = append(parts, uk+"="+string(e.Value))
+		}
+	}
+	sort.Strings(parts)
+	var b bytes.Buffer
+	for _, p := range parts {
+		b.WriteString(p)
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
+func (m *model) expect(k testKey) string {
+	v := m.byKey[k.key]
+	if k.kind == kMap {
+		return resolveMap(v)
+	}
+	nf := slices.Clone(v)
+	slices.Reverse(nf)
+	return resolveVersions(nf)
+}
+
+func copyEntry(e *entry.Entry) entry.Entry {
+	c := *e
+	c.Key = bytes.Clone(e.Key)
+	c.UserKey = bytes.Clone(e.UserKey)
+	c.Value = bytes.Clone(e.Value)
+	return c
+}
+
+// readKey resolves a key through the DB: Get for values and lists; for maps
+// MapRange, cross-checked entry by entry with Get.
+func readKey(d *DB, k testKey) (string, error) {
+	if k.kind != kMap {
+		var vs []entry.Entry
+		err := d.Get(k.order, []byte(k.key), nil, func(e *entry.Entry) bool {
+			vs = append(vs, copyEntry(e))
+			return e.Kind == entry.KindListAppend
+		})
+		if err != nil {
+			return "", err
+		}
+		for i := 1; i < len(vs); i++ {
+			if vs[i].Seq >= vs[i-1].Seq {
+				return "", fmt.Errorf("key %s: Get not newest first: %d then %d", k.key, vs[i-1].Seq, vs[i].Seq)
+			}
+		}
+		return resolveVersions(vs), nil
+	}
+	var es []entry.Entry
+	err := d.MapRange(k.order, []byte(k.key), func(e *entry.Entry) bool {
+		if !bytes.Equal(e.Key, []byte(k.key)) || e.Order != k.order {
+			es = append(es, entry.Entry{Kind: 99})
+		}
+		es = append(es, copyEntry(e))
+		return true
+	})
+	if err != nil {
+		return "", err
+	}
+	for i := 1; i < len(es); i++ {
+		if !mapEntryLess(&es[i-1], &es[i]) {
+			return "", fmt.Errorf("map %s: MapRange out of order at %d: %q/%d then %q/%d", k.key, i,
+				es[i-1].UserKey, es[i-1].Seq, es[i].UserKey, es[i].Seq)
+		}
+	}
+	// Get of each user key must give that user key's versions, newest first.
+	for i := 0; i < len(es); {
+		j := i
+		for j < len(es) && bytes.Equal(es[j].UserKey, es[i].UserKey) {
+			j++
+		}
+		var got []uint64
+		if err := d.Get(k.order, []byte(k.key), es[i].UserKey, func(e *entry.Entry) bool {
+			got = append(got, e.Seq)
+			return true
+		}); err != nil {
+			return "", err
+		}
+		var want []uint64
+		for _, e := range es[i:j] {
+			want = append(want, e.Seq)
+		}
+		if !slices.Equal(got, want) {
+			return "", fmt.Errorf("map %s user key %q: Get gives seqs %v, MapRange %v", k.key, es[i].UserKey, got, want)
+		}
+		i = j
+	}
+	return resolveMap(es), nil
+}
+
+// checkAll compares every key's resolved state with the model.
+func checkAll(t testing.TB, d *DB, m *model, keys []testKey, when string) {
+	t.Helper()
+	for _, k := range keys {
+		got, err := readKey(d, k)
+		if err != nil {
+			t.Fatalf("%s: read %s: %v", when, k.key, err)
+		}
+		if want := m.expect(k); got != want {
+			t.Fatalf("%s: key %s: got %q, want %q", when, k.key, got, want)
+		}
+	}
+}
+
+// diffAll is checkAll returning the first difference.
+func diffAll(d *DB, m *model, keys []testKey) error {
+	for _, k := range keys {
+		got, err := readKey(d, k)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", k.key, err)
+		}
+		if want := m.expect(k); got != want {
+			return fmt.Errorf("key %s: got %q, want %q", k.key, got, want)
+		}
+	}
+	return nil
+}
+
+// compactAll runs every due compaction synchronously.
+func compactAll(t testing.TB, d *DB) {
+	t.Helper()
+	for range 100 {
+		j := d.PickCompaction()
+		if j == nil {
+			return
+		}
+		if err := j.Run(context.Background()); err != nil {
+			t.Fatalf("compaction %v: %v", j, err)
+		}
+		if err := d.InstallCompaction(j); err != nil {
+			t.Fatalf("install compaction %v: %v", j, err)
+		}
+	}
+	t.Fatalf("compactions do not converge: %+v", d.Metrics().Levels)
+}
+
+func smallOptions(fs vfs.FS) Options {
+	return Options{
+		FS:                  fs,
+		Dir:                 "/db",
+		L0CompactionTrigger: 3,
+		LevelSizeRatio:      4,
+		BaseLevelBytes:      16 << 10,
+		NumLevels:           5,
+		BlockSize:           512,
+		TargetFileSize:      4 << 10,
+		MaxManifestBytes:    2 << 10,
+	}
+}
+
+// liveFiles lists the directory and reports names the DB should not have.
+func strayFiles(d *DB) ([]string, error) {
+	names, err := d.fs.List(d.dir)
+	if err != nil {
+		return nil, err
+	}
+	live := map[uint64]bool{}
+	for _, files := range d.current.levels {
+		for _, t := range files {
+			live[t.meta.Num] = true
+		}
+	}
+	var stray []string
+	for _, n := range names {
+		kind, num := parseFileName(n)
+		switch {
+		case kind == kindTable && live[num], kind == kindCurrent,
+			kind == kindManifest && num == d.manifestNum:
+		default:
+			stray = append(stray, n)
+		}
+	}
+	return stray, nil
+}

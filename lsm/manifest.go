@@ -1,0 +1,464 @@
+package lsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/strata-db/strata/internal/vfs"
+)
+
+// Manifest and CURRENT formats. The layouts are drawn in doc.go; every value
+// here is part of the file format; do not change.
+const (
+	manifestMagic    = "STRATAMF"
+	currentMagic     = "STRATACU"
+	formatVersion    = 1 // manifest and CURRENT format version
+	checksumCRC32C   = 1 // the only checksum type: CRC32C (Castagnoli)
+	fileHeaderSize   = 16
+	currentSize      = 28
+	recordHeaderSize = 12
+	// maxRecordSize bounds one manifest record's payload (bytes). A snapshot
+	// is split into records below snapshotChunk; one edit stays far below.
+	maxRecordSize = 64 << 20
+	snapshotChunk = 1 << 20
+)
+
+// Edit tags: part of the file format; do not change.
+const (
+	tagNextFile   = 1 // uvarint next file number
+	tagLastSeq    = 2 // uvarint last sequence number
+	tagAddFile    = 3 // level, file number, FileMeta
+	tagDeleteFile = 4 // level, file number
+)
+
+// MaxLevels bounds Options.NumLevels and the level numbers a manifest may
+// hold. Part of the manifest format; do not change.
+const MaxLevels = 16
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// FileMeta is what the manifest records about a table file: its number,
+// size and the ranges the DB needs to place it without opening it.
+type FileMeta struct {
+	Num        uint64 // file number: the file is "<Num 6 digits>.sst" in Options.Dir
+	Size       int64  // bytes
+	Entries    int64  // number of entries
+	Blocks     int64  // number of data blocks
+	Tombstones int64  // entries of KindTombstone or KindMapEntryTombstone
+	MinOrder   uint64 // smallest Order in the file
+	MaxOrder   uint64 // largest Order in the file (inclusive)
+	MinSeq     uint64 // smallest sequence number
+	MaxSeq     uint64 // largest sequence number
+}
+
+// newFile is one AddFile record of an edit.
+type newFile struct {
+	Level int
+	Meta  FileMeta
+}
+
+// deletedFile is one DeleteFile record of an edit.
+type deletedFile struct {
+	Level int
+	Num   uint64
+}
+
+// edit is one manifest record: a change to the set of table files and the
+// counters. A zero field (HasNextFile false, …) leaves the value unchanged.
+type edit struct {
+	HasNextFile bool
+	NextFile    uint64
+	HasLastSeq  bool
+	LastSeq     uint64
+	Deleted     []deletedFile
+	Added       []newFile
+}
+
+// encode appends the edit's payload to dst: deletions before additions, so a
+// file deleted and re-added at another level in one edit (a move) applies.
+func (e *edit) encode(dst []byte) []byte {
+	if e.HasNextFile {
+		dst = binary.AppendUvarint(dst, tagNextFile)
+		dst = binary.AppendUvarint(dst, e.NextFile)
+	}
+	if e.HasLastSeq {
+		dst = binary.AppendUvarint(dst, tagLastSeq)
+		dst = binary.AppendUvarint(dst, e.LastSeq)
+	}
+	for _, d := range e.Deleted {
+		dst = binary.AppendUvarint(dst, tagDeleteFile)
+		dst = binary.AppendUvarint(dst, uint64(d.Level))
+		dst = binary.AppendUvarint(dst, d.Num)
+	}
+	for _, a := range e.Added {
+		m := &a.Meta
+		dst = binary.AppendUvarint(dst, tagAddFile)
+		dst = binary.AppendUvarint(dst, uint64(a.Level))
+		dst = binary.AppendUvarint(dst, m.Num)
+		dst = binary.AppendUvarint(dst, uint64(m.Size))
+		dst = binary.AppendUvarint(dst, uint64(m.Entries))
+		dst = binary.AppendUvarint(dst, uint64(m.Blocks))
+		dst = binary.AppendUvarint(dst, uint64(m.Tombstones))
+		dst = binary.LittleEndian.AppendUint64(dst, m.MinOrder)
+		dst = binary.LittleEndian.AppendUint64(dst, m.MaxOrder)
+		dst = binary.AppendUvarint(dst, m.MinSeq)
+		dst = binary.AppendUvarint(dst, m.MaxSeq)
+	}
+	return dst
+}
+
+var errShortEdit = errors.New("truncated field")
+
+type editDecoder struct {
+	b   []byte
+	err error
+}
+
+func (d *editDecoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errShortEdit
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *editDecoder) int63() int64 {
+	v := d.uvarint()
+	if v > 1<<62 {
+		d.err = fmt.Errorf("count %d out of range", v)
+		return 0
+	}
+	return int64(v)
+}
+
+func (d *editDecoder) fixed64() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 8 {
+		d.err = errShortEdit
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *editDecoder) level() int {
+	v := d.uvarint()
+	if d.err == nil && v >= MaxLevels {
+		d.err = fmt.Errorf("level %d >= %d", v, MaxLevels)
+	}
+	return int(v)
+}
+
+// decodeEdit decodes one record payload. It checks the payload's own
+// consistency (known tags, no truncated fields, no trailing bytes, valid
+// levels and ranges), not how the edit fits the current version. The error is
+// plain; the caller wraps it with the file and offset.
+func decodeEdit(p []byte) (edit, error) {
+	var e edit
+	d := editDecoder{b: p}
+	if len(p) == 0 {
+		return e, errors.New("empty edit")
+	}
+	for len(d.b) > 0 && d.err == nil {
+		tag := d.uvarint()
+		switch tag {
+		case tagNextFile:
+			if e.HasNextFile {
+				return e, errors.New("duplicate next-file field")
+			}
+			e.HasNextFile, e.NextFile = true, d.uvarint()
+		case tagLastSeq:
+			if e.HasLastSeq {
+				return e, errors.New("duplicate last-sequence field")
+			}
+			e.HasLastSeq, e.LastSeq = true, d.uvarint()
+		case tagDeleteFile:
+			df := deletedFile{Level: d.level(), Num: d.uvarint()}
+			if d.err == nil && df.Num == 0 {
+				return e, errors.New("delete of file number 0")
+			}
+			e.Deleted = append(e.Deleted, df)
+		case tagAddFile:
+			var a newFile
+			a.Level = d.level()
+			m := &a.Meta
+			m.Num = d.uvarint()
+			m.Size = d.int63()
+			m.Entries = d.int63()
+			m.Blocks = d.int63()
+			m.Tombstones = d.int63()
+			m.MinOrder = d.fixed64()
+			m.MaxOrder = d.fixed64()
+			m.MinSeq = d.uvarint()
+			m.MaxSeq = d.uvarint()
+			if d.err != nil {
+				break
+			}
+			switch {
+			case m.Num == 0:
+				return e, errors.New("add of file number 0")
+			case m.MinOrder > m.MaxOrder:
+				return e, fmt.Errorf("file %d: order range [%#x, %#x] inverted", m.Num, m.MinOrder, m.MaxOrder)
+			case m.MinSeq > m.MaxSeq:
+				return e, fmt.Errorf("file %d: sequence range [%d, %d] inverted", m.Num, m.MinSeq, m.MaxSeq)
+			case m.Tombstones > m.Entries:
+				return e, fmt.Errorf("file %d: %d tombstones > %d entries", m.Num, m.Tombstones, m.Entries)
+			}
+			e.Added = append(e.Added, a)
+		default:
+			if d.err == nil {
+				return e, fmt.Errorf("unknown tag %d", tag)
+			}
+		}
+	}
+	if d.err != nil {
+		return e, d.err
+	}
+	return e, nil
+}
+
+// appendRecord appends one framed record holding payload to dst:
+// length, CRC32C of the length bytes, CRC32C of the payload, payload.
+func appendRecord(dst, payload []byte) []byte {
+	var h [recordHeaderSize]byte
+	binary.LittleEndian.PutUint32(h[0:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(h[4:], crc32.Checksum(h[0:4], crcTable))
+	binary.LittleEndian.PutUint32(h[8:], crc32.Checksum(payload, crcTable))
+	dst = append(dst, h[:]...)
+	return append(dst, payload...)
+}
+
+// appendFileHeader appends the 16-byte header of a manifest (magic
+// STRATAMF) or CURRENT (STRATACU) file.
+func appendFileHeader(dst []byte, magic string) []byte {
+	start := len(dst)
+	dst = append(dst, magic...)
+	dst = binary.LittleEndian.AppendUint16(dst, formatVersion)
+	dst = append(dst, checksumCRC32C, 0)
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], crcTable))
+}
+
+// checkFileHeader checks a 16-byte file header in the order the conventions
+// fix: size, magic, format version, checksum type, header CRC.
+func checkFileHeader(name string, b []byte, magic string) error {
+	if len(b) < fileHeaderSize {
+		return corruptf(name, 0, nil, "file of %d bytes is shorter than its %d-byte header", len(b), fileHeaderSize)
+	}
+	if string(b[:8]) != magic {
+		return corruptf(name, 0, ErrBadMagic, "magic %q, want %q", b[:8], magic)
+	}
+	if v := binary.LittleEndian.Uint16(b[8:]); v != formatVersion {
+		return corruptf(name, 8, ErrVersion, "format version %d, this code reads %d", v, formatVersion)
+	}
+	if c := b[10]; c != checksumCRC32C {
+		return corruptf(name, 10, ErrChecksumType, "checksum type %d, want %d (CRC32C)", c, checksumCRC32C)
+	}
+	if got, want := binary.LittleEndian.Uint32(b[12:]), crc32.Checksum(b[:12], crcTable); got != want || b[11] != 0 {
+		return corruptf(name, 0, nil, "header checksum %#08x, computed %#08x", got, want)
+	}
+	return nil
+}
+
+// decodeManifest decodes a whole manifest file's bytes into its edits, calling
+// apply for each in order with the record's offset. A damaged record is
+// tolerated only as a torn tail, that is when no complete record can follow
+// it (doc.go, "Torn tails"); then decodeManifest returns the offset where the
+// valid prefix ends and torn = true. Any other damage is a *CorruptionError
+// naming name and the record's offset. An error from apply is returned as is.
+func decodeManifest(name string, b []byte, apply func(off int64, e *edit) error) (validEnd int64, torn bool, err error) {
+	if err := checkFileHeader(name, b, manifestMagic); err != nil {
+		return 0, false, err
+	}
+	off := int64(fileHeaderSize)
+	size := int64(len(b))
+	for off < size {
+		rest := b[off:]
+		if len(rest) < recordHeaderSize {
+			return off, true, nil // header torn
+		}
+		n := binary.LittleEndian.Uint32(rest[0:])
+		if crc32.Checksum(rest[0:4], crcTable) != binary.LittleEndian.Uint32(rest[4:]) {
+			if allZero(rest) {
+				return off, true, nil // a zero-filled tail (preallocated or unwritten sectors)
+			}
+			return off, false, corruptf(name, off, nil, "record length checksum mismatch")
+		}
+		if n > maxRecordSize {
+			return off, false, corruptf(name, off, nil, "record length %d exceeds %d", n, maxRecordSize)
+		}
+		end := off + recordHeaderSize + int64(n)
+		if end > size {
+			return off, true, nil // payload torn
+		}
+		payload := rest[recordHeaderSize : recordHeaderSize+int64(n)]
+		if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(rest[8:]) {
+			if end == size {
+				return off, true, nil // the last record, partly written
+			}
+			return off, false, corruptf(name, off, nil, "record checksum mismatch (%d-byte payload)", n)
+		}
+		e, derr := decodeEdit(payload)
+		if derr != nil {
+			return off, false, corruptf(name, off, nil, "bad edit: %v", derr)
+		}
+		if err := apply(off, &e); err != nil {
+			return off, false, err
+		}
+		off = end
+	}
+	return off, false, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// encodeCurrent returns the 28 bytes of a CURRENT file naming manifest
+// number num: the file header, num (u64 LE), CRC32C of the 24 bytes before.
+func encodeCurrent(num uint64) []byte {
+	b := appendFileHeader(make([]byte, 0, currentSize), currentMagic)
+	b = binary.LittleEndian.AppendUint64(b, num)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+}
+
+// decodeCurrent checks a CURRENT file's bytes and returns the manifest number.
+func decodeCurrent(name string, b []byte) (uint64, error) {
+	if err := checkFileHeader(name, b, currentMagic); err != nil {
+		return 0, err
+	}
+	if len(b) != currentSize {
+		return 0, corruptf(name, fileHeaderSize, nil, "CURRENT is %d bytes, want %d", len(b), currentSize)
+	}
+	body := b[:currentSize-4]
+	if got, want := binary.LittleEndian.Uint32(b[currentSize-4:]), crc32.Checksum(body, crcTable); got != want {
+		return 0, corruptf(name, fileHeaderSize, nil, "checksum %#08x, computed %#08x", got, want)
+	}
+	num := binary.LittleEndian.Uint64(b[fileHeaderSize:])
+	if num == 0 {
+		return 0, corruptf(name, fileHeaderSize, nil, "manifest number 0")
+	}
+	return num, nil
+}
+
+// File names inside Options.Dir.
+const (
+	currentName     = "CURRENT"
+	currentTempName = "CURRENT.tmp"
+	tableSuffix     = ".sst"
+	manifestPrefix  = "MANIFEST-"
+)
+
+type fileKind uint8
+
+const (
+	kindUnknown fileKind = iota
+	kindTable
+	kindManifest
+	kindCurrent
+	kindTemp
+)
+
+func tableName(dir string, num uint64) string {
+	return filepath.Join(dir, fmt.Sprintf("%06d%s", num, tableSuffix))
+}
+
+func manifestName(dir string, num uint64) string {
+	return filepath.Join(dir, fmt.Sprintf("%s%06d", manifestPrefix, num))
+}
+
+// parseFileName classifies a directory entry. Names the DB does not write
+// are kindUnknown and never deleted.
+func parseFileName(name string) (fileKind, uint64) {
+	switch {
+	case name == currentName:
+		return kindCurrent, 0
+	case name == currentTempName:
+		return kindTemp, 0
+	case strings.HasPrefix(name, manifestPrefix):
+		if n, err := strconv.ParseUint(name[len(manifestPrefix):], 10, 64); err == nil && n > 0 {
+			return kindManifest, n
+		}
+	case strings.HasSuffix(name, tableSuffix):
+		if n, err := strconv.ParseUint(name[:len(name)-len(tableSuffix)], 10, 64); err == nil && n > 0 {
+			return kindTable, n
+		}
+	}
+	return kindUnknown, 0
+}
+
+// readFile reads a whole file through fs.
+func readFile(fs vfs.FS, name string) ([]byte, error) {
+	f, err := fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, st.Size())
+	if _, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && len(b) == 0) {
+		return nil, err
+	}
+	return b, nil
+}
+
+// writeFileSynced creates name, writes b, syncs and closes it. On failure it
+// removes the partial file.
+func writeFileSynced(fs vfs.FS, name string, b []byte) error {
+	f, err := fs.Create(name)
+	if err != nil {
+		return ioError("create", name, err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		fs.Remove(name)
+		return ioError("write", name, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		fs.Remove(name)
+		return ioError("sync", name, err)
+	}
+	if err := f.Close(); err != nil {
+		fs.Remove(name)
+		return ioError("close", name, err)
+	}
+	return nil
+}
+
+// syncDir makes dir's entries durable.
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return ioError("open directory", dir, err)
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return ioError("sync directory", dir, err)
+	}
+	if err := d.Close(); err != nil {
+		return ioError("close directory", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package lsm
+
+import (
+	"fmt"
+
+	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/vfs"
+	"github.com/strata-db/strata/lsm/sstable"
+)
+
+// CompactionFilter decides, for each entry a compaction is about to write
+// (after merging: only the newest version of each key and user key survives),
+// whether to drop it. bottom reports that no level below the compaction's
+// output level holds data in the compaction's Order range, so dropping a
+// tombstone cannot resurrect anything. The filter runs on compaction
+// goroutines (CompactionJob.Run): it must be safe for concurrent use and must
+// not keep e or its slices after returning.
+//
+// A filter may drop any value, list or map entry (the TTL work drops expired
+// ones); it must drop a tombstone only when bottom is true. DefaultFilter is
+// used when Options.Filter is nil; a custom filter that wants tombstones
+// collected calls it first. The hook plays the role of RocksDB's
+// CompactionFilter that Flink's TTL compaction cleanup installs
+// (FlinkCompactionFilter).
+type CompactionFilter func(e *entry.Entry, bottom bool) (drop bool)
+
+// DefaultFilter drops tombstones (KindTombstone, KindMapEntryTombstone) at the
+// bottom and keeps everything else.
+func DefaultFilter(e *entry.Entry, bottom bool) bool {
+	return bottom && (e.Kind == entry.KindTombstone || e.Kind == entry.KindMapEntryTombstone)
+}
+
+// Options configures a DB. Zero fields take the defaults named in their
+// comments; Validate reports a bad field by name.
+type Options struct {
+	// FS is the file system every file goes through; default vfs.Default().
+	FS vfs.FS
+	// Dir is the DB's directory (created if missing). Required. The DB owns
+	// the names CURRENT, CURRENT.tmp, MANIFEST-<n> and <n>.sst in it and
+	// deletes such files that the manifest does not reference; other names
+	// are left alone.
+	Dir string
+	// Cache is the block cache shared by the DB's readers (it may be shared
+	// by several DBs); nil reads every block from its file.
+	Cache *sstable.Cache
+	// L0CompactionTrigger is the number of L0 files at which an L0 → L1
+	// compaction is due; default 4.
+	L0CompactionTrigger int
+	// LevelSizeRatio is the size ratio between adjacent levels L1+: level i
+	// (i >= 1) is due for compaction when it holds more than
+	// BaseLevelBytes · LevelSizeRatio^(i-1) bytes; default 10.
+	LevelSizeRatio int
+	// BaseLevelBytes is the target size of L1 in bytes; default 64 MiB.
+	BaseLevelBytes int64
+	// NumLevels is the number of levels, L0 included, 2..MaxLevels; default 7.
+	NumLevels int
+	// BlockSize is the data block size in bytes (sstable.WriterOptions);
+	// default 16 KiB.
+	BlockSize int
+	// TargetFileSize is the size in bytes at which a compaction cuts its
+	// output into a new file (never inside one Order); default 8 MiB.
+	TargetFileSize int64
+	// MaxManifestBytes is the manifest size in bytes past which the next edit
+	// starts a new manifest holding a snapshot; default 4 MiB.
+	MaxManifestBytes int64
+	// Filter is the compaction filter; default DefaultFilter.
+	Filter CompactionFilter
+}
+
+// Defaults of Options.
+const (
+	DefaultL0CompactionTrigger = 4
+	DefaultLevelSizeRatio      = 10
+	DefaultBaseLevelBytes      = 64 << 20
+	DefaultNumLevels           = 7
+	DefaultTargetFileSize      = 8 << 20
+	DefaultMaxManifestBytes    = 4 << 20
+)
+
+// Validate reports the first bad field of o (after defaults), wrapped in
+// ErrInvalidOptions.
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	bad := func(field string, v any, want string) error {
+		return fmt.Errorf("%w: %s = %v, want %s", ErrInvalidOptions, field, v, want)
+	}
+	switch {
+	case o.Dir == "":
+		return bad("Dir", `""`, "a directory")
+	case o.L0CompactionTrigger < 1:
+		return bad("L0CompactionTrigger", o.L0CompactionTrigger, ">= 1")
+	case o.LevelSizeRatio < 2:
+		return bad("LevelSizeRatio", o.LevelSizeRatio, ">= 2")
+	case o.BaseLevelBytes < 1:
+		return bad("BaseLevelBytes", o.BaseLevelBytes, ">= 1")
+	case o.NumLevels < 2 || o.NumLevels > MaxLevels:
+		return bad("NumLevels", o.NumLevels, fmt.Sprintf("2..%d", MaxLevels))
+	case o.BlockSize < 0 || o.BlockSize > 1<<30:
+		return bad("BlockSize", o.BlockSize, "0..1 GiB")
+	case o.TargetFileSize < 1:
+		return bad("TargetFileSize", o.TargetFileSize, ">= 1")
+	case o.MaxManifestBytes < 1:
+		return bad("MaxManifestBytes", o.MaxManifestBytes, ">= 1")
+	}
+	return nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.FS == nil {
+		o.FS = vfs.Default()
+	}
+	if o.L0CompactionTrigger == 0 {
+		o.L0CompactionTrigger = DefaultL0CompactionTrigger
+	}
+	if o.LevelSizeRatio == 0 {
+		o.LevelSizeRatio = DefaultLevelSizeRatio
+	}
+	if o.BaseLevelBytes == 0 {
+		o.BaseLevelBytes = DefaultBaseLevelBytes
+	}
+	if o.NumLevels == 0 {
+		o.NumLevels = DefaultNumLevels
+	}
+	if o.TargetFileSize == 0 {
+		o.TargetFileSize = DefaultTargetFileSize
+	}
+	if o.MaxManifestBytes == 0 {
+		o.MaxManifestBytes = DefaultMaxManifestBytes
+	}
+	if o.Filter == nil {
+		o.Filter = DefaultFilter
+	}
+	return o
+}
+
+// maxLevelBytes is the size at which level l >= 1 is due for compaction.
+func (o *Options) maxLevelBytes(l int) float64 {
+	b := float64(o.BaseLevelBytes)
+	for i := 1; i < l; i++ {
+		b *= float64(o.LevelSizeRatio)
+	}
+	return b
+}

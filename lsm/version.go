@@ -1,0 +1,194 @@
+package lsm
+
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/strata-db/strata/lsm/sstable"
+	"github.com/strata-db/strata/internal/vfs"
+)
+
+// tableFile is one table file the DB has opened: its manifest record and its
+// reader. refs counts the versions that hold it (owner goroutine only).
+type tableFile struct {
+	meta     FileMeta
+	name     string
+	f        vfs.File
+	r        *sstable.Reader
+	cacheID  uint64
+	refs     int
+	obsolete bool // an installed edit deleted it: remove from disk when refs reaches 0
+}
+
+// cacheIDs hands out block-cache file IDs that are unique in the process, so
+// DBs sharing one sstable.Cache (and a file number reused after a crash) can
+// never see each other's blocks.
+var cacheIDs atomic.Uint64
+
+func (t *tableFile) overlaps(lo, hi uint64) bool {
+	return t.meta.MinOrder <= hi && lo <= t.meta.MaxOrder
+}
+
+// version is an immutable set of table files by level (doc.go, "Versions").
+// levels[0] is newest first; levels[1:] are sorted by MinOrder with disjoint
+// inclusive [MinOrder, MaxOrder] ranges. refs counts the DB's current pointer
+// and every compaction job that pinned it.
+type version struct {
+	levels [][]*tableFile
+	refs   int
+}
+
+func (v *version) levelBytes(l int) int64 {
+	var n int64
+	for _, t := range v.levels[l] {
+		n += t.meta.Size
+	}
+	return n
+}
+
+// find returns the file of sorted level files whose range holds order.
+func findFile(files []*tableFile, order uint64) *tableFile {
+	i, _ := slices.BinarySearchFunc(files, order, func(t *tableFile, o uint64) int {
+		if t.meta.MaxOrder < o {
+			return -1
+		}
+		return 1
+	})
+	if i < len(files) && files[i].meta.MinOrder <= order {
+		return files[i]
+	}
+	return nil
+}
+
+// overlapping returns the files of sorted level files whose ranges meet
+// [lo, hi].
+func overlapping(files []*tableFile, lo, hi uint64) []*tableFile {
+	var out []*tableFile
+	for _, t := range files {
+		if t.overlaps(lo, hi) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// checkLevels verifies the level shape invariants (doc.go, invariants 3–4):
+// no file twice, L1+ sorted and disjoint. It returns a description of the
+// first violation, or "".
+func (v *version) checkLevels() string {
+	seen := map[uint64]int{}
+	for l, files := range v.levels {
+		for i, t := range files {
+			if pl, ok := seen[t.meta.Num]; ok {
+				return fmt.Sprintf("file %d in L%d and L%d", t.meta.Num, pl, l)
+			}
+			seen[t.meta.Num] = l
+			if l > 0 && i > 0 && files[i-1].meta.MaxOrder >= t.meta.MinOrder {
+				return fmt.Sprintf("L%d files %d [%#x,%#x] and %d [%#x,%#x] overlap", l,
+					files[i-1].meta.Num, files[i-1].meta.MinOrder, files[i-1].meta.MaxOrder,
+					t.meta.Num, t.meta.MinOrder, t.meta.MaxOrder)
+			}
+		}
+	}
+	return ""
+}
+
+// versionBuilder replays edits: recovery, and every install on the owner.
+type versionBuilder struct {
+	levels [][]*tableFile
+	where  map[uint64]int // file number → level
+}
+
+func newBuilder(base *version, numLevels int) *versionBuilder {
+	b := &versionBuilder{levels: make([][]*tableFile, numLevels), where: map[uint64]int{}}
+	if base != nil {
+		for l, files := range base.levels {
+			b.levels[l] = slices.Clone(files)
+			for _, t := range files {
+				b.where[t.meta.Num] = l
+			}
+		}
+	}
+	return b
+}
+
+// apply applies one edit. added supplies the tableFile for each e.Added
+// (same order); nil during recovery, when placeholders are made. The error is
+// a plain description of the inconsistency.
+func (b *versionBuilder) apply(e *edit, added []*tableFile) error {
+	for _, d := range e.Deleted {
+		l, ok := b.where[d.Num]
+		if !ok || l != d.Level {
+			return fmt.Errorf("delete of file %d at L%d, which the version does not hold there", d.Num, d.Level)
+		}
+		if d.Level >= len(b.levels) {
+			return fmt.Errorf("delete at L%d beyond NumLevels %d", d.Level, len(b.levels))
+		}
+		i := slices.IndexFunc(b.levels[l], func(t *tableFile) bool { return t.meta.Num == d.Num })
+		b.levels[l] = slices.Delete(b.levels[l], i, i+1)
+		delete(b.where, d.Num)
+	}
+	for i, a := range e.Added {
+		if l, ok := b.where[a.Meta.Num]; ok {
+			return fmt.Errorf("add of file %d at L%d, which the version holds at L%d", a.Meta.Num, a.Level, l)
+		}
+		if a.Level >= len(b.levels) {
+			return fmt.Errorf("%w: file %d at L%d but NumLevels is %d", ErrInvalidOptions, a.Meta.Num, a.Level, len(b.levels))
+		}
+		t := &tableFile{meta: a.Meta}
+		if added != nil {
+			t = added[i]
+		}
+		b.where[a.Meta.Num] = a.Level
+		if a.Level == 0 {
+			b.levels[0] = slices.Insert(b.levels[0], 0, t) // newest first
+			continue
+		}
+		files := b.levels[a.Level]
+		j, _ := slices.BinarySearchFunc(files, a.Meta.MinOrder, func(t *tableFile, o uint64) int {
+			if t.meta.MinOrder < o {
+				return -1
+			}
+			return 1
+		})
+		b.levels[a.Level] = slices.Insert(files, j, t)
+	}
+	return nil
+}
+
+func (b *versionBuilder) version() *version {
+	return &version{levels: b.levels}
+}
+
+// snapshotEdits returns the edits that rebuild v from nothing: the counters,
+// then the files, L0 oldest first (so replay, which inserts L0 files at the
+// front, restores newest-first order), split so no record passes
+// snapshotChunk bytes.
+func snapshotEdits(v *version, nextFile, lastSeq uint64) []edit {
+	out := []edit{{HasNextFile: true, NextFile: nextFile, HasLastSeq: true, LastSeq: lastSeq}}
+	cur := edit{}
+	size := 0
+	add := func(l int, t *tableFile) {
+		cur.Added = append(cur.Added, newFile{Level: l, Meta: t.meta})
+		size += 80
+		if size >= snapshotChunk {
+			out = append(out, cur)
+			cur, size = edit{}, 0
+		}
+	}
+	if v != nil {
+		for i := len(v.levels[0]) - 1; i >= 0; i-- {
+			add(0, v.levels[0][i])
+		}
+		for l := 1; l < len(v.levels); l++ {
+			for _, t := range v.levels[l] {
+				add(l, t)
+			}
+		}
+	}
+	if len(cur.Added) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
