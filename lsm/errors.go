@@ -3,6 +3,7 @@ package lsm
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 )
 
@@ -83,8 +84,12 @@ func corruptf(file string, off int64, cause error, format string, args ...any) e
 // ioError wraps an error from the FS with what the DB was doing, adding
 // ErrNoSpace when the cause is ENOSPC so callers need not know errnos.
 func ioError(what, name string, err error) error {
-	if errors.Is(err, syscall.ENOSPC) {
-		return fmt.Errorf("lsm: %s %s: %w: %w", what, name, ErrNoSpace, err)
+	ctx := what + " " + name
+	if strings.Contains(err.Error(), name) {
+		ctx = what // the *fs.PathError names the file already
 	}
-	return fmt.Errorf("lsm: %s %s: %w", what, name, err)
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("lsm: %s: %w: %w", ctx, ErrNoSpace, err)
+	}
+	return fmt.Errorf("lsm: %s: %w", ctx, err)
 }

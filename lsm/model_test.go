@@ -141,17 +141,7 @@ func runModel(t *testing.T, rng *rand.Rand, round int) {
 	checkAll(t, d, m, g.keys, "end")
 	compactAll(t, d)
 	checkAll(t, d, m, g.keys, "after compactAll")
-	// Everything down to the last level: tombstones and operands resolved.
-	for l := range opts.NumLevels - 1 {
-		if j := d.CompactLevel(l); j != nil {
-			if err := j.Run(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			if err := d.InstallCompaction(j); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	compactToBottom(t, d)
 	checkAll(t, d, m, g.keys, "after full compaction")
 	mt := d.Metrics()
 	t.Logf("round %d: levels %+v flushes %d compactions %d WA %.2f rotations %d", round, mt.Levels,

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"sync/atomic"
 
-	"github.com/strata-db/strata/lsm/sstable"
 	"github.com/strata-db/strata/internal/vfs"
+	"github.com/strata-db/strata/lsm/sstable"
 )
 
 // tableFile is one table file the DB has opened: its manifest record and its
