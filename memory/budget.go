@@ -29,6 +29,7 @@ type Budget struct {
 	pooled    atomic.Int64 // bytes on Pool free lists (part of used, of no purpose)
 	mappings  atomic.Int64 // live mappings, pooled ones included
 	denied    atomic.Int64 // reservations refused with ErrMemoryBudget
+	reserved  atomic.Int64 // the reserve: bytes writers' purposes may not take (AddReserve)
 }
 
 // NewBudget returns a Budget that allows at most limit bytes to be mapped through it at once.
@@ -43,6 +44,38 @@ func NewBudget(limit int64) *Budget {
 
 // Limit returns the budget's limit in bytes, as given to NewBudget.
 func (b *Budget) Limit() int64 { return b.limit }
+
+// AddReserve changes the reserve by delta bytes and returns the new reserve. The reserve is the
+// part of the limit that the writers' purposes (PurposeFreshData, PurposeFreshIndex) may not
+// take: a mapping or free-list segment for them is refused with ErrMemoryBudget once it would
+// take the budget's committed bytes above Limit − Reserve, while the background tiers'
+// purposes (PurposeSlice, PurposeBlockCache, PurposeOther) may use the whole limit. A store adds
+// the memory one transform of a sealed segment needs when it opens (and subtracts it when it
+// closes), so that moving data down a tier can always allocate its output before it frees its
+// input: without it, writers could fill the budget to the last page and nothing could ever free
+// memory again. The reserve is clamped to [0, Limit]. Safe for concurrent use; it does not
+// take back memory already mapped.
+func (b *Budget) AddReserve(delta int64) int64 {
+	for {
+		r := b.reserved.Load()
+		n := min(max(r+delta, 0), b.limit)
+		if b.reserved.CompareAndSwap(r, n) {
+			return n
+		}
+	}
+}
+
+// Reserve returns the current reserve in bytes (see AddReserve).
+func (b *Budget) Reserve() int64 { return b.reserved.Load() }
+
+// writerLimit returns the bytes purpose p may commit: the limit, less the reserve for the
+// writers' purposes.
+func (b *Budget) writerLimit(p Purpose) int64 {
+	if p.usesReserve() {
+		return b.limit
+	}
+	return b.limit - b.reserved.Load()
+}
 
 // Used returns the bytes currently mapped through this budget (page-rounded sizes), including
 // segments parked on the free list of a Pool and reservations whose mmap is in flight. It never
@@ -69,6 +102,7 @@ type Stats struct {
 	Pooled    int64              // bytes on Pool free lists (counted in Used, in no purpose)
 	Mappings  int64              // live mappings (count), pooled segments included
 	Denied    int64              // reservations refused with ErrMemoryBudget since NewBudget (count)
+	Reserve   int64              // bytes the writers' purposes may not take (AddReserve)
 }
 
 // Stats returns a snapshot of the budget's accounting. Safe for concurrent use.
@@ -79,6 +113,7 @@ func (b *Budget) Stats() Stats {
 		Pooled:   b.pooled.Load(),
 		Mappings: b.mappings.Load(),
 		Denied:   b.denied.Load(),
+		Reserve:  b.reserved.Load(),
 	}
 	for i := range s.ByPurpose {
 		s.ByPurpose[i] = b.byPurpose[i].Load()
@@ -93,6 +128,7 @@ func (b *Budget) Stats() Stats {
 // The budget is reserved first, with a compare-and-swap, and only then is memory mapped, so
 // concurrent callers can never map more than the limit together. Map fails with ErrMemoryBudget
 // (wrapped with the size, purpose, limit and usage) if the reservation would exceed the limit,
+// (for PurposeFreshData and PurposeFreshIndex: above Limit − Reserve, see AddReserve),
 // with ErrInvalidSize if size <= 0, with ErrInvalidPurpose if p >= NumPurposes, and with the
 // wrapped OS error if mmap itself fails (the reservation is then returned). Mappings of at least
 // 2 MiB are advised MADV_HUGEPAGE; the advice is best effort and its errors are ignored.
@@ -113,7 +149,7 @@ func (b *Budget) Map(size int, p Purpose) (*Region, error) {
 		return nil, b.budgetError(size, rounded, p)
 	}
 	n := int64(rounded)
-	if !b.reserve(n) {
+	if !b.reserve(n, b.writerLimit(p)) {
 		return nil, b.budgetError(size, rounded, p)
 	}
 	data, err := mapAnon(int(n))
@@ -129,11 +165,12 @@ func (b *Budget) Map(size int, p Purpose) (*Region, error) {
 	return &Region{budget: b, data: data, purpose: p}, nil
 }
 
-// reserve adds n > 0 bytes to used unless that would exceed the limit (invariant 1).
-func (b *Budget) reserve(n int64) bool {
+// reserve adds n > 0 bytes to used unless that would exceed limit (b.limit, or less for the
+// writers' purposes; invariant 1).
+func (b *Budget) reserve(n, limit int64) bool {
 	for {
 		u := b.used.Load()
-		if n > b.limit-u { // u <= limit, so limit-u does not overflow
+		if n > limit-u { // u <= b.limit and limit >= 0, so limit-u does not overflow
 			b.denied.Add(1)
 			return false
 		}

@@ -68,7 +68,8 @@ func (p *Pool) Free() int {
 // whatever its previous owner wrote — so callers must not assume zeroed memory from Get (only
 // Budget.Map guarantees it). Errors: ErrMemoryBudget (wrapped) when a new mapping would exceed the
 // budget, ErrInvalidPurpose, ErrClosed after Close, or a wrapped mmap error. Safe for concurrent
-// use.
+// use. A writer's purpose (PurposeFreshData) is refused a free-list segment too when taking it
+// would commit more than Limit − Reserve (see Budget.AddReserve).
 func (p *Pool) Get(purpose Purpose) (*Region, error) {
 	if !purpose.valid() {
 		return nil, fmt.Errorf("%w: %d (pool get)", ErrInvalidPurpose, purpose)
@@ -79,6 +80,16 @@ func (p *Pool) Get(purpose Purpose) (*Region, error) {
 		return nil, ErrClosed
 	}
 	if n := len(p.free); n > 0 {
+		// A writer's purpose may not take a free segment out of the reserve either: the
+		// segment then leaves the memory the background tiers could use.
+		if !purpose.usesReserve() {
+			b := p.budget
+			if committed := b.used.Load() - b.pooled.Load(); int64(p.size) > b.writerLimit(purpose)-committed {
+				p.mu.Unlock()
+				b.denied.Add(1)
+				return nil, b.budgetError(p.size, uint64(p.size), purpose)
+			}
+		}
 		data := p.free[n-1]
 		p.free[n-1] = nil
 		p.free = p.free[:n-1]

@@ -36,3 +36,7 @@ func (p Purpose) String() string {
 
 // valid reports whether p is one of the accounting purposes.
 func (p Purpose) valid() bool { return p < NumPurposes }
+
+// usesReserve reports whether mappings for p may take the budget's reserve (see
+// Budget.AddReserve): every purpose except the writers' (FreshTable data and index).
+func (p Purpose) usesReserve() bool { return p != PurposeFreshData && p != PurposeFreshIndex }
