@@ -158,7 +158,8 @@ func (b *block) seek(order uint64) int {
 // well-formed, strictly in entry order, that the count matches, that the first
 // and last Order are first and last (the file index's claim), and that the
 // hash index finds exactly the first entry of every Order and nothing else.
-// After validate, decoding the block cannot fail. e is scratch space.
+// After validate, decoding the block cannot fail. e is scratch space; on
+// success it holds the block's last entry.
 func (b *block) validate(first, last uint64, e *entry.Entry) error {
 	var prev entry.Entry
 	var runs, n, off int
@@ -190,6 +191,7 @@ func (b *block) validate(first, last uint64, e *entry.Entry) error {
 	if prev.Order != last {
 		return corrupt(ErrCorruption, int64(len(b.data)), "last order %#x, index says %#x", prev.Order, last)
 	}
+	*e = prev
 	used := 0
 	for s := uint32(0); s < 1<<b.log2; s++ {
 		if getSlot(b.slots, b.width, s) != 0 {

@@ -27,10 +27,15 @@ type Iter struct {
 	off    int // offset of the next entry in blk.data
 	e      entry.Entry
 	err    error
+	// The last entry of block lastOf (sort fields only, keys in lastBuf):
+	// the next block's first entry must sort after it (doc.go invariant 4).
+	last    entry.Entry
+	lastOf  int
+	lastBuf []byte
 }
 
 // NewIter returns an iterator positioned before the first entry.
-func (r *Reader) NewIter() *Iter { return &Iter{r: r} }
+func (r *Reader) NewIter() *Iter { return &Iter{r: r, lastOf: -1} }
 
 // Next advances to the next entry and reports whether there is one. It
 // returns false at the end and on an error (Err). It allocates nothing after
@@ -148,10 +153,21 @@ func (it *Iter) load(i int) bool {
 	if err == nil {
 		err = blk.validate(h.first, h.last, &it.e)
 	}
+	if err == nil && it.lastOf == i-1 && i > 0 {
+		var first entry.Entry
+		decodeEntry(blk.data, 0, &first)
+		if compareEntries(&it.last, &first) >= 0 {
+			err = corrupt(ErrCorruption, 0, "block %d's first entry does not sort after block %d's last", i, i-1)
+		}
+	}
 	if err != nil {
 		it.err = locate(err, it.r.name, int64(h.off))
 		return false
 	}
+	it.lastBuf = append(append(it.lastBuf[:0], it.e.Key...), it.e.UserKey...)
+	it.last = entry.Entry{Order: it.e.Order, Seq: it.e.Seq,
+		Key: it.lastBuf[:len(it.e.Key):len(it.e.Key)], UserKey: it.lastBuf[len(it.e.Key):]}
+	it.lastOf = i
 	it.blk, it.loaded = blk, true
 	return true
 }
