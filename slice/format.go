@@ -258,7 +258,7 @@ func Decode(b []byte) (*Slice, error) {
 
 // validate checks everything but magic, version and CRC: the layout tiles
 // b exactly, every record is in bounds with a valid kind, and entries are
-// strictly ordered with the header's ranges. Invariants 1-4 in doc.go.
+// strictly ordered with the header's ranges: invariants 1 and 2 in doc.go.
 func validate(b []byte) error {
 	size := len(b)
 	n := int(binary.LittleEndian.Uint32(b[hdrCount:]))

@@ -191,7 +191,7 @@ func (t *Table) BucketOf(order uint64) int { return int(order >> t.shift) }
 // (a transform of an older sealed segment before a newer one).
 //
 // Errors (nothing is installed): ErrSeqOrder when a run would not be newer
-// than its chain (invariant 7), ErrJob for a slice already installed or
+// than its chain (invariant 6), ErrJob for a slice already installed or
 // not from t's allocator, ErrUnsorted when the slices are not in Build's
 // order, ErrClosed. Owner goroutine only.
 func (t *Table) Install(slices []*Slice) error {
