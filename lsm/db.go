@@ -101,6 +101,7 @@ func Open(opts Options) (*DB, error) {
 		}
 		d.current = &version{levels: make([][]*tableFile, opts.NumLevels), refs: 1}
 		if err := d.rotate(nil); err != nil {
+			d.closeAll()
 			return nil, err
 		}
 	case err != nil:
@@ -434,17 +435,42 @@ func (d *DB) rotate(e *edit) error {
 	return nil
 }
 
-// Close releases every open file. It does not sync anything: everything
-// installed is already durable. WriteL0 and CompactionJob.Run must not be
-// running (the root closes the scheduler first); pending files and jobs not
-// installed are left on disk for the next Open to delete. A second Close
-// returns ErrClosed.
+// Close releases every open file. Everything installed is already durable,
+// unless a manifest write failed since the last successful one: then Close
+// first writes a new manifest (as Sync), so a reopen sees exactly the
+// installed state, and returns that write's error if it fails — the DB still
+// closes, and a reopen may then also see the edit whose install failed
+// (never anything else). WriteL0 and CompactionJob.Run must not be running
+// (the root closes the scheduler first); pending files and jobs not installed
+// are left on disk for the next Open to delete. A second Close returns
+// ErrClosed.
 func (d *DB) Close() error {
 	if d.closed {
 		return ErrClosed
 	}
+	err := d.Sync()
 	d.closed = true
 	d.closeAll()
+	return err
+}
+
+// Sync makes the installed state durable if a failed manifest write left it
+// in doubt (doc.go, "Failed manifest writes"): it writes a new manifest
+// holding a snapshot and points CURRENT at it. Otherwise it does nothing: a
+// successful install is durable when it returns. Owner only. Errors: I/O
+// errors (ErrNoSpace), ErrClosed.
+func (d *DB) Sync() error {
+	if d.closed {
+		return ErrClosed
+	}
+	if !d.broken && d.manifest != nil {
+		return nil
+	}
+	if err := d.rotate(nil); err != nil {
+		d.broken = true
+		d.m.manifestErrors++
+		return err
+	}
 	return nil
 }
 
