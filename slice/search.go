@@ -4,8 +4,9 @@ import "bytes"
 
 // lowerBound returns the first index i with fps[i] >= x, or len(fps) if
 // there is none; fps is sorted ascending. It is the hook the SIMD kernels
-// plug into (asm_arm64.LowerBound has the same contract); lowerBoundGo is
-// the pure-Go twin and the reference in tests.
+// plug into: search_arm64.go sets it to asm_arm64.LowerBound (same
+// contract); elsewhere it stays lowerBoundGo, the pure-Go twin and the
+// reference in tests.
 var lowerBound = lowerBoundGo
 
 // lowerBoundGo is a branch-free binary search: the loop runs
