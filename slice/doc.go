@@ -185,6 +185,10 @@
 // # Not built yet
 //
 // Wiring into the root package (reads: active segment → sealed segments →
-// slices → LSM), TTL compaction filters, and the asm_arm64 lower bound
-// (lowerBound still points at the Go twin).
+// slices → LSM; transforms through the scheduler), TTL compaction filters,
+// and block size classes: a transform cuts a slice at every bucket
+// boundary, so each bucket's run ends in a partly filled block (about half
+// a block per bucket per run); BucketBits should be sized so a transform
+// gives each bucket several slices. On arm64 lowerBound is
+// asm_arm64.LowerBound (search_arm64.go); elsewhere the Go twin.
 package slice
