@@ -44,6 +44,11 @@ var (
 	// ErrNoEntry is returned by MapIterator.Remove without a current entry (Flink's iterator
 	// throws IllegalStateException there).
 	ErrNoEntry = errors.New("strata: iterator has no current entry")
+	// ErrIteratorInvalidated is reported by a MapIterator's Err when the Store had to move or
+	// free the memory the iteration walks before it ended: an iteration defers that background
+	// work, but only for 65536 writes, or until a writer needs the memory. The entries yielded
+	// before were correct; start a new iteration for the rest.
+	ErrIteratorInvalidated = errors.New("strata: map iteration invalidated by background work")
 	// ErrInvalidOptions is returned by Options.Validate and Open; the error names the field.
 	ErrInvalidOptions = errors.New("strata: invalid options")
 )

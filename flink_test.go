@@ -151,13 +151,23 @@ func (a *allStates) snapshot(t testing.TB, k Key) string {
 
 const absentSnapshot = "val=- lst=[] map=map[] red=- agg=-"
 
+// forSealed runs f three times: with seal a no-op (data in the active segment); with seal
+// sealing the active segment (its transform runs in the background and is installed at some
+// later write, so reads cross segments and, from then on, tiers); and with seal sealing and
+// installing the transform at once (data in the SliceTable).
 func forSealed(t *testing.T, f func(t *testing.T, s *Store, seal func())) {
-	for _, sealed := range []bool{false, true} {
-		t.Run(fmt.Sprintf("sealed=%v", sealed), func(t *testing.T) {
+	for _, tier := range []string{"active", "sealed", "slices"} {
+		t.Run("tier="+tier, func(t *testing.T) {
 			s := openTest(t, Options{})
 			seal := func() {
-				if sealed {
-					if err := s.seal(); err != nil {
+				if tier == "active" {
+					return
+				}
+				if err := s.seal(); err != nil {
+					t.Fatal(err)
+				}
+				if tier == "slices" {
+					if err := s.t.drain(); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -723,6 +733,9 @@ func TestFlinkTooLarge(t *testing.T) {
 		must(0, bmap.Put(k, okVal, okVal))
 		must(0, bred.Add(k, okVal))
 		seal()
+		if err := s.t.drain(); err != nil { // installs change the FreshTable's record count
+			t.Fatal(err)
+		}
 		for _, kk := range []Key{s.Key(hugeKey), k.In(hugeKey)} {
 			before := s.Stats().Records
 			for name, op := range a.ops(kk) {
@@ -757,6 +770,9 @@ func TestFlinkTooLarge(t *testing.T) {
 			return b.String()
 		}
 		before := want()
+		if err := s.t.drain(); err != nil { // installs change the FreshTable's record count
+			t.Fatal(err)
+		}
 		beforeRecords := s.Stats().Records
 		for name, tc := range map[string]struct {
 			op   func() error

@@ -152,7 +152,9 @@ func (m *MapState[UK, UV]) IsEmpty(k Key) (bool, error) {
 	}
 	mk, hm := s.compose(k, m.id)
 	it := s.t.MapIter(hm, mk)
-	return !it.Next(), nil
+	empty := !it.Next()
+	it.close()
+	return empty, nil
 }
 
 // Clear removes the whole map of k (its key in its namespace only), as Flink's State.clear;
@@ -196,6 +198,7 @@ func (m *MapState[UK, UV]) iterator(k Key, it *MapIterator[UK, UV]) {
 	it.mk = append(it.mk[:0], mk...)
 	it.hm = hm
 	it.it = s.t.MapIter(hm, it.mk)
+	it.it.track()
 	it.ok = true
 }
 
@@ -207,6 +210,7 @@ func (m *MapState[UK, UV]) Entries(k Key) iter.Seq2[UK, UV] {
 	return func(yield func(UK, UV) bool) {
 		var it MapIterator[UK, UV]
 		m.iterator(k, &it)
+		defer it.it.close()
 		for it.Next() {
 			uk, uv := it.Key(), it.Value()
 			if it.err != nil || !yield(uk, uv) {
@@ -221,6 +225,7 @@ func (m *MapState[UK, UV]) Keys(k Key) iter.Seq[UK] {
 	return func(yield func(UK) bool) {
 		var it MapIterator[UK, UV]
 		m.iterator(k, &it)
+		defer it.it.close()
 		for it.Next() {
 			uk := it.Key()
 			if it.err != nil || !yield(uk) {
@@ -235,6 +240,7 @@ func (m *MapState[UK, UV]) Values(k Key) iter.Seq[UV] {
 	return func(yield func(UV) bool) {
 		var it MapIterator[UK, UV]
 		m.iterator(k, &it)
+		defer it.it.close()
 		for it.Next() {
 			uv := it.Value()
 			if it.err != nil || !yield(uv) {
@@ -282,13 +288,16 @@ func (it *MapIterator[UK, UV]) Next() bool {
 	it.seq = it.m.s.t.Seq()
 	it.m.s.guard.exit()
 	it.ok, it.has = ok, ok
+	if !ok && it.it.err != nil {
+		it.err = it.m.wrap("iterate", it.it.err)
+	}
 	return ok
 }
 
 // Key returns the current user key, decoded (zero UK without a current entry or after a
 // decode error, see Err).
 func (it *MapIterator[UK, UV]) Key() UK {
-	if !it.ok || it.closed() {
+	if !it.ok || it.closed() || it.invalid() {
 		var zero UK
 		return zero
 	}
@@ -307,7 +316,7 @@ func (it *MapIterator[UK, UV]) Key() UK {
 // Values of aliasing codecs (Bytes) are valid until the next write to the Store.
 func (it *MapIterator[UK, UV]) Value() UV {
 	var zero UV
-	if !it.ok || it.closed() {
+	if !it.ok || it.closed() || it.invalid() {
 		return zero
 	}
 	b := it.it.Value()
@@ -340,9 +349,14 @@ func (it *MapIterator[UK, UV]) Remove() error {
 	if s.closed {
 		return it.m.wrap("iterator remove", ErrClosed)
 	}
+	if it.invalid() {
+		return it.err
+	}
 	s.guard.enter()
 	defer s.guard.exit()
-	uk := it.it.UserKey()
+	// Copied: a write may install background work that frees the memory the entry aliases.
+	s.ubuf = append(s.ubuf[:0], it.it.UserKey()...)
+	uk := s.ubuf
 	if err := s.t.MapRemove(it.hm, it.mk, hashUserKey(uk), uk); err != nil {
 		return it.m.wrap("iterator remove", err)
 	}
@@ -362,5 +376,20 @@ func (it *MapIterator[UK, UV]) closed() bool {
 	return true
 }
 
-// Err returns the error that ended the iteration or a decode error of Key or Value, or nil.
+// invalid reports (and records in Err) that background work moved or freed the memory the
+// iteration walks (ErrIteratorInvalidated).
+func (it *MapIterator[UK, UV]) invalid() bool {
+	if it.it.live() {
+		return false
+	}
+	it.ok, it.has = false, false
+	if it.err == nil {
+		it.err = it.m.wrap("iterate", it.it.err)
+	}
+	return true
+}
+
+// Err returns the error that ended the iteration or a decode error of Key or Value, or nil:
+// ErrKeyGroupOutOfRange, ErrClosed, ErrCorruption, or ErrIteratorInvalidated when the Store
+// had to move the map's memory during a long iteration.
 func (it *MapIterator[UK, UV]) Err() error { return it.err }

@@ -11,6 +11,8 @@ const (
 	DefaultMemoryBudget = 1 << 30
 	// DefaultSegmentSize is the size of a FreshTable data segment: 64 MiB.
 	DefaultSegmentSize = 64 << 20
+	// DefaultBackpressureTimeout is how long a write refused for memory waits at most.
+	DefaultBackpressureTimeout = 10 * time.Second
 )
 
 // Options configure a Store. The zero value is valid: every zero field takes its default.
@@ -42,6 +44,16 @@ type Options struct {
 	// (16<<20, 32<<20, 64<<20). Default 64 MiB (DefaultSegmentSize).
 	SegmentSize int
 
+	// BackgroundWorkers is the number of goroutines the Store runs background work on
+	// (transforms of sealed segments into slices, memory compactions). 0 means the default,
+	// max(GOMAXPROCS/2, 1) (scheduler.DefaultWorkers). Must not be negative.
+	BackgroundWorkers int
+
+	// BackpressureTimeout bounds how long a write refused for memory waits for background work
+	// to free some before it fails with ErrMemoryBudget. Default 10 s
+	// (DefaultBackpressureTimeout). Must not be negative.
+	BackpressureTimeout time.Duration
+
 	// Clock returns the processing time in milliseconds since the Unix epoch; it will drive
 	// TTL. Default: time.Now().UnixMilli. Called on the Store's goroutine.
 	Clock func() int64
@@ -63,6 +75,14 @@ func (o Options) Validate() error {
 			return fmt.Errorf("%w: Options.KeyGroups = %v: must satisfy 0 <= Start <= End < MaxParallelism (%d)",
 				ErrInvalidOptions, *r, maxP)
 		}
+	}
+	if o.BackgroundWorkers < 0 {
+		return fmt.Errorf("%w: Options.BackgroundWorkers = %d: must not be negative (0 for the default)",
+			ErrInvalidOptions, o.BackgroundWorkers)
+	}
+	if o.BackpressureTimeout < 0 {
+		return fmt.Errorf("%w: Options.BackpressureTimeout = %v: must not be negative (0 for the default 10s)",
+			ErrInvalidOptions, o.BackpressureTimeout)
 	}
 	seg := o.SegmentSize
 	if seg == 0 {
@@ -110,6 +130,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SharedBudget == nil && o.MemoryBudget == 0 {
 		o.MemoryBudget = DefaultMemoryBudget
+	}
+	if o.BackpressureTimeout == 0 {
+		o.BackpressureTimeout = DefaultBackpressureTimeout
 	}
 	if o.Clock == nil {
 		o.Clock = func() int64 { return time.Now().UnixMilli() }

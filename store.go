@@ -16,7 +16,9 @@ import (
 // a Flink task thread; they keep per-store scratch buffers so that get and put allocate
 // nothing. Hand a Store to another goroutine only with a happens-before edge (a channel send,
 // a mutex). Builds with -race or the "invariants" tag panic on overlapping use from two
-// goroutines. Background work, when it comes, is internal and needs no locking by the caller.
+// goroutines. Background work (transforms of sealed segments into slices, compactions) runs
+// on the Store's own workers and needs no locking by the caller: the Store's goroutine
+// installs its results at its next write.
 //
 // Persistence: not yet. Open creates the directory but writes nothing into it, and Close
 // drops the state; checkpoints, the changelog and restore come in later issues.
@@ -28,7 +30,7 @@ type Store struct {
 	kgSpan  uint32 // Options.KeyGroups.End - Start
 	budget  *memory.Budget
 	pool    *memory.Pool
-	t       *table
+	t       *tiers
 	closed  bool
 	guard   guard
 
@@ -68,7 +70,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("strata: open %q: %w", dir, err)
 	}
-	t, err := newTable(pool)
+	t, err := newTiers(pool, tierOptions{
+		maxP:      opts.MaxParallelism,
+		workers:   opts.BackgroundWorkers,
+		bpTimeout: opts.BackpressureTimeout,
+	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), pool.Close())
 	}
@@ -89,8 +95,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	}, nil
 }
 
-// Close releases the Store's memory (segments, indices) back to its budget and drops all
-// state. Later operations on the Store or its states fail with ErrClosed, as does a second
+// Close waits for the Store's background work to stop (no goroutine of the Store runs after
+// it returns), then releases the Store's memory (segments, indices, slices) back to its budget
+// and drops all state. Later operations on the Store or its states fail with ErrClosed, as does a second
 // Close; list and map iterators report ErrClosed. Values decoded by aliasing codecs (Bytes)
 // point into the released memory and must not be used after Close. Close must not run
 // concurrently with other use of the Store.
@@ -172,40 +179,69 @@ func (s *Store) compose(k Key, id uint16) ([]byte, uint64) {
 	return s.kbuf, compositeHash(k, id)
 }
 
-// seal seals the FreshTable's active segment (tests: forces reads across segments).
-func (s *Store) seal() error { return s.t.Seal() }
+// seal seals the FreshTable's active segment and queues its transform (tests: forces reads
+// across segments and tiers).
+func (s *Store) seal() error { return s.t.seal() }
 
-// StoreStats describes the memory and contents of a Store. Sizes are bytes. Go heap memory
-// (registrations, scratch buffers) is not included.
+// StoreStats describes the memory, contents and background work of a Store. Sizes are bytes.
+// Go heap memory (registrations, scratch buffers) is not included.
 type StoreStats struct {
 	States         int   // registered states
 	Records        int64 // records in the FreshTable (values, list batches, map entries, tombstones)
-	Segments       int   // data segments held (active and sealed)
-	SealedSegments int   // sealed segments waiting for transform
+	Segments       int   // FreshTable data segments held (active and sealed)
+	SealedSegments int   // sealed segments waiting for (or in) transform
 	SegmentBytes   int64 // bytes of data segments mapped (Segments × SegmentSize)
 	DataBytes      int64 // bytes used inside the data segments
 	IndexBytes     int64 // bytes mapped for hash indices
-	BudgetUsed     int64 // bytes reserved in the budget (shared budgets: all stores together)
-	BudgetLimit    int64 // the budget's limit
+
+	Slices     int   // slices in the SliceTable
+	SliceRuns  int   // runs over all buckets' chains
+	SliceBytes int64 // memory held by the slices
+	MaxChain   int   // longest chain of a bucket, in runs
+
+	Transforms       int64 // sealed segments transformed into slices and dropped
+	TransformedBytes int64 // data bytes of those segments
+	TransformFails   int64 // transforms that failed (for memory they are retried)
+	Compactions      int64 // memory compactions installed
+	Evictions        int64 // evictions to the lower tier installed (none without a lower tier)
+	EvictedBytes     int64 // slice bytes evicted
+
+	// BackpressureWaits counts writes refused for memory that waited for background work;
+	// BackpressureNanos is the time they waited in total, BackpressureFailures how many of
+	// them still failed with ErrMemoryBudget.
+	BackpressureWaits    int64
+	BackpressureNanos    int64
+	BackpressureFailures int64
+
+	BudgetUsed    int64 // bytes reserved in the budget (shared budgets: all stores together)
+	BudgetLimit   int64 // the budget's limit
+	BudgetReserve int64 // bytes of the budget only background work may take (all stores)
 }
 
 // Stats returns a snapshot of the Store's statistics. On a closed Store it returns only
-// States and the budget figures.
+// States and the budget figures. O(buckets + segments).
 func (s *Store) Stats() StoreStats {
 	st := StoreStats{
-		States:      len(s.states),
-		BudgetUsed:  s.budget.Used(),
-		BudgetLimit: s.budget.Limit(),
+		States:        len(s.states),
+		BudgetUsed:    s.budget.Used(),
+		BudgetLimit:   s.budget.Limit(),
+		BudgetReserve: s.budget.Reserve(),
 	}
 	if s.closed {
 		return st
 	}
-	ts := s.t.Stats()
+	t := s.t
+	ts := t.f.Stats()
 	st.Records = int64(ts.Records)
 	st.Segments = int(ts.Segments)
 	st.SealedSegments = int(ts.Sealed)
 	st.SegmentBytes = int64(ts.Segments) * int64(s.opts.SegmentSize)
 	st.DataBytes = int64(ts.DataBytes)
 	st.IndexBytes = int64(ts.IndexBytes)
+	ss := t.sl.Stats()
+	st.Slices, st.SliceRuns, st.SliceBytes, st.MaxChain = ss.Slices, ss.Runs, ss.MemBytes, ss.MaxChain
+	st.Transforms, st.TransformedBytes, st.TransformFails = t.transforms, t.transformedBytes, t.transformFails
+	st.Compactions, st.Evictions, st.EvictedBytes = ss.Compactions, ss.Evictions, ss.EvictedBytes
+	st.BackpressureWaits, st.BackpressureNanos, st.BackpressureFailures = t.bpWaits, t.bpNanos, t.bpFailures
 	return st
 }

@@ -1,0 +1,449 @@
+package strata
+
+import (
+	"bytes"
+	"encoding/binary"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/strata-db/strata/fresh"
+	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/memory"
+	"github.com/strata-db/strata/scheduler"
+	"github.com/strata-db/strata/slice"
+	"github.com/zeebo/xxh3"
+)
+
+// Background work: scheduling (kick), the tasks (transform, compaction, eviction), installs in
+// order (install), and the writers' wait for memory (backpressure). See table.go for the
+// protocol.
+
+// finished marks a job done and tells the owner: done is set after the job's results are
+// written, and ready is bumped after done, so an owner that reads ready != 0 and then clears it
+// before scanning the jobs never misses one (it may scan once more than needed).
+func (t *tiers) finished(done interface{ Store(bool) }) {
+	done.Store(true)
+	t.ready.Add(1)
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// checkSealed queues a transform job for every sealed segment not queued yet (seal order) and
+// kicks the scheduler.
+func (t *tiers) checkSealed() {
+	t.lastFresh = t.budget.UsedBy(memory.PurposeFreshData)
+	sealed := t.f.Sealed()
+	if len(sealed) < len(t.fifo) {
+		panic("strata: invariant: fewer sealed segments than queued transforms")
+	}
+	for i, j := range t.fifo {
+		if sealed[i] != j.seg {
+			panic("strata: invariant: sealed segments and transform queue out of order")
+		}
+	}
+	for _, seg := range sealed[len(t.fifo):] {
+		t.fifo = append(t.fifo, &transformJob{seg: seg})
+	}
+	t.kick()
+}
+
+// kick submits the work that may start: the transform at the head of the queue (transforms run
+// one at a time, the reserve is sized for one), compactions of long chains, and an eviction
+// when the SliceTable is above its watermark and a lower tier exists.
+func (t *tiers) kick() {
+	if t.bgErr != nil {
+		return
+	}
+	if len(t.fifo) > 0 {
+		if j := t.fifo[0]; j.h == nil && (!j.failed || t.budget.Used() < j.failedUsed) {
+			t.submitTransform(j)
+		}
+	}
+	for !t.noCompact && len(t.compactions) < t.maxCompact {
+		c, ok := t.sl.PickCompaction()
+		if !ok {
+			break
+		}
+		t.submitCompaction(c)
+	}
+	if t.autoEvict {
+		t.evict()
+	}
+}
+
+// evict submits an eviction if the SliceTable proposes one and none is in flight.
+func (t *tiers) evict() bool {
+	if t.low == nil || t.eviction != nil || t.bgErr != nil {
+		return false
+	}
+	e, ok := t.sl.PickEviction()
+	if !ok {
+		return false
+	}
+	job := &evictionJob{e: e, sink: evictSink{low: t.low}}
+	t.eviction = job
+	_, err := t.sched.Submit(scheduler.Eviction, "eviction", func(ctx context.Context) error {
+		defer t.finished(&job.done)
+		defer recoverInto(&job.err, "eviction")
+		job.err = e.Run(ctx, &job.sink)
+		return job.err
+	})
+	if err != nil {
+		job.err = err
+		job.done.Store(true)
+		t.ready.Add(1)
+	}
+	return true
+}
+
+func (t *tiers) submitTransform(j *transformJob) {
+	j.failed = false
+	h, err := t.sched.Submit(scheduler.Transform, "transform", func(ctx context.Context) error {
+		defer t.finished(&j.done)
+		defer recoverInto(&j.err, "transform")
+		j.out, j.err = t.transform(ctx, j.seg)
+		return j.err
+	})
+	if err != nil {
+		j.err = err
+		j.done.Store(true)
+		t.ready.Add(1)
+		return
+	}
+	j.h = h
+}
+
+func (t *tiers) submitCompaction(c *slice.Compaction) {
+	job := &compactionJob{c: c}
+	t.compactions = append(t.compactions, job)
+	_, err := t.sched.Submit(scheduler.Compaction, "compaction", func(ctx context.Context) error {
+		defer t.finished(&job.done)
+		defer recoverInto(&job.err, "compaction")
+		job.err = c.Run(ctx)
+		return job.err
+	})
+	if err != nil {
+		job.err = err
+		job.done.Store(true)
+		t.ready.Add(1)
+	}
+}
+
+// recoverInto turns a panic of a task into its error (the owner then stops background work
+// and reports it from writes) instead of letting it escape to the scheduler without the job
+// learning about it.
+func recoverInto(err *error, what string) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("strata: invariant: %s task panicked: %v", what, r)
+	}
+}
+
+// transform is the background half of a transform: the live records of a sealed segment as
+// entries, with the hashes fresh leaves to the caller (Hash of the composite key, the order
+// hash of its key group, the user-key hash of map entries), sorted in entry order and packed
+// into slices. It reads only the sealed segment (immutable until dropped, and the owner drops
+// it only after installing this job) and t's fixed configuration.
+func (t *tiers) transform(ctx context.Context, seg *fresh.SealedSegment) ([]*slice.Slice, error) {
+	it := seg.Entries()
+	ents := make([]entry.Entry, 0, seg.DataBytes()/48)
+	for it.Next() {
+		e := *it.Entry()
+		h, kg, ok := hashCompositeKey(e.Key)
+		if !ok {
+			return nil, fmt.Errorf("%w: transform: malformed composite key %x", ErrCorruption, e.Key)
+		}
+		e.Hash = h
+		e.Order = entry.OrderHash(kg, t.stride, h)
+		if e.Kind == entry.KindMapEntry || e.Kind == entry.KindMapEntryTombstone {
+			e.UserHash = hashUserKey(e.UserKey)
+		}
+		ents = append(ents, e)
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(ents, compareEntries)
+	return t.sl.Build(ctx, &entrySliceIter{ents: ents, i: -1})
+}
+
+// compareEntries orders entries as the tiers below the FreshTable keep them: Order, Key,
+// UserKey ascending, Seq descending.
+func compareEntries(a, b entry.Entry) int {
+	if c := cmp.Compare(a.Order, b.Order); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(a.Key, b.Key); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.Seq, a.Seq)
+}
+
+// entrySliceIter is an entry.Iterator over a sorted []entry.Entry.
+type entrySliceIter struct {
+	ents []entry.Entry
+	i    int
+}
+
+func (it *entrySliceIter) Next() bool          { it.i++; return it.i < len(it.ents) }
+func (it *entrySliceIter) Entry() *entry.Entry { return &it.ents[it.i] }
+func (it *entrySliceIter) Err() error          { return nil }
+
+// hashCompositeKey recomputes the hash the root gave fresh for a composite key (see
+// appendCompositeKey and compositeHash) and returns its key group.
+func hashCompositeKey(ck []byte) (h uint64, kg uint16, ok bool) {
+	if len(ck) < 5 {
+		return 0, 0, false
+	}
+	kg = uint16(ck[0])<<8 | uint16(ck[1])
+	id := uint16(ck[2])<<8 | uint16(ck[3])
+	n, m := binary.Uvarint(ck[4:])
+	if m <= 0 || n > uint64(len(ck)-4-m) {
+		return 0, 0, false
+	}
+	kb := ck[4+m : 4+m+int(n)]
+	ns := ck[4+m+int(n):]
+	k := Key{kh: xxh3.Hash(kb)}
+	if len(ns) > 0 {
+		k.nh = xxh3.Hash(ns)
+	}
+	return compositeHash(k, id), kg, true
+}
+
+// poll installs finished background work, unless a map iteration is open (table.go, protocol
+// item 4): then it waits, for at most maxDeferredWrites writes.
+func (t *tiers) poll() {
+	if t.openIters > 0 {
+		if t.deferred++; t.deferred < maxDeferredWrites {
+			return
+		}
+		t.forcedInstalls++
+	}
+	t.install()
+}
+
+// install installs every finished job that may be installed now and kicks the next work. It
+// returns the number of jobs it installed, which is what a waiting writer needs to know:
+// memory may have been freed. Failed jobs are ended too but not counted.
+func (t *tiers) install() int {
+	t.ready.Store(0)
+	n, ended := 0, 0
+	// Transforms, strictly in seal order.
+	for len(t.fifo) > 0 {
+		j := t.fifo[0]
+		if j.h == nil || !j.done.Load() {
+			break
+		}
+		ended++
+		if j.err != nil {
+			t.transformFails++
+			if errors.Is(j.err, memory.ErrMemoryBudget) || errors.Is(j.err, context.Canceled) {
+				// Retried once memory was freed (kick) or by a waiting writer.
+				t.fifo[0] = &transformJob{seg: j.seg, failed: true, failedUsed: t.budget.Used()}
+			} else {
+				t.bgErr = wrapBG("transform", j.err)
+			}
+			break
+		}
+		t.bumpEpoch()
+		if err := t.sl.Install(j.out); err != nil {
+			panic("strata: invariant: installing a transform in seal order: " + err.Error())
+		}
+		j.out = nil
+		if err := t.f.DropSealed(j.seg); err != nil {
+			if errors.Is(err, fresh.ErrNotOldestSealed) {
+				panic("strata: invariant: dropping the transformed segment: " + err.Error())
+			}
+			t.bgErr = wrapBG("drop of a transformed segment", err)
+		}
+		t.fifo[0] = nil
+		t.fifo = t.fifo[1:]
+		n++
+		t.transforms++
+		t.transformedBytes += j.seg.DataBytes()
+	}
+	// Compactions, in any order (each owns its busy runs).
+	for i := 0; i < len(t.compactions); {
+		c := t.compactions[i]
+		if !c.done.Load() {
+			i++
+			continue
+		}
+		ended++
+		t.compactions = slices.Delete(t.compactions, i, i+1)
+		if c.err != nil {
+			if err := t.sl.CancelCompaction(c.c); err != nil {
+				panic("strata: invariant: cancelling a compaction: " + err.Error())
+			}
+			if !errors.Is(c.err, memory.ErrMemoryBudget) && !errors.Is(c.err, context.Canceled) {
+				t.bgErr = wrapBG("compaction", c.err)
+			}
+			// No compaction until something else frees memory: picking the same chain again
+			// now would fail again.
+			t.noCompact = true
+			continue
+		}
+		t.bumpEpoch()
+		if err := t.sl.InstallCompaction(c.c); err != nil {
+			panic("strata: invariant: installing a compaction: " + err.Error())
+		}
+		n++
+		t.compacted++
+	}
+	// The eviction: the lower tier takes the run, then the slices leave.
+	if e := t.eviction; e != nil && e.done.Load() {
+		ended++
+		t.eviction = nil
+		err := e.err
+		if err == nil {
+			err = t.low.Install(e.sink.pending, t.f.Seq())
+		}
+		if err != nil {
+			if e.sink.pending != nil {
+				t.low.Discard(e.sink.pending)
+			}
+			if err := t.sl.CancelEviction(e.e); err != nil {
+				panic("strata: invariant: cancelling an eviction: " + err.Error())
+			}
+			if !errors.Is(err, context.Canceled) {
+				t.bgErr = wrapBG("eviction", err)
+			}
+		} else {
+			t.bumpEpoch()
+			if err := t.sl.InstallEviction(e.e); err != nil {
+				panic("strata: invariant: installing an eviction: " + err.Error())
+			}
+			n++
+			t.evictions++
+		}
+	}
+	if n > 0 {
+		t.noCompact = false
+	}
+	if ended > 0 {
+		t.deferred = 0
+		t.kick()
+	}
+	return n
+}
+
+// bumpEpoch invalidates the open map iterations (an install moves or frees what they walk).
+func (t *tiers) bumpEpoch() {
+	t.epoch++
+	t.openIters = 0
+}
+
+// inFlight reports whether a submitted job has not finished yet.
+func (t *tiers) inFlight() bool {
+	if len(t.fifo) > 0 && t.fifo[0].h != nil && !t.fifo[0].done.Load() {
+		return true
+	}
+	for _, c := range t.compactions {
+		if !c.done.Load() {
+			return true
+		}
+	}
+	return t.eviction != nil && !t.eviction.done.Load()
+}
+
+// backpressure is called after a write failed with err. For a budget shortage it installs
+// finished work and otherwise waits for background work in flight (at most
+// Options.BackpressureTimeout), and reports whether the write should be retried: true once
+// something was installed (memory may have been freed). It returns false — the write fails with
+// err, the state intact — for other errors, when nothing in flight could free memory, and on
+// timeout. With nothing in flight it first seals the active segment, whose transform may
+// free memory (at most once per call), and retries a transform that failed for memory if
+// memory was freed since.
+func (t *tiers) backpressure(err error) bool {
+	if !errors.Is(err, memory.ErrMemoryBudget) || t.bgErr != nil {
+		return false
+	}
+	start := time.Now()
+	t.bpWaits++
+	defer func() { t.bpNanos += int64(time.Since(start)) }()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	sealed := false
+	for {
+		t.checkSealed() // a roll refused for memory may have sealed the active segment
+		if t.install() > 0 && !t.headFailed() {
+			return true
+		}
+		if !t.inFlight() {
+			if t.ready.Load() != 0 {
+				continue // a job finished after install looked
+			}
+			if !sealed {
+				sealed = true
+				if t.f.Stats().Segments > len(t.fifo) {
+					if t.seal() != nil {
+						return false
+					}
+					if t.inFlight() {
+						continue
+					}
+				}
+			}
+			if len(t.fifo) > 0 && t.fifo[0].failed && t.fifo[0].h == nil && t.budget.Used() < t.fifo[0].failedUsed {
+				t.submitTransform(t.fifo[0])
+				continue
+			}
+			t.bpFailures++
+			return false
+		}
+		if timer == nil {
+			timer = time.NewTimer(t.bpTimeout)
+		}
+		select {
+		case <-t.wake:
+		case <-timer.C:
+			t.bpFailures++
+			return false
+		}
+	}
+}
+
+// headFailed reports whether the transform at the head of the queue failed for memory and
+// waits for a retry.
+func (t *tiers) headFailed() bool {
+	return len(t.fifo) > 0 && t.fifo[0].failed && t.fifo[0].h == nil && !t.inFlight()
+}
+
+// drain waits for every background job, installing as they finish, until nothing is queued or
+// in flight (tests; a transform that fails for memory ends it). Map iterations open now are
+// invalidated if anything is installed.
+func (t *tiers) drain() error {
+	for {
+		if t.install() > 0 {
+			continue
+		}
+		if t.bgErr != nil {
+			return t.bgErr
+		}
+		if !t.inFlight() {
+			if t.ready.Load() != 0 {
+				continue
+			}
+			if len(t.fifo) > 0 && t.fifo[0].failed {
+				return fmt.Errorf("%w: transform of a sealed segment failed", ErrMemoryBudget)
+			}
+			return nil
+		}
+		<-t.wake
+	}
+}
