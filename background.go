@@ -2,9 +2,9 @@ package strata
 
 import (
 	"bytes"
-	"encoding/binary"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
