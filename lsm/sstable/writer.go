@@ -37,9 +37,9 @@ const writeBufferSize = 64 << 10
 type Writer struct {
 	f      vfs.File
 	opts   WriterOptions
-	out    []byte // header and finished blocks not yet written to f
+	out    []byte // header, finished blocks not yet written to f, then the current block's entries
 	off    int64  // bytes written to f so far
-	blk    []byte // entries of the current block
+	blk    int    // start of the current block's entries in out
 	runs   []run  // first entry of each Order in the current block
 	nBlk   int    // entries in the current block
 	index  []byte // index records of finished blocks
@@ -65,6 +65,7 @@ func NewWriter(f vfs.File, opts WriterOptions) *Writer {
 	opts.BloomBitsPerKey = min(opts.BloomBitsPerKey, 64)
 	w := &Writer{f: f, opts: opts}
 	w.out = appendHeader(make([]byte, 0, writeBufferSize+opts.BlockSize))
+	w.blk = len(w.out)
 	return w
 }
 
@@ -97,7 +98,7 @@ func (w *Writer) Add(e *entry.Entry) error {
 		if newRun {
 			runs++
 		}
-		if blockSize(len(w.blk)+entrySize(e), runs) > w.opts.BlockSize {
+		if blockSize(len(w.out)-w.blk+entrySize(e), runs) > w.opts.BlockSize {
 			if err := w.flushBlock(); err != nil {
 				return err
 			}
@@ -105,9 +106,9 @@ func (w *Writer) Add(e *entry.Entry) error {
 		}
 	}
 	if newRun {
-		w.runs = append(w.runs, run{order: e.Order, off: uint32(len(w.blk))})
+		w.runs = append(w.runs, run{order: e.Order, off: uint32(len(w.out) - w.blk)})
 	}
-	w.blk = appendEntry(w.blk, e)
+	w.out = appendEntry(w.out, e)
 	w.nBlk++
 
 	// Remember the entry for the order check and the file's properties.
@@ -136,8 +137,7 @@ func (w *Writer) flushBlock() error {
 	if w.nBlk == 0 {
 		return nil
 	}
-	start := len(w.out)
-	w.out = append(w.out, w.blk...)
+	start := w.blk
 	w.out = finishBlock(w.out, start, w.runs, w.nBlk)
 	length := len(w.out) - start
 	w.index = le.AppendUint64(w.index, w.runs[0].order)
@@ -145,10 +145,13 @@ func (w *Writer) flushBlock() error {
 	w.index = le.AppendUint64(w.index, uint64(w.off+int64(start)))
 	w.index = le.AppendUint32(w.index, uint32(length))
 	w.meta.Blocks++
-	w.blk, w.runs, w.nBlk = w.blk[:0], w.runs[:0], 0
+	w.runs, w.nBlk = w.runs[:0], 0
 	if len(w.out) >= writeBufferSize {
-		return w.flushOut()
+		if err := w.flushOut(); err != nil {
+			return err
+		}
 	}
+	w.blk = len(w.out)
 	return nil
 }
 
@@ -170,9 +173,9 @@ func (w *Writer) flushOut() error {
 // EstimatedSize returns the file's size in bytes if Finish were called now,
 // without the filter and index: a compaction cuts its output files by it.
 func (w *Writer) EstimatedSize() int64 {
-	size := w.off + int64(len(w.out)) + footerSize
+	size := w.off + int64(w.blk) + footerSize
 	if w.nBlk > 0 {
-		size += int64(blockSize(len(w.blk), len(w.runs)))
+		size += int64(blockSize(len(w.out)-w.blk, len(w.runs)))
 	}
 	return size
 }
