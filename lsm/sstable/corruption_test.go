@@ -272,3 +272,17 @@ func TestWriteErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestDumpDamaged: Dump prints what it can and returns the corruption.
+func TestDumpDamaged(t *testing.T) {
+	_, _, orig := smallFile(t)
+	for _, at := range []int{0, headerSize + 40, len(orig) - footerSize - 3, len(orig) - 2} {
+		b := bytes.Clone(orig)
+		b[at] ^= 0x08
+		var out bytes.Buffer
+		err := Dump(&out, readOnly(b), int64(len(b)))
+		if !errors.Is(err, ErrCorruption) || !bytes.Contains(out.Bytes(), []byte("error: ")) {
+			t.Fatalf("Dump of a file damaged at %d: %v\n%s", at, err, out.String())
+		}
+	}
+}

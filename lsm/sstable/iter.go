@@ -171,3 +171,5 @@ func (it *Iter) load(i int) bool {
 	it.blk, it.loaded = blk, true
 	return true
 }
+
+var _ entry.Iterator = (*Iter)(nil)
