@@ -12,8 +12,12 @@ import (
 
 var modelSeed = flag.Int64("seed", 0, "TestModel: seed to replay (0 = time-based)")
 
-// TestModel drives every state kind with random operations across forced segment seals and
-// compares every read with a plain Go map model. It logs its seed; replay a failure with
+// TestModel drives every state kind with random operations and compares every read with a
+// plain Go map model, while the tiers move the data underneath: between operations it seals
+// the active segment (its transform into slices runs in the background and is installed at a
+// later write), waits for and installs background work, and evicts slices to an in-memory
+// lower tier, so reads cross the FreshTable, the SliceTable (with compactions: 4 buckets make
+// chains long) and the lower tier. It logs its seed; replay a failure with
 // go test -run TestModel -seed N.
 func TestModel(t *testing.T) {
 	seed := *modelSeed
@@ -21,24 +25,26 @@ func TestModel(t *testing.T) {
 		seed = time.Now().UnixNano()
 	}
 	t.Logf("seed %d (replay: go test -run TestModel -seed %d)", seed, seed)
-	// About 20 seals a run: sealed segments are not transformed yet, so each one keeps a
-	// 16 MiB segment mapped.
 	ops := 200000
 	if testing.Short() {
-		ops = 4000
+		ops = 6000
 	}
-	sealEvery := ops / 20
+	bgEvery := 60 // mean ops between background events
 	rng := rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>1|1))
-	s := openTest(t, Options{MaxParallelism: 64, MemoryBudget: 1 << 30, SegmentSize: 16 << 20})
+	low := newMemLower()
+	s, err := open("", Options{MaxParallelism: 64, MemoryBudget: 1 << 30, SegmentSize: 16 << 20, BackgroundWorkers: 2},
+		func(o *tierOptions) { o.low, o.lowWater, o.evictBatch, o.bucketBits = low, 1, 16<<10, 2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
 	m := newModelRun(t, s, rng, seed)
-	nextSeal := rng.IntN(sealEvery)
+	next := rng.IntN(bgEvery)
+	var events [5]int
 	for i := range ops {
-		if i == nextSeal {
-			nextSeal += sealEvery/2 + rng.IntN(sealEvery) // at most 40 seals
-			if err := s.seal(); err != nil {
-				t.Fatalf("seed %d op %d: seal: %v", seed, i, err)
-			}
-			m.seals++
+		if i == next {
+			next += 1 + rng.IntN(2*bgEvery)
+			m.background(i, &events)
 		}
 		m.step(i)
 		if i%10000 == 9999 {
@@ -46,15 +52,60 @@ func TestModel(t *testing.T) {
 		}
 	}
 	m.checkAll(ops)
-	t.Logf("seed %d: %d ops, %d seals, stats %+v", seed, ops, m.seals, s.Stats())
+	if err := s.t.drain(); err != nil {
+		t.Fatalf("seed %d: drain: %v", seed, err)
+	}
+	m.checkAll(ops)
+	st := s.Stats()
+	t.Logf("seed %d: %d ops, background events (seal, seal+drain, drain, evict, evict+drain) %v, stats %+v",
+		seed, ops, events, st)
+	if st.Transforms == 0 || st.Compactions == 0 || st.Evictions == 0 || low.entries == 0 {
+		t.Errorf("seed %d: the run did not exercise every tier: %d transforms, %d compactions, %d evictions",
+			seed, st.Transforms, st.Compactions, st.Evictions)
+	}
+}
+
+// background makes the tiers move: seals (transform queued), drains (wait and install
+// everything), evictions to the lower tier.
+func (m *modelRun) background(op int, events *[5]int) {
+	t := m.s.t
+	r := m.rng.IntN(100)
+	switch {
+	case r < 40:
+		events[0]++
+		if err := m.s.seal(); err != nil {
+			m.fatalf(op, "seal: %v", err)
+		}
+	case r < 60:
+		events[1]++
+		if err := m.s.seal(); err != nil {
+			m.fatalf(op, "seal: %v", err)
+		}
+		if err := t.drain(); err != nil {
+			m.fatalf(op, "drain: %v", err)
+		}
+	case r < 70:
+		events[2]++
+		if err := t.drain(); err != nil {
+			m.fatalf(op, "drain: %v", err)
+		}
+	case r < 85:
+		events[3]++
+		t.evict()
+	default:
+		events[4]++
+		t.evict()
+		if err := t.drain(); err != nil {
+			m.fatalf(op, "drain: %v", err)
+		}
+	}
 }
 
 type modelRun struct {
 	t     *testing.T
 	s     *Store
-	rng   *rand.Rand
-	seed  int64
-	seals int
+	rng  *rand.Rand
+	seed int64
 
 	keys []string
 	nss  []string

@@ -52,7 +52,11 @@ type Store struct {
 // Open maps no segment yet beyond what the FreshTable needs to start. Errors: ErrInvalidOptions
 // (wrapped, naming the field) from opts.Validate, an *os.PathError from creating dir,
 // ErrMemoryBudget when the budget cannot hold the first segment.
-func Open(dir string, opts Options) (*Store, error) {
+func Open(dir string, opts Options) (*Store, error) { return open(dir, opts, nil) }
+
+// open is Open with a hook that adjusts the tiers' options (tests: a lower tier, eviction
+// settings, bucket bits).
+func open(dir string, opts Options, adjust func(*tierOptions)) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -70,11 +74,15 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("strata: open %q: %w", dir, err)
 	}
-	t, err := newTiers(pool, tierOptions{
+	to := tierOptions{
 		maxP:      opts.MaxParallelism,
 		workers:   opts.BackgroundWorkers,
 		bpTimeout: opts.BackpressureTimeout,
-	})
+	}
+	if adjust != nil {
+		adjust(&to)
+	}
+	t, err := newTiers(pool, to)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), pool.Close())
 	}

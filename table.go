@@ -142,6 +142,7 @@ type tierOptions struct {
 	bpTimeout  time.Duration
 	low        lowerTier
 	lowWater   int64 // SliceTable HighWatermark when low != nil
+	evictBatch int64 // SliceTable EvictionBatch (0: its default)
 	autoEvict  bool
 	bucketBits int // 0: from the segment size
 }
@@ -168,7 +169,7 @@ func newTiers(pool *memory.Pool, o tierOptions) (*tiers, error) {
 	}
 	so := slice.Options{Allocator: alloc, BucketBits: bits}
 	if o.low != nil {
-		so.LowerTier, so.HighWatermark = true, o.lowWater
+		so.LowerTier, so.HighWatermark, so.EvictionBatch = true, o.lowWater, o.evictBatch
 	}
 	sl, err := slice.New(so)
 	if err != nil {

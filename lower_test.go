@@ -1,0 +1,104 @@
+package strata
+
+import (
+	"bytes"
+	"cmp"
+	"slices"
+	"sync"
+
+	"github.com/strata-db/strata/internal/entry"
+)
+
+// memLower is an in-memory lowerTier for tests: every version of every (key, user key) it was
+// given, newest first. Evict copies the run (on the eviction task's goroutine) and Install
+// makes it visible; a mutex keeps the race detector honest about the hand-off.
+type memLower struct {
+	mu       sync.Mutex
+	versions map[[2]string][]entry.Entry // (key, user key) → versions, Seq descending
+	maps     map[string][]string         // map key → user keys with versions (sorted, "" first)
+	evicted  int                         // runs installed
+	entries  int                         // entries installed
+	closed   bool
+}
+
+func newMemLower() *memLower {
+	return &memLower{versions: map[[2]string][]entry.Entry{}, maps: map[string][]string{}}
+}
+
+type memRun struct{ ents []entry.Entry }
+
+func (m *memLower) Evict(it entry.Iterator) (any, error) {
+	r := &memRun{}
+	var prev *entry.Entry
+	for it.Next() {
+		e := *it.Entry()
+		if prev != nil && compareEntries(*prev, e) >= 0 {
+			panic("memLower: eviction run out of entry order")
+		}
+		e.Key = bytes.Clone(e.Key)
+		e.UserKey = bytes.Clone(e.UserKey)
+		e.Value = bytes.Clone(e.Value)
+		r.ents = append(r.ents, e)
+		prev = &r.ents[len(r.ents)-1]
+	}
+	return r, it.Err()
+}
+
+func (m *memLower) Install(p any, lastSeq uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := p.(*memRun)
+	for _, e := range r.ents {
+		k := [2]string{string(e.Key), string(e.UserKey)}
+		vs := m.versions[k]
+		if len(vs) == 0 {
+			uks := m.maps[k[0]]
+			i, _ := slices.BinarySearch(uks, k[1])
+			m.maps[k[0]] = slices.Insert(uks, i, k[1])
+		}
+		vs = append(vs, e)
+		slices.SortFunc(vs, func(a, b entry.Entry) int { return cmp.Compare(b.Seq, a.Seq) })
+		m.versions[k] = vs
+	}
+	m.evicted++
+	m.entries += len(r.ents)
+	r.ents = nil
+	return nil
+}
+
+func (m *memLower) Discard(p any) { p.(*memRun).ents = nil }
+
+func (m *memLower) Get(order uint64, key, userKey []byte, visit func(*entry.Entry) bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range m.versions[[2]string{string(key), string(userKey)}] {
+		e := m.versions[[2]string{string(key), string(userKey)}][i]
+		if e.Order != order {
+			panic("memLower: Get with another order hash than the entries were evicted with")
+		}
+		if !visit(&e) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (m *memLower) MapRange(order uint64, mapKey []byte, visit func(*entry.Entry) bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, uk := range m.maps[string(mapKey)] {
+		for _, e := range m.versions[[2]string{string(mapKey), uk}] {
+			if !visit(&e) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+func (m *memLower) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	return nil
+}
