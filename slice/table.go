@@ -439,7 +439,9 @@ func (t *Table) MapGet(order uint64, mapKey, uk []byte) ([]byte, Status) {
 				break
 			}
 		}
-		if st != Absent && (!cleared || seq > clear) {
+		// An entry as new as the clear is not older than it (entry
+		// invariant 4), as MapIter and compaction also decide.
+		if st != Absent && (!cleared || seq >= clear) {
 			hit.hits++
 			if st == Deleted {
 				return nil, Deleted

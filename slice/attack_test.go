@@ -1,0 +1,271 @@
+package slice
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/memory"
+)
+
+// mapAll collects a MapIter into "uk=v" strings.
+func mapAll(t *testing.T, tb *Table, order uint64, key string) ([]string, bool) {
+	t.Helper()
+	it := tb.MapIter(order, []byte(key))
+	var out []string
+	for it.Next() {
+		out = append(out, string(it.UserKey())+"="+string(it.Value()))
+	}
+	if it.Err() != nil {
+		t.Fatal(it.Err())
+	}
+	return out, it.Complete()
+}
+
+// TestSeqTieMapClear: an entry with the same sequence number as its map's
+// clear is not older than it (entry invariant 4): MapGet, MapIter and
+// compaction must agree.
+func TestSeqTieMapClear(t *testing.T) {
+	e := newEnv(t, DefaultSliceSize, Options{BucketBits: -1, CompactionThreshold: 1})
+	e.install(t, ment(7, "m", "a", 1, "old"), ment(7, "m", "b", 2, "old"))
+	e.install(t, tomb(7, "m", 5), ment(7, "m", "a", 5, "tie"), ment(7, "m", "c", 4, "hidden"))
+	v, st := e.t.MapGet(7, []byte("m"), []byte("a"))
+	it, _ := mapAll(t, e.t, 7, "m")
+	t.Logf("MapGet(a) = %q %v; MapIter = %v", v, st, it)
+	itHas := slices.Contains(it, "a=tie")
+	if (st == Found) != itHas {
+		t.Errorf("MapGet(a) = %v but MapIter has a: %v", st, itHas)
+	}
+	compactAll(t, e.t)
+	v2, st2 := e.t.MapGet(7, []byte("m"), []byte("a"))
+	if st2 != st || string(v2) != string(v) {
+		t.Errorf("after compaction MapGet(a) = %q %v, before %q %v", v2, st2, v, st)
+	}
+}
+
+// TestPrefixKeysSameOrder: keys that are prefixes of each other, the empty
+// key and empty user keys, all on one order hash, across runs and slices.
+func TestPrefixKeysSameOrder(t *testing.T) {
+	for _, bs := range []int{MinSliceSize, DefaultSliceSize} {
+		// LowerTier keeps the tombstones through compaction.
+		e := newEnv(t, bs, Options{BucketBits: -1, CompactionThreshold: 1, LowerTier: true})
+		const o = 42
+		pad := strings.Repeat("p", 900)
+		e.install(t, kv(o, "", 1, "empty"+pad), kv(o, "a", 2, "a"+pad), kv(o, "ab", 3, "ab"+pad),
+			ment(o, "a\x00", "", 4, "mapempty"+pad), ment(o, "a\x00", "x", 5, "x"+pad),
+			lapp(o, "abc", 6, "1"), kv(o, "b", 7, "b"+pad))
+		e.install(t, tomb(o, "a", 8), lapp(o, "abc", 9, "2"), ment(o, "a\x00", "", 10, "mapempty2"),
+			tomb(o, "a\x00", 9))
+		check := func(stage string) {
+			for k, want := range map[string]string{"": "empty" + pad, "ab": "ab" + pad, "b": "b" + pad} {
+				if v, st := e.t.Get(o, []byte(k)); st != Found || string(v) != want {
+					t.Errorf("%s bs=%d: Get(%q) = %.10q %v", stage, bs, k, v, st)
+				}
+			}
+			if _, st := e.t.Get(o, []byte("a")); st != Deleted {
+				t.Errorf("%s: Get(a) = %v", stage, st)
+			}
+			if _, st := e.t.Get(o, []byte("abcd")); st != Absent {
+				t.Errorf("%s: Get(abcd) = %v", stage, st)
+			}
+			if l, _ := e.t.ListGet(o, []byte("abc"), nil); joined(l) != "1|2" && joined(l) != "12" {
+				t.Errorf("%s: ListGet(abc) = %q", stage, joined(l))
+			}
+			if v, st := e.t.MapGet(o, []byte("a\x00"), nil); st != Found || string(v) != "mapempty2" {
+				t.Errorf("%s: MapGet(a\\0, \"\") = %q %v", stage, v, st)
+			}
+			if _, st := e.t.MapGet(o, []byte("a\x00"), []byte("x")); st != Deleted {
+				t.Errorf("%s: MapGet(a\\0, x) = %v", stage, st)
+			}
+			if got, c := mapAll(t, e.t, o, "a\x00"); !slices.Equal(got, []string{"=mapempty2"}) || !c {
+				t.Errorf("%s: MapIter(a\\0) = %q complete %v", stage, got, c)
+			}
+		}
+		check("before")
+		compactAll(t, e.t)
+		check("after")
+	}
+}
+
+// countingBudget: a pool over a small budget.
+func smallEnv(t *testing.T, limit int64, opts Options) (*env, func()) {
+	t.Helper()
+	b := memory.NewBudget(limit)
+	p, err := memory.NewPool(b, memory.SegmentSize16M)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAllocator(p, MinSliceSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{}
+	opts.Allocator, opts.Now = a, clk.Now
+	tb, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{budget: b, pool: p, a: a, t: tb, clk: clk}, func() {
+		_ = tb.Close()
+		if st := a.Stats(); st.Blocks != 0 || st.Oversized != 0 {
+			t.Errorf("leak after Close: %+v", st)
+		}
+		_ = p.Close()
+	}
+}
+
+// TestBudgetExhaustion: Build and Compaction.Run that run out of budget
+// fail with ErrMemoryBudget, leave the table as it was and leak nothing.
+func TestBudgetExhaustion(t *testing.T) {
+	e, done := smallEnv(t, memory.SegmentSize16M+64<<10, Options{BucketBits: 2, CompactionThreshold: 1})
+	defer done()
+	var seq uint64
+	mk := func(n, vlen int) []entry.Entry {
+		var es []entry.Entry
+		for i := 0; i < n; i++ {
+			seq++
+			es = append(es, kv(uint64(i)*0x9e3779b97f4a7c15, "k", seq, strings.Repeat("v", vlen)))
+		}
+		sortEntries(es)
+		return es
+	}
+	e.install(t, mk(100, 10)...)
+	e.install(t, mk(100, 10)...)
+	base := e.a.Stats()
+	stBase := e.t.Stats()
+	// An oversized entry over budget.
+	seq++
+	big := kv(5, "big", seq, strings.Repeat("B", 1<<20))
+	if _, err := e.t.Build(context.Background(), iterOf(big)); !errors.Is(err, memory.ErrMemoryBudget) {
+		t.Fatalf("oversized Build over budget: %v", err)
+	}
+	// Many blocks: more than one segment.
+	if _, err := e.t.Build(context.Background(), iterOf(mk(20000, 3000)...)); !errors.Is(err, memory.ErrMemoryBudget) {
+		t.Fatalf("Build over budget: %v", err)
+	}
+	if st := e.a.Stats(); st.Blocks != base.Blocks || st.Oversized != base.Oversized {
+		t.Fatalf("Build leaked: %+v, baseline %+v", st, base)
+	}
+	// Fill the segment nearly, then compact: the compaction needs blocks.
+	var held []*Slice
+	for {
+		out, err := e.t.Build(context.Background(), iterOf(kv(1, "fill", 1, "x")))
+		if err != nil {
+			break
+		}
+		held = append(held, out...)
+	}
+	job, ok := e.t.PickCompaction()
+	if !ok {
+		t.Fatal("no compaction")
+	}
+	if err := job.Run(context.Background()); !errors.Is(err, memory.ErrMemoryBudget) {
+		t.Fatalf("compaction over budget: %v", err)
+	}
+	if err := e.t.InstallCompaction(job); !errors.Is(err, ErrJob) {
+		t.Fatalf("install failed compaction: %v", err)
+	}
+	if err := e.t.CancelCompaction(job); err != nil {
+		t.Fatal(err)
+	}
+	e.t.Release(held)
+	if st := e.a.Stats(); st.Blocks != base.Blocks || st.Oversized != base.Oversized {
+		t.Fatalf("Compaction leaked: %+v, baseline %+v", st, base)
+	}
+	if st := e.t.Stats(); st.Slices != stBase.Slices || st.Runs != stBase.Runs || st.Entries != stBase.Entries {
+		t.Fatalf("table changed: %+v, was %+v", st, stBase)
+	}
+	compactAll(t, e.t)
+}
+
+// TestCompactionInstallInterleaving: a compaction picked, then a transform
+// installed into the same bucket, then the compaction installed.
+func TestCompactionInstallInterleaving(t *testing.T) {
+	for _, lower := range []bool{false, true} {
+		e := newEnv(t, DefaultSliceSize, Options{BucketBits: -1, CompactionThreshold: 1, LowerTier: lower})
+		e.install(t, kv(1, "a", 1, "a1"), lapp(2, "l", 2, "x"), ment(3, "m", "u", 3, "u1"))
+		e.install(t, tomb(1, "a", 4), lapp(2, "l", 5, "y"), tomb(3, "m", 6))
+		job, ok := e.t.PickCompaction()
+		if !ok {
+			t.Fatal("no compaction")
+		}
+		e.install(t, kv(1, "a", 7, "a7"), lapp(2, "l", 8, "z"), ment(3, "m", "v", 9, "v9"))
+		if err := job.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		e.install(t, lapp(2, "l", 10, "w"))
+		if err := e.t.InstallCompaction(job); err != nil {
+			t.Fatal(err)
+		}
+		if v, st := e.t.Get(1, []byte("a")); st != Found || string(v) != "a7" {
+			t.Errorf("Get = %q %v", v, st)
+		}
+		if l, c := e.t.ListGet(2, []byte("l"), nil); joined(l) != "xy|z|w" || c != !lower {
+			t.Errorf("lower=%v ListGet = %q %v", lower, joined(l), c)
+		}
+		if m, c := mapAll(t, e.t, 3, "m"); !slices.Equal(m, []string{"v=v9"}) || c != lower {
+			t.Errorf("MapIter = %v %v", m, c)
+		}
+		// Another compaction now takes everything.
+		for {
+			j, ok := e.t.PickCompaction()
+			if !ok {
+				break
+			}
+			if err := j.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.t.InstallCompaction(j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if l, c := e.t.ListGet(2, []byte("l"), nil); joined(l) != "xyzw" || c != !lower {
+			t.Errorf("lower=%v ListGet after all = %q %v", lower, joined(l), c)
+		}
+	}
+}
+
+// TestCorruptEveryByte flips each byte of small slices: Decode errors or
+// the slice reads back identically; never a panic.
+func TestCorruptEveryByte(t *testing.T) {
+	for _, b := range seedSlices(t) {
+		good, err := Decode(aligned(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []entry.Entry
+		for i := 0; i < good.Len(); i++ {
+			var x entry.Entry
+			good.Entry(i, &x)
+			want = append(want, x)
+		}
+		for off := range b {
+			for _, bit := range []byte{1, 0x80, 0xff} {
+				c := aligned(b)
+				c[off] ^= bit
+				s, err := Decode(c)
+				if err != nil {
+					if !errors.Is(err, ErrCorruption) {
+						t.Fatalf("off %d: %v", off, err)
+					}
+					continue
+				}
+				if s.Len() != len(want) {
+					t.Fatalf("off %d: accepted with %d entries", off, s.Len())
+				}
+				for i := range want {
+					var x entry.Entry
+					s.Entry(i, &x)
+					w := want[i]
+					if x.Order != w.Order || x.Seq != w.Seq || x.Kind != w.Kind || string(x.Key) != string(w.Key) ||
+						string(x.UserKey) != string(w.UserKey) || string(x.Value) != string(w.Value) {
+						t.Fatalf("off %d bit %#x: accepted different entry %d", off, bit, i)
+					}
+				}
+			}
+		}
+	}
+}
