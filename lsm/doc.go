@@ -1,8 +1,248 @@
-// Package lsm will hold the LsmStore, Strata's third tier: immutable files of
-// CRC32C-checksummed blocks with per-block hash indices, a manifest of
-// versions, leveled compaction with a compaction filter (tombstones, TTL), and
-// a block cache inside the memory budget.
+// Package lsm is the LsmStore, Strata's third tier: immutable table files
+// (package lsm/sstable) arranged in levels, named by a manifest of versions,
+// merged by background compaction with a compaction filter. The SliceTable
+// evicts its cold batches here (WriteL0 + InstallL0); reads that miss the
+// FreshTable and the SliceTable end here (Get, MapRange).
 //
-// Not built yet: it is the subject of the LsmStore issue. Until it lands, a
-// store keeps all state in memory and persists nothing on Close.
+// The design follows LevelDB/RocksDB/Pebble leveled LSMs (version edits in a
+// manifest, CURRENT, L0 of overlapping files, L1+ of disjoint files, size
+// ratio between levels) re-cut for Strata's entry order and its merge
+// operands; the code is our own.
+//
+// # Terms
+//
+//   - Table (file): an sstable, "<num>.sst", immutable once written. Its
+//     FileMeta (number, size, entry counts, [MinOrder, MaxOrder],
+//     [MinSeq, MaxSeq]) is what the manifest records.
+//   - File number: one counter for tables and manifests (nextFile), never
+//     reused within a directory's life (recovery restarts it above every
+//     number in the manifest and in the directory).
+//   - Level: L0 holds files in install order, newest first, whose Order
+//     ranges may overlap; L1 … L(NumLevels-1) each hold files sorted by
+//     MinOrder with disjoint inclusive Order ranges.
+//   - Edit: one manifest record — files added (level, FileMeta), files
+//     deleted (level, number), next file number, last sequence number.
+//   - Version: an immutable set of files by level. The DB's current version
+//     is the result of replaying every edit.
+//   - Owner: the goroutine that calls Get, MapRange, InstallL0,
+//     PickCompaction, InstallCompaction, Metrics, Sync and Close (the store's
+//     task thread). Background: WriteL0 and CompactionJob.Run.
+//   - Bottom (for a compaction): no level below the output level holds a file
+//     overlapping the job's Order range.
+//
+// # Files in the directory
+//
+//	CURRENT           names the live manifest (replaced atomically)
+//	CURRENT.tmp       CURRENT being written; deleted by Open
+//	MANIFEST-000007   edits, appended and synced one record per install
+//	000012.sst        tables
+//
+// Open deletes every table, manifest and temporary file the recovered state
+// does not use; names it did not write are left alone.
+//
+// # CURRENT layout (28 bytes)
+//
+//	0        8        10  11  12       16               24       28
+//	+--------+--------+---+---+--------+----------------+--------+
+//	| magic  |version |ck |000| hdrcrc | manifest num   | crc    |
+//	|STRATACU| u16=1  |=1 |   | u32    | u64            | u32    |
+//	+--------+--------+---+---+--------+----------------+--------+
+//	hdrcrc = CRC32C(bytes 0..12); crc = CRC32C(bytes 0..24); ck 1 = CRC32C
+//
+// It is replaced, never rewritten: write CURRENT.tmp, Sync, Rename over
+// CURRENT, Sync the directory.
+//
+// # Manifest layout
+//
+//	file header (16 bytes), then records back to back:
+//	0        8        10  11  12       16
+//	+--------+--------+---+---+--------+
+//	| magic  |version |ck |000| hdrcrc |    magic "STRATAMF", version 1,
+//	|STRATAMF| u16=1  |=1 |   | u32    |    checksum type 1 = CRC32C
+//	+--------+--------+---+---+--------+
+//
+//	record:
+//	0          4          8          12
+//	+----------+----------+----------+---------------------+
+//	| length   | lencrc   | crc      | payload (length B)  |
+//	| u32 LE   | u32 LE   | u32 LE   | one edit            |
+//	+----------+----------+----------+---------------------+
+//	lencrc = CRC32C(the 4 length bytes)   crc = CRC32C(payload)
+//	length <= 64 MiB
+//
+//	edit payload: fields, each a uvarint tag and its values, any order;
+//	tags are part of the format:
+//	  1 next file number      uvarint
+//	  2 last sequence number  uvarint
+//	  3 add file              level uvarint, num uvarint, size uvarint,
+//	                          entries uvarint, blocks uvarint,
+//	                          tombstones uvarint, minOrder u64 LE,
+//	                          maxOrder u64 LE, minSeq uvarint, maxSeq uvarint
+//	  4 delete file           level uvarint, num uvarint
+//	deletions apply before additions; an unknown tag, a truncated field,
+//	level >= MaxLevels (16), file number 0 or an inverted range is corruption.
+//
+// A new manifest starts with a snapshot of the current version: counters,
+// then add-file records (L0 oldest first, so replay rebuilds newest-first
+// order), split into records of at most 1 MiB. Open always starts a new
+// manifest; so does an edit after a failed manifest write, or once the
+// manifest exceeds MaxManifestBytes.
+//
+// # Torn tails
+//
+// A crash can tear only the record being appended (every acknowledged record
+// was synced before the next was written). Recovery therefore tolerates a
+// damaged record only where no complete record can follow it:
+//
+//	fewer than 12 bytes left                        → torn header, stop
+//	lencrc wrong, every byte to the end zero       → unwritten tail, stop
+//	lencrc right, payload runs past the end        → torn payload, stop
+//	crc wrong and the record ends exactly at EOF   → torn payload, stop
+//	anything else (lencrc wrong with data after,
+//	  crc wrong with data after, a bad edit)        → *CorruptionError{file, offset}
+//
+// The length's own checksum is what lets a bit flip in a middle record's
+// length be reported instead of being mistaken for a torn tail. A flipped
+// bit in the last record's payload is indistinguishable from a torn write
+// and loses that record, as in LevelDB and Pebble.
+//
+// # Invariants
+//
+//  1. The manifest named by CURRENT, replayed, yields the current version of
+//     the last Open, plus every edit the DB reported as installed since. An
+//     install is reported only after its record (or a new manifest holding
+//     it and the CURRENT pointing there) is synced and the directory synced.
+//  2. A table is named by a manifest record only after the table and its
+//     directory entry were synced (WriteL0 and Run sync the directory).
+//  3. L0 is in install order, newest first. L1+ files are sorted by MinOrder
+//     and their inclusive ranges are disjoint: compaction outputs are cut
+//     only between two different Orders, so one Order (one map) never spans
+//     two files of a level.
+//  4. A file number appears at most once in a version.
+//  5. Per (Order, Key), every entry in level i is newer (larger Seq) than
+//     every entry in level j > i, and within L0 a newer file holds newer
+//     entries. It holds because compaction moves all of L0, or one L1+ file
+//     with every overlapping file of the next level, and because of 6.
+//  6. Install order (the caller's contract): for every (Order, Key), the
+//     entries of a file installed later are newer than those of every file
+//     installed before; the SliceTable evicts each bucket's oldest slices
+//     first. Get relies on it to visit versions newest first.
+//  7. Reference counts: a version counts the DB's current pointer and every
+//     compaction job picked from it; a file counts the versions holding it.
+//     A file is closed when no version holds it, and removed from disk only
+//     if an installed edit deleted it (obsolete). So a file a running job
+//     reads is never deleted, and the current version's files are never
+//     closed.
+//  8. A file a failed manifest write may have named (a pending file whose
+//     InstallL0 failed, a failed compaction's outputs) is not removed until
+//     a later manifest is durable (deferred); a manifest a durable CURRENT
+//     may name is not removed until a newer one is.
+//  9. Only the owner changes versions, the manifest and the reference counts;
+//     background work only reads files of a pinned version and writes new
+//     files, taking file numbers from an atomic counter.
+//
+// # Versions and reference counts
+//
+//	        current ──► v7 (refs 2: current + job J)       v6 (refs 1: job K)
+//	                     │ L0: 31 30   L1: 22 25   L2: 9    │ L0: 30  L1: 22 24 …
+//	                     ▼                                  ▼
+//	file 24: refs 1 (v6), obsolete → removed when K is installed and v6 dropped
+//	file 22: refs 2 (v6, v7)
+//
+// Every install builds a new version from the current one (copy of the level
+// slices, edit applied), makes it current and drops the DB's reference to the
+// old one. Get and MapRange run on the owner and use the current version
+// without pinning it: nothing can change it during the call.
+//
+// # Compaction
+//
+// PickCompaction scores levels: L0 by file count / L0CompactionTrigger, level
+// l >= 1 by bytes / (BaseLevelBytes · LevelSizeRatio^(l-1)); the highest score
+// >= 1 wins among levels whose input and output level are not busy (a job
+// marks both busy from pick to install, so concurrent jobs touch disjoint
+// level pairs, e.g. L0→L1 beside L3→L4). An L0 job takes every L0 file plus
+// the overlapping L1 files; an Li job takes one file (round robin by Order)
+// plus the overlapping Li+1 files. Run merges the inputs (a heap over L0
+// files newest first and the next level concatenated) and writes outputs of
+// about TargetFileSize; InstallCompaction writes one edit deleting the
+// inputs and adding the outputs. Files installed into L0 during a job are
+// newer than all its inputs (6), so nothing it writes can hide them.
+//
+// # Merge rules
+//
+// Within a compaction, for each group of versions of one (Order, Key,
+// UserKey), newest first:
+//
+//   - A map tombstone — KindTombstone with an empty UserKey, the first group
+//     of a run (Order, Key) — hides every entry of the run with a smaller
+//     Seq: those are dropped. The newest such tombstone is kept (below a newer
+//     map entry of user key "" too, for maps) until the bottom.
+//   - Newest wins: if the newest version is not a KindListAppend operand, it
+//     is kept and the older versions are dropped.
+//   - Operands (KindListAppend) stack on the newest base below them: with a
+//     KindListBase base in the inputs they combine into one KindListBase
+//     (base bytes then operands oldest to newest, Seq of the newest operand);
+//     over a tombstone (or any other base) they become a KindListBase of the
+//     operands alone; with no base in the inputs they combine into one
+//     operand, or, at the bottom, into a KindListBase. List batches are
+//     caller-framed and concatenate.
+//   - The compaction filter then sees each survivor with bottom; the default
+//     drops tombstones (KindTombstone, KindMapEntryTombstone) at the bottom.
+//     The TTL work installs a filter that also drops expired values.
+//
+// # Failed manifest writes
+//
+// A manifest append or sync that fails leaves the record's fate unknown (it
+// may be torn, complete but unsynced, or durable), so the DB never appends to
+// that manifest again: it marks it broken, reports the error (nothing changes
+// in memory), and the next edit — or Sync or Close — writes a new manifest
+// holding a snapshot of the current version and points CURRENT at it. Until
+// that succeeds the failed edit's files stay on disk (invariant 8). A rename
+// of CURRENT followed by a failed directory sync keeps both manifests.
+//
+// # Crash safety
+//
+// The argument, step by step (vfs invariants 1–3: only synced bytes and
+// synced directory entries survive):
+//
+//	WriteL0/Run:  create → write → Finish(sync) → close → dir sync
+//	              crash anywhere: the file is unnamed by any manifest;
+//	              Open deletes it (or it never became visible at all).
+//	InstallL0 /   append record → sync
+//	 Install-     crash before the sync: the record is absent or torn at the
+//	 Compaction   tail → recovery stops before it; the install was not
+//	              reported, its files are garbage and deleted by Open.
+//	              After the sync: the record is complete, and (2) its tables
+//	              are durable under their names.
+//	rotation:     new manifest (snapshot + edit) → sync → CURRENT.tmp → sync
+//	              → rename → dir sync. Before the dir sync a crash leaves
+//	              CURRENT naming the old manifest (complete, still on disk)
+//	              or the new one (complete and synced); both describe a
+//	              consistent version, and the edit is reported only after
+//	              the dir sync.
+//	deletions:    an obsolete table is removed only after the edit deleting
+//	              it is durable; if the removal is lost, Open removes it.
+//
+// So after any crash, CURRENT names a complete manifest, its complete
+// records describe tables that exist with the recorded sizes, and it holds
+// every reported install. TestCrash checks this at every write operation of
+// a workload of flushes, compactions, rotations and reopens.
+//
+// # Concurrency
+//
+// DB methods are for the owner goroutine only, except WriteL0 and
+// CompactionJob.Run, which are safe on other goroutines concurrently with
+// the owner and with each other until Close (the root runs them through the
+// scheduler; lsm starts no goroutines). Run reads only the readers of its
+// pinned version (sstable.Reader is safe for concurrent use) and writes new
+// files; InstallCompaction must be called after Run returned. Close must not
+// run while background work does.
+//
+// # Errors
+//
+// ErrCorruption (every *CorruptionError, also around sstable corruption
+// errors, naming the file and offset), ErrBadMagic, ErrVersion and
+// ErrChecksumType for manifest and CURRENT headers (each also ErrCorruption),
+// ErrNoSpace (with syscall.ENOSPC) for a full disk, ErrClosed,
+// ErrInvalidOptions, ErrJobNotRun.
 package lsm
