@@ -102,8 +102,8 @@ func (m *modelRun) background(op int, events *[5]int) {
 }
 
 type modelRun struct {
-	t     *testing.T
-	s     *Store
+	t    *testing.T
+	s    *Store
 	rng  *rand.Rand
 	seed int64
 
