@@ -95,7 +95,15 @@ func Open(opts Options) (*DB, error) {
 	cb, err := readFile(d.fs, cur)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		// A new DB. Its directory entry must be durable before CURRENT is.
+		// A new DB. Tables exist only once CURRENT was durable (Open had
+		// succeeded), so tables without CURRENT mean damage, not a crash
+		// during creation: refuse rather than delete them.
+		for _, n := range names {
+			if kind, _ := parseFileName(n); kind == kindTable {
+				return nil, corruptf(cur, 0, err, "CURRENT is missing but %s holds table %s", d.dir, n)
+			}
+		}
+		// Its directory entry must be durable before CURRENT is.
 		if err := syncDir(d.fs, filepath.Dir(filepath.Clean(d.dir))); err != nil {
 			return nil, err
 		}
