@@ -269,6 +269,9 @@ func (t *tiers) install() int {
 		}
 		t.fifo[0] = nil
 		t.fifo = t.fifo[1:]
+		// The drop gave a segment back: note it, or a roll at this write taking one again
+		// would leave UsedBy(PurposeFreshData) unchanged and its seal unnoticed (after).
+		t.lastFresh = t.budget.UsedBy(memory.PurposeFreshData)
 		n++
 		t.transforms++
 		t.transformedBytes += j.seg.DataBytes()
@@ -428,6 +431,7 @@ func (t *tiers) headFailed() bool {
 // in flight (tests; a transform that fails for memory ends it). Map iterations open now are
 // invalidated if anything is installed.
 func (t *tiers) drain() error {
+	t.checkSealed()
 	for {
 		if t.install() > 0 {
 			continue

@@ -66,6 +66,9 @@ const (
 // forever.
 const maxDeferredWrites = 1 << 16
 
+// compactionThreshold is the chain length (runs) above which a bucket is compacted.
+const compactionThreshold = 2
+
 // tiers is the Store's view of its tiers, owner goroutine only (except the fields documented
 // as shared with background tasks).
 type tiers struct {
@@ -167,7 +170,11 @@ func newTiers(pool *memory.Pool, o tierOptions) (*tiers, error) {
 			bits++
 		}
 	}
-	so := slice.Options{Allocator: alloc, BucketBits: bits}
+	// Compact a chain once it has three runs: until then every overwritten key keeps one version
+	// per run, and in Phase 1 (no eviction) the whole state must fit the budget, so memory
+	// matters more than the write amplification of merging early. (The SliceTable's default,
+	// 4, was measured for read latency.)
+	so := slice.Options{Allocator: alloc, BucketBits: bits, CompactionThreshold: compactionThreshold}
 	if o.low != nil {
 		so.LowerTier, so.HighWatermark, so.EvictionBatch = true, o.lowWater, o.evictBatch
 	}

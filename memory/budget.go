@@ -149,7 +149,7 @@ func (b *Budget) Map(size int, p Purpose) (*Region, error) {
 		return nil, b.budgetError(size, rounded, p)
 	}
 	n := int64(rounded)
-	if !b.reserve(n, b.writerLimit(p)) {
+	if !b.reserve(n, p) {
 		return nil, b.budgetError(size, rounded, p)
 	}
 	data, err := mapAnon(int(n))
@@ -165,12 +165,17 @@ func (b *Budget) Map(size int, p Purpose) (*Region, error) {
 	return &Region{budget: b, data: data, purpose: p}, nil
 }
 
-// reserve adds n > 0 bytes to used unless that would exceed limit (b.limit, or less for the
-// writers' purposes; invariant 1).
-func (b *Budget) reserve(n, limit int64) bool {
+// reserve adds n > 0 bytes to used unless that would exceed the limit (invariant 1) or, for a
+// writer's purpose, take the committed bytes (used less the free-list segments, which the
+// background tiers can take) into the reserve (invariant 8).
+func (b *Budget) reserve(n int64, p Purpose) bool {
 	for {
 		u := b.used.Load()
-		if n > limit-u { // u <= b.limit and limit >= 0, so limit-u does not overflow
+		if n > b.limit-u { // u <= limit, so limit-u does not overflow
+			b.denied.Add(1)
+			return false
+		}
+		if !p.usesReserve() && n > b.writerLimit(p)-(u-b.pooled.Load()) {
 			b.denied.Add(1)
 			return false
 		}
