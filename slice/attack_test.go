@@ -269,3 +269,116 @@ func TestCorruptEveryByte(t *testing.T) {
 		}
 	}
 }
+
+// TestJobsInterleaved: a compaction of the newer runs and an eviction of
+// the oldest run pending together, transforms installed in between, the
+// eviction installed first (its run leaves the chain), then the
+// compaction; reads stay correct through the lower tier.
+func TestJobsInterleaved(t *testing.T) {
+	e := newEnv(t, MinSliceSize, Options{BucketBits: -1, CompactionThreshold: 2, HighWatermark: 1, EvictionBatch: 1 << 30})
+	pad := strings.Repeat("p", 300)
+	// A map larger than a slice in the oldest run.
+	var es []entry.Entry
+	for i := 0; i < 40; i++ {
+		es = append(es, ment(9, "m", string(rune('A'+i)), uint64(i+1), "old"+pad))
+	}
+	es = append(es, kv(3, "a", 50, "a-old"), lapp(4, "l", 51, "x"))
+	e.install(t, es...)
+	e.install(t, tomb(9, "m", 60), ment(9, "m", "B", 61, "new"), tomb(3, "a", 62), lapp(4, "l", 63, "y"))
+	e.install(t, ment(9, "m", "C", 70, "newer"), lapp(4, "l", 71, "z"))
+	ev, ok := e.t.PickEviction()
+	if !ok {
+		t.Fatal("no eviction")
+	}
+	cj, ok := e.t.PickCompaction()
+	if !ok || cj.Runs() != 2 {
+		t.Fatalf("PickCompaction: %v %v", cj, ok)
+	}
+	e.install(t, lapp(4, "l", 80, "w"))
+	sink := &lowerTier{}
+	if err := ev.Run(context.Background(), sink); err != nil {
+		t.Fatal(err)
+	}
+	if err := cj.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.t.InstallEviction(ev); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.t.InstallCompaction(cj); err != nil {
+		t.Fatal(err)
+	}
+	if _, st := e.t.Get(3, []byte("a")); st != Deleted {
+		t.Errorf("Get(a) = %v, want the tombstone kept over the evicted value", st)
+	}
+	if l, c := e.t.ListGet(4, []byte("l"), nil); c || joined(l) != "yz|w" {
+		t.Errorf("ListGet = %q %v", joined(l), c)
+	}
+	if m, c := mapAll(t, e.t, 9, "m"); !slices.Equal(m, []string{"B=new", "C=newer"}) || !c {
+		t.Errorf("MapIter = %q %v", m, c)
+	}
+	if _, st := e.t.MapGet(9, []byte("m"), []byte("A")); st != Deleted {
+		t.Errorf("MapGet(A) = %v, want Deleted by the clear", st)
+	}
+	if len(sink.es) != 42 {
+		t.Errorf("sink got %d entries", len(sink.es))
+	}
+}
+
+// TestCloseCancelPaths: jobs pending at Close (not run, run, failed) end
+// without leaks, and a Run after Close still reads live memory.
+func TestCloseCancelPaths(t *testing.T) {
+	for variant := 0; variant < 4; variant++ {
+		e := newEnv(t, MinSliceSize, Options{BucketBits: -1, CompactionThreshold: 1, HighWatermark: 1, EvictionBatch: 1})
+		big := strings.Repeat("B", 10000)
+		e.install(t, kv(1, "a", 1, big), kv(2, "b", 2, "x"))
+		e.install(t, kv(1, "a", 3, big), kv(5, "c", 4, "y"))
+		e.install(t, kv(1, "a", 5, "small"), kv(7, "d", 6, big))
+		ev, ok := e.t.PickEviction()
+		if !ok {
+			t.Fatal("no eviction")
+		}
+		cj, ok := e.t.PickCompaction()
+		if !ok {
+			t.Fatal("no compaction")
+		}
+		if variant&1 == 1 {
+			if err := cj.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := ev.Run(context.Background(), &lowerTier{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.t.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if variant&1 == 0 {
+			// Background jobs still running when the owner closed.
+			if err := cj.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := ev.Run(context.Background(), &lowerTier{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if variant&2 == 0 {
+			if err := e.t.InstallCompaction(cj); !errors.Is(err, ErrClosed) {
+				t.Fatalf("InstallCompaction after Close: %v", err)
+			}
+			if err := e.t.InstallEviction(ev); !errors.Is(err, ErrClosed) {
+				t.Fatalf("InstallEviction after Close: %v", err)
+			}
+		} else {
+			if err := e.t.CancelCompaction(cj); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.t.CancelEviction(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st := e.a.Stats(); st.Blocks != 0 || st.Oversized != 0 {
+			t.Fatalf("variant %d: leak %+v", variant, st)
+		}
+	}
+}

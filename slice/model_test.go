@@ -139,7 +139,14 @@ func (mr *modelRun) order(kind byte, k int) uint64 {
 	return x ^ x>>32
 }
 
-func (mr *modelRun) key(kind byte, k int) string { return fmt.Sprintf("%c%d", kind, k) }
+// key returns key k of a kind: the empty key for k = 0, and keys that are
+// prefixes of each other ("v3" and "v3\x00") where order hashes collide.
+func (mr *modelRun) key(kind byte, k int) string {
+	if k == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%c%d", kind, k/2) + strings.Repeat("\x00", k%2)
+}
 
 func (mr *modelRun) batch() {
 	r := mr.r
@@ -162,6 +169,9 @@ func (mr *modelRun) batch() {
 			delete(mr.m.vals, key)
 		case op < 5:
 			key, el := mr.key('l', k), string(rune('a'+r.IntN(26)))
+			if r.IntN(100) == 0 {
+				el = strings.Repeat(el, 3000) // operands resolved into an oversized base
+			}
 			es = append(es, lapp(mr.order('l', k), key, mr.seq, el))
 			mr.m.lists[key] += el
 		case op < 6:
@@ -176,6 +186,9 @@ func (mr *modelRun) batch() {
 			}
 		case op < 8:
 			key, uk, v := mr.key('m', k), mr.uks[r.IntN(len(mr.uks))], fmt.Sprintf("m%d", mr.seq)
+			if r.IntN(30) == 0 {
+				v = strings.Repeat("y", 1500) + v // maps spanning slices
+			}
 			es = append(es, ment(mr.order('m', k), key, uk, mr.seq, v))
 			if mr.m.maps[key] == nil {
 				mr.m.maps[key] = map[string]string{}
@@ -325,10 +338,10 @@ func TestModel(t *testing.T) {
 			bits := []int{-1, 1, 3}[r.IntN(3)]
 			e := newEnv(t, MinSliceSize, Options{BucketBits: bits, CompactionThreshold: 1 + r.IntN(4),
 				HighWatermark: int64(2+r.IntN(6)) * MinSliceSize, EvictionBatch: int64(1+r.IntN(4)) * MinSliceSize,
-				HeatHalfLife: time.Second})
+				HeatHalfLife: time.Second, LowerTier: r.IntN(4) == 0, MaxListMerge: []int{0, 2, 40, 5000}[r.IntN(4)]})
 			mr := &modelRun{t: t, r: r, e: e, low: &lowerTier{}, nKeys: 20 + r.IntN(60),
 				m:   model{vals: map[string]string{}, lists: map[string]string{}, maps: map[string]map[string]string{}},
-				uks: []string{"", "a", "b", "c", "dd", "e"}}
+				uks: []string{"", "a", "b", "c", "d", "dd", "e"}}
 			for step := 0; step < *stepsFlag; step++ {
 				op := r.IntN(20)
 				if debugFrom > 0 && step >= debugFrom {
