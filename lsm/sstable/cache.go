@@ -16,13 +16,18 @@ import (
 // small descriptor per frame. A block is checked once, when it is loaded
 // (CRC32C and full decode, doc.go invariant 5); hits read it in place.
 //
-// Frames are split among shards by hash of (file ID, block offset); each
-// shard has a mutex, a chained hash table of frame indices and a CLOCK hand.
-// A hit takes the shard's mutex once (pin) and an atomic decrement to unpin;
-// a miss picks a victim by CLOCK among unpinned frames, reads the block into
-// it outside the mutex, and publishes it. If every frame of a shard is
-// pinned, the read falls back to a private buffer (never blocks, never fails
-// for lack of frames). Blocks longer than the frame size are never cached.
+// The lookup table is split into shards by hash of (file ID, block offset),
+// each a mutex and a chained hash table of frame indices; the frames
+// themselves form one pool with one CLOCK hand, so every frame serves every
+// shard (no shard thrashes while another has room). A hit takes its shard's
+// mutex once to pin the frame and an atomic decrement to unpin it. A miss
+// takes the clock mutex, picks a victim among unpinned frames not referenced
+// since the hand last passed, unlinks it under its shard's mutex, reads and
+// verifies the block into it outside every lock, and publishes it. If every
+// frame is pinned the read falls back to a private buffer (it never blocks
+// and never fails for lack of frames). Blocks longer than the frame size are
+// never cached. Lock order: clock mutex, then a shard mutex; a hit takes only
+// a shard mutex.
 //
 // A Cache is safe for concurrent use by any number of Readers and goroutines,
 // except Close, which must not run concurrently with any other use.
@@ -33,31 +38,32 @@ type Cache struct {
 	frames    []frame
 	shards    []cacheShard
 	shardBits uint8
+	clockMu   sync.Mutex
+	hand      int // CLOCK hand; guarded by clockMu
 	closed    atomic.Bool
 }
 
-// frame describes one frame. refs is atomic (unpin runs without the shard
-// mutex); every other field is guarded by the owning shard's mutex.
+// frame describes one frame. refs and clock are atomic. fileID and off
+// change only under the clock mutex while the frame is in no chain; state and
+// next are guarded by the mutex of the shard that (fileID, off) hashes to.
 type frame struct {
 	refs   atomic.Int32
-	state  uint8 // frameFree, frameLoading, frameValid
-	clock  bool  // referenced since the hand last passed
-	next   int32 // next frame in the hash chain, -1 = end
+	clock  atomic.Bool // referenced since the hand last passed
+	state  uint8       // frameFree, frameLoading, frameValid
+	next   int32       // next frame in the hash chain, -1 = end
 	fileID uint64
 	off    uint64
 }
 
 const (
 	frameFree    = 0 // holds nothing; in no chain
-	frameLoading = 1 // pinned by the loader; in no chain
+	frameLoading = 1 // pinned by its loader; in no chain
 	frameValid   = 2 // holds a verified block; in its bucket's chain
 )
 
 type cacheShard struct {
 	mu      sync.Mutex
-	lo, n   int32   // frames [lo, lo+n)
 	buckets []int32 // chain heads, -1 = empty; len is a power of two
-	hand    int32   // CLOCK hand, relative to lo
 	hits    int64
 	misses  int64
 	_       [64]byte // keep shards' mutexes on separate cache lines
@@ -95,14 +101,10 @@ func NewCache(b *memory.Budget, capacity int64, blockSize int) (*Cache, error) {
 	}
 	c := &Cache{region: region, mem: region.Bytes(), frameSize: blockSize,
 		frames: make([]frame, nframes), shards: make([]cacheShard, nshards), shardBits: shardBits}
-	per := int32(nframes) / int32(nshards)
+	nb := 1 << bits.Len(uint(nframes/int64(nshards)))
 	for i := range c.shards {
 		s := &c.shards[i]
-		s.lo, s.n = int32(i)*per, per
-		if i == nshards-1 {
-			s.n = int32(nframes) - s.lo
-		}
-		s.buckets = make([]int32, 1<<bits.Len(uint(s.n)))
+		s.buckets = make([]int32, nb)
 		for j := range s.buckets {
 			s.buckets[j] = -1
 		}
@@ -135,8 +137,8 @@ func (c *Cache) Stats() CacheStats {
 		s.mu.Lock()
 		st.Hits += s.hits
 		st.Misses += s.misses
-		for f := s.lo; f < s.lo+s.n; f++ {
-			if c.frames[f].state == frameValid {
+		for _, f := range s.buckets {
+			for ; f >= 0; f = c.frames[f].next {
 				st.Resident++
 			}
 		}
@@ -165,11 +167,15 @@ func (c *Cache) EvictFile(fileID uint64) {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		for f := s.lo; f < s.lo+s.n; f++ {
-			fr := &c.frames[f]
-			if fr.state == frameValid && fr.fileID == fileID && fr.refs.Load() == 0 {
-				c.unlink(s, f)
-				fr.state = frameFree
+		for b := range s.buckets {
+			p := &s.buckets[b]
+			for *p >= 0 {
+				fr := &c.frames[*p]
+				if fr.fileID == fileID && fr.refs.Load() == 0 {
+					*p, fr.next, fr.state = fr.next, -1, frameFree
+					continue
+				}
+				p = &fr.next
 			}
 		}
 		s.mu.Unlock()
@@ -193,8 +199,8 @@ func (c *Cache) buf(f int32) []byte {
 
 // acquire returns the frame holding block (fileID, off), pinned, with hit
 // true; or, on a miss, a frame reserved and pinned for the caller to load
-// (then publish or abort), with hit false; or -1 if every frame of the shard
-// is pinned.
+// (then publish or abort), with hit false; or -1 if every frame is pinned or
+// recently referenced twice over a full sweep.
 func (c *Cache) acquire(fileID, off uint64) (f int32, hit bool) {
 	h := cacheHash(fileID, off)
 	s := c.shardOf(h)
@@ -204,36 +210,51 @@ func (c *Cache) acquire(fileID, off uint64) (f int32, hit bool) {
 		fr := &c.frames[f]
 		if fr.fileID == fileID && fr.off == off {
 			fr.refs.Add(1)
-			fr.clock = true
+			if !fr.clock.Load() {
+				fr.clock.Store(true)
+			}
 			s.hits++
 			s.mu.Unlock()
 			return f, true
 		}
 	}
 	s.misses++
-	for i := int32(0); i < 2*s.n; i++ {
-		f = s.lo + s.hand
-		if s.hand++; s.hand == s.n {
-			s.hand = 0
+	s.mu.Unlock()
+	return c.victim(fileID, off), false
+}
+
+// victim runs the CLOCK hand to a frame that is unpinned and not referenced
+// since the hand last passed, takes it out of its chain, and reserves it for
+// (fileID, off), pinned; -1 if none is found in two sweeps.
+func (c *Cache) victim(fileID, off uint64) int32 {
+	c.clockMu.Lock()
+	defer c.clockMu.Unlock()
+	n := len(c.frames)
+	for i := 0; i < 2*n; i++ {
+		f := int32(c.hand)
+		if c.hand++; c.hand == n {
+			c.hand = 0
 		}
 		fr := &c.frames[f]
-		if fr.refs.Load() != 0 {
+		if fr.refs.Load() != 0 || fr.clock.Swap(false) {
+			continue
+		}
+		// fr's key cannot change (we hold clockMu); its shard guards the rest.
+		s := c.shardOf(cacheHash(fr.fileID, fr.off))
+		s.mu.Lock()
+		if fr.refs.Load() != 0 || fr.state == frameLoading {
+			s.mu.Unlock()
 			continue
 		}
 		if fr.state == frameValid {
-			if fr.clock {
-				fr.clock = false
-				continue
-			}
 			c.unlink(s, f)
 		}
-		fr.state, fr.clock, fr.fileID, fr.off = frameLoading, false, fileID, off
+		fr.state, fr.fileID, fr.off = frameLoading, fileID, off
 		fr.refs.Store(1)
 		s.mu.Unlock()
-		return f, false
+		return f
 	}
-	s.mu.Unlock()
-	return -1, false
+	return -1
 }
 
 // publish makes a loaded frame visible to other readers, unless another
@@ -252,7 +273,8 @@ func (c *Cache) publish(f int32) {
 			return
 		}
 	}
-	fr.state, fr.clock = frameValid, true
+	fr.state = frameValid
+	fr.clock.Store(true)
 	fr.next = s.buckets[b]
 	s.buckets[b] = f
 	s.mu.Unlock()
@@ -271,7 +293,7 @@ func (c *Cache) abort(f int32) {
 // release unpins a frame.
 func (c *Cache) release(f int32) { c.frames[f].refs.Add(-1) }
 
-// unlink removes valid frame f from its chain; s.mu is held.
+// unlink removes valid frame f from its chain; the shard's mutex is held.
 func (c *Cache) unlink(s *cacheShard, f int32) {
 	fr := &c.frames[f]
 	b := cacheHash(fr.fileID, fr.off) & uint64(len(s.buckets)-1)
