@@ -264,3 +264,40 @@ func TestGetAllocs(t *testing.T) {
 		t.Fatalf("uncached Get: %v allocs", n)
 	}
 }
+
+// TestCacheHoldsWorkingSet: a cache with more frames than the file has
+// blocks keeps every block after one pass, however the blocks hash to the
+// lookup shards (frames are one pool).
+func TestCacheHoldsWorkingSet(t *testing.T) {
+	fs := vfs.NewMem()
+	es := manyBlocks(t, fs, "a.sst", 5, 3000)
+	probe := openFile(t, fs, "a.sst", nil, 0)
+	small := 0
+	for _, h := range probe.idx {
+		if h.length <= 1024 {
+			small++
+		}
+	}
+	probe.Close()
+	c := newCache(t, int64(small+small/8)*1024, 1024)
+	if len(c.shards) < 4 {
+		t.Fatalf("only %d shards: the test needs several", len(c.shards))
+	}
+	r := openFile(t, fs, "a.sst", c, 1)
+	defer r.Close()
+	read := func() {
+		for i := range es {
+			if err := r.Get(es[i].Order, es[i].Key, es[i].UserKey, func(*entry.Entry) bool { return true }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	read()
+	before := c.Stats()
+	read()
+	after := c.Stats()
+	if after.Misses != before.Misses || after.Resident != small {
+		t.Fatalf("second pass missed %d times; %d of %d cacheable blocks resident",
+			after.Misses-before.Misses, after.Resident, small)
+	}
+}
