@@ -2,6 +2,7 @@ package slice
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"slices"
 	"strings"
@@ -380,5 +381,52 @@ func TestCloseCancelPaths(t *testing.T) {
 		if st := e.a.Stats(); st.Blocks != 0 || st.Oversized != 0 {
 			t.Fatalf("variant %d: leak %+v", variant, st)
 		}
+	}
+}
+
+// TestDecodeNegativeValueLength: a CRC-valid slice whose first record's
+// value length, read as an int on a 32-bit host, is negative and makes the
+// next record overlap it. Decode must refuse it on every architecture.
+func TestDecodeNegativeValueLength(t *testing.T) {
+	const n, k0, kl1, vl1 = 2, 30, 7, 5
+	off0 := headerSize + (fpSize+offSize)*n
+	size := off0 + recKeyOff + recKeyOff + kl1 + vl1 // rec1 lies inside rec0's key
+	b := make([]byte, size)
+	le := binary.LittleEndian
+	le.PutUint32(b[hdrMagic:], sliceMagic)
+	le.PutUint16(b[hdrVersion:], formatVersion)
+	b[hdrCsum] = csumCRC32C
+	le.PutUint32(b[hdrSize:], uint32(size))
+	le.PutUint32(b[hdrCount:], n)
+	le.PutUint64(b[hdrMinOrd:], 1)
+	le.PutUint64(b[hdrMaxOrd:], 2)
+	le.PutUint64(b[hdrMinSeq:], 1)
+	le.PutUint64(b[hdrMaxSeq:], 2)
+	le.PutUint64(b[headerSize:], 1)
+	le.PutUint64(b[headerSize+fpSize:], 2)
+	off1 := off0 + recKeyOff
+	le.PutUint32(b[headerSize+fpSize*n:], uint32(off0))
+	le.PutUint32(b[headerSize+fpSize*n+offSize:], uint32(off1))
+	r0 := b[off0:]
+	le.PutUint64(r0[recSeq:], 2)
+	r0[recKind] = byte(entry.KindValue)
+	le.PutUint16(r0[recKlen:], k0)
+	le.PutUint32(r0[recVlen:], uint32(1<<32-k0)) // -30 as an int32
+	r1 := b[off1:]
+	le.PutUint64(r1[recSeq:], 1)
+	r1[recKind] = byte(entry.KindValue)
+	le.PutUint16(r1[recKlen:], kl1)
+	le.PutUint32(r1[recVlen:], vl1)
+	le.PutUint32(b[hdrCRC:], checksum(b))
+	s, err := Decode(aligned(b))
+	if err == nil {
+		var e entry.Entry
+		for i := 0; i < s.Len(); i++ {
+			s.Entry(i, &e)
+		}
+		t.Fatal("Decode accepted overlapping records")
+	}
+	if !errors.Is(err, ErrCorruption) {
+		t.Fatal(err)
 	}
 }

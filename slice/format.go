@@ -304,10 +304,13 @@ func validate(b []byte) error {
 			}
 			ul = int(binary.LittleEndian.Uint16(r[recUklen:]))
 		}
-		end := off + hdr + kl + ul + vl // no overflow: each term < 2^32
-		if vl > MaxValueSize || end > size {
-			return fmt.Errorf("%w: record %d at %d ends at %d past size %d", ErrCorruption, i, off, end, size)
+		// Compare lengths with the room left, never a sum: on a 32-bit
+		// host a vlen of 2^31 or more is a negative int, and a sum can
+		// wrap, either of which would let records overlap.
+		if room := size - off - hdr - kl - ul; room < 0 || vl < 0 || vl > MaxValueSize || vl > room {
+			return fmt.Errorf("%w: record %d at %d: lengths %d+%d+%d run past size %d", ErrCorruption, i, off, kl, ul, uint32(vl), size)
 		}
+		end := off + hdr + kl + ul + vl
 		key, uk := r[hdr:hdr+kl], r[hdr+kl:hdr+kl+ul]
 		seq := binary.LittleEndian.Uint64(r[recSeq:])
 		fp := fpAt(i)
