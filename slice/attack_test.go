@@ -430,3 +430,62 @@ func TestDecodeNegativeValueLength(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEvictionUnitsAtBucketEdges: a map at the last order hash of a bucket
+// spanning slices, next to a key at the first order hash of the next
+// bucket; with a tiny batch each eviction takes whole units only.
+func TestEvictionUnitsAtBucketEdges(t *testing.T) {
+	e := newEnv(t, MinSliceSize, Options{BucketBits: 3, HighWatermark: 1, EvictionBatch: 1})
+	pad := strings.Repeat("q", 700)
+	var es []entry.Entry
+	for b := uint64(1); b < 8; b++ {
+		edge := b << 61
+		for i := 0; i < 12; i++ {
+			es = append(es, ment(edge-1, "m", string(rune('a'+i)), uint64(b*100)+uint64(i), pad))
+		}
+		es = append(es, kv(edge, "k", b*100+50, "first"), kv(edge-2, "j", b*100+51, "before"))
+	}
+	e.install(t, es...)
+	sink := &lowerTier{}
+	for round := 0; ; round++ {
+		job, ok := e.t.PickEviction()
+		if !ok {
+			break
+		}
+		if err := job.Run(context.Background(), sink); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.t.InstallEviction(job); err != nil {
+			t.Fatal(err)
+		}
+		// Every map is wholly in the table or wholly in the sink.
+		for b := uint64(1); b < 8; b++ {
+			it := e.t.MapIter(b<<61-1, []byte("m"))
+			n := 0
+			for it.Next() {
+				n++
+			}
+			low := 0
+			for _, x := range sink.es {
+				if x.Order == b<<61-1 {
+					low++
+				}
+			}
+			if n+low != 12 || n != 0 && low != 0 {
+				t.Fatalf("round %d bucket edge %d: %d map entries in the table, %d below", round, b, n, low)
+			}
+		}
+	}
+	if st := e.t.Stats(); st.Slices != 0 || len(sink.es) != 7*14 {
+		t.Fatalf("after evicting everything: %+v, sink %d", st, len(sink.es))
+	}
+}
+
+// TestMaxListMergeCapped: a resolved list is one value, so MaxListMerge
+// never lets compaction build one Build refuses.
+func TestMaxListMergeCapped(t *testing.T) {
+	e := newEnv(t, MinSliceSize, Options{MaxListMerge: 1<<62 - 1})
+	if e.t.opts.MaxListMerge > MaxValueSize {
+		t.Fatalf("MaxListMerge %d above MaxValueSize", e.t.opts.MaxListMerge)
+	}
+}

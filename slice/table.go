@@ -117,6 +117,9 @@ func (o *Options) fill() {
 	if o.MaxListMerge == 0 {
 		o.MaxListMerge = DefaultMaxListMerge
 	}
+	// A resolved list is one value: past MaxValueSize Build would refuse
+	// it (ErrEntry) and the compaction would fail every time it is tried.
+	o.MaxListMerge = min(o.MaxListMerge, MaxValueSize)
 	if o.Now == nil {
 		start := time.Now()
 		o.Now = func() time.Duration { return time.Since(start) }
