@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -484,7 +485,7 @@ func TestEvictionUnitsAtBucketEdges(t *testing.T) {
 // TestMaxListMergeCapped: a resolved list is one value, so MaxListMerge
 // never lets compaction build one Build refuses.
 func TestMaxListMergeCapped(t *testing.T) {
-	e := newEnv(t, MinSliceSize, Options{MaxListMerge: 1<<62 - 1})
+	e := newEnv(t, MinSliceSize, Options{MaxListMerge: math.MaxInt})
 	if e.t.opts.MaxListMerge > MaxValueSize {
 		t.Fatalf("MaxListMerge %d above MaxValueSize", e.t.opts.MaxListMerge)
 	}
