@@ -174,8 +174,11 @@ func (t *Table) InstallEviction(e *Eviction) error {
 }
 
 // CancelEviction ends a job without removing its slices (the sink failed
-// or the job was cancelled); they stay and are no longer busy. Errors:
-// ErrJob if the job is not pending on t. Owner goroutine only.
+// or the job was cancelled); they stay and are no longer busy. Call it
+// only when Run has returned or will never be called (after
+// scheduler.Handle.Wait, not merely Cancel): a Run still in flight would
+// read slices the owner may free from then on. Errors: ErrJob if the job
+// is not pending on t. Owner goroutine only.
 func (t *Table) CancelEviction(e *Eviction) error {
 	if e.t != t || e.done {
 		return fmt.Errorf("%w: eviction of %d slices", ErrJob, len(e.slices))

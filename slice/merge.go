@@ -454,7 +454,10 @@ func (t *Table) InstallCompaction(c *Compaction) error {
 }
 
 // CancelCompaction ends a job without installing it: its inputs are no
-// longer busy and its output, if any, is freed. Errors: ErrJob if the job
+// longer busy and its output, if any, is freed. Call it only when Run has
+// returned or will never be called (after scheduler.Handle.Wait, not
+// merely Cancel): a Run still in flight would read inputs the owner may
+// free from then on, and its output would leak. Errors: ErrJob if the job
 // is not pending on t. Owner goroutine only.
 func (t *Table) CancelCompaction(c *Compaction) error {
 	if c.t != t || c.done {
