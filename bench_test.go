@@ -92,29 +92,53 @@ func runBench(b *testing.B, impls map[string]func(b *testing.B, bk *benchKeys) (
 
 var sink int
 
+// BenchmarkValueGet reads values served from the FreshTable (tier=fresh: all keys in the
+// active segment) and from the SliceTable (tier=slice: the same keys sealed, transformed and
+// compacted, the FreshTable empty), beside a Go map, on the same keys in the same run. The
+// SliceTable issue's target: tier=slice at most 2× tier=fresh.
 func BenchmarkValueGet(b *testing.B) {
-	runBench(b, map[string]func(*testing.B, *benchKeys) (func(int32), func()){
-		"strata": func(b *testing.B, bk *benchKeys) (func(int32), func()) {
-			s := benchStore(b)
-			v := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
-			for i := range int32(bk.n) {
-				must(0, v.Put(s.Key(bk.key(i)), benchVal))
-			}
-			return func(i int32) {
-				x, _, _ := v.Get(s.Key(bk.key(i)))
-				sink += len(x)
-			}, func() { s.Close() }
-		},
-		"gomap": func(b *testing.B, bk *benchKeys) (func(int32), func()) {
-			m := make(map[string][]byte)
-			for i := range int32(bk.n) {
-				m[string(bk.key(i))] = append([]byte(nil), benchVal...)
-			}
-			return func(i int32) {
-				sink += len(m[string(bk.key(i))])
-			}, nil
-		},
-	})
+	for _, size := range benchSizes {
+		bk := getBenchKeys(size.n)
+		for _, impl := range []string{"strata/tier=fresh", "strata/tier=slice", "gomap"} {
+			b.Run("impl="+impl+"/keys="+size.name, func(b *testing.B) {
+				var op func(int32)
+				if impl == "gomap" {
+					m := make(map[string][]byte)
+					for i := range int32(bk.n) {
+						m[string(bk.key(i))] = append([]byte(nil), benchVal...)
+					}
+					op = func(i int32) { sink += len(m[string(bk.key(i))]) }
+				} else {
+					s := benchStore(b)
+					defer s.Close()
+					v := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
+					for i := range int32(bk.n) {
+						must(0, v.Put(s.Key(bk.key(i)), benchVal))
+					}
+					if impl == "strata/tier=slice" {
+						must(0, s.seal())
+						must(0, s.t.drain())
+						if st := s.Stats(); st.SealedSegments != 0 || st.Segments != 0 {
+							b.Fatalf("FreshTable not empty: %+v", st)
+						}
+					}
+					op = func(i int32) {
+						x, _, _ := v.Get(s.Key(bk.key(i)))
+						sink += len(x)
+					}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				j := 0
+				for range b.N {
+					op(bk.order[j])
+					if j++; j == bk.n {
+						j = 0
+					}
+				}
+			})
+		}
+	}
 }
 
 func BenchmarkValuePut(b *testing.B) {
