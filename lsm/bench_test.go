@@ -90,20 +90,23 @@ func BenchmarkGet(b *testing.B) {
 		total     int64
 	}{
 		{1, 2, 1 << 30, 10, 8 << 20},
-		{4, 4, 512 << 10, 4, 8 << 20},
-		{10, 10, 32 << 10, 2, 16 << 20},
+		{4, 4, 1 << 20, 4, 8 << 20},
+		{10, 10, 64 << 10, 2, 16 << 20},
 	} {
+		// Built once per configuration: b.Run calls the function several times.
+		var bd *benchDB
+		var cache *sstable.Cache
 		b.Run(fmt.Sprintf("levels=%d/value=64B", c.levels), func(b *testing.B) {
-			budget := memory.NewBudget(1 << 30)
-			cache, err := sstable.NewCache(budget, 128<<20, 0)
-			if err != nil {
-				b.Fatal(err)
+			if bd == nil {
+				budget := memory.NewBudget(1 << 30)
+				var err error
+				if cache, err = sstable.NewCache(budget, 128<<20, 0); err != nil {
+					b.Fatal(err)
+				}
+				opts := Options{FS: vfs.NewMem(), Dir: "/db", Cache: cache, NumLevels: c.numLevels,
+					BaseLevelBytes: c.base, LevelSizeRatio: c.ratio, TargetFileSize: 256 << 10}
+				bd = loadBench(b, opts, c.total, 8192, 64)
 			}
-			defer cache.Close()
-			opts := Options{FS: vfs.Default(), Dir: b.TempDir(), Cache: cache, NumLevels: c.numLevels,
-				BaseLevelBytes: c.base, LevelSizeRatio: c.ratio, TargetFileSize: 1 << 20}
-			bd := loadBench(b, opts, c.total, 8192, 64)
-			defer bd.d.Close()
 			found := 0
 			visit := func(e *entry.Entry) bool { found++; return false }
 			b.ReportAllocs()
@@ -120,6 +123,10 @@ func BenchmarkGet(b *testing.B) {
 			b.ReportMetric(float64(populatedLevels(bd.d)), "levels")
 			b.ReportMetric(float64(len(bd.d.current.levels[0])), "L0-files")
 		})
+		if bd != nil {
+			bd.d.Close()
+			cache.Close()
+		}
 	}
 }
 
@@ -243,3 +250,21 @@ func BenchmarkCompaction(b *testing.B) {
 }
 
 var errDiscard = fmt.Errorf("benchmark: outputs discarded")
+
+// BenchmarkLoad: sustained ingest through WriteL0 + InstallL0 with every due
+// compaction run inline (one goroutine), in ingested bytes per second, with
+// the write amplification it causes.
+func BenchmarkLoad(b *testing.B) {
+	b.Run("total=32MiB/batch=1MiB/value=64B", func(b *testing.B) {
+		var m Metrics
+		for b.Loop() {
+			opts := Options{FS: vfs.NewMem(), Dir: "/db", BaseLevelBytes: 4 << 20, TargetFileSize: 1 << 20}
+			bd := loadBench(b, opts, 32<<20, 1<<20/80, 64)
+			m = bd.d.Metrics()
+			bd.d.Close()
+		}
+		b.SetBytes(m.BytesIngested)
+		b.ReportMetric(m.WriteAmplification, "write-amp")
+		b.ReportMetric(float64(m.Compactions), "compactions")
+	})
+}

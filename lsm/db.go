@@ -15,11 +15,11 @@ import (
 
 // DB is the LsmStore of one store: table files in levels, named by a
 // manifest. Concurrency (doc.go, "Concurrency"): one owner goroutine calls
-// Get, MapRange, InstallL0, Discard, PickCompaction, InstallCompaction,
-// Metrics, LastSeq and Close, never concurrently; WriteL0 and
-// CompactionJob.Run may run on other goroutines (the root package runs them
-// through the scheduler) concurrently with the owner and each other, until
-// Close.
+// Get, MapRange, InstallL0, Discard, PickCompaction, CompactLevel,
+// InstallCompaction, Metrics, LastSeq, Sync and Close, never concurrently;
+// WriteL0 and CompactionJob.Run may run on other goroutines (the root
+// package runs them through the scheduler) concurrently with the owner and
+// each other, until Close.
 type DB struct {
 	opts Options
 	fs   vfs.FS

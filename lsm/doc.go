@@ -106,6 +106,19 @@
 // bit in the last record's payload is indistinguishable from a torn write
 // and loses that record, as in LevelDB and Pebble.
 //
+// # Recovery
+//
+// Open reads CURRENT (layout checked: size, magic, version, checksum type,
+// CRCs), reads the manifest it names and replays its records in order; an
+// edit that does not apply (a deleted file absent, an added file present) is
+// corruption at that record's offset, and the result must satisfy the level
+// invariants. Every table of the recovered version must exist with its
+// recorded size and open (sstable.Open checks header, footer, index, filter).
+// Open then writes a new manifest holding a snapshot, points CURRENT at it,
+// and deletes every table not in the version, every other manifest and
+// CURRENT.tmp. A directory without CURRENT is a new DB, unless it holds
+// tables: then CURRENT was lost, which is corruption, and nothing is deleted.
+//
 // # Invariants
 //
 //  1. The manifest named by CURRENT, replayed, yields the current version of
