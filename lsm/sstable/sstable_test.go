@@ -307,7 +307,7 @@ func TestRoundTrip(t *testing.T) {
 		{"map-runs", genOpts{keys: 20, maxVersions: 3, mapShare: 100, mapSize: 400, collide: 30, maxValue: 20}, WriterOptions{BlockSize: 512}},
 		{"collisions", genOpts{keys: 600, maxVersions: 2, mapShare: 10, mapSize: 3, collide: 90, maxValue: 60}, WriterOptions{BlockSize: 300}},
 		{"big-values", genOpts{keys: 200, maxVersions: 2, mapShare: 20, mapSize: 3, collide: 10, maxValue: 50, bigValue: 10, bigSize: 1024}, WriterOptions{BlockSize: 1024}},
-		{"large-blocks", genOpts{keys: 3000, maxVersions: 2, mapShare: 10, mapSize: 3, collide: 1, maxValue: 100}, WriterOptions{BlockSize: 256 << 10}},
+		{"large-blocks", genOpts{keys: 1200, maxVersions: 2, mapShare: 10, mapSize: 3, collide: 1, maxValue: 300}, WriterOptions{BlockSize: 256 << 10}},
 		{"no-filter", genOpts{keys: 300, maxVersions: 2, mapShare: 20, mapSize: 4, collide: 5, maxValue: 20}, WriterOptions{BlockSize: 512, BloomBitsPerKey: -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -319,6 +319,14 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("Meta = %+v for %d entries", m, len(es))
 			}
 			t.Logf("%d entries, %d blocks, %d bytes", m.Entries, m.Blocks, m.Size)
+			if tc.w.BlockSize > 64<<10 { // blocks of 64 KiB and more use 4-byte hash slots
+				rd := openFile(t, fs, "f.sst", nil, 1)
+				it := rd.NewIter()
+				if !it.load(0) || it.blk.width != 4 || m.Blocks < 2 {
+					t.Fatalf("first large block: %d-byte slots, %d blocks, %v", it.blk.width, m.Blocks, it.Err())
+				}
+				rd.Close()
+			}
 			for _, cache := range []*Cache{nil, newCache(t, int64(4*max(tc.w.BlockSize, DefaultBlockSize)), max(tc.w.BlockSize, DefaultBlockSize)), newCache(t, 1<<20, 256<<10)} {
 				rd := openFile(t, fs, "f.sst", cache, 1)
 				if rd.Meta() != m {
