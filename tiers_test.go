@@ -157,10 +157,10 @@ func TestBackpressure(t *testing.T) {
 	s := openTest(t, Options{MemoryBudget: 6 * seg, SegmentSize: seg, BackgroundWorkers: 1})
 	val := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
 	const keys = 2000
-	rounds := 28
-	if testing.Short() {
-		rounds = 20
-	}
+	// 28 rounds push about 101 MB of versions (six segments) through: fewer would not
+	// force the transforms the test asserts, so -short keeps them (56K puts, cheap even
+	// under qemu).
+	const rounds = 28
 	buf := make([]byte, 4000)
 	size := func(r int) int { return 1000 + 60*r }
 	for r := range rounds {
