@@ -490,3 +490,199 @@ func TestMaxListMergeCapped(t *testing.T) {
 		t.Fatalf("MaxListMerge %d above MaxValueSize", e.t.opts.MaxListMerge)
 	}
 }
+
+// TestListOpsExhaustive: every sequence of up to 5 list writes (append,
+// base, clear), split into runs in every way, with batches that make the
+// versions span slices; reads before and after compaction (with and
+// without a lower tier, with a list-merge cap that resolves and one that
+// does not) must give the list the writes make.
+func TestListOpsExhaustive(t *testing.T) {
+	for _, cfg := range []struct {
+		lower bool
+		merge int
+	}{{false, 1 << 20}, {true, 1 << 20}, {false, 2500}, {true, 2500}} {
+		e := newEnv(t, MinSliceSize, Options{BucketBits: 16, CompactionThreshold: 1, LowerTier: cfg.lower, MaxListMerge: cfg.merge})
+		type tcase struct {
+			order uint64
+			want  string
+		}
+		var cases []tcase
+		caseNo := uint64(0)
+		seqs := map[uint64]uint64{}
+		maxN := 5
+		if testing.Short() {
+			maxN = 3
+		}
+		for n := 1; n <= maxN; n++ {
+			total := 1
+			for i := 0; i < n; i++ {
+				total *= 3
+			}
+			for code := 0; code < total; code++ {
+				for split := 0; split < 1<<(n-1); split++ {
+					caseNo++
+					order := caseNo << 48
+					var runs [][]entry.Entry
+					var cur []entry.Entry
+					want := ""
+					c := code
+					for i := 0; i < n; i++ {
+						op := c % 3
+						c /= 3
+						seqs[order]++
+						seq := seqs[order]
+						el := string(rune('a'+i)) + strings.Repeat(string(rune('a'+i)), (i%2)*1500)
+						switch op {
+						case 0:
+							cur = append(cur, lapp(order, "L", seq, el))
+							want += el
+						case 1:
+							cur = append(cur, lbase(order, "L", seq, el))
+							want = el
+						case 2:
+							cur = append(cur, tomb(order, "L", seq))
+							want = ""
+						}
+						if split>>i&1 == 1 || i == n-1 {
+							runs = append(runs, cur)
+							cur = nil
+						}
+					}
+					for _, r := range runs {
+						e.install(t, r...)
+					}
+					cases = append(cases, tcase{order, want})
+				}
+			}
+		}
+		check := func(stage string) {
+			for _, c := range cases {
+				l, _ := e.t.ListGet(c.order, []byte("L"), nil)
+				if got := string(bytesJoin(l)); got != c.want {
+					t.Fatalf("%+v %s: case %d: ListGet = %.20q, want %.20q", cfg, stage, c.order>>48, got, c.want)
+				}
+			}
+		}
+		check("before")
+		for {
+			job, ok := e.t.PickCompaction()
+			if !ok {
+				break
+			}
+			if err := job.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.t.InstallCompaction(job); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check("after")
+		if st := e.t.Stats(); st.MaxChain > 1 {
+			t.Fatalf("chains not compacted: %+v", st)
+		}
+		_ = e.t.Close()
+	}
+}
+
+// TestMapOpsExhaustive: every sequence of up to 4 map writes (put or
+// remove of user key "" — which sorts with the map's clears — or "x", and
+// clear), split into runs in every way; MapGet and MapIter before and
+// after compaction, with and without a lower tier.
+func TestMapOpsExhaustive(t *testing.T) {
+	for _, lower := range []bool{false, true} {
+		e := newEnv(t, MinSliceSize, Options{BucketBits: 16, CompactionThreshold: 1, LowerTier: lower})
+		type tcase struct {
+			order uint64
+			want  map[string]string
+			ops   string
+		}
+		var cases []tcase
+		caseNo := uint64(0)
+		maxN := 4
+		if testing.Short() {
+			maxN = 3
+		}
+		for n := 1; n <= maxN; n++ {
+			total := 1
+			for i := 0; i < n; i++ {
+				total *= 5
+			}
+			for code := 0; code < total; code++ {
+				for split := 0; split < 1<<(n-1); split++ {
+					caseNo++
+					order := caseNo << 48
+					var runs [][]entry.Entry
+					var cur []entry.Entry
+					want := map[string]string{}
+					ops := ""
+					c := code
+					for i := 0; i < n; i++ {
+						op := c % 5
+						c /= 5
+						seq := uint64(i + 1)
+						v := string(rune('a'+i)) + strings.Repeat("p", (i%2)*1500)
+						switch op {
+						case 0, 1:
+							uk := []string{"", "x"}[op]
+							cur = append(cur, ment(order, "M", uk, seq, v))
+							want[uk] = v
+						case 2, 3:
+							uk := []string{"", "x"}[op-2]
+							cur = append(cur, mtomb(order, "M", uk, seq))
+							delete(want, uk)
+						case 4:
+							cur = append(cur, tomb(order, "M", seq))
+							clear(want)
+						}
+						ops += string("PpDdC"[op])
+						if split>>i&1 == 1 || i == n-1 {
+							runs = append(runs, cur)
+							cur = nil
+							ops += "|"
+						}
+					}
+					for _, r := range runs {
+						e.install(t, r...)
+					}
+					cases = append(cases, tcase{order, want, ops})
+				}
+			}
+		}
+		check := func(stage string) {
+			for _, c := range cases {
+				for _, uk := range []string{"", "x"} {
+					v, st := e.t.MapGet(c.order, []byte("M"), []byte(uk))
+					w, ok := c.want[uk]
+					if (st == Found) != ok || string(v) != w {
+						t.Fatalf("lower=%v %s: ops %s: MapGet(%q) = %.10q %v, want %.10q %v", lower, stage, c.ops, uk, v, st, w, ok)
+					}
+				}
+				got, _ := mapAll(t, e.t, c.order, "M")
+				var want []string
+				for _, uk := range []string{"", "x"} {
+					if w, ok := c.want[uk]; ok {
+						want = append(want, uk+"="+w)
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("lower=%v %s: ops %s: MapIter = %.30q, want %.30q", lower, stage, c.ops, got, want)
+				}
+			}
+		}
+		check("before")
+		for {
+			job, ok := e.t.PickCompaction()
+			if !ok {
+				break
+			}
+			if err := job.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.t.InstallCompaction(job); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check("after")
+		_ = e.t.Close()
+	}
+}
