@@ -91,7 +91,7 @@ func BenchmarkGet(b *testing.B) {
 	}{
 		{1, 2, 1 << 30, 10, 8 << 20},
 		{4, 4, 1 << 20, 4, 8 << 20},
-		{10, 10, 64 << 10, 2, 16 << 20},
+		{10, 11, 16 << 10, 2, 16 << 20},
 	} {
 		// Built once per configuration: b.Run calls the function several times.
 		var bd *benchDB
@@ -104,7 +104,7 @@ func BenchmarkGet(b *testing.B) {
 					b.Fatal(err)
 				}
 				opts := Options{FS: vfs.NewMem(), Dir: "/db", Cache: cache, NumLevels: c.numLevels,
-					BaseLevelBytes: c.base, LevelSizeRatio: c.ratio, TargetFileSize: 256 << 10}
+					BaseLevelBytes: c.base, LevelSizeRatio: c.ratio, TargetFileSize: min(256<<10, c.base)}
 				bd = loadBench(b, opts, c.total, 8192, 64)
 			}
 			found := 0

@@ -144,7 +144,7 @@ func (d *DB) recover(cur string, cb []byte) error {
 	if err != nil {
 		return ioError("read", name, err)
 	}
-	b := newBuilder(nil, d.opts.NumLevels)
+	b := newBuilder(nil, d.opts.NumLevels, true)
 	var nextFile, lastSeq uint64
 	_, _, err = decodeManifest(name, mb, func(off int64, e *edit) error {
 		if e.HasNextFile {
@@ -267,7 +267,7 @@ func (d *DB) removeObsolete(names []string) {
 // file e adds may still be named by a durable manifest, so the caller must
 // not delete it until a later rotation succeeds (d.deferred).
 func (d *DB) logAndApply(e *edit, added []*tableFile) error {
-	b := newBuilder(d.current, d.opts.NumLevels)
+	b := newBuilder(d.current, d.opts.NumLevels, false)
 	if err := b.apply(e, added); err != nil {
 		panic("strata: invariant: edit does not apply to the current version: " + err.Error())
 	}

@@ -428,3 +428,47 @@ func FuzzEdit(f *testing.F) {
 		}
 	})
 }
+
+// TestRecoveryEditErrors: edits that do not fit the version replayed so far
+// are corruption at their record's offset; overlapping L1+ files after
+// replay are corruption of the manifest.
+func TestRecoveryEditErrors(t *testing.T) {
+	m1, m2 := sampleMeta(3), sampleMeta(4)
+	m2.MinOrder = m1.MaxOrder // overlaps m1 at one Order
+	cases := []struct {
+		name   string
+		edits  []edit
+		badRec int // index of the record named by the error; -1: offset 0
+	}{
+		{"delete absent", []edit{{Added: []newFile{{1, m1}}}, {Deleted: []deletedFile{{1, 9}}}}, 1},
+		{"delete wrong level", []edit{{Added: []newFile{{1, m1}}}, {Deleted: []deletedFile{{2, 3}}}}, 1},
+		{"add twice", []edit{{Added: []newFile{{0, m1}}}, {Added: []newFile{{2, m1}}}}, 1},
+		{"overlap", []edit{{Added: []newFile{{1, m1}}}, {Added: []newFile{{1, m2}}}}, -1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs := vfs.NewMem()
+			fs.MkdirAll("/db", 0o755)
+			b := appendFileHeader(nil, manifestMagic)
+			var offs []int64
+			for _, e := range c.edits {
+				offs = append(offs, int64(len(b)))
+				b = appendRecord(b, e.encode(nil))
+			}
+			writeFile(t, fs, "/db/MANIFEST-000001", b)
+			writeFile(t, fs, "/db/CURRENT", encodeCurrent(1))
+			_, err := Open(smallOptions(fs))
+			var ce *CorruptionError
+			if !errors.As(err, &ce) || ce.File != "/db/MANIFEST-000001" {
+				t.Fatalf("got %v", err)
+			}
+			want := int64(0)
+			if c.badRec >= 0 {
+				want = offs[c.badRec]
+			}
+			if ce.Offset != want {
+				t.Fatalf("offset %d, want %d (%v)", ce.Offset, want, err)
+			}
+		})
+	}
+}

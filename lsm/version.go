@@ -73,41 +73,39 @@ func overlapping(files []*tableFile, lo, hi uint64) []*tableFile {
 	return out
 }
 
-// checkLevels verifies the level shape invariants (doc.go, invariants 3–4):
-// no file twice, L1+ sorted and disjoint. It returns a description of the
-// first violation, or "".
+// checkLevels verifies the level shape invariant (doc.go, invariant 3): L1+
+// sorted and disjoint. It returns a description of the first violation, or
+// "". Invariant 4 (no file twice) is checked by the recovery builder.
 func (v *version) checkLevels() string {
-	seen := map[uint64]int{}
-	for l, files := range v.levels {
-		for i, t := range files {
-			if pl, ok := seen[t.meta.Num]; ok {
-				return fmt.Sprintf("file %d in L%d and L%d", t.meta.Num, pl, l)
-			}
-			seen[t.meta.Num] = l
-			if l > 0 && i > 0 && files[i-1].meta.MaxOrder >= t.meta.MinOrder {
+	for l := 1; l < len(v.levels); l++ {
+		files := v.levels[l]
+		for i := 1; i < len(files); i++ {
+			if p, t := files[i-1], files[i]; p.meta.MaxOrder >= t.meta.MinOrder {
 				return fmt.Sprintf("L%d files %d [%#x,%#x] and %d [%#x,%#x] overlap", l,
-					files[i-1].meta.Num, files[i-1].meta.MinOrder, files[i-1].meta.MaxOrder,
-					t.meta.Num, t.meta.MinOrder, t.meta.MaxOrder)
+					p.meta.Num, p.meta.MinOrder, p.meta.MaxOrder, t.meta.Num, t.meta.MinOrder, t.meta.MaxOrder)
 			}
 		}
 	}
 	return ""
 }
 
-// versionBuilder replays edits: recovery, and every install on the owner.
+// versionBuilder applies edits to a copy of a version: every edit of a
+// manifest during recovery (with where, to reject a file added twice), and
+// each install on the owner (without: the DB's own edits add new numbers).
 type versionBuilder struct {
 	levels [][]*tableFile
-	where  map[uint64]int // file number → level
+	where  map[uint64]int // file number → level; recovery only
 }
 
-func newBuilder(base *version, numLevels int) *versionBuilder {
-	b := &versionBuilder{levels: make([][]*tableFile, numLevels), where: map[uint64]int{}}
+// newBuilder copies base (nil: empty) for numLevels levels.
+func newBuilder(base *version, numLevels int, recovery bool) *versionBuilder {
+	b := &versionBuilder{levels: make([][]*tableFile, numLevels)}
+	if recovery {
+		b.where = map[uint64]int{}
+	}
 	if base != nil {
 		for l, files := range base.levels {
 			b.levels[l] = slices.Clone(files)
-			for _, t := range files {
-				b.where[t.meta.Num] = l
-			}
 		}
 	}
 	return b
@@ -118,29 +116,32 @@ func newBuilder(base *version, numLevels int) *versionBuilder {
 // a plain description of the inconsistency.
 func (b *versionBuilder) apply(e *edit, added []*tableFile) error {
 	for _, d := range e.Deleted {
-		l, ok := b.where[d.Num]
-		if !ok || l != d.Level {
+		i := -1
+		if d.Level < len(b.levels) {
+			i = slices.IndexFunc(b.levels[d.Level], func(t *tableFile) bool { return t.meta.Num == d.Num })
+		}
+		if i < 0 {
 			return fmt.Errorf("delete of file %d at L%d, which the version does not hold there", d.Num, d.Level)
 		}
-		if d.Level >= len(b.levels) {
-			return fmt.Errorf("delete at L%d beyond NumLevels %d", d.Level, len(b.levels))
+		b.levels[d.Level] = slices.Delete(b.levels[d.Level], i, i+1)
+		if b.where != nil {
+			delete(b.where, d.Num)
 		}
-		i := slices.IndexFunc(b.levels[l], func(t *tableFile) bool { return t.meta.Num == d.Num })
-		b.levels[l] = slices.Delete(b.levels[l], i, i+1)
-		delete(b.where, d.Num)
 	}
 	for i, a := range e.Added {
-		if l, ok := b.where[a.Meta.Num]; ok {
-			return fmt.Errorf("add of file %d at L%d, which the version holds at L%d", a.Meta.Num, a.Level, l)
-		}
 		if a.Level >= len(b.levels) {
 			return fmt.Errorf("%w: file %d at L%d but NumLevels is %d", ErrInvalidOptions, a.Meta.Num, a.Level, len(b.levels))
+		}
+		if b.where != nil {
+			if l, ok := b.where[a.Meta.Num]; ok {
+				return fmt.Errorf("add of file %d at L%d, which the version holds at L%d", a.Meta.Num, a.Level, l)
+			}
+			b.where[a.Meta.Num] = a.Level
 		}
 		t := &tableFile{meta: a.Meta}
 		if added != nil {
 			t = added[i]
 		}
-		b.where[a.Meta.Num] = a.Level
 		if a.Level == 0 {
 			b.levels[0] = slices.Insert(b.levels[0], 0, t) // newest first
 			continue
