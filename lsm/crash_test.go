@@ -6,29 +6,31 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/strata-db/strata/internal/entry"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
 var crashKeys = keySpace{values: 24, lists: 10, maps: 6, userKeys: 6, orderBits: 8}
 
-// crashResult is what a workload acknowledged before it stopped.
+// crashResult is what a workload made durable before it stopped.
 type crashResult struct {
-	acked    *model
-	inflight []entry.Entry // the batch whose InstallL0 failed (maybe durable, maybe not)
+	persisted *model // the installed history as of the last completed Persist
+	// inflight, if not nil, is the history of a Persist that failed (cut
+	// off): its record may or may not have become durable.
+	inflight *model
 	keys     []testKey
 	err      error // the error that stopped it, nil if it completed
 }
 
 // crashWorkload opens a DB on fs and runs a fixed sequence of WriteL0 /
-// InstallL0 batches, compactions (due and forced, covering every level) and
-// reopens, with manifests small enough to rotate often. It stops at the
-// first error.
+// InstallL0 batches, compactions (due and forced, covering every level),
+// persist points and reopens (with and without a Persist before Close), with
+// manifests small enough to rotate often. It stops at the first error.
 func crashWorkload(fs vfs.FS, seed uint64) crashResult {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	g := newGen(rng, crashKeys)
 	g.vlen = 12
-	res := crashResult{acked: newModel(), keys: g.keys}
+	acked := newModel() // installed, persisted or not
+	res := crashResult{persisted: newModel(), keys: g.keys}
 	opts := smallOptions(fs)
 	opts.MaxManifestBytes = 600
 	d, err := Open(opts)
@@ -47,7 +49,15 @@ func crashWorkload(fs vfs.FS, seed uint64) crashResult {
 		}
 		return d.InstallCompaction(j)
 	}
-	for step := range 24 {
+	persist := func() error {
+		if err := d.Persist(g.seq, []byte{byte(g.seq)}); err != nil {
+			res.inflight = acked.clone()
+			return err
+		}
+		res.persisted = acked.clone()
+		return nil
+	}
+	for step := range 31 { // the last steps install after the last Persist
 		es := g.batch(4 + rng.IntN(16))
 		p, err := d.WriteL0(&sliceIter{es: es})
 		if err != nil {
@@ -55,10 +65,16 @@ func crashWorkload(fs vfs.FS, seed uint64) crashResult {
 			return res
 		}
 		if err := d.InstallL0(p, g.seq); err != nil {
-			res.inflight, res.err = es, err
+			res.err = err
 			return res
 		}
-		res.acked.add(es)
+		acked.add(es)
+		if step%4 == 1 || step%7 == 6 {
+			if err := persist(); err != nil {
+				res.err = err
+				return res
+			}
+		}
 		switch step % 6 {
 		case 2, 5:
 			if err := compact(d.PickCompaction()); err != nil {
@@ -72,12 +88,20 @@ func crashWorkload(fs vfs.FS, seed uint64) crashResult {
 			}
 		case 4:
 			if step%12 == 4 {
+				if step%24 == 4 {
+					if err := persist(); err != nil {
+						res.err = err
+						return res
+					}
+				}
 				d.Close()
 				if d, err = Open(opts); err != nil {
 					res.err = err
 					d = &DB{closed: true}
 					return res
 				}
+				acked = res.persisted.clone()
+				g.seq = d.LastSeq()
 			}
 		}
 	}
@@ -85,9 +109,10 @@ func crashWorkload(fs vfs.FS, seed uint64) crashResult {
 }
 
 // TestCrash crashes the workload at its n-th write operation for every n,
-// then reopens a crash clone of the file system: the DB must open, hold
-// every acknowledged batch (and possibly the one whose install was cut off),
-// nothing more, no stray files, and keep working.
+// then reopens a crash clone of the file system: the DB must open and hold
+// exactly the installed history as of the last completed Persist (or, if a
+// Persist was cut off, possibly as of that one) — not the installs after it
+// — with no stray files, and keep working.
 func TestCrash(t *testing.T) {
 	seed := testSeed(t)
 	mem := vfs.NewMem()
@@ -102,7 +127,7 @@ func TestCrash(t *testing.T) {
 	if testing.Short() {
 		step = 7
 	}
-	checked := 0
+	checked, inflightSeen := 0, 0
 	for n := int64(1); n <= total+1; n += step {
 		mem := vfs.NewMem()
 		ffs := vfs.NewFaultFS(mem)
@@ -120,20 +145,21 @@ func TestCrash(t *testing.T) {
 		if err != nil {
 			t.Fatalf("crash at %d (workload stopped by %v): reopen: %v", n, res.err, err)
 		}
-		errA := diffAll(d, res.acked, res.keys)
+		want := res.persisted
+		errA := diffAll(d, res.persisted, res.keys)
 		if errA != nil && res.inflight != nil {
-			withInflight := res.acked.clone()
-			withInflight.add(res.inflight)
-			if errB := diffAll(d, withInflight, res.keys); errB != nil {
-				t.Fatalf("crash at %d: state matches neither the acknowledged batches (%v) nor those plus the cut-off one (%v)", n, errA, errB)
+			if errB := diffAll(d, res.inflight, res.keys); errB != nil {
+				t.Fatalf("crash at %d: state matches neither the last persist point (%v) nor the cut-off one (%v)", n, errA, errB)
 			}
-			res.acked = withInflight
+			want = res.inflight
+			inflightSeen++
 		} else if errA != nil {
-			t.Fatalf("crash at %d: %v", n, errA)
+			t.Fatalf("crash at %d: state is not the last persist point's: %v", n, errA)
 		}
 		if stray, err := strayFiles(d); err != nil || len(stray) > 0 {
 			t.Fatalf("crash at %d: stray files after reopen: %v %v", n, stray, err)
 		}
+		res.persisted = want
 		// The recovered DB keeps working: one more batch, a compaction, reopen.
 		g := newGen(rand.New(rand.NewPCG(uint64(n), 1)), crashKeys)
 		g.seq = d.LastSeq() + 1000
@@ -145,17 +171,17 @@ func TestCrash(t *testing.T) {
 		if err := d.InstallL0(p, g.seq); err != nil {
 			t.Fatalf("crash at %d: InstallL0 after recovery: %v", n, err)
 		}
-		res.acked.add(es)
+		res.persisted.add(es)
 		compactAll(t, d)
-		d.Close()
+		persistClose(t, d)
 		if d, err = Open(opts); err != nil {
 			t.Fatalf("crash at %d: second reopen: %v", n, err)
 		}
-		if err := diffAll(d, res.acked, res.keys); err != nil {
+		if err := diffAll(d, res.persisted, res.keys); err != nil {
 			t.Fatalf("crash at %d: after second reopen: %v", n, err)
 		}
 		d.Close()
 		checked++
 	}
-	t.Logf("checked %d crash points", checked)
+	t.Logf("checked %d crash points (%d recovered a cut-off Persist)", checked, inflightSeen)
 }

@@ -1,6 +1,7 @@
 package lsm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -28,9 +29,15 @@ type DB struct {
 	nextFile atomic.Uint64 // next file number (tables and manifests); WriteL0 and Run take numbers
 
 	// Owner-only state below.
-	closed      bool
-	current     *version
-	lastSeq     uint64
+	closed  bool
+	current *version
+	lastSeq uint64
+	// persisted is the version as of the last persist point (nil before the
+	// first): it holds one reference, so its files stay on disk until the
+	// next Persist replaces it (doc.go, invariant 10). pp is that point's
+	// record.
+	persisted   *version
+	pp          persistPoint
 	manifest    vfs.File // open for appending; nil while broken
 	manifestNum uint64
 	manifestLen int64
@@ -49,7 +56,7 @@ type counters struct {
 	flushes, compactions                      int64
 	bytesIngested, bytesFlushed, bytesCompact int64
 	bytesCompactRead, manifestBytes           int64
-	rotations, manifestErrors                 int64
+	rotations, manifestErrors, persists       int64
 	deleteErrors                              atomic.Int64 // also counted by background WriteL0/Run cleanup
 }
 
@@ -108,7 +115,7 @@ func Open(opts Options) (*DB, error) {
 			return nil, err
 		}
 		d.current = &version{levels: make([][]*tableFile, opts.NumLevels), refs: 1}
-		if err := d.rotate(nil); err != nil {
+		if err := d.rotate(nil, nil); err != nil {
 			d.closeAll()
 			return nil, err
 		}
@@ -121,7 +128,7 @@ func Open(opts Options) (*DB, error) {
 		}
 		// Start a new manifest so a torn tail is never appended to; if that
 		// fails (full disk) the DB still opens and the next edit retries.
-		if err := d.rotate(nil); err != nil {
+		if err := d.rotate(nil, nil); err != nil {
 			d.broken = true
 		}
 	}
@@ -145,13 +152,13 @@ func (d *DB) recover(cur string, cb []byte) error {
 		return ioError("read", name, err)
 	}
 	b := newBuilder(nil, d.opts.NumLevels, true)
-	var nextFile, lastSeq uint64
+	var nextFile uint64
+	var pv *version // the version at the last persist point
+	var pp persistPoint
+	var ppOff int64
 	_, _, err = decodeManifest(name, mb, func(off int64, e *edit) error {
 		if e.HasNextFile {
-			nextFile = e.NextFile
-		}
-		if e.HasLastSeq {
-			lastSeq = max(lastSeq, e.LastSeq)
+			nextFile = max(nextFile, e.NextFile)
 		}
 		if err := b.apply(e, nil); err != nil {
 			if errors.Is(err, ErrInvalidOptions) {
@@ -159,17 +166,37 @@ func (d *DB) recover(cur string, cb []byte) error {
 			}
 			return corruptf(name, off, nil, "%v", err)
 		}
+		if e.Persist != nil {
+			pv, pp, ppOff = b.snapshot(), *e.Persist, off
+		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	v := b.version()
-	if msg := v.checkLevels(); msg != "" {
+	// The whole manifest must describe valid versions, though only the
+	// persisted one is used: damage after the persist point is damage too.
+	if msg := b.version().checkLevels(); msg != "" {
 		return corruptf(name, 0, nil, "recovered version breaks the level invariants: %s", msg)
 	}
+	// Edits after the last persist point are ignored: their files are
+	// obsolete (deleted by Open). Without a persist point the DB is empty.
+	v := pv
+	if v == nil {
+		v = &version{levels: make([][]*tableFile, d.opts.NumLevels)}
+	} else {
+		d.persisted = v
+		d.pp = pp
+	}
+	if msg := v.checkLevels(); msg != "" {
+		return corruptf(name, ppOff, nil, "persisted version breaks the level invariants: %s", msg)
+	}
+	lastSeq := pp.LastSeq
 	d.current = v
 	v.refs = 1
+	if d.persisted != nil {
+		v.refs = 2 // current and persisted
+	}
 	d.manifestNum = num
 	d.lastSeq = lastSeq
 	if nextFile > d.nextFile.Load() {
@@ -278,7 +305,7 @@ func (d *DB) logAndApply(e *edit, added []*tableFile) error {
 	e.HasNextFile, e.NextFile = true, d.nextFile.Load()
 	e.HasLastSeq, e.LastSeq = true, max(d.lastSeq, e.LastSeq)
 	if d.broken || d.manifest == nil || d.manifestLen >= d.opts.MaxManifestBytes {
-		if err := d.rotate(e); err != nil {
+		if err := d.rotate(e, nil); err != nil {
 			d.broken = true
 			d.m.manifestErrors++
 			return err
@@ -364,14 +391,21 @@ func (d *DB) releaseTable(t *tableFile, remove bool) {
 	}
 }
 
-// rotate writes a new manifest holding a snapshot of the current version
-// followed by e (if not nil), syncs it, and points CURRENT at it (temp file,
-// Sync, Rename, directory Sync). On success the previous manifests and the
-// deferred tables are removed. On failure before the rename every new file
-// is removed and the old manifest stays current; if only the directory sync
-// failed, CURRENT may durably name either manifest, so both are kept until a
-// later rotation succeeds.
-func (d *DB) rotate(e *edit) error {
+// rotate writes a new manifest, syncs it, and points CURRENT at it (temp
+// file, Sync, Rename, directory Sync). The manifest holds (doc.go, "Manifest
+// rewrites"):
+//
+//   - with pp (Persist): a snapshot of the current version, then the persist
+//     point pp;
+//   - after a persist point: a snapshot of the persisted version, its
+//     persist point, then the edits from it to the current version, then e;
+//   - before any persist point: a snapshot of the current version, then e.
+//
+// On success the previous manifests and the deferred tables are removed. On
+// failure before the rename every new file is removed and the old manifest
+// stays current; if only the directory sync failed, CURRENT may durably name
+// either manifest, so both are kept until a later rotation succeeds.
+func (d *DB) rotate(e *edit, pp *persistPoint) error {
 	num := d.nextFile.Add(1) - 1
 	name := manifestName(d.dir, num)
 	buf := appendFileHeader(nil, manifestMagic)
@@ -379,11 +413,41 @@ func (d *DB) rotate(e *edit) error {
 	if e != nil {
 		lastSeq = max(lastSeq, e.LastSeq)
 	}
-	for _, se := range snapshotEdits(d.current, d.nextFile.Load(), lastSeq) {
-		buf = appendRecord(buf, se.encode(nil))
+	nextFile := d.nextFile.Load()
+	var recs []edit
+	switch {
+	case pp != nil:
+		recs = snapshotEdits(d.current, nextFile, pp.LastSeq)
+		recs = append(recs, edit{Persist: pp})
+	case d.persisted != nil:
+		recs = snapshotEdits(d.persisted, nextFile, d.pp.LastSeq)
+		recs = append(recs, edit{Persist: &d.pp})
+		diff := diffEdits(d.persisted, d.current)
+		// The check is O(files), cheap beside the rotation's I/O.
+		b := newBuilder(d.persisted, d.opts.NumLevels, false)
+		for i := range diff {
+			if err := b.apply(&diff[i], nil); err != nil {
+				panic("strata: invariant: manifest diff does not apply to the persisted version: " + err.Error())
+			}
+		}
+		if !sameFiles(b.version(), d.current) {
+			panic("strata: invariant: manifest diff does not rebuild the current version")
+		}
+		if len(diff) == 0 && lastSeq != d.pp.LastSeq {
+			diff = append(diff, edit{})
+		}
+		if len(diff) > 0 {
+			diff[len(diff)-1].HasLastSeq, diff[len(diff)-1].LastSeq = true, lastSeq
+		}
+		recs = append(recs, diff...)
+	default:
+		recs = snapshotEdits(d.current, nextFile, lastSeq)
+	}
+	for i := range recs {
+		buf = appendRecord(buf, recs[i].encode(nil))
 	}
 	if e != nil {
-		e.HasNextFile, e.NextFile = true, d.nextFile.Load()
+		e.HasNextFile, e.NextFile = true, nextFile
 		buf = appendRecord(buf, e.encode(nil))
 	}
 	f, err := d.fs.Create(name)
@@ -474,12 +538,83 @@ func (d *DB) Sync() error {
 	if !d.broken && d.manifest != nil {
 		return nil
 	}
-	if err := d.rotate(nil); err != nil {
+	if err := d.rotate(nil, nil); err != nil {
 		d.broken = true
 		d.m.manifestErrors++
 		return err
 	}
 	return nil
+}
+
+// Persist makes the current version a persist point (doc.go, "Persist
+// points"): it appends a persist-point record holding lastSeq and meta to the
+// manifest and syncs it (or, when the manifest is broken or past
+// MaxManifestBytes, writes a new manifest holding a snapshot of the current
+// version and the record, and points CURRENT at it). After a crash, Open
+// recovers exactly the version of the last successful Persist, with its
+// lastSeq and meta (PersistedMeta); installs since are lost. The recorded
+// sequence number is max(lastSeq, LastSeq()). meta is the caller's opaque
+// blob (the store's state registry), copied, at most MaxPersistMeta bytes.
+//
+// On success the files only the previous persisted version still held
+// (compaction inputs since) are removed. On error nothing changes: the
+// previous persist point stays the one Open recovers (the record may still
+// have become durable, so the DB writes a new manifest before its next
+// edit), and a later Persist may succeed. Owner only.
+//
+// Errors: ErrClosed; ErrMetaTooLarge (wrapped, with the size); I/O errors
+// wrapped with the file name (ErrNoSpace for ENOSPC).
+func (d *DB) Persist(lastSeq uint64, meta []byte) error {
+	if d.closed {
+		return ErrClosed
+	}
+	if len(meta) > MaxPersistMeta {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrMetaTooLarge, len(meta), MaxPersistMeta)
+	}
+	pp := persistPoint{LastSeq: max(lastSeq, d.lastSeq), Meta: append([]byte{}, meta...)}
+	if d.broken || d.manifest == nil || d.manifestLen >= d.opts.MaxManifestBytes {
+		if err := d.rotate(nil, &pp); err != nil {
+			d.broken = true
+			d.m.manifestErrors++
+			return err
+		}
+	} else {
+		e := &edit{HasNextFile: true, NextFile: d.nextFile.Load(), HasLastSeq: true, LastSeq: pp.LastSeq, Persist: &pp}
+		d.buf = appendRecord(d.buf[:0], e.encode(nil))
+		name := manifestName(d.dir, d.manifestNum)
+		if _, err := d.manifest.Write(d.buf); err != nil {
+			d.broken = true
+			d.m.manifestErrors++
+			return ioError("append to", name, err)
+		}
+		if err := d.manifest.Sync(); err != nil {
+			d.broken = true
+			d.m.manifestErrors++
+			return ioError("sync", name, err)
+		}
+		d.manifestLen += int64(len(d.buf))
+		d.m.manifestBytes += int64(len(d.buf))
+	}
+	old := d.persisted
+	d.persisted, d.pp, d.lastSeq = d.current, pp, pp.LastSeq
+	d.current.refs++
+	d.m.persists++
+	if old != nil {
+		d.unrefVersion(old)
+	}
+	return nil
+}
+
+// PersistedMeta returns the persist point Open recovered, or the last one
+// Persist wrote since: its sequence number (max of Persist's lastSeq and
+// LastSeq then) and a copy of its metadata (empty, not nil, if Persist got
+// none). ok is false while there is none: a new DB, or one whose manifest
+// held no persist point (it recovered empty). Owner only.
+func (d *DB) PersistedMeta() (lastSeq uint64, meta []byte, ok bool) {
+	if d.persisted == nil {
+		return 0, nil, false
+	}
+	return d.pp.LastSeq, bytes.Clone(d.pp.Meta), true
 }
 
 func (d *DB) closeAll() {
@@ -491,15 +626,20 @@ func (d *DB) closeAll() {
 		return
 	}
 	seen := map[*tableFile]bool{}
-	for _, files := range d.current.levels {
-		for _, t := range files {
-			if !seen[t] {
-				seen[t] = true
-				d.releaseTable(t, false)
+	for _, v := range []*version{d.current, d.persisted} {
+		if v == nil {
+			continue
+		}
+		for _, files := range v.levels {
+			for _, t := range files {
+				if !seen[t] {
+					seen[t] = true
+					d.releaseTable(t, false)
+				}
 			}
 		}
 	}
-	d.current = nil
+	d.current, d.persisted = nil, nil
 }
 
 // LastSeq returns the largest sequence number installed so far (InstallL0's

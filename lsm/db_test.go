@@ -62,7 +62,7 @@ func TestReopenWithFewerLevels(t *testing.T) {
 		}
 	}
 	compactToBottom(t, d)
-	d.Close()
+	persistClose(t, d)
 	opts.NumLevels = 3
 	if _, err := Open(opts); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("got %v", err)
@@ -116,7 +116,7 @@ func TestWriteL0Errors(t *testing.T) {
 	if d.LastSeq() != 77 {
 		t.Fatalf("LastSeq %d", d.LastSeq())
 	}
-	d.Close()
+	persistClose(t, d)
 	d, err = Open(smallOptions(fs))
 	if err != nil {
 		t.Fatal(err)

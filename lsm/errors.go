@@ -45,6 +45,10 @@ var (
 	// wrapped message), or the manifest holds files at a level >= NumLevels.
 	ErrInvalidOptions = errors.New("lsm: invalid options")
 
+	// ErrMetaTooLarge: Persist was given metadata longer than
+	// MaxPersistMeta. Nothing was written.
+	ErrMetaTooLarge = errors.New("lsm: persist-point metadata too large")
+
 	// ErrJobNotRun: InstallCompaction was given a job whose Run never
 	// returned (the scheduler cancelled it before it started). The job's
 	// references are released; nothing changes on disk.

@@ -133,6 +133,13 @@ func noSpaceWorkload(d *DB, seed uint64, f *noSpace, loopEnd func()) error {
 			continue
 		}
 		m.add(es)
+		if step%4 == 3 {
+			if err := d.Persist(g.seq, []byte(fmt.Sprint("meta", step))); err != nil {
+				if err := fail("Persist", err); err != nil {
+					return err
+				}
+			}
+		}
 		if step%3 == 2 {
 			j := d.PickCompaction()
 			if j == nil {
@@ -194,6 +201,10 @@ func noSpaceWorkload(d *DB, seed uint64, f *noSpace, loopEnd func()) error {
 		return fmt.Errorf("stray files %v %v", stray, err)
 	}
 	opts := d.opts
+	// Once space is back Persist succeeds, whatever failed before.
+	if err := d.Persist(g.seq, []byte("final")); err != nil {
+		return fmt.Errorf("Persist after the disk has space: %w", err)
+	}
 	if err := d.Close(); err != nil {
 		return err
 	}
@@ -202,6 +213,9 @@ func noSpaceWorkload(d *DB, seed uint64, f *noSpace, loopEnd func()) error {
 		return fmt.Errorf("reopen: %w", err)
 	}
 	defer d2.Close()
+	if seq, meta, ok := d2.PersistedMeta(); !ok || seq != g.seq || string(meta) != "final" {
+		return fmt.Errorf("after reopen: PersistedMeta = %d, %q, %v; want %d, \"final\", true", seq, meta, ok, g.seq)
+	}
 	if err := diffAll(d2, m, g.keys); err != nil {
 		return fmt.Errorf("after reopen: %w", err)
 	}
@@ -218,12 +232,7 @@ func noPartialFiles(d *DB, pending []*PendingFile) error {
 	if err != nil {
 		return err
 	}
-	ok := map[uint64]bool{}
-	for _, files := range d.current.levels {
-		for _, t := range files {
-			ok[t.meta.Num] = true
-		}
-	}
+	ok := liveNums(d)
 	for _, p := range pending {
 		ok[p.t.meta.Num] = true
 	}

@@ -396,18 +396,63 @@ func smallOptions(fs vfs.FS) Options {
 	}
 }
 
-// liveFiles lists the directory and reports names the DB should not have.
+// liveNums returns the numbers of the files of the current and the persisted
+// version: the tables the DB must keep.
+func liveNums(d *DB) map[uint64]bool {
+	live := map[uint64]bool{}
+	for _, v := range []*version{d.current, d.persisted} {
+		if v == nil {
+			continue
+		}
+		for _, files := range v.levels {
+			for _, t := range files {
+				live[t.meta.Num] = true
+			}
+		}
+	}
+	return live
+}
+
+// persistedOnDisk checks that every file of the persisted version exists
+// with its recorded size (deferred deletion, doc.go invariant 10).
+func persistedOnDisk(d *DB) error {
+	if d.persisted == nil {
+		return nil
+	}
+	for _, files := range d.persisted.levels {
+		for _, t := range files {
+			f, err := d.fs.Open(t.name)
+			if err != nil {
+				return fmt.Errorf("persisted file %d: %w", t.meta.Num, err)
+			}
+			st, err := f.Stat()
+			f.Close()
+			if err != nil || st.Size() != t.meta.Size {
+				return fmt.Errorf("persisted file %d: stat %v, %v", t.meta.Num, st, err)
+			}
+		}
+	}
+	return nil
+}
+
+// persistClose makes the installed state a persist point and closes d.
+func persistClose(t testing.TB, d *DB) {
+	t.Helper()
+	if err := d.Persist(d.LastSeq(), nil); err != nil {
+		t.Fatalf("Persist: %v", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+// strayFiles lists the directory and reports names the DB should not have.
 func strayFiles(d *DB) ([]string, error) {
 	names, err := d.fs.List(d.dir)
 	if err != nil {
 		return nil, err
 	}
-	live := map[uint64]bool{}
-	for _, files := range d.current.levels {
-		for _, t := range files {
-			live[t.meta.Num] = true
-		}
-	}
+	live := liveNums(d)
 	var stray []string
 	for _, n := range names {
 		kind, num := parseFileName(n)

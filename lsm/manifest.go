@@ -1,6 +1,7 @@
 package lsm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -35,7 +36,13 @@ const (
 	tagLastSeq    = 2 // uvarint last sequence number
 	tagAddFile    = 3 // level, file number, FileMeta
 	tagDeleteFile = 4 // level, file number
+	tagPersist    = 5 // persist point: last sequence number, metadata length, metadata bytes
 )
+
+// MaxPersistMeta bounds the metadata blob of one persist point (bytes): 16
+// MiB. Part of the manifest format (a longer blob is corruption); do not
+// change.
+const MaxPersistMeta = 16 << 20
 
 // MaxLevels bounds Options.NumLevels and the level numbers a manifest may
 // hold. Part of the manifest format; do not change.
@@ -78,6 +85,16 @@ type edit struct {
 	LastSeq     uint64
 	Deleted     []deletedFile
 	Added       []newFile
+	// Persist, if not nil, makes the version after this edit (its file
+	// changes applied) a persist point: recovery replays up to the last one.
+	Persist *persistPoint
+}
+
+// persistPoint is what a persist-point record holds besides the version it
+// marks: the caller's last sequence number and its opaque metadata.
+type persistPoint struct {
+	LastSeq uint64
+	Meta    []byte
 }
 
 // encode appends the edit's payload to dst: deletions before additions, so a
@@ -109,6 +126,12 @@ func (e *edit) encode(dst []byte) []byte {
 		dst = binary.LittleEndian.AppendUint64(dst, m.MaxOrder)
 		dst = binary.AppendUvarint(dst, m.MinSeq)
 		dst = binary.AppendUvarint(dst, m.MaxSeq)
+	}
+	if p := e.Persist; p != nil {
+		dst = binary.AppendUvarint(dst, tagPersist)
+		dst = binary.AppendUvarint(dst, p.LastSeq)
+		dst = binary.AppendUvarint(dst, uint64(len(p.Meta)))
+		dst = append(dst, p.Meta...)
 	}
 	return dst
 }
@@ -219,6 +242,28 @@ func decodeEdit(p []byte) (edit, error) {
 				return e, fmt.Errorf("file %d: %d tombstones > %d entries", m.Num, m.Tombstones, m.Entries)
 			}
 			e.Added = append(e.Added, a)
+		case tagPersist:
+			if e.Persist != nil {
+				return e, errors.New("duplicate persist-point field")
+			}
+			p := &persistPoint{LastSeq: d.uvarint()}
+			n := d.uvarint()
+			if d.err != nil {
+				break
+			}
+			if n > MaxPersistMeta {
+				return e, fmt.Errorf("persist-point metadata of %d bytes exceeds %d", n, MaxPersistMeta)
+			}
+			if uint64(len(d.b)) < n {
+				d.err = errShortEdit
+				break
+			}
+			p.Meta = bytes.Clone(d.b[:n])
+			if p.Meta == nil {
+				p.Meta = []byte{}
+			}
+			d.b = d.b[n:]
+			e.Persist = p
 		default:
 			if d.err == nil {
 				return e, fmt.Errorf("unknown tag %d", tag)

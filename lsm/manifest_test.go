@@ -28,6 +28,10 @@ func TestEditRoundTrip(t *testing.T) {
 			Added: []newFile{{Level: 0, Meta: sampleMeta(5)}, {Level: MaxLevels - 1, Meta: sampleMeta(6)}}},
 		{Deleted: []deletedFile{{Level: 1, Num: 3}, {Level: 2, Num: 1 << 40}},
 			Added: []newFile{{Level: 2, Meta: FileMeta{Num: 8, MaxOrder: ^uint64(0), MaxSeq: ^uint64(0)}}}},
+		{Persist: &persistPoint{LastSeq: 0, Meta: []byte{}}},
+		{HasNextFile: true, NextFile: 12, HasLastSeq: true, LastSeq: 40,
+			Persist: &persistPoint{LastSeq: 40, Meta: []byte("registry: state 1, state 2")}},
+		{Added: []newFile{{Level: 0, Meta: sampleMeta(5)}}, Persist: &persistPoint{LastSeq: ^uint64(0), Meta: bytes.Repeat([]byte{7}, 300)}},
 	}
 	for i, e := range edits {
 		got, err := decodeEdit(e.encode(nil))
@@ -70,6 +74,10 @@ func TestDecodeEditErrors(t *testing.T) {
 		{"duplicate next file", []byte{tagNextFile, 1, tagNextFile, 2}},
 		{"duplicate last seq", []byte{tagLastSeq, 1, tagLastSeq, 2}},
 		{"huge count", append([]byte{tagAddFile, 1, 4}, binary.AppendUvarint(nil, 1<<63)...)},
+		{"persist without meta length", []byte{tagPersist, 5}},
+		{"persist meta truncated", []byte{tagPersist, 5, 3, 'a', 'b'}},
+		{"persist meta too large", append([]byte{tagPersist, 5}, binary.AppendUvarint(nil, MaxPersistMeta+1)...)},
+		{"duplicate persist", []byte{tagPersist, 5, 1, 'a', tagPersist, 6, 0}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -134,9 +142,9 @@ func TestFileHeaderErrors(t *testing.T) {
 	}
 }
 
-// manifestDB builds a DB on a MemFS with n installs (one manifest record
-// each, no rotation) and returns the file system, the batches, the manifest
-// path and the offsets of its records.
+// manifestDB builds a DB on a MemFS with n installs, each followed by a
+// Persist (one manifest record each, no rotation), and returns the file
+// system, the batches, the manifest path and the offsets of its records.
 func manifestDB(t *testing.T, n int) (*vfs.MemFS, [][]entry.Entry, []testKey, string, []int64) {
 	t.Helper()
 	fs := vfs.NewMem()
@@ -157,6 +165,9 @@ func manifestDB(t *testing.T, n int) (*vfs.MemFS, [][]entry.Entry, []testKey, st
 		if err := d.InstallL0(p, g.seq); err != nil {
 			t.Fatal(err)
 		}
+		if err := d.Persist(g.seq, []byte{byte(len(batches))}); err != nil {
+			t.Fatal(err)
+		}
 		batches = append(batches, es)
 	}
 	name := manifestName(d.dir, d.manifestNum)
@@ -172,11 +183,20 @@ func manifestDB(t *testing.T, n int) (*vfs.MemFS, [][]entry.Entry, []testKey, st
 	}); err != nil || torn {
 		t.Fatalf("decodeManifest: torn %v, %v", torn, err)
 	}
-	// The records are the snapshot written by Open, then one per install.
-	if len(offs) != 1+n {
-		t.Fatalf("%d records, want %d", len(offs), 1+n)
+	// The records are the snapshot written by Open, then an install and a
+	// persist point per batch.
+	if len(offs) != 1+2*n {
+		t.Fatalf("%d records, want %d", len(offs), 1+2*n)
 	}
 	return fs, batches, g.keys, name, offs
+}
+
+func batchMaxSeq(es []entry.Entry) uint64 {
+	var m uint64
+	for _, e := range es {
+		m = max(m, e.Seq)
+	}
+	return m
 }
 
 func writeFile(t *testing.T, fs vfs.FS, name string, b []byte) {
@@ -233,8 +253,9 @@ func TestManifestBitFlip(t *testing.T) {
 }
 
 // TestManifestTornTail cuts the manifest at every byte inside its install
-// records, pads it with zeros, or appends a partial record: Open must recover
-// the installs whose records are complete, and nothing else.
+// and persist records, pads it with zeros, or appends a partial record: Open
+// must recover the installs up to the last complete persist point, and
+// nothing else.
 func TestManifestTornTail(t *testing.T) {
 	fs0, batches, keys, name, offs := manifestDB(t, 5)
 	orig, _ := readFile(fs0, name)
@@ -247,6 +268,10 @@ func TestManifestTornTail(t *testing.T) {
 			t.Fatalf("%s: Open: %v", what, err)
 		}
 		defer d.Close()
+		seq, meta, ok := d.PersistedMeta()
+		if ok != (complete > 0) || (ok && (meta[0] != byte(complete-1) || seq != batchMaxSeq(batches[complete-1]))) {
+			t.Fatalf("%s: PersistedMeta %d %v %v, want batch %d", what, seq, meta, ok, complete)
+		}
 		m := newModel()
 		for _, es := range batches[:complete] {
 			m.add(es)
@@ -266,7 +291,7 @@ func TestManifestTornTail(t *testing.T) {
 				end = offs[i+1]
 			}
 			if end <= cut {
-				complete = i
+				complete = i / 2 // records 2i-1 (install) and 2i (persist point) per batch
 			}
 		}
 		check(t, orig[:cut], complete, fmt.Sprintf("cut at %d", cut))
@@ -379,7 +404,9 @@ func FuzzManifest(f *testing.F) {
 	for _, e := range []edit{
 		{HasNextFile: true, NextFile: 5, HasLastSeq: true, LastSeq: 9},
 		{Added: []newFile{{Level: 0, Meta: sampleMeta(3)}}},
+		{Persist: &persistPoint{LastSeq: 9, Meta: []byte("meta")}},
 		{Deleted: []deletedFile{{Level: 0, Num: 3}}, Added: []newFile{{Level: 1, Meta: sampleMeta(4)}}},
+		{HasLastSeq: true, LastSeq: 12, Persist: &persistPoint{LastSeq: 12, Meta: []byte{}}},
 	} {
 		b = appendRecord(b, e.encode(nil))
 		f.Add(bytes.Clone(b))
@@ -417,6 +444,8 @@ func FuzzEdit(f *testing.F) {
 	f.Add((&edit{HasNextFile: true, NextFile: 5}).encode(nil))
 	f.Add((&edit{Added: []newFile{{Level: 2, Meta: sampleMeta(3)}}, Deleted: []deletedFile{{1, 2}}}).encode(nil))
 	f.Add([]byte{tagAddFile, 1})
+	f.Add((&edit{HasLastSeq: true, LastSeq: 3, Persist: &persistPoint{LastSeq: 3, Meta: []byte("registry")}}).encode(nil))
+	f.Add([]byte{tagPersist, 1, 4, 'a'})
 	f.Fuzz(func(t *testing.T, p []byte) {
 		e, err := decodeEdit(p)
 		if err != nil {

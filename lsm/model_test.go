@@ -11,9 +11,10 @@ import (
 )
 
 // TestModel drives a DB with random WriteL0 batches (some discarded),
-// compactions (some run concurrently with installs), reopens and manifest
-// rotations, and after each step compares every key's resolved value with a
-// Go map model of the installed history. It prints its seed; -seed=N
+// compactions (some run concurrently with installs), persist points, reopens
+// (which go back to the last persist point) and manifest rotations, and after
+// each step compares every key's resolved value with a Go map model of the
+// installed history; every file of the persisted version must stay on disk. It prints its seed; -seed=N
 // replays.
 func TestModel(t *testing.T) {
 	seed := testSeed(t)
@@ -41,6 +42,8 @@ func runModel(t *testing.T, rng *rand.Rand, round int) {
 	}
 	g := newGen(rng, ks)
 	m := newModel()
+	pm := newModel() // the model as of the last persist point
+	var pmSeq uint64
 	d, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +114,13 @@ func runModel(t *testing.T, rng *rand.Rand, round int) {
 			if err := d.InstallCompaction(j); err != nil {
 				t.Fatalf("step %d: install %v: %v", step, j, err)
 			}
-		case r < 85:
+		case r < 83:
+			if rng.IntN(2) == 0 {
+				if err := d.Persist(g.seq, nil); err != nil {
+					t.Fatalf("step %d: Persist: %v", step, err)
+				}
+				pm, pmSeq = m.clone(), g.seq
+			}
 			if err := d.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -122,12 +131,26 @@ func runModel(t *testing.T, rng *rand.Rand, round int) {
 			if stray, _ := strayFiles(d); len(stray) > 0 {
 				t.Fatalf("step %d: stray files after reopen: %v", step, stray)
 			}
-			if got := d.LastSeq(); got != g.seq && len(m.byKey) > 0 {
-				// Discarded batches advance g.seq without installs; LastSeq
-				// is the largest installed.
-				if got > g.seq {
-					t.Fatalf("step %d: LastSeq %d > %d", step, got, g.seq)
-				}
+			// Installs since the last persist point are gone; numbering
+			// continues after the persisted sequence number.
+			m = pm.clone()
+			if got := d.LastSeq(); got != pmSeq {
+				t.Fatalf("step %d: LastSeq %d after reopen, persisted %d", step, got, pmSeq)
+			}
+			g.seq = pmSeq
+			if err := diffAll(d, m, g.keys); err != nil {
+				t.Fatalf("step %d: after reopen: %v", step, err)
+			}
+		case r < 88:
+			if err := d.Persist(g.seq, []byte{byte(step)}); err != nil {
+				t.Fatalf("step %d: Persist: %v", step, err)
+			}
+			pm, pmSeq = m.clone(), g.seq
+			if mt := d.Metrics(); mt.PersistPinnedFiles != 0 {
+				t.Fatalf("step %d: %d files pinned right after Persist", step, mt.PersistPinnedFiles)
+			}
+			if stray, _ := strayFiles(d); len(stray) > 0 {
+				t.Fatalf("step %d: stray files after Persist: %v", step, stray)
 			}
 		default:
 			if err := diffAll(d, m, g.keys); err != nil {
@@ -136,6 +159,9 @@ func runModel(t *testing.T, rng *rand.Rand, round int) {
 		}
 		if msg := d.current.checkLevels(); msg != "" {
 			t.Fatalf("step %d: %s", step, msg)
+		}
+		if err := persistedOnDisk(d); err != nil {
+			t.Fatalf("step %d: %v", step, err)
 		}
 	}
 	checkAll(t, d, m, g.keys, "end")

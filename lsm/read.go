@@ -140,6 +140,13 @@ type Metrics struct {
 	// table bytes written per byte of state ingested; 0 before any ingest.
 	WriteAmplification float64
 
+	Persists int64 // successful Persist calls
+	// PersistPinnedFiles and PersistPinnedBytes count the files only the
+	// last persisted version holds (compaction inputs since the last
+	// Persist): on disk until the next Persist (doc.go, invariant 10).
+	PersistPinnedFiles int
+	PersistPinnedBytes int64
+
 	ManifestRotations int64  // new manifests written (Open, size, recovery from a failed write)
 	ManifestErrors    int64  // failed manifest writes
 	DeleteErrors      int64  // failed removals of obsolete files (retried by the next Open)
@@ -158,6 +165,7 @@ func (d *DB) Metrics() Metrics {
 		BytesCompacted:    d.m.bytesCompact,
 		BytesCompactRead:  d.m.bytesCompactRead,
 		ManifestBytes:     d.m.manifestBytes,
+		Persists:          d.m.persists,
 		ManifestRotations: d.m.rotations,
 		ManifestErrors:    d.m.manifestErrors,
 		DeleteErrors:      d.m.deleteErrors.Load(),
@@ -171,6 +179,22 @@ func (d *DB) Metrics() Metrics {
 		return m
 	}
 	v := d.current
+	if p := d.persisted; p != nil && p != v {
+		live := map[*tableFile]bool{}
+		for _, files := range v.levels {
+			for _, t := range files {
+				live[t] = true
+			}
+		}
+		for _, files := range p.levels {
+			for _, t := range files {
+				if !live[t] {
+					m.PersistPinnedFiles++
+					m.PersistPinnedBytes += t.meta.Size
+				}
+			}
+		}
+	}
 	m.Levels = make([]LevelMetrics, len(v.levels))
 	for l := range v.levels {
 		lm := &m.Levels[l]

@@ -162,6 +162,85 @@ func (b *versionBuilder) version() *version {
 	return &version{levels: b.levels}
 }
 
+// snapshot returns a version holding the builder's files now; later edits
+// to the builder do not change it.
+func (b *versionBuilder) snapshot() *version {
+	levels := make([][]*tableFile, len(b.levels))
+	for l, files := range b.levels {
+		levels[l] = slices.Clone(files)
+	}
+	return &version{levels: levels}
+}
+
+// diffEdits returns the edits that turn from into to when replayed after it:
+// first every deletion, then the additions, L0 oldest first, split so no
+// record passes snapshotChunk bytes. It relies on the shape installs give
+// L0: the files of from still in to's L0 are its oldest (a suffix), because
+// L0 only ever gains files at the front.
+func diffEdits(from, to *version) []edit {
+	type key struct {
+		l int
+		t *tableFile
+	}
+	inFrom, inTo := map[key]bool{}, map[key]bool{}
+	for l := range from.levels {
+		for _, t := range from.levels[l] {
+			inFrom[key{l, t}] = true
+		}
+		for _, t := range to.levels[l] {
+			inTo[key{l, t}] = true
+		}
+	}
+	var out []edit
+	cur := edit{}
+	size := 0
+	flush := func() {
+		if len(cur.Added) > 0 || len(cur.Deleted) > 0 {
+			out = append(out, cur)
+		}
+		cur, size = edit{}, 0
+	}
+	for l, files := range from.levels {
+		for _, t := range files {
+			if !inTo[key{l, t}] {
+				cur.Deleted = append(cur.Deleted, deletedFile{Level: l, Num: t.meta.Num})
+				if size += 20; size >= snapshotChunk {
+					flush()
+				}
+			}
+		}
+	}
+	add := func(l int, t *tableFile) {
+		if inFrom[key{l, t}] {
+			return
+		}
+		cur.Added = append(cur.Added, newFile{Level: l, Meta: t.meta})
+		if size += 80; size >= snapshotChunk {
+			flush()
+		}
+	}
+	for i := len(to.levels[0]) - 1; i >= 0; i-- {
+		add(0, to.levels[0][i])
+	}
+	for l := 1; l < len(to.levels); l++ {
+		for _, t := range to.levels[l] {
+			add(l, t)
+		}
+	}
+	flush()
+	return out
+}
+
+// sameFiles reports whether a and b hold the same files in the same order.
+func sameFiles(a, b *version) bool {
+	for l := range a.levels {
+		if !slices.EqualFunc(a.levels[l], b.levels[l], func(x, y *tableFile) bool { return x.meta.Num == y.meta.Num }) {
+			return false
+		}
+	}
+	return true
+}
+
 // snapshotEdits returns the edits that rebuild v from nothing: the counters,
 // then the files, L0 oldest first (so replay, which inserts L0 files at the
 // front, restores newest-first order), split so no record passes
