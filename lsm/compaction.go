@@ -248,7 +248,9 @@ func (j *CompactionJob) run(ctx context.Context) error {
 
 // InstallCompaction installs a job's outputs: one manifest record deleting
 // the inputs and adding the outputs, synced, then the new version is current
-// and the inputs are removed from disk once no version holds them. It always
+// and the inputs are removed from disk once no version holds them — an input
+// the last persisted version holds stays until the next Persist (doc.go,
+// invariant 10); one installed after the last Persist goes at once. It always
 // releases the job (busy levels, pinned version), also when the job failed or
 // never ran. Owner only; call it after Run returned (the scheduler task
 // completed), or instead of Run for a job that will not run.

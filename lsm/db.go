@@ -17,7 +17,8 @@ import (
 // DB is the LsmStore of one store: table files in levels, named by a
 // manifest. Concurrency (doc.go, "Concurrency"): one owner goroutine calls
 // Get, MapRange, InstallL0, Discard, PickCompaction, CompactLevel,
-// InstallCompaction, Metrics, LastSeq, Sync and Close, never concurrently;
+// InstallCompaction, Persist, PersistedMeta, Metrics, LastSeq, Sync and
+// Close, never concurrently;
 // WriteL0 and CompactionJob.Run may run on other goroutines (the root
 // package runs them through the scheduler) concurrently with the owner and
 // each other, until Close.
@@ -63,10 +64,12 @@ type counters struct {
 // Open opens the DB in opts.Dir, creating it if there is no CURRENT file.
 // Recovery (doc.go, "Recovery"): read CURRENT, replay the manifest it names
 // (a torn final record is ignored; any other damage is a *CorruptionError
-// naming the file and offset), check that every table it names exists with
-// its recorded size and open it, write a fresh manifest holding a snapshot
-// and point CURRENT at it, then delete every table, manifest and temporary
-// file the recovered version does not reference.
+// naming the file and offset) and take the version as of its last persist
+// point — edits after it are ignored, and a manifest without one gives an
+// empty DB — check that every table of that version exists with its recorded
+// size and open it, write a fresh manifest and point CURRENT at it, then
+// delete every table, manifest and temporary file the recovered version does
+// not reference. PersistedMeta returns the recovered persist point.
 //
 // Errors: ErrInvalidOptions (wrapped, naming the field); ErrCorruption
 // (*CorruptionError) for damaged or missing files; I/O errors wrapped with
@@ -507,12 +510,12 @@ func (d *DB) rotate(e *edit, pp *persistPoint) error {
 	return nil
 }
 
-// Close releases every open file. Everything installed is already durable,
-// unless a manifest write failed since the last successful one: then Close
-// first writes a new manifest (as Sync), so a reopen sees exactly the
-// installed state, and returns that write's error if it fails — the DB still
-// closes, and a reopen may then also see the edit whose install failed
-// (never anything else). WriteL0 and CompactionJob.Run must not be running
+// Close releases every open file. It does not persist: a reopen recovers the
+// last persist point, so a caller wanting the installed state back calls
+// Persist first. If a manifest write failed since the last successful one,
+// Close first writes a new manifest (as Sync) and returns that write's error
+// if it fails — the DB still closes, and a reopen may then also see the
+// persist point whose Persist failed (never anything else). WriteL0 and CompactionJob.Run must not be running
 // (the root closes the scheduler first); pending files and jobs not installed
 // are left on disk for the next Open to delete. A second Close returns
 // ErrClosed.
@@ -526,10 +529,11 @@ func (d *DB) Close() error {
 	return err
 }
 
-// Sync makes the installed state durable if a failed manifest write left it
-// in doubt (doc.go, "Failed manifest writes"): it writes a new manifest
-// holding a snapshot and points CURRENT at it. Otherwise it does nothing: a
-// successful install is durable when it returns. Owner only. Errors: I/O
+// Sync settles the manifest if a failed write left it in doubt (doc.go,
+// "Failed manifest writes"): it writes a new manifest (the persisted
+// version, its persist point, the edits since) and points CURRENT at it.
+// Otherwise it does nothing. It does not make a persist point: that is
+// Persist. Owner only. Errors: I/O
 // errors (ErrNoSpace), ErrClosed.
 func (d *DB) Sync() error {
 	if d.closed {
@@ -642,9 +646,10 @@ func (d *DB) closeAll() {
 	d.current, d.persisted = nil, nil
 }
 
-// LastSeq returns the largest sequence number installed so far (InstallL0's
-// lastSeq and the files' MaxSeq), as recovered by Open: the root continues
-// numbering writes after it. Owner only.
+// LastSeq returns the largest sequence number installed or persisted so far
+// (InstallL0's and Persist's lastSeq, the files' MaxSeq); after Open, the
+// recovered persist point's (0 without one): the root continues numbering
+// writes after it (fresh.Options.StartSeq). Owner only.
 func (d *DB) LastSeq() uint64 { return d.lastSeq }
 
 // Get visits the versions of (key, userKey) with the given Order held in the

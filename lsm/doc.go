@@ -24,9 +24,16 @@
 //     deleted (level, number), next file number, last sequence number.
 //   - Version: an immutable set of files by level. The DB's current version
 //     is the result of replaying every edit.
+//   - Persist point: a manifest record (Persist) marking the version after
+//     it as the one a crash or reopen recovers, with the caller's last
+//     sequence number and metadata. The persisted version is the current
+//     version as of the last persist point. Installs between persist points
+//     are visible to reads of the running DB but not recovered: the store
+//     (eviction into L0 between checkpoints, compaction) must reopen to
+//     exactly its last persistence point (Close, later checkpoints).
 //   - Owner: the goroutine that calls Get, MapRange, InstallL0,
-//     PickCompaction, InstallCompaction, Metrics, Sync and Close (the store's
-//     task thread). Background: WriteL0 and CompactionJob.Run.
+//     PickCompaction, InstallCompaction, Persist, PersistedMeta, Metrics,
+//     Sync and Close (the store's task thread). Background: WriteL0 and CompactionJob.Run.
 //   - Bottom (for a compaction): no level below the output level holds a file
 //     overlapping the job's Order range.
 //
@@ -34,7 +41,8 @@
 //
 //	CURRENT           names the live manifest (replaced atomically)
 //	CURRENT.tmp       CURRENT being written; deleted by Open
-//	MANIFEST-000007   edits, appended and synced one record per install
+//	MANIFEST-000007   edits, appended and synced one record per install or
+//	                  persist point
 //	000012.sst        tables
 //
 // Open deletes every table, manifest and temporary file the recovered state
@@ -79,14 +87,41 @@
 //	                          tombstones uvarint, minOrder u64 LE,
 //	                          maxOrder u64 LE, minSeq uvarint, maxSeq uvarint
 //	  4 delete file           level uvarint, num uvarint
-//	deletions apply before additions; an unknown tag, a truncated field,
-//	level >= MaxLevels (16), file number 0 or an inverted range is corruption.
+//	  5 persist point         lastSeq uvarint, metaLen uvarint,
+//	                          meta (metaLen bytes, <= MaxPersistMeta = 16 MiB)
+//	deletions apply before additions, and a persist point marks the version
+//	after both; an unknown tag, a truncated field, a duplicate counter or
+//	persist field, level >= MaxLevels (16), file number 0, an inverted range
+//	or metaLen > 16 MiB is corruption. The tag values are part of the file
+//	format; do not change.
 //
-// A new manifest starts with a snapshot of the current version: counters,
-// then add-file records (L0 oldest first, so replay rebuilds newest-first
-// order), split into records of at most 1 MiB. Open always starts a new
-// manifest; so does an edit after a failed manifest write, or once the
-// manifest exceeds MaxManifestBytes.
+//	persist-point record as Persist appends it (one edit):
+//	+----+---------+----+---------+----+---------+--------+-------------+
+//	| 01 | nextFile| 02 | lastSeq | 05 | lastSeq | metaLen| meta bytes  |
+//	|    | uvarint |    | uvarint |    | uvarint | uvarint| (opaque)    |
+//	+----+---------+----+---------+----+---------+--------+-------------+
+//
+// # Manifest rewrites
+//
+// A new manifest is written by Open, by an edit or Sync after a failed
+// manifest write, once the manifest exceeds MaxManifestBytes, and by a
+// Persist in those cases. Its records (each at most 1 MiB of file records;
+// L0 files oldest first, so replay rebuilds newest-first order):
+//
+//	after a persist point:  snapshot of the persisted version (counters,
+//	                        add-file records) │ its persist-point record │
+//	                        the edits from it to the current version
+//	                        (deletions, then additions) │ the new edit
+//	Persist rewriting:      snapshot of the current version │ the new
+//	                        persist-point record
+//	no persist point yet:   snapshot of the current version │ the new edit
+//
+// So a rewrite keeps both what recovery needs (the persisted version) and
+// what the running DB has installed since. The edits from the persisted to
+// the current version exist because L0 only gains files at the front: the
+// persisted L0 files still current are its oldest; the DB rebuilds the
+// current version from the records before writing them and panics on a
+// mismatch.
 //
 // # Torn tails
 //
@@ -111,20 +146,26 @@
 // Open reads CURRENT (layout checked: size, magic, version, checksum type,
 // CRCs), reads the manifest it names and replays its records in order; an
 // edit that does not apply (a deleted file absent, an added file present) is
-// corruption at that record's offset, and the result must satisfy the level
-// invariants. Every table of the recovered version must exist with its
-// recorded size and open (sstable.Open checks header, footer, index, filter).
-// Open then writes a new manifest holding a snapshot, points CURRENT at it,
-// and deletes every table not in the version, every other manifest and
-// CURRENT.tmp. A directory without CURRENT is a new DB, unless it holds
+// corruption at that record's offset, and the replayed and the persisted
+// version must satisfy the level invariants. The recovered version is the
+// one as of the LAST persist-point record (its lastSeq becomes LastSeq, its
+// metadata PersistedMeta); the edits after it are ignored, and a manifest
+// without a persist point recovers an empty DB. Every table of the recovered
+// version must exist with its recorded size and open (sstable.Open checks
+// header, footer, index, filter). Open then writes a new manifest (see
+// "Manifest rewrites"), points CURRENT at it, and deletes every table not in
+// the recovered version (so the tables of ignored edits), every other
+// manifest and CURRENT.tmp. A directory without CURRENT is a new DB, unless it holds
 // tables: then CURRENT was lost, which is corruption, and nothing is deleted.
 //
 // # Invariants
 //
 //  1. The manifest named by CURRENT, replayed, yields the current version of
-//     the last Open, plus every edit the DB reported as installed since. An
-//     install is reported only after its record (or a new manifest holding
-//     it and the CURRENT pointing there) is synced and the directory synced.
+//     the last Open, plus every edit the DB reported as installed since; its
+//     last persist-point record is the last one Persist reported (or one whose
+//     Persist failed: its fate is unknown). An install or persist point is
+//     reported only after its record (or a new manifest holding it and the
+//     CURRENT pointing there) is synced and the directory synced.
 //  2. A table is named by a manifest record only after the table and its
 //     directory entry were synced (WriteL0 and Run sync the directory).
 //  3. L0 is in install order, newest first. L1+ files are sorted by MinOrder
@@ -140,8 +181,9 @@
 //     entries of a file installed later are newer than those of every file
 //     installed before; the SliceTable evicts each bucket's oldest slices
 //     first. Get relies on it to visit versions newest first.
-//  7. Reference counts: a version counts the DB's current pointer and every
-//     compaction job picked from it; a file counts the versions holding it.
+//  7. Reference counts: a version counts the DB's current pointer, its
+//     persisted pointer and every compaction job picked from it; a file
+//     counts the versions holding it.
 //     A file is closed when no version holds it, and removed from disk only
 //     if an installed edit deleted it (obsolete). So a file a running job
 //     reads is never deleted, and the current version's files are never
@@ -153,6 +195,15 @@
 //  9. Only the owner changes versions, the manifest and the reference counts;
 //     background work only reads files of a pinned version and writes new
 //     files, taking file numbers from an atomic counter.
+//  10. Deferred deletion: the DB holds a reference on the persisted version
+//     until the next Persist succeeds, so no file it holds is removed while
+//     the last durable persist point names it — a compaction input the
+//     persisted version holds stays on disk (Metrics.PersistPinnedFiles)
+//     until the next Persist; a file installed after the last persist point
+//     and then compacted away is removed at once. A Persist that failed
+//     keeps the previous persisted version; its own version cannot lose a
+//     file before a later manifest write succeeds (no install happens before
+//     the rewrite that follows a failed write), which makes its record moot.
 //
 // # Versions and reference counts
 //
@@ -208,38 +259,51 @@
 // A manifest append or sync that fails leaves the record's fate unknown (it
 // may be torn, complete but unsynced, or durable), so the DB never appends to
 // that manifest again: it marks it broken, reports the error (nothing changes
-// in memory), and the next edit — or Sync or Close — writes a new manifest
-// holding a snapshot of the current version and points CURRENT at it. Until
+// in memory: a failed Persist keeps the previous persist point), and the next
+// edit — or Persist, Sync or Close — writes a new manifest (see "Manifest
+// rewrites") and points CURRENT at it. Until
 // that succeeds the failed edit's files stay on disk (invariant 8). A rename
 // of CURRENT followed by a failed directory sync keeps both manifests.
 //
 // # Crash safety
 //
-// The argument, step by step (vfs invariants 1–3: only synced bytes and
-// synced directory entries survive):
+// The target is the last persist point: after a crash, Open must recover
+// exactly the version of the last reported Persist (or of a Persist cut off
+// by the crash). The argument, step by step (vfs invariants 1–3: only synced
+// bytes and synced directory entries survive):
 //
 //	WriteL0/Run:  create → write → Finish(sync) → close → dir sync
 //	              crash anywhere: the file is unnamed by any manifest;
 //	              Open deletes it (or it never became visible at all).
 //	InstallL0 /   append record → sync
-//	 Install-     crash before the sync: the record is absent or torn at the
-//	 Compaction   tail → recovery stops before it; the install was not
-//	              reported, its files are garbage and deleted by Open.
-//	              After the sync: the record is complete, and (2) its tables
-//	              are durable under their names.
-//	rotation:     new manifest (snapshot + edit) → sync → CURRENT.tmp → sync
-//	              → rename → dir sync. Before the dir sync a crash leaves
-//	              CURRENT naming the old manifest (complete, still on disk)
-//	              or the new one (complete and synced); both describe a
-//	              consistent version, and the edit is reported only after
-//	              the dir sync.
-//	deletions:    an obsolete table is removed only after the edit deleting
-//	              it is durable; if the removal is lost, Open removes it.
+//	 Install-     whether or not the record survives, it follows the last
+//	 Compaction   persist point, so recovery ignores it; its files are not
+//	              in the persisted version and Open deletes them. It
+//	              deletes no file of the persisted version (10).
+//	Persist:      append persist-point record → sync
+//	              crash before the sync: the record is absent or torn at the
+//	              tail → recovery stops before it and uses the previous
+//	              persist point, whose files (10) are all still on disk.
+//	              After the sync: the record is complete; every file of the
+//	              current version is durable under its name (2); only then
+//	              does the previous persisted version release its files.
+//	rotation:     new manifest (see "Manifest rewrites") → sync →
+//	              CURRENT.tmp → sync → rename → dir sync. Before the dir
+//	              sync a crash leaves CURRENT naming the old manifest
+//	              (complete, still on disk) or the new one (complete and
+//	              synced); both hold the same last persist point (or, for a
+//	              Persist rewrite, the old or the new one, and that Persist
+//	              is reported only after the dir sync).
+//	deletions:    a table is removed only when no version holds it, so never
+//	              while the persisted version does (10); if the removal is
+//	              lost, Open removes it.
 //
-// So after any crash, CURRENT names a complete manifest, its complete
-// records describe tables that exist with the recorded sizes, and it holds
-// every reported install. TestCrash checks this at every write operation of
-// a workload of flushes, compactions, rotations and reopens.
+// So after any crash, CURRENT names a complete manifest whose last complete
+// persist-point record is the last reported one (or a cut-off one), and the
+// tables of that version exist with the recorded sizes. TestCrash checks this
+// at every write operation of a workload of flushes, compactions, persist
+// points, rotations and reopens, comparing every read with the model as of
+// the last persist point.
 //
 // # Concurrency
 //
@@ -257,5 +321,5 @@
 // errors, naming the file and offset), ErrBadMagic, ErrVersion and
 // ErrChecksumType for manifest and CURRENT headers (each also ErrCorruption),
 // ErrNoSpace (with syscall.ENOSPC) for a full disk, ErrClosed,
-// ErrInvalidOptions, ErrJobNotRun.
+// ErrInvalidOptions, ErrJobNotRun, ErrMetaTooLarge.
 package lsm

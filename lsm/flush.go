@@ -152,9 +152,11 @@ func (o *output) abandon() {
 }
 
 // InstallL0 makes p's file the newest L0 file and records lastSeq (the
-// largest sequence number the caller has now persisted; the DB keeps the
-// maximum of it and p's MaxSeq): one manifest record, synced, then the new
-// version is current. Owner only.
+// largest sequence number the caller has now handed to the DB; the DB keeps
+// the maximum of it and p's MaxSeq): one manifest record, synced, then the
+// new version is current and reads see the file. It survives a crash or
+// reopen only once a later Persist succeeds (doc.go, "Persist points").
+// Owner only.
 //
 // The caller guarantees the install order contract (doc.go, invariant 6): for
 // every (Order, Key), the entries of a file installed later are newer than

@@ -32,8 +32,8 @@ func (t *tableFile) overlaps(lo, hi uint64) bool {
 
 // version is an immutable set of table files by level (doc.go, "Versions").
 // levels[0] is newest first; levels[1:] are sorted by MinOrder with disjoint
-// inclusive [MinOrder, MaxOrder] ranges. refs counts the DB's current pointer
-// and every compaction job that pinned it.
+// inclusive [MinOrder, MaxOrder] ranges. refs counts the DB's current pointer,
+// its persisted pointer and every compaction job that pinned it.
 type version struct {
 	levels [][]*tableFile
 	refs   int
