@@ -20,7 +20,12 @@
 //     Region (PurposeFreshIndex), groups of 8 slots, one cache line each.
 //   - Record: addressed by a uint32 offset in its segment (0 = none).
 //     Every record header carries the write's sequence number (Table.Seq;
-//     each write, in place or appended, increments it).
+//     each write, in place or appended, increments it). Numbering starts
+//     after Options.StartSeq (the first write gets StartSeq+1), so a store
+//     reopened over an LsmStore with LastSeq L passes L and writes newer
+//     sequence numbers than every entry below. StartSeq < MaxStartSeq =
+//     2^56 − 2^40 (ErrStartSeq): the record keeps the low 56 bits, and
+//     sequence numbers stay below 2^56 for 2^40 writes after StartSeq.
 //   - Garbage: a record superseded inside its segment (FlagDead); counted
 //     in Stats, reclaimed when the segment is transformed or dropped.
 //

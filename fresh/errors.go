@@ -25,4 +25,7 @@ var (
 	// segment was dropped (or the Table closed), or a MapIter still needed
 	// a segment that DropSealed removed.
 	ErrSegmentDropped = errors.New("fresh: segment dropped")
+	// ErrStartSeq: Options.StartSeq is MaxStartSeq or more, too close to
+	// the 56-bit sequence field's limit. New creates no Table.
+	ErrStartSeq = errors.New("fresh: start sequence number out of range")
 )

@@ -30,10 +30,25 @@ type Options struct {
 	// indices are mapped with Pool.Budget().Map(..., PurposeFreshIndex).
 	Pool *memory.Pool
 
+	// StartSeq is the sequence number the Table continues after: the first
+	// write gets StartSeq+1 (Seq returns StartSeq until then). A store
+	// reopened over a lower tier whose newest sequence number is L (the
+	// LsmStore's LastSeq) passes L, so its writes are newer than everything
+	// below. Default 0. Records store the low 56 bits of a sequence number
+	// (doc.go, "Record"), so StartSeq must be below MaxStartSeq, which
+	// leaves 2^40 writes before the 56-bit field could wrap; New returns
+	// ErrStartSeq otherwise.
+	StartSeq uint64
+
 	// dataLimit, when > 0, caps the bytes used of each segment (tests use
 	// it to force many seals with the Pool's 16 MiB minimum).
 	dataLimit int
 }
+
+// MaxStartSeq bounds Options.StartSeq: 2^56 − 2^40. A Table's sequence
+// numbers stay below 2^56 (the record's seq field) for at least 2^40 writes
+// after it, so the low 56 bits stored in a record order writes correctly.
+const MaxStartSeq = 1<<seqBits - 1<<40
 
 // Table is the FreshTable of one store: the active segment and the sealed
 // segments (oldest first in segs). A Table is NOT safe for concurrent use:
@@ -50,10 +65,16 @@ type Table struct {
 	dropped  int64 // segments dropped by DropSealed (MapIter rebases on it)
 }
 
-// New returns an empty Table. No memory is mapped until the first write.
+// New returns an empty Table whose sequence numbers continue after
+// opts.StartSeq. No memory is mapped until the first write. Errors:
+// ErrStartSeq (wrapped, with the value) if StartSeq >= MaxStartSeq; a plain
+// error without a Pool or with a segment size out of range.
 func New(opts Options) (*Table, error) {
 	if opts.Pool == nil {
 		return nil, errors.New("fresh: Options.Pool is required")
+	}
+	if opts.StartSeq >= MaxStartSeq {
+		return nil, fmt.Errorf("%w: Options.StartSeq = %d, want < %d (2^56 - 2^40)", ErrStartSeq, opts.StartSeq, uint64(MaxStartSeq))
 	}
 	size := opts.Pool.SegmentSize()
 	limit := size
@@ -68,6 +89,7 @@ func New(opts Options) (*Table, error) {
 		budget:   opts.Pool.Budget(),
 		limit:    uint32(limit),
 		maxValue: uint32(limit / 4),
+		seq:      opts.StartSeq,
 	}, nil
 }
 
@@ -96,7 +118,8 @@ func (t *Table) Close() error {
 // or appended, advances it (by 1; by 2 for a MapPut or MapRemove that also
 // writes the map's header in the active segment, so that header and entry
 // have distinct sequence numbers); the low 56 bits are stored in the
-// record. It continues across Seal and DropSealed.
+// record. It starts at Options.StartSeq and continues across Seal and
+// DropSealed.
 func (t *Table) Seq() uint64 { return t.seq }
 
 // Seal seals the active segment now: it stays readable and read-only, and
