@@ -30,7 +30,7 @@ step "demo job end to end: all 3 M flights, cross-checked against plain Go maps 
 step "arm64 under qemu"
 command -v qemu-aarch64-static >/dev/null || { echo "qemu-aarch64-static missing: apt-get install -y qemu-user-static"; exit 1; }
 # Packages with arm64-specific code, plus the tiers and the root package's short tests.
-arm_pkgs="./asm_arm64/ ./fresh/ ./memory/ ."
+arm_pkgs="./asm_arm64/ ./slice/ ./fresh/ ./memory/ ."
 run_qemu() { # $1 cpu, $2 expected impl, $3 expected SVE vector bits, rest: extra go test flags
   local cpu=$1 impl=$2 vl=$3; shift 3
   echo "--- qemu -cpu $cpu (expect impl=$impl vl=$vl) $*"
@@ -40,11 +40,13 @@ run_qemu() { # $1 cpu, $2 expected impl, $3 expected SVE vector bits, rest: extr
 run_qemu max,sve128=on sve 128
 run_qemu max,sve512=on sve 512
 run_qemu neoverse-n1 neon 0
-# Kernel-dispatch package only at the remaining configurations (cheap).
-arm_pkgs="./asm_arm64/"
-run_qemu max,sve256=on sve 256
-run_qemu max,sve2048=on,sve-default-vector-length=256 sve 2048
-run_qemu max generic 0 -tags purego
+# The kernels, and the slice reads that call them, at the remaining configurations.
+for cfg in "max,sve256=on sve 256" "max,sve2048=on,sve-default-vector-length=256 sve 2048" "max generic 0 -tags purego"; do
+  arm_pkgs="./asm_arm64/"
+  run_qemu $cfg
+  arm_pkgs="./slice/"
+  run_qemu $cfg -run 'LowerBound|Model|GetVersions|ListGet|MapGetAndIter|HotPaths'
+done
 
 step "WORD assembly in sync with its mnemonic sources (sve2word, Go 1.27.3 + GOEXPERIMENT=simd)"
 scripts/check-asm.sh
