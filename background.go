@@ -12,6 +12,7 @@ import (
 
 	"github.com/strata-db/strata/fresh"
 	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/lsm"
 	"github.com/strata-db/strata/memory"
 	"github.com/strata-db/strata/scheduler"
 	"github.com/strata-db/strata/slice"
@@ -57,12 +58,17 @@ func (t *tiers) checkSealed() {
 // one at a time, the reserve is sized for one), compactions of long chains, and an eviction
 // when the SliceTable is above its watermark and a lower tier exists.
 func (t *tiers) kick() {
-	if t.bgErr != nil {
+	if t.bgErr != nil || t.closing {
 		return
 	}
 	if len(t.fifo) > 0 {
-		if j := t.fifo[0]; j.h == nil && (!j.failed || t.budget.Used() < j.failedUsed) {
-			t.submitTransform(j)
+		if j := t.fifo[0]; j.h == nil {
+			switch {
+			case t.canFlush() && (j.failed || t.preferFlush > 0):
+				t.submitFlush(j)
+			case !j.failed || t.budget.Used() < j.failedUsed:
+				t.submitTransform(j)
+			}
 		}
 	}
 	for !t.noCompact && len(t.compactions) < t.maxCompact {
@@ -72,8 +78,34 @@ func (t *tiers) kick() {
 		}
 		t.submitCompaction(c)
 	}
-	if t.autoEvict {
+	if t.autoEvict || t.low != nil && (t.headFailed() || t.evictWater > 0 && t.sl.Stats().MemBytes > t.evictWater) {
 		t.evict()
+	}
+	t.kickLSM()
+}
+
+// kickLSM submits every LSM compaction that is due (lsm.DB.PickCompaction marks the levels of
+// a job busy, so the jobs it returns touch disjoint level pairs).
+func (t *tiers) kickLSM() {
+	if t.db == nil || t.bgErr != nil || t.closing {
+		return
+	}
+	for {
+		j := t.db.PickCompaction()
+		if j == nil {
+			return
+		}
+		job := &lsmJob{j: j}
+		t.lsmJobs = append(t.lsmJobs, job)
+		_, err := t.sched.Submit(scheduler.Compaction, j.String(), func(ctx context.Context) error {
+			defer t.finished(&job.done)
+			return j.Run(ctx)
+		})
+		if err != nil {
+			// Closed scheduler: the job never runs; InstallCompaction releases it.
+			job.done.Store(true)
+			t.ready.Add(1)
+		}
 	}
 }
 
@@ -100,6 +132,45 @@ func (t *tiers) evict() bool {
 		t.ready.Add(1)
 	}
 	return true
+}
+
+// canFlush reports whether the sealed segment at the head of the queue may go straight to the
+// lower tier as an L0 file, bypassing the SliceTable: only when the SliceTable holds nothing
+// and no eviction is in flight, so that the file is newer than everything installed below
+// before it and nothing older can be installed after it (lsm invariant 6).
+func (t *tiers) canFlush() bool {
+	return t.low != nil && t.eviction == nil && len(t.compactions) == 0 && t.sl.Stats().Slices == 0
+}
+
+// flushProbe is the number of sealed segments flushed straight to the lower tier after a
+// transform failed for memory with an empty SliceTable (the budget cannot hold a transform's
+// slices beside the FreshTable), before a transform is tried again.
+const flushProbe = 8
+
+// submitFlush runs a flush of the head segment: its entries sorted and written as one L0 file
+// (invisible until the owner installs it, in seal order, like a transform's slices).
+func (t *tiers) submitFlush(j *transformJob) {
+	j.failed, j.flush = false, true
+	if t.preferFlush > 0 {
+		t.preferFlush--
+	}
+	h, err := t.sched.Submit(scheduler.Transform, "flush", func(ctx context.Context) error {
+		defer t.finished(&j.done)
+		defer recoverInto(&j.err, "flush")
+		ents, err := t.segmentEntries(ctx, j.seg)
+		if err == nil {
+			j.pending, err = t.low.Evict(&entrySliceIter{ents: ents, i: -1})
+		}
+		j.err = err
+		return err
+	})
+	if err != nil {
+		j.err = err
+		j.done.Store(true)
+		t.ready.Add(1)
+		return
+	}
+	j.h = h
 }
 
 func (t *tiers) submitTransform(j *transformJob) {
@@ -150,28 +221,10 @@ func recoverInto(err *error, what string) {
 // into slices. It reads only the sealed segment (immutable until dropped, and the owner drops
 // it only after installing this job) and t's fixed configuration.
 func (t *tiers) transform(ctx context.Context, seg *fresh.SealedSegment) ([]*slice.Slice, error) {
-	it := seg.Entries()
-	ents := make([]entry.Entry, 0, seg.DataBytes()/48)
-	for it.Next() {
-		e := *it.Entry()
-		h, kg, ok := hashCompositeKey(e.Key)
-		if !ok {
-			return nil, fmt.Errorf("%w: transform: malformed composite key %x", ErrCorruption, e.Key)
-		}
-		e.Hash = h
-		e.Order = entry.OrderHash(kg, t.stride, h)
-		if e.Kind == entry.KindMapEntry || e.Kind == entry.KindMapEntryTombstone {
-			e.UserHash = hashUserKey(e.UserKey)
-		}
-		ents = append(ents, e)
-	}
-	if err := it.Err(); err != nil {
+	ents, err := t.segmentEntries(ctx, seg)
+	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	slices.SortFunc(ents, compareEntries)
 	return t.sl.Build(ctx, &entrySliceIter{ents: ents, i: -1})
 }
 
@@ -248,24 +301,48 @@ func (t *tiers) install() int {
 		ended++
 		if j.err != nil {
 			t.transformFails++
+			if j.pending != nil {
+				t.low.Discard(j.pending)
+			}
 			if errors.Is(j.err, memory.ErrMemoryBudget) || errors.Is(j.err, context.Canceled) {
-				// Retried once memory was freed (kick) or by a waiting writer.
+				// Retried once memory was freed (kick) or by a waiting writer; with an empty
+				// SliceTable, flushed to the lower tier instead (and the next few too).
 				t.fifo[0] = &transformJob{seg: j.seg, failed: true, failedUsed: t.budget.Used()}
+				if !j.flush && t.canFlush() {
+					t.preferFlush = flushProbe
+				}
 			} else {
-				t.bgErr = wrapBG("transform", j.err)
+				t.setBgErr("transform", j.err)
 			}
 			break
 		}
-		t.bumpEpoch()
-		if err := t.sl.Install(j.out); err != nil {
-			panic("strata: invariant: installing a transform in seal order: " + err.Error())
+		if j.flush {
+			if err := t.low.Install(j.pending, t.f.Seq()); err != nil {
+				t.low.Discard(j.pending)
+				j.pending = nil
+				t.transformFails++
+				t.fifo[0] = &transformJob{seg: j.seg, failed: true, failedUsed: t.budget.Used()}
+				if !errors.Is(err, context.Canceled) {
+					t.setBgErr("flush", err)
+				}
+				break
+			}
+			j.pending = nil
+			t.bumpEpoch()
+			t.flushes++
+			t.noteL0()
+		} else {
+			t.bumpEpoch()
+			if err := t.sl.Install(j.out); err != nil {
+				panic("strata: invariant: installing a transform in seal order: " + err.Error())
+			}
+			j.out = nil
 		}
-		j.out = nil
 		if err := t.f.DropSealed(j.seg); err != nil {
 			if errors.Is(err, fresh.ErrNotOldestSealed) {
 				panic("strata: invariant: dropping the transformed segment: " + err.Error())
 			}
-			t.bgErr = wrapBG("drop of a transformed segment", err)
+			t.setBgErr("drop of a transformed segment", err)
 		}
 		t.fifo[0] = nil
 		t.fifo = t.fifo[1:]
@@ -290,7 +367,7 @@ func (t *tiers) install() int {
 				panic("strata: invariant: cancelling a compaction: " + err.Error())
 			}
 			if !errors.Is(c.err, memory.ErrMemoryBudget) && !errors.Is(c.err, context.Canceled) {
-				t.bgErr = wrapBG("compaction", c.err)
+				t.setBgErr("compaction", c.err)
 			}
 			// No compaction until something else frees memory: picking the same chain again
 			// now would fail again.
@@ -320,7 +397,7 @@ func (t *tiers) install() int {
 				panic("strata: invariant: cancelling an eviction: " + err.Error())
 			}
 			if !errors.Is(err, context.Canceled) {
-				t.bgErr = wrapBG("eviction", err)
+				t.setBgErr("eviction", err)
 			}
 		} else {
 			t.bumpEpoch()
@@ -329,7 +406,27 @@ func (t *tiers) install() int {
 			}
 			n++
 			t.evictions++
+			t.noteL0()
 		}
+	}
+	// LSM compactions, in any order (their level pairs are disjoint). They free no memory, so
+	// they do not count for a waiting writer, but they end an L0 stall.
+	for i := 0; i < len(t.lsmJobs); {
+		j := t.lsmJobs[i]
+		if !j.done.Load() {
+			i++
+			continue
+		}
+		ended++
+		t.lsmJobs = slices.Delete(t.lsmJobs, i, i+1)
+		if err := t.db.InstallCompaction(j.j); err != nil {
+			if err = lowerError(err); !errors.Is(err, context.Canceled) && !errors.Is(err, lsm.ErrJobNotRun) {
+				t.setBgErr("LSM compaction", err)
+			}
+			continue
+		}
+		t.lsmCompactions++
+		t.noteL0()
 	}
 	if n > 0 {
 		t.noCompact = false
@@ -339,6 +436,43 @@ func (t *tiers) install() int {
 		t.kick()
 	}
 	return n
+}
+
+// noteL0 records the LsmStore's L0 file count after an install changed it.
+func (t *tiers) noteL0() {
+	if t.db != nil {
+		t.l0Files = t.db.Metrics().Levels[0].Files
+	}
+}
+
+// setBgErr records a background failure: writes report it from now on (reads keep working).
+// A full disk (ErrNoSpace) is retried: the first write noSpaceRetry after it clears the error
+// and starts the background work again.
+func (t *tiers) setBgErr(what string, err error) {
+	if t.bgErr != nil {
+		return
+	}
+	t.bgErr = wrapBG(what, err)
+	if errors.Is(err, ErrNoSpace) {
+		t.noSpaceAt = time.Now()
+	}
+}
+
+// noSpaceRetry is how long writes report a background ErrNoSpace before the Store tries the
+// failed work again.
+const noSpaceRetry = time.Second
+
+// retryNoSpace clears a background ErrNoSpace once noSpaceRetry has passed and reports whether
+// it did.
+//
+//go:noinline
+func (t *tiers) retryNoSpace() bool {
+	if !errors.Is(t.bgErr, ErrNoSpace) || time.Since(t.noSpaceAt) < noSpaceRetry {
+		return false
+	}
+	t.bgErr = nil
+	t.kick()
+	return true
 }
 
 // bumpEpoch invalidates the open map iterations (an install moves or frees what they walk).
@@ -402,9 +536,16 @@ func (t *tiers) backpressure(err error) bool {
 					}
 				}
 			}
-			if len(t.fifo) > 0 && t.fifo[0].failed && t.fifo[0].h == nil && t.budget.Used() < t.fifo[0].failedUsed {
-				t.submitTransform(t.fifo[0])
+			// Slices evicted to the LsmStore free blocks for the next transform, whatever
+			// the watermark says.
+			if t.evict() {
 				continue
+			}
+			if len(t.fifo) > 0 && t.fifo[0].failed && t.fifo[0].h == nil {
+				t.kick() // retries the head: a flush, or a transform if memory was freed
+				if t.inFlight() {
+					continue
+				}
 			}
 			t.bpFailures++
 			return false

@@ -51,4 +51,29 @@ var (
 	ErrIteratorInvalidated = errors.New("strata: map iteration invalidated by background work")
 	// ErrInvalidOptions is returned by Options.Validate and Open; the error names the field.
 	ErrInvalidOptions = errors.New("strata: invalid options")
+	// ErrNoSpace is returned when the disk under the Store's directory is full (ENOSPC): by
+	// Close when it cannot persist, and by writes after background work (an eviction or an
+	// LSM compaction) failed for it. The error also matches syscall.ENOSPC. Every
+	// acknowledged write stays readable, nothing on disk is damaged, and the failed work is
+	// retried after a second, so writes succeed again once space was freed.
+	ErrNoSpace = errors.New("strata: no space left on device")
+	// ErrIncompatibleStore is returned by Open when the directory holds a store persisted with
+	// another MaxParallelism or another key-group range than Options asks for (rescaling is a
+	// restore, not an Open), or when its state registry cannot be read (with ErrCorruption).
+	ErrIncompatibleStore = errors.New("strata: stored state incompatible with options")
+
+	// The specific causes of an ErrCorruption from the files of a Store's directory: every such
+	// error matches ErrCorruption and, when the damage was identified, one of these; the
+	// message names the file and the byte offset. A damaged file is never read as data.
+
+	// ErrTruncated: a file is shorter than its format says (cut short, or torn by a crash
+	// outside the store's write protocol).
+	ErrTruncated = errors.New("strata: truncated file")
+	// ErrChecksum: a CRC32C does not match the bytes it covers (a flipped bit).
+	ErrChecksum = errors.New("strata: checksum mismatch")
+	// ErrFormatVersion: a file or record carries a format version this code does not read
+	// (written by a newer Strata).
+	ErrFormatVersion = errors.New("strata: unsupported format version")
+	// ErrBadMagic: a file does not start with its magic number (not a file of ours).
+	ErrBadMagic = errors.New("strata: bad magic number")
 )

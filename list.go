@@ -206,6 +206,9 @@ func (l *ListState[T]) Get(k Key) ListIterator[T] {
 	var st status
 	l.lbuf, st, _ = s.t.ListGet(h, key, l.lbuf[:0])
 	if st != found {
+		if st == failed {
+			return ListIterator[T]{err: l.wrap("get", s.t.takeErr())}
+		}
 		return ListIterator[T]{}
 	}
 	return ListIterator[T]{s: s, codec: l.codec, batches: l.lbuf, name: l.name}
@@ -256,6 +259,9 @@ func (l *ListState[T]) MergeNamespaces(k Key, target []byte, sources ...[]byte) 
 		key, h := s.compose(k.In(src), l.id)
 		var st status
 		l.lbuf, st, _ = s.t.ListGet(h, key, l.lbuf[:0])
+		if st == failed {
+			return s.t.takeErr()
+		}
 		if st != found {
 			continue
 		}

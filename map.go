@@ -52,6 +52,9 @@ func (m *MapState[UK, UV]) Get(k Key, uk UK) (UV, bool, error) {
 	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
 	b, st := s.t.MapGet(hm, mk, hashUserKey(s.ubuf), s.ubuf)
 	if st != found {
+		if st == failed {
+			return zero, false, m.wrap("get", s.t.takeErr())
+		}
 		return zero, false, nil
 	}
 	v, err := m.vc.Decode(b)
@@ -73,6 +76,9 @@ func (m *MapState[UK, UV]) Contains(k Key, uk UK) (bool, error) {
 	mk, hm := s.compose(k, m.id)
 	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
 	_, st := s.t.MapGet(hm, mk, hashUserKey(s.ubuf), s.ubuf)
+	if st == failed {
+		return false, m.wrap("contains", s.t.takeErr())
+	}
 	return st == found, nil
 }
 
@@ -154,6 +160,9 @@ func (m *MapState[UK, UV]) IsEmpty(k Key) (bool, error) {
 	it := s.t.MapIter(hm, mk)
 	empty := !it.Next()
 	it.close()
+	if empty && it.err != nil {
+		return false, m.wrap("is empty", it.err)
+	}
 	return empty, nil
 }
 
@@ -326,6 +335,9 @@ func (it *MapIterator[UK, UV]) Value() UV {
 		v, st := s.t.MapGet(it.hm, it.mk, hashUserKey(uk), uk)
 		s.guard.exit()
 		if st != found {
+			if st == failed && it.err == nil {
+				it.err = it.m.wrap("iterate", s.t.takeErr())
+			}
 			return zero
 		}
 		b = v

@@ -59,6 +59,8 @@ func (r *ReducingState[T]) Add(k Key, x T) error {
 			return r.wrap("add", err)
 		}
 		x = r.reduce(old, x)
+	} else if st == failed {
+		return r.wrap("add", s.t.takeErr())
 	}
 	s.vbuf = r.codec.Append(s.vbuf[:0], x)
 	if err := s.t.Put(h, key, s.vbuf); err != nil {
@@ -147,6 +149,8 @@ func (a *AggregatingState[IN, ACC, OUT]) Add(k Key, in IN) error {
 		if acc, err = a.codec.Decode(b); err != nil {
 			return a.wrap("add", err)
 		}
+	} else if st == failed {
+		return a.wrap("add", s.t.takeErr())
 	} else {
 		acc = a.fn.CreateAccumulator()
 	}
@@ -184,6 +188,9 @@ func getKV[T any](b *stateBase, c Codec[T], k Key) (T, bool, error) {
 	key, h := s.compose(k, b.id)
 	raw, st := s.t.Get(h, key)
 	if st != found {
+		if st == failed {
+			return zero, false, b.wrap("get", s.t.takeErr())
+		}
 		return zero, false, nil
 	}
 	x, err := c.Decode(raw)
@@ -265,6 +272,9 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 		}
 		key, h := s.compose(k.In(ns), b.id)
 		raw, st := s.t.Get(h, key)
+		if st == failed {
+			return s.t.takeErr()
+		}
 		if st != found {
 			continue
 		}
@@ -291,6 +301,8 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 		if err := step(true); err != nil {
 			return err
 		}
+	} else if st == failed {
+		return s.t.takeErr()
 	}
 	if err := s.t.Put(h, key, acc); err != nil {
 		return err

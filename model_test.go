@@ -116,6 +116,15 @@ type modelRun struct {
 	red *ReducingState[int64]
 	agg *AggregatingState[int64, avgAcc, float64]
 
+	modelState
+
+	// tolerant: a failure panics with modelStop instead of failing the test (crash runs,
+	// where operations fail once the file system has crashed).
+	tolerant bool
+}
+
+// modelState is the model: what every read must return.
+type modelState struct {
 	mVal map[[2]string][]byte
 	mLst map[[2]string][]string
 	mMap map[[2]string]map[string]int64
@@ -123,25 +132,53 @@ type modelRun struct {
 	mAgg map[[2]string]avgAcc
 }
 
-func newModelRun(t *testing.T, s *Store, rng *rand.Rand, seed int64) *modelRun {
-	m := &modelRun{t: t, s: s, rng: rng, seed: seed,
-		mVal: map[[2]string][]byte{}, mLst: map[[2]string][]string{}, mMap: map[[2]string]map[string]int64{},
-		mRed: map[[2]string]int64{}, mAgg: map[[2]string]avgAcc{},
+// clone returns a deep copy (the model as of a persistence point).
+func (ms modelState) clone() modelState {
+	c := modelState{mVal: map[[2]string][]byte{}, mLst: map[[2]string][]string{},
+		mMap: map[[2]string]map[string]int64{}, mRed: maps.Clone(ms.mRed), mAgg: maps.Clone(ms.mAgg)}
+	for k, v := range ms.mVal {
+		c.mVal[k] = slices.Clone(v)
 	}
-	for i := range 40 {
-		m.keys = append(m.keys, fmt.Sprintf("key-%d", i*7919))
+	for k, v := range ms.mLst {
+		c.mLst[k] = slices.Clone(v)
 	}
-	m.nss = []string{"", "w1", "w2", "window-3"}
+	for k, v := range ms.mMap {
+		c.mMap[k] = maps.Clone(v)
+	}
+	return c
+}
+
+// modelStop is the panic of a tolerant modelRun's failure.
+type modelStop struct{ msg string }
+
+// attach registers the model's states on s (a reopened Store).
+func (m *modelRun) attach(s *Store) {
+	m.s = s
 	m.val = must(NewValueState(s, ValueDescriptor[[]byte]{Name: "val", Codec: Bytes}))
 	m.lst = must(NewListState(s, ListDescriptor[string]{Name: "lst", Codec: String}))
 	m.mp = must(NewMapState(s, MapDescriptor[string, int64]{Name: "map", KeyCodec: String, ValueCodec: Int64}))
 	m.red = must(NewReducingState(s, ReducingDescriptor[int64]{Name: "red", Codec: Int64, Reduce: func(a, b int64) int64 { return a*3 + b }}))
 	m.agg = must(NewAggregatingState(s, avgDescriptor("agg")))
+}
+
+func newModelRun(t *testing.T, s *Store, rng *rand.Rand, seed int64) *modelRun {
+	m := &modelRun{t: t, s: s, rng: rng, seed: seed, modelState: modelState{
+		mVal: map[[2]string][]byte{}, mLst: map[[2]string][]string{}, mMap: map[[2]string]map[string]int64{},
+		mRed: map[[2]string]int64{}, mAgg: map[[2]string]avgAcc{},
+	}}
+	for i := range 40 {
+		m.keys = append(m.keys, fmt.Sprintf("key-%d", i*7919))
+	}
+	m.nss = []string{"", "w1", "w2", "window-3"}
+	m.attach(s)
 	return m
 }
 
 func (m *modelRun) fatalf(op int, format string, args ...any) {
 	m.t.Helper()
+	if m.tolerant {
+		panic(modelStop{fmt.Sprintf("seed %d op %d: %s", m.seed, op, fmt.Sprintf(format, args...))})
+	}
 	m.t.Fatalf("seed %d op %d: %s", m.seed, op, fmt.Sprintf(format, args...))
 }
 

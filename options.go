@@ -3,6 +3,8 @@ package strata
 import (
 	"fmt"
 	"time"
+
+	"github.com/strata-db/strata/internal/vfs"
 )
 
 // Defaults applied by Open to zero Options fields.
@@ -13,6 +15,11 @@ const (
 	DefaultSegmentSize = 64 << 20
 	// DefaultBackpressureTimeout is how long a write refused for memory waits at most.
 	DefaultBackpressureTimeout = 10 * time.Second
+	// DefaultBlockCacheDivisor: the block cache takes 1/8 of the memory budget by default.
+	DefaultBlockCacheDivisor = 8
+	// DefaultL0StopWrites is the number of L0 files of the LsmStore at which writers wait for
+	// an L0 compaction (three times the LSM's L0 compaction trigger of 4).
+	DefaultL0StopWrites = 12
 )
 
 // Options configure a Store. The zero value is valid: every zero field takes its default.
@@ -57,6 +64,33 @@ type Options struct {
 	// Clock returns the processing time in milliseconds since the Unix epoch; it will drive
 	// TTL. Default: time.Now().UnixMilli. Called on the Store's goroutine.
 	Clock func() int64
+
+	// BlockCacheSize is the size in bytes of the LsmStore's block cache, mapped at Open through
+	// the memory budget (memory.PurposeBlockCache), so it is part of MemoryBudget, not added to
+	// it. 0 means the default, 1/8 of the budget's limit (DefaultBlockCacheDivisor; with a
+	// SharedBudget, 1/8 of the shared limit per Store); negative means no cache (every LSM
+	// read goes to its file). Ignored by a Store in memory only (dir ""). At least one block
+	// (16 KiB) when positive.
+	BlockCacheSize int64
+
+	// EvictionWatermark is the memory in bytes held by the SliceTable's slices above which the
+	// Store evicts its coldest slices to the LsmStore (L0 files), in batches, in the
+	// background; writers that wait for memory also start an eviction whatever the slices
+	// hold. 0 means the default: half of what the budget's limit leaves after the block cache
+	// and three segments (the active segment, a sealed one and a transform's output), and at
+	// least one segment. Ignored by a Store in memory only (dir ""), which never evicts. Must
+	// not be negative.
+	EvictionWatermark int64
+
+	// L0StopWrites is the number of L0 files of the LsmStore at which writes wait for an L0
+	// compaction to finish (at most BackpressureTimeout; counted in Stats as L0Stalls), so that
+	// evictions cannot outrun compaction and leave reads with many overlapping files.
+	// Default 12 (DefaultL0StopWrites). Must not be negative.
+	L0StopWrites int
+
+	// fs is the file system the Store's files go through: vfs.Default() unless a test sets
+	// MemFS or FaultFS (package-internal).
+	fs vfs.FS
 }
 
 // Validate reports whether the options are valid, returning an error that wraps
@@ -83,6 +117,18 @@ func (o Options) Validate() error {
 	if o.BackpressureTimeout < 0 {
 		return fmt.Errorf("%w: Options.BackpressureTimeout = %v: must not be negative (0 for the default 10s)",
 			ErrInvalidOptions, o.BackpressureTimeout)
+	}
+	if o.EvictionWatermark < 0 {
+		return fmt.Errorf("%w: Options.EvictionWatermark = %d: must not be negative (0 for the default)",
+			ErrInvalidOptions, o.EvictionWatermark)
+	}
+	if o.L0StopWrites < 0 {
+		return fmt.Errorf("%w: Options.L0StopWrites = %d: must not be negative (0 for the default %d)",
+			ErrInvalidOptions, o.L0StopWrites, DefaultL0StopWrites)
+	}
+	if o.BlockCacheSize > 0 && o.BlockCacheSize < 16<<10 {
+		return fmt.Errorf("%w: Options.BlockCacheSize = %d: below one 16 KiB block (0 for the default, negative for none)",
+			ErrInvalidOptions, o.BlockCacheSize)
 	}
 	seg := o.SegmentSize
 	if seg == 0 {
@@ -137,5 +183,28 @@ func (o Options) withDefaults() Options {
 	if o.Clock == nil {
 		o.Clock = func() int64 { return time.Now().UnixMilli() }
 	}
+	if o.L0StopWrites == 0 {
+		o.L0StopWrites = DefaultL0StopWrites
+	}
+	if o.fs == nil {
+		o.fs = vfs.Default()
+	}
 	return o
+}
+
+// budgetDefaults returns the block cache size and eviction watermark for a budget of limit
+// bytes (Options.BlockCacheSize and EvictionWatermark after defaults; the cache is 0 when
+// there is none).
+func (o Options) budgetDefaults(limit int64) (cache, water int64) {
+	cache = o.BlockCacheSize
+	if cache == 0 {
+		cache = limit / DefaultBlockCacheDivisor
+	}
+	cache = max(cache, 0)
+	water = o.EvictionWatermark
+	if water == 0 {
+		seg := int64(o.SegmentSize)
+		water = max((limit-cache-3*seg)/2, seg)
+	}
+	return cache, water
 }

@@ -73,11 +73,17 @@ func register[S any](s *Store, name string, kind stateKind, codecs [2]any, mk fu
 		}
 		return st, nil
 	}
-	if s.nextID > maxStates {
-		return nil, fmt.Errorf("%w: state %q: more than %d states", ErrIncompatibleState, name, maxStates)
+	id, err := s.checkPersisted(name, kind, codecs)
+	if err != nil {
+		return nil, err
 	}
-	id := uint16(s.nextID)
-	s.nextID++
+	if id == 0 {
+		if s.nextID > maxStates {
+			return nil, fmt.Errorf("%w: state %q: more than %d states", ErrIncompatibleState, name, maxStates)
+		}
+		id = uint16(s.nextID)
+		s.nextID++
+	}
 	st := mk(stateBase{s: s, id: id, name: name})
 	s.states[name] = &registration{name: name, kind: kind, id: id, codecs: codecs, state: st}
 	return st, nil

@@ -4,9 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
+	"path/filepath"
 
+	"github.com/strata-db/strata/internal/vfs"
+	"github.com/strata-db/strata/lsm"
+	"github.com/strata-db/strata/lsm/sstable"
 	"github.com/strata-db/strata/memory"
+	"github.com/strata-db/strata/slice"
 )
 
 // Store is the keyed state of one operator subtask: the states registered on it (value, list,
@@ -20,8 +24,10 @@ import (
 // on the Store's own workers and needs no locking by the caller: the Store's goroutine
 // installs its results at its next write.
 //
-// Persistence: not yet. Open creates the directory but writes nothing into it, and Close
-// drops the state; checkpoints, the changelog and restore come in later issues.
+// Persistence: a Store with a directory keeps what does not fit its memory budget in an
+// LsmStore there, and Close persists everything (Open recovers it); a crash loses the writes
+// since the last Close but never damages the store. Checkpoints, the changelog and restore
+// come in later issues.
 type Store struct {
 	dir     string
 	opts    Options
@@ -34,8 +40,9 @@ type Store struct {
 	closed  bool
 	guard   guard
 
-	states map[string]*registration
-	nextID uint32
+	states    map[string]*registration
+	nextID    uint32
+	persisted map[string]persistedState // the registry recovered by Open (nil: none)
 
 	// Scratch buffers, reused by every operation (one goroutine at a time).
 	kbuf    []byte    // composite key of the current operation
@@ -46,26 +53,32 @@ type Store struct {
 }
 
 // Open opens a Store over dir with opts. dir is created (with parents, mode 0o755) when it is
-// missing; "" means in memory only. Nothing is written to dir yet: persistence comes in a
-// later issue, so today every Store starts empty and loses its state on Close.
+// missing; "" means in memory only: no LsmStore, no eviction (the state must fit the memory
+// budget), and Close drops the state.
 //
-// Open maps no segment yet beyond what the FreshTable needs to start. Errors: ErrInvalidOptions
-// (wrapped, naming the field) from opts.Validate, an *os.PathError from creating dir,
-// ErrMemoryBudget when the budget cannot hold the first segment.
+// With a directory, the Store keeps an LsmStore in dir/lsm and evicts its coldest slices there
+// once they pass Options.EvictionWatermark, so the state may be many times the memory budget.
+// Close persists the whole state; Open over a directory a Store was closed in recovers it: the
+// LsmStore as of its last persist point (a Store that crashed, without Close, reopens to the
+// state of its last Close, never to a damaged one), the registered states (registering a name
+// again needs the same kind and codec types, ErrIncompatibleState otherwise), and the sequence
+// numbers. Files are checked as they are read: damage gives ErrCorruption with its cause
+// (ErrTruncated, ErrChecksum, ErrFormatVersion, ErrBadMagic) and the file and offset in the
+// message.
+//
+// Errors: ErrInvalidOptions (wrapped, naming the field) from opts.Validate; I/O errors from
+// creating dir; ErrMemoryBudget when the budget cannot hold the first segment and the block
+// cache; ErrCorruption as above; ErrIncompatibleStore when the stored state was written with
+// another MaxParallelism or key-group range.
 func Open(dir string, opts Options) (*Store, error) { return open(dir, opts, nil) }
 
 // open is Open with a hook that adjusts the tiers' options (tests: a lower tier, eviction
 // settings, bucket bits).
-func open(dir string, opts Options, adjust func(*tierOptions)) (*Store, error) {
+func open(dir string, opts Options, adjust func(*tierOptions)) (s *Store, err error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	opts = opts.withDefaults()
-	if dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("strata: open %q: %w", dir, err)
-		}
-	}
 	budget := opts.SharedBudget
 	if budget == nil {
 		budget = memory.NewBudget(opts.MemoryBudget)
@@ -74,19 +87,43 @@ func open(dir string, opts Options, adjust func(*tierOptions)) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("strata: open %q: %w", dir, err)
 	}
+	var cleanup []func() error
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				err = errors.Join(err, cleanup[i]())
+			}
+		}
+	}()
+	cleanup = append(cleanup, pool.Close)
 	to := tierOptions{
 		maxP:      opts.MaxParallelism,
 		workers:   opts.BackgroundWorkers,
 		bpTimeout: opts.BackpressureTimeout,
+		l0Stop:    opts.L0StopWrites,
+	}
+	var reg *registry
+	if dir != "" {
+		lt, r, seq, err := openLSM(dir, opts, budget)
+		if err != nil {
+			return nil, err
+		}
+		cleanup = append(cleanup, lt.Close)
+		reg = r
+		_, water := opts.budgetDefaults(budget.Limit())
+		to.low, to.db, to.lowWater, to.evictWater = lt, lt.db, 1, water
+		to.evictBatch = min(max(water/4, slice.DefaultEvictionBatch), 64<<20)
+		to.startSeq = seq
 	}
 	if adjust != nil {
 		adjust(&to)
 	}
 	t, err := newTiers(pool, to)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), pool.Close())
+		return nil, fmt.Errorf("strata: open %q: %w", dir, err)
 	}
-	return &Store{
+	cleanup = cleanup[:1] // the tiers own the lower tier now and close it
+	s = &Store{
 		dir:     dir,
 		opts:    opts,
 		maxP:    uint32(opts.MaxParallelism),
@@ -100,24 +137,116 @@ func open(dir string, opts Options, adjust func(*tierOptions)) (*Store, error) {
 		kbuf:    make([]byte, 0, 256),
 		ubuf:    make([]byte, 0, 64),
 		vbuf:    make([]byte, 0, 256),
-	}, nil
+	}
+	if reg != nil {
+		s.persisted, s.nextID = reg.states, reg.nextID
+	}
+	t.kick() // LSM compactions due after recovery
+	return s, nil
 }
 
-// Close waits for the Store's background work to stop (no goroutine of the Store runs after
-// it returns), then releases the Store's memory (segments, indices, slices) back to its budget
-// and drops all state. Later operations on the Store or its states fail with ErrClosed, as does a second
-// Close; list and map iterators report ErrClosed. Values decoded by aliasing codecs (Bytes)
-// point into the released memory and must not be used after Close. Close must not run
-// concurrently with other use of the Store.
+// syncParents makes dir's entry durable in its parent, and each parent's in its own, up to
+// the root (vfs invariant 2: a new directory survives a crash only once its parent is synced;
+// lsm.Open syncs dir itself and the parent of its own subdirectory).
+func syncParents(fs vfs.FS, dir string) error {
+	for p := filepath.Clean(dir); ; {
+		parent := filepath.Dir(p)
+		if parent == p {
+			return nil
+		}
+		d, err := fs.OpenDir(parent)
+		if err != nil {
+			return err
+		}
+		err = d.Sync()
+		if cerr := d.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		p = parent
+	}
+}
+
+// openLSM opens the LsmStore of a Store in dir (its block cache first) and reads its persist
+// point: the state registry (nil for a new store) and the last persisted sequence number.
+func openLSM(dir string, opts Options, budget *memory.Budget) (*lsmTier, *registry, uint64, error) {
+	fs := opts.fs
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, 0, fmt.Errorf("strata: open %q: %w", dir, lowerError(err))
+	}
+	if err := syncParents(fs, dir); err != nil {
+		return nil, nil, 0, fmt.Errorf("strata: open %q: %w", dir, lowerError(err))
+	}
+	lt := &lsmTier{}
+	if size, _ := opts.budgetDefaults(budget.Limit()); size > 0 {
+		c, err := sstable.NewCache(budget, size, 0)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("strata: open %q: block cache of %d bytes: %w", dir, size, err)
+		}
+		lt.cache = c
+	}
+	db, err := lsm.Open(lsm.Options{FS: fs, Dir: filepath.Join(dir, "lsm"), Cache: lt.cache})
+	if err != nil {
+		if lt.cache != nil {
+			lt.cache.Close()
+		}
+		return nil, nil, 0, fmt.Errorf("strata: open %q: %w", dir, lowerError(err))
+	}
+	lt.db = db
+	seq, meta, ok := db.PersistedMeta()
+	if !ok {
+		return lt, nil, 0, nil
+	}
+	reg, err := decodeRegistry(meta)
+	if err == nil && (reg.maxP != opts.MaxParallelism || reg.kgStart != opts.KeyGroups.Start || reg.kgEnd != opts.KeyGroups.End) {
+		err = fmt.Errorf("%w: stored with MaxParallelism %d and key groups %v, opened with %d and %v",
+			ErrIncompatibleStore, reg.maxP, KeyGroupRange{Start: reg.kgStart, End: reg.kgEnd},
+			opts.MaxParallelism, *opts.KeyGroups)
+	}
+	if err != nil {
+		return nil, nil, 0, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), lt.Close())
+	}
+	return lt, reg, seq, nil
+}
+
+// Close persists the Store's state, if it has a directory, and releases it. It waits for the
+// background work to stop (no goroutine of the Store runs after it returns); with a directory
+// it then moves every slice and FreshTable segment into the LsmStore and records a persist
+// point holding the state registry (see persist.go), so that Open sees every acknowledged
+// write; then it releases the Store's memory (segments, indices, slices, block cache) back to
+// its budget and closes its files.
+//
+// When the disk is full (ErrNoSpace) Close fails and the Store stays open and readable, with
+// nothing lost: free space and Close again. Any other failure to persist is returned too, but
+// the Store is closed: the directory keeps the previous persist point (what the last Close
+// persisted), which is what Open then recovers.
+//
+// Later operations on the Store or its states fail with ErrClosed, as does a second Close;
+// list and map iterators report ErrClosed. Values decoded by aliasing codecs (Bytes) point into
+// the released memory and must not be used after Close. Close must not run concurrently with
+// other use of the Store.
 func (s *Store) Close() error {
 	if s.closed {
 		return ErrClosed
 	}
 	s.guard.enter()
 	defer s.guard.exit()
+	var err error
+	if s.t.db != nil {
+		if err = s.t.flush(); err == nil {
+			err = lowerError(s.t.db.Persist(s.t.f.Seq(), s.encodeRegistry()))
+		}
+		if err != nil {
+			err = fmt.Errorf("strata: close %q: persisting the state: %w", s.dir, err)
+			if errors.Is(err, ErrNoSpace) {
+				return err
+			}
+		}
+	}
 	s.closed = true
-	err := s.t.Close()
-	return errors.Join(err, s.pool.Close())
+	return errors.Join(err, s.t.Close(), s.pool.Close())
 }
 
 // Dir returns the directory given to Open ("" for in memory only).
@@ -224,6 +353,31 @@ type StoreStats struct {
 	BudgetUsed    int64 // bytes reserved in the budget (shared budgets: all stores together)
 	BudgetLimit   int64 // the budget's limit
 	BudgetReserve int64 // bytes of the budget only background work may take (all stores)
+
+	// The LsmStore (all zero for a Store in memory only). Evictions above count its L0
+	// installs during operation; Close adds PersistFiles more.
+	LSMFiles       int   // table files in all levels
+	LSMBytes       int64 // bytes of those files
+	L0Files        int   // files in L0
+	LSMCompactions int64 // LSM compactions installed since Open
+	// Flushes counts sealed segments written straight to the LsmStore as L0 files (a budget too
+	// small for a transform's slices beside the FreshTable; counted in Transforms too).
+	Flushes int64
+	// LSMIngestedBytes is the bytes of keys and values evicted into the LsmStore since Open;
+	// LSMWrittenBytes the table bytes written for them (L0 files and compaction outputs);
+	// WriteAmplification their ratio (lsm.Metrics: bytes written per byte of state).
+	LSMIngestedBytes   int64
+	LSMWrittenBytes    int64
+	WriteAmplification float64
+	BlockCacheBytes    int64 // memory of the block cache (inside the budget)
+	BlockCacheHits     int64 // LSM block reads served by the cache
+	BlockCacheMisses   int64 // LSM block reads that went to a file
+	// L0Stalls counts writes that waited because L0 had Options.L0StopWrites files or more;
+	// L0StallNanos is the time they waited in total.
+	L0Stalls     int64
+	L0StallNanos int64
+	PersistFiles int64 // L0 files Close wrote (tests: see flush)
+	PersistNanos int64 // time Close spent moving the tiers into the LsmStore
 }
 
 // Stats returns a snapshot of the Store's statistics. On a closed Store it returns only
@@ -251,5 +405,23 @@ func (s *Store) Stats() StoreStats {
 	st.Transforms, st.TransformedBytes, st.TransformFails = t.transforms, t.transformedBytes, t.transformFails
 	st.Compactions, st.Evictions, st.EvictedBytes = ss.Compactions, ss.Evictions, ss.EvictedBytes
 	st.BackpressureWaits, st.BackpressureNanos, st.BackpressureFailures = t.bpWaits, t.bpNanos, t.bpFailures
+	st.L0Stalls, st.L0StallNanos, st.Flushes = t.l0Stalls, t.l0StallNanos, t.flushes
+	st.PersistFiles, st.PersistNanos = t.flushedFiles, t.flushNanos
+	if t.db != nil {
+		m := t.db.Metrics()
+		for _, l := range m.Levels {
+			st.LSMFiles += l.Files
+			st.LSMBytes += l.Bytes
+		}
+		st.L0Files = m.Levels[0].Files
+		st.LSMCompactions = m.Compactions
+		st.LSMIngestedBytes = m.BytesIngested
+		st.LSMWrittenBytes = m.BytesFlushed + m.BytesCompacted
+		st.WriteAmplification = m.WriteAmplification
+	}
+	if lt, ok := t.low.(*lsmTier); ok && lt.cache != nil {
+		cs := lt.cache.Stats()
+		st.BlockCacheBytes, st.BlockCacheHits, st.BlockCacheMisses = cs.Bytes, cs.Hits, cs.Misses
+	}
 	return st
 }

@@ -1,6 +1,7 @@
 package strata
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/strata-db/strata/fresh"
 	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/lsm"
 	"github.com/strata-db/strata/memory"
 	"github.com/strata-db/strata/scheduler"
 	"github.com/strata-db/strata/slice"
@@ -59,6 +61,9 @@ const (
 	absent  = fresh.Absent
 	found   = fresh.Found
 	deleted = fresh.Deleted
+	// failed: the lower tier could not be read (a damaged file, an I/O error); the error is
+	// in tiers.readErr until takeErr. Never returned by the upper tiers.
+	failed status = 0xff
 )
 
 // maxDeferredWrites bounds how long an open map iteration holds installs back: an iterator
@@ -76,14 +81,21 @@ type tiers struct {
 	sl     *slice.Table
 	alloc  *slice.Allocator
 	low    lowerTier // nil: no lower tier, no eviction
+	db     *lsm.DB   // the LsmStore behind low (nil: in memory only, or a test lower tier)
 	budget *memory.Budget
 	sched  *scheduler.Scheduler
 	stride uint64 // entry.Stride(MaxParallelism)
 
-	reserve    int64         // bytes this store added to the budget's reserve
-	bpTimeout  time.Duration // Options.BackpressureTimeout
-	maxCompact int           // compactions in flight at most
-	autoEvict  bool          // evict whenever the SliceTable is above its watermark (tests: false)
+	reserve     int64         // bytes this store added to the budget's reserve
+	bpTimeout   time.Duration // Options.BackpressureTimeout
+	maxCompact  int           // compactions in flight at most
+	autoEvict   bool          // evict whenever the SliceTable is above its watermark (tests: false)
+	evictWater  int64         // evict when the slices hold more bytes (0: only under backpressure)
+	l0Stop      int           // writers wait while the LsmStore has this many L0 files
+	l0Files     int           // L0 files after the last LSM install
+	closing     bool          // Close has begun: no new background work is submitted
+	noSpaceAt   time.Time     // when a background ErrNoSpace was recorded
+	preferFlush int           // sealed segments to flush to the lower tier before trying a transform
 
 	// Shared with background tasks: a task that finishes bumps ready and pokes wake.
 	ready atomic.Int32
@@ -92,8 +104,10 @@ type tiers struct {
 	fifo        []*transformJob // sealed segments not yet dropped, oldest (seal order) first
 	compactions []*compactionJob
 	eviction    *evictionJob
+	lsmJobs     []*lsmJob
 	lastFresh   int64 // budget.UsedBy(PurposeFreshData) when the sealed segments were last listed
 	bgErr       error // a background failure that is not a budget shortage; writes report it
+	readErr     error // the error of the last read that returned failed (takeErr)
 	noCompact   bool  // a compaction failed for memory: none until an install frees some
 
 	openIters int    // map iterations open (deferring installs)
@@ -110,6 +124,12 @@ type tiers struct {
 	bpNanos          int64
 	bpFailures       int64
 	forcedInstalls   int64
+	l0Stalls         int64
+	l0StallNanos     int64
+	lsmCompactions   int64
+	flushes          int64 // sealed segments flushed straight to the lower tier
+	flushNanos       int64 // time Close spent moving the tiers into the LsmStore
+	flushedFiles     int64 // L0 files Close wrote
 }
 
 type transformJob struct {
@@ -123,6 +143,8 @@ type transformJob struct {
 
 	failedUsed int64 // budget.Used() when a budget failure was seen; retried once it drops
 	failed     bool
+	flush      bool // a flush: the segment goes to the lower tier as one L0 file (pending)
+	pending    any  // the flush's L0 file, written by the task, installed by the owner
 }
 
 type compactionJob struct {
@@ -144,16 +166,20 @@ type tierOptions struct {
 	workers    int
 	bpTimeout  time.Duration
 	low        lowerTier
-	lowWater   int64 // SliceTable HighWatermark when low != nil
-	evictBatch int64 // SliceTable EvictionBatch (0: its default)
+	db         *lsm.DB // the LsmStore behind low, if low is one
+	lowWater   int64   // SliceTable HighWatermark when low != nil
+	evictBatch int64   // SliceTable EvictionBatch (0: its default)
 	autoEvict  bool
-	bucketBits int // 0: from the segment size
+	evictWater int64 // evict when the slices hold more (0: only under backpressure)
+	l0Stop     int
+	bucketBits int    // 0: from the segment size
+	startSeq   uint64 // the FreshTable's first write gets startSeq+1
 }
 
 func newTiers(pool *memory.Pool, o tierOptions) (*tiers, error) {
 	budget := pool.Budget()
 	seg := int64(pool.SegmentSize())
-	f, err := fresh.New(fresh.Options{Pool: pool})
+	f, err := fresh.New(fresh.Options{Pool: pool, StartSeq: o.startSeq})
 	if err != nil {
 		return nil, err
 	}
@@ -204,6 +230,9 @@ func newTiers(pool *memory.Pool, o tierOptions) (*tiers, error) {
 		bpTimeout:  o.bpTimeout,
 		maxCompact: max(sched.Workers(), 1),
 		autoEvict:  o.autoEvict,
+		evictWater: o.evictWater,
+		l0Stop:     o.l0Stop,
+		db:         o.db,
 		wake:       make(chan struct{}, 1),
 	}
 	return t, nil
@@ -229,7 +258,7 @@ func (t *tiers) Get(h uint64, key []byte) ([]byte, status) {
 	if t.low != nil {
 		v, st, err := lowGet(t.low, order, key)
 		if err != nil {
-			t.lowFailed(err)
+			return nil, t.lowFailed(err)
 		}
 		return v, st
 	}
@@ -256,7 +285,7 @@ func (t *tiers) ListGet(h uint64, key []byte, dst [][]byte) ([][]byte, status, b
 	if !complete && t.low != nil {
 		var err error
 		if dst, err = lowListGet(t.low, order, key, dst); err != nil {
-			t.lowFailed(err)
+			return dst[:start], t.lowFailed(err), true
 		}
 	}
 	nl := len(dst) - start - nf - ns
@@ -285,17 +314,33 @@ func (t *tiers) MapGet(hm uint64, mapKey []byte, hu uint64, userKey []byte) ([]b
 	if t.low != nil {
 		v, st, err := lowMapGet(t.low, order, mapKey, userKey)
 		if err != nil {
-			t.lowFailed(err)
+			return nil, t.lowFailed(err)
 		}
 		return v, st
 	}
 	return nil, absent
 }
 
-// lowFailed records a lower-tier read error. Phase 1 has only the in-memory test tier, which
-// cannot fail; the LSM adapter will surface read errors through the state operations.
-func (t *tiers) lowFailed(err error) {
-	panic("strata: invariant: lower tier read failed: " + err.Error())
+// lowFailed records a lower-tier read error for takeErr and returns the failed status. The
+// error is already mapped to the Store's sentinels (lsmTier: ErrCorruption with its cause,
+// ErrNoSpace, I/O errors as they are).
+//
+//go:noinline
+func (t *tiers) lowFailed(err error) status {
+	t.readErr = err
+	return failed
+}
+
+// takeErr returns (and forgets) the error of the read that returned failed.
+//
+//go:noinline
+func (t *tiers) takeErr() error {
+	err := t.readErr
+	t.readErr = nil
+	if err == nil {
+		panic("strata: invariant: a read failed without an error")
+	}
+	return err
 }
 
 // Seq returns the FreshTable's sequence number (every write advances it).
@@ -446,13 +491,47 @@ func (t *tiers) MapClear(hm uint64, mapKey []byte) error {
 // before runs at the start of every write: it reports a background failure and installs
 // finished background work.
 func (t *tiers) before() error {
-	if t.bgErr != nil {
+	if t.bgErr != nil && !t.retryNoSpace() {
 		return t.bgErr
 	}
 	if t.ready.Load() != 0 {
 		t.poll()
 	}
+	if t.l0Files >= t.l0Stop && t.db != nil {
+		t.stallL0()
+	}
 	return nil
+}
+
+// stallL0 makes a writer wait while the LsmStore has Options.L0StopWrites L0 files or more,
+// until an L0 compaction is installed (at most Options.BackpressureTimeout; then the write
+// goes ahead: the stall bounds L0, it must not turn a slow disk into failed writes). Counted in
+// Stats (L0Stalls, L0StallNanos).
+//
+//go:noinline
+func (t *tiers) stallL0() {
+	start := time.Now()
+	t.l0Stalls++
+	defer func() { t.l0StallNanos += int64(time.Since(start)) }()
+	timer := time.NewTimer(t.bpTimeout)
+	defer timer.Stop()
+	for {
+		t.install()
+		if t.l0Files < t.l0Stop || t.bgErr != nil {
+			return
+		}
+		if len(t.lsmJobs) == 0 {
+			t.kickLSM()
+			if len(t.lsmJobs) == 0 {
+				return // nothing to wait for (levels busy or not due)
+			}
+		}
+		select {
+		case <-t.wake:
+		case <-timer.C:
+			return
+		}
+	}
 }
 
 // after runs after every successful write: when the FreshTable took a segment (a roll seals
@@ -482,12 +561,25 @@ func (t *tiers) Close() error {
 			t.sl.Release(j.out)
 			j.out = nil
 		}
+		if j.pending != nil {
+			t.low.Discard(j.pending)
+			j.pending = nil
+		}
 	}
 	t.fifo = nil
 	for _, c := range t.compactions {
 		errs = append(errs, t.sl.CancelCompaction(c.c))
 	}
 	t.compactions = nil
+	for _, j := range t.lsmJobs {
+		// Run has returned or never will (the scheduler is closed): InstallCompaction installs
+		// or releases the job. An install now comes after the last persist point, so a reopen
+		// does not see it either way.
+		if err := t.db.InstallCompaction(j.j); err != nil && !errors.Is(err, lsm.ErrJobNotRun) && !errors.Is(err, context.Canceled) {
+			errs = append(errs, lowerError(err))
+		}
+	}
+	t.lsmJobs = nil
 	if e := t.eviction; e != nil {
 		errs = append(errs, t.sl.CancelEviction(e.e))
 		if e.sink.pending != nil {
@@ -619,7 +711,9 @@ func (it *mapIter) Next() bool {
 			}
 			low, err := lowMapEntries(t.low, it.order, it.mk)
 			if err != nil {
-				t.lowFailed(err)
+				it.err = err
+				it.close()
+				return false
 			}
 			it.low, it.li, it.phase = low, 0, 2
 		case 2:

@@ -39,6 +39,9 @@ func (v *ValueState[T]) Get(k Key) (T, bool, error) {
 	b, st := s.t.Get(h, key)
 	if st != found {
 		s.guard.exit()
+		if st == failed {
+			return zero, false, v.wrap("get", s.t.takeErr())
+		}
 		return zero, false, nil
 	}
 	x, err := v.codec.Decode(b)
