@@ -1,0 +1,108 @@
+package report
+
+import "fmt"
+
+// Gate is one DESIGN.md §5 target checked on one benchmark row.
+type Gate struct {
+	Target   string // the §5 figure
+	Workload string
+	Row      string
+	Peer     string  // "" for an allocation gate
+	Min      float64 // minimum speedup over Peer
+	// MaxAllocs, when Peer is "", is the maximum Strata allocs/op.
+	MaxAllocs float64
+}
+
+// Gates are the in-memory targets of DESIGN.md §5 (issue 5, item 5): value
+// get/put at 1M keys ≥ 10× Pebble, ≥ 1× the Go map, 0 allocs/op; read-modify-
+// write ≥ 10× Pebble; list append and map get/put ≥ 5× Pebble. The
+// larger-than-memory target needs the LSM tier and is not gated yet.
+var Gates = func() []Gate {
+	const point = "point get/put in memory: ≥ 10× Pebble, ≥ 1× Go map, 0 allocs/op"
+	const rmw = "read-modify-write in place: ≥ 10× Pebble"
+	const lm = "list append, map put/get: ≥ 5× Pebble"
+	var g []Gate
+	for _, op := range []string{"op=get", "op=update"} {
+		g = append(g,
+			Gate{Target: point, Workload: "FlinkValue/keys=1M", Row: op, Peer: "pebble", Min: 10},
+			Gate{Target: point, Workload: "FlinkValue/keys=1M", Row: op, Peer: "gomap", Min: 1},
+			Gate{Target: point, Workload: "FlinkValue/keys=1M", Row: op, MaxAllocs: 0})
+	}
+	for _, v := range []string{"8B", "100B"} {
+		g = append(g,
+			Gate{Target: point, Workload: "YCSB/keys=1M/value=" + v, Row: "dist=uniform/mix=C", Peer: "pebble", Min: 10},
+			Gate{Target: point, Workload: "YCSB/keys=1M/value=" + v, Row: "dist=uniform/mix=C", Peer: "gomap", Min: 1},
+			Gate{Target: rmw, Workload: "YCSB/keys=1M/value=" + v, Row: "dist=uniform/mix=F", Peer: "pebble", Min: 10})
+	}
+	g = append(g,
+		Gate{Target: lm, Workload: "FlinkList/keys=500K", Row: "op=append", Peer: "pebble", Min: 5},
+		Gate{Target: lm, Workload: "FlinkMap/keys=500K", Row: "op=get", Peer: "pebble", Min: 5},
+		Gate{Target: lm, Workload: "FlinkMap/keys=500K", Row: "op=put", Peer: "pebble", Min: 5})
+	return g
+}()
+
+// Outcome is a gate's result.
+type Outcome struct {
+	Gate
+	Got     float64
+	Pass    bool
+	Missing bool
+}
+
+// Name is the gate's benchmark row and comparison, e.g.
+// "FlinkValue/keys=1M op=get vs pebble".
+func (o Outcome) Name() string {
+	if o.Peer == "" {
+		return fmt.Sprintf("%s %s allocs/op", o.Workload, o.Row)
+	}
+	return fmt.Sprintf("%s %s vs %s", o.Workload, o.Row, o.Peer)
+}
+
+// Want formats the target, e.g. "≥ 10×".
+func (o Outcome) Want() string {
+	if o.Peer == "" {
+		return fmt.Sprintf("≤ %g allocs/op", o.MaxAllocs)
+	}
+	return fmt.Sprintf("≥ %g×", o.Min)
+}
+
+// GotString formats the measured figure.
+func (o Outcome) GotString() string {
+	switch {
+	case o.Missing:
+		return "no data"
+	case o.Peer == "":
+		return fmt.Sprintf("%g allocs/op", o.Got)
+	}
+	return fmt.Sprintf("%.2f×", o.Got)
+}
+
+// Miss describes by how much a failed gate misses, e.g. "needs 1.72× more".
+func (o Outcome) Miss() string {
+	switch {
+	case o.Pass:
+		return ""
+	case o.Missing:
+		return "row missing from the data"
+	case o.Peer == "":
+		return fmt.Sprintf("%g allocs/op over", o.Got-o.MaxAllocs)
+	}
+	return fmt.Sprintf("short by %.2f× (Strata needs %.2f× its current throughput)", o.Min-o.Got, o.Min/o.Got)
+}
+
+// Check evaluates every gate on d.
+func (d *Data) Check() []Outcome {
+	out := make([]Outcome, 0, len(Gates))
+	for _, g := range Gates {
+		o := Outcome{Gate: g}
+		if g.Peer == "" {
+			a, ok := d.Median(Join(g.Workload, "strata", g.Row), "allocs/op")
+			o.Got, o.Missing, o.Pass = a, !ok, ok && a <= g.MaxAllocs
+		} else {
+			r, ok := d.Speedup(g.Workload, g.Row, g.Peer)
+			o.Got, o.Missing, o.Pass = r, !ok, ok && r >= g.Min
+		}
+		out = append(out, o)
+	}
+	return out
+}

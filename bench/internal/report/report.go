@@ -1,0 +1,168 @@
+// Package report parses `go test -bench` output of bench/suite and computes
+// what RESULTS.md and the gate command show: medians per benchmark and
+// unit, Strata's speedup over each peer, and the DESIGN.md §5 gates.
+//
+// # Terms
+//
+//   - Name: a benchmark's full name without the "Benchmark" prefix and the
+//     -GOMAXPROCS suffix, e.g. "FlinkValue/keys=1M/impl=pebble/op=get".
+//   - Workload: the name up to (not including) its impl= element, e.g.
+//     "FlinkValue/keys=1M"; Row: the rest after impl=, e.g. "op=get".
+//   - Speedup (Strata ×): the peer's median ns/op over Strata's median
+//     ns/op for the same workload and row: Strata's throughput as a
+//     multiple of the peer's; above 1 means Strata is faster.
+//
+// # Invariants
+//
+//  1. Medians only: with -count repeats on a noisy machine the median is
+//     the robust centre (benchstat reports the same centre).
+//  2. A gate whose rows are missing from the data is reported as missing,
+//     never as passed.
+package report
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Data holds every sample: Name -> unit -> values, and skip reasons.
+type Data struct {
+	Samples map[string]map[string][]float64
+	Order   []string          // names in order of first appearance
+	Skips   map[string]string // name -> reason, from -v output
+}
+
+var (
+	benchLine = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+(\d+)\s+(.*)$`)
+	skipLine  = regexp.MustCompile(`^\s*--- SKIP: Benchmark(\S+)`)
+	logLine   = regexp.MustCompile(`^\s+\S+\.go:\d+: (.*)$`)
+)
+
+// Parse reads `go test -bench` output (with or without -v).
+func Parse(r io.Reader) (*Data, error) {
+	d := &Data{Samples: map[string]map[string][]float64{}, Skips: map[string]string{}}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	lastLog := "" // the test log line before a --- SKIP line is its reason
+	for sc.Scan() {
+		line := sc.Text()
+		if m := skipLine.FindStringSubmatch(line); m != nil {
+			d.Skips[m[1]] = lastLog
+			lastLog = ""
+			continue
+		}
+		if m := logLine.FindStringSubmatch(line); m != nil {
+			lastLog = m[1]
+			continue
+		}
+		m := benchLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		name := m[1]
+		fields := strings.Fields(m[3])
+		units := d.Samples[name]
+		if units == nil {
+			units = map[string][]float64{}
+			d.Samples[name] = units
+			d.Order = append(d.Order, name)
+		}
+		for i := 0; i+1 < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				return nil, fmt.Errorf("report: %q: %w", line, err)
+			}
+			units[fields[i+1]] = append(units[fields[i+1]], v)
+		}
+	}
+	return d, sc.Err()
+}
+
+// Median returns the median of name's samples in unit and whether there is one.
+func (d *Data) Median(name, unit string) (float64, bool) {
+	xs := d.Samples[name][unit]
+	if len(xs) == 0 {
+		return 0, false
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2], true
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2, true
+}
+
+// Spread returns (max-min)/median of name's ns/op samples, in percent.
+func (d *Data) Spread(name string) float64 {
+	xs := d.Samples[name]["ns/op"]
+	med, ok := d.Median(name, "ns/op")
+	if !ok || med == 0 {
+		return 0
+	}
+	lo, hi := xs[0], xs[0]
+	for _, x := range xs {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return 100 * (hi - lo) / med
+}
+
+// Split splits a name into workload, implementation and row.
+func Split(name string) (workload, impl, row string, ok bool) {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		if v, found := strings.CutPrefix(p, "impl="); found {
+			return strings.Join(parts[:i], "/"), v, strings.Join(parts[i+1:], "/"), true
+		}
+	}
+	return "", "", "", false
+}
+
+// Join is the inverse of Split.
+func Join(workload, impl, row string) string {
+	s := workload + "/impl=" + impl
+	if row != "" {
+		s += "/" + row
+	}
+	return s
+}
+
+// Speedup returns peer ns/op over Strata ns/op for workload and row.
+func (d *Data) Speedup(workload, row, peer string) (float64, bool) {
+	s, ok1 := d.Median(Join(workload, "strata", row), "ns/op")
+	p, ok2 := d.Median(Join(workload, peer, row), "ns/op")
+	if !ok1 || !ok2 || s == 0 {
+		return 0, false
+	}
+	return p / s, true
+}
+
+// Workloads returns the workloads in order of appearance, each with its rows
+// and implementations in order of appearance.
+func (d *Data) Workloads() (names []string, rows, impls map[string][]string) {
+	rows, impls = map[string][]string{}, map[string][]string{}
+	seen := map[string]bool{}
+	for _, n := range d.Order {
+		w, impl, row, ok := Split(n)
+		if !ok {
+			continue
+		}
+		if !seen[w] {
+			seen[w] = true
+			names = append(names, w)
+		}
+		if !seen[w+"\x00r"+row] {
+			seen[w+"\x00r"+row] = true
+			rows[w] = append(rows[w], row)
+		}
+		if !seen[w+"\x00i"+impl] {
+			seen[w+"\x00i"+impl] = true
+			impls[w] = append(impls[w], impl)
+		}
+	}
+	return names, rows, impls
+}

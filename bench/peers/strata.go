@@ -1,0 +1,100 @@
+package peers
+
+import "github.com/strata-db/strata"
+
+// strataStore drives the root package's public API, as a user would.
+type strataStore struct {
+	s *strata.Store
+	v *strata.ValueState[[]byte]
+	l *strata.ListState[[]byte]
+	m *strata.MapState[[]byte, []byte]
+}
+
+func openStrata(cfg Config) (*strataStore, error) {
+	s, err := strata.Open("", strata.Options{MaxParallelism: MaxParallelism, MemoryBudget: cfg.Budget})
+	if err != nil {
+		return nil, err
+	}
+	st := &strataStore{s: s}
+	if st.v, err = strata.NewValueState(s, strata.ValueDescriptor[[]byte]{Name: "value", Codec: strata.Bytes}); err != nil {
+		return nil, err
+	}
+	if st.l, err = strata.NewListState(s, strata.ListDescriptor[[]byte]{Name: "list", Codec: strata.Bytes}); err != nil {
+		return nil, err
+	}
+	if st.m, err = strata.NewMapState(s, strata.MapDescriptor[[]byte, []byte]{Name: "map", KeyCodec: strata.Bytes, ValueCodec: strata.Bytes}); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func (st *strataStore) Name() string { return "strata" }
+
+func (st *strataStore) key(k Key) strata.Key {
+	key := st.s.Key(k.K)
+	if len(k.NS) > 0 {
+		key = key.In(k.NS)
+	}
+	return key
+}
+
+func (st *strataStore) ValueGet(k Key) ([]byte, bool) {
+	v, ok, err := st.v.Get(st.key(k))
+	check(err)
+	return v, ok
+}
+
+func (st *strataStore) ValuePut(k Key, v []byte) { check(st.v.Put(st.key(k), v)) }
+func (st *strataStore) ValueDelete(k Key)        { check(st.v.Clear(st.key(k))) }
+func (st *strataStore) ListAdd(k Key, e []byte)  { check(st.l.Add(st.key(k), e)) }
+func (st *strataStore) ListAddAll(k Key, es [][]byte) {
+	check(st.l.AddAll(st.key(k), es))
+}
+func (st *strataStore) ListUpdate(k Key, es [][]byte) { check(st.l.Update(st.key(k), es)) }
+
+func (st *strataStore) ListGet(k Key) bool {
+	it := st.l.Get(st.key(k))
+	ok := it.Next()
+	check(it.Err())
+	return ok
+}
+
+func (st *strataStore) ListIterate(k Key) (n, bytes int) {
+	it := st.l.Get(st.key(k))
+	for it.Next() {
+		n++
+		bytes += len(it.Value())
+	}
+	check(it.Err())
+	return n, bytes
+}
+
+func (st *strataStore) ListClear(k Key) { check(st.l.Clear(st.key(k))) }
+
+func (st *strataStore) MapGet(k Key, uk []byte) ([]byte, bool) {
+	v, ok, err := st.m.Get(st.key(k), uk)
+	check(err)
+	return v, ok
+}
+
+func (st *strataStore) MapContains(k Key, uk []byte) bool {
+	ok, err := st.m.Contains(st.key(k), uk)
+	check(err)
+	return ok
+}
+
+func (st *strataStore) MapPut(k Key, uk, v []byte) { check(st.m.Put(st.key(k), uk, v)) }
+func (st *strataStore) MapRemove(k Key, uk []byte) { check(st.m.Remove(st.key(k), uk)) }
+
+func (st *strataStore) MapIterate(k Key) (n, bytes int) {
+	it := st.m.Iterator(st.key(k))
+	for it.Next() {
+		n++
+		bytes += len(it.Key()) + len(it.Value())
+	}
+	check(it.Err())
+	return n, bytes
+}
+
+func (st *strataStore) Bulk(bool)    {}
+func (st *strataStore) Close() error { return st.s.Close() }

@@ -1,0 +1,100 @@
+package suite
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/strata-db/strata/bench/peers"
+)
+
+// YCSB-style mixes, as FASTER's benchmark runs them (8-byte keys, no
+// namespace): A = 50 % read / 50 % blind update, C = 100 % read,
+// F = 100 % read-modify-write (read, add 1 to the first 8 bytes, write
+// back); uniform and Zipf 0.99 (scrambled) key choice; 8 B and 100 B
+// values. 10M keys only with -big.
+
+const ycsbSamples = 1 << 22
+
+var ycsbDraws = map[[2]int][]int32{}
+
+// ycsbKeys returns the key sequence for n keys and dist 0 (uniform) or 1
+// (zipf 0.99).
+func ycsbKeys(n, dist int) []int32 {
+	k := [2]int{n, dist}
+	if s := ycsbDraws[k]; s != nil {
+		return s
+	}
+	var s []int32
+	if dist == 0 {
+		s = Uniform(n, ycsbSamples, 21)
+	} else {
+		s = Zipf(n, 0.99, ycsbSamples, 22)
+	}
+	ycsbDraws[k] = s
+	return s
+}
+
+func BenchmarkYCSB(b *testing.B) {
+	for _, n := range []int{1_000_000, 10_000_000} {
+		budget := *flagBudget
+		if n > 1_000_000 {
+			budget = max(budget, 4<<30)
+		}
+		for _, vsize := range []int{8, 100} {
+			b.Run("keys="+SizeLabel(n)+"/value="+SizeLabel(vsize)+"B", func(b *testing.B) {
+				if n > 1_000_000 && !*flagBig {
+					b.Skip("keys=10M is off by default: loading 10M keys into each of 7 stores takes about 10 minutes and " +
+						"up to ~10 GiB on a 2-core, 24 GiB machine; run with -big")
+				}
+				values := Values(1<<16, vsize, 31)
+				var keyBuf [8]byte
+				key := func(id int32) peers.Key { return peers.Key{K: LongKey(&keyBuf, int64(id))} }
+				load := func(st peers.Store) {
+					for i := range n {
+						st.ValuePut(key(int32(i)), values[i&(1<<16-1)])
+					}
+				}
+				rmw := make([]byte, vsize)
+				forImpls(b, budget, load, func(b *testing.B, l *lazyStore) {
+					for dist, dname := range []string{"uniform", "zipf0.99"} {
+						b.Run("dist="+dname, func(b *testing.B) {
+							keys := ycsbKeys(n, dist)
+							next := func(i int) int32 { return keys[i&(ycsbSamples-1)] }
+							leaf(b, l, "mix=A", func(st peers.Store, i int) {
+								// 50/50 by a mixed bit of i, the same for every implementation.
+								if (uint64(i)*0x9e3779b97f4a7c15)>>63 == 0 {
+									v, _ := st.ValueGet(key(next(i)))
+									sink += len(v)
+									return
+								}
+								st.ValuePut(key(next(i)), values[i&(1<<16-1)])
+							})
+							leaf(b, l, "mix=C", func(st peers.Store, i int) {
+								v, _ := st.ValueGet(key(next(i)))
+								sink += len(v)
+							})
+							leaf(b, l, "mix=F", func(st peers.Store, i int) {
+								k := key(next(i))
+								v, _ := st.ValueGet(k)
+								copy(rmw, v)
+								binary.BigEndian.PutUint64(rmw, binary.BigEndian.Uint64(rmw)+1)
+								st.ValuePut(k, rmw)
+							})
+						})
+					}
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkLargerThanMemory stands for the rows with a memory budget of 25 %
+// of the data (the LSM issue).
+func BenchmarkLargerThanMemory(b *testing.B) {
+	for _, dist := range []string{"uniform", "zipf0.99"} {
+		b.Run("keys=1M/value=100B/budget=25%/dist="+dist, func(b *testing.B) {
+			b.Skip("larger than memory needs the LSM tier (LSM issue): with a budget of 25 % of the data, " +
+				"Strata refuses writes with ErrMemoryBudget today")
+		})
+	}
+}
