@@ -78,6 +78,8 @@ func lowerError(err error) error {
 			cause = ErrFormatVersion
 		case errors.Is(err, sstable.ErrBadMagic), errors.Is(err, lsm.ErrBadMagic):
 			cause = ErrBadMagic
+		case shortTable(err):
+			cause = ErrTruncated
 		}
 		if cause != nil {
 			return fmt.Errorf("%w: %w: %w", ErrCorruption, cause, err)
@@ -92,6 +94,20 @@ func lowerError(err error) error {
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	return err
+}
+
+// shortTable reports whether err is lsm's report of a table file shorter than its manifest
+// record says (lsm checks sizes at Open without naming a cause; the size check is the only
+// place a truncated table is caught before sstable's own checks).
+func shortTable(err error) bool {
+	var ce *lsm.CorruptionError
+	if !errors.As(err, &ce) || ce.Err != nil {
+		return false
+	}
+	var have, want int64
+	var manifest string
+	n, _ := fmt.Sscanf(ce.Reason, "table file is %d bytes, %s records %d", &have, &manifest, &want)
+	return n == 3 && have < want
 }
 
 // lsmJob is one LSM compaction: picked by the owner (lsm.DB.PickCompaction), run on a

@@ -1,0 +1,173 @@
+package strata
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// procStatus returns a field of /proc/self/status in bytes (VmRSS, VmHWM), or -1 where there
+// is no /proc (the memory assertions are then skipped, the figures not logged).
+func procStatus(field string) int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return -1
+			}
+			return kb << 10
+		}
+	}
+	return -1
+}
+
+// boundedOverhead is the process memory the bounded-memory test allows beyond the budget: the
+// Go runtime and test binary (~10 MB), the Go heap of the LsmStore (sstable indexes and bloom
+// filters, about 0.1% of the data, and the buffers of reads and compactions), the entries of
+// one segment sorted on the Go heap while a flush or transform runs (~11 MB per 16 MiB segment),
+// and the heap the garbage collector has not returned to the OS yet (GOGC 100 lets the heap
+// grow to twice its live size).
+const boundedOverhead = 96 << 20
+
+// TestBoundedMemory (issue 4, item 7): with a 64 MiB budget, state grown to 10× the budget
+// (640 MiB of value, list and map state; 160 MiB under -short or -race) on a real directory
+// stays readable, while the process's resident memory (VmRSS, sampled throughout) stays within
+// the budget plus boundedOverhead and the Go heap (HeapInuse) stays small: the state lives in
+// segments, slices and files, not on the heap. It logs the figures. The full size runs in CI
+// as its own step without -race: go test -run '^TestBoundedMemory$' -count=1 -v . (the RSS
+// bound is not asserted under -race, whose shadow memory the store does not control).
+func TestBoundedMemory(t *testing.T) {
+	const budget = 64 << 20
+	target := int64(640 << 20)
+	if testing.Short() || raceEnabled {
+		target = 160 << 20
+	}
+	dir := t.TempDir()
+	opts := Options{MemoryBudget: budget, SegmentSize: 16 << 20}
+	s, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close() }()
+	// Per key: a 600-byte value, a list of 4 × 50-byte elements, a map of 4 × 50-byte values:
+	// about 1 KB of state with keys and framing.
+	const vlen, elen, perKey = 600, 50, 1024
+	keys := int(target / perKey)
+	val := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
+	lst := must(NewListState(s, ListDescriptor[[]byte]{Name: "l", Codec: Bytes}))
+	mp := must(NewMapState(s, MapDescriptor[int64, []byte]{Name: "m", KeyCodec: Int64, ValueCodec: Bytes}))
+	buf := make([]byte, vlen)
+	fill := func(b []byte, i, j int) []byte {
+		for x := range b {
+			b[x] = byte(i*31 + j*7 + x)
+		}
+		copy(b, strconv.Itoa(i))
+		return b
+	}
+	key := func(i int) Key { return s.Key(fmt.Appendf(nil, "user-%010d", i)) }
+	var maxRSS, maxHeap, maxBudget int64
+	var ms runtime.MemStats
+	sample := func() {
+		maxRSS = max(maxRSS, procStatus("VmRSS"))
+		runtime.ReadMemStats(&ms)
+		maxHeap = max(maxHeap, int64(ms.HeapInuse))
+		maxBudget = max(maxBudget, s.Budget().Used())
+	}
+	start := time.Now()
+	for i := range keys {
+		k := key(i)
+		if err := val.Put(k, fill(buf, i, 0)); err != nil {
+			t.Fatalf("key %d: %v (stats %+v)", i, err, s.Stats())
+		}
+		for j := range 4 {
+			if err := lst.Add(k, fill(buf[:elen], i, j+1)); err != nil {
+				t.Fatalf("key %d list: %v", i, err)
+			}
+			if err := mp.Put(k, int64(j), fill(buf[:elen], i, j+5)); err != nil {
+				t.Fatalf("key %d map: %v", i, err)
+			}
+		}
+		if i%20000 == 0 {
+			sample()
+		}
+	}
+	written := time.Since(start)
+	st := s.Stats()
+	sample()
+	t.Logf("wrote %d keys (%d MiB of state) in %v: LSM %d files, %d MiB on disk, %d flushes, %d evictions, %d LSM compactions, write amplification %.2f, %d backpressure waits, %d L0 stalls",
+		keys, int64(keys)*perKey>>20, written.Round(time.Millisecond), st.LSMFiles, st.LSMBytes>>20, st.Flushes, st.Evictions,
+		st.LSMCompactions, st.WriteAmplification, st.BackpressureWaits, st.L0Stalls)
+	check := func(i int) {
+		k := key(i)
+		v, ok, err := val.Get(k)
+		if !ok || err != nil || string(v) != string(fill(buf, i, 0)) {
+			t.Fatalf("value %d: %v %v", i, ok, err)
+		}
+		it := lst.Get(k)
+		n := 0
+		for it.Next() {
+			if string(it.Value()) != string(fill(buf[:elen], i, n+1)) {
+				t.Fatalf("list %d element %d", i, n)
+			}
+			n++
+		}
+		if n != 4 || it.Err() != nil {
+			t.Fatalf("list %d: %d elements, %v", i, n, it.Err())
+		}
+		n = 0
+		for uk, uv := range mp.Entries(k) {
+			if string(uv) != string(fill(buf[:elen], i, int(uk)+5)) {
+				t.Fatalf("map %d[%d]", i, uk)
+			}
+			n++
+		}
+		if n != 4 {
+			t.Fatalf("map %d: %d entries", i, n)
+		}
+	}
+	start = time.Now()
+	for i := range keys {
+		check(i)
+		if i%20000 == 0 {
+			sample()
+		}
+	}
+	t.Logf("read back every key in %v", time.Since(start).Round(time.Millisecond))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sample()
+	if s, err = Open(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	val = must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
+	lst = must(NewListState(s, ListDescriptor[[]byte]{Name: "l", Codec: Bytes}))
+	mp = must(NewMapState(s, MapDescriptor[int64, []byte]{Name: "m", KeyCodec: Int64, ValueCodec: Bytes}))
+	for i := 0; i < keys; i += 7 {
+		check(i)
+	}
+	sample()
+	st = s.Stats()
+	t.Logf("budget %d MiB (peak use of it %d MiB), max VmRSS %d MiB, VmHWM %d MiB, max Go HeapInuse %d MiB; state %d MiB = %.1f× the budget, %d MiB on disk",
+		budget>>20, maxBudget>>20, maxRSS>>20, procStatus("VmHWM")>>20, maxHeap>>20, target>>20, float64(target)/budget, st.LSMBytes>>20)
+	// The race detector's shadow memory adds to RSS what the store does not map: the RSS bound
+	// is asserted in normal builds only (the heap bound always).
+	if maxRSS > 0 && maxRSS > budget+boundedOverhead && !raceEnabled {
+		t.Errorf("VmRSS reached %d MiB, above the budget (%d MiB) + %d MiB", maxRSS>>20, budget>>20, boundedOverhead>>20)
+	}
+	if maxHeap > 64<<20 {
+		t.Errorf("Go HeapInuse reached %d MiB, want at most 64 MiB", maxHeap>>20)
+	}
+}
