@@ -20,10 +20,11 @@ const (
 	opMapPut              // MapState.Put
 	opReduceAdd           // ReducingState.Add: per-route, per-day max delay
 	opDayClose            // ReducingState.Get + Clear of one (route, day) when the day is over
+	opHistAdd             // ListState.Add: the delays of a route and day, kept (the flight history)
 	numOps
 )
 
-var opNames = [numOps]string{"agg.add", "list.add", "list.trim", "map.get", "map.put", "reduce.add", "day.close"}
+var opNames = [numOps]string{"agg.add", "list.add", "list.trim", "map.get", "map.put", "reduce.add", "day.close", "hist.add"}
 
 // job replays a trace through Strata keyed state, one event at a time, as a Flink task would:
 // the Key of every route and origin is built once (Flink's setCurrentKey) and reused.
@@ -43,6 +44,7 @@ type job struct {
 	list  *strata.ListState[int16]
 	dests *strata.MapState[string, destStats]
 	daily *strata.ReducingState[int16]
+	hist  *strata.ListState[int16] // route, ns = day: every delay of the day, kept
 
 	routeKeys  []strata.Key // by route key index
 	originKeys []strata.Key // by origin key index
@@ -88,6 +90,10 @@ func newJob(store *strata.Store, tr *trace.Trace, K int) (*job, error) {
 	j.daily, err = strata.NewReducingState(store, strata.ReducingDescriptor[int16]{
 		Name: "route-day-max-delay", Codec: int16Codec{}, Reduce: func(a, b int16) int16 { return max(a, b) },
 	})
+	if err != nil {
+		return nil, err
+	}
+	j.hist, err = strata.NewListState(store, strata.ListDescriptor[int16]{Name: "route-day-delays", Codec: int16Codec{}})
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +210,67 @@ func (j *job) event(ki, oi int, dest string, d int16, sample bool) error {
 		return fmt.Errorf("reducing add: %w", err)
 	}
 	mark(opReduceAdd)
+
+	// Per route and day: the flight history, never cleared, so state grows with days × scale.
+	if err := j.hist.Add(rk.In(j.dayNS), d); err != nil {
+		return fmt.Errorf("history add: %w", err)
+	}
+	mark(opHistAdd)
 	return nil
+}
+
+// checkHistory reads back the history list of every (route key, day) of the trace and compares
+// it with the delays of that route's flights that day, in event order, computed from the trace
+// one day at a time (so the check holds one day's lists in memory, not the state). It returns
+// the number of lists checked and a description of the first mismatches.
+func (j *job) checkHistory(maxDiffs int) (lists int, diffs []string, err error) {
+	rows := j.tr.Rows
+	want := map[int][]int16{}
+	flush := func(day uint32) error {
+		ns := binary.BigEndian.AppendUint64(nil, uint64(day))
+		for ki, w := range want {
+			it := j.hist.Get(j.routeKeys[ki].In(ns))
+			var got []int16
+			for it.Next() {
+				got = append(got, it.Value())
+			}
+			if err := it.Err(); err != nil {
+				return fmt.Errorf("day %d: %s: history get: %w", day, routeKeyName(j.tr, j.K, ki), err)
+			}
+			if !slicesEqual(got, w) && len(diffs) < maxDiffs {
+				diffs = append(diffs, fmt.Sprintf("history %s day %d: %d delays, want %d", routeKeyName(j.tr, j.K, ki), day, len(got), len(w)))
+			}
+			lists++
+		}
+		clear(want)
+		return nil
+	}
+	var day uint32
+	for i, r := range rows {
+		if d := r.Day(); i > 0 && d != day {
+			if err := flush(day); err != nil {
+				return lists, diffs, err
+			}
+		}
+		day = r.Day()
+		for k := range j.K {
+			ki := int(r.Route)*j.K + k
+			want[ki] = append(want[ki], copyDelay(i, k, r.Delay))
+		}
+	}
+	return lists, diffs, flush(day)
+}
+
+func slicesEqual(a, b []int16) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // closeDay reads and clears the per-day max of every route key opened in the open day.

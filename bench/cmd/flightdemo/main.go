@@ -9,11 +9,20 @@
 //	route "ORG-DST"  ListState         the last 10 delays (Add; Get + Update when it exceeds 10)
 //	origin "ORG"     MapState          destination -> (count, sum of delays)
 //	route, ns = day  ReducingState     max delay of the day; read and cleared when the day is over
+//	route, ns = day  ListState         every delay of the day, kept: the flight history, so the
+//	                                   state grows with days × routes × scale
+//
+// The store runs with a 64 MiB memory budget by default (-budget), so that the state outgrows
+// memory at a modest scale and the job exercises all three tiers: what does not fit the budget
+// is evicted to the LsmStore in the store's directory. At -scale 4 the state is about 4× the
+// default budget on disk; the job prints its resident memory (VmRSS, peak VmHWM) beside the
+// budget and the bytes of the store's files.
 //
 // Usage (from bench/):
 //
 //	go run ./cmd/flightdemo                   # all 3M flights, store in a temporary directory
 //	go run ./cmd/flightdemo -scale 8          # 8 salted copies of every key and flight
+//	go run ./cmd/flightdemo -budget 0         # Strata's default budget (1 GiB) instead of 64 MiB
 //	go run ./cmd/flightdemo -json ../testdata/flights-20k.json
 //
 // It exits non-zero when the state disagrees with the plain Go map computation.
@@ -37,6 +46,10 @@ import (
 )
 
 const defaultData = "flights-3m.parquet"
+
+// defaultBudget is the demo's memory budget: small beside the state, so that the job runs
+// through the FreshTable, the SliceTable and the LsmStore (Strata's own default is 1 GiB).
+const defaultBudget = 64 << 20
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
@@ -62,7 +75,7 @@ func run(args []string, out io.Writer) error {
 	fs.StringVar(&c.json, "json", "", "flights JSON file (e.g. testdata/flights-20k.json), instead of -data")
 	fs.IntVar(&c.rows, "rows", 0, "read only the first `n` parquet rows (0 = all)")
 	fs.StringVar(&c.dir, "dir", "", "store directory (default: a temporary directory, removed at exit)")
-	fs.Int64Var(&c.budget, "budget", 0, "memory budget in `bytes` (0 = Strata's default, 1 GiB)")
+	fs.Int64Var(&c.budget, "budget", defaultBudget, "memory budget in `bytes` (0 = Strata's default, 1 GiB)")
 	fs.IntVar(&c.scale, "scale", 1, "salt every key `K` times and emit each flight K times (grows state K-fold)")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the replay to `file` (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
@@ -88,7 +101,11 @@ func run(args []string, out io.Writer) error {
 		}
 		defer os.RemoveAll(dir)
 	}
-	store, err := strata.Open(dir, strata.Options{MemoryBudget: c.budget})
+	opts := strata.Options{MemoryBudget: c.budget}
+	if c.budget > 0 && c.budget < 256<<20 {
+		opts.SegmentSize = 16 << 20 // four segments at least in the budget
+	}
+	store, err := strata.Open(dir, opts)
 	if err != nil {
 		return err
 	}
@@ -137,15 +154,64 @@ func run(args []string, out io.Writer) error {
 
 	report(out, j, got, events, elapsed, st, ms.HeapAlloc, modelTime)
 
-	if d := diff(got, want, 10); len(d) > 0 {
+	t2 := time.Now()
+	lists, hdiffs, err := j.checkHistory(10)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "history: %d (route, day) lists read back and checked in %.2fs\n", lists, time.Since(t2).Seconds())
+	if err := store.Close(); err != nil { // persists: the files now hold the whole state
+		return err
+	}
+	disk := dirBytes(dir)
+	budget := st.BudgetLimit
+	fmt.Fprintf(out, "memory: budget %.0f MiB, VmRSS %.0f MiB, peak VmHWM %.0f MiB, Go heap %.0f MiB (the trace and the Go map model included)\n",
+		float64(budget)/(1<<20), float64(procStatus("VmRSS"))/(1<<20), float64(procStatus("VmHWM"))/(1<<20), float64(ms.HeapAlloc)/(1<<20))
+	fmt.Fprintf(out, "disk: %d bytes (%.0f MiB) in %s after Close, %.1f× the budget\n",
+		disk, float64(disk)/(1<<20), dir, float64(disk)/float64(budget))
+
+	d := diff(got, want, 10)
+	d = append(d, hdiffs...)
+	if len(d) > 0 {
 		fmt.Fprintln(out, "check: FAILED (Strata state differs from the plain Go map computation)")
 		for _, s := range d {
 			fmt.Fprintln(out, "  ", s)
 		}
 		return errors.New("check failed")
 	}
-	fmt.Fprintln(out, "check: OK (stats, last-10 lists, map entries, daily maxima and top-5 equal the plain Go map computation)")
-	return store.Close()
+	fmt.Fprintln(out, "check: OK (stats, last-10 lists, map entries, daily maxima, top-5 and every day's history equal the plain Go map computation)")
+	return nil
+}
+
+// procStatus returns a field of /proc/self/status in bytes (VmRSS, VmHWM), or -1 without /proc.
+func procStatus(field string) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return -1
+}
+
+// dirBytes returns the bytes of the regular files below dir.
+func dirBytes(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // rowSize is the in-memory size of one trace row in bytes.
