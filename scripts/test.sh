@@ -16,13 +16,13 @@ step "go vet (host, arm64, arm64 purego)"
 go vet ./...
 GOARCH=arm64 go vet ./...
 GOARCH=arm64 go vet -tags purego ./...
-(cd bench && go vet ./...)
+(cd bench && go vet -tags pebblegozstd ./...)
 
 step "go test -race (host)"
 go test -race -count=1 ./...
 
 step "bench module tests (demo job on real data)"
-(cd bench && go test -count=1 ./...)
+(cd bench && go test -tags pebblegozstd -count=1 ./...)
 
 step "demo job end to end: all 3 M flights, cross-checked against plain Go maps (exits non-zero on a mismatch)"
 (cd bench && go run ./cmd/flightdemo)
