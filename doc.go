@@ -28,9 +28,13 @@
 //
 // # Layout
 //
-// Today every state lives in one FreshTable (package fresh) per Store, in segments of
-// Options.SegmentSize bytes taken from a memory.Pool under a hard memory.Budget. A record's
-// key is
+// A Store keeps its states in three tiers (table.go draws the paths): writes go to a
+// FreshTable (package fresh) in segments of Options.SegmentSize bytes taken from a memory.Pool
+// under a hard memory.Budget; sealed segments are transformed in the background into the
+// sorted slices of a SliceTable (package slice); with a directory, the coldest slices — or,
+// when the budget is too small for slices, whole sealed segments — go to an LsmStore of files
+// (package lsm) once memory passes Options.EvictionWatermark. Reads fall through the tiers,
+// newest first. A record's key is
 //
 //	[key group u16 BE][state id u16 BE][uvarint len(key)][key][namespace]
 //
@@ -49,11 +53,16 @@
 //  3. A key group is computed exactly as Flink's KeyGroupRangeAssignment, and a state
 //     operation on a Key outside the Store's range fails with ErrKeyGroupOutOfRange.
 //  4. Memory beyond the budget is refused with ErrMemoryBudget, never taken.
+//  5. With a directory, Close persists every acknowledged write and Open recovers it; a crash
+//     reopens to the state of the last Close, and a damaged file gives ErrCorruption (with
+//     ErrTruncated, ErrChecksum, ErrFormatVersion or ErrBadMagic, and the file and offset),
+//     never a wrong value or a panic (persist.go).
 //
 // # Not yet
 //
-// Persistence (checkpoints, changelog, restore), TTL, slices and the LSM tier come in later
-// issues: Open creates its directory but writes nothing, and Close drops the state.
+// Checkpoints, the changelog, restore with rescaling and TTL come in later issues; until then
+// a crash loses the writes since the last Close. A Store in memory only (dir "") drops its
+// state on Close.
 //
 // # Example
 //

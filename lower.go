@@ -11,9 +11,8 @@ import (
 // resolves the upper tiers' records: newest wins, list operands stack on a base, a map's
 // KindTombstone with an empty user key hides its older entries).
 //
-// Phase 1 has no production implementation: a Store opens without a lower tier and never
-// evicts. Tests plug in an in-memory one (lower_test.go) to exercise eviction and the read
-// path through three tiers.
+// The production implementation is lsmTier (lsmtier.go), over the Store's lsm.DB; a Store in
+// memory only has none and never evicts. Tests also plug in an in-memory one (lower_test.go).
 //
 // Concurrency: Evict runs on a background goroutine (an eviction task of the scheduler) while
 // the owner keeps reading the lower tier, so it must not change what the reads see: its output

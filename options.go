@@ -38,7 +38,8 @@ type Options struct {
 	KeyGroups *KeyGroupRange
 
 	// MemoryBudget is the hard limit, in bytes, on the memory the Store maps outside the Go
-	// heap (segments and hash indices). Default 1 GiB (DefaultMemoryBudget). Must be at least
+	// heap (FreshTable segments and hash indices, SliceTable slices, the LsmStore's block
+	// cache). Default 1 GiB (DefaultMemoryBudget). Must be at least
 	// SegmentSize. Must be 0 when SharedBudget is set.
 	MemoryBudget int64
 

@@ -22,9 +22,11 @@ import (
 //	write ──► FreshTable (active segment) ──seal──► sealed segments
 //	                                                   │ transform (background): entries, hashes,
 //	                                                   ▼ sort, slice.Build; installed in seal order
-//	read  ──► FreshTable ──Absent/partial──► SliceTable ──Absent/partial──► lower tier (tests)
-//	                                            │ ▲ compaction (background)
-//	                                            ▼ eviction (background) ──► lower tier
+//	read  ──► FreshTable ──Absent/partial──► SliceTable ──Absent/partial──► LsmStore (lower tier)
+//	             │                              │ ▲ compaction (background)   ▲ │ LSM compaction
+//	             │                              ▼ eviction (background) ──────┘ ▼ (background)
+//	             └── flush of a sealed segment (background; only while the SliceTable is
+//	                 empty, when the budget cannot hold a transform's slices) ──► LsmStore L0
 //
 // Concurrency (one mechanism): the owner goroutine (the caller's) does every read, write and
 // install. Background tasks (scheduler/, the only goroutine starter) read immutable inputs —
@@ -48,6 +50,21 @@ import (
 //     open, installs wait (a transform or compaction would move or free what it walks) — for at
 //     most maxDeferredWrites writes, or until a writer needs memory; an install made while an
 //     iteration is open ends it with ErrIteratorInvalidated rather than yield wrong entries.
+//  5. The LsmStore's install order (lsm invariant 6: a file installed later is newer for every
+//     key) holds because the tiers are in age order: evictions take each chain's oldest run,
+//     and a flush — a sealed segment written as one L0 file, installed at the head of the FIFO
+//     like a transform (InstallL0, then DropSealed) — is only started while the SliceTable is
+//     empty and no eviction or slice compaction is in flight, so nothing older can be
+//     installed after it. LSM compactions are picked after every install, run as Compaction
+//     tasks and installed by the owner like the others; while L0 holds Options.L0StopWrites
+//     files, writers wait for one (L0 stall).
+//
+// Eviction policy: above Options.EvictionWatermark bytes of slices, and whenever a writer waits
+// for memory or the head transform failed for it, the coldest units of the chains' oldest runs
+// are evicted (slice.Table.PickEviction, one batch in flight). A transform that fails for
+// memory while the SliceTable is empty switches to flushes for the next flushProbe segments:
+// a budget that cannot hold a transform's slices beside the FreshTable (64 MiB with 16 MiB
+// segments) then runs as FreshTable → LsmStore.
 //
 // Memory: the store adds a reserve to its budget (memory.Budget.AddReserve) that the FreshTable
 // cannot take, sized for the slices of one transform, so a transform can always build its
