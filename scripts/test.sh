@@ -21,6 +21,9 @@ GOARCH=arm64 go vet -tags purego ./...
 step "go test -race (host)"
 go test -race -count=1 ./...
 
+step "bounded memory: 640 MiB of state through a 64 MiB budget, RSS and Go heap asserted (no -race: its shadow memory inflates RSS)"
+go test -run '^TestBoundedMemory$' -count=1 -v . | grep -E '^(=== RUN|--- |\s+\w+_test.go|ok|FAIL|PASS)'
+
 step "bench module tests (demo job on real data)"
 (cd bench && go test -tags pebblegozstd -count=1 ./...)
 
