@@ -100,7 +100,8 @@ func appendRecord(dst []byte, e *entry.Entry) []byte {
 // Slice is one immutable sorted run of entries in one block (or, for an
 // entry too large for a block, in a region of its own). The encoded bytes
 // never change after Build; only the Table's bookkeeping fields (hits,
-// heat, busy) do, and only on the owner goroutine.
+// heat, busy, moving) do, and only on the owner goroutine; a relocation
+// moves the bytes, unchanged, to another block.
 type Slice struct {
 	buf      []byte   // encoded slice, len = used size
 	fps      []uint64 // fingerprint array, a view into buf
@@ -115,12 +116,15 @@ type Slice struct {
 	bucket   int      // bucket of its Table (set by Install)
 
 	// Owner-only bookkeeping; background jobs never read these.
-	hits  uint64  // lookups resolved here since the last fold
-	heat  float64 // decayed hits as of fold
-	fold  int64   // clock (ns) of the last fold
-	born  int64   // clock (ns) of creation
-	busy  bool    // part of a pending compaction or eviction
-	table *Table  // installed in (nil before Install and after removal)
+	hits    uint64  // lookups resolved here since the last fold
+	heat    float64 // decayed hits as of fold
+	fold    int64   // clock (ns) of the last fold
+	born    int64   // clock (ns) of creation
+	busy    bool    // input of a pending compaction or eviction
+	moving  bool    // input of the pending relocation
+	dropped bool    // freed while moving: released when the relocation ends
+	table   *Table  // installed in (nil before Install and after removal)
+	segPos  int     // index in its Table's bySeg[ref.seg] while installed
 }
 
 // Len returns the number of entries in s.
@@ -128,7 +132,7 @@ func (s *Slice) Len() int { return s.count }
 
 // Bytes returns the encoded slice (header, fingerprints, offsets, records),
 // checksummed as described in doc.go; Decode reads it back. Valid until the
-// slice is freed by its Table.
+// slice is freed or relocated by its Table.
 func (s *Slice) Bytes() []byte { return s.buf }
 
 // MemBytes returns the memory the slice holds: its block size, or its
@@ -142,7 +146,7 @@ func (s *Slice) OrderRange() (lo, hi uint64) { return s.minOrder, s.maxOrder }
 func (s *Slice) SeqRange() (lo, hi uint64) { return s.minSeq, s.maxSeq }
 
 // Entry fills e with entry i (0 <= i < Len). Its byte slices alias the
-// slice's memory: valid until the slice is freed.
+// slice's memory: valid until the slice is freed or relocated.
 func (s *Slice) Entry(i int, e *entry.Entry) {
 	r := s.rec(i)
 	*e = entry.Entry{Order: s.fps[i], Hash: r.hash, UserHash: r.uhash, Seq: r.seq,
@@ -198,16 +202,23 @@ func (s *Slice) keyAt(i int) (key, uk []byte) {
 // into a Slice holding mem bytes of memory through ref.
 func newSlice(buf []byte, mem int, ref blockRef) *Slice {
 	n := int(binary.LittleEndian.Uint32(buf[hdrCount:]))
-	s := &Slice{buf: buf, count: n, mem: mem, ref: ref}
-	if n > 0 {
-		s.fps = unsafe.Slice((*uint64)(unsafe.Pointer(&buf[headerSize])), n)
-		s.offs = unsafe.Slice((*uint32)(unsafe.Pointer(&buf[headerSize+fpSize*n])), n)
-	}
+	s := &Slice{count: n, mem: mem}
+	s.rebase(buf, ref)
 	s.minOrder = binary.LittleEndian.Uint64(buf[hdrMinOrd:])
 	s.maxOrder = binary.LittleEndian.Uint64(buf[hdrMaxOrd:])
 	s.minSeq = binary.LittleEndian.Uint64(buf[hdrMinSeq:])
 	s.maxSeq = binary.LittleEndian.Uint64(buf[hdrMaxSeq:])
 	return s
+}
+
+// rebase points s at buf, a copy of its encoded bytes (8-byte aligned),
+// held through ref: the fingerprint and offset arrays are views into buf.
+func (s *Slice) rebase(buf []byte, ref blockRef) {
+	s.buf, s.ref = buf, ref
+	if n := s.count; n > 0 {
+		s.fps = unsafe.Slice((*uint64)(unsafe.Pointer(&buf[headerSize])), n)
+		s.offs = unsafe.Slice((*uint32)(unsafe.Pointer(&buf[headerSize+fpSize*n])), n)
+	}
 }
 
 // checksum returns the CRC32C of buf[:size] without the CRC field.

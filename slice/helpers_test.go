@@ -49,8 +49,18 @@ type env struct {
 }
 
 func newEnv(tb testing.TB, blockSize int, opts Options) *env {
+	return newEnvSeg(tb, blockSize, 0, opts)
+}
+
+// newEnvSeg is newEnv with an allocator that uses only perSeg blocks of
+// each 16 MiB segment (0: all), so tests reach many segments cheaply.
+func newEnvSeg(tb testing.TB, blockSize, perSeg int, opts Options) *env {
 	tb.Helper()
-	b := memory.NewBudget(1 << 30)
+	limit := int64(1 << 30)
+	if perSeg > 0 {
+		limit = 1 << 36 // 16 MiB of address space for every few blocks
+	}
+	b := memory.NewBudget(limit)
 	p, err := memory.NewPool(b, memory.SegmentSize16M)
 	if err != nil {
 		tb.Fatal(err)
@@ -58,6 +68,9 @@ func newEnv(tb testing.TB, blockSize int, opts Options) *env {
 	a, err := NewAllocator(p, blockSize)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	if perSeg > 0 {
+		a = newAllocator(p, blockSize, perSeg)
 	}
 	clk := &clock{}
 	opts.Allocator = a
@@ -73,10 +86,16 @@ func newEnv(tb testing.TB, blockSize int, opts Options) *env {
 		if err := t.Close(); err != nil {
 			tb.Error(err)
 		}
-		if st := a.Stats(); st.Blocks != 0 || st.Oversized != 0 {
+		if st := a.Stats(); st.Blocks != 0 || st.Oversized != 0 || st.Segments != 0 || st.FreeBlocks != 0 ||
+			st.Draining != 0 || st.OversizedSize != 0 || a.lv.free != 0 {
 			tb.Errorf("allocator leaks after Close: %+v", st)
 		}
-		_ = p.Close()
+		if err := p.Close(); err != nil {
+			tb.Error(err)
+		}
+		if u := b.Used(); u != 0 {
+			tb.Errorf("budget holds %d bytes after Close", u)
+		}
 	})
 	return e
 }

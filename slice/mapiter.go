@@ -29,9 +29,9 @@ type mapCursor struct {
 // creating and using it allocates nothing for chains of up to 8 runs.
 //
 // Entries alias slice memory. The Table's owner may read during the
-// iteration but must not install a compaction or eviction (or Close):
-// the iterator notices — Next returns false and Err returns ErrInvalidated
-// — and never reads freed memory. Owner goroutine only.
+// iteration but must not install a compaction, eviction or relocation (or
+// Close): the iterator notices — Next returns false and Err returns
+// ErrInvalidated — and never reads freed memory. Owner goroutine only.
 type MapIter struct {
 	t        *Table
 	gen      uint64

@@ -129,6 +129,7 @@ type modelRun struct {
 	seq   uint64
 	nKeys int
 	uks   []string
+	reloc *Relocation // pending across steps
 }
 
 func (mr *modelRun) order(kind byte, k int) uint64 {
@@ -246,6 +247,31 @@ func (mr *modelRun) evict() {
 	}
 }
 
+// relocate advances a relocation: picks one, or runs the pending one, or
+// installs (sometimes cancels) it — so it stays pending across other
+// steps, reads and checks.
+func (mr *modelRun) relocate() {
+	tb := mr.e.t
+	switch j := mr.reloc; {
+	case j == nil:
+		mr.reloc, _ = tb.PickRelocation()
+	case !j.ran:
+		if err := j.Run(context.Background()); err != nil {
+			mr.t.Fatal(err)
+		}
+	case mr.r.IntN(8) == 0:
+		if err := tb.CancelRelocation(j); err != nil {
+			mr.t.Fatal(err)
+		}
+		mr.reloc = nil
+	default:
+		if err := tb.InstallRelocation(j); err != nil {
+			mr.t.Fatal(err)
+		}
+		mr.reloc = nil
+	}
+}
+
 func (mr *modelRun) check(step int) {
 	t, tb, low := mr.t, mr.e.t, mr.low
 	for k := 0; k < mr.nKeys; k++ {
@@ -317,15 +343,34 @@ func (mr *modelRun) check(step int) {
 	}
 	st := tb.Stats()
 	as := mr.e.a.Stats()
-	if int64(as.Blocks*as.BlockSize)+as.OversizedSize != st.MemBytes {
-		t.Fatalf("step %d: table holds %d bytes, allocator %d blocks + %d oversized", step, st.MemBytes, as.Blocks, as.OversizedSize)
+	// Held segments past ceil(blocks / per segment) + 1 mean more than a
+	// segment's worth of free blocks: a relocation must be proposed.
+	if as := mr.e.a.Stats(); mr.reloc == nil && as.Segments > heldBound(as) {
+		var ok bool
+		if mr.reloc, ok = tb.PickRelocation(); !ok {
+			t.Fatalf("step %d: no relocation proposed with %+v", step, as)
+		}
+	}
+	copies := 0 // blocks of a pending relocation: its copies, and the slices that left the table
+	if mr.reloc != nil {
+		copies = len(mr.reloc.moved)
+		for _, s := range mr.reloc.slices {
+			if s.dropped {
+				copies++
+			}
+		}
+	}
+	if int64((as.Blocks-copies)*as.BlockSize)+as.OversizedSize != st.MemBytes {
+		t.Fatalf("step %d: table holds %d bytes, allocator %d blocks (%d copies) + %d oversized", step, st.MemBytes, as.Blocks, copies, as.OversizedSize)
 	}
 }
 
 // TestModel drives a Table with random transforms (Build+Install),
 // compactions (sometimes cancelled), evictions into a test sink (sometimes
-// failing), and clock jumps, and checks every read — through the
-// SliceTable and then the sink's data, as the store will — against Go maps.
+// failing), relocations (pending across other steps, sometimes cancelled;
+// the allocator uses a few blocks per segment so that segments fragment),
+// and clock jumps, and checks every read — through the SliceTable and then
+// the sink's data, as the store will — against Go maps.
 func TestModel(t *testing.T) {
 	seeds := []uint64{1, 2, 3, uint64(time.Now().UnixNano())}
 	if *seedFlag != 0 {
@@ -336,14 +381,15 @@ func TestModel(t *testing.T) {
 			t.Logf("replay with -seed=%d", seed)
 			r := rand.New(rand.NewPCG(seed, seed^0x5eed))
 			bits := []int{-1, 1, 3}[r.IntN(3)]
-			e := newEnv(t, MinSliceSize, Options{BucketBits: bits, CompactionThreshold: 1 + r.IntN(4),
+			perSeg := 2 + r.IntN(10)
+			e := newEnvSeg(t, MinSliceSize, perSeg, Options{BucketBits: bits, CompactionThreshold: 1 + r.IntN(4),
 				HighWatermark: int64(2+r.IntN(6)) * MinSliceSize, EvictionBatch: int64(1+r.IntN(4)) * MinSliceSize,
 				HeatHalfLife: time.Second, LowerTier: r.IntN(4) == 0, MaxListMerge: []int{0, 2, 40, 5000}[r.IntN(4)]})
 			mr := &modelRun{t: t, r: r, e: e, low: &lowerTier{}, nKeys: 20 + r.IntN(60),
 				m:   model{vals: map[string]string{}, lists: map[string]string{}, maps: map[string]map[string]string{}},
 				uks: []string{"", "a", "b", "c", "d", "dd", "e"}}
 			for step := 0; step < *stepsFlag; step++ {
-				op := r.IntN(20)
+				op := r.IntN(22)
 				if debugFrom > 0 && step >= debugFrom {
 					t.Logf("step %d op %d", step, op)
 				}
@@ -356,6 +402,8 @@ func TestModel(t *testing.T) {
 					mr.evict()
 				case op < 18:
 					e.clk.now += time.Duration(r.IntN(3000)) * time.Millisecond
+				case op >= 20:
+					mr.relocate()
 				default:
 					// Reads heat some slices up.
 					for i := 0; i < 20; i++ {
@@ -371,10 +419,18 @@ func TestModel(t *testing.T) {
 				}
 			}
 			mr.check(*stepsFlag)
+			for mr.reloc != nil {
+				mr.relocate()
+			}
+			relocateAll(t, e.t)
+			if as := e.a.Stats(); as.Segments > heldBound(as) {
+				t.Errorf("after relocating: %+v", as)
+			}
+			mr.check(*stepsFlag)
 			st := e.t.Stats()
-			t.Logf("stats %+v; sink calls %d, entries %d", st, mr.low.calls, len(mr.low.es))
-			if st.Compactions == 0 || st.Evictions == 0 {
-				t.Errorf("the run did not exercise compaction (%d) and eviction (%d)", st.Compactions, st.Evictions)
+			t.Logf("stats %+v; sink calls %d, entries %d; allocator %+v", st, mr.low.calls, len(mr.low.es), e.a.Stats())
+			if st.Compactions == 0 || st.Evictions == 0 || seed <= 3 && st.Relocations == 0 {
+				t.Errorf("the run did not exercise compaction (%d), eviction (%d) and relocation (%d)", st.Compactions, st.Evictions, st.Relocations)
 			}
 		})
 	}

@@ -155,6 +155,9 @@ type Table struct {
 	evicted bool   // some data went to the lower tier
 	closed  bool
 
+	bySeg map[*aseg][]*Slice // installed block slices by segment (Slice.segPos)
+	reloc *Relocation        // the pending relocation, if any
+
 	slices   int
 	runs     int
 	memBytes int64
@@ -166,6 +169,9 @@ type Table struct {
 	evictions     int64
 	evictedSlices int64
 	evictedBytes  int64
+
+	relocations     int64
+	relocatedSlices int64
 }
 
 // New returns an empty Table. Errors: ErrOptions (from Validate).
@@ -179,6 +185,7 @@ func New(opts Options) (*Table, error) {
 		opts:    opts,
 		shift:   uint(64 - opts.BucketBits),
 		buckets: make([]chain, 1<<opts.BucketBits),
+		bySeg:   make(map[*aseg][]*Slice),
 	}, nil
 }
 
@@ -258,6 +265,7 @@ func (t *Table) newRun(slices []*Slice, b int, now int64) run {
 		t.slices++
 		t.memBytes += int64(s.mem)
 		t.entries += int64(s.count)
+		t.index(s)
 	}
 	t.runs++
 	return r
@@ -270,11 +278,47 @@ func (t *Table) free(s *Slice) {
 		t.slices--
 		t.memBytes -= int64(s.mem)
 		t.entries -= int64(s.count)
+		t.unindex(s)
 		s.table = nil
+	}
+	if s.moving {
+		// A relocation's Run may be reading the block: it is released
+		// when the relocation ends.
+		s.dropped = true
+		return
 	}
 	t.a.release(s.ref)
 	s.ref = blockRef{}
 	s.buf, s.fps, s.offs, s.count = nil, nil, nil, 0
+}
+
+// index files an installed slice under its segment (PickRelocation).
+func (t *Table) index(s *Slice) {
+	if g := s.ref.seg; g != nil {
+		l := t.bySeg[g]
+		s.segPos = len(l)
+		t.bySeg[g] = append(l, s)
+	}
+}
+
+// unindex undoes index.
+func (t *Table) unindex(s *Slice) {
+	g := s.ref.seg
+	if g == nil {
+		return
+	}
+	l := t.bySeg[g]
+	if s.segPos >= len(l) || l[s.segPos] != s {
+		panic("strata: invariant: a slice is missing from its segment's index")
+	}
+	last := l[len(l)-1]
+	l[s.segPos], last.segPos = last, s.segPos
+	l[len(l)-1] = nil
+	if l = l[:len(l)-1]; len(l) == 0 {
+		delete(t.bySeg, g)
+	} else {
+		t.bySeg[g] = l
+	}
 }
 
 // freeBusy frees the slices of a job that ended after Close.
@@ -302,7 +346,7 @@ func (t *Table) Release(slices []*Slice) {
 // newest batch), nil and Deleted for a tombstone, Absent when no slice
 // holds the key. Map entries are not key-level (use MapGet). The value
 // aliases slice memory: valid until the next InstallCompaction,
-// InstallEviction or Close. Allocation-free; owner goroutine only.
+// InstallEviction, InstallRelocation or Close. Allocation-free; owner goroutine only.
 func (t *Table) Get(order uint64, key []byte) ([]byte, Status) {
 	c := &t.buckets[order>>t.shift]
 	for ri := range c.runs {
@@ -461,8 +505,9 @@ func (t *Table) MapGet(order uint64, mapKey, uk []byte) ([]byte, Status) {
 
 // Close frees every slice that no job uses. A pending job's slices (its
 // busy inputs and its output) stay until the job ends: InstallCompaction,
-// CancelCompaction, InstallEviction or CancelEviction after Close free
-// them, so a background Run never reads freed memory. Owner goroutine
+// CancelCompaction, InstallEviction, CancelEviction, InstallRelocation or
+// CancelRelocation after Close free them, so a background Run never reads
+// freed memory. Owner goroutine
 // only; idempotent.
 func (t *Table) Close() error {
 	if t.closed {
@@ -495,6 +540,8 @@ type Stats struct {
 	// run, [2] two, [3] 3-4, [4] 5-8, [5] 9-16, [6] more.
 	ChainHist [7]int
 	MaxChain  int // longest chain, in runs
+	// Segments counts the allocator segments holding this table's blocks.
+	Segments int
 
 	Compactions   int64 // compactions installed
 	CompactedIn   int64 // bytes of slices compactions replaced
@@ -502,6 +549,9 @@ type Stats struct {
 	Evictions     int64 // evictions installed
 	EvictedSlices int64 // slices handed to the sink and removed
 	EvictedBytes  int64 // bytes of those slices
+
+	Relocations     int64 // relocations installed
+	RelocatedSlices int64 // slices those relocations moved
 }
 
 // Stats returns a snapshot of the table. O(buckets); owner goroutine only.
@@ -509,7 +559,8 @@ func (t *Table) Stats() Stats {
 	st := Stats{Slices: t.slices, Runs: t.runs, Entries: t.entries, MemBytes: t.memBytes,
 		Blocks: t.a.Stats().Blocks, Compactions: t.compactions, CompactedIn: t.compactedIn,
 		CompactedOut: t.compactedOut, Evictions: t.evictions, EvictedSlices: t.evictedSlices,
-		EvictedBytes: t.evictedBytes}
+		EvictedBytes: t.evictedBytes, Segments: len(t.bySeg), Relocations: t.relocations,
+		RelocatedSlices: t.relocatedSlices}
 	for b := range t.buckets {
 		n := len(t.buckets[b].runs)
 		st.MaxChain = max(st.MaxChain, n)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package slice
+
+const raceEnabled = false
