@@ -78,6 +78,11 @@ func (t *tiers) kick() {
 		}
 		t.submitCompaction(c)
 	}
+	if t.relocation == nil {
+		if r, ok := t.sl.PickRelocation(); ok {
+			t.submitRelocation(r)
+		}
+	}
 	if t.autoEvict || t.low != nil && (t.headFailed() || t.evictWater > 0 && t.sl.Stats().MemBytes > t.evictWater) {
 		t.evict()
 	}
@@ -188,6 +193,26 @@ func (t *tiers) submitTransform(j *transformJob) {
 		return
 	}
 	j.h = h
+}
+
+// submitRelocation runs a relocation (slice.Table.PickRelocation: the slices of a sparsely
+// used allocator segment copied into free blocks of fuller ones, so the segment goes back to
+// the Pool) as a Compaction task: eviction frees blocks scattered over segments, and only
+// relocation turns them back into whole segments for the FreshTable and the budget.
+func (t *tiers) submitRelocation(r *slice.Relocation) {
+	job := &relocationJob{r: r}
+	t.relocation = job
+	_, err := t.sched.Submit(scheduler.Compaction, "relocation", func(ctx context.Context) error {
+		defer t.finished(&job.done)
+		defer recoverInto(&job.err, "relocation")
+		job.err = r.Run(ctx)
+		return job.err
+	})
+	if err != nil {
+		job.err = err
+		job.done.Store(true)
+		t.ready.Add(1)
+	}
 }
 
 func (t *tiers) submitCompaction(c *slice.Compaction) {
@@ -381,6 +406,28 @@ func (t *tiers) install() int {
 		n++
 		t.compacted++
 	}
+	// The relocation: the moved slices point at their copies, the emptied segment is freed.
+	if r := t.relocation; r != nil && r.done.Load() {
+		ended++
+		t.relocation = nil
+		if r.err != nil {
+			if err := t.sl.CancelRelocation(r.r); err != nil {
+				panic("strata: invariant: cancelling a relocation: " + err.Error())
+			}
+			if !errors.Is(r.err, context.Canceled) {
+				t.setBgErr("relocation", r.err)
+			}
+		} else {
+			t.bumpEpoch()
+			if err := t.sl.InstallRelocation(r.r); err != nil {
+				panic("strata: invariant: installing a relocation: " + err.Error())
+			}
+			if r.r.Moved() > 0 { // progress only when memory may have been freed
+				n++
+			}
+			t.relocations++
+		}
+	}
 	// The eviction: the lower tier takes the run, then the slices leave.
 	if e := t.eviction; e != nil && e.done.Load() {
 		ended++
@@ -490,6 +537,9 @@ func (t *tiers) inFlight() bool {
 		if !c.done.Load() {
 			return true
 		}
+	}
+	if t.relocation != nil && !t.relocation.done.Load() {
+		return true
 	}
 	return t.eviction != nil && !t.eviction.done.Load()
 }

@@ -341,6 +341,7 @@ type StoreStats struct {
 	TransformFails   int64 // transforms that failed (for memory they are retried)
 	Compactions      int64 // memory compactions installed
 	Evictions        int64 // evictions to the lower tier installed (none without a lower tier)
+	Relocations      int64 // relocations installed: allocator segments emptied into fuller ones
 	EvictedBytes     int64 // slice bytes evicted
 
 	// BackpressureWaits counts writes refused for memory that waited for background work;
@@ -405,7 +406,7 @@ func (s *Store) Stats() StoreStats {
 	st.Transforms, st.TransformedBytes, st.TransformFails = t.transforms, t.transformedBytes, t.transformFails
 	st.Compactions, st.Evictions, st.EvictedBytes = ss.Compactions, ss.Evictions, ss.EvictedBytes
 	st.BackpressureWaits, st.BackpressureNanos, st.BackpressureFailures = t.bpWaits, t.bpNanos, t.bpFailures
-	st.L0Stalls, st.L0StallNanos, st.Flushes = t.l0Stalls, t.l0StallNanos, t.flushes
+	st.L0Stalls, st.L0StallNanos, st.Flushes, st.Relocations = t.l0Stalls, t.l0StallNanos, t.flushes, t.relocations
 	st.PersistFiles, st.PersistNanos = t.flushedFiles, t.flushNanos
 	if t.db != nil {
 		m := t.db.Metrics()

@@ -121,6 +121,7 @@ type tiers struct {
 	fifo        []*transformJob // sealed segments not yet dropped, oldest (seal order) first
 	compactions []*compactionJob
 	eviction    *evictionJob
+	relocation  *relocationJob
 	lsmJobs     []*lsmJob
 	lastFresh   int64 // budget.UsedBy(PurposeFreshData) when the sealed segments were last listed
 	bgErr       error // a background failure that is not a budget shortage; writes report it
@@ -145,6 +146,7 @@ type tiers struct {
 	l0StallNanos     int64
 	lsmCompactions   int64
 	flushes          int64 // sealed segments flushed straight to the lower tier
+	relocations      int64 // relocations installed
 	flushNanos       int64 // time Close spent moving the tiers into the LsmStore
 	flushedFiles     int64 // L0 files Close wrote
 }
@@ -166,6 +168,12 @@ type transformJob struct {
 
 type compactionJob struct {
 	c    *slice.Compaction
+	err  error
+	done atomic.Bool
+}
+
+type relocationJob struct {
+	r    *slice.Relocation
 	err  error
 	done atomic.Bool
 }
@@ -588,6 +596,10 @@ func (t *tiers) Close() error {
 		errs = append(errs, t.sl.CancelCompaction(c.c))
 	}
 	t.compactions = nil
+	if r := t.relocation; r != nil {
+		errs = append(errs, t.sl.CancelRelocation(r.r))
+		t.relocation = nil
+	}
 	for _, j := range t.lsmJobs {
 		// Run has returned or never will (the scheduler is closed): InstallCompaction installs
 		// or releases the job. An install now comes after the last persist point, so a reopen
