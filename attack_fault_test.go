@@ -1,0 +1,337 @@
+package strata
+
+// A full disk on a real directory (FaultFS over the OS file system): ENOSPC during Close
+// (whole and short writes) and during evictions. Reads keep returning every acknowledged
+// write, a refused write leaves its slot at its old or new state and nothing else changes, and
+// once space is back a retried Close succeeds and the directory reopens with everything.
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/strata-db/strata/internal/vfs"
+)
+
+// awSlot is a model's state of one slot.
+type awSlot struct {
+	val          awVal
+	hasVal       bool
+	lst          []int64
+	mp           map[uint8]int64
+	red, agg     int64
+	hasR, hasAgg bool
+}
+
+func (m *awModel) slot(s int32) awSlot {
+	v, hv := m.val[s]
+	r, hr := m.red[s]
+	a, ha := m.agg[s]
+	return awSlot{val: v, hasVal: hv, lst: slices.Clone(m.lst[s]), mp: maps.Clone(m.mp[s]), red: r, agg: a, hasR: hr, hasAgg: ha}
+}
+
+func (m *awModel) setSlot(s int32, x awSlot) {
+	del := func() {
+		delete(m.val, s)
+		delete(m.lst, s)
+		delete(m.mp, s)
+		delete(m.red, s)
+		delete(m.agg, s)
+	}
+	del()
+	if x.hasVal {
+		m.val[s] = x.val
+	}
+	if len(x.lst) > 0 {
+		m.lst[s] = x.lst
+	}
+	if len(x.mp) > 0 {
+		m.mp[s] = x.mp
+	}
+	if x.hasR {
+		m.red[s] = x.red
+	}
+	if x.hasAgg {
+		m.agg[s] = x.agg
+	}
+}
+
+// faultyRun drives the workload one step at a time and resolves refused writes.
+type faultyRun struct {
+	t   *testing.T
+	w   awWorkload
+	pcg *rand.PCG
+	m   *awModel
+	st  *awStates
+}
+
+// step runs one operation; on an error it checks the slot holds its old or its new state,
+// fixes the model to it, and returns the error.
+func (f *faultyRun) step() error {
+	peek := *f.pcg
+	slot := rand.New(&peek).Int32N(f.w.slots)
+	old := f.m.slot(slot)
+	err := f.w.step(rand.New(f.pcg), f.m, f.st)
+	if err == nil {
+		return nil
+	}
+	if cerr := f.st.checkSlot(f.m, slot); cerr != nil {
+		newer := f.m.slot(slot)
+		f.m.setSlot(slot, old)
+		if cerr2 := f.st.checkSlot(f.m, slot); cerr2 != nil {
+			f.m.setSlot(slot, newer)
+			f.t.Fatalf("after a refused write (%v), slot %d is neither old (%v) nor new (%v)", err, slot, cerr2, cerr)
+		}
+	}
+	return err
+}
+
+func attackFaultOptions(fs vfs.FS) Options {
+	return Options{MaxParallelism: 128, MemoryBudget: 64 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2,
+		BackpressureTimeout: 2 * time.Second, fs: fs}
+}
+
+var attackFaultWorkload = awWorkload{slots: 3 * 20_000, maxVal: 1500}
+
+// TestAttackNoSpaceClose: the disk fills up during Close (at the n-th write of a table or of
+// the manifest; whole or short writes). Close reports ErrNoSpace and leaves the Store open and
+// readable; more writes work; Close succeeds once space is back; Open sees everything.
+func TestAttackNoSpaceClose(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		nth   int64
+		short bool
+		path  vfs.PathMatcher
+	}{
+		{"table-write-1", 1, false, vfs.PathGlob("*.sst")},
+		{"table-write-7", 7, true, vfs.PathGlob("*.sst")},
+		{"table-write-40", 40, true, vfs.PathGlob("*.sst")},
+		{"manifest-1", 1, false, vfs.PathGlob("MANIFEST-*")},
+		{"manifest-2-short", 2, true, vfs.PathGlob("MANIFEST-*")},
+		{"current", 1, false, vfs.PathGlob("CURRENT*")},
+		{"any-3", 3, true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "db")
+			fault := vfs.NewFaultFS(vfs.Default())
+			s, err := Open(dir, attackFaultOptions(fault))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { s.Close() }()
+			st, err := registerAW(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := &faultyRun{t: t, w: attackFaultWorkload, pcg: rand.NewPCG(7, uint64(tc.nth)), m: newAWModel(), st: st}
+			for range 60_000 {
+				if err := f.step(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fault.Inject(vfs.Fault{Ops: vfs.Ops(vfs.OpWrite, vfs.OpSync, vfs.OpCreate, vfs.OpRename), Path: tc.path,
+				Nth: tc.nth, Sticky: true, Err: syscall.ENOSPC, ShortWrite: tc.short})
+			cerr := s.Close()
+			if cerr == nil {
+				t.Logf("Close succeeded: the fault never fired (%d injected)", fault.Injected())
+			} else {
+				if !errors.Is(cerr, ErrNoSpace) || !errors.Is(cerr, syscall.ENOSPC) {
+					t.Fatalf("Close on a full disk: %v, want ErrNoSpace", cerr)
+				}
+				if err := st.checkAll(f.w, f.m); err != nil {
+					t.Fatalf("read after a failed Close: %v", err)
+				}
+				if err := s.Close(); !errors.Is(err, ErrNoSpace) {
+					t.Fatalf("second Close on a full disk: %v", err)
+				}
+				fault.ClearFaults()
+				time.Sleep(noSpaceRetry)
+				for range 20_000 {
+					if err := f.step(); err != nil {
+						t.Fatalf("write once space is back: %v", err)
+					}
+				}
+				if err := st.checkAll(f.w, f.m); err != nil {
+					t.Fatalf("read before the retried Close: %v", err)
+				}
+				if err := s.Close(); err != nil {
+					t.Fatalf("Close once space is back: %v", err)
+				}
+			}
+			s, err = Open(dir, attackFaultOptions(vfs.Default()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, err = registerAW(s); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.checkAll(f.w, f.m); err != nil {
+				t.Fatalf("after reopen: %v", err)
+			}
+			t.Logf("first Close: %v", cerr)
+		})
+	}
+}
+
+// TestAttackNoSpaceEviction: the disk fills up while writes push the state past the budget,
+// so evictions (and LSM compactions) fail. Writes may be refused (ErrNoSpace or, when memory
+// cannot be freed, ErrMemoryBudget), every read stays right, and once space is back writes
+// and Close succeed and Open sees everything.
+func TestAttackNoSpaceEviction(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	fault := vfs.NewFaultFS(vfs.Default())
+	s, err := Open(dir, attackFaultOptions(fault))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close() }()
+	st, err := registerAW(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &faultyRun{t: t, w: attackFaultWorkload, pcg: rand.NewPCG(11, 12), m: newAWModel(), st: st}
+	for range 50_000 {
+		if err := f.step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fault.Inject(vfs.Fault{Ops: vfs.Ops(vfs.OpWrite, vfs.OpSync, vfs.OpCreate), Path: vfs.PathGlob("*.sst"),
+		Nth: 3, Sticky: true, Err: syscall.ENOSPC, ShortWrite: true})
+	refused := map[string]int{}
+	var firstErr error
+	for i := range 400_000 {
+		err := f.step()
+		if err == nil {
+			continue
+		}
+		switch {
+		case errors.Is(err, ErrNoSpace):
+			refused["ErrNoSpace"]++
+		case errors.Is(err, ErrMemoryBudget):
+			refused["ErrMemoryBudget"]++
+		default:
+			t.Fatalf("op %d: untyped error on a full disk: %v", i, err)
+		}
+		if firstErr == nil {
+			firstErr = err
+			t.Logf("op %d: first refusal: %v", i, err)
+		}
+		if refused["ErrNoSpace"]+refused["ErrMemoryBudget"] >= 20 {
+			break
+		}
+	}
+	stats := s.Stats()
+	t.Logf("refused writes %v; injected %d; evictions %d, LSM files %d", refused, fault.Injected(), stats.Evictions, stats.LSMFiles)
+	if fault.Injected() == 0 {
+		t.Fatal("the disk never filled up: no eviction ran")
+	}
+	if err := st.checkAll(f.w, f.m); err != nil {
+		t.Fatalf("read on a full disk: %v", err)
+	}
+	if err := s.Close(); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("Close on a full disk: %v, want ErrNoSpace", err)
+	}
+	if err := st.checkAll(f.w, f.m); err != nil {
+		t.Fatalf("read after the refused Close: %v", err)
+	}
+	fault.ClearFaults()
+	time.Sleep(noSpaceRetry)
+	// Known bug: a flush (or transform) of the head segment that failed for a reason other
+	// than memory stays at the head of the queue with its error (tiers.install does not
+	// replace fifo[0] as it does for ErrMemoryBudget), so each retry after noSpaceRetry
+	// re-reports the same stale ENOSPC and nothing is resubmitted: writes keep failing.
+	var stuck error
+	for i := range 50_000 {
+		if err := f.step(); err != nil {
+			time.Sleep(3 * noSpaceRetry)
+			if err2 := f.step(); err2 != nil {
+				stuck = fmt.Errorf("op %d once space is back: %v; %v later: %v (background error %v)", i, err, 3*noSpaceRetry, err2, s.t.bgErr)
+				break
+			}
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close once space is back: %v", err)
+	}
+	s, err = Open(dir, attackFaultOptions(vfs.Default()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err = registerAW(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.checkAll(f.w, f.m); err != nil {
+		t.Fatalf("after reopen: %v", err)
+	}
+	if stuck != nil {
+		knownBug(t, "writes never recover from a background ENOSPC of a flush: %v", stuck)
+	}
+}
+
+// TestAttackNoSpaceOpen: the disk is full when a persisted store is opened (Open rewrites the
+// manifest and CURRENT). Open either fails with ErrNoSpace or opens with everything readable;
+// then Close once space is back keeps everything.
+func TestAttackNoSpaceOpen(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	s, err := Open(dir, attackFaultOptions(vfs.Default()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := registerAW(s)
+	m := newAWModel()
+	if err := attackFaultWorkload.session(3, 0, 40_000, m, st); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fault := vfs.NewFaultFS(vfs.Default(), vfs.Fault{Ops: vfs.Ops(vfs.OpWrite, vfs.OpSync, vfs.OpCreate),
+		Sticky: true, Err: syscall.ENOSPC})
+	s, err = Open(dir, attackFaultOptions(fault))
+	if err != nil {
+		if !errors.Is(err, ErrNoSpace) {
+			t.Fatalf("Open on a full disk: %v, want ErrNoSpace", err)
+		}
+		t.Logf("Open on a full disk: %v", err)
+		fault.ClearFaults()
+		if s, err = Open(dir, attackFaultOptions(fault)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, _ = registerAW(s)
+	if err := st.checkAll(attackFaultWorkload, m); err != nil {
+		t.Fatalf("read after Open on a full disk: %v", err)
+	}
+	if err := attackFaultWorkload.session(3, 1, 10_000, m, st); err != nil {
+		t.Logf("writes on a full disk: %v", err)
+		if !errors.Is(err, ErrNoSpace) && !errors.Is(err, ErrMemoryBudget) {
+			t.Fatalf("untyped: %v", err)
+		}
+		t.Skip("a refused write in session(): the model cannot follow; covered by TestAttackNoSpaceEviction")
+	}
+	if err := s.Close(); err != nil {
+		t.Logf("Close on a full disk: %v", err)
+		if !errors.Is(err, ErrNoSpace) {
+			t.Fatalf("want ErrNoSpace")
+		}
+		fault.ClearFaults()
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close once space is back: %v", err)
+		}
+	}
+	s, err = Open(dir, attackFaultOptions(vfs.Default()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, _ = registerAW(s)
+	if err := st.checkAll(attackFaultWorkload, m); err != nil {
+		t.Fatalf("after reopen: %v", err)
+	}
+}
