@@ -335,3 +335,73 @@ func TestAttackNoSpaceOpen(t *testing.T) {
 		t.Fatalf("after reopen: %v", err)
 	}
 }
+
+// TestAttackEIOClose: an I/O error (EIO) during Close closes the Store with an error; the
+// directory then reopens to the previous Close's state, or — when the failure hit the persist
+// point's own record, whose fate is unknown — to the new one; never to anything else.
+func TestAttackEIOClose(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		nth  int64
+		ops  vfs.OpSet
+		path vfs.PathMatcher
+	}{
+		{"table-write-1", 1, vfs.Ops(vfs.OpWrite), vfs.PathGlob("*.sst")},
+		{"table-sync-1", 1, vfs.Ops(vfs.OpSync), vfs.PathGlob("*.sst")},
+		{"manifest-write-1", 1, vfs.Ops(vfs.OpWrite), vfs.PathGlob("MANIFEST-*")},
+		{"manifest-write-2", 2, vfs.Ops(vfs.OpWrite), vfs.PathGlob("MANIFEST-*")},
+		{"manifest-write-3", 3, vfs.Ops(vfs.OpWrite), vfs.PathGlob("MANIFEST-*")},
+		{"manifest-sync-2", 2, vfs.Ops(vfs.OpSync), vfs.PathGlob("MANIFEST-*")},
+		{"manifest-sync-3", 3, vfs.Ops(vfs.OpSync), vfs.PathGlob("MANIFEST-*")},
+		{"dir-sync", 1, vfs.Ops(vfs.OpSync), vfs.PathGlob("lsm")},
+		{"any-write-10", 10, vfs.Ops(vfs.OpWrite), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "db")
+			fault := vfs.NewFaultFS(vfs.Default())
+			opts := attackFaultOptions(fault)
+			mA, mB := newAWModel(), newAWModel()
+			for n := range 2 {
+				s, err := Open(dir, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st, _ := registerAW(s)
+				if err := attackFaultWorkload.session(5, n, 30_000, mB, st); err != nil {
+					t.Fatal(err)
+				}
+				if n == 0 {
+					attackFaultWorkload.session(5, n, 30_000, mA, nil)
+					if err := s.Close(); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				fault.Inject(vfs.Fault{Ops: tc.ops, Path: tc.path, Nth: tc.nth, Err: syscall.EIO})
+				cerr := s.Close()
+				t.Logf("Close with EIO: %v (injected %d)", cerr, fault.Injected())
+				if cerr == nil && fault.Injected() > 0 {
+					t.Errorf("Close returned nil although an I/O error was injected")
+				}
+				if cerr != nil && !errors.Is(s.Close(), ErrClosed) {
+					t.Errorf("the Store is not closed after a failed Close")
+				}
+			}
+			s, err := Open(dir, attackFaultOptions(vfs.Default()))
+			if err != nil {
+				t.Fatalf("reopen: %v", err)
+			}
+			defer s.Close()
+			st, _ := registerAW(s)
+			errB := st.checkAll(attackFaultWorkload, mB)
+			if errB == nil {
+				t.Logf("reopened to the new state")
+				return
+			}
+			if errA := st.checkAll(attackFaultWorkload, mA); errA != nil {
+				t.Fatalf("reopened to neither Close's state: %v / %v", errB, errA)
+			}
+			t.Logf("reopened to the previous Close's state")
+		})
+	}
+}
