@@ -164,7 +164,8 @@ func (t *tiers) submitFlush(j *transformJob) {
 		defer recoverInto(&j.err, "flush")
 		ents, err := t.segmentEntries(ctx, j.seg)
 		if err == nil {
-			j.pending, err = t.low.Evict(&entrySliceIter{ents: ents, i: -1})
+			j.pending, err = t.low.Evict(ents)
+			ents.release()
 		}
 		j.err = err
 		return err
@@ -250,7 +251,8 @@ func (t *tiers) transform(ctx context.Context, seg *fresh.SealedSegment) ([]*sli
 	if err != nil {
 		return nil, err
 	}
-	return t.sl.Build(ctx, &entrySliceIter{ents: ents, i: -1})
+	defer ents.release()
+	return t.sl.Build(ctx, ents)
 }
 
 // compareEntries orders entries as the tiers below the FreshTable keep them: Order, Key,
@@ -267,16 +269,6 @@ func compareEntries(a, b entry.Entry) int {
 	}
 	return cmp.Compare(b.Seq, a.Seq)
 }
-
-// entrySliceIter is an entry.Iterator over a sorted []entry.Entry.
-type entrySliceIter struct {
-	ents []entry.Entry
-	i    int
-}
-
-func (it *entrySliceIter) Next() bool          { it.i++; return it.i < len(it.ents) }
-func (it *entrySliceIter) Entry() *entry.Entry { return &it.ents[it.i] }
-func (it *entrySliceIter) Err() error          { return nil }
 
 // hashCompositeKey recomputes the hash the root gave fresh for a composite key (see
 // appendCompositeKey and compositeHash) and returns its key group.

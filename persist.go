@@ -9,9 +9,6 @@ import (
 	"reflect"
 	"slices"
 	"time"
-
-	"github.com/strata-db/strata/fresh"
-	"github.com/strata-db/strata/internal/entry"
 )
 
 // Persistence (Store.Close, Open over an existing directory).
@@ -311,7 +308,9 @@ func (t *tiers) flush() error {
 		ents, err := t.segmentEntries(ctx, seg)
 		if err == nil {
 			var p any
-			if p, err = t.low.Evict(&entrySliceIter{ents: ents, i: -1}); err == nil {
+			p, err = t.low.Evict(ents)
+			ents.release()
+			if err == nil {
 				if err = t.low.Install(p, t.f.Seq()); err != nil {
 					t.low.Discard(p)
 				}
@@ -324,38 +323,4 @@ func (t *tiers) flush() error {
 	}
 	t.noteL0()
 	return nil
-}
-
-// segmentEntries returns the live records of a sealed segment as entries with their hashes,
-// sorted in entry order (the first half of a transform and of a flush). The entries live on
-// the Go heap (112 bytes each, their bytes stay in the segment) until the caller is done, so a
-// first pass counts them: the slice is exactly as long as the segment needs.
-func (t *tiers) segmentEntries(ctx context.Context, seg *fresh.SealedSegment) ([]entry.Entry, error) {
-	n := 0
-	for it := seg.Entries(); it.Next(); {
-		n++
-	}
-	it := seg.Entries()
-	ents := make([]entry.Entry, 0, n)
-	for it.Next() {
-		e := *it.Entry()
-		h, kg, ok := hashCompositeKey(e.Key)
-		if !ok {
-			return nil, fmt.Errorf("%w: malformed composite key %x", ErrCorruption, e.Key)
-		}
-		e.Hash = h
-		e.Order = entry.OrderHash(kg, t.stride, h)
-		if e.Kind == entry.KindMapEntry || e.Kind == entry.KindMapEntryTombstone {
-			e.UserHash = hashUserKey(e.UserKey)
-		}
-		ents = append(ents, e)
-	}
-	if err := it.Err(); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	slices.SortFunc(ents, compareEntries)
-	return ents, nil
 }

@@ -186,7 +186,10 @@
 // FlagDead ones, each live record one entry.Entry (value, tombstone, list
 // base or append chunk, map entry or entry tombstone; a base map header
 // is a tombstone of the map key at the header's sequence number, older
-// than its entries'). The scan reads only the immutable bytes of the
+// than its entries'). The iterator (SealedIter) also reports each record's
+// offset, and SealedSegment.EntryAt decodes the entry at that offset again,
+// so a transform can sort 4-byte offsets instead of keeping every entry on
+// the Go heap. The scan reads only the immutable bytes of the
 // segment (invariant 4) and fields of the handle fixed when it was made,
 // never the Table, so it needs no lock. When the job's slices are
 // installed, the owner calls DropSealed on the oldest sealed segment: it

@@ -48,8 +48,8 @@ func (s *SealedSegment) DataBytes() int64 { return int64(len(s.data)) }
 // reports ErrSegmentDropped. Safe to call and use from a background
 // goroutine while the owner writes the Table (each iterator by one
 // goroutine).
-func (s *SealedSegment) Entries() entry.Iterator {
-	it := &sealedIter{s: s, data: s.data, off: segHeaderSize}
+func (s *SealedSegment) Entries() *SealedIter {
+	it := &SealedIter{s: s, data: s.data, off: segHeaderSize}
 	if s.dropped.Load() {
 		it.err = fmt.Errorf("%w: entries of a dropped segment", ErrSegmentDropped)
 		it.off = uint32(len(s.data))
@@ -57,18 +57,22 @@ func (s *SealedSegment) Entries() entry.Iterator {
 	return it
 }
 
-type sealedIter struct {
+// SealedIter is the entry.Iterator of SealedSegment.Entries. Besides the
+// entry it reports the record's offset (Offset), which EntryAt decodes
+// again later: a transform keeps 4 bytes per record instead of the entry.
+type SealedIter struct {
 	s    *SealedSegment
 	data []byte
-	off  uint32
+	off  uint32 // next record
+	cur  uint32 // the record Entry describes
 	e    entry.Entry
 	err  error
 }
 
 // seq widens a record's 56-bit sequence number to the Table's 64 bits: no
 // record of the segment is newer than seqBase.
-func (it *sealedIter) seq(low uint64) uint64 {
-	b := it.s.seqBase
+func (s *SealedSegment) seq(low uint64) uint64 {
+	b := s.seqBase
 	v := b&^uint64(seqMask) | low
 	if v > b {
 		v -= 1 << seqBits
@@ -76,59 +80,98 @@ func (it *sealedIter) seq(low uint64) uint64 {
 	return v
 }
 
-func (it *sealedIter) Next() bool {
+// decode returns the entry of the record at off as Entries yields it, the
+// record's size, and live = false for a record Entries skips (dead, or a
+// map header without FlagBase).
+func (s *SealedSegment) decode(off uint32) (e entry.Entry, size uint32, live bool, err error) {
+	data := s.data
+	r, err := DecodeRecord(data, off)
+	if err != nil {
+		return e, 0, false, err
+	}
+	if r.Flags&FlagDead != 0 {
+		return e, r.Size, false, nil
+	}
+	e = entry.Entry{Seq: s.seq(r.Seq), Key: r.Key, Value: r.Value}
+	switch r.Kind {
+	case KindValue:
+		e.Kind = entry.KindValue
+	case KindTombstone:
+		e.Kind = entry.KindTombstone
+	case KindListChunk:
+		e.Kind = entry.KindListAppend
+		if r.Flags&FlagBase != 0 {
+			e.Kind = entry.KindListBase
+		}
+	case KindMapHeader:
+		if r.Flags&FlagBase == 0 {
+			return e, r.Size, false, nil
+		}
+		e.Kind = entry.KindTombstone
+	case KindMapEntry:
+		h, err := DecodeRecord(data, r.Header)
+		if err == nil && h.Kind != KindMapHeader {
+			err = corrupt(off, "map entry's header %d is a %v", r.Header, h.Kind)
+		}
+		if err != nil {
+			return e, 0, false, err
+		}
+		e.Key, e.UserKey = h.Key, r.Key
+		e.Kind = entry.KindMapEntry
+		if r.Flags&FlagTomb != 0 {
+			e.Kind = entry.KindMapEntryTombstone
+		}
+	}
+	return e, r.Size, true, nil
+}
+
+// EntryAt returns the entry of the record at off, an offset a SealedIter of
+// this segment reported (Offset): the entry its Next yielded there. Other
+// offsets give an error wrapping ErrCorruption or a meaningless entry. Same
+// rules as Entries for goroutines and the life of the bytes.
+func (s *SealedSegment) EntryAt(off uint32) (entry.Entry, error) {
+	if s.dropped.Load() {
+		return entry.Entry{}, fmt.Errorf("%w: entry of a dropped segment", ErrSegmentDropped)
+	}
+	e, _, live, err := s.decode(off)
+	if err != nil {
+		return e, fmt.Errorf("fresh: sealed segment entry at %d: %w", off, err)
+	}
+	if !live {
+		return e, fmt.Errorf("fresh: sealed segment entry at %d: %w", off, corrupt(off, "not a live record"))
+	}
+	return e, nil
+}
+
+// Next advances to the next live record.
+func (it *SealedIter) Next() bool {
 	for it.off < uint32(len(it.data)) {
 		off := it.off
-		r, err := DecodeRecord(it.data, off)
+		e, size, live, err := it.s.decode(off)
 		if err != nil {
 			it.err = fmt.Errorf("fresh: sealed segment entries: %w", err)
 			it.off = uint32(len(it.data))
 			return false
 		}
-		it.off += r.Size
-		if r.Flags&FlagDead != 0 {
+		it.off += size
+		if !live {
 			continue
 		}
-		e := entry.Entry{Seq: it.seq(r.Seq), Key: r.Key, Value: r.Value}
-		switch r.Kind {
-		case KindValue:
-			e.Kind = entry.KindValue
-		case KindTombstone:
-			e.Kind = entry.KindTombstone
-		case KindListChunk:
-			e.Kind = entry.KindListAppend
-			if r.Flags&FlagBase != 0 {
-				e.Kind = entry.KindListBase
-			}
-		case KindMapHeader:
-			if r.Flags&FlagBase == 0 {
-				continue
-			}
-			e.Kind = entry.KindTombstone
-		case KindMapEntry:
-			h, err := DecodeRecord(it.data, r.Header)
-			if err == nil && h.Kind != KindMapHeader {
-				err = corrupt(off, "map entry's header %d is a %v", r.Header, h.Kind)
-			}
-			if err != nil {
-				it.err = fmt.Errorf("fresh: sealed segment entries: %w", err)
-				it.off = uint32(len(it.data))
-				return false
-			}
-			e.Key, e.UserKey = h.Key, r.Key
-			e.Kind = entry.KindMapEntry
-			if r.Flags&FlagTomb != 0 {
-				e.Kind = entry.KindMapEntryTombstone
-			}
-		}
-		it.e = e
+		it.e, it.cur = e, off
 		return true
 	}
 	return false
 }
 
-func (it *sealedIter) Entry() *entry.Entry { return &it.e }
-func (it *sealedIter) Err() error          { return it.err }
+// Offset returns the segment offset of the record Entry describes (for
+// EntryAt).
+func (it *SealedIter) Offset() uint32 { return it.cur }
+
+// Entry returns the current entry (valid until the next Next).
+func (it *SealedIter) Entry() *entry.Entry { return &it.e }
+
+// Err returns the error that ended the iteration, if any.
+func (it *SealedIter) Err() error { return it.err }
 
 // Sealed returns a handle to each sealed segment, oldest first (the order
 // in which DropSealed takes them). Owner goroutine only. Nil after Close.
@@ -185,3 +228,5 @@ func (t *Table) DropSealed(s *SealedSegment) error {
 	}
 	return nil
 }
+
+var _ entry.Iterator = (*SealedIter)(nil)

@@ -1,0 +1,233 @@
+package strata
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/strata-db/strata/fresh"
+	"github.com/strata-db/strata/internal/entry"
+)
+
+// The first half of a transform and of a flush: the live records of a sealed segment in entry
+// order. Entries are not materialized on the Go heap: one pass over the segment keeps a 24-byte
+// record per live entry (its order hash, its hash and its offset in the segment; no pointers,
+// so the garbage collector never scans it), a radix sort on the order hash puts them in order,
+// runs of equal order hashes (the entries of one map, or hash collisions) are ordered by
+// compareEntries, and the iterator decodes each entry again from the segment when the consumer
+// reaches it. The record buffers are pooled: back-to-back transforms reuse them.
+
+// segRec is one live entry of a sealed segment, for the sort.
+type segRec struct {
+	order uint64 // entry.Order
+	hash  uint64 // entry.Hash
+	off   uint32 // the record's offset in the segment (fresh.SealedSegment.EntryAt)
+}
+
+// segRecPool holds *[]segRec buffers (the records and the radix sort's scratch).
+var segRecPool sync.Pool
+
+func getSegRecs() *[]segRec {
+	if p, ok := segRecPool.Get().(*[]segRec); ok {
+		return p
+	}
+	return new([]segRec)
+}
+
+// segIter is the entry.Iterator over a sealed segment in entry order (segmentEntries).
+type segIter struct {
+	seg  *fresh.SealedSegment
+	recs []segRec
+	buf  *[]segRec // recs' backing buffer, back to the pool at release
+	i    int
+	e    entry.Entry
+	err  error
+}
+
+func (it *segIter) Next() bool {
+	it.i++
+	if it.err != nil || it.i >= len(it.recs) {
+		return false
+	}
+	r := &it.recs[it.i]
+	e, err := it.seg.EntryAt(r.off)
+	if err != nil {
+		it.err = err
+		return false
+	}
+	e.Hash, e.Order = r.hash, r.order
+	if e.Kind == entry.KindMapEntry || e.Kind == entry.KindMapEntryTombstone {
+		e.UserHash = hashUserKey(e.UserKey)
+	}
+	it.e = e
+	return true
+}
+
+func (it *segIter) Entry() *entry.Entry { return &it.e }
+func (it *segIter) Err() error          { return it.err }
+
+// release gives the iterator's buffer back to the pool; the iterator is unusable after.
+func (it *segIter) release() {
+	if it.buf != nil {
+		*it.buf = it.recs[:0]
+		segRecPool.Put(it.buf)
+		it.buf, it.recs = nil, nil
+	}
+}
+
+// segmentEntries returns an iterator over the live records of a sealed segment as entries with
+// their hashes (Hash of the composite key, the order hash of its key group, the user-key hash
+// of map entries), in entry order (compareEntries). The caller releases it when done; the
+// entries' bytes alias the segment, which must outlive the iteration.
+func (t *tiers) segmentEntries(ctx context.Context, seg *fresh.SealedSegment) (*segIter, error) {
+	buf := getSegRecs()
+	recs := (*buf)[:0]
+	fail := func(err error) (*segIter, error) {
+		*buf = recs[:0]
+		segRecPool.Put(buf)
+		return nil, err
+	}
+	it := seg.Entries()
+	for it.Next() {
+		e := it.Entry()
+		h, kg, ok := hashCompositeKey(e.Key)
+		if !ok {
+			return fail(fmt.Errorf("%w: malformed composite key %x", ErrCorruption, e.Key))
+		}
+		recs = append(recs, segRec{order: entry.OrderHash(kg, t.stride, h), hash: h, off: it.Offset()})
+	}
+	if err := it.Err(); err != nil {
+		return fail(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	scratch := getSegRecs()
+	*scratch = radixSortSegRecs(recs, *scratch)
+	segRecPool.Put(scratch)
+	if err := sortEqualOrders(seg, recs); err != nil {
+		return fail(err)
+	}
+	return &segIter{seg: seg, recs: recs, buf: buf, i: -1}, nil
+}
+
+// radixSortSegRecs sorts recs by order (LSD radix sort, 8-bit digits; a digit every record
+// shares costs one counting pass and no move) using tmp as scratch, and returns the scratch
+// (grown) for reuse. Stable, so the segment order stays within equal orders.
+func radixSortSegRecs(recs, tmp []segRec) []segRec {
+	n := len(recs)
+	if n < 2 {
+		return tmp
+	}
+	if n < 64 {
+		for i := 1; i < n; i++ {
+			for j := i; j > 0 && recs[j].order < recs[j-1].order; j-- {
+				recs[j], recs[j-1] = recs[j-1], recs[j]
+			}
+		}
+		return tmp
+	}
+	if cap(tmp) < n {
+		tmp = make([]segRec, n)
+	}
+	tmp = tmp[:n]
+	// One pass counts all eight digits.
+	var counts [8][256]int
+	for i := range recs {
+		o := recs[i].order
+		for d := range 8 {
+			counts[d][byte(o>>(8*d))]++
+		}
+	}
+	src, dst := recs, tmp
+	for d := range 8 {
+		c := &counts[d]
+		if c[byte(src[0].order>>(8*d))] == n {
+			continue // every record has this digit
+		}
+		sum := 0
+		for i := range c {
+			c[i], sum = sum, sum+c[i]
+		}
+		shift := 8 * uint(d)
+		for i := range src {
+			b := byte(src[i].order >> shift)
+			dst[c[b]] = src[i]
+			c[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &recs[0] {
+		copy(recs, src)
+	}
+	return tmp
+}
+
+// sortEqualOrders orders every run of records with the same order hash by compareEntries (the
+// radix sort left them in segment order): the entries of one map share their map key's order
+// hash, and different keys may collide.
+func sortEqualOrders(seg *fresh.SealedSegment, recs []segRec) error {
+	var ents []entry.Entry
+	var idx []int
+	for i := 0; i < len(recs); {
+		j := i + 1
+		for j < len(recs) && recs[j].order == recs[i].order {
+			j++
+		}
+		if j-i > 1 {
+			run := recs[i:j]
+			ents = ents[:0]
+			for _, r := range run {
+				e, err := seg.EntryAt(r.off)
+				if err != nil {
+					return err
+				}
+				e.Order = r.order
+				ents = append(ents, e)
+			}
+			idx = idx[:0]
+			for k := range run {
+				idx = append(idx, k)
+			}
+			if len(idx) <= 16 { // the entries of a small map in one segment
+				for a := 1; a < len(idx); a++ {
+					for b := a; b > 0 && compareRunEntries(&ents[idx[b]], &ents[idx[b-1]]) < 0; b-- {
+						idx[b], idx[b-1] = idx[b-1], idx[b]
+					}
+				}
+			} else {
+				slices.SortFunc(idx, func(x, y int) int { return compareRunEntries(&ents[x], &ents[y]) })
+			}
+			sorted := true
+			for k, x := range idx {
+				if x != k {
+					sorted = false
+					break
+				}
+			}
+			if !sorted {
+				tmp := make([]segRec, len(run))
+				for k, x := range idx {
+					tmp[k] = run[x]
+				}
+				copy(run, tmp)
+			}
+		}
+		i = j
+	}
+	return nil
+}
+
+// compareRunEntries is compareEntries for entries of equal Order.
+func compareRunEntries(a, b *entry.Entry) int {
+	if c := bytes.Compare(a.Key, b.Key); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.Seq, a.Seq)
+}
