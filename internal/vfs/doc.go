@@ -77,6 +77,14 @@
 //     state at the crash point.
 //  11. Every FS and File here is safe for concurrent use by multiple goroutines. MemFS takes one
 //     lock per operation, so its operations are linearizable; ReadAt, Stat and List share it.
+//  12. Lock is an exclusive, non-blocking advisory lock on a file, held by the returned Closer:
+//     a second Lock of the same file while it is held fails at once with syscall.EWOULDBLOCK
+//     (Default: flock(2) LOCK_EX|LOCK_NB, so across processes and across descriptors of one
+//     process; MemFS: an in-process table of locked nodes, so across users of one MemFS). The
+//     lock is process state, not disk state: a killed process holds none, CrashClone holds
+//     none, and FaultFS passes Lock through as OpLock (not a WriteOp) and always releases the
+//     inner lock on Close. Stores lock their directory's LOCK file so that two Stores, in one
+//     process or two, never share a directory.
 //
 // # Errors
 //
@@ -89,6 +97,7 @@
 //	Rename onto a directory, Link onto a name EEXIST     errors.Is(err, fs.ErrExist)
 //	Link of a directory                       EPERM      errors.Is(err, fs.ErrPermission)
 //	Write on a handle from Open or OpenDir    EBADF
+//	Lock of a file another Lock holds         EWOULDBLOCK (= EAGAIN on Linux and Darwin)
 //	any call on a closed File                 fs.ErrClosed
 //
 // FaultFS adds ErrInjected and ErrCrashed (errors.go), and whatever cause a Fault names.
@@ -99,5 +108,6 @@
 // any order, and torn sectors). Code that is correct under CrashClone may therefore still see,
 // after a real crash, a file longer than its last Sync with garbage or zeros in the tail — which
 // is why every record carries a CRC32C and readers stop at the first bad one. Timestamps,
-// permissions beyond the mode bits, symbolic links, file locks and disk space are not modelled.
+// permissions beyond the mode bits, symbolic links and disk space are not modelled; file locks
+// (Lock) are modelled only as exclusion within one MemFS.
 package vfs

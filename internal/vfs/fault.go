@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,7 +30,8 @@ const (
 	OpWrite              // File.Write
 	OpSync               // File.Sync, on files and on directories
 	OpFileStat           // File.Stat
-	OpClose              // File.Close
+	OpClose              // File.Close, and Close of a lock from FS.Lock
+	OpLock               // FS.Lock
 	numOps
 )
 
@@ -37,6 +39,7 @@ var opNames = [numOps]string{
 	OpCreate: "create", OpOpen: "open", OpOpenDir: "opendir", OpRemove: "remove",
 	OpRename: "rename", OpLink: "link", OpMkdirAll: "mkdirall", OpList: "list", OpStat: "stat",
 	OpRead: "read", OpWrite: "write", OpSync: "sync", OpFileStat: "fstat", OpClose: "close",
+	OpLock: "lock",
 }
 
 // String returns the operation's name, which is also the Op of the *fs.PathError that carries
@@ -71,8 +74,10 @@ const (
 		1<<OpWrite | 1<<OpSync
 	// ReadOps are the operations that only observe.
 	ReadOps OpSet = 1<<OpOpen | 1<<OpOpenDir | 1<<OpList | 1<<OpStat | 1<<OpRead | 1<<OpFileStat
-	// AllOps is every operation kind: WriteOps, ReadOps and OpClose.
-	AllOps OpSet = WriteOps | ReadOps | 1<<OpClose
+	// AllOps is every operation kind: WriteOps, ReadOps, OpClose and OpLock. OpLock is in
+	// neither WriteOps nor ReadOps: a lock is process state, which a crash drops, and the
+	// lock file it may create is an empty file nothing reads.
+	AllOps OpSet = WriteOps | ReadOps | 1<<OpClose | 1<<OpLock
 )
 
 // PathMatcher selects operations by path. It receives the path as the caller passed it to the
@@ -397,6 +402,36 @@ func (f *FaultFS) Stat(name string) (fs.FileInfo, error) {
 		return nil, pathErr(OpStat, name, ie)
 	}
 	return f.inner.Stat(name)
+}
+
+// Lock implements FS.Lock by passing it to the inner FS, as OpLock (injectable like any other
+// operation; refused after a crash). Closing the returned lock counts as OpClose on name and
+// always releases the inner lock, even after a crash or with an injected error.
+func (f *FaultFS) Lock(name string) (io.Closer, error) {
+	if ie, _ := f.check(OpLock, name); ie != nil {
+		return nil, pathErr(OpLock, name, ie)
+	}
+	l, err := f.inner.Lock(name)
+	if err != nil {
+		return nil, err
+	}
+	return &faultLock{fs: f, l: l, name: name}, nil
+}
+
+// faultLock wraps a lock of the inner FS.
+type faultLock struct {
+	fs   *FaultFS
+	l    io.Closer
+	name string
+}
+
+func (fl *faultLock) Close() error {
+	ie, _ := fl.fs.check(OpClose, fl.name)
+	err := fl.l.Close()
+	if ie != nil {
+		return pathErr(OpClose, fl.name, ie)
+	}
+	return err
 }
 
 // faultFile wraps a File of the inner FS; name is the path it was opened with.

@@ -26,6 +26,9 @@ import (
 type MemFS struct {
 	mu   sync.RWMutex
 	root *memNode
+	// locked holds the file nodes locked by Lock (an in-process lock table, like flock(2) a
+	// property of the running process, not of the disk: CrashClone starts with none).
+	locked map[*memNode]bool
 }
 
 // memNode is an inode: a file or a directory. Directory entries point at nodes, so Rename moves
@@ -174,6 +177,56 @@ func (m *MemFS) Create(name string) (File, error) {
 		dir.children[base] = n
 	}
 	return &memFile{fs: m, n: n, name: name, writable: true}, nil
+}
+
+// Lock implements FS.Lock with an in-process lock table: the named file is created if missing
+// (never truncated) and its node locked until the returned Close; a second Lock of the same node
+// (under any name) fails with EWOULDBLOCK meanwhile. A crash clone holds no locks, as a process
+// that died holds no flock(2).
+func (m *MemFS) Lock(name string) (io.Closer, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	dir, base, err := m.parent(name)
+	if err == syscall.EBUSY {
+		err = syscall.EISDIR
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	n, ok := dir.children[base]
+	switch {
+	case ok && n.dir:
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.EISDIR}
+	case !ok:
+		n = &memNode{mode: 0o644}
+		dir.children[base] = n
+	}
+	if m.locked[n] {
+		return nil, &fs.PathError{Op: "lock", Path: name, Err: syscall.EWOULDBLOCK}
+	}
+	if m.locked == nil {
+		m.locked = make(map[*memNode]bool)
+	}
+	m.locked[n] = true
+	return &memLock{fs: m, n: n}, nil
+}
+
+// memLock is a lock of MemFS.Lock; Close releases it once.
+type memLock struct {
+	fs       *MemFS
+	n        *memNode
+	released bool
+}
+
+func (l *memLock) Close() error {
+	l.fs.mu.Lock()
+	defer l.fs.mu.Unlock()
+	if l.released {
+		return fs.ErrClosed
+	}
+	l.released = true
+	delete(l.fs.locked, l.n)
+	return nil
 }
 
 // Open implements FS.Open. Opening a directory gives a read-only handle whose Sync syncs the

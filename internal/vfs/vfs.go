@@ -82,6 +82,15 @@ type FS interface {
 	List(dir string) ([]string, error)
 	// Stat describes the named file or directory. Errors: syscall.ENOENT, syscall.ENOTDIR.
 	Stat(name string) (fs.FileInfo, error)
+	// Lock takes an exclusive, non-blocking lock on the named file, creating it (empty) if it
+	// is missing and never truncating it, and holds it until the returned Close (invariant 12
+	// in doc.go). While it is held, another Lock of the same file fails at once with
+	// syscall.EWOULDBLOCK: from any process for Default (flock(2) LOCK_EX|LOCK_NB), from the
+	// same MemFS for MemFS. A process that dies releases its locks; a crash clone holds none.
+	// Lock makes nothing durable and the lock file's name is not synced: it is a guard, not
+	// data. Errors: syscall.EWOULDBLOCK (errors.Is(err, syscall.EAGAIN) too on Linux),
+	// syscall.ENOENT if the parent is missing, syscall.EISDIR if name is a directory.
+	Lock(name string) (io.Closer, error)
 }
 
 // Default returns the operating system's file system: package os, with File.Sync being
