@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/strata-db/strata/internal/entry"
 	"github.com/strata-db/strata/internal/vfs"
@@ -28,6 +31,7 @@ type DB struct {
 	dir  string
 
 	nextFile atomic.Uint64 // next file number (tables and manifests); WriteL0 and Run take numbers
+	lock     io.Closer     // the directory's LOCK, held from Open to Close
 
 	// Owner-only state below.
 	closed  bool
@@ -62,18 +66,24 @@ type counters struct {
 }
 
 // Open opens the DB in opts.Dir, creating it if there is no CURRENT file.
-// Recovery (doc.go, "Recovery"): read CURRENT, replay the manifest it names
-// (a torn final record is ignored; any other damage is a *CorruptionError
-// naming the file and offset) and take the version as of its last persist
-// point — edits after it are ignored, and a manifest without one gives an
-// empty DB — check that every table of that version exists with its recorded
-// size and open it, write a fresh manifest and point CURRENT at it, then
-// delete every table, manifest and temporary file the recovered version does
-// not reference. PersistedMeta returns the recovered persist point.
+// It first locks the directory's LOCK file, held until Close (doc.go,
+// invariant 12). Recovery (doc.go, "Recovery"): read CURRENT, replay the
+// manifest it names (a torn record after everything CURRENT vouches for is
+// ignored; any other damage, and a manifest missing the synced records or
+// the persist point CURRENT names, is a *CorruptionError naming the file
+// and offset) and take the version as of its last persist point — edits
+// after it are ignored, and a manifest without one gives an empty DB —
+// check that every table of that version exists with its recorded size and
+// open it, write a fresh manifest and point CURRENT at it, then delete
+// every table, manifest and temporary file the recovered version does not
+// reference. Nothing is deleted unless all of that succeeded (invariant
+// 11). PersistedMeta returns the recovered persist point.
 //
-// Errors: ErrInvalidOptions (wrapped, naming the field); ErrCorruption
-// (*CorruptionError) for damaged or missing files; I/O errors wrapped with
-// the file name (ErrNoSpace for ENOSPC).
+// Errors: ErrInvalidOptions (wrapped, naming the field); ErrLocked (also
+// syscall.EWOULDBLOCK) when another open DB, in this process or another,
+// holds the directory; ErrCorruption (*CorruptionError) for damaged or
+// missing files; I/O errors wrapped with the file name (ErrNoSpace for
+// ENOSPC).
 func Open(opts Options) (*DB, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -89,9 +99,38 @@ func Open(opts Options) (*DB, error) {
 	if err := d.fs.MkdirAll(d.dir, 0o755); err != nil {
 		return nil, ioError("create directory", d.dir, err)
 	}
+	if err := d.lockDir(); err != nil {
+		return nil, err
+	}
+	if err := d.open(); err != nil {
+		d.closeAll()
+		d.lock.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// lockDir takes the directory's LOCK (doc.go, "Files in the directory").
+func (d *DB) lockDir() error {
+	name := filepath.Join(d.dir, lockName)
+	l, err := d.fs.Lock(name)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return fmt.Errorf("lsm: open %s: %w: %w", d.dir, ErrLocked, err)
+	}
+	if err != nil {
+		return ioError("lock", name, err)
+	}
+	d.lock = l
+	return nil
+}
+
+// open is Open after the lock: recovery or creation, then the removal of
+// obsolete files — only after a clean recovery (doc.go, invariant 11).
+func (d *DB) open() error {
+	opts := d.opts
 	names, err := d.fs.List(d.dir)
 	if err != nil {
-		return nil, ioError("list", d.dir, err)
+		return ioError("list", d.dir, err)
 	}
 	maxNum := uint64(0)
 	for _, n := range names {
@@ -110,24 +149,22 @@ func Open(opts Options) (*DB, error) {
 		// during creation: refuse rather than delete them.
 		for _, n := range names {
 			if kind, _ := parseFileName(n); kind == kindTable {
-				return nil, corruptf(cur, 0, err, "CURRENT is missing but %s holds table %s", d.dir, n)
+				return corruptf(cur, 0, err, "CURRENT is missing but %s holds table %s", d.dir, n)
 			}
 		}
 		// Its directory entry must be durable before CURRENT is.
 		if err := syncDir(d.fs, filepath.Dir(filepath.Clean(d.dir))); err != nil {
-			return nil, err
+			return err
 		}
 		d.current = &version{levels: make([][]*tableFile, opts.NumLevels), refs: 1}
 		if err := d.rotate(nil, nil); err != nil {
-			d.closeAll()
-			return nil, err
+			return err
 		}
 	case err != nil:
-		return nil, ioError("read", cur, err)
+		return ioError("read", cur, err)
 	default:
 		if err := d.recover(cur, cb); err != nil {
-			d.closeAll()
-			return nil, err
+			return err
 		}
 		// Start a new manifest so a torn tail is never appended to; if that
 		// fails (full disk) the DB still opens and the next edit retries.
@@ -136,16 +173,17 @@ func Open(opts Options) (*DB, error) {
 		}
 	}
 	d.removeObsolete(names)
-	return d, nil
+	return nil
 }
 
 // recover replays the manifest named by CURRENT's bytes cb into d.current and
 // opens its tables.
 func (d *DB) recover(cur string, cb []byte) error {
-	num, err := decodeCurrent(cur, cb)
+	c, err := decodeCurrent(cur, cb)
 	if err != nil {
 		return err
 	}
+	num := c.Manifest
 	name := manifestName(d.dir, num)
 	mb, err := readFile(d.fs, name)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -159,7 +197,16 @@ func (d *DB) recover(cur string, cb []byte) error {
 	var pv *version // the version at the last persist point
 	var pp persistPoint
 	var ppOff int64
-	_, _, err = decodeManifest(name, mb, func(off int64, e *edit) error {
+	pointFound := c.PersistEnd == 0
+	syncedFound := c.Synced == fileHeaderSize
+	validEnd, _, err := decodeManifest(name, mb, func(r recordPos, e *edit) error {
+		off := r.Off
+		if r.End == c.Synced {
+			syncedFound = true
+		}
+		if r.End == c.PersistEnd && e.Persist != nil && e.Persist.LastSeq == c.PersistSeq && r.CRC == c.PersistCRC {
+			pointFound = true
+		}
 		if e.HasNextFile {
 			nextFile = max(nextFile, e.NextFile)
 		}
@@ -176,6 +223,20 @@ func (d *DB) recover(cur string, cb []byte) error {
 	})
 	if err != nil {
 		return err
+	}
+	// A torn tail is only a tail: the records CURRENT vouches for were
+	// synced before it was written, so losing any of them is damage
+	// (truncation, lost sectors), never a crash. Refuse rather than recover
+	// an older persist point or an empty DB — and delete nothing.
+	if !pointFound {
+		return corruptf(name, c.PersistEnd, nil,
+			"the persist point CURRENT names (the record ending at offset %d, lastSeq %d) is missing: the manifest's valid records end at offset %d of %d bytes",
+			c.PersistEnd, c.PersistSeq, validEnd, len(mb))
+	}
+	if !syncedFound || validEnd < c.Synced {
+		return corruptf(name, min(validEnd, c.Synced), nil,
+			"CURRENT says the first %d bytes were synced, but the manifest's valid records end at offset %d of %d bytes",
+			c.Synced, validEnd, len(mb))
 	}
 	// The whole manifest must describe valid versions, though only the
 	// persisted one is used: damage after the persist point is damage too.
@@ -446,13 +507,19 @@ func (d *DB) rotate(e *edit, pp *persistPoint) error {
 	default:
 		recs = snapshotEdits(d.current, nextFile, lastSeq)
 	}
+	c := current{Manifest: num}
 	for i := range recs {
-		buf = appendRecord(buf, recs[i].encode(nil))
+		payload := recs[i].encode(nil)
+		buf = appendRecord(buf, payload)
+		if p := recs[i].Persist; p != nil {
+			c.PersistEnd, c.PersistSeq, c.PersistCRC = int64(len(buf)), p.LastSeq, crc32.Checksum(payload, crcTable)
+		}
 	}
 	if e != nil {
 		e.HasNextFile, e.NextFile = true, nextFile
 		buf = appendRecord(buf, e.encode(nil))
 	}
+	c.Synced = int64(len(buf))
 	f, err := d.fs.Create(name)
 	if err != nil {
 		return ioError("create", name, err)
@@ -468,18 +535,10 @@ func (d *DB) rotate(e *edit, pp *persistPoint) error {
 	if err := f.Sync(); err != nil {
 		return fail("sync", err)
 	}
-	cur := filepath.Join(d.dir, currentName)
-	tmp := filepath.Join(d.dir, currentTempName)
-	if err := writeFileSynced(d.fs, tmp, encodeCurrent(num)); err != nil {
+	if err := d.replaceCurrent(c); err != nil {
 		f.Close()
 		d.fs.Remove(name)
 		return err
-	}
-	if err := d.fs.Rename(tmp, cur); err != nil {
-		f.Close()
-		d.fs.Remove(tmp)
-		d.fs.Remove(name)
-		return ioError("rename", tmp, err)
 	}
 	if d.manifestNum != 0 {
 		d.oldManifest = append(d.oldManifest, d.manifestNum)
@@ -510,6 +569,22 @@ func (d *DB) rotate(e *edit, pp *persistPoint) error {
 	return nil
 }
 
+// replaceCurrent writes CURRENT for c: CURRENT.tmp, Sync, Rename over
+// CURRENT. The caller syncs the directory. On failure CURRENT.tmp is
+// removed and CURRENT is the old one, unless the error came from Rename.
+func (d *DB) replaceCurrent(c current) error {
+	cur := filepath.Join(d.dir, currentName)
+	tmp := filepath.Join(d.dir, currentTempName)
+	if err := writeFileSynced(d.fs, tmp, encodeCurrent(c)); err != nil {
+		return err
+	}
+	if err := d.fs.Rename(tmp, cur); err != nil {
+		d.fs.Remove(tmp)
+		return ioError("rename", tmp, err)
+	}
+	return nil
+}
+
 // Close releases every open file. It does not persist: a reopen recovers the
 // last persist point, so a caller wanting the installed state back calls
 // Persist first. If a manifest write failed since the last successful one,
@@ -517,8 +592,8 @@ func (d *DB) rotate(e *edit, pp *persistPoint) error {
 // if it fails — the DB still closes, and a reopen may then also see the
 // persist point whose Persist failed (never anything else). WriteL0 and CompactionJob.Run must not be running
 // (the root closes the scheduler first); pending files and jobs not installed
-// are left on disk for the next Open to delete. A second Close returns
-// ErrClosed.
+// are left on disk for the next Open to delete. Close releases the
+// directory's LOCK whatever else fails. A second Close returns ErrClosed.
 func (d *DB) Close() error {
 	if d.closed {
 		return ErrClosed
@@ -526,6 +601,10 @@ func (d *DB) Close() error {
 	err := d.Sync()
 	d.closed = true
 	d.closeAll()
+	if d.lock != nil {
+		err = errors.Join(err, d.lock.Close())
+		d.lock = nil
+	}
 	return err
 }
 
@@ -552,9 +631,10 @@ func (d *DB) Sync() error {
 
 // Persist makes the current version a persist point (doc.go, "Persist
 // points"): it appends a persist-point record holding lastSeq and meta to the
-// manifest and syncs it (or, when the manifest is broken or past
-// MaxManifestBytes, writes a new manifest holding a snapshot of the current
-// version and the record, and points CURRENT at it). After a crash, Open
+// manifest, syncs it and replaces CURRENT with one naming that record (or,
+// when the manifest is broken or past MaxManifestBytes, writes a new
+// manifest holding a snapshot of the current version and the record, and
+// points CURRENT at it). After a crash, Open
 // recovers exactly the version of the last successful Persist, with its
 // lastSeq and meta (PersistedMeta); installs since are lost. The recorded
 // sequence number is max(lastSeq, LastSeq()). meta is the caller's opaque
@@ -584,7 +664,8 @@ func (d *DB) Persist(lastSeq uint64, meta []byte) error {
 		}
 	} else {
 		e := &edit{HasNextFile: true, NextFile: d.nextFile.Load(), HasLastSeq: true, LastSeq: pp.LastSeq, Persist: &pp}
-		d.buf = appendRecord(d.buf[:0], e.encode(nil))
+		payload := e.encode(nil)
+		d.buf = appendRecord(d.buf[:0], payload)
 		name := manifestName(d.dir, d.manifestNum)
 		if _, err := d.manifest.Write(d.buf); err != nil {
 			d.broken = true
@@ -598,6 +679,20 @@ func (d *DB) Persist(lastSeq uint64, meta []byte) error {
 		}
 		d.manifestLen += int64(len(d.buf))
 		d.m.manifestBytes += int64(len(d.buf))
+		// CURRENT names the new persist point, so that recovery can tell
+		// a manifest that lost it (damage) from one torn after it (a crash).
+		c := current{Manifest: d.manifestNum, Synced: d.manifestLen, PersistEnd: d.manifestLen,
+			PersistSeq: pp.LastSeq, PersistCRC: crc32.Checksum(payload, crcTable)}
+		if err := d.replaceCurrent(c); err != nil {
+			d.broken = true
+			d.m.manifestErrors++
+			return err
+		}
+		if err := syncDir(d.fs, d.dir); err != nil {
+			d.broken = true
+			d.m.manifestErrors++
+			return err
+		}
 	}
 	old := d.persisted
 	d.persisted, d.pp, d.lastSeq = d.current, pp, pp.LastSeq

@@ -39,26 +39,50 @@
 //
 // # Files in the directory
 //
-//	CURRENT           names the live manifest (replaced atomically)
+//	LOCK              flock(2)ed by the open DB (vfs.FS.Lock) from Open to
+//	                  Close; empty, never deleted
+//	CURRENT           names the live manifest and its last persist point
+//	                  (replaced atomically)
 //	CURRENT.tmp       CURRENT being written; deleted by Open
 //	MANIFEST-000007   edits, appended and synced one record per install or
 //	                  persist point
 //	000012.sst        tables
 //
+// Open first takes LOCK: while a DB has the directory open, another Open —
+// in this process or another one — fails with ErrLocked before reading or
+// changing anything (invariant 12). After a clean recovery (invariant 11)
 // Open deletes every table, manifest and temporary file the recovered state
 // does not use; names it did not write are left alone.
 //
-// # CURRENT layout (28 bytes)
+// # CURRENT layout (56 bytes, format version 2)
 //
-//	0        8        10  11  12       16               24       28
-//	+--------+--------+---+---+--------+----------------+--------+
-//	| magic  |version |ck |000| hdrcrc | manifest num   | crc    |
-//	|STRATACU| u16=1  |=1 |   | u32    | u64            | u32    |
-//	+--------+--------+---+---+--------+----------------+--------+
-//	hdrcrc = CRC32C(bytes 0..12); crc = CRC32C(bytes 0..24); ck 1 = CRC32C
+//	0        8        10  11  12       16         24         32
+//	+--------+--------+---+---+--------+----------+----------+
+//	| magic  |version |ck |000| hdrcrc | manifest | synced   |
+//	|STRATACU| u16=2  |=1 |   | u32    | num u64  | len u64  |
+//	+--------+--------+---+---+--------+----------+----------+
+//	32         40         48         52       56
+//	+----------+----------+----------+--------+
+//	| persist  | persist  | persist  | crc    |
+//	| end u64  | seq u64  | rec crc  | u32    |
+//	+----------+----------+----------+--------+
+//	all little endian; hdrcrc = CRC32C(bytes 0..12); crc = CRC32C(bytes
+//	0..52); ck 1 = CRC32C.
+//	synced len   the manifest's length (a record boundary) when CURRENT
+//	             was written: every byte below it had been synced.
+//	persist end  the offset just past the last persist-point record in the
+//	             manifest then (0: none; 16+12 <= end <= synced len);
+//	persist seq  that record's lastSeq; rec crc its payload CRC32C (0 and 0
+//	             without one). Together they identify the record.
 //
-// It is replaced, never rewritten: write CURRENT.tmp, Sync, Rename over
-// CURRENT, Sync the directory.
+// Version 1 (28 bytes: the header, the manifest number, crc) named only the
+// manifest; nothing written with it shipped, and this code refuses it
+// (ErrVersion). The manifest format stays version 1.
+//
+// CURRENT is replaced, never rewritten: write CURRENT.tmp, Sync, Rename over
+// CURRENT, Sync the directory — by every manifest rewrite and by every
+// Persist (after its record is synced), so CURRENT always names the last
+// persist point that Persist reported.
 //
 // # Manifest layout
 //
@@ -137,26 +161,44 @@
 //	  crc wrong with data after, a bad edit)        → *CorruptionError{file, offset}
 //
 // The length's own checksum is what lets a bit flip in a middle record's
-// length be reported instead of being mistaken for a torn tail. A flipped
-// bit in the last record's payload is indistinguishable from a torn write
-// and loses that record, as in LevelDB and Pebble.
+// length be reported instead of being mistaken for a torn tail.
+//
+// A tail cut off or damaged at the end looks the same whether a crash tore
+// an unsynced record or the medium lost synced ones (truncation, lost
+// sectors); only the second loses acknowledged state. CURRENT tells them
+// apart: it records how much of the manifest was synced when it was written
+// and which record is the last persist point. Damage is a torn tail only
+// beyond both; a manifest whose valid records stop before CURRENT's synced
+// length, or that lacks the persist-point record CURRENT names (same end
+// offset, lastSeq and payload CRC), is a *CorruptionError naming the
+// manifest and that record's end offset — never a silent rollback to an
+// older persist point or to an empty DB. (A flipped bit in the last
+// record's payload is still taken for a torn write when that record lies
+// beyond what CURRENT names: an install after the last persist point.)
 //
 // # Recovery
 //
-// Open reads CURRENT (layout checked: size, magic, version, checksum type,
-// CRCs), reads the manifest it names and replays its records in order; an
-// edit that does not apply (a deleted file absent, an added file present) is
-// corruption at that record's offset, and the replayed and the persisted
-// version must satisfy the level invariants. The recovered version is the
-// one as of the LAST persist-point record (its lastSeq becomes LastSeq, its
-// metadata PersistedMeta); the edits after it are ignored, and a manifest
-// without a persist point recovers an empty DB. Every table of the recovered
+// Open takes LOCK (ErrLocked if held), reads CURRENT (layout checked: size,
+// magic, version, checksum type, CRCs, field ranges), reads the manifest it
+// names and replays its records in order; an edit that does not apply (a
+// deleted file absent, an added file present) is corruption at that record's
+// offset, and the replayed and the persisted version must satisfy the level
+// invariants. The manifest must hold every record CURRENT vouches for: its
+// valid records reach CURRENT's synced length, and the persist-point record
+// CURRENT names is among them ("Torn tails"); otherwise Open fails with
+// corruption. The recovered version is the one as of the LAST persist-point
+// record — the one CURRENT names, or a later one whose Persist was cut off
+// between its manifest sync and its CURRENT rename — (its lastSeq becomes
+// LastSeq, its metadata PersistedMeta); the edits after it are ignored, and
+// a manifest without a persist point (CURRENT names none) recovers an empty
+// DB. Every table of the recovered
 // version must exist with its recorded size and open (sstable.Open checks
 // header, footer, index, filter). Open then writes a new manifest (see
 // "Manifest rewrites"), points CURRENT at it, and deletes every table not in
 // the recovered version (so the tables of ignored edits), every other
 // manifest and CURRENT.tmp. A directory without CURRENT is a new DB, unless it holds
 // tables: then CURRENT was lost, which is corruption, and nothing is deleted.
+// Any recovery error returns before anything is deleted (invariant 11).
 //
 // # Invariants
 //
@@ -204,6 +246,17 @@
 //     keeps the previous persisted version; its own version cannot lose a
 //     file before a later manifest write succeeds (no install happens before
 //     the rewrite that follows a failed write), which makes its record moot.
+//  11. Open deletes a file only after a clean recovery: CURRENT decoded, the
+//     manifest it names holding every record CURRENT vouches for (its synced
+//     length and its persist point), the whole manifest replayed without
+//     corruption, and every table of the recovered version opened with its
+//     recorded size. Every other outcome is an error returned before the
+//     first removal, so a damaged directory stays as it was for repair; the
+//     tables a recovery ignores are those installed after the recovered
+//     persist point, never persisted state.
+//  12. One open DB per directory: Open holds LOCK (exclusive, non-blocking,
+//     across processes) until Close, also when Close fails; a failed Open
+//     releases it.
 //
 // # Versions and reference counts
 //
@@ -280,13 +333,16 @@
 //	 Compaction   persist point, so recovery ignores it; its files are not
 //	              in the persisted version and Open deletes them. It
 //	              deletes no file of the persisted version (10).
-//	Persist:      append persist-point record → sync
+//	Persist:      append persist-point record → sync → CURRENT.tmp (naming
+//	              the record) → sync → rename → dir sync
 //	              crash before the sync: the record is absent or torn at the
-//	              tail → recovery stops before it and uses the previous
-//	              persist point, whose files (10) are all still on disk.
-//	              After the sync: the record is complete; every file of the
-//	              current version is durable under its name (2); only then
-//	              does the previous persisted version release its files.
+//	              tail, after what CURRENT names → recovery stops before it
+//	              and uses the previous persist point, whose files (10) are
+//	              all still on disk. After the sync: the record is complete
+//	              (recovered whichever CURRENT survives); every file of the
+//	              current version is durable under its name (2); only after
+//	              the dir sync is Persist reported and does the previous
+//	              persisted version release its files.
 //	rotation:     new manifest (see "Manifest rewrites") → sync →
 //	              CURRENT.tmp → sync → rename → dir sync. Before the dir
 //	              sync a crash leaves CURRENT naming the old manifest
@@ -318,7 +374,8 @@
 // # Errors
 //
 // ErrCorruption (every *CorruptionError, also around sstable corruption
-// errors, naming the file and offset), ErrBadMagic, ErrVersion and
+// errors, naming the file and offset), ErrLocked (the directory is open
+// elsewhere; also syscall.EWOULDBLOCK), ErrBadMagic, ErrVersion and
 // ErrChecksumType for manifest and CURRENT headers (each also ErrCorruption),
 // ErrNoSpace (with syscall.ENOSPC) for a full disk, ErrClosed,
 // ErrInvalidOptions, ErrJobNotRun, ErrMetaTooLarge.

@@ -38,6 +38,11 @@ var (
 	// keeps serving reads and later writes succeed once space is freed.
 	ErrNoSpace = errors.New("lsm: no space left on device")
 
+	// ErrLocked: Open found the directory's LOCK file locked: another DB —
+	// in this process or another one — has the directory open. Nothing was
+	// read or changed. The error also matches syscall.EWOULDBLOCK.
+	ErrLocked = errors.New("lsm: directory in use by another open DB")
+
 	// ErrClosed: the DB was closed.
 	ErrClosed = errors.New("lsm: closed")
 

@@ -457,7 +457,7 @@ func strayFiles(d *DB) ([]string, error) {
 	for _, n := range names {
 		kind, num := parseFileName(n)
 		switch {
-		case kind == kindTable && live[num], kind == kindCurrent,
+		case kind == kindTable && live[num], kind == kindCurrent, kind == kindLock,
 			kind == kindManifest && num == d.manifestNum:
 		default:
 			stray = append(stray, n)

@@ -19,10 +19,11 @@ import (
 const (
 	manifestMagic    = "STRATAMF"
 	currentMagic     = "STRATACU"
-	formatVersion    = 1 // manifest and CURRENT format version
+	manifestVersion  = 1 // manifest format version
+	currentVersion   = 2 // CURRENT format version (2: names the last persist point too)
 	checksumCRC32C   = 1 // the only checksum type: CRC32C (Castagnoli)
 	fileHeaderSize   = 16
-	currentSize      = 28
+	currentSize      = 56
 	recordHeaderSize = 12
 	// maxRecordSize bounds one manifest record's payload (bytes). A snapshot
 	// is split into records below snapshotChunk; one edit stays far below.
@@ -288,18 +289,28 @@ func appendRecord(dst, payload []byte) []byte {
 }
 
 // appendFileHeader appends the 16-byte header of a manifest (magic
-// STRATAMF) or CURRENT (STRATACU) file.
+// STRATAMF, manifestVersion) or CURRENT (STRATACU, currentVersion) file.
 func appendFileHeader(dst []byte, magic string) []byte {
 	start := len(dst)
 	dst = append(dst, magic...)
-	dst = binary.LittleEndian.AppendUint16(dst, formatVersion)
+	dst = binary.LittleEndian.AppendUint16(dst, headerVersion(magic))
 	dst = append(dst, checksumCRC32C, 0)
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], crcTable))
+}
+
+// headerVersion is the format version this code writes and reads for the
+// file of magic.
+func headerVersion(magic string) uint16 {
+	if magic == currentMagic {
+		return currentVersion
+	}
+	return manifestVersion
 }
 
 // checkFileHeader checks a 16-byte file header in the order the conventions
 // fix: size, magic, format version, checksum type, header CRC.
 func checkFileHeader(name string, b []byte, magic string) error {
+	formatVersion := headerVersion(magic)
 	if len(b) < fileHeaderSize {
 		return corruptf(name, 0, nil, "file of %d bytes is shorter than its %d-byte header", len(b), fileHeaderSize)
 	}
@@ -318,13 +329,21 @@ func checkFileHeader(name string, b []byte, magic string) error {
 	return nil
 }
 
+// recordPos locates one manifest record: its offset, the offset just past
+// it, and the CRC32C of its payload (as in its header). CURRENT names the
+// last persist point by its End, LastSeq and CRC.
+type recordPos struct {
+	Off, End int64
+	CRC      uint32
+}
+
 // decodeManifest decodes a whole manifest file's bytes into its edits, calling
-// apply for each in order with the record's offset. A damaged record is
+// apply for each in order with the record's position. A damaged record is
 // tolerated only as a torn tail, that is when no complete record can follow
 // it (doc.go, "Torn tails"); then decodeManifest returns the offset where the
 // valid prefix ends and torn = true. Any other damage is a *CorruptionError
 // naming name and the record's offset. An error from apply is returned as is.
-func decodeManifest(name string, b []byte, apply func(off int64, e *edit) error) (validEnd int64, torn bool, err error) {
+func decodeManifest(name string, b []byte, apply func(r recordPos, e *edit) error) (validEnd int64, torn bool, err error) {
 	if err := checkFileHeader(name, b, manifestMagic); err != nil {
 		return 0, false, err
 	}
@@ -350,7 +369,8 @@ func decodeManifest(name string, b []byte, apply func(off int64, e *edit) error)
 			return off, true, nil // payload torn
 		}
 		payload := rest[recordHeaderSize : recordHeaderSize+int64(n)]
-		if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(rest[8:]) {
+		crc := crc32.Checksum(payload, crcTable)
+		if crc != binary.LittleEndian.Uint32(rest[8:]) {
 			if end == size {
 				return off, true, nil // the last record, partly written
 			}
@@ -360,7 +380,7 @@ func decodeManifest(name string, b []byte, apply func(off int64, e *edit) error)
 		if derr != nil {
 			return off, false, corruptf(name, off, nil, "bad edit: %v", derr)
 		}
-		if err := apply(off, &e); err != nil {
+		if err := apply(recordPos{Off: off, End: end, CRC: crc}, &e); err != nil {
 			return off, false, err
 		}
 		off = end
@@ -377,37 +397,75 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// encodeCurrent returns the 28 bytes of a CURRENT file naming manifest
-// number num: the file header, num (u64 LE), CRC32C of the 24 bytes before.
-func encodeCurrent(num uint64) []byte {
+// current is what a CURRENT file says (doc.go, "CURRENT layout"): the live
+// manifest, how many of its bytes were synced when CURRENT was written, and
+// the last persist-point record written to it by then.
+type current struct {
+	Manifest uint64 // manifest file number, > 0
+	// Synced is the manifest's length (a record boundary) when this CURRENT
+	// was written: every byte below it was synced before, so a manifest whose
+	// valid records end before Synced lost synced bytes.
+	Synced int64
+	// PersistEnd is the offset just past the last persist-point record in
+	// the manifest when this CURRENT was written; 0 if it held none. That
+	// record must be found with PersistSeq as its lastSeq and PersistCRC as
+	// its payload CRC32C.
+	PersistEnd int64
+	PersistSeq uint64
+	PersistCRC uint32
+}
+
+// encodeCurrent returns the currentSize bytes of a CURRENT file for c: the
+// file header, manifest number, synced length, persist end, persist lastSeq
+// (u64 LE each), persist-record CRC (u32 LE), then CRC32C of everything
+// before.
+func encodeCurrent(c current) []byte {
 	b := appendFileHeader(make([]byte, 0, currentSize), currentMagic)
-	b = binary.LittleEndian.AppendUint64(b, num)
+	b = binary.LittleEndian.AppendUint64(b, c.Manifest)
+	b = binary.LittleEndian.AppendUint64(b, uint64(c.Synced))
+	b = binary.LittleEndian.AppendUint64(b, uint64(c.PersistEnd))
+	b = binary.LittleEndian.AppendUint64(b, c.PersistSeq)
+	b = binary.LittleEndian.AppendUint32(b, c.PersistCRC)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
 }
 
-// decodeCurrent checks a CURRENT file's bytes and returns the manifest number.
-func decodeCurrent(name string, b []byte) (uint64, error) {
+// decodeCurrent checks a CURRENT file's bytes (header, size, CRC, then the
+// fields' ranges) and returns what it says.
+func decodeCurrent(name string, b []byte) (current, error) {
+	var c current
 	if err := checkFileHeader(name, b, currentMagic); err != nil {
-		return 0, err
+		return c, err
 	}
 	if len(b) != currentSize {
-		return 0, corruptf(name, fileHeaderSize, nil, "CURRENT is %d bytes, want %d", len(b), currentSize)
+		return c, corruptf(name, fileHeaderSize, nil, "CURRENT is %d bytes, want %d", len(b), currentSize)
 	}
 	body := b[:currentSize-4]
 	if got, want := binary.LittleEndian.Uint32(b[currentSize-4:]), crc32.Checksum(body, crcTable); got != want {
-		return 0, corruptf(name, fileHeaderSize, nil, "checksum %#08x, computed %#08x", got, want)
+		return c, corruptf(name, fileHeaderSize, nil, "checksum %#08x, computed %#08x", got, want)
 	}
-	num := binary.LittleEndian.Uint64(b[fileHeaderSize:])
-	if num == 0 {
-		return 0, corruptf(name, fileHeaderSize, nil, "manifest number 0")
+	le := binary.LittleEndian
+	c.Manifest = le.Uint64(b[16:])
+	synced, pend := le.Uint64(b[24:]), le.Uint64(b[32:])
+	c.PersistSeq, c.PersistCRC = le.Uint64(b[40:]), le.Uint32(b[48:])
+	switch {
+	case c.Manifest == 0:
+		return c, corruptf(name, 16, nil, "manifest number 0")
+	case synced < fileHeaderSize || synced > 1<<62:
+		return c, corruptf(name, 24, nil, "synced manifest length %d out of range", synced)
+	case pend != 0 && (pend < fileHeaderSize+recordHeaderSize || pend > synced):
+		return c, corruptf(name, 32, nil, "persist point end %d outside the synced %d bytes", pend, synced)
+	case pend == 0 && (c.PersistSeq != 0 || c.PersistCRC != 0):
+		return c, corruptf(name, 40, nil, "no persist point but a persist sequence or CRC")
 	}
-	return num, nil
+	c.Synced, c.PersistEnd = int64(synced), int64(pend)
+	return c, nil
 }
 
 // File names inside Options.Dir.
 const (
 	currentName     = "CURRENT"
 	currentTempName = "CURRENT.tmp"
+	lockName        = "LOCK"
 	tableSuffix     = ".sst"
 	manifestPrefix  = "MANIFEST-"
 )
@@ -420,6 +478,7 @@ const (
 	kindManifest
 	kindCurrent
 	kindTemp
+	kindLock
 )
 
 func tableName(dir string, num uint64) string {
@@ -431,13 +490,15 @@ func manifestName(dir string, num uint64) string {
 }
 
 // parseFileName classifies a directory entry. Names the DB does not write
-// are kindUnknown and never deleted.
+// are kindUnknown and never deleted; nor is LOCK (kindLock).
 func parseFileName(name string) (fileKind, uint64) {
 	switch {
 	case name == currentName:
 		return kindCurrent, 0
 	case name == currentTempName:
 		return kindTemp, 0
+	case name == lockName:
+		return kindLock, 0
 	case strings.HasPrefix(name, manifestPrefix):
 		if n, err := strconv.ParseUint(name[len(manifestPrefix):], 10, 64); err == nil && n > 0 {
 			return kindManifest, n

@@ -5,9 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/strata-db/strata/internal/entry"
@@ -89,9 +92,13 @@ func TestDecodeEditErrors(t *testing.T) {
 }
 
 func TestCurrentFile(t *testing.T) {
-	b := encodeCurrent(42)
-	if n, err := decodeCurrent("CURRENT", b); err != nil || n != 42 {
-		t.Fatalf("decodeCurrent = %d, %v", n, err)
+	want := current{Manifest: 42, Synced: 900, PersistEnd: 700, PersistSeq: 77, PersistCRC: 0xdeadbeef}
+	b := encodeCurrent(want)
+	if c, err := decodeCurrent("CURRENT", b); err != nil || c != want {
+		t.Fatalf("decodeCurrent = %+v, %v; want %+v", c, err, want)
+	}
+	if v := binary.LittleEndian.Uint16(b[8:]); v != 2 || len(b) != 56 {
+		t.Fatalf("CURRENT version %d, %d bytes; the format is version 2, 56 bytes", v, len(b))
 	}
 	for i := range len(b) * 8 {
 		c := bytes.Clone(b)
@@ -102,15 +109,54 @@ func TestCurrentFile(t *testing.T) {
 			t.Fatalf("bit %d flipped: %v", i, err)
 		}
 	}
-	for _, n := range []int{0, 5, 16, 27, 29} {
+	for _, n := range []int{0, 5, 16, 27, 28, 55, 57} {
 		c := append(bytes.Clone(b), 0)[:n]
 		if _, err := decodeCurrent("CURRENT", c); !errors.Is(err, ErrCorruption) {
 			t.Fatalf("%d bytes: %v", n, err)
 		}
 	}
-	if _, err := decodeCurrent("CURRENT", encodeCurrent(0)); !errors.Is(err, ErrCorruption) {
-		t.Fatalf("manifest number 0 accepted")
+	// A version-1 CURRENT (28 bytes, before it named the persist point) is
+	// refused as another format version.
+	v1 := bytes.Clone(b[:28])
+	binary.LittleEndian.PutUint16(v1[8:], 1)
+	binary.LittleEndian.PutUint32(v1[12:], crc32.Checksum(v1[:12], crcTable))
+	if _, err := decodeCurrent("CURRENT", v1); !errors.Is(err, ErrVersion) {
+		t.Fatalf("version 1: %v", err)
 	}
+	for _, c := range []current{
+		{Manifest: 0, Synced: 16},
+		{Manifest: 1, Synced: 15},
+		{Manifest: 1, Synced: 100, PersistEnd: 101, PersistSeq: 1},
+		{Manifest: 1, Synced: 100, PersistEnd: 20, PersistSeq: 1},
+		{Manifest: 1, Synced: 100, PersistSeq: 1},
+		{Manifest: 1, Synced: 100, PersistCRC: 1},
+		{Manifest: 1, Synced: -1},
+	} {
+		if _, err := decodeCurrent("CURRENT", encodeCurrent(c)); !errors.Is(err, ErrCorruption) {
+			t.Fatalf("%+v accepted", c)
+		}
+	}
+}
+
+// FuzzCurrent decodes arbitrary CURRENT bytes: never a panic; accepted bytes
+// re-encode to themselves; errors are CorruptionErrors naming the file.
+func FuzzCurrent(f *testing.F) {
+	f.Add(encodeCurrent(current{Manifest: 7, Synced: 16}))
+	f.Add(encodeCurrent(current{Manifest: 42, Synced: 900, PersistEnd: 700, PersistSeq: 77, PersistCRC: 5}))
+	f.Add(encodeCurrent(current{Manifest: 42, Synced: 900})[:30])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := decodeCurrent("CURRENT", b)
+		if err != nil {
+			var ce *CorruptionError
+			if !errors.As(err, &ce) || ce.File != "CURRENT" {
+				t.Fatalf("error %v", err)
+			}
+			return
+		}
+		if again := encodeCurrent(c); !bytes.Equal(again, b) {
+			t.Fatalf("re-encoded %x, read %x", again, b)
+		}
+	})
 }
 
 func TestFileHeaderErrors(t *testing.T) {
@@ -177,8 +223,8 @@ func manifestDB(t *testing.T, n int) (*vfs.MemFS, [][]entry.Entry, []testKey, st
 		t.Fatal(err)
 	}
 	var offs []int64
-	if _, torn, err := decodeManifest(name, b, func(off int64, e *edit) error {
-		offs = append(offs, off)
+	if _, torn, err := decodeManifest(name, b, func(r recordPos, e *edit) error {
+		offs = append(offs, r.Off)
 		return nil
 	}); err != nil || torn {
 		t.Fatalf("decodeManifest: torn %v, %v", torn, err)
@@ -252,24 +298,70 @@ func TestManifestBitFlip(t *testing.T) {
 	}
 }
 
-// TestManifestTornTail cuts the manifest at every byte inside its install
-// and persist records, pads it with zeros, or appends a partial record: Open
-// must recover the installs up to the last complete persist point, and
-// nothing else.
+// manifestRecords decodes a manifest's records: their positions and edits.
+func manifestRecords(t *testing.T, name string, b []byte) ([]recordPos, []edit) {
+	t.Helper()
+	var recs []recordPos
+	var edits []edit
+	if _, torn, err := decodeManifest(name, b, func(r recordPos, e *edit) error {
+		recs, edits = append(recs, r), append(edits, *e)
+		return nil
+	}); err != nil || torn {
+		t.Fatalf("decodeManifest: torn %v, %v", torn, err)
+	}
+	return recs, edits
+}
+
+// TestManifestTornTail: a crash can tear only what follows the last record
+// CURRENT vouches for. For CURRENT naming each persist point in turn (as
+// after a crash between a later Persist's manifest sync and its CURRENT
+// rename), the manifest is cut at every byte, padded with zeros, or given a
+// partial record: a cut at or after the named persist point recovers the
+// installs up to the last complete persist point, and nothing else; a cut
+// before it is corruption naming the manifest and the missing record's end,
+// and Open deletes nothing.
 func TestManifestTornTail(t *testing.T) {
 	fs0, batches, keys, name, offs := manifestDB(t, 5)
 	orig, _ := readFile(fs0, name)
-	check := func(t *testing.T, b []byte, complete int, what string) {
+	recs, edits := manifestRecords(t, name, orig)
+	var points []int // record index of each batch's persist point
+	for i, e := range edits {
+		if e.Persist != nil {
+			points = append(points, i)
+		}
+	}
+	if len(points) != len(batches) {
+		t.Fatalf("%d persist points, want %d", len(points), len(batches))
+	}
+	curFor := func(k int) []byte { // CURRENT naming batch k's persist point
+		r := recs[points[k]]
+		return encodeCurrent(current{Manifest: parseNum(name), Synced: r.End, PersistEnd: r.End,
+			PersistSeq: edits[points[k]].Persist.LastSeq, PersistCRC: r.CRC})
+	}
+	check := func(t *testing.T, named int, b []byte, complete int, what string) {
 		t.Helper()
 		fs := fs0.CrashClone()
 		writeFile(t, fs, name, b)
+		writeFile(t, fs, "/db/CURRENT", curFor(named))
+		before := dirSnapshot(t, fs, "/db")
 		d, err := Open(smallOptions(fs))
+		if complete <= named {
+			var ce *CorruptionError
+			if !errors.As(err, &ce) || ce.File != name || ce.Offset != recs[points[named]].End {
+				t.Fatalf("%s, CURRENT naming persist point %d: got %v, want corruption of %s at %d",
+					what, named, err, name, recs[points[named]].End)
+			}
+			if after := dirSnapshot(t, fs, "/db"); !reflect.DeepEqual(before, after) {
+				t.Fatalf("%s: a refused Open changed the directory: %v -> %v", what, keysOf(before), keysOf(after))
+			}
+			return
+		}
 		if err != nil {
-			t.Fatalf("%s: Open: %v", what, err)
+			t.Fatalf("%s, CURRENT naming persist point %d: Open: %v", what, named, err)
 		}
 		defer d.Close()
 		seq, meta, ok := d.PersistedMeta()
-		if ok != (complete > 0) || (ok && (meta[0] != byte(complete-1) || seq != batchMaxSeq(batches[complete-1]))) {
+		if !ok || meta[0] != byte(complete-1) || seq != batchMaxSeq(batches[complete-1]) {
 			t.Fatalf("%s: PersistedMeta %d %v %v, want batch %d", what, seq, meta, ok, complete)
 		}
 		m := newModel()
@@ -283,31 +375,135 @@ func TestManifestTornTail(t *testing.T) {
 			t.Fatalf("%s: stray files %v %v", what, stray, err)
 		}
 	}
-	for cut := offs[1]; cut < int64(len(orig)); cut++ {
-		complete := 0
-		for i := 1; i < len(offs); i++ {
-			end := int64(len(orig))
-			if i+1 < len(offs) {
-				end = offs[i+1]
+	for named := range points {
+		for cut := offs[1]; cut < int64(len(orig)); cut++ {
+			complete := 0 // batches whose persist point ends at or before cut
+			for k, i := range points {
+				if recs[i].End <= cut {
+					complete = k + 1
+				}
 			}
-			if end <= cut {
-				complete = i / 2 // records 2i-1 (install) and 2i (persist point) per batch
-			}
+			check(t, named, orig[:cut], complete, fmt.Sprintf("cut at %d", cut))
 		}
-		check(t, orig[:cut], complete, fmt.Sprintf("cut at %d", cut))
+		check(t, named, append(bytes.Clone(orig), make([]byte, 100)...), len(batches), "zero tail")
+		check(t, named, append(bytes.Clone(orig), 1, 2, 3, 4, 5), len(batches), "partial header")
+		// The last record's payload damaged: a torn write of the last record
+		// when CURRENT names an earlier one, a lost persist point otherwise.
+		b := bytes.Clone(orig)
+		b[len(b)-1] ^= 0xff
+		check(t, named, b, len(batches)-1, "last payload byte")
 	}
-	check(t, append(bytes.Clone(orig), make([]byte, 100)...), len(batches), "zero tail")
-	check(t, append(bytes.Clone(orig), 1, 2, 3, 4, 5), len(batches), "partial header")
-	// The last record's payload damaged: a torn write of the last record.
-	b := bytes.Clone(orig)
-	b[len(b)-1] ^= 0xff
-	check(t, b, len(batches)-1, "last payload byte")
 	// Garbage after a complete manifest is not a torn record: corruption.
 	g := append(bytes.Clone(orig), bytes.Repeat([]byte{0xa5}, 40)...)
 	fs := fs0.CrashClone()
 	writeFile(t, fs, name, g)
 	if _, err := Open(smallOptions(fs)); !errors.Is(err, ErrCorruption) {
 		t.Fatalf("garbage tail: %v", err)
+	}
+}
+
+// parseNum returns the file number of a manifest or table path.
+func parseNum(path string) uint64 {
+	_, n := parseFileName(filepath.Base(path))
+	return n
+}
+
+// dirSnapshot returns every file of dir with its contents.
+func dirSnapshot(t *testing.T, fs vfs.FS, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, n := range must(fs.List(dir)) {
+		b, err := readFile(fs, filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[n] = string(b)
+	}
+	return out
+}
+
+func keysOf(m map[string]string) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// TestOpenDeletesNothingUnlessClean (doc.go, invariant 11): a manifest that
+// lost records CURRENT vouches for — cut to its header, to half, by one
+// byte, its tail zeroed — is corruption naming the manifest and the offset
+// of the missing persist point, never an empty or older DB; and with that
+// or any other damage (CURRENT damaged or missing, the manifest missing, a
+// table missing or cut) a failed Open leaves every file as it was.
+func TestOpenDeletesNothingUnlessClean(t *testing.T) {
+	fs0, _, _, name, _ := manifestDB(t, 4)
+	orig, _ := readFile(fs0, name)
+	recs, _ := manifestRecords(t, name, orig)
+	last := recs[len(recs)-1].End // CURRENT names the last record, a persist point
+	var table string
+	for _, n := range must(fs0.List("/db")) {
+		if k, _ := parseFileName(n); k == kindTable {
+			table = "/db/" + n
+		}
+	}
+	cases := []struct {
+		name    string
+		damage  func(fs *vfs.MemFS)
+		file    string // the file the error names
+		offset  int64  // its offset, -1: any
+		missing bool   // the persist point is reported missing
+	}{
+		{"manifest header only", func(fs *vfs.MemFS) { writeFile(t, fs, name, orig[:fileHeaderSize]) }, name, last, true},
+		{"manifest empty", func(fs *vfs.MemFS) { writeFile(t, fs, name, nil) }, name, 0, false},
+		{"manifest half", func(fs *vfs.MemFS) { writeFile(t, fs, name, orig[:len(orig)/2]) }, name, last, true},
+		{"manifest minus 1", func(fs *vfs.MemFS) { writeFile(t, fs, name, orig[:len(orig)-1]) }, name, last, true},
+		{"manifest last record cut", func(fs *vfs.MemFS) { writeFile(t, fs, name, orig[:recs[len(recs)-1].Off]) }, name, last, true},
+		{"manifest zero tail", func(fs *vfs.MemFS) {
+			b := bytes.Clone(orig)
+			clear(b[len(b)-20:])
+			writeFile(t, fs, name, b)
+		}, name, last, true},
+		{"manifest last byte flipped", func(fs *vfs.MemFS) {
+			b := bytes.Clone(orig)
+			b[len(b)-1] ^= 1
+			writeFile(t, fs, name, b)
+		}, name, last, true},
+		{"manifest missing", func(fs *vfs.MemFS) { fs.Remove(name) }, "/db/CURRENT", -1, false},
+		{"CURRENT flipped", func(fs *vfs.MemFS) {
+			b, _ := readFile(fs, "/db/CURRENT")
+			b[30] ^= 1
+			writeFile(t, fs, "/db/CURRENT", b)
+		}, "/db/CURRENT", -1, false},
+		{"CURRENT missing", func(fs *vfs.MemFS) { fs.Remove("/db/CURRENT") }, "/db/CURRENT", -1, false},
+		{"table missing", func(fs *vfs.MemFS) { fs.Remove(table) }, table, -1, false},
+		{"table cut", func(fs *vfs.MemFS) {
+			b, _ := readFile(fs, table)
+			writeFile(t, fs, table, b[:len(b)/2])
+		}, table, -1, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs := fs0.CrashClone()
+			c.damage(fs)
+			before := dirSnapshot(t, fs, "/db")
+			d, err := Open(smallOptions(fs))
+			if err == nil {
+				d.Close()
+				t.Fatal("Open succeeded")
+			}
+			var ce *CorruptionError
+			if !errors.As(err, &ce) || ce.File != c.file || (c.offset >= 0 && ce.Offset != c.offset) {
+				t.Fatalf("got %v, want corruption of %s at %d", err, c.file, c.offset)
+			}
+			if c.missing && !strings.Contains(err.Error(), "persist point") {
+				t.Fatalf("error does not say the persist point is missing: %v", err)
+			}
+			if after := dirSnapshot(t, fs, "/db"); !reflect.DeepEqual(before, after) {
+				t.Fatalf("a refused Open changed the directory: %v -> %v", keysOf(before), keysOf(after))
+			}
+		})
 	}
 }
 
@@ -415,9 +611,9 @@ func FuzzManifest(f *testing.F) {
 	f.Add(append(bytes.Clone(b), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
 	f.Add(b[:fileHeaderSize+5])
 	f.Fuzz(func(t *testing.T, data []byte) {
-		end, torn, err := decodeManifest("M", data, func(off int64, e *edit) error {
-			if off < fileHeaderSize || off >= int64(len(data)) {
-				t.Fatalf("record offset %d outside the file", off)
+		end, torn, err := decodeManifest("M", data, func(r recordPos, e *edit) error {
+			if off := r.Off; off < fileHeaderSize || off >= int64(len(data)) || r.End <= off || r.End > int64(len(data)) {
+				t.Fatalf("record [%d, %d) outside the file", off, r.End)
 			}
 			again, err := decodeEdit(e.encode(nil))
 			if err != nil || !reflect.DeepEqual(again, *e) {
@@ -485,7 +681,7 @@ func TestRecoveryEditErrors(t *testing.T) {
 				b = appendRecord(b, e.encode(nil))
 			}
 			writeFile(t, fs, "/db/MANIFEST-000001", b)
-			writeFile(t, fs, "/db/CURRENT", encodeCurrent(1))
+			writeFile(t, fs, "/db/CURRENT", encodeCurrent(current{Manifest: 1, Synced: int64(len(b))}))
 			_, err := Open(smallOptions(fs))
 			var ce *CorruptionError
 			if !errors.As(err, &ce) || ce.File != "/db/MANIFEST-000001" {
