@@ -141,3 +141,60 @@ func TestOpenLockedAcrossProcesses(t *testing.T) {
 		t.Fatalf("child could not open the closed directory (exit %d)", code)
 	}
 }
+
+// TestParseFileName: only names the DB writes are its own: "%06d" numbers
+// below maxFileNum; everything else is unknown and never deleted by Open.
+func TestParseFileName(t *testing.T) {
+	cases := []struct {
+		name string
+		kind fileKind
+		num  uint64
+	}{
+		{"000012.sst", kindTable, 12},
+		{"1234567.sst", kindTable, 1234567},
+		{"MANIFEST-000007", kindManifest, 7},
+		{"CURRENT", kindCurrent, 0},
+		{"CURRENT.tmp", kindTemp, 0},
+		{"LOCK", kindLock, 0},
+		{"000000.sst", kindUnknown, 0},
+		{"12.sst", kindUnknown, 0},
+		{"0000012.sst", kindUnknown, 0},
+		{"+00012.sst", kindUnknown, 0},
+		{"18446744073709551615.sst", kindUnknown, 0},
+		{"4611686018427387904.sst", kindUnknown, 0}, // maxFileNum
+		{"99999999999999999999.sst", kindUnknown, 0},
+		{"backup.sst", kindUnknown, 0},
+		{"000001.sst.bak", kindUnknown, 0},
+		{"MANIFEST-7", kindUnknown, 0},
+		{"notes.txt", kindUnknown, 0},
+	}
+	for _, c := range cases {
+		if k, n := parseFileName(c.name); k != c.kind || n != c.num {
+			t.Errorf("parseFileName(%q) = %d, %d; want %d, %d", c.name, k, n, c.kind, c.num)
+		}
+	}
+	// Open leaves names it could not have written alone.
+	fs := vfs.NewMem()
+	fs.MkdirAll("/db", 0o755)
+	foreign := []string{"18446744073709551615.sst", "12.sst", "notes.txt", "MANIFEST-7"}
+	for _, n := range foreign {
+		writeFile(t, fs, "/db/"+n, []byte("x"))
+	}
+	d, err := Open(smallOptions(fs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d, err = Open(smallOptions(fs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	for _, n := range foreign {
+		if !fileExists(fs, "/db/"+n) {
+			t.Errorf("Open deleted %s", n)
+		}
+	}
+}

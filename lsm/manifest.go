@@ -489,9 +489,21 @@ func manifestName(dir string, num uint64) string {
 	return filepath.Join(dir, fmt.Sprintf("%s%06d", manifestPrefix, num))
 }
 
+// maxFileNum bounds the file numbers the DB writes (it would take 2^62 files
+// to reach it): a name with a larger number, or a number not spelled as the
+// DB spells it ("%06d"), is not the DB's.
+const maxFileNum = 1 << 62
+
 // parseFileName classifies a directory entry. Names the DB does not write
 // are kindUnknown and never deleted; nor is LOCK (kindLock).
 func parseFileName(name string) (fileKind, uint64) {
+	num := func(s string) uint64 {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || n == 0 || n >= maxFileNum || fmt.Sprintf("%06d", n) != s {
+			return 0
+		}
+		return n
+	}
 	switch {
 	case name == currentName:
 		return kindCurrent, 0
@@ -500,11 +512,11 @@ func parseFileName(name string) (fileKind, uint64) {
 	case name == lockName:
 		return kindLock, 0
 	case strings.HasPrefix(name, manifestPrefix):
-		if n, err := strconv.ParseUint(name[len(manifestPrefix):], 10, 64); err == nil && n > 0 {
+		if n := num(name[len(manifestPrefix):]); n > 0 {
 			return kindManifest, n
 		}
 	case strings.HasSuffix(name, tableSuffix):
-		if n, err := strconv.ParseUint(name[:len(name)-len(tableSuffix)], 10, 64); err == nil && n > 0 {
+		if n := num(name[:len(name)-len(tableSuffix)]); n > 0 {
 			return kindTable, n
 		}
 	}
