@@ -11,20 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"testing"
 )
-
-// knownBug fails the test when STRATA_ATTACK_BUGS=1 and skips it otherwise, so that a test
-// showing a reported, unfixed bug documents it without breaking scripts/test.sh.
-func knownBug(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("STRATA_ATTACK_BUGS") == "1" {
-		t.Fatalf("BUG: "+format, args...)
-	}
-	t.Skipf("KNOWN BUG (STRATA_ATTACK_BUGS=1 to fail): "+format, args...)
-}
 
 var awNamespaces = [][]byte{nil, []byte("w1"), []byte("window-2")}
 

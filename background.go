@@ -329,6 +329,10 @@ func (t *tiers) install() int {
 					t.preferFlush = flushProbe
 				}
 			} else {
+				// Kept at the head as a failed job, so that once the error clears (ErrNoSpace
+				// after noSpaceRetry) kick submits it again instead of every install
+				// re-reporting this stale job.
+				t.fifo[0] = &transformJob{seg: j.seg, failed: true, failedUsed: t.budget.Used()}
 				t.setBgErr("transform", j.err)
 			}
 			break

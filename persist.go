@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"slices"
 	"time"
+
+	"github.com/strata-db/strata/memory"
 )
 
 // Persistence (Store.Close, Open over an existing directory).
@@ -319,6 +321,19 @@ func (t *tiers) flush() error {
 		if err != nil {
 			return fmt.Errorf("strata: persisting a segment: %w", err)
 		}
+		// The segment is now in the lower tier: it leaves the FreshTable (and the transform
+		// queue) at once, as a background flush's does. Kept, a Close that fails later (at
+		// Persist) would leave list appends both in memory and on disk, read twice, and a
+		// retried Close would persist the duplicates.
+		if len(t.fifo) > 0 && t.fifo[0].seg == seg {
+			t.fifo[0] = nil
+			t.fifo = t.fifo[1:]
+		}
+		t.bumpEpoch()
+		if err := t.f.DropSealed(seg); err != nil {
+			return fmt.Errorf("strata: dropping a persisted segment: %w", err)
+		}
+		t.lastFresh = t.budget.UsedBy(memory.PurposeFreshData)
 		t.flushedFiles++
 	}
 	t.noteL0()
