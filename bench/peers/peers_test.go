@@ -3,6 +3,7 @@ package peers
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
 	"testing"
 )
 
@@ -150,5 +151,59 @@ func TestPrefixEnd(t *testing.T) {
 		if got := prefixEnd(nil, c.in); string(got) != string(c.want) {
 			t.Errorf("prefixEnd(%x) = %x, want %x", c.in, got, c.want)
 		}
+	}
+}
+
+// TestStrataDiskReopen checks the larger-than-memory Strata adapter (Disk,
+// a 64 MiB budget, 16 MiB segments): values written, some overwritten and
+// deleted, read back the same before and after the Store is closed and
+// opened again on its directory.
+func TestStrataDiskReopen(t *testing.T) {
+	cfg := Config{Dir: t.TempDir() + "/db", Budget: 64 << 20, Disk: true, SegmentSize: 16 << 20}
+	st, err := Open("strata", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	want := map[uint64]string{}
+	for i := range uint64(n) {
+		want[i] = fmt.Sprint("v", i)
+		st.ValuePut(key(i, ""), []byte(want[i]))
+	}
+	for i := uint64(0); i < n; i += 7 {
+		want[i] = fmt.Sprint("w", i)
+		st.ValuePut(key(i, ""), []byte(want[i]))
+	}
+	for i := uint64(3); i < n; i += 11 {
+		delete(want, i)
+		st.ValueDelete(key(i, ""))
+	}
+	checkAll := func(st Store, when string) {
+		t.Helper()
+		for i := range uint64(n) {
+			v, ok := st.ValueGet(key(i, ""))
+			w, wok := want[i]
+			if ok != wok || string(v) != w {
+				t.Fatalf("%s: ValueGet(%d) = %q, %v; want %q, %v", when, i, v, ok, w, wok)
+			}
+		}
+	}
+	checkAll(st, "before reopen")
+	// Close the Store but keep its directory (the adapter's Close removes it).
+	if err := st.(*strataStore).s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = Open("strata", cfg); err != nil {
+		t.Fatal(err)
+	}
+	if st.(*strataStore).s.Dir() == "" {
+		t.Fatal("Disk store opened in memory only")
+	}
+	checkAll(st, "after reopen")
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cfg.Dir); !os.IsNotExist(err) {
+		t.Fatalf("Close left %s behind: %v", cfg.Dir, err)
 	}
 }

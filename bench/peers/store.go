@@ -74,6 +74,12 @@ type Config struct {
 	// Budget is the memory budget in bytes: Strata's MemoryBudget and the
 	// block cache of Pebble, Badger and goleveldb.
 	Budget int64
+	// Disk opens Strata on Dir (a new temporary directory when Dir is
+	// ""), so that what exceeds Budget spills to its LsmStore; Close
+	// removes the directory. The on-disk peers ignore it (they always are).
+	Disk bool
+	// SegmentSize is Strata's Options.SegmentSize (0: its default, 64 MiB).
+	SegmentSize int
 }
 
 // Names lists the implementations in the order the benchmarks run them;

@@ -1,21 +1,39 @@
 package peers
 
-import "github.com/strata-db/strata"
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/strata-db/strata"
+)
 
 // strataStore drives the root package's public API, as a user would.
 type strataStore struct {
-	s *strata.Store
-	v *strata.ValueState[[]byte]
-	l *strata.ListState[[]byte]
-	m *strata.MapState[[]byte, []byte]
+	s   *strata.Store
+	dir string // removed by Close ("" for a Store in memory only)
+	v   *strata.ValueState[[]byte]
+	l   *strata.ListState[[]byte]
+	m   *strata.MapState[[]byte, []byte]
 }
 
 func openStrata(cfg Config) (*strataStore, error) {
-	s, err := strata.Open("", strata.Options{MaxParallelism: MaxParallelism, MemoryBudget: cfg.Budget})
+	dir := ""
+	if cfg.Disk {
+		dir = cfg.Dir
+		if dir == "" {
+			d, err := os.MkdirTemp("", "strata-bench-strata-")
+			if err != nil {
+				return nil, err
+			}
+			dir = d
+		}
+	}
+	s, err := strata.Open(dir, strata.Options{MaxParallelism: MaxParallelism, MemoryBudget: cfg.Budget, SegmentSize: cfg.SegmentSize})
 	if err != nil {
 		return nil, err
 	}
-	st := &strataStore{s: s}
+	st := &strataStore{s: s, dir: dir}
 	if st.v, err = strata.NewValueState(s, strata.ValueDescriptor[[]byte]{Name: "value", Codec: strata.Bytes}); err != nil {
 		return nil, err
 	}
@@ -96,5 +114,19 @@ func (st *strataStore) MapIterate(k Key) (n, bytes int) {
 	return n, bytes
 }
 
-func (st *strataStore) Bulk(bool)    {}
-func (st *strataStore) Close() error { return st.s.Close() }
+func (st *strataStore) Bulk(bool) {}
+func (st *strataStore) Close() error {
+	err := st.s.Close()
+	if st.dir != "" {
+		err = errors.Join(err, os.RemoveAll(st.dir))
+	}
+	return err
+}
+
+// Stats summarises where the Store keeps its state (for the benchmark log:
+// a larger-than-memory row must show evictions and LSM files).
+func (st *strataStore) Stats() string {
+	s := st.s.Stats()
+	return fmt.Sprintf("budget %d/%d MiB, slices %d MiB, LSM %d files %d MiB (L0 %d), evictions %d, flushes %d, block cache hits/misses %d/%d",
+		s.BudgetUsed>>20, s.BudgetLimit>>20, s.SliceBytes>>20, s.LSMFiles, s.LSMBytes>>20, s.L0Files, s.Evictions, s.Flushes, s.BlockCacheHits, s.BlockCacheMisses)
+}

@@ -35,17 +35,17 @@ func impls() []string {
 
 // lazyStore opens and loads one implementation's store on first use.
 type lazyStore struct {
-	impl   string
-	budget int64
-	load   func(st peers.Store)
-	st     peers.Store
-	pos    map[string]int // per-leaf position in the key sequence
+	impl string
+	cfg  peers.Config
+	load func(st peers.Store)
+	st   peers.Store
+	pos  map[string]int // per-leaf position in the key sequence
 }
 
 func (l *lazyStore) get(b *testing.B) peers.Store {
 	if l.st == nil {
 		b.StopTimer()
-		st, err := peers.Open(l.impl, peers.Config{Budget: l.budget})
+		st, err := peers.Open(l.impl, l.cfg)
 		if err != nil {
 			b.Fatalf("open %s: %v", l.impl, err)
 		}
@@ -54,6 +54,9 @@ func (l *lazyStore) get(b *testing.B) peers.Store {
 		l.load(st)
 		st.Bulk(false)
 		b.Logf("loaded %s in %v", l.impl, time.Since(start).Round(time.Millisecond))
+		if s, ok := st.(interface{ Stats() string }); ok {
+			b.Logf("%s: %s", l.impl, s.Stats())
+		}
 		l.st = st
 		l.pos = map[string]int{}
 		runtime.GC()
@@ -75,8 +78,14 @@ func (l *lazyStore) close(b *testing.B) {
 // forImpls runs body once per implementation under impl=<name>, with a lazy
 // store loaded by load, closed when body returns.
 func forImpls(b *testing.B, budget int64, load func(st peers.Store), body func(b *testing.B, l *lazyStore)) {
-	for _, impl := range impls() {
-		l := &lazyStore{impl: impl, budget: budget, load: load}
+	forImplsCfg(b, impls(), peers.Config{Budget: budget}, load, body)
+}
+
+// forImplsCfg is forImpls over the implementations names, each opened with
+// cfg.
+func forImplsCfg(b *testing.B, names []string, cfg peers.Config, load func(st peers.Store), body func(b *testing.B, l *lazyStore)) {
+	for _, impl := range names {
+		l := &lazyStore{impl: impl, cfg: cfg, load: load}
 		b.Run("impl="+impl, func(b *testing.B) { body(b, l) })
 		l.close(b)
 	}
