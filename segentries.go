@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync"
@@ -13,18 +14,23 @@ import (
 )
 
 // The first half of a transform and of a flush: the live records of a sealed segment in entry
-// order. Entries are not materialized on the Go heap: one pass over the segment keeps a 24-byte
-// record per live entry (its order hash, its hash and its offset in the segment; no pointers,
-// so the garbage collector never scans it), a radix sort on the order hash puts them in order,
-// runs of equal order hashes (the entries of one map, or hash collisions) are ordered by
-// compareEntries, and the iterator decodes each entry again from the segment when the consumer
-// reaches it. The record buffers are pooled: back-to-back transforms reuse them.
+// order. Entries are not materialized on the Go heap: one pass over the segment keeps a 40-byte
+// record per live entry (its order hash, its hash, its offset in the segment and a tie-break
+// for the entries of one map; no pointers, so the garbage collector never scans it), a radix
+// sort on the order hash puts them in order, runs of equal order hashes (the entries of one map,
+// or hash collisions) are ordered by the tie-break, or by compareEntries on the decoded entries
+// when the tie-break cannot decide, and the iterator decodes each entry again from the segment
+// when the consumer reaches it, touching a batch of records first so that their cache misses
+// overlap. The record buffers are pooled: back-to-back transforms reuse them.
 
 // segRec is one live entry of a sealed segment, for the sort.
 type segRec struct {
 	order uint64 // entry.Order
 	hash  uint64 // entry.Hash
+	tie   uint64 // map entries: the first 8 bytes of UserKey, big-endian, zero-padded
 	off   uint32 // the record's offset in the segment (fresh.SealedSegment.EntryAt)
+	kref  uint32 // fresh.SealedIter.KeyRef: equal krefs, equal keys
+	uklen uint8  // len(UserKey), capped at 255
 }
 
 // segRecPool holds *[]segRec buffers (the records and the radix sort's scratch).
@@ -45,12 +51,35 @@ type segIter struct {
 	i    int
 	e    entry.Entry
 	err  error
+	// touched keeps the loads of Touch alive (their value is meaningless).
+	touched byte
+}
+
+// touchBatch is how many records segIter touches before decoding them: the records sit at
+// random places in a segment of tens of MiB, so each decode misses the caches; touched in a
+// batch of independent loads, the misses of a batch overlap (memory-level parallelism).
+const touchBatch = 16
+
+// touchRecs touches the records recs point to, then the map headers of their map entries, and
+// returns a value that depends on every load (keep it, or the loads may go).
+func touchRecs(seg *fresh.SealedSegment, recs []segRec) byte {
+	var x byte
+	for i := range recs {
+		x ^= seg.Touch(recs[i].off)
+	}
+	for i := range recs {
+		x ^= seg.TouchHeader(recs[i].off)
+	}
+	return x
 }
 
 func (it *segIter) Next() bool {
 	it.i++
 	if it.err != nil || it.i >= len(it.recs) {
 		return false
+	}
+	if it.i%touchBatch == 0 {
+		it.touched ^= touchRecs(it.seg, it.recs[it.i:min(it.i+touchBatch, len(it.recs))])
 	}
 	r := &it.recs[it.i]
 	e, err := it.seg.EntryAt(r.off)
@@ -97,7 +126,13 @@ func (t *tiers) segmentEntries(ctx context.Context, seg *fresh.SealedSegment) (*
 		if !ok {
 			return fail(fmt.Errorf("%w: malformed composite key %x", ErrCorruption, e.Key))
 		}
-		recs = append(recs, segRec{order: entry.OrderHash(kg, t.stride, h), hash: h, off: it.Offset()})
+		r := segRec{order: entry.OrderHash(kg, t.stride, h), hash: h, off: it.Offset(), kref: it.KeyRef()}
+		if n := len(e.UserKey); n > 0 {
+			var p [8]byte
+			copy(p[:], e.UserKey)
+			r.tie, r.uklen = binary.BigEndian.Uint64(p[:]), uint8(min(n, 255))
+		}
+		recs = append(recs, r)
 	}
 	if err := it.Err(); err != nil {
 		return fail(err)
@@ -114,9 +149,9 @@ func (t *tiers) segmentEntries(ctx context.Context, seg *fresh.SealedSegment) (*
 	return &segIter{seg: seg, recs: recs, buf: buf, i: -1}, nil
 }
 
-// radixSortSegRecs sorts recs by order (LSD radix sort, 8-bit digits; a digit every record
-// shares costs one counting pass and no move) using tmp as scratch, and returns the scratch
-// (grown) for reuse. Stable, so the segment order stays within equal orders.
+// radixSortSegRecs sorts recs by order (LSD radix sort, six 11-bit digits; a digit every record
+// shares costs no move) using tmp as scratch, and returns the scratch (grown) for reuse. Stable,
+// so the segment order stays within equal orders.
 func radixSortSegRecs(recs, tmp []segRec) []segRec {
 	n := len(recs)
 	if n < 2 {
@@ -134,27 +169,29 @@ func radixSortSegRecs(recs, tmp []segRec) []segRec {
 		tmp = make([]segRec, n)
 	}
 	tmp = tmp[:n]
-	// One pass counts all eight digits.
-	var counts [8][256]int
+	const bits, digits = 11, 6 // 6 × 11 ≥ 64
+	const mask = 1<<bits - 1
+	// One pass counts all the digits.
+	counts := new([digits][1 << bits]uint32)
 	for i := range recs {
 		o := recs[i].order
-		for d := range 8 {
-			counts[d][byte(o>>(8*d))]++
+		for d := range digits {
+			counts[d][o>>(bits*d)&mask]++
 		}
 	}
 	src, dst := recs, tmp
-	for d := range 8 {
+	for d := range digits {
 		c := &counts[d]
-		if c[byte(src[0].order>>(8*d))] == n {
+		shift := uint(bits * d)
+		if int(c[src[0].order>>shift&mask]) == n {
 			continue // every record has this digit
 		}
-		sum := 0
+		sum := uint32(0)
 		for i := range c {
 			c[i], sum = sum, sum+c[i]
 		}
-		shift := 8 * uint(d)
 		for i := range src {
-			b := byte(src[i].order >> shift)
+			b := src[i].order >> shift & mask
 			dst[c[b]] = src[i]
 			c[b]++
 		}
@@ -172,13 +209,15 @@ func radixSortSegRecs(recs, tmp []segRec) []segRec {
 func sortEqualOrders(seg *fresh.SealedSegment, recs []segRec) error {
 	var ents []entry.Entry
 	var idx []int
+	var touched byte
 	for i := 0; i < len(recs); {
 		j := i + 1
 		for j < len(recs) && recs[j].order == recs[i].order {
 			j++
 		}
-		if j-i > 1 {
+		if j-i > 1 && !sortMapRun(recs[i:j]) {
 			run := recs[i:j]
+			touched ^= touchRecs(seg, run)
 			ents = ents[:0]
 			for _, r := range run {
 				e, err := seg.EntryAt(r.off)
@@ -218,7 +257,45 @@ func sortEqualOrders(seg *fresh.SealedSegment, recs []segRec) error {
 		}
 		i = j
 	}
+	touchSink = touched
 	return nil
+}
+
+// touchSink keeps sortEqualOrders' touches alive.
+var touchSink byte
+
+// sortMapRun orders a run of equal orders without decoding it when it can: every record holds
+// the same key (one kref: the entries of one map, and its base header) and every user key is at
+// most 8 bytes, so (tie, uklen) orders them as compareEntries does, unless two are equal (then
+// the versions need their sequence numbers). It reports whether it did; if not, the run's order
+// is unspecified.
+func sortMapRun(run []segRec) bool {
+	for i := range run {
+		if run[i].kref != run[0].kref || run[i].uklen > 8 {
+			return false
+		}
+	}
+	less := func(a, b *segRec) bool { return a.tie < b.tie || a.tie == b.tie && a.uklen < b.uklen }
+	if len(run) <= 16 {
+		for a := 1; a < len(run); a++ {
+			for b := a; b > 0 && less(&run[b], &run[b-1]); b-- {
+				run[b], run[b-1] = run[b-1], run[b]
+			}
+		}
+	} else {
+		slices.SortFunc(run, func(a, b segRec) int {
+			if c := cmp.Compare(a.tie, b.tie); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.uklen, b.uklen)
+		})
+	}
+	for i := 1; i < len(run); i++ {
+		if !less(&run[i-1], &run[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // compareRunEntries is compareEntries for entries of equal Order.

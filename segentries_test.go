@@ -2,9 +2,12 @@ package strata
 
 import (
 	"cmp"
+	"context"
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/strata-db/strata/internal/entry"
 )
 
 // TestRadixSortSegRecs checks the transform's radix sort against a stable comparison sort, on
@@ -36,5 +39,72 @@ func TestRadixSortSegRecs(t *testing.T) {
 				t.Fatalf("n %d %s: radix sort differs from a stable sort", n, mode)
 			}
 		}
+	}
+}
+
+// TestSegmentEntriesOrder seals a segment of maps whose user keys take both tie-break paths
+// (short keys ordered without decoding; long keys, prefixes with zero bytes, cleared maps with
+// a base header, removed entries, values and lists beside them) and checks that segmentEntries
+// yields every live record once, in compareEntries order.
+func TestSegmentEntriesOrder(t *testing.T) {
+	s := must(Open("", Options{MemoryBudget: 256 << 20}))
+	defer s.Close()
+	m := must(NewMapState(s, MapDescriptor[[]byte, []byte]{Name: "m", KeyCodec: Bytes, ValueCodec: Bytes}))
+	v := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
+	l := must(NewListState(s, ListDescriptor[[]byte]{Name: "l", Codec: Bytes}))
+	r := rand.New(rand.NewPCG(3, 4))
+	uks := [][]byte{{}, {0}, {0, 0}, []byte("a"), []byte("a\x00"), []byte("ab"), []byte("abcdefgh"),
+		[]byte("abcdefgh\x00"), []byte("abcdefghi"), []byte("abcdefghij"), []byte("zz"), []byte("\xff\xff\xff\xff\xff\xff\xff\xff\xff")}
+	for k := range 2000 {
+		key := s.Key([]byte{byte(k >> 8), byte(k), 7})
+		for range 1 + r.IntN(12) {
+			uk := uks[r.IntN(len(uks))]
+			if k%3 == 0 {
+				uk = append([]byte(nil), uk[:min(len(uk), 8)]...) // short keys only: the fast path
+			}
+			switch x := r.IntN(20); {
+			case x == 0:
+				must(0, m.Clear(key))
+			case x < 3:
+				must(0, m.Remove(key, uk))
+			default:
+				must(0, m.Put(key, uk, []byte{byte(x)}))
+			}
+		}
+		if k%5 == 0 {
+			must(0, v.Put(key, []byte("v")))
+			must(0, l.Add(key, []byte("l")))
+		}
+	}
+	if err := s.t.f.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	sealed := s.t.f.Sealed()
+	seg := sealed[len(sealed)-1]
+	want := 0
+	for it := seg.Entries(); it.Next(); {
+		want++
+	}
+	it, err := s.t.segmentEntries(context.Background(), seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.release()
+	var prev entry.Entry
+	got := 0
+	for it.Next() {
+		e := *it.Entry()
+		if got > 0 && compareEntries(prev, e) >= 0 {
+			t.Fatalf("entry %d out of order: %v %q %q seq %d after %v %q %q seq %d", got,
+				e.Kind, e.Key, e.UserKey, e.Seq, prev.Kind, prev.Key, prev.UserKey, prev.Seq)
+		}
+		prev = e
+		got++
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got != want || got == 0 {
+		t.Fatalf("segmentEntries yielded %d entries, the segment has %d", got, want)
 	}
 }

@@ -1,6 +1,7 @@
 package fresh
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 
@@ -65,6 +66,7 @@ type SealedIter struct {
 	data []byte
 	off  uint32 // next record
 	cur  uint32 // the record Entry describes
+	kref uint32 // its key's record (KeyRef)
 	e    entry.Entry
 	err  error
 }
@@ -83,16 +85,20 @@ func (s *SealedSegment) seq(low uint64) uint64 {
 // decode returns the entry of the record at off as Entries yields it, the
 // record's size, and live = false for a record Entries skips (dead, or a
 // map header without FlagBase).
-func (s *SealedSegment) decode(off uint32) (e entry.Entry, size uint32, live bool, err error) {
+//
+// kref is the offset of the record holding the entry's key: the map header
+// for a map entry, the record itself otherwise.
+func (s *SealedSegment) decode(off uint32) (e entry.Entry, size, kref uint32, live bool, err error) {
 	data := s.data
 	r, err := DecodeRecord(data, off)
 	if err != nil {
-		return e, 0, false, err
+		return e, 0, 0, false, err
 	}
 	if r.Flags&FlagDead != 0 {
-		return e, r.Size, false, nil
+		return e, r.Size, off, false, nil
 	}
 	e = entry.Entry{Seq: s.seq(r.Seq), Key: r.Key, Value: r.Value}
+	kref = off
 	switch r.Kind {
 	case KindValue:
 		e.Kind = entry.KindValue
@@ -105,7 +111,7 @@ func (s *SealedSegment) decode(off uint32) (e entry.Entry, size uint32, live boo
 		}
 	case KindMapHeader:
 		if r.Flags&FlagBase == 0 {
-			return e, r.Size, false, nil
+			return e, r.Size, off, false, nil
 		}
 		e.Kind = entry.KindTombstone
 	case KindMapEntry:
@@ -114,15 +120,16 @@ func (s *SealedSegment) decode(off uint32) (e entry.Entry, size uint32, live boo
 			err = corrupt(off, "map entry's header %d is a %v", r.Header, h.Kind)
 		}
 		if err != nil {
-			return e, 0, false, err
+			return e, 0, 0, false, err
 		}
 		e.Key, e.UserKey = h.Key, r.Key
+		kref = r.Header
 		e.Kind = entry.KindMapEntry
 		if r.Flags&FlagTomb != 0 {
 			e.Kind = entry.KindMapEntryTombstone
 		}
 	}
-	return e, r.Size, true, nil
+	return e, r.Size, kref, true, nil
 }
 
 // EntryAt returns the entry of the record at off, an offset a SealedIter of
@@ -133,7 +140,7 @@ func (s *SealedSegment) EntryAt(off uint32) (entry.Entry, error) {
 	if s.dropped.Load() {
 		return entry.Entry{}, fmt.Errorf("%w: entry of a dropped segment", ErrSegmentDropped)
 	}
-	e, _, live, err := s.decode(off)
+	e, _, _, live, err := s.decode(off)
 	if err != nil {
 		return e, fmt.Errorf("fresh: sealed segment entry at %d: %w", off, err)
 	}
@@ -143,11 +150,42 @@ func (s *SealedSegment) EntryAt(off uint32) (entry.Entry, error) {
 	return e, nil
 }
 
+// KeyRef returns the offset of the record that holds the current entry's key
+// (the map header of a map entry, the record itself otherwise): two entries
+// of the segment with the same KeyRef have the same Key (different KeyRefs
+// may still have equal keys), so a transform can order the entries of one
+// map without comparing their keys.
+func (it *SealedIter) KeyRef() uint32 { return it.kref }
+
+// Touch reads and returns the first byte of the record at off (0 past the end
+// of the segment). A transform that decodes records in another order than
+// the segment's touches a batch of records before decoding them, so that
+// their cache misses overlap instead of queueing one after the other.
+func (s *SealedSegment) Touch(off uint32) byte {
+	if off < uint32(len(s.data)) {
+		return s.data[off]
+	}
+	return 0
+}
+
+// TouchHeader is Touch of the map header of the map entry at off (0 for
+// other records): EntryAt of a map entry reads its header too.
+func (s *SealedSegment) TouchHeader(off uint32) byte {
+	d := s.data
+	if uint64(off)+entryHdrSize > uint64(len(d)) || RecordKind(d[off+7]&0xF) != KindMapEntry {
+		return 0
+	}
+	if h := binary.LittleEndian.Uint32(d[off+16:]); h < uint32(len(d)) {
+		return d[h]
+	}
+	return 0
+}
+
 // Next advances to the next live record.
 func (it *SealedIter) Next() bool {
 	for it.off < uint32(len(it.data)) {
 		off := it.off
-		e, size, live, err := it.s.decode(off)
+		e, size, kref, live, err := it.s.decode(off)
 		if err != nil {
 			it.err = fmt.Errorf("fresh: sealed segment entries: %w", err)
 			it.off = uint32(len(it.data))
@@ -157,7 +195,7 @@ func (it *SealedIter) Next() bool {
 		if !live {
 			continue
 		}
-		it.e, it.cur = e, off
+		it.e, it.cur, it.kref = e, off, kref
 		return true
 	}
 	return false
