@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/strata-db/strata/fresh"
+	"github.com/strata-db/strata/lsm"
 	"github.com/strata-db/strata/memory"
 )
 
@@ -57,6 +58,11 @@ var (
 	// acknowledged write stays readable, nothing on disk is damaged, and the failed work is
 	// retried after a second, so writes succeed again once space was freed.
 	ErrNoSpace = errors.New("strata: no space left on device")
+	// ErrLocked is returned by Open when another open Store — in this process or another
+	// one — has the directory (its LsmStore's LOCK file is locked, flock(2)); nothing in the
+	// directory was read or changed. Close releases the lock. It is lsm.ErrLocked and also
+	// matches syscall.EWOULDBLOCK.
+	ErrLocked = lsm.ErrLocked
 	// ErrIncompatibleStore is returned by Open when the directory holds a store persisted with
 	// another MaxParallelism or another key-group range than Options asks for (rescaling is a
 	// restore, not an Open), or when its state registry cannot be read (with ErrCorruption).
