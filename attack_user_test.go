@@ -8,21 +8,12 @@ package strata_test
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/strata-db/strata"
 )
-
-func attackKnownBug(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("STRATA_ATTACK_BUGS") == "1" {
-		t.Fatalf("BUG: "+format, args...)
-	}
-	t.Skipf("KNOWN BUG (STRATA_ATTACK_BUGS=1 to fail): "+format, args...)
-}
 
 type userStates struct {
 	v *strata.ValueState[string]
@@ -316,10 +307,11 @@ func TestAttackUserCloseTwice(t *testing.T) {
 	}
 }
 
-// TestAttackUserDoubleOpen: a second Store over a directory another Store has open. A
-// directory lock would refuse the second Open; without one, both Stores number their files
-// from the same listing, each Open deletes the other's manifest as obsolete, and Close
-// truncates and rewrites the other's tables (vfs Create is O_TRUNC).
+// TestAttackUserDoubleOpen: a second Store over a directory another Store has open. Without a
+// directory lock both Stores numbered their files from the same listing, each Open deleted the
+// other's manifest as obsolete, and Close truncated and rewrote the other's tables (vfs Create
+// is O_TRUNC). The lock refuses the second Open with ErrLocked, the first Store goes on, and
+// the directory reopens to what it persisted.
 func TestAttackUserDoubleOpen(t *testing.T) {
 	for _, order := range []string{"first-closes-first", "second-closes-first"} {
 		t.Run(order, func(t *testing.T) {
@@ -340,31 +332,43 @@ func TestAttackUserDoubleOpen(t *testing.T) {
 			st1, _ = registerUser(s1)
 			userWrite(t, s1, st1, 2000, 4000, "b")
 			s2, err := strata.Open(dir, userOpts)
-			if err != nil {
-				t.Logf("second Open refused: %v", err)
-				s1.Close()
-				return
+			if err == nil {
+				st2, _ := registerUser(s2)
+				userWrite(t, s2, st2, 4000, 6000, "c")
+				t.Fatalf("a second Open of a directory in use succeeded (Close: %v / %v)", s1.Close(), s2.Close())
 			}
-			st2, _ := registerUser(s2)
-			userWrite(t, s2, st2, 4000, 6000, "c")
-			var err1, err2 error
-			if order == "first-closes-first" {
-				err1, err2 = s1.Close(), s2.Close()
-			} else {
-				err2, err1 = s2.Close(), s1.Close()
+			if !errors.Is(err, strata.ErrLocked) {
+				t.Fatalf("second Open: %v, want ErrLocked", err)
 			}
-			t.Logf("two Stores on one directory: both opened; Close: %v / %v", err1, err2)
+			t.Logf("second Open refused: %v", err)
+			if order == "second-closes-first" {
+				// The refused Open took nothing: the first Store's writes go on.
+				userWrite(t, s1, st1, 4000, 6000, "c")
+			}
+			if err := s1.Close(); err != nil {
+				t.Fatal(err)
+			}
 			s, err := strata.Open(dir, userOpts)
 			if err != nil {
-				attackKnownBug(t, "no directory lock: a second Open of a directory in use succeeds, both Close without error, and the directory then fails to open: %v", err)
+				t.Fatalf("reopen after the first Store closed: %v", err)
 			}
 			defer s.Close()
 			st, _ := registerUser(s)
-			bad0, e0 := userCheck(s, st, 0, 2000, "a")
-			bad1, e1 := userCheck(s, st, 2000, 4000, "b")
-			bad2, e2 := userCheck(s, st, 4000, 6000, "c")
-			t.Logf("after both Close: bad reads %d (persisted before: %v) / %d (store 1: %v) / %d (store 2: %v)", bad0, e0, bad1, e1, bad2, e2)
-			attackKnownBug(t, "no directory lock: a second Open of a directory in use succeeds and both Close without error (bad reads after: %d/%d/%d)", bad0, bad1, bad2)
+			checks := []struct {
+				lo, hi int
+				v      string
+			}{{0, 2000, "a"}, {2000, 4000, "b"}}
+			if order == "second-closes-first" {
+				checks = append(checks, struct {
+					lo, hi int
+					v      string
+				}{4000, 6000, "c"})
+			}
+			for _, c := range checks {
+				if bad, err := userCheck(s, st, c.lo, c.hi, c.v); bad != 0 || err != nil {
+					t.Fatalf("keys [%d, %d): %d bad reads, %v", c.lo, c.hi, bad, err)
+				}
+			}
 		})
 	}
 }
