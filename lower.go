@@ -57,25 +57,108 @@ func (e *evictSink) Evict(it entry.Iterator) error {
 	return nil
 }
 
-// lowGet resolves the newest key-level version of key in the lower tier: Found with a copy of
-// the value (a value, or a list's base batch), Deleted for a tombstone, Absent when the tier
-// holds nothing. The copy is the caller's (valid until the next write, as the upper tiers'
-// values): the tier's bytes are only valid during the visit.
-func lowGet(low lowerTier, order uint64, key []byte) ([]byte, status, error) {
-	var val []byte
-	st := absent
-	err := low.Get(order, key, nil, func(e *entry.Entry) bool {
-		switch e.Kind {
-		case entry.KindValue, entry.KindListBase, entry.KindListAppend:
-			val, st = append([]byte(nil), e.Value...), found
-		case entry.KindTombstone:
-			st = deleted
-		default:
-			return true // a map entry with an empty user key: not key-level
-		}
+// lowReader is the state of the point reads of the lower tier (tiers.lr): visit functions bound
+// once (a func literal per read escaped through the lowerTier interface, and with it the
+// variables it captured: three allocations per read) and an arena for the copies of the values
+// read, which stay valid until the next write, as the upper tiers' values do (tiers.before
+// resets it; bytes handed out are never overwritten before that, a full arena is replaced, not
+// reused). Owner goroutine only.
+type lowReader struct {
+	buf          []byte // the arena: copies handed out since the last write
+	val          []byte
+	st           status
+	seq, tomb    uint64
+	hasTomb      bool
+	getFn, mapFn func(*entry.Entry) bool
+	tombFn       func(*entry.Entry) bool
+	bound        bool
+}
+
+// lowArenaMax bounds the chunks of the arena: reads with no write between them take a new
+// chunk once one is full (the old one lives on in the values handed out).
+const lowArenaMax = 1 << 20
+
+func (r *lowReader) init() {
+	if !r.bound {
+		r.getFn, r.mapFn, r.tombFn, r.bound = r.visitGet, r.visitMap, r.visitTomb, true
+	}
+}
+
+// reset makes the arena reusable (at a write: the copies handed out before it are dead).
+func (r *lowReader) reset() { r.buf = r.buf[:0] }
+
+// copy returns a copy of b in the arena.
+func (r *lowReader) copy(b []byte) []byte {
+	if len(r.buf)+len(b) > cap(r.buf) {
+		r.buf = make([]byte, 0, max(min(2*cap(r.buf), lowArenaMax), 4<<10, len(b)))
+	}
+	n := len(r.buf)
+	r.buf = append(r.buf, b...)
+	return r.buf[n:len(r.buf):len(r.buf)]
+}
+
+// get resolves the newest key-level version of key in the lower tier: Found with a copy of the
+// value (a value, or a list's base batch; in the arena), Deleted for a tombstone, Absent when
+// the tier holds nothing. The tier's bytes are only valid during the visit.
+func (r *lowReader) get(low lowerTier, order uint64, key []byte) ([]byte, status, error) {
+	r.init()
+	r.val, r.st = nil, absent
+	err := low.Get(order, key, nil, r.getFn)
+	v, st := r.val, r.st
+	r.val = nil
+	return v, st, err
+}
+
+func (r *lowReader) visitGet(e *entry.Entry) bool {
+	switch e.Kind {
+	case entry.KindValue, entry.KindListBase, entry.KindListAppend:
+		r.val, r.st = r.copy(e.Value), found
+	case entry.KindTombstone:
+		r.st = deleted
+	default:
+		return true // a map entry with an empty user key: not key-level
+	}
+	return false
+}
+
+// mapGet resolves user key uk of the map mapKey in the lower tier: the newest version of the
+// entry against the newest key-level tombstone (a clear or delete of the map).
+func (r *lowReader) mapGet(low lowerTier, order uint64, mapKey, uk []byte) ([]byte, status, error) {
+	r.init()
+	r.val, r.st, r.seq, r.tomb, r.hasTomb = nil, absent, 0, 0, false
+	err := low.Get(order, mapKey, uk, r.mapFn)
+	if err == nil {
+		err = low.Get(order, mapKey, nil, r.tombFn)
+	}
+	v, st := r.val, r.st
+	r.val = nil
+	if err != nil {
+		return nil, absent, err
+	}
+	if r.hasTomb && (st == absent || r.tomb > r.seq) {
+		return nil, deleted, nil
+	}
+	return v, st, nil
+}
+
+func (r *lowReader) visitMap(e *entry.Entry) bool {
+	switch e.Kind {
+	case entry.KindMapEntry:
+		r.val, r.seq, r.st = r.copy(e.Value), e.Seq, found
+	case entry.KindMapEntryTombstone:
+		r.seq, r.st = e.Seq, deleted
+	default:
+		return true
+	}
+	return false
+}
+
+func (r *lowReader) visitTomb(e *entry.Entry) bool {
+	if e.Kind == entry.KindTombstone {
+		r.tomb, r.hasTomb = e.Seq, true
 		return false
-	})
-	return val, st, err
+	}
+	return true
 }
 
 // lowListGet appends the lower tier's batches of a list (copies), oldest first, stopping at a
@@ -97,45 +180,6 @@ func lowListGet(low lowerTier, order uint64, key []byte, dst [][]byte) ([][]byte
 	})
 	reverse(dst[start:])
 	return dst, err
-}
-
-// lowMapGet resolves user key uk of the map mapKey in the lower tier: the newest version of the
-// entry against the newest key-level tombstone (a clear or delete of the map).
-func lowMapGet(low lowerTier, order uint64, mapKey, uk []byte) ([]byte, status, error) {
-	var (
-		val       []byte
-		seq, tomb uint64
-		st        = absent
-		hasTomb   bool
-	)
-	err := low.Get(order, mapKey, uk, func(e *entry.Entry) bool {
-		switch e.Kind {
-		case entry.KindMapEntry:
-			val, seq, st = append([]byte(nil), e.Value...), e.Seq, found
-		case entry.KindMapEntryTombstone:
-			seq, st = e.Seq, deleted
-		default:
-			return true
-		}
-		return false
-	})
-	if err != nil {
-		return nil, absent, err
-	}
-	err = low.Get(order, mapKey, nil, func(e *entry.Entry) bool {
-		if e.Kind == entry.KindTombstone {
-			tomb, hasTomb = e.Seq, true
-			return false
-		}
-		return true
-	})
-	if err != nil {
-		return nil, absent, err
-	}
-	if hasTomb && (st == absent || tomb > seq) {
-		return nil, deleted, nil
-	}
-	return val, st, nil
 }
 
 // lowEntry is a live map entry of the lower tier, copied out of it.

@@ -98,6 +98,7 @@ type tiers struct {
 	sl     *slice.Table
 	alloc  *slice.Allocator
 	low    lowerTier // nil: no lower tier, no eviction
+	lr     lowReader // point reads of low (lower.go)
 	db     *lsm.DB   // the LsmStore behind low (nil: in memory only, or a test lower tier)
 	budget *memory.Budget
 	sched  *scheduler.Scheduler
@@ -281,7 +282,7 @@ func (t *tiers) Get(h uint64, key []byte) ([]byte, status) {
 		return v, status(st)
 	}
 	if t.low != nil {
-		v, st, err := lowGet(t.low, order, key)
+		v, st, err := t.lr.get(t.low, order, key)
 		if err != nil {
 			return nil, t.lowFailed(err)
 		}
@@ -337,7 +338,7 @@ func (t *tiers) MapGet(hm uint64, mapKey []byte, hu uint64, userKey []byte) ([]b
 		return v, status(st)
 	}
 	if t.low != nil {
-		v, st, err := lowMapGet(t.low, order, mapKey, userKey)
+		v, st, err := t.lr.mapGet(t.low, order, mapKey, userKey)
 		if err != nil {
 			return nil, t.lowFailed(err)
 		}
@@ -519,6 +520,7 @@ func (t *tiers) before() error {
 	if t.bgErr != nil && !t.retryNoSpace() {
 		return t.bgErr
 	}
+	t.lr.reset()
 	if t.ready.Load() != 0 {
 		t.poll()
 	}
