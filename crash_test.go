@@ -63,7 +63,14 @@ func TestModelLSM(t *testing.T) {
 	for i := range ops {
 		if i == next {
 			next += 1 + rng.IntN(2*bgEvery)
-			switch r := rng.IntN(100); {
+			r := rng.IntN(100)
+			// Every run reopens and crashes at least once, whatever the seed draws.
+			if reopens == 0 && i >= ops/3 {
+				r = 94
+			} else if crashes == 0 && i >= 2*ops/3 {
+				r = 99
+			}
+			switch {
 			case r < 94:
 				m.background(i, &events)
 			case r < 98:
