@@ -34,10 +34,10 @@
 // # Implementations (Names)
 //
 //	strata   the root package's public API: ValueState/ListState/MapState
-//	         with the Bytes codec, MemoryBudget = Config.Budget. In memory
-//	         only, or with Config.Disk on a (temporary) directory so that it
-//	         spills to its LsmStore (block cache: its default share of the
-//	         budget), Options.SegmentSize = Config.SegmentSize.
+//	         with the Bytes codec, MemoryBudget = Config.Budget, on a
+//	         (temporary) directory so that what exceeds the budget spills to
+//	         its LsmStore (block cache: its default share of the budget),
+//	         Options.SegmentSize = Config.SegmentSize.
 //	pebble   Pebble v2 on disk in a temporary directory: block cache =
 //	         Config.Budget, 64 MiB memtable, WAL disabled (DisableWAL), no
 //	         compression on any level, lists via the concatenating

@@ -74,9 +74,9 @@ type Config struct {
 	// Budget is the memory budget in bytes: Strata's MemoryBudget and the
 	// block cache of Pebble, Badger and goleveldb.
 	Budget int64
-	// Disk opens Strata on Dir (a new temporary directory when Dir is
-	// ""), so that what exceeds Budget spills to its LsmStore; Close
-	// removes the directory. The on-disk peers ignore it (they always are).
+	// Disk marks the larger-than-memory rows. Strata always opens on Dir
+	// (a new temporary directory when Dir is ""), so that what exceeds
+	// Budget spills to its LsmStore, and Close removes the directory.
 	Disk bool
 	// SegmentSize is Strata's Options.SegmentSize (0: its default, 64 MiB).
 	SegmentSize int

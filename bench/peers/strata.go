@@ -18,16 +18,16 @@ type strataStore struct {
 }
 
 func openStrata(cfg Config) (*strataStore, error) {
-	dir := ""
-	if cfg.Disk {
-		dir = cfg.Dir
-		if dir == "" {
-			d, err := os.MkdirTemp("", "strata-bench-strata-")
-			if err != nil {
-				return nil, err
-			}
-			dir = d
+	// Always on a directory, as the on-disk peers are: state beyond the budget spills to the
+	// LsmStore instead of failing with ErrMemoryBudget (list addAll(100) grows lists past
+	// 1 GiB over a long run).
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "strata-bench-strata-")
+		if err != nil {
+			return nil, err
 		}
+		dir = d
 	}
 	s, err := strata.Open(dir, strata.Options{MaxParallelism: MaxParallelism, MemoryBudget: cfg.Budget, SegmentSize: cfg.SegmentSize})
 	if err != nil {
