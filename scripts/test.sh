@@ -37,7 +37,7 @@ arm_pkgs="./asm_arm64/ ./slice/ ./fresh/ ./memory/ ."
 run_qemu() { # $1 cpu, $2 expected impl, $3 expected SVE vector bits, rest: extra go test flags
   local cpu=$1 impl=$2 vl=$3; shift 3
   echo "--- qemu -cpu $cpu (expect impl=$impl vl=$vl) $*"
-  STRATA_EXPECT_IMPL=$impl STRATA_EXPECT_VL=$vl GOARCH=arm64 \
+  STRATA_EMULATED=1 STRATA_EXPECT_IMPL=$impl STRATA_EXPECT_VL=$vl GOARCH=arm64 \
     go test -short -count=1 "$@" -exec "qemu-aarch64-static -cpu $cpu" $arm_pkgs
 }
 run_qemu max,sve128=on sve 128
