@@ -1,6 +1,7 @@
 package strata
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -327,9 +328,15 @@ func (m *modelRun) step(op int) {
 				m.mMap[kn][uk] = uv + 1
 			}
 		}
-		ok(it.Err())
-		if len(seen) != len(m.mMap[kn]) && len(seen) != len(m.mMap[kn])+countRemoved(seen, m.mMap[kn]) {
-			m.fatalf(op, "map %v iterated %d entries", kn, len(seen))
+		if err := it.Err(); errors.Is(err, ErrIteratorInvalidated) {
+			// Documented: an iteration whose writes outlast the install hold-back (a writer
+			// needed memory) ends early instead of yielding stale entries. What it did
+			// write is in the model, and every later check still compares the whole map.
+		} else {
+			ok(err)
+			if len(seen) != len(m.mMap[kn]) && len(seen) != len(m.mMap[kn])+countRemoved(seen, m.mMap[kn]) {
+				m.fatalf(op, "map %v iterated %d entries", kn, len(seen))
+			}
 		}
 		if len(m.mMap[kn]) == 0 {
 			delete(m.mMap, kn)
