@@ -614,6 +614,23 @@ func (t *tiers) headFailed() bool {
 	return len(t.fifo) > 0 && t.fifo[0].failed && t.fifo[0].h == nil && !t.inFlight()
 }
 
+// idle waits like drain, then also for the LSM compactions in flight (installing them; the
+// compactions they make due are waited for too), for Store.WaitBackground.
+func (t *tiers) idle() error {
+	for {
+		if err := t.drain(); err != nil {
+			return err
+		}
+		if len(t.lsmJobs) == 0 {
+			return nil
+		}
+		t.install()
+		if len(t.lsmJobs) > 0 && t.ready.Load() == 0 {
+			<-t.wake
+		}
+	}
+}
+
 // drain waits for every background job, installing as they finish, until nothing is queued or
 // in flight (tests; a transform that fails for memory ends it). Map iterations open now are
 // invalidated if anything is installed.

@@ -251,6 +251,31 @@ func (s *Store) Close() error {
 	return errors.Join(err, s.t.Close(), s.pool.Close())
 }
 
+// WaitBackground waits until the background work queued so far has finished and installs it:
+// the transforms of sealed segments into the SliceTable (or their flushes to L0), slice
+// compactions, relocations, evictions to the LsmStore and LSM compactions, including the work
+// those installs make due. The active segment is not sealed. A Store installs finished work at
+// its next write; a read-only phase (a benchmark after loading, a query-only operator) keeps
+// reading the sealed segments until then, so call WaitBackground after a bulk load, as one
+// compacts RocksDB after a restore. It blocks the caller (the owner) until the work is done.
+//
+// Like a write, it ends the validity of values and list iterators read before it, and open
+// map iterators end with ErrIteratorInvalidated if anything was installed. Errors: ErrClosed;
+// ErrMemoryBudget when the transform at the head of the queue cannot get memory and no lower
+// tier can take the segment; a background failure (ErrNoSpace, ErrCorruption, I/O errors)
+// that writes would also report. Must not run concurrently with other use of the Store.
+func (s *Store) WaitBackground() error {
+	if s.closed {
+		return ErrClosed
+	}
+	s.guard.enter()
+	defer s.guard.exit()
+	if err := s.t.before(); err != nil {
+		return err
+	}
+	return s.t.idle()
+}
+
 // Dir returns the directory given to Open ("" for in memory only).
 func (s *Store) Dir() string { return s.dir }
 
