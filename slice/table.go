@@ -449,10 +449,22 @@ func (t *Table) MapGet(order uint64, mapKey, uk []byte) ([]byte, Status) {
 			if s.minOrder > order {
 				break
 			}
-			// The key-level region of the map (user key "") holds its
-			// tombstones (clears and deletes).
-			i := s.seek(order, mapKey, nil)
-			for ; i < s.count && s.fps[i] == order; i++ {
+			// One search of the fingerprints per slice: the map's entries
+			// share its order hash. The key-level region of the map (user
+			// key "") holds its tombstones (clears and deletes).
+			lo, hi := s.orderRange(order)
+			if lo == hi {
+				continue
+			}
+			// The range usually holds this map only, whose key-level
+			// entries (user key "") come first: one probe instead of a
+			// search.
+			i0 := lo
+			if k, _ := s.keyAt(lo); !bytes.Equal(k, mapKey) {
+				i0 = s.seekIn(lo, hi, mapKey, nil)
+			}
+			i := i0
+			for ; i < hi; i++ {
 				k, u := s.keyAt(i)
 				if len(u) > 0 || !bytes.Equal(k, mapKey) {
 					break
@@ -464,12 +476,14 @@ func (t *Table) MapGet(order uint64, mapKey, uk []byte) ([]byte, Status) {
 			if st != Absent {
 				continue // the newest version was in an earlier slice of the run
 			}
+			// Everything before i sorts below (mapKey, uk) when uk is not
+			// empty; an empty uk shares the key-level position.
 			if len(uk) > 0 {
-				i = s.seek(order, mapKey, uk)
+				i = s.seekIn(i, hi, mapKey, uk)
 			} else {
-				i = s.seek(order, mapKey, nil)
+				i = i0
 			}
-			for ; i < s.count && s.fps[i] == order; i++ {
+			for ; i < hi; i++ {
 				k, u := s.keyAt(i)
 				if !bytes.Equal(u, uk) || !bytes.Equal(k, mapKey) {
 					break
