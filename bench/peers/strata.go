@@ -114,7 +114,13 @@ func (st *strataStore) MapIterate(k Key) (n, bytes int) {
 	return n, bytes
 }
 
-func (st *strataStore) Bulk(bool) {}
+// Bulk(false) waits for the background work of the load (transforms into the SliceTable,
+// evictions, LSM compactions), as Pebble's adapter flushes and compacts after loading.
+func (st *strataStore) Bulk(on bool) {
+	if !on {
+		check(st.s.WaitBackground())
+	}
+}
 func (st *strataStore) Close() error {
 	err := st.s.Close()
 	if st.dir != "" {
@@ -127,6 +133,6 @@ func (st *strataStore) Close() error {
 // a larger-than-memory row must show evictions and LSM files).
 func (st *strataStore) Stats() string {
 	s := st.s.Stats()
-	return fmt.Sprintf("budget %d/%d MiB, slices %d MiB, LSM %d files %d MiB (L0 %d), evictions %d, flushes %d, block cache hits/misses %d/%d",
-		s.BudgetUsed>>20, s.BudgetLimit>>20, s.SliceBytes>>20, s.LSMFiles, s.LSMBytes>>20, s.L0Files, s.Evictions, s.Flushes, s.BlockCacheHits, s.BlockCacheMisses)
+	return fmt.Sprintf("budget %d/%d MiB, segments %d (sealed %d), slices %d MiB (%d slices, %d runs, longest chain %d), LSM %d files %d MiB (L0 %d), evictions %d, flushes %d, block cache hits/misses %d/%d",
+		s.BudgetUsed>>20, s.BudgetLimit>>20, s.Segments, s.SealedSegments, s.SliceBytes>>20, s.Slices, s.SliceRuns, s.MaxChain, s.LSMFiles, s.LSMBytes>>20, s.L0Files, s.Evictions, s.Flushes, s.BlockCacheHits, s.BlockCacheMisses)
 }
