@@ -15,7 +15,7 @@
 //	BenchmarkFlinkMap/keys=500K/impl=badger/op=contains-miss
 //	BenchmarkGadget/window=incremental/keys=1M/impl=gomap
 //	BenchmarkYCSB/keys=1M/value=8B/impl=swiss/dist=zipf0.99/mix=A
-//	BenchmarkLargerThanMemory/keys=2400K/value=100B/budget=64MiB/impl=strata/dist=uniform/mix=C
+//	BenchmarkLargerThanMemory/keys=6100K/value=100B/budget=64MiB/impl=strata/dist=uniform/mix=C
 //
 // Each leaf reports ns/op, B/op, allocs/op (b.ReportAllocs), ops/s and
 // p99-ns (b.ReportMetric). p99-ns is measured on every 64th operation only,

@@ -89,20 +89,21 @@ func BenchmarkYCSB(b *testing.B) {
 	}
 }
 
-// Larger than memory: YCSB C (read-only) and A (50/50 read/blind update),
-// uniform and Zipf 0.99, 100 B values, over ltmKeys keys, with a memory budget
-// of about a quarter of the data (keys + values: ltmKeys × 110 B), at least
-// 64 MiB. Strata is opened on a temporary directory with MemoryBudget =
-// ltmBudget and 16 MiB segments (its block cache is its default share of
-// that budget); Pebble, Badger and goleveldb get a block cache of ltmBudget.
-// The OS page cache is not limited, as in every published LSM benchmark of
-// this kind: the budget bounds the stores' own memory. Only the
-// implementations with a memory bound run: bbolt has no cache setting (it
-// reads the page cache through its mmap) and gomap/swiss hold everything on
-// the heap, so their rows would be the in-memory ones again.
+// Larger than memory (DESIGN.md §5: state 10× the memory budget, Zipf 0.99):
+// YCSB C (read-only) and A (50/50 read/blind update), uniform and Zipf 0.99
+// (scrambled), 100 B values, over ltmKeys keys = 10× a 64 MiB memory budget
+// (keys + values: ltmKeys × 110 B). Strata is opened on a temporary
+// directory with MemoryBudget = ltmBudget and 16 MiB segments (its block
+// cache is its default share of that budget); Pebble, Badger and goleveldb
+// get a block cache of ltmBudget. The OS page cache is not limited, as in
+// every published LSM benchmark of this kind: the budget bounds the stores'
+// own memory. Only the implementations with a memory bound run: bbolt has no
+// cache setting (it reads the page cache through its mmap) and gomap/swiss
+// hold everything on the heap, so their rows would be the in-memory ones
+// again.
 const (
-	ltmKeys   = 2_400_000
-	ltmBudget = 64 << 20 // ≈ 25 % of 2.4M × 110 B = 264 MB
+	ltmKeys   = 6_100_000
+	ltmBudget = 64 << 20 // 6.1M × 110 B = 671 MB ≈ 10 × 64 MiB
 )
 
 // ltmImpls are the implementations the larger-than-memory rows run.
