@@ -3,6 +3,7 @@ package sstable
 import (
 	"bytes"
 	"sync"
+	"sync/atomic"
 
 	"github.com/strata-db/strata/internal/entry"
 	"github.com/strata-db/strata/internal/vfs"
@@ -26,6 +27,12 @@ type Reader struct {
 	filter *filter // nil: the file has no filter
 	meta   Meta
 	closed bool
+	// checked[i] is 1<<32 | the CRC32C of data block i once a read validated the block's
+	// structure (validate walks every entry: most of the cost of a point read that misses the
+	// cache). A later read whose bytes carry the same checksum has the same bytes, so it
+	// skips the walk; the checksum itself is verified on every read. Atomic: readers of one
+	// file may run on several goroutines.
+	checked []atomic.Uint64
 }
 
 // blockHandle is one decoded file-index record.
@@ -108,6 +115,7 @@ func (r *Reader) loadIndex(raw []byte, ft *footer) error {
 	}
 	n := len(p) / indexRecordSize
 	r.idx = make([]blockHandle, n)
+	r.checked = make([]atomic.Uint64, n)
 	next := uint64(headerSize)
 	for i := range r.idx {
 		q := p[i*indexRecordSize:]
@@ -371,11 +379,16 @@ func (r *Reader) readVerify(buf []byte, i int, scratch *entry.Entry) (block, err
 		return block{}, err
 	}
 	blk, err := parseBlock(buf)
-	if err == nil {
-		err = blk.validate(h.first, h.last, scratch)
-	}
 	if err != nil {
 		return block{}, locate(err, r.name, int64(h.off))
 	}
+	mark := 1<<32 | uint64(le.Uint32(buf[len(buf)-4:])) // parseBlock verified this CRC
+	if r.checked[i].Load() == mark {
+		return blk, nil
+	}
+	if err := blk.validate(h.first, h.last, scratch); err != nil {
+		return block{}, locate(err, r.name, int64(h.off))
+	}
+	r.checked[i].Store(mark)
 	return blk, nil
 }
