@@ -18,7 +18,7 @@ var errNoSpaceErrno = syscall.ENOSPC
 // evictions only when the test asks.
 func lsmModelOptions(fs vfs.FS) (Options, func(*tierOptions)) {
 	opts := Options{MaxParallelism: 64, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2,
-		BlockCacheSize: 1 << 20, fs: fs}
+		BlockCacheSize: 1 << 20, RowCacheSize: 8 << 10, fs: fs}
 	return opts, func(o *tierOptions) { o.evictBatch, o.bucketBits, o.evictWater = 16<<10, 2, 0 }
 }
 
@@ -59,6 +59,7 @@ func TestModelLSM(t *testing.T) {
 		total.Evictions += st.Evictions
 		total.LSMCompactions += st.LSMCompactions
 		total.PersistFiles += st.PersistFiles
+		total.RowCacheHits += st.RowCacheHits
 	}
 	for i := range ops {
 		if i == next {
@@ -113,7 +114,7 @@ func TestModelLSM(t *testing.T) {
 	t.Logf("seed %d: %d ops, background events %v, %d reopens, %d crashes; totals %+v", seed, ops, events,
 		reopens, crashes, total)
 	if total.Transforms == 0 || total.Compactions == 0 || total.Evictions == 0 || total.LSMCompactions == 0 ||
-		reopens == 0 || crashes == 0 {
+		total.RowCacheHits == 0 || reopens == 0 || crashes == 0 {
 		t.Errorf("seed %d: the run did not exercise every tier and step: %+v, %d reopens, %d crashes", seed, total, reopens, crashes)
 	}
 }

@@ -67,6 +67,7 @@ type lowReader struct {
 	buf          []byte // the arena: copies handed out since the last write
 	val          []byte
 	st           status
+	kind         entry.Kind // kind of the version get returned (found only)
 	seq, tomb    uint64
 	hasTomb      bool
 	getFn, mapFn func(*entry.Entry) bool
@@ -112,7 +113,7 @@ func (r *lowReader) get(low lowerTier, order uint64, key []byte) ([]byte, status
 func (r *lowReader) visitGet(e *entry.Entry) bool {
 	switch e.Kind {
 	case entry.KindValue, entry.KindListBase, entry.KindListAppend:
-		r.val, r.st = r.copy(e.Value), found
+		r.val, r.st, r.kind = r.copy(e.Value), found, e.Kind
 	case entry.KindTombstone:
 		r.st = deleted
 	default:

@@ -34,7 +34,10 @@ func TestModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>1|1))
 	low := newMemLower()
 	s, err := open("", Options{MaxParallelism: 64, MemoryBudget: 1 << 30, SegmentSize: 16 << 20, BackgroundWorkers: 2},
-		func(o *tierOptions) { o.low, o.lowWater, o.evictBatch, o.bucketBits = low, 1, 16<<10, 2 })
+		func(o *tierOptions) {
+			// A row cache of 8 sets: values read from the lower tier replace each other often.
+			o.low, o.lowWater, o.evictBatch, o.bucketBits, o.rowCache = low, 1, 16<<10, 2, 4<<10
+		})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +66,9 @@ func TestModel(t *testing.T) {
 	if st.Transforms == 0 || st.Compactions == 0 || st.Evictions == 0 || low.entries == 0 {
 		t.Errorf("seed %d: the run did not exercise every tier: %d transforms, %d compactions, %d evictions",
 			seed, st.Transforms, st.Compactions, st.Evictions)
+	}
+	if st.RowCacheHits == 0 || st.RowCacheMisses == 0 {
+		t.Errorf("seed %d: the run did not exercise the row cache: %d hits, %d misses", seed, st.RowCacheHits, st.RowCacheMisses)
 	}
 }
 

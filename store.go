@@ -112,8 +112,9 @@ func open(dir string, opts Options, adjust func(*tierOptions)) (s *Store, err er
 		}
 		cleanup = append(cleanup, lt.Close)
 		reg = r
-		_, water := opts.budgetDefaults(budget.Limit())
+		_, rows, water := opts.budgetDefaults(budget.Limit())
 		to.low, to.db, to.lowWater, to.evictWater = lt, lt.db, 1, water
+		to.rowCache = rows
 		to.evictBatch = min(max(water/4, slice.DefaultEvictionBatch), 64<<20)
 		to.startSeq = seq
 	}
@@ -182,7 +183,7 @@ func openLSM(dir string, opts Options, budget *memory.Budget) (*lsmTier, *regist
 		return nil, nil, 0, fmt.Errorf("strata: open %q: %w", dir, lowerError(err))
 	}
 	lt := &lsmTier{}
-	if size, _ := opts.budgetDefaults(budget.Limit()); size > 0 {
+	if size, _, _ := opts.budgetDefaults(budget.Limit()); size > 0 {
 		c, err := sstable.NewCache(budget, size, 0)
 		if err != nil {
 			return nil, nil, 0, fmt.Errorf("strata: open %q: block cache of %d bytes: %w", dir, size, err)
@@ -400,6 +401,9 @@ type StoreStats struct {
 	BlockCacheBytes    int64 // memory of the block cache (inside the budget)
 	BlockCacheHits     int64 // LSM block reads served by the cache
 	BlockCacheMisses   int64 // LSM block reads that went to a file
+	RowCacheBytes      int64 // memory of the row cache (inside the budget; Options.RowCacheSize)
+	RowCacheHits       int64 // value reads of the lower tier served by the row cache
+	RowCacheMisses     int64 // value reads that went to the lower tier (LsmStore)
 	// L0Stalls counts writes that waited because L0 had Options.L0StopWrites files or more;
 	// L0StallNanos is the time they waited in total.
 	L0Stalls     int64
@@ -450,6 +454,9 @@ func (s *Store) Stats() StoreStats {
 	if lt, ok := t.low.(*lsmTier); ok && lt.cache != nil {
 		cs := lt.cache.Stats()
 		st.BlockCacheBytes, st.BlockCacheHits, st.BlockCacheMisses = cs.Bytes, cs.Hits, cs.Misses
+	}
+	if rc := t.rc; rc != nil {
+		st.RowCacheBytes, st.RowCacheHits, st.RowCacheMisses = int64(len(rc.mem)), t.rcHits, t.rcMisses
 	}
 	return st
 }

@@ -94,15 +94,18 @@ const compactionThreshold = 2
 // tiers is the Store's view of its tiers, owner goroutine only (except the fields documented
 // as shared with background tasks).
 type tiers struct {
-	f      *fresh.Table
-	sl     *slice.Table
-	alloc  *slice.Allocator
-	low    lowerTier // nil: no lower tier, no eviction
-	lr     lowReader // point reads of low (lower.go)
-	db     *lsm.DB   // the LsmStore behind low (nil: in memory only, or a test lower tier)
-	budget *memory.Budget
-	sched  *scheduler.Scheduler
-	stride uint64 // entry.Stride(MaxParallelism)
+	f     *fresh.Table
+	sl    *slice.Table
+	alloc *slice.Allocator
+	low   lowerTier // nil: no lower tier, no eviction
+	lr    lowReader // point reads of low (lower.go)
+	rc    *rowCache // values read from low (rowcache.go); nil: none
+	// rcHits and rcMisses count value reads of low served by rc and not.
+	rcHits, rcMisses int64
+	db               *lsm.DB // the LsmStore behind low (nil: in memory only, or a test lower tier)
+	budget           *memory.Budget
+	sched            *scheduler.Scheduler
+	stride           uint64 // entry.Stride(MaxParallelism)
 
 	reserve     int64         // bytes this store added to the budget's reserve
 	bpTimeout   time.Duration // Options.BackpressureTimeout
@@ -200,6 +203,7 @@ type tierOptions struct {
 	l0Stop     int
 	bucketBits int    // 0: from the segment size
 	startSeq   uint64 // the FreshTable's first write gets startSeq+1
+	rowCache   int64  // row cache bytes when low != nil (0: none)
 }
 
 func newTiers(pool *memory.Pool, o tierOptions) (*tiers, error) {
@@ -249,8 +253,15 @@ func newTiers(pool *memory.Pool, o tierOptions) (*tiers, error) {
 	add := min(want, budget.Limit()/4-cur, budget.Limit()-seg-seg/4-cur)
 	add = max(add, 0)
 	budget.AddReserve(add)
+	var rc *rowCache
+	if o.low != nil && o.rowCache > 0 {
+		if rc, err = newRowCache(budget, o.rowCache); err != nil {
+			budget.AddReserve(-add)
+			return nil, errors.Join(fmt.Errorf("row cache of %d bytes: %w", o.rowCache, err), sched.Close(), sl.Close(), f.Close())
+		}
+	}
 	t := &tiers{
-		f: f, sl: sl, alloc: alloc, low: o.low, budget: budget, sched: sched,
+		f: f, sl: sl, alloc: alloc, low: o.low, budget: budget, sched: sched, rc: rc,
 		stride:     entry.Stride(o.maxP),
 		reserve:    add,
 		bpTimeout:  o.bpTimeout,
@@ -282,9 +293,19 @@ func (t *tiers) Get(h uint64, key []byte) ([]byte, status) {
 		return v, status(st)
 	}
 	if t.low != nil {
+		if t.rc != nil {
+			if v, ok := t.rc.get(order, key); ok {
+				t.rcHits++
+				return t.lr.copy(v), found
+			}
+			t.rcMisses++
+		}
 		v, st, err := t.lr.get(t.low, order, key)
 		if err != nil {
 			return nil, t.lowFailed(err)
+		}
+		if st == found && t.rc != nil && t.lr.kind == entry.KindValue {
+			t.rc.put(order, key, v)
 		}
 		return v, st
 	}
@@ -382,6 +403,7 @@ func (t *tiers) Put(h uint64, key, value []byte) error {
 	if err := t.before(); err != nil {
 		return err
 	}
+	t.dropRow(h, key)
 	for {
 		err := t.f.Put(h, key, value)
 		if err == nil {
@@ -399,6 +421,7 @@ func (t *tiers) Delete(h uint64, key []byte) error {
 	if err := t.before(); err != nil {
 		return err
 	}
+	t.dropRow(h, key)
 	for {
 		err := t.f.Delete(h, key)
 		if err == nil {
@@ -514,6 +537,14 @@ func (t *tiers) MapClear(hm uint64, mapKey []byte) error {
 	return nil
 }
 
+// dropRow forgets the row-cache copy of a value key about to be written (rowcache.go,
+// invariant 2). Free while the cache is empty (no value was read from the lower tier).
+func (t *tiers) dropRow(h uint64, key []byte) {
+	if t.rc != nil && t.rc.n > 0 {
+		t.rc.drop(t.orderOf(key, h), key)
+	}
+}
+
 // before runs at the start of every write: it reports a background failure and installs
 // finished background work.
 func (t *tiers) before() error {
@@ -619,6 +650,10 @@ func (t *tiers) Close() error {
 		t.eviction = nil
 	}
 	errs = append(errs, t.sl.Close(), t.f.Close())
+	if t.rc != nil {
+		errs = append(errs, t.rc.close())
+		t.rc = nil
+	}
 	if t.low != nil {
 		errs = append(errs, t.low.Close())
 	}
