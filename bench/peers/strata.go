@@ -133,6 +133,6 @@ func (st *strataStore) Close() error {
 // a larger-than-memory row must show evictions and LSM files).
 func (st *strataStore) Stats() string {
 	s := st.s.Stats()
-	return fmt.Sprintf("budget %d/%d MiB, segments %d (sealed %d), slices %d MiB (%d slices, %d runs, longest chain %d), LSM %d files %d MiB (L0 %d), evictions %d, flushes %d, block cache hits/misses %d/%d",
-		s.BudgetUsed>>20, s.BudgetLimit>>20, s.Segments, s.SealedSegments, s.SliceBytes>>20, s.Slices, s.SliceRuns, s.MaxChain, s.LSMFiles, s.LSMBytes>>20, s.L0Files, s.Evictions, s.Flushes, s.BlockCacheHits, s.BlockCacheMisses)
+	return fmt.Sprintf("budget %d/%d MiB, segments %d (sealed %d), slices %d MiB (%d slices, %d runs, longest chain %d), LSM %d files %d MiB (L0 %d), evictions %d, flushes %d, block cache hits/misses %d/%d, row cache hits/misses %d/%d",
+		s.BudgetUsed>>20, s.BudgetLimit>>20, s.Segments, s.SealedSegments, s.SliceBytes>>20, s.Slices, s.SliceRuns, s.MaxChain, s.LSMFiles, s.LSMBytes>>20, s.L0Files, s.Evictions, s.Flushes, s.BlockCacheHits, s.BlockCacheMisses, s.RowCacheHits, s.RowCacheMisses)
 }

@@ -67,6 +67,9 @@ func (l *lazyStore) get(b *testing.B) peers.Store {
 
 func (l *lazyStore) close(b *testing.B) {
 	if l.st != nil {
+		if s, ok := l.st.(interface{ Stats() string }); ok {
+			b.Logf("%s at close: %s", l.impl, s.Stats())
+		}
 		if err := l.st.Close(); err != nil {
 			b.Errorf("close %s: %v", l.impl, err)
 		}
