@@ -28,11 +28,15 @@ import (
 //  1. It holds only KindValue entries that a read of the lower tier returned as the key's newest
 //     version when neither the FreshTable nor the SliceTable had a record of the key.
 //  2. Every write that can change a cached key's value goes through tiers.Put or tiers.Delete
-//     (value state, reducing and aggregating state, their merges and clears), and both drop the
-//     key first. A composite key belongs to one state, so list and map writes never touch a
-//     cached key. Data reaches the lower tier only by flushes and evictions of records that such
-//     writes created, after they dropped the key, and LSM compactions do not change what a read
-//     sees; so a cached value is the newest until the next write to its key.
+//     (value state, reducing and aggregating state, their merges and clears): Put refreshes a
+//     cached copy with the value it wrote once the FreshTable took it (write-through; it never
+//     adds a key, and a failed Put changes nothing), Delete drops the copy first (a failed
+//     Delete only costs a miss). A composite key belongs to one state, so list and map writes
+//     never touch a cached key. Data reaches the lower tier only by flushes and evictions of
+//     records that such writes created, after they refreshed or dropped the key, and LSM
+//     compactions do not change what a read sees; so a cached value is always the key's
+//     newest (the write-through copy equals the record that shadows the lower tier until it
+//     moves down).
 //  3. Hits are copied into the lower reader's arena: a value handed out stays valid until the
 //     next write even if its slot is replaced by a later read (a read may insert).
 //
@@ -142,7 +146,27 @@ func (c *rowCache) victim(s []byte) []byte {
 	return s[:rowSlot]
 }
 
-// drop forgets (order, key) if cached (invariant 2: every value write calls it first).
+// refresh replaces the cached value of (order, key), if cached, by value (write-through: a
+// key read from the lower tier and then rewritten is still served from the cache once the
+// write has moved down to the lower tier); a value too long for the slot drops the entry.
+func (c *rowCache) refresh(order uint64, key, value []byte) {
+	if c.n == 0 {
+		return
+	}
+	sl := rowFind(c.set(order), rowTag(order), key)
+	if sl == nil {
+		return
+	}
+	if len(key)+len(value) > rowMaxData {
+		clear(sl[:rowHdr])
+		c.n--
+		return
+	}
+	sl[5] = byte(len(value))
+	copy(sl[rowHdr+len(key):], value)
+}
+
+// drop forgets (order, key) if cached (invariant 2: every value write calls it or refresh first).
 func (c *rowCache) drop(order uint64, key []byte) {
 	if c.n == 0 {
 		return

@@ -9,7 +9,7 @@ import (
 	"github.com/strata-db/strata/memory"
 )
 
-// TestRowCache: hits return what was put, a drop or a newer put replaces, entries longer than a
+// TestRowCache: hits return what was put, a refresh, drop or newer put replaces, entries longer than a
 // slot are not cached, a full set replaces an unreferenced slot (CLOCK), a zero order hash
 // works, and the memory is mapped through the budget and given back.
 func TestRowCache(t *testing.T) {
@@ -38,6 +38,9 @@ func TestRowCache(t *testing.T) {
 		{"overwrite", func() { c.put(1, []byte("k1"), []byte("v1b")) }, map[uint64]string{1: "v1b"}},
 		{"zero order", func() { c.put(0, []byte("k0"), []byte("v0")) }, map[uint64]string{0: "v0", 1: "v1b"}},
 		{"empty value", func() { c.put(2, []byte("k2"), nil) }, map[uint64]string{2: ""}},
+		{"refresh", func() { c.refresh(1, []byte("k1"), []byte("v1c")) }, map[uint64]string{1: "v1c"}},
+		{"refresh absent adds nothing", func() { c.refresh(5, []byte("k5"), []byte("v5")) }, map[uint64]string{5: "<miss>"}},
+		{"refresh too long drops", func() { c.refresh(2, []byte("k2"), make([]byte, rowMaxData)) }, map[uint64]string{2: "<miss>"}},
 		{"drop", func() { c.drop(1, []byte("k1")) }, map[uint64]string{1: "<miss>", 0: "v0"}},
 		{"drop absent", func() { c.drop(9, []byte("k9")) }, map[uint64]string{0: "v0"}},
 		{"too long", func() { c.put(3, []byte("k3"), make([]byte, rowMaxData)) }, map[uint64]string{3: "<miss>"}},

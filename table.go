@@ -403,7 +403,6 @@ func (t *tiers) Put(h uint64, key, value []byte) error {
 	if err := t.before(); err != nil {
 		return err
 	}
-	t.dropRow(h, key)
 	for {
 		err := t.f.Put(h, key, value)
 		if err == nil {
@@ -412,6 +411,9 @@ func (t *tiers) Put(h uint64, key, value []byte) error {
 		if !t.backpressure(err) {
 			return err
 		}
+	}
+	if t.rc != nil && t.rc.n > 0 {
+		t.rc.refresh(t.orderOf(key, h), key, value) // after the write: a failed Put changes nothing
 	}
 	t.after()
 	return nil
