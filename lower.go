@@ -72,6 +72,8 @@ type lowReader struct {
 	hasTomb      bool
 	getFn, mapFn func(*entry.Entry) bool
 	tombFn       func(*entry.Entry) bool
+	listFn       func(*entry.Entry) bool
+	dst          [][]byte // listGet's output while it runs
 	bound        bool
 }
 
@@ -81,7 +83,7 @@ const lowArenaMax = 1 << 20
 
 func (r *lowReader) init() {
 	if !r.bound {
-		r.getFn, r.mapFn, r.tombFn, r.bound = r.visitGet, r.visitMap, r.visitTomb, true
+		r.getFn, r.mapFn, r.tombFn, r.listFn, r.bound = r.visitGet, r.visitMap, r.visitTomb, r.visitList, true
 	}
 }
 
@@ -162,25 +164,31 @@ func (r *lowReader) visitTomb(e *entry.Entry) bool {
 	return true
 }
 
-// lowListGet appends the lower tier's batches of a list (copies), oldest first, stopping at a
-// base or tombstone, to dst.
-func lowListGet(low lowerTier, order uint64, key []byte, dst [][]byte) ([][]byte, error) {
+// listGet appends the lower tier's batches of a list (copies in the arena, valid until the
+// next write), oldest first, stopping at a base or tombstone (which it includes or not). The
+// visit function is bound once, so a read allocates nothing beyond the arena.
+func (r *lowReader) listGet(low lowerTier, order uint64, key []byte, dst [][]byte) ([][]byte, error) {
+	r.init()
 	start := len(dst)
-	err := low.Get(order, key, nil, func(e *entry.Entry) bool {
-		switch e.Kind {
-		case entry.KindListAppend:
-			dst = append(dst, append([]byte(nil), e.Value...))
-			return true
-		case entry.KindListBase, entry.KindValue:
-			dst = append(dst, append([]byte(nil), e.Value...))
-			return false
-		case entry.KindTombstone:
-			return false
-		}
-		return true
-	})
+	r.dst = dst
+	err := low.Get(order, key, nil, r.listFn)
+	dst, r.dst = r.dst, nil
 	reverse(dst[start:])
 	return dst, err
+}
+
+func (r *lowReader) visitList(e *entry.Entry) bool {
+	switch e.Kind {
+	case entry.KindListAppend:
+		r.dst = append(r.dst, r.copy(e.Value))
+		return true
+	case entry.KindListBase, entry.KindValue:
+		r.dst = append(r.dst, r.copy(e.Value))
+		return false
+	case entry.KindTombstone:
+		return false
+	}
+	return true
 }
 
 // lowEntry is a live map entry of the lower tier, copied out of it.

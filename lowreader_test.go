@@ -86,3 +86,49 @@ func slicesSortEntries(ents []entry.Entry) {
 		}
 	}
 }
+
+// TestLowReaderListGet: list batches read from the lower tier come oldest first, stop at the
+// base, survive later reads until a reset, and a warm read allocates nothing (the visit
+// function is bound once; copies go to the arena).
+func TestLowReaderListGet(t *testing.T) {
+	low := newMemLower()
+	key := []byte("list")
+	ents := []entry.Entry{
+		{Kind: entry.KindListAppend, Seq: 4, Key: key, Value: []byte("d")},
+		{Kind: entry.KindListAppend, Seq: 3, Key: key, Value: []byte("c")},
+		{Kind: entry.KindListBase, Seq: 2, Key: key, Value: []byte("b")},
+		{Kind: entry.KindListAppend, Seq: 1, Key: key, Value: []byte("hidden by the base")},
+	}
+	p, err := low.Evict(&sliceIter{ents: ents, i: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(0, low.Install(p, 4))
+	var r lowReader
+	first, err := r.listGet(low, 0, key, [][]byte{[]byte("kept")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "kept|b|c|d"
+	if got := string(bytes.Join(first, []byte("|"))); got != want {
+		t.Fatalf("listGet = %q, want %q", got, want)
+	}
+	for range 1000 { // later reads must not overwrite the first one's copies
+		if _, err := r.listGet(low, 0, key, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := string(bytes.Join(first, []byte("|"))); got != want {
+		t.Fatalf("after more reads: %q, want %q", got, want)
+	}
+	fl := &fixedLower{e: ents[2]}
+	dst := make([][]byte, 0, 4)
+	if a := testing.AllocsPerRun(100, func() {
+		r.reset()
+		if out, _ := r.listGet(fl, 0, key, dst[:0]); len(out) != 1 {
+			panic("fixedLower list read")
+		}
+	}); a != 0 {
+		t.Fatalf("a warm list read allocates %v times", a)
+	}
+}

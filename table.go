@@ -331,7 +331,7 @@ func (t *tiers) ListGet(h uint64, key []byte, dst [][]byte) ([][]byte, status, b
 	ns := len(dst) - start - nf
 	if !complete && t.low != nil {
 		var err error
-		if dst, err = lowListGet(t.low, order, key, dst); err != nil {
+		if dst, err = t.lr.listGet(t.low, order, key, dst); err != nil {
 			return dst[:start], t.lowFailed(err), true
 		}
 	}
