@@ -15,7 +15,10 @@
 //     region of its own): header, fingerprint array, offsets, records.
 //   - Fingerprint: an entry's order hash, a uint64; the array is sorted and
 //     searched by lowerBound (the hook for asm_arm64's NEON/SVE kernel),
-//     then keys are compared in full.
+//     then keys are compared in full. Order hashes are uniform within a
+//     slice, so a point lookup first interpolates the rank and checks a
+//     window around it (lowerBoundFP), searching the whole array only when
+//     the window does not bracket the order hash.
 //   - Block: a slice-size piece of a memory.Pool segment
 //     (memory.PurposeSlice), handed out by an Allocator.
 //   - Segment: a Pool segment the Allocator holds while any of its blocks

@@ -133,7 +133,11 @@
 //     flags, strictly increasing, first and last Orders as the index says,
 //     and the hash index finds exactly each run's first entry and has no
 //     other used slot. The cache holds only verified blocks, so a hit reads
-//     in place without checking again. Iter also checks order across block
+//     in place without checking again. A block read from the file again
+//     (evicted, or never cached) always has its CRC32C checked; the
+//     structural walk is skipped when the Reader already walked a block of
+//     that index with the same checksum (Reader.checked), since the same
+//     checksum means the same bytes. Iter also checks order across block
 //     boundaries.
 //  6. Decoders never panic, whatever the bytes: every length and offset is
 //     checked against the bytes that hold it before use (fuzzed: FuzzOpen,

@@ -205,7 +205,8 @@ func setupText(count int, benchtime string) string {
   conflict detection off, no compression, one transaction per operation (its value log is its WAL
   and cannot be disabled); goleveldb writes without sync, no compression (its journal cannot be
   disabled); bbolt NoSync, one read-write transaction committed every 1000 writes.
-  Pebble, goleveldb: flushed and compacted after loading (Flink compacts RocksDB after setup).
+  Pebble, goleveldb: flushed and compacted after loading (Flink compacts RocksDB after setup);
+  Strata: Store.WaitBackground after loading (sealed segments transformed, evictions installed).
 - Lists: Pebble appends with its merge operator (Flink's RocksDB list state); Badger, goleveldb and
   bbolt have none and read-modify-write. Elements are framed [uvarint len][bytes].
 - Pebble is built with the pebblegozstd tag (pure-Go zstd, cgo-free binary); no level compresses.
