@@ -85,8 +85,8 @@ type Options struct {
 	// and value up to 120 bytes together; longer ones are not cached), so that the hot keys
 	// of a skewed read load over state larger than memory are served from memory, as
 	// RocksDB's row cache does. Mapped at Open through the memory budget (counted with the
-	// block cache, memory.PurposeBlockCache), so it is part of MemoryBudget. A write to a key
-	// drops it from the cache; lists and maps are not cached. 0 means the default, 3/32 of
+	// block cache, memory.PurposeBlockCache), so it is part of MemoryBudget. A write to a cached
+	// key refreshes its copy (write-through), a clear drops it; lists and maps are not cached. 0 means the default, 3/32 of
 	// the budget's limit (DefaultRowCacheShare); negative means none. Ignored by a Store in
 	// memory only (dir ""). At least 512 bytes (one set of four slots) when positive.
 	RowCacheSize int64
