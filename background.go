@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/fresh"
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/lsm"
 	"github.com/strata-db/strata/memory"
 	"github.com/strata-db/strata/scheduler"
@@ -257,7 +257,7 @@ func (t *tiers) transform(ctx context.Context, seg *fresh.SealedSegment) ([]*sli
 
 // compareEntries orders entries as the tiers below the FreshTable keep them: Order, Key,
 // UserKey ascending, Seq descending.
-func compareEntries(a, b entry.Entry) int {
+func compareEntries(a, b base.Entry) int {
 	if c := cmp.Compare(a.Order, b.Order); c != 0 {
 		return c
 	}

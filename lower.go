@@ -1,7 +1,7 @@
 package strata
 
 import (
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // lowerTier is the tier below the SliceTable, where the SliceTable's eviction sends its coldest
@@ -19,10 +19,10 @@ import (
 // stays invisible until the owner calls Install. Every other method runs on the owner
 // goroutine.
 type lowerTier interface {
-	// Evict writes one sorted run (entry.Iterator order: Order, Key, UserKey ascending, Seq
+	// Evict writes one sorted run (base.Iterator order: Order, Key, UserKey ascending, Seq
 	// descending; every version kept) and returns a handle to it, invisible to reads until
 	// Install. The entries are valid only during the call.
-	Evict(it entry.Iterator) (pending any, err error)
+	Evict(it base.Iterator) (pending any, err error)
 	// Install makes an evicted run visible to reads, as the newest data of the tier (every
 	// evicted run is newer than the runs evicted before it). lastSeq is the store's sequence
 	// number at install, for the tier to continue numbering after a restart.
@@ -32,15 +32,15 @@ type lowerTier interface {
 	// Get visits the versions of (key, userKey) held by the tier, newest first, until visit
 	// returns false; userKey is nil for key-level entries. The entry is valid only during
 	// visit.
-	Get(order uint64, key, userKey []byte, visit func(*entry.Entry) bool) error
+	Get(order uint64, key, userKey []byte, visit func(*base.Entry) bool) error
 	// MapRange visits every entry of the map (order, mapKey): its key-level tombstones first
 	// (empty user key), then user keys ascending, each user key's versions newest first.
-	MapRange(order uint64, mapKey []byte, visit func(*entry.Entry) bool) error
+	MapRange(order uint64, mapKey []byte, visit func(*base.Entry) bool) error
 	// Close releases the tier (the Store closes it after its own tiers).
 	Close() error
 }
 
-// evictSink adapts a lowerTier to the entry.Sink that slice.Eviction.Run feeds, keeping the
+// evictSink adapts a lowerTier to the base.Sink that slice.Eviction.Run feeds, keeping the
 // pending run for the owner's install. One per eviction job; used by that job's task only
 // until the job is done.
 type evictSink struct {
@@ -48,7 +48,7 @@ type evictSink struct {
 	pending any
 }
 
-func (e *evictSink) Evict(it entry.Iterator) error {
+func (e *evictSink) Evict(it base.Iterator) error {
 	p, err := e.low.Evict(it)
 	if err != nil {
 		return err
@@ -67,12 +67,12 @@ type lowReader struct {
 	buf          []byte // the arena: copies handed out since the last write
 	val          []byte
 	st           status
-	kind         entry.Kind // kind of the version get returned (found only)
+	kind         base.Kind // kind of the version get returned (found only)
 	seq, tomb    uint64
 	hasTomb      bool
-	getFn, mapFn func(*entry.Entry) bool
-	tombFn       func(*entry.Entry) bool
-	listFn       func(*entry.Entry) bool
+	getFn, mapFn func(*base.Entry) bool
+	tombFn       func(*base.Entry) bool
+	listFn       func(*base.Entry) bool
 	dst          [][]byte // listGet's output while it runs
 	bound        bool
 }
@@ -112,11 +112,11 @@ func (r *lowReader) get(low lowerTier, order uint64, key []byte) ([]byte, status
 	return v, st, err
 }
 
-func (r *lowReader) visitGet(e *entry.Entry) bool {
+func (r *lowReader) visitGet(e *base.Entry) bool {
 	switch e.Kind {
-	case entry.KindValue, entry.KindListBase, entry.KindListAppend:
+	case base.KindValue, base.KindListBase, base.KindListAppend:
 		r.val, r.st, r.kind = r.copy(e.Value), found, e.Kind
-	case entry.KindTombstone:
+	case base.KindTombstone:
 		r.st = deleted
 	default:
 		return true // a map entry with an empty user key: not key-level
@@ -144,11 +144,11 @@ func (r *lowReader) mapGet(low lowerTier, order uint64, mapKey, uk []byte) ([]by
 	return v, st, nil
 }
 
-func (r *lowReader) visitMap(e *entry.Entry) bool {
+func (r *lowReader) visitMap(e *base.Entry) bool {
 	switch e.Kind {
-	case entry.KindMapEntry:
+	case base.KindMapEntry:
 		r.val, r.seq, r.st = r.copy(e.Value), e.Seq, found
-	case entry.KindMapEntryTombstone:
+	case base.KindMapEntryTombstone:
 		r.seq, r.st = e.Seq, deleted
 	default:
 		return true
@@ -156,8 +156,8 @@ func (r *lowReader) visitMap(e *entry.Entry) bool {
 	return false
 }
 
-func (r *lowReader) visitTomb(e *entry.Entry) bool {
-	if e.Kind == entry.KindTombstone {
+func (r *lowReader) visitTomb(e *base.Entry) bool {
+	if e.Kind == base.KindTombstone {
 		r.tomb, r.hasTomb = e.Seq, true
 		return false
 	}
@@ -177,15 +177,15 @@ func (r *lowReader) listGet(low lowerTier, order uint64, key []byte, dst [][]byt
 	return dst, err
 }
 
-func (r *lowReader) visitList(e *entry.Entry) bool {
+func (r *lowReader) visitList(e *base.Entry) bool {
 	switch e.Kind {
-	case entry.KindListAppend:
+	case base.KindListAppend:
 		r.dst = append(r.dst, r.copy(e.Value))
 		return true
-	case entry.KindListBase, entry.KindValue:
+	case base.KindListBase, base.KindValue:
 		r.dst = append(r.dst, r.copy(e.Value))
 		return false
-	case entry.KindTombstone:
+	case base.KindTombstone:
 		return false
 	}
 	return true
@@ -204,21 +204,21 @@ func lowMapEntries(low lowerTier, order uint64, mapKey []byte) ([]lowEntry, erro
 		last    []byte
 		seen    bool
 	)
-	err := low.MapRange(order, mapKey, func(e *entry.Entry) bool {
+	err := low.MapRange(order, mapKey, func(e *base.Entry) bool {
 		switch {
-		case e.Kind == entry.KindTombstone && len(e.UserKey) == 0:
+		case e.Kind == base.KindTombstone && len(e.UserKey) == 0:
 			if !hasTomb || e.Seq > tomb {
 				tomb, hasTomb = e.Seq, true
 			}
 			return true
-		case e.Kind != entry.KindMapEntry && e.Kind != entry.KindMapEntryTombstone:
+		case e.Kind != base.KindMapEntry && e.Kind != base.KindMapEntryTombstone:
 			return true
 		}
 		if seen && string(last) == string(e.UserKey) {
 			return true // an older version
 		}
 		seen, last = true, append(last[:0], e.UserKey...)
-		if e.Kind == entry.KindMapEntry && (!hasTomb || e.Seq > tomb) {
+		if e.Kind == base.KindMapEntry && (!hasTomb || e.Seq > tomb) {
 			out = append(out, lowEntry{uk: append([]byte(nil), e.UserKey...), val: append([]byte(nil), e.Value...)})
 		}
 		return true

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // memLower is an in-memory lowerTier for tests: every version of every (key, user key) it was
@@ -14,22 +14,22 @@ import (
 // makes it visible; a mutex keeps the race detector honest about the hand-off.
 type memLower struct {
 	mu       sync.Mutex
-	versions map[[2]string][]entry.Entry // (key, user key) → versions, Seq descending
-	maps     map[string][]string         // map key → user keys with versions (sorted, "" first)
-	evicted  int                         // runs installed
-	entries  int                         // entries installed
+	versions map[[2]string][]base.Entry // (key, user key) → versions, Seq descending
+	maps     map[string][]string        // map key → user keys with versions (sorted, "" first)
+	evicted  int                        // runs installed
+	entries  int                        // entries installed
 	closed   bool
 }
 
 func newMemLower() *memLower {
-	return &memLower{versions: map[[2]string][]entry.Entry{}, maps: map[string][]string{}}
+	return &memLower{versions: map[[2]string][]base.Entry{}, maps: map[string][]string{}}
 }
 
-type memRun struct{ ents []entry.Entry }
+type memRun struct{ ents []base.Entry }
 
-func (m *memLower) Evict(it entry.Iterator) (any, error) {
+func (m *memLower) Evict(it base.Iterator) (any, error) {
 	r := &memRun{}
-	var prev *entry.Entry
+	var prev *base.Entry
 	for it.Next() {
 		e := *it.Entry()
 		if prev != nil && compareEntries(*prev, e) >= 0 {
@@ -57,7 +57,7 @@ func (m *memLower) Install(p any, lastSeq uint64) error {
 			m.maps[k[0]] = slices.Insert(uks, i, k[1])
 		}
 		vs = append(vs, e)
-		slices.SortFunc(vs, func(a, b entry.Entry) int { return cmp.Compare(b.Seq, a.Seq) })
+		slices.SortFunc(vs, func(a, b base.Entry) int { return cmp.Compare(b.Seq, a.Seq) })
 		m.versions[k] = vs
 	}
 	m.evicted++
@@ -68,7 +68,7 @@ func (m *memLower) Install(p any, lastSeq uint64) error {
 
 func (m *memLower) Discard(p any) { p.(*memRun).ents = nil }
 
-func (m *memLower) Get(order uint64, key, userKey []byte, visit func(*entry.Entry) bool) error {
+func (m *memLower) Get(order uint64, key, userKey []byte, visit func(*base.Entry) bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i := range m.versions[[2]string{string(key), string(userKey)}] {
@@ -83,7 +83,7 @@ func (m *memLower) Get(order uint64, key, userKey []byte, visit func(*entry.Entr
 	return nil
 }
 
-func (m *memLower) MapRange(order uint64, mapKey []byte, visit func(*entry.Entry) bool) error {
+func (m *memLower) MapRange(order uint64, mapKey []byte, visit func(*base.Entry) bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, uk := range m.maps[string(mapKey)] {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // TestLowReaderArena checks that the values the lower tier's point reads hand out stay intact
@@ -14,9 +14,9 @@ import (
 // nothing once the arena is warm.
 func TestLowReaderArena(t *testing.T) {
 	low := newMemLower()
-	var ents []entry.Entry
+	var ents []base.Entry
 	for i := range 100 {
-		ents = append(ents, entry.Entry{Kind: entry.KindValue, Seq: uint64(i + 1), Key: []byte(fmt.Sprintf("k%03d", i)),
+		ents = append(ents, base.Entry{Kind: base.KindValue, Seq: uint64(i + 1), Key: []byte(fmt.Sprintf("k%03d", i)),
 			Value: bytes.Repeat([]byte{byte(i)}, 1+i*97%3000)})
 	}
 	slicesSortEntries(ents)
@@ -61,25 +61,25 @@ func TestLowReaderArena(t *testing.T) {
 // Get allocates).
 type fixedLower struct {
 	memLower
-	e entry.Entry
+	e base.Entry
 }
 
-func (f *fixedLower) Get(order uint64, key, userKey []byte, visit func(*entry.Entry) bool) error {
+func (f *fixedLower) Get(order uint64, key, userKey []byte, visit func(*base.Entry) bool) error {
 	visit(&f.e)
 	return nil
 }
 
-// sliceIter is an entry.Iterator over sorted entries (tests).
+// sliceIter is an base.Iterator over sorted entries (tests).
 type sliceIter struct {
-	ents []entry.Entry
+	ents []base.Entry
 	i    int
 }
 
-func (it *sliceIter) Next() bool          { it.i++; return it.i < len(it.ents) }
-func (it *sliceIter) Entry() *entry.Entry { return &it.ents[it.i] }
-func (it *sliceIter) Err() error          { return nil }
+func (it *sliceIter) Next() bool         { it.i++; return it.i < len(it.ents) }
+func (it *sliceIter) Entry() *base.Entry { return &it.ents[it.i] }
+func (it *sliceIter) Err() error         { return nil }
 
-func slicesSortEntries(ents []entry.Entry) {
+func slicesSortEntries(ents []base.Entry) {
 	for i := 1; i < len(ents); i++ {
 		for j := i; j > 0 && compareEntries(ents[j], ents[j-1]) < 0; j-- {
 			ents[j], ents[j-1] = ents[j-1], ents[j]
@@ -93,11 +93,11 @@ func slicesSortEntries(ents []entry.Entry) {
 func TestLowReaderListGet(t *testing.T) {
 	low := newMemLower()
 	key := []byte("list")
-	ents := []entry.Entry{
-		{Kind: entry.KindListAppend, Seq: 4, Key: key, Value: []byte("d")},
-		{Kind: entry.KindListAppend, Seq: 3, Key: key, Value: []byte("c")},
-		{Kind: entry.KindListBase, Seq: 2, Key: key, Value: []byte("b")},
-		{Kind: entry.KindListAppend, Seq: 1, Key: key, Value: []byte("hidden by the base")},
+	ents := []base.Entry{
+		{Kind: base.KindListAppend, Seq: 4, Key: key, Value: []byte("d")},
+		{Kind: base.KindListAppend, Seq: 3, Key: key, Value: []byte("c")},
+		{Kind: base.KindListBase, Seq: 2, Key: key, Value: []byte("b")},
+		{Kind: base.KindListAppend, Seq: 1, Key: key, Value: []byte("hidden by the base")},
 	}
 	p, err := low.Evict(&sliceIter{ents: ents, i: -1})
 	if err != nil {

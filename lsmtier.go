@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/lsm"
 	"github.com/strata-db/strata/lsm/sstable"
 )
@@ -23,7 +23,7 @@ type lsmTier struct {
 	cache *sstable.Cache // nil: no block cache
 }
 
-func (l *lsmTier) Evict(it entry.Iterator) (any, error) {
+func (l *lsmTier) Evict(it base.Iterator) (any, error) {
 	p, err := l.db.WriteL0(it)
 	if err != nil {
 		return nil, lowerError(err)
@@ -37,11 +37,11 @@ func (l *lsmTier) Install(p any, lastSeq uint64) error {
 
 func (l *lsmTier) Discard(p any) { l.db.Discard(p.(*lsm.PendingFile)) }
 
-func (l *lsmTier) Get(order uint64, key, userKey []byte, visit func(*entry.Entry) bool) error {
+func (l *lsmTier) Get(order uint64, key, userKey []byte, visit func(*base.Entry) bool) error {
 	return lowerError(l.db.Get(order, key, userKey, visit))
 }
 
-func (l *lsmTier) MapRange(order uint64, mapKey []byte, visit func(*entry.Entry) bool) error {
+func (l *lsmTier) MapRange(order uint64, mapKey []byte, visit func(*base.Entry) bool) error {
 	return lowerError(l.db.MapRange(order, mapKey, visit))
 }
 

@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/strata-db/strata/fresh"
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // The first half of a transform and of a flush: the live records of a sealed segment in entry
@@ -43,13 +43,13 @@ func getSegRecs() *[]segRec {
 	return new([]segRec)
 }
 
-// segIter is the entry.Iterator over a sealed segment in entry order (segmentEntries).
+// segIter is the base.Iterator over a sealed segment in entry order (segmentEntries).
 type segIter struct {
 	seg  *fresh.SealedSegment
 	recs []segRec
 	buf  *[]segRec // recs' backing buffer, back to the pool at release
 	i    int
-	e    entry.Entry
+	e    base.Entry
 	err  error
 	// touched keeps the loads of Touch alive (their value is meaningless).
 	touched byte
@@ -88,15 +88,15 @@ func (it *segIter) Next() bool {
 		return false
 	}
 	e.Hash, e.Order = r.hash, r.order
-	if e.Kind == entry.KindMapEntry || e.Kind == entry.KindMapEntryTombstone {
+	if e.Kind == base.KindMapEntry || e.Kind == base.KindMapEntryTombstone {
 		e.UserHash = hashUserKey(e.UserKey)
 	}
 	it.e = e
 	return true
 }
 
-func (it *segIter) Entry() *entry.Entry { return &it.e }
-func (it *segIter) Err() error          { return it.err }
+func (it *segIter) Entry() *base.Entry { return &it.e }
+func (it *segIter) Err() error         { return it.err }
 
 // release gives the iterator's buffer back to the pool; the iterator is unusable after.
 func (it *segIter) release() {
@@ -126,7 +126,7 @@ func (t *tiers) segmentEntries(ctx context.Context, seg *fresh.SealedSegment) (*
 		if !ok {
 			return fail(fmt.Errorf("%w: malformed composite key %x", ErrCorruption, e.Key))
 		}
-		r := segRec{order: entry.OrderHash(kg, t.stride, h), hash: h, off: it.Offset(), kref: it.KeyRef()}
+		r := segRec{order: base.OrderHash(kg, t.stride, h), hash: h, off: it.Offset(), kref: it.KeyRef()}
 		if n := len(e.UserKey); n > 0 {
 			var p [8]byte
 			copy(p[:], e.UserKey)
@@ -207,7 +207,7 @@ func radixSortSegRecs(recs, tmp []segRec) []segRec {
 // radix sort left them in segment order): the entries of one map share their map key's order
 // hash, and different keys may collide.
 func sortEqualOrders(seg *fresh.SealedSegment, recs []segRec) error {
-	var ents []entry.Entry
+	var ents []base.Entry
 	var idx []int
 	var touched byte
 	for i := 0; i < len(recs); {
@@ -299,7 +299,7 @@ func sortMapRun(run []segRec) bool {
 }
 
 // compareRunEntries is compareEntries for entries of equal Order.
-func compareRunEntries(a, b *entry.Entry) int {
+func compareRunEntries(a, b *base.Entry) int {
 	if c := bytes.Compare(a.Key, b.Key); c != 0 {
 		return c
 	}

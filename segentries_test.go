@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // TestRadixSortSegRecs checks the transform's radix sort against a stable comparison sort, on
@@ -90,7 +90,7 @@ func TestSegmentEntriesOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer it.release()
-	var prev entry.Entry
+	var prev base.Entry
 	got := 0
 	for it.Next() {
 		e := *it.Entry()

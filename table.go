@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/fresh"
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/lsm"
 	"github.com/strata-db/strata/memory"
 	"github.com/strata-db/strata/scheduler"
@@ -105,7 +105,7 @@ type tiers struct {
 	db               *lsm.DB // the LsmStore behind low (nil: in memory only, or a test lower tier)
 	budget           *memory.Budget
 	sched            *scheduler.Scheduler
-	stride           uint64 // entry.Stride(MaxParallelism)
+	stride           uint64 // base.Stride(MaxParallelism)
 
 	reserve     int64         // bytes this store added to the budget's reserve
 	bpTimeout   time.Duration // Options.BackpressureTimeout
@@ -262,7 +262,7 @@ func newTiers(pool *memory.Pool, o tierOptions) (*tiers, error) {
 	}
 	t := &tiers{
 		f: f, sl: sl, alloc: alloc, low: o.low, budget: budget, sched: sched, rc: rc,
-		stride:     entry.Stride(o.maxP),
+		stride:     base.Stride(o.maxP),
 		reserve:    add,
 		bpTimeout:  o.bpTimeout,
 		maxCompact: max(sched.Workers(), 1),
@@ -278,7 +278,7 @@ func newTiers(pool *memory.Pool, o tierOptions) (*tiers, error) {
 // orderOf returns the order hash of a composite key with hash h (its key group is its first two
 // bytes; see appendCompositeKey).
 func (t *tiers) orderOf(key []byte, h uint64) uint64 {
-	return entry.OrderHash(uint16(key[0])<<8|uint16(key[1]), t.stride, h)
+	return base.OrderHash(uint16(key[0])<<8|uint16(key[1]), t.stride, h)
 }
 
 // ---- reads ----
@@ -304,7 +304,7 @@ func (t *tiers) Get(h uint64, key []byte) ([]byte, status) {
 		if err != nil {
 			return nil, t.lowFailed(err)
 		}
-		if st == found && t.rc != nil && t.lr.kind == entry.KindValue {
+		if st == found && t.rc != nil && t.lr.kind == base.KindValue {
 			t.rc.put(order, key, v)
 		}
 		return v, st

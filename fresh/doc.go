@@ -183,7 +183,7 @@
 // The owner goroutine takes handles of the sealed segments (Sealed, oldest
 // first) and hands one to a background job, which reads it with
 // SealedSegment.Entries: a scan of the records in segment order, skipping
-// FlagDead ones, each live record one entry.Entry (value, tombstone, list
+// FlagDead ones, each live record one base.Entry (value, tombstone, list
 // base or append chunk, map entry or entry tombstone; a base map header
 // is a tombstone of the map key at the header's sequence number, older
 // than its entries'). The iterator (SealedIter) also reports each record's

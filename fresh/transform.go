@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // SealedSegment is a handle to one sealed segment of a Table, for the
@@ -58,7 +58,7 @@ func (s *SealedSegment) Entries() *SealedIter {
 	return it
 }
 
-// SealedIter is the entry.Iterator of SealedSegment.Entries. Besides the
+// SealedIter is the base.Iterator of SealedSegment.Entries. Besides the
 // entry it reports the record's offset (Offset), which EntryAt decodes
 // again later: a transform keeps 4 bytes per record instead of the entry.
 type SealedIter struct {
@@ -67,7 +67,7 @@ type SealedIter struct {
 	off  uint32 // next record
 	cur  uint32 // the record Entry describes
 	kref uint32 // its key's record (KeyRef)
-	e    entry.Entry
+	e    base.Entry
 	err  error
 }
 
@@ -88,7 +88,7 @@ func (s *SealedSegment) seq(low uint64) uint64 {
 //
 // kref is the offset of the record holding the entry's key: the map header
 // for a map entry, the record itself otherwise.
-func (s *SealedSegment) decode(off uint32) (e entry.Entry, size, kref uint32, live bool, err error) {
+func (s *SealedSegment) decode(off uint32) (e base.Entry, size, kref uint32, live bool, err error) {
 	data := s.data
 	r, err := DecodeRecord(data, off)
 	if err != nil {
@@ -97,23 +97,23 @@ func (s *SealedSegment) decode(off uint32) (e entry.Entry, size, kref uint32, li
 	if r.Flags&FlagDead != 0 {
 		return e, r.Size, off, false, nil
 	}
-	e = entry.Entry{Seq: s.seq(r.Seq), Key: r.Key, Value: r.Value}
+	e = base.Entry{Seq: s.seq(r.Seq), Key: r.Key, Value: r.Value}
 	kref = off
 	switch r.Kind {
 	case KindValue:
-		e.Kind = entry.KindValue
+		e.Kind = base.KindValue
 	case KindTombstone:
-		e.Kind = entry.KindTombstone
+		e.Kind = base.KindTombstone
 	case KindListChunk:
-		e.Kind = entry.KindListAppend
+		e.Kind = base.KindListAppend
 		if r.Flags&FlagBase != 0 {
-			e.Kind = entry.KindListBase
+			e.Kind = base.KindListBase
 		}
 	case KindMapHeader:
 		if r.Flags&FlagBase == 0 {
 			return e, r.Size, off, false, nil
 		}
-		e.Kind = entry.KindTombstone
+		e.Kind = base.KindTombstone
 	case KindMapEntry:
 		h, err := DecodeRecord(data, r.Header)
 		if err == nil && h.Kind != KindMapHeader {
@@ -124,9 +124,9 @@ func (s *SealedSegment) decode(off uint32) (e entry.Entry, size, kref uint32, li
 		}
 		e.Key, e.UserKey = h.Key, r.Key
 		kref = r.Header
-		e.Kind = entry.KindMapEntry
+		e.Kind = base.KindMapEntry
 		if r.Flags&FlagTomb != 0 {
-			e.Kind = entry.KindMapEntryTombstone
+			e.Kind = base.KindMapEntryTombstone
 		}
 	}
 	return e, r.Size, kref, true, nil
@@ -136,9 +136,9 @@ func (s *SealedSegment) decode(off uint32) (e entry.Entry, size, kref uint32, li
 // this segment reported (Offset): the entry its Next yielded there. Other
 // offsets give an error wrapping ErrCorruption or a meaningless entry. Same
 // rules as Entries for goroutines and the life of the bytes.
-func (s *SealedSegment) EntryAt(off uint32) (entry.Entry, error) {
+func (s *SealedSegment) EntryAt(off uint32) (base.Entry, error) {
 	if s.dropped.Load() {
-		return entry.Entry{}, fmt.Errorf("%w: entry of a dropped segment", ErrSegmentDropped)
+		return base.Entry{}, fmt.Errorf("%w: entry of a dropped segment", ErrSegmentDropped)
 	}
 	e, _, _, live, err := s.decode(off)
 	if err != nil {
@@ -206,7 +206,7 @@ func (it *SealedIter) Next() bool {
 func (it *SealedIter) Offset() uint32 { return it.cur }
 
 // Entry returns the current entry (valid until the next Next).
-func (it *SealedIter) Entry() *entry.Entry { return &it.e }
+func (it *SealedIter) Entry() *base.Entry { return &it.e }
 
 // Err returns the error that ended the iteration, if any.
 func (it *SealedIter) Err() error { return it.err }
@@ -267,4 +267,4 @@ func (t *Table) DropSealed(s *SealedSegment) error {
 	return nil
 }
 
-var _ entry.Iterator = (*SealedIter)(nil)
+var _ base.Iterator = (*SealedIter)(nil)

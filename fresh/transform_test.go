@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/memory"
 )
 
-// ent is an entry.Entry with copied bytes, for comparisons.
+// ent is an base.Entry with copied bytes, for comparisons.
 type ent struct {
-	Kind       entry.Kind
+	Kind       base.Kind
 	Key, UK, V string
 	Seq        uint64
 }
@@ -25,7 +25,7 @@ func (e ent) String() string {
 	return fmt.Sprintf("%v %s/%s=%q@%d", e.Kind, e.Key, e.UK, e.V, e.Seq)
 }
 
-func collect(t testing.TB, it entry.Iterator) []ent {
+func collect(t testing.TB, it base.Iterator) []ent {
 	t.Helper()
 	var out []ent
 	for it.Next() {
@@ -99,23 +99,23 @@ func TestSealedEntries(t *testing.T) {
 	put("after", "seal") // in a new segment, not in the sealed one
 
 	want := []ent{
-		{entry.KindValue, "a", "", "22", 2},
-		{entry.KindValue, "b", "", "q", 4},
-		{entry.KindTombstone, "c", "", "", 5},
-		{entry.KindTombstone, "d", "", "", 7},
-		{entry.KindListAppend, "L1", "", "xy", 9},
-		{entry.KindListAppend, "L1", "", "z", 10},
-		{entry.KindListBase, "L2", "", "abcd", 12},
-		{entry.KindListBase, "L3", "", "zz", 16},
-		{entry.KindListBase, "L4", "", "n", 18},
-		{entry.KindMapEntryTombstone, "M1", "u2", "", 22},
-		{entry.KindMapEntry, "M1", "u1", "w", 23},
-		{entry.KindTombstone, "M2", "", "", 26},
-		{entry.KindMapEntry, "M2", "b", "2", 27},
-		{entry.KindMapEntryTombstone, "M2", "c", "", 29},
-		{entry.KindTombstone, "M3", "", "", 31},
-		{entry.KindMapEntry, "M3", "k", "v", 32},
-		{entry.KindValue, "e", "", "v", 34},
+		{base.KindValue, "a", "", "22", 2},
+		{base.KindValue, "b", "", "q", 4},
+		{base.KindTombstone, "c", "", "", 5},
+		{base.KindTombstone, "d", "", "", 7},
+		{base.KindListAppend, "L1", "", "xy", 9},
+		{base.KindListAppend, "L1", "", "z", 10},
+		{base.KindListBase, "L2", "", "abcd", 12},
+		{base.KindListBase, "L3", "", "zz", 16},
+		{base.KindListBase, "L4", "", "n", 18},
+		{base.KindMapEntryTombstone, "M1", "u2", "", 22},
+		{base.KindMapEntry, "M1", "u1", "w", 23},
+		{base.KindTombstone, "M2", "", "", 26},
+		{base.KindMapEntry, "M2", "b", "2", 27},
+		{base.KindMapEntryTombstone, "M2", "c", "", 29},
+		{base.KindTombstone, "M3", "", "", 31},
+		{base.KindMapEntry, "M3", "k", "v", 32},
+		{base.KindValue, "e", "", "v", 34},
 	}
 	ss := tb.Sealed()
 	if len(ss) != 1 {
@@ -309,7 +309,7 @@ func (d *deltaModel) check(t *testing.T, got []ent) {
 	}
 	for k, m := range d.maps {
 		if m.cleared {
-			want = append(want, ent{entry.KindTombstone, k, "", "", m.tombSeq})
+			want = append(want, ent{base.KindTombstone, k, "", "", m.tombSeq})
 		}
 		for _, e := range m.entries {
 			want = append(want, e)
@@ -318,7 +318,7 @@ func (d *deltaModel) check(t *testing.T, got []ent) {
 	lists := map[string][]ent{}
 	var rest []ent
 	for _, e := range got {
-		if e.Kind == entry.KindListAppend || e.Kind == entry.KindListBase || d.lists[e.Key] != nil && e.Kind == entry.KindTombstone {
+		if e.Kind == base.KindListAppend || e.Kind == base.KindListBase || d.lists[e.Key] != nil && e.Kind == base.KindTombstone {
 			lists[e.Key] = append(lists[e.Key], e)
 		} else {
 			rest = append(rest, e)
@@ -342,12 +342,12 @@ func (d *deltaModel) check(t *testing.T, got []ent) {
 		}
 		var content string
 		for i, e := range es {
-			if e.Kind == entry.KindListBase && i != 0 || e.Kind == entry.KindTombstone && len(es) != 1 {
+			if e.Kind == base.KindListBase && i != 0 || e.Kind == base.KindTombstone && len(es) != 1 {
 				t.Fatalf("list %s: %v", k, es)
 			}
 			content += e.V
 		}
-		if l.tomb != (es[0].Kind == entry.KindTombstone) || l.base != (es[0].Kind == entry.KindListBase) || content != l.content {
+		if l.tomb != (es[0].Kind == base.KindTombstone) || l.base != (es[0].Kind == base.KindListBase) || content != l.content {
 			t.Fatalf("list %s: %v, model %+v", k, es, l)
 		}
 	}
@@ -406,11 +406,11 @@ func TestSealedEntriesModel(t *testing.T) {
 		case p < 15:
 			k, v := fmt.Sprint("kv", rng.IntN(40)), val()
 			must(t, tb.Put(hashOf(b(k)), b(k), b(v)))
-			apply = func(seq uint64) { d.kv[k] = ent{entry.KindValue, k, "", v, seq} }
+			apply = func(seq uint64) { d.kv[k] = ent{base.KindValue, k, "", v, seq} }
 		case p < 20:
 			k := fmt.Sprint("kv", rng.IntN(40))
 			must(t, tb.Delete(hashOf(b(k)), b(k)))
-			apply = func(seq uint64) { d.kv[k] = ent{entry.KindTombstone, k, "", "", seq} }
+			apply = func(seq uint64) { d.kv[k] = ent{base.KindTombstone, k, "", "", seq} }
 		case p < 45:
 			k, v := fmt.Sprint("list", rng.IntN(15)), val()
 			must(t, tb.ListAppend(hashOf(b(k)), b(k), b(v)))
@@ -452,7 +452,7 @@ func TestSealedEntriesModel(t *testing.T) {
 						m.tombSeq = seq - 1 // the base header's
 					}
 					m.hasHeader, m.records = true, true
-					m.entries[uk] = ent{entry.KindMapEntry, mk, uk, v, seq}
+					m.entries[uk] = ent{base.KindMapEntry, mk, uk, v, seq}
 				}
 			case q < 85:
 				must(t, mrem(tb, mk, uk))
@@ -465,7 +465,7 @@ func TestSealedEntriesModel(t *testing.T) {
 						m.tombSeq = seq - 1
 					}
 					m.hasHeader, m.records = true, true
-					m.entries[uk] = ent{entry.KindMapEntryTombstone, mk, uk, "", seq}
+					m.entries[uk] = ent{base.KindMapEntryTombstone, mk, uk, "", seq}
 				}
 			case q < 95:
 				must(t, tb.MapClear(hashOf(b(mk)), b(mk)))
@@ -560,7 +560,7 @@ func TestSealedEntriesConcurrent(t *testing.T) {
 		if st == Absent {
 			if e, ok := lower[k]; ok {
 				v, st = []byte(e.V), Found
-				if e.Kind == entry.KindTombstone {
+				if e.Kind == base.KindTombstone {
 					v, st = nil, Deleted
 				}
 			}

@@ -7,29 +7,29 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/lsm/sstable"
 	"github.com/strata-db/strata/memory"
 )
 
 // benchKeys makes n value keys with 64-bit orders and their entries.
-func benchEntries(rng *rand.Rand, n, valueSize int, seq *uint64) []entry.Entry {
-	es := make([]entry.Entry, n)
+func benchEntries(rng *rand.Rand, n, valueSize int, seq *uint64) []base.Entry {
+	es := make([]base.Entry, n)
 	val := make([]byte, valueSize)
 	for i := range es {
 		k := rng.Uint64N(1 << 40)
 		key := fmt.Appendf(nil, "key-%012d", k)
 		*seq++
-		es[i] = entry.Entry{Order: orderOf(string(key), 64), Hash: k, Seq: *seq, Kind: entry.KindValue, Key: key, Value: val}
+		es[i] = base.Entry{Order: orderOf(string(key), 64), Hash: k, Seq: *seq, Kind: base.KindValue, Key: key, Value: val}
 	}
-	slices.SortFunc(es, func(a, b entry.Entry) int { return compareEntries(&a, &b) })
-	return slices.CompactFunc(es, func(a, b entry.Entry) bool { return a.Order == b.Order && string(a.Key) == string(b.Key) })
+	slices.SortFunc(es, func(a, b base.Entry) int { return compareEntries(&a, &b) })
+	return slices.CompactFunc(es, func(a, b base.Entry) bool { return a.Order == b.Order && string(a.Key) == string(b.Key) })
 }
 
 type benchDB struct {
 	d    *DB
-	keys []entry.Entry // one entry per key present
+	keys []base.Entry // one entry per key present
 }
 
 // loadBench fills a DB with batches of `batch` keys until it holds total
@@ -53,7 +53,7 @@ func loadBench(tb testing.TB, opts Options, total int64, batch, valueSize int) *
 		}
 		for i := range es {
 			if i%16 == 0 {
-				bd.keys = append(bd.keys, entry.Entry{Order: es[i].Order, Key: es[i].Key})
+				bd.keys = append(bd.keys, base.Entry{Order: es[i].Order, Key: es[i].Key})
 			}
 		}
 		written += int64(len(es) * valueSize)
@@ -108,7 +108,7 @@ func BenchmarkGet(b *testing.B) {
 				bd = loadBench(b, opts, c.total, 8192, 64)
 			}
 			found := 0
-			visit := func(e *entry.Entry) bool { found++; return false }
+			visit := func(e *base.Entry) bool { found++; return false }
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
@@ -144,7 +144,7 @@ func TestGetAllocs(t *testing.T) {
 	if populatedLevels(bd.d) < 2 {
 		t.Fatalf("only %d levels populated", populatedLevels(bd.d))
 	}
-	visit := func(e *entry.Entry) bool { return false }
+	visit := func(e *base.Entry) bool { return false }
 	for _, k := range bd.keys { // warm the cache
 		bd.d.Get(k.Order, k.Key, nil, visit)
 	}

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/lsm/sstable"
 )
 
@@ -188,7 +188,7 @@ func (j *CompactionJob) run(ctx context.Context) error {
 	r.filter = d.opts.Filter
 	r.bottom = j.bottom
 	out := d.newOutput()
-	r.emit = func(e *entry.Entry) error {
+	r.emit = func(e *base.Entry) error {
 		if out.open && out.w.EstimatedSize() >= d.opts.TargetFileSize {
 			if last, ok := out.w.LastOrder(); ok && last != e.Order {
 				t, err := out.finish()
@@ -350,8 +350,8 @@ func (l *levelIter) Next() bool {
 	}
 }
 
-func (l *levelIter) Entry() *entry.Entry { return l.it.Entry() }
-func (l *levelIter) Err() error          { return l.err }
+func (l *levelIter) Entry() *base.Entry { return l.it.Entry() }
+func (l *levelIter) Err() error         { return l.err }
 func (l *levelIter) Close() error {
 	if l.it != nil {
 		l.it.Close()
@@ -361,7 +361,7 @@ func (l *levelIter) Close() error {
 }
 
 type closingIter interface {
-	entry.Iterator
+	base.Iterator
 	Close() error
 }
 
@@ -372,7 +372,7 @@ type closingIter interface {
 type merger struct {
 	srcs  []closingIter
 	heap  []int
-	cur   *entry.Entry
+	cur   *base.Entry
 	first bool
 	e     error
 }
@@ -463,7 +463,7 @@ func (m *merger) close() {
 
 // compareEntries orders entries by (Order asc, Key asc, UserKey asc, Seq
 // desc), the order of every file (internal/entry).
-func compareEntries(a, b *entry.Entry) int {
+func compareEntries(a, b *base.Entry) int {
 	if a.Order != b.Order {
 		if a.Order < b.Order {
 			return -1

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/lsm/sstable"
 )
@@ -757,13 +757,13 @@ func (d *DB) LastSeq() uint64 { return d.lastSeq }
 //
 // Errors: ErrClosed; ErrCorruption (*CorruptionError wrapping the sstable
 // error) for a damaged block; I/O errors from the table file.
-func (d *DB) Get(order uint64, key, userKey []byte, visit func(*entry.Entry) bool) error {
+func (d *DB) Get(order uint64, key, userKey []byte, visit func(*base.Entry) bool) error {
 	if d.closed {
 		return ErrClosed
 	}
 	v := d.current
 	cont := true
-	fn := func(e *entry.Entry) bool {
+	fn := func(e *base.Entry) bool {
 		cont = visit(e)
 		return cont
 	}

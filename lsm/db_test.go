@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/lsm/sstable"
 	"github.com/strata-db/strata/scheduler"
@@ -96,7 +96,7 @@ func TestWriteL0Errors(t *testing.T) {
 	if _, err := d.WriteL0(&failingIter{sliceIter: sliceIter{es: es}, failAt: 150}); err == nil || !strings.Contains(err.Error(), "source broke") {
 		t.Fatalf("failing source: %v", err)
 	}
-	bad := append([]entry.Entry{es[5]}, es...)
+	bad := append([]base.Entry{es[5]}, es...)
 	if _, err := d.WriteL0(&sliceIter{es: bad}); !errors.Is(err, sstable.ErrOutOfOrder) {
 		t.Fatalf("out of order: %v", err)
 	}
@@ -130,7 +130,7 @@ func TestWriteL0Errors(t *testing.T) {
 	if err := d.Close(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("second Close: %v", err)
 	}
-	if err := d.Get(1, nil, nil, func(*entry.Entry) bool { return true }); !errors.Is(err, ErrClosed) {
+	if err := d.Get(1, nil, nil, func(*base.Entry) bool { return true }); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Get after Close: %v", err)
 	}
 }
@@ -189,7 +189,7 @@ func TestCompactionFilter(t *testing.T) {
 	opts := smallOptions(fs)
 	var mu sync.Mutex
 	sawBottom := map[bool]int{}
-	opts.Filter = func(e *entry.Entry, bottom bool) bool {
+	opts.Filter = func(e *base.Entry, bottom bool) bool {
 		mu.Lock()
 		sawBottom[bottom]++
 		mu.Unlock()
@@ -203,7 +203,7 @@ func TestCompactionFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	install := func(es []entry.Entry) {
+	install := func(es []base.Entry) {
 		p, err := d.WriteL0(&sliceIter{es: es})
 		if err != nil {
 			t.Fatal(err)
@@ -212,10 +212,10 @@ func TestCompactionFilter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	install([]entry.Entry{
-		{Order: 1, Seq: 1, Kind: entry.KindValue, Key: []byte("a"), Value: []byte("keep")},
-		{Order: 2, Seq: 2, Kind: entry.KindValue, Key: []byte("b"), Value: []byte("expired")},
-		{Order: 3, Seq: 3, Kind: entry.KindTombstone, Key: []byte("c")},
+	install([]base.Entry{
+		{Order: 1, Seq: 1, Kind: base.KindValue, Key: []byte("a"), Value: []byte("keep")},
+		{Order: 2, Seq: 2, Kind: base.KindValue, Key: []byte("b"), Value: []byte("expired")},
+		{Order: 3, Seq: 3, Kind: base.KindTombstone, Key: []byte("c")},
 	})
 	j := d.CompactLevel(0)
 	if !j.Bottom() {
@@ -234,16 +234,16 @@ func TestCompactionFilter(t *testing.T) {
 	j = d.CompactLevel(1)
 	j.Run(context.Background())
 	d.InstallCompaction(j)
-	install([]entry.Entry{{Order: 1, Seq: 5, Kind: entry.KindTombstone, Key: []byte("a")}})
+	install([]base.Entry{{Order: 1, Seq: 5, Kind: base.KindTombstone, Key: []byte("a")}})
 	j = d.CompactLevel(0)
 	if j.Bottom() {
 		t.Fatal("L0→L1 above L2 data is bottom")
 	}
 	j.Run(context.Background())
 	d.InstallCompaction(j)
-	var got []entry.Kind
-	d.Get(1, []byte("a"), nil, func(e *entry.Entry) bool { got = append(got, e.Kind); return true })
-	if len(got) != 2 || got[0] != entry.KindTombstone || got[1] != entry.KindValue {
+	var got []base.Kind
+	d.Get(1, []byte("a"), nil, func(e *base.Entry) bool { got = append(got, e.Kind); return true })
+	if len(got) != 2 || got[0] != base.KindTombstone || got[1] != base.KindValue {
 		t.Fatalf("versions of a: %v (the tombstone must survive above data)", got)
 	}
 	mu.Lock()
@@ -276,7 +276,7 @@ func TestScheduler(t *testing.T) {
 	type flush struct {
 		h  *scheduler.Handle
 		p  *PendingFile
-		es []entry.Entry
+		es []base.Entry
 	}
 	var flushes []*flush // in submission order: installed in that order (invariant 6)
 	type job struct {

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -71,7 +71,7 @@ type noSpace struct {
 	ffs      *vfs.FaultFS
 	failures int
 	pending  []*PendingFile
-	pendES   [][]entry.Entry
+	pendES   [][]base.Entry
 }
 
 // noSpaceWorkload runs flushes and compactions on d. With f nil every

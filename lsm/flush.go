@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/lsm/sstable"
 )
 
@@ -38,7 +38,7 @@ func (p *PendingFile) Meta() FileMeta {
 //
 // Errors: the iterator's Err; sstable errors from Add; I/O errors wrapped with
 // the file name (ErrNoSpace for ENOSPC).
-func (d *DB) WriteL0(it entry.Iterator) (*PendingFile, error) {
+func (d *DB) WriteL0(it base.Iterator) (*PendingFile, error) {
 	p := &PendingFile{}
 	if !it.Next() {
 		if err := it.Err(); err != nil {
@@ -86,7 +86,7 @@ type output struct {
 
 func (d *DB) newOutput() *output { return &output{d: d} }
 
-func (o *output) add(e *entry.Entry) error {
+func (o *output) add(e *base.Entry) error {
 	if o.err != nil {
 		return o.err
 	}

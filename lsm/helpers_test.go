@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -26,9 +26,9 @@ func testSeed(t testing.TB) uint64 {
 	return uint64(seed)
 }
 
-// sliceIter is an entry.Iterator over a sorted slice.
+// sliceIter is an base.Iterator over a sorted slice.
 type sliceIter struct {
-	es  []entry.Entry
+	es  []base.Entry
 	i   int
 	err error
 }
@@ -40,8 +40,8 @@ func (s *sliceIter) Next() bool {
 	s.i++
 	return true
 }
-func (s *sliceIter) Entry() *entry.Entry { return &s.es[s.i-1] }
-func (s *sliceIter) Err() error          { return s.err }
+func (s *sliceIter) Entry() *base.Entry { return &s.es[s.i-1] }
+func (s *sliceIter) Err() error         { return s.err }
 
 // keySpace describes the keys a workload writes: value keys, list keys and
 // maps with user keys. Orders come from a small space so distinct keys share
@@ -119,32 +119,32 @@ func (g *gen) value() []byte {
 }
 
 // batch returns n entries in entry order with fresh sequence numbers.
-func (g *gen) batch(n int) []entry.Entry {
-	es := make([]entry.Entry, 0, n)
+func (g *gen) batch(n int) []base.Entry {
+	es := make([]base.Entry, 0, n)
 	for range n {
 		k := g.keys[g.rng.IntN(len(g.keys))]
 		g.seq++
-		e := entry.Entry{Order: k.order, Hash: k.order ^ 0x5555, Seq: g.seq, Key: []byte(k.key)}
+		e := base.Entry{Order: k.order, Hash: k.order ^ 0x5555, Seq: g.seq, Key: []byte(k.key)}
 		r := g.rng.IntN(10)
 		switch k.kind {
 		case kValue:
 			if r < 8 {
-				e.Kind, e.Value = entry.KindValue, g.value()
+				e.Kind, e.Value = base.KindValue, g.value()
 			} else {
-				e.Kind = entry.KindTombstone
+				e.Kind = base.KindTombstone
 			}
 		case kList:
 			switch {
 			case r < 6 || k.key[len(k.key)-1] == '7': // lists ending in 7 only ever grow
-				e.Kind, e.Value = entry.KindListAppend, g.value()
+				e.Kind, e.Value = base.KindListAppend, g.value()
 			case r < 8:
-				e.Kind, e.Value = entry.KindListBase, g.value()
+				e.Kind, e.Value = base.KindListBase, g.value()
 			default:
-				e.Kind = entry.KindTombstone
+				e.Kind = base.KindTombstone
 			}
 		case kMap:
 			if r == 0 {
-				e.Kind = entry.KindTombstone // map clear
+				e.Kind = base.KindTombstone // map clear
 				break
 			}
 			uk := fmt.Sprintf("u%03d", g.rng.IntN(g.ks.userKeys))
@@ -154,23 +154,23 @@ func (g *gen) batch(n int) []entry.Entry {
 			e.UserKey = []byte(uk)
 			e.UserHash = uint64(len(uk)) + 1
 			if r < 8 {
-				e.Kind, e.Value = entry.KindMapEntry, g.value()
+				e.Kind, e.Value = base.KindMapEntry, g.value()
 			} else {
-				e.Kind = entry.KindMapEntryTombstone
+				e.Kind = base.KindMapEntryTombstone
 			}
 		}
 		es = append(es, e)
 	}
-	slices.SortFunc(es, func(a, b entry.Entry) int { return compareEntries(&a, &b) })
+	slices.SortFunc(es, func(a, b base.Entry) int { return compareEntries(&a, &b) })
 	return es
 }
 
 // model is the acknowledged history: every installed entry, by key.
 type model struct {
-	byKey map[string][]entry.Entry // newest last
+	byKey map[string][]base.Entry // newest last
 }
 
-func newModel() *model { return &model{byKey: map[string][]entry.Entry{}} }
+func newModel() *model { return &model{byKey: map[string][]base.Entry{}} }
 
 func (m *model) clone() *model {
 	c := newModel()
@@ -180,7 +180,7 @@ func (m *model) clone() *model {
 	return c
 }
 
-func (m *model) add(es []entry.Entry) {
+func (m *model) add(es []base.Entry) {
 	for _, e := range es {
 		m.byKey[string(e.Key)] = append(m.byKey[string(e.Key)], e)
 	}
@@ -191,22 +191,22 @@ func (m *model) add(es []entry.Entry) {
 }
 
 // resolved is a key's logical state as a string, "" meaning absent.
-func resolveVersions(newestFirst []entry.Entry) string {
+func resolveVersions(newestFirst []base.Entry) string {
 	var ops [][]byte
 	for _, e := range newestFirst {
 		switch e.Kind {
-		case entry.KindListAppend:
+		case base.KindListAppend:
 			ops = append(ops, e.Value)
 			continue
-		case entry.KindValue:
+		case base.KindValue:
 			return "V:" + string(e.Value)
-		case entry.KindListBase:
+		case base.KindListBase:
 			s := "L:" + string(e.Value)
 			for i := len(ops) - 1; i >= 0; i-- {
 				s += string(ops[i])
 			}
 			return s
-		case entry.KindTombstone:
+		case base.KindTombstone:
 			if len(ops) == 0 {
 				return ""
 			}
@@ -226,16 +226,16 @@ func resolveVersions(newestFirst []entry.Entry) string {
 }
 
 // resolveMap resolves a map's entries (any order) to "uk=value;…" sorted.
-func resolveMap(es []entry.Entry) string {
+func resolveMap(es []base.Entry) string {
 	var tomb uint64
 	for _, e := range es {
-		if e.Kind == entry.KindTombstone && len(e.UserKey) == 0 && e.Seq > tomb {
+		if e.Kind == base.KindTombstone && len(e.UserKey) == 0 && e.Seq > tomb {
 			tomb = e.Seq
 		}
 	}
-	newest := map[string]entry.Entry{}
+	newest := map[string]base.Entry{}
 	for _, e := range es {
-		if e.Kind == entry.KindTombstone || e.Seq < tomb {
+		if e.Kind == base.KindTombstone || e.Seq < tomb {
 			continue
 		}
 		if p, ok := newest[string(e.UserKey)]; !ok || e.Seq > p.Seq {
@@ -244,7 +244,7 @@ func resolveMap(es []entry.Entry) string {
 	}
 	var parts []string
 	for uk, e := range newest {
-		if e.Kind == entry.KindMapEntry {
+		if e.Kind == base.KindMapEntry {
 			parts = append(parts, uk+"="+string(e.Value))
 		}
 	}
@@ -267,7 +267,7 @@ func (m *model) expect(k testKey) string {
 	return resolveVersions(nf)
 }
 
-func copyEntry(e *entry.Entry) entry.Entry {
+func copyEntry(e *base.Entry) base.Entry {
 	c := *e
 	c.Key = bytes.Clone(e.Key)
 	c.UserKey = bytes.Clone(e.UserKey)
@@ -279,10 +279,10 @@ func copyEntry(e *entry.Entry) entry.Entry {
 // MapRange, cross-checked entry by entry with Get.
 func readKey(d *DB, k testKey) (string, error) {
 	if k.kind != kMap {
-		var vs []entry.Entry
-		err := d.Get(k.order, []byte(k.key), nil, func(e *entry.Entry) bool {
+		var vs []base.Entry
+		err := d.Get(k.order, []byte(k.key), nil, func(e *base.Entry) bool {
 			vs = append(vs, copyEntry(e))
-			return e.Kind == entry.KindListAppend
+			return e.Kind == base.KindListAppend
 		})
 		if err != nil {
 			return "", err
@@ -294,10 +294,10 @@ func readKey(d *DB, k testKey) (string, error) {
 		}
 		return resolveVersions(vs), nil
 	}
-	var es []entry.Entry
-	err := d.MapRange(k.order, []byte(k.key), func(e *entry.Entry) bool {
+	var es []base.Entry
+	err := d.MapRange(k.order, []byte(k.key), func(e *base.Entry) bool {
 		if !bytes.Equal(e.Key, []byte(k.key)) || e.Order != k.order {
-			es = append(es, entry.Entry{Kind: 99})
+			es = append(es, base.Entry{Kind: 99})
 		}
 		es = append(es, copyEntry(e))
 		return true
@@ -318,7 +318,7 @@ func readKey(d *DB, k testKey) (string, error) {
 			j++
 		}
 		var got []uint64
-		if err := d.Get(k.order, []byte(k.key), es[i].UserKey, func(e *entry.Entry) bool {
+		if err := d.Get(k.order, []byte(k.key), es[i].UserKey, func(e *base.Entry) bool {
 			got = append(got, e.Seq)
 			return true
 		}); err != nil {
@@ -494,7 +494,7 @@ func compactToBottom(t testing.TB, d *DB) {
 		}
 		it := tf.r.NewIter()
 		for it.Next() {
-			if k := it.Entry().Kind; k == entry.KindListAppend || k == entry.KindTombstone || k == entry.KindMapEntryTombstone {
+			if k := it.Entry().Kind; k == base.KindListAppend || k == base.KindTombstone || k == base.KindMapEntryTombstone {
 				t.Fatalf("bottom file %d holds a %v entry", tf.meta.Num, k)
 			}
 		}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/lsm/sstable"
 )
@@ -191,7 +191,7 @@ func TestFileHeaderErrors(t *testing.T) {
 // manifestDB builds a DB on a MemFS with n installs, each followed by a
 // Persist (one manifest record each, no rotation), and returns the file
 // system, the batches, the manifest path and the offsets of its records.
-func manifestDB(t *testing.T, n int) (*vfs.MemFS, [][]entry.Entry, []testKey, string, []int64) {
+func manifestDB(t *testing.T, n int) (*vfs.MemFS, [][]base.Entry, []testKey, string, []int64) {
 	t.Helper()
 	fs := vfs.NewMem()
 	opts := smallOptions(fs)
@@ -201,7 +201,7 @@ func manifestDB(t *testing.T, n int) (*vfs.MemFS, [][]entry.Entry, []testKey, st
 		t.Fatal(err)
 	}
 	g := newGen(rand.New(rand.NewPCG(1, 2)), crashKeys)
-	var batches [][]entry.Entry
+	var batches [][]base.Entry
 	for range n {
 		es := g.batch(8)
 		p, err := d.WriteL0(&sliceIter{es: es})
@@ -237,7 +237,7 @@ func manifestDB(t *testing.T, n int) (*vfs.MemFS, [][]entry.Entry, []testKey, st
 	return fs, batches, g.keys, name, offs
 }
 
-func batchMaxSeq(es []entry.Entry) uint64 {
+func batchMaxSeq(es []base.Entry) uint64 {
 	var m uint64
 	for _, e := range es {
 		m = max(m, e.Seq)

@@ -3,7 +3,7 @@ package lsm
 import (
 	"bytes"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // resolver applies the merge rules of a compaction (doc.go, "Merge rules")
@@ -14,15 +14,15 @@ import (
 type resolver struct {
 	filter  CompactionFilter
 	bottom  bool
-	emit    func(*entry.Entry) error
+	emit    func(*base.Entry) error
 	dropped int64 // entries the filter dropped
 	hidden  int64 // entries hidden by a newer version or map tombstone
 
-	group   []entry.Entry
+	group   []base.Entry
 	arena   []byte
 	runTomb uint64 // Seq of the run's newest map tombstone; valid if hasTomb
 	hasTomb bool
-	out     [2]entry.Entry
+	out     [2]base.Entry
 	val     []byte
 }
 
@@ -36,7 +36,7 @@ func (r *resolver) copyBytes(b []byte) []byte {
 }
 
 // push takes the next entry of the merged stream.
-func (r *resolver) push(e *entry.Entry) error {
+func (r *resolver) push(e *base.Entry) error {
 	if len(r.group) > 0 {
 		g := &r.group[0]
 		sameRun := e.Order == g.Order && bytes.Equal(e.Key, g.Key)
@@ -59,7 +59,7 @@ func (r *resolver) push(e *entry.Entry) error {
 	return nil
 }
 
-func (r *resolver) append(e *entry.Entry) {
+func (r *resolver) append(e *base.Entry) {
 	c := *e
 	c.Key = r.copyBytes(e.Key)
 	c.UserKey = r.copyBytes(e.UserKey)
@@ -86,7 +86,7 @@ func (r *resolver) flush() error {
 	}
 	out := r.out[:0]
 	ops := 0
-	for ops < len(g) && g[ops].Kind == entry.KindListAppend {
+	for ops < len(g) && g[ops].Kind == base.KindListAppend {
 		ops++
 	}
 	if ops == 0 {
@@ -97,15 +97,15 @@ func (r *resolver) flush() error {
 		res := g[0]
 		r.val = r.val[:0]
 		switch {
-		case ops < len(g) && g[ops].Kind == entry.KindListBase:
+		case ops < len(g) && g[ops].Kind == base.KindListBase:
 			r.val = append(r.val, g[ops].Value...)
-			res.Kind = entry.KindListBase
+			res.Kind = base.KindListBase
 		case ops < len(g) || r.bottom:
 			// A tombstone (or any other base) below: the operands are the
 			// whole list. At the bottom nothing lies below them.
-			res.Kind = entry.KindListBase
+			res.Kind = base.KindListBase
 		default:
-			res.Kind = entry.KindListAppend // base not in the inputs: stay an operand
+			res.Kind = base.KindListAppend // base not in the inputs: stay an operand
 		}
 		for i := ops - 1; i >= 0; i-- {
 			r.val = append(r.val, g[i].Value...)
@@ -120,9 +120,9 @@ func (r *resolver) flush() error {
 		// map entry of user key "" (maps only; a value or list key has no
 		// other user keys to hide).
 		for i := range g {
-			if g[i].Kind == entry.KindTombstone {
+			if g[i].Kind == base.KindTombstone {
 				r.hasTomb, r.runTomb = true, g[i].Seq
-				if i > 0 && (out[0].Kind == entry.KindMapEntry || out[0].Kind == entry.KindMapEntryTombstone) {
+				if i > 0 && (out[0].Kind == base.KindMapEntry || out[0].Kind == base.KindMapEntryTombstone) {
 					out = append(out, g[i])
 					r.hidden--
 				}

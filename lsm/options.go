@@ -3,7 +3,7 @@ package lsm
 import (
 	"fmt"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/lsm/sstable"
 )
@@ -22,12 +22,12 @@ import (
 // collected calls it first. The hook plays the role of RocksDB's
 // CompactionFilter that Flink's TTL compaction cleanup installs
 // (FlinkCompactionFilter).
-type CompactionFilter func(e *entry.Entry, bottom bool) (drop bool)
+type CompactionFilter func(e *base.Entry, bottom bool) (drop bool)
 
 // DefaultFilter drops tombstones (KindTombstone, KindMapEntryTombstone) at the
 // bottom and keeps everything else.
-func DefaultFilter(e *entry.Entry, bottom bool) bool {
-	return bottom && (e.Kind == entry.KindTombstone || e.Kind == entry.KindMapEntryTombstone)
+func DefaultFilter(e *base.Entry, bottom bool) bool {
+	return bottom && (e.Kind == base.KindTombstone || e.Kind == base.KindMapEntryTombstone)
 }
 
 // Options configures a DB. Zero fields take the defaults named in their

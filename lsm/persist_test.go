@@ -9,12 +9,12 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
 // installBatch writes es to a new L0 file and installs it.
-func installBatch(t testing.TB, d *DB, es []entry.Entry, lastSeq uint64) *tableFile {
+func installBatch(t testing.TB, d *DB, es []base.Entry, lastSeq uint64) *tableFile {
 	t.Helper()
 	p, err := d.WriteL0(&sliceIter{es: es})
 	if err != nil {

@@ -3,14 +3,14 @@ package lsm
 import (
 	"bytes"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // mapRangeScratch is MapRange's reusable buffer: copies of the entries of
 // each source file, back to back, and where each source's run starts.
 type mapRangeScratch struct {
 	arena []byte
-	ents  []entry.Entry
+	ents  []base.Entry
 	runs  []int // runs[i] is the first index in ents of source i; one extra at the end
 	heads []int
 	srcs  []*tableFile
@@ -31,7 +31,7 @@ type mapRangeScratch struct {
 //
 // Errors: ErrClosed; ErrCorruption (*CorruptionError) for a damaged block;
 // I/O errors from the table file.
-func (d *DB) MapRange(order uint64, mapKey []byte, visit func(*entry.Entry) bool) error {
+func (d *DB) MapRange(order uint64, mapKey []byte, visit func(*base.Entry) bool) error {
 	if d.closed {
 		return ErrClosed
 	}
@@ -55,7 +55,7 @@ func (d *DB) MapRange(order uint64, mapKey []byte, visit func(*entry.Entry) bool
 		return tableError(s.srcs[0].r.MapRange(order, mapKey, visit))
 	}
 	s.arena, s.ents, s.runs = s.arena[:0], s.ents[:0], s.runs[:0]
-	collect := func(e *entry.Entry) bool {
+	collect := func(e *base.Entry) bool {
 		c := *e
 		c.Key = nil // all entries share mapKey
 		c.UserKey = s.copy(e.UserKey)
@@ -71,7 +71,7 @@ func (d *DB) MapRange(order uint64, mapKey []byte, visit func(*entry.Entry) bool
 	}
 	s.runs = append(s.runs, len(s.ents))
 	s.heads = append(s.heads[:0], s.runs[:len(s.runs)-1]...)
-	var prev *entry.Entry
+	var prev *base.Entry
 	for {
 		best := -1
 		for i, h := range s.heads {
@@ -108,7 +108,7 @@ func (s *mapRangeScratch) copy(b []byte) []byte {
 }
 
 // mapEntryLess orders entries of one map: UserKey ascending, Seq descending.
-func mapEntryLess(a, b *entry.Entry) bool {
+func mapEntryLess(a, b *base.Entry) bool {
 	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
 		return c < 0
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/memory"
 )
 
@@ -125,8 +125,8 @@ func TestBudgetExhaustion(t *testing.T) {
 	e, done := smallEnv(t, memory.SegmentSize16M+64<<10, Options{BucketBits: 2, CompactionThreshold: 1})
 	defer done()
 	var seq uint64
-	mk := func(n, vlen int) []entry.Entry {
-		var es []entry.Entry
+	mk := func(n, vlen int) []base.Entry {
+		var es []base.Entry
 		for i := 0; i < n; i++ {
 			seq++
 			es = append(es, kv(uint64(i)*0x9e3779b97f4a7c15, "k", seq, strings.Repeat("v", vlen)))
@@ -238,9 +238,9 @@ func TestCorruptEveryByte(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var want []entry.Entry
+		var want []base.Entry
 		for i := 0; i < good.Len(); i++ {
-			var x entry.Entry
+			var x base.Entry
 			good.Entry(i, &x)
 			want = append(want, x)
 		}
@@ -259,7 +259,7 @@ func TestCorruptEveryByte(t *testing.T) {
 					t.Fatalf("off %d: accepted with %d entries", off, s.Len())
 				}
 				for i := range want {
-					var x entry.Entry
+					var x base.Entry
 					s.Entry(i, &x)
 					w := want[i]
 					if x.Order != w.Order || x.Seq != w.Seq || x.Kind != w.Kind || string(x.Key) != string(w.Key) ||
@@ -280,7 +280,7 @@ func TestJobsInterleaved(t *testing.T) {
 	e := newEnv(t, MinSliceSize, Options{BucketBits: -1, CompactionThreshold: 2, HighWatermark: 1, EvictionBatch: 1 << 30})
 	pad := strings.Repeat("p", 300)
 	// A map larger than a slice in the oldest run.
-	var es []entry.Entry
+	var es []base.Entry
 	for i := 0; i < 40; i++ {
 		es = append(es, ment(9, "m", string(rune('A'+i)), uint64(i+1), "old"+pad))
 	}
@@ -410,18 +410,18 @@ func TestDecodeNegativeValueLength(t *testing.T) {
 	le.PutUint32(b[headerSize+fpSize*n+offSize:], uint32(off1))
 	r0 := b[off0:]
 	le.PutUint64(r0[recSeq:], 2)
-	r0[recKind] = byte(entry.KindValue)
+	r0[recKind] = byte(base.KindValue)
 	le.PutUint16(r0[recKlen:], k0)
 	le.PutUint32(r0[recVlen:], uint32(1<<32-k0)) // -30 as an int32
 	r1 := b[off1:]
 	le.PutUint64(r1[recSeq:], 1)
-	r1[recKind] = byte(entry.KindValue)
+	r1[recKind] = byte(base.KindValue)
 	le.PutUint16(r1[recKlen:], kl1)
 	le.PutUint32(r1[recVlen:], vl1)
 	le.PutUint32(b[hdrCRC:], checksum(b))
 	s, err := Decode(aligned(b))
 	if err == nil {
-		var e entry.Entry
+		var e base.Entry
 		for i := 0; i < s.Len(); i++ {
 			s.Entry(i, &e)
 		}
@@ -438,7 +438,7 @@ func TestDecodeNegativeValueLength(t *testing.T) {
 func TestEvictionUnitsAtBucketEdges(t *testing.T) {
 	e := newEnv(t, MinSliceSize, Options{BucketBits: 3, HighWatermark: 1, EvictionBatch: 1})
 	pad := strings.Repeat("q", 700)
-	var es []entry.Entry
+	var es []base.Entry
 	for b := uint64(1); b < 8; b++ {
 		edge := b << 61
 		for i := 0; i < 12; i++ {
@@ -522,8 +522,8 @@ func TestListOpsExhaustive(t *testing.T) {
 				for split := 0; split < 1<<(n-1); split++ {
 					caseNo++
 					order := caseNo << 48
-					var runs [][]entry.Entry
-					var cur []entry.Entry
+					var runs [][]base.Entry
+					var cur []base.Entry
 					want := ""
 					c := code
 					for i := 0; i < n; i++ {
@@ -611,8 +611,8 @@ func TestMapOpsExhaustive(t *testing.T) {
 				for split := 0; split < 1<<(n-1); split++ {
 					caseNo++
 					order := caseNo << 48
-					var runs [][]entry.Entry
-					var cur []entry.Entry
+					var runs [][]base.Entry
+					var cur []base.Entry
 					want := map[string]string{}
 					ops := ""
 					c := code

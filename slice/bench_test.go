@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 var sliceSizes = []int{16 << 10, 20 << 10, 32 << 10}
@@ -52,23 +52,23 @@ var sink int
 
 // benchKeys returns n value entries with 20-byte keys and 16-byte values,
 // spread over order hashes, in a random order.
-func benchKeys(n int) []entry.Entry {
+func benchKeys(n int) []base.Entry {
 	r := rand.New(rand.NewPCG(7, 7))
-	es := make([]entry.Entry, n)
+	es := make([]base.Entry, n)
 	for i := range es {
 		k := make([]byte, 20)
 		binary.BigEndian.PutUint64(k[4:], uint64(i))
 		o := r.Uint64()
-		es[i] = entry.Entry{Order: o, Hash: o, Seq: uint64(i + 1), Kind: entry.KindValue, Key: k, Value: k[4:]}
+		es[i] = base.Entry{Order: o, Hash: o, Seq: uint64(i + 1), Kind: base.KindValue, Key: k, Value: k[4:]}
 	}
 	return es
 }
 
 // installRuns installs es as chain runs (es[i] goes to run i%chain),
 // oldest first, so each bucket's chain is chain runs long.
-func installRuns(b *testing.B, t *Table, es []entry.Entry, chain int) {
+func installRuns(b *testing.B, t *Table, es []base.Entry, chain int) {
 	for c := 0; c < chain; c++ {
-		var part []entry.Entry
+		var part []base.Entry
 		for i := c; i < len(es); i += chain {
 			part = append(part, es[i])
 		}

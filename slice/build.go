@@ -6,7 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // builder packs a sorted stream of entries into slices: one slice per
@@ -40,7 +40,7 @@ func newBuilder(a *Allocator, shift uint) *builder {
 // add appends e, which must follow the previous entry in (Order, Key,
 // UserKey, Seq descending) order. Errors: ErrEntry, ErrUnsorted, or the
 // allocator's budget error.
-func (b *builder) add(e *entry.Entry) error {
+func (b *builder) add(e *base.Entry) error {
 	if !e.Kind.Valid() || len(e.Key) > MaxKeySize || len(e.UserKey) > MaxKeySize || len(e.Value) > MaxValueSize {
 		return fmt.Errorf("%w: kind %v, key %d, user key %d, value %d bytes", ErrEntry, e.Kind, len(e.Key), len(e.UserKey), len(e.Value))
 	}
@@ -133,7 +133,7 @@ func (b *builder) abort() {
 }
 
 // Build packs the entries of it — which must come in (Order, Key, UserKey,
-// Seq descending) order, as entry.Iterator documents for the tiers below
+// Seq descending) order, as base.Iterator documents for the tiers below
 // the FreshTable — into new slices for t and returns them in entry order,
 // ready for Install. A slice never spans two buckets; versions of one key
 // may span adjacent slices (Install keeps them in order).
@@ -144,7 +144,7 @@ func (b *builder) abort() {
 // use of t and with other Builds. It checks ctx every 256 entries.
 // Errors: ErrUnsorted, ErrEntry, it.Err(), ctx.Err(), or a wrapped
 // memory.ErrMemoryBudget; on error nothing stays allocated.
-func (t *Table) Build(ctx context.Context, it entry.Iterator) ([]*Slice, error) {
+func (t *Table) Build(ctx context.Context, it base.Iterator) ([]*Slice, error) {
 	b := newBuilder(t.a, t.shift)
 	for n := 0; it.Next(); n++ {
 		if n&255 == 255 {
@@ -171,6 +171,6 @@ func (t *Table) Build(ctx context.Context, it entry.Iterator) ([]*Slice, error) 
 }
 
 // sameKey reports whether two entries are versions of one (Key, UserKey).
-func sameKey(a, b *entry.Entry) bool {
+func sameKey(a, b *base.Entry) bool {
 	return a.Order == b.Order && bytes.Equal(a.Key, b.Key) && bytes.Equal(a.UserKey, b.UserKey)
 }

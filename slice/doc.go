@@ -192,7 +192,7 @@
 // When the slices hold more than HighWatermark bytes, PickEviction scores
 // the units of every chain's oldest run (invariant 8), takes the coldest
 // (mean score) until EvictionBatch bytes (4 MiB by default), and Run hands
-// them to an entry.Sink as one run in entry order with every version kept;
+// them to an base.Sink as one run in entry order with every version kept;
 // InstallEviction then removes and frees them. The sink (the LSM store)
 // writes them as one sorted file; here a test sink proves the choice.
 //

@@ -7,7 +7,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // heatOf folds s's hits since the last fold into its decayed heat and
@@ -113,13 +113,13 @@ func (t *Table) PickEviction() (*Eviction, bool) {
 	return job, true
 }
 
-// Run merges the job's slices into one sorted run (entry.Iterator, in
+// Run merges the job's slices into one sorted run (base.Iterator, in
 // (Order, Key, UserKey, Seq descending) order, every version kept) and
 // hands it to sink.Evict, returning its error. The entries' bytes stay
 // valid until InstallEviction or CancelEviction. It reads only immutable
 // slices, so a background job runs it. Errors: the sink's, ctx.Err()
 // (checked before the hand-off), ErrJob if run twice.
-func (e *Eviction) Run(ctx context.Context, sink entry.Sink) error {
+func (e *Eviction) Run(ctx context.Context, sink base.Sink) error {
 	if e.ran {
 		return fmt.Errorf("%w: eviction already ran", ErrJob)
 	}

@@ -7,7 +7,7 @@ import (
 	"hash/crc32"
 	"unsafe"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // Format constants; the layout is drawn in doc.go. Part of the slice
@@ -64,12 +64,12 @@ func init() {
 	}
 }
 
-func isMapKind(k entry.Kind) bool {
-	return k == entry.KindMapEntry || k == entry.KindMapEntryTombstone
+func isMapKind(k base.Kind) bool {
+	return k == base.KindMapEntry || k == base.KindMapEntryTombstone
 }
 
 // recordSize returns the encoded size of e, in bytes.
-func recordSize(e *entry.Entry) int {
+func recordSize(e *base.Entry) int {
 	if isMapKind(e.Kind) {
 		return recMapKOff + len(e.Key) + len(e.UserKey) + len(e.Value)
 	}
@@ -77,7 +77,7 @@ func recordSize(e *entry.Entry) int {
 }
 
 // appendRecord appends e's record (layout in doc.go) to dst.
-func appendRecord(dst []byte, e *entry.Entry) []byte {
+func appendRecord(dst []byte, e *base.Entry) []byte {
 	var h [recMapKOff]byte
 	binary.LittleEndian.PutUint64(h[recSeq:], e.Seq)
 	binary.LittleEndian.PutUint64(h[recHash:], e.Hash)
@@ -147,16 +147,16 @@ func (s *Slice) SeqRange() (lo, hi uint64) { return s.minSeq, s.maxSeq }
 
 // Entry fills e with entry i (0 <= i < Len). Its byte slices alias the
 // slice's memory: valid until the slice is freed or relocated.
-func (s *Slice) Entry(i int, e *entry.Entry) {
+func (s *Slice) Entry(i int, e *base.Entry) {
 	r := s.rec(i)
-	*e = entry.Entry{Order: s.fps[i], Hash: r.hash, UserHash: r.uhash, Seq: r.seq,
+	*e = base.Entry{Order: s.fps[i], Hash: r.hash, UserHash: r.uhash, Seq: r.seq,
 		Kind: r.kind, Key: r.key, UserKey: r.uk, Value: r.val}
 }
 
 // rec is one decoded record; byte slices alias the slice.
 type rec struct {
 	seq, hash, uhash uint64
-	kind             entry.Kind
+	kind             base.Kind
 	key, uk, val     []byte
 }
 
@@ -167,7 +167,7 @@ func (s *Slice) rec(i int) rec {
 	var r rec
 	r.seq = binary.LittleEndian.Uint64(b[recSeq:])
 	r.hash = binary.LittleEndian.Uint64(b[recHash:])
-	r.kind = entry.Kind(b[recKind])
+	r.kind = base.Kind(b[recKind])
 	kl := int(binary.LittleEndian.Uint16(b[recKlen:]))
 	vl := int(binary.LittleEndian.Uint32(b[recVlen:]))
 	if isMapKind(r.kind) {
@@ -190,7 +190,7 @@ func (s *Slice) rec(i int) rec {
 func (s *Slice) keyAt(i int) (key, uk []byte) {
 	b := s.buf[s.offs[i]:]
 	kl := int(binary.LittleEndian.Uint16(b[recKlen:]))
-	if isMapKind(entry.Kind(b[recKind])) {
+	if isMapKind(base.Kind(b[recKind])) {
 		ul := int(binary.LittleEndian.Uint16(b[recUklen:]))
 		b = b[recMapKOff:]
 		return b[:kl], b[kl : kl+ul]
@@ -301,7 +301,7 @@ func validate(b []byte) error {
 			return fmt.Errorf("%w: record %d header at %d past size %d", ErrCorruption, i, off, size)
 		}
 		r := b[off:]
-		kind := entry.Kind(r[recKind])
+		kind := base.Kind(r[recKind])
 		if !kind.Valid() {
 			return fmt.Errorf("%w: record %d at %d: kind %d", ErrCorruption, i, off, kind)
 		}

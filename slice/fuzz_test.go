@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // aligned copies b into 8-byte aligned memory, as blocks are.
@@ -60,9 +60,9 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		var b2 []byte
-		var prev entry.Entry
+		var prev base.Entry
 		for i := 0; i < s.Len(); i++ {
-			var e entry.Entry
+			var e base.Entry
 			s.Entry(i, &e)
 			if i > 0 {
 				if c := cmpOrder(prev.Order, prev.Key, prev.UserKey, e.Order, e.Key, e.UserKey); c > 0 || c == 0 && prev.Seq <= e.Seq {

@@ -8,26 +8,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/memory"
 )
 
-// listIter is an entry.Iterator over a Go slice of entries.
+// listIter is an base.Iterator over a Go slice of entries.
 type listIter struct {
-	es  []entry.Entry
+	es  []base.Entry
 	i   int
 	err error
 }
 
-func (l *listIter) Next() bool          { l.i++; return l.i <= len(l.es) }
-func (l *listIter) Entry() *entry.Entry { return &l.es[l.i-1] }
-func (l *listIter) Err() error          { return l.err }
+func (l *listIter) Next() bool         { l.i++; return l.i <= len(l.es) }
+func (l *listIter) Entry() *base.Entry { return &l.es[l.i-1] }
+func (l *listIter) Err() error         { return l.err }
 
-func iterOf(es ...entry.Entry) *listIter { return &listIter{es: es} }
+func iterOf(es ...base.Entry) *listIter { return &listIter{es: es} }
 
 // sortEntries sorts es in the order the tiers below the FreshTable use.
-func sortEntries(es []entry.Entry) {
-	slices.SortFunc(es, func(a, b entry.Entry) int {
+func sortEntries(es []base.Entry) {
+	slices.SortFunc(es, func(a, b base.Entry) int {
 		if c := cmpOrder(a.Order, a.Key, a.UserKey, b.Order, b.Key, b.UserKey); c != 0 {
 			return c
 		}
@@ -101,7 +101,7 @@ func newEnvSeg(tb testing.TB, blockSize, perSeg int, opts Options) *env {
 }
 
 // install builds es (sorted here) and installs the result.
-func (e *env) install(tb testing.TB, es ...entry.Entry) []*Slice {
+func (e *env) install(tb testing.TB, es ...base.Entry) []*Slice {
 	tb.Helper()
 	es = slices.Clone(es)
 	sortEntries(es)
@@ -115,34 +115,34 @@ func (e *env) install(tb testing.TB, es ...entry.Entry) []*Slice {
 	return out
 }
 
-func kv(order uint64, key string, seq uint64, val string) entry.Entry {
-	return entry.Entry{Order: order, Hash: order, Seq: seq, Kind: entry.KindValue, Key: []byte(key), Value: []byte(val)}
+func kv(order uint64, key string, seq uint64, val string) base.Entry {
+	return base.Entry{Order: order, Hash: order, Seq: seq, Kind: base.KindValue, Key: []byte(key), Value: []byte(val)}
 }
 
-func tomb(order uint64, key string, seq uint64) entry.Entry {
-	return entry.Entry{Order: order, Hash: order, Seq: seq, Kind: entry.KindTombstone, Key: []byte(key)}
+func tomb(order uint64, key string, seq uint64) base.Entry {
+	return base.Entry{Order: order, Hash: order, Seq: seq, Kind: base.KindTombstone, Key: []byte(key)}
 }
 
-func lbase(order uint64, key string, seq uint64, val string) entry.Entry {
+func lbase(order uint64, key string, seq uint64, val string) base.Entry {
 	e := kv(order, key, seq, val)
-	e.Kind = entry.KindListBase
+	e.Kind = base.KindListBase
 	return e
 }
 
-func lapp(order uint64, key string, seq uint64, val string) entry.Entry {
+func lapp(order uint64, key string, seq uint64, val string) base.Entry {
 	e := kv(order, key, seq, val)
-	e.Kind = entry.KindListAppend
+	e.Kind = base.KindListAppend
 	return e
 }
 
-func ment(order uint64, key, uk string, seq uint64, val string) entry.Entry {
-	return entry.Entry{Order: order, Hash: order, UserHash: uint64(len(uk)), Seq: seq, Kind: entry.KindMapEntry,
+func ment(order uint64, key, uk string, seq uint64, val string) base.Entry {
+	return base.Entry{Order: order, Hash: order, UserHash: uint64(len(uk)), Seq: seq, Kind: base.KindMapEntry,
 		Key: []byte(key), UserKey: []byte(uk), Value: []byte(val)}
 }
 
-func mtomb(order uint64, key, uk string, seq uint64) entry.Entry {
+func mtomb(order uint64, key, uk string, seq uint64) base.Entry {
 	e := ment(order, key, uk, seq, "")
-	e.Kind = entry.KindMapEntryTombstone
+	e.Kind = base.KindMapEntryTombstone
 	return e
 }
 

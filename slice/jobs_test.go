@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // chainEntries returns every entry of bucket b's chain, newest run first.
@@ -18,7 +18,7 @@ func chainEntries(tb *Table, b int) []string {
 	for _, r := range tb.buckets[b].runs {
 		for _, s := range r.slices {
 			for i := 0; i < s.count; i++ {
-				var e entry.Entry
+				var e base.Entry
 				s.Entry(i, &e)
 				out = append(out, e.Kind.String()+":"+string(e.Key)+"/"+string(e.UserKey)+"="+string(e.Value))
 			}
@@ -118,7 +118,7 @@ func TestCompactionPickAndCancel(t *testing.T) {
 func TestEvictionPicksColdest(t *testing.T) {
 	e := newEnv(t, MinSliceSize, Options{BucketBits: 3, HighWatermark: 1, EvictionBatch: 3 * MinSliceSize, HeatHalfLife: time.Second})
 	// One slice per bucket, all born together.
-	var es []entry.Entry
+	var es []base.Entry
 	for b := uint64(0); b < 8; b++ {
 		es = append(es, kv(b<<61|1, "k", b+1, "v"))
 	}
@@ -200,8 +200,8 @@ func TestBackgroundJobsRace(t *testing.T) {
 	e := newEnv(t, MinSliceSize, Options{BucketBits: 2, CompactionThreshold: 2, HighWatermark: 1 << 30})
 	r := rand.New(rand.NewPCG(9, 9))
 	seq := uint64(0)
-	batch := func() []entry.Entry {
-		var es []entry.Entry
+	batch := func() []base.Entry {
+		var es []base.Entry
 		for i := 0; i < 200; i++ {
 			seq++
 			es = append(es, kv(r.Uint64(), "k", seq, "value"))

@@ -3,7 +3,7 @@ package slice
 import (
 	"bytes"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // inlineCursors is the number of runs a MapIter merges without
@@ -68,7 +68,7 @@ func (t *Table) MapIter(order uint64, mapKey []byte) MapIter {
 				if len(u) > 0 || !bytes.Equal(kk, mapKey) {
 					break
 				}
-				if rc := s.rec(i); rc.kind == entry.KindTombstone && (!cur.hasTmb || rc.seq > cur.tomb) {
+				if rc := s.rec(i); rc.kind == base.KindTombstone && (!cur.hasTmb || rc.seq > cur.tomb) {
 					cur.tomb, cur.hasTmb = rc.seq, true
 				}
 			}
@@ -121,7 +121,7 @@ func (it *MapIter) settle(c *mapCursor) {
 		if !bytes.Equal(k, it.key) {
 			break
 		}
-		if isMapKind(entry.Kind(s.buf[s.offs[c.i]+recKind])) {
+		if isMapKind(base.Kind(s.buf[s.offs[c.i]+recKind])) {
 			c.uk = u
 			return
 		}
@@ -162,7 +162,7 @@ func (it *MapIter) Next() bool {
 				it.settle(c)
 			}
 		}
-		if rc.kind == entry.KindMapEntryTombstone || win.hasTmb && rc.seq < win.tomb {
+		if rc.kind == base.KindMapEntryTombstone || win.hasTmb && rc.seq < win.tomb {
 			continue
 		}
 		it.uk, it.val = uk, rc.val

@@ -5,7 +5,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // source is one input of a merge: a sequence of slices with ascending,
@@ -14,7 +14,7 @@ type source struct {
 	slices []*Slice
 	si, i  int
 	rank   int // lower is newer: breaks ties that sequence numbers cannot
-	e      entry.Entry
+	e      base.Entry
 }
 
 func (s *source) load() bool {
@@ -42,13 +42,13 @@ func (a *source) less(b *source) bool {
 }
 
 // mergeIter merges sources into one sorted stream; it implements
-// entry.Iterator. It reads only immutable slice bytes, so background jobs
+// base.Iterator. It reads only immutable slice bytes, so background jobs
 // run it (invariant 9).
 type mergeIter struct {
 	srcs    []source
 	heap    []int // indices into srcs, a binary min-heap
 	started bool
-	cur     *entry.Entry
+	cur     *base.Entry
 }
 
 func newMergeIter(inputs [][]*Slice) *mergeIter {
@@ -108,8 +108,8 @@ func (m *mergeIter) down(i int) {
 	}
 }
 
-func (m *mergeIter) Entry() *entry.Entry { return m.cur }
-func (m *mergeIter) Err() error          { return nil }
+func (m *mergeIter) Entry() *base.Entry { return m.cur }
+func (m *mergeIter) Err() error         { return nil }
 
 // resolver drops shadowed versions from a sorted stream and resolves list
 // operands (doc.go, "Compaction"), passing what survives to emit in
@@ -117,19 +117,19 @@ func (m *mergeIter) Err() error          { return nil }
 type resolver struct {
 	drop    bool // no older data can exist below: tombstones may go
 	maxList int
-	emit    func(*entry.Entry) error
+	emit    func(*base.Entry) error
 
-	group   []entry.Entry // versions of one (Order, Key, UserKey), newest first
+	group   []base.Entry // versions of one (Order, Key, UserKey), newest first
 	keep    []bool
 	mapKey  []byte // (Order, Key) the clear below belongs to
 	mapOrd  uint64
 	clear   uint64 // seq of the newest key-level tombstone of mapKey
 	cleared bool
 	list    []byte // scratch for a resolved list
-	listE   entry.Entry
+	listE   base.Entry
 }
 
-func (r *resolver) add(e *entry.Entry) error {
+func (r *resolver) add(e *base.Entry) error {
 	if len(r.group) > 0 && !sameKey(&r.group[0], e) {
 		if err := r.flush(); err != nil {
 			return err
@@ -148,7 +148,7 @@ func (r *resolver) flush() error {
 		r.cleared = false
 	}
 	r.keep = append(r.keep[:0], make([]bool, len(g))...)
-	var repl *entry.Entry // replaces the newest key-level version
+	var repl *base.Entry // replaces the newest key-level version
 	// Key-level versions (user key ""): the newest decides.
 	first := -1
 	for i := range g {
@@ -160,11 +160,11 @@ func (r *resolver) flush() error {
 	if first >= 0 {
 		v := &g[first]
 		switch v.Kind {
-		case entry.KindTombstone:
+		case base.KindTombstone:
 			r.mapOrd, r.clear, r.cleared = v.Order, v.Seq, true
 			r.mapKey = append(r.mapKey[:0], v.Key...)
 			r.keep[first] = !r.drop
-		case entry.KindListAppend:
+		case base.KindListAppend:
 			repl = r.resolveList(g, first)
 		default: // value, list base
 			r.keep[first] = true
@@ -179,7 +179,7 @@ func (r *resolver) flush() error {
 		if r.cleared && v.Seq < r.clear {
 			break
 		}
-		r.keep[i] = v.Kind == entry.KindMapEntry || !r.drop
+		r.keep[i] = v.Kind == base.KindMapEntry || !r.drop
 		break
 	}
 	for i := range g {
@@ -201,21 +201,21 @@ func (r *resolver) flush() error {
 // resolveList handles a key whose newest key-level version (g[first]) is
 // an appended batch: it marks what to keep and returns a replacement entry
 // for g[first], or nil to keep versions as they are.
-func (r *resolver) resolveList(g []entry.Entry, first int) *entry.Entry {
+func (r *resolver) resolveList(g []base.Entry, first int) *base.Entry {
 	j := first
 	total := 0
 	for ; j < len(g); j++ {
 		if isMapKind(g[j].Kind) {
 			continue
 		}
-		if g[j].Kind != entry.KindListAppend {
+		if g[j].Kind != base.KindListAppend {
 			break
 		}
 		total += len(g[j].Value)
 	}
 	end := j // g[end] is the base, value or tombstone below the operands, if any
-	base := end < len(g) && (g[end].Kind == entry.KindListBase || g[end].Kind == entry.KindValue)
-	if base {
+	hasBase := end < len(g) && (g[end].Kind == base.KindListBase || g[end].Kind == base.KindValue)
+	if hasBase {
 		total += len(g[end].Value)
 	}
 	if total > r.maxList {
@@ -224,13 +224,13 @@ func (r *resolver) resolveList(g []entry.Entry, first int) *entry.Entry {
 				r.keep[i] = true
 			}
 		}
-		if end < len(g) && g[end].Kind == entry.KindTombstone && r.drop {
+		if end < len(g) && g[end].Kind == base.KindTombstone && r.drop {
 			r.keep[end] = false
 		}
 		return nil
 	}
 	r.list = r.list[:0]
-	if base {
+	if hasBase {
 		r.list = append(r.list, g[end].Value...)
 	}
 	for i := end - 1; i >= first; i-- {
@@ -243,7 +243,7 @@ func (r *resolver) resolveList(g []entry.Entry, first int) *entry.Entry {
 	// Operands over a base or a tombstone are the whole list; operands
 	// over nothing stay an operand unless nothing can lie below.
 	if end < len(g) || r.drop {
-		r.listE.Kind = entry.KindListBase
+		r.listE.Kind = base.KindListBase
 	}
 	return &r.listE
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 var (
@@ -23,14 +23,14 @@ var (
 // lowerTier is the test Sink: it keeps every evicted entry, as the LSM
 // store would, and answers reads below the SliceTable from them.
 type lowerTier struct {
-	es    []entry.Entry
+	es    []base.Entry
 	fail  bool
 	calls int
 }
 
-func (l *lowerTier) Evict(it entry.Iterator) error {
+func (l *lowerTier) Evict(it base.Iterator) error {
 	l.calls++
-	var got []entry.Entry
+	var got []base.Entry
 	for it.Next() {
 		e := *it.Entry()
 		e.Key, e.UserKey, e.Value = clone(e.Key), clone(e.UserKey), clone(e.Value)
@@ -60,23 +60,23 @@ func clone(b []byte) []byte {
 }
 
 // versions returns the lower tier's entries for (order, key), newest first.
-func (l *lowerTier) versions(order uint64, key string) []entry.Entry {
-	var out []entry.Entry
+func (l *lowerTier) versions(order uint64, key string) []base.Entry {
+	var out []base.Entry
 	for _, e := range l.es {
 		if e.Order == order && string(e.Key) == key {
 			out = append(out, e)
 		}
 	}
-	slices.SortFunc(out, func(a, b entry.Entry) int { return int(b.Seq) - int(a.Seq) })
+	slices.SortFunc(out, func(a, b base.Entry) int { return int(b.Seq) - int(a.Seq) })
 	return out
 }
 
 func (l *lowerTier) get(order uint64, key string) (string, bool) {
 	for _, e := range l.versions(order, key) {
 		switch e.Kind {
-		case entry.KindValue:
+		case base.KindValue:
 			return string(e.Value), true
-		case entry.KindTombstone:
+		case base.KindTombstone:
 			return "", false
 		}
 	}
@@ -89,11 +89,11 @@ func (l *lowerTier) list(order uint64, key string) string {
 		if isMapKind(e.Kind) {
 			continue
 		}
-		if e.Kind == entry.KindTombstone {
+		if e.Kind == base.KindTombstone {
 			break
 		}
 		parts = append(parts, string(e.Value))
-		if e.Kind != entry.KindListAppend {
+		if e.Kind != base.KindListAppend {
 			break
 		}
 	}
@@ -103,11 +103,11 @@ func (l *lowerTier) list(order uint64, key string) string {
 
 func (l *lowerTier) mapGet(order uint64, key, uk string) (string, bool) {
 	for _, e := range l.versions(order, key) {
-		if e.Kind == entry.KindTombstone {
+		if e.Kind == base.KindTombstone {
 			return "", false
 		}
 		if isMapKind(e.Kind) && string(e.UserKey) == uk {
-			return string(e.Value), e.Kind == entry.KindMapEntry
+			return string(e.Value), e.Kind == base.KindMapEntry
 		}
 	}
 	return "", false
@@ -152,7 +152,7 @@ func (mr *modelRun) key(kind byte, k int) string {
 func (mr *modelRun) batch() {
 	r := mr.r
 	n := 1 + r.IntN(60)
-	es := make([]entry.Entry, 0, n)
+	es := make([]base.Entry, 0, n)
 	for i := 0; i < n; i++ {
 		mr.seq++
 		k := r.IntN(mr.nKeys)
@@ -443,7 +443,7 @@ func dumpKey(t *testing.T, tb *Table, o uint64, key string) {
 	for ri, r := range c.runs {
 		for si, s := range r.slices {
 			for i := 0; i < s.count; i++ {
-				var e entry.Entry
+				var e base.Entry
 				s.Entry(i, &e)
 				if e.Order == o && string(e.Key) == key {
 					t.Logf("  run %d (id %d) slice %d busy=%v: %v uk=%q seq=%d %q", ri, r.id, si, s.busy, e.Kind, e.UserKey, e.Seq, e.Value)

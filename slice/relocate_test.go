@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // relocateAll runs relocations until PickRelocation proposes none and
@@ -146,7 +146,7 @@ func fragmentation(t *testing.T, g fragGeo, seed uint64, reloc bool) fragStats {
 		switch op := r.IntN(20); {
 		case op < 8:
 			n := g.entries + r.IntN(g.entries)
-			es := make([]entry.Entry, 0, n)
+			es := make([]base.Entry, 0, n)
 			for range n {
 				seq++
 				k := fmt.Sprintf("k%d", r.IntN(3000))
@@ -326,8 +326,8 @@ func TestRelocationRace(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
 	seq := uint64(0)
 	keys := map[uint64]string{}
-	batch := func() []entry.Entry {
-		var es []entry.Entry
+	batch := func() []base.Entry {
+		var es []base.Entry
 		for i := 0; i < 100; i++ {
 			seq++
 			o := r.Uint64()
@@ -403,7 +403,7 @@ func TestRelocationYields(t *testing.T) {
 			}
 			// A newer run in every bucket: the relocation's slice is in the
 			// older run of a two-run chain, and at its end.
-			var es []entry.Entry
+			var es []base.Entry
 			for b := uint64(0); b < 8; b++ {
 				es = append(es, kv(b<<61|2, "n", 100+b, "new"))
 			}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // Status is the outcome of a lookup in the SliceTable.
@@ -366,7 +366,7 @@ func (t *Table) Get(order uint64, key []byte) ([]byte, Status) {
 					continue // a map entry with an empty user key
 				}
 				s.hits++
-				if rc.kind == entry.KindTombstone {
+				if rc.kind == base.KindTombstone {
 					return nil, Deleted
 				}
 				return rc.val, Found
@@ -406,13 +406,13 @@ scan:
 					hit = s
 				}
 				switch rc.kind {
-				case entry.KindListAppend:
+				case base.KindListAppend:
 					dst = append(dst, rc.val)
-				case entry.KindListBase, entry.KindValue:
+				case base.KindListBase, base.KindValue:
 					dst = append(dst, rc.val)
 					complete = true
 					break scan
-				case entry.KindTombstone:
+				case base.KindTombstone:
 					complete = true
 					break scan
 				}
@@ -469,7 +469,7 @@ func (t *Table) MapGet(order uint64, mapKey, uk []byte) ([]byte, Status) {
 				if len(u) > 0 || !bytes.Equal(k, mapKey) {
 					break
 				}
-				if rc := s.rec(i); rc.kind == entry.KindTombstone && (!cleared || rc.seq > clear) {
+				if rc := s.rec(i); rc.kind == base.KindTombstone && (!cleared || rc.seq > clear) {
 					clear, cleared, hit = rc.seq, true, s
 				}
 			}
@@ -494,7 +494,7 @@ func (t *Table) MapGet(order uint64, mapKey, uk []byte) ([]byte, Status) {
 				}
 				seq, val, hit = rc.seq, rc.val, s
 				st = Found
-				if rc.kind == entry.KindMapEntryTombstone {
+				if rc.kind == base.KindMapEntryTombstone {
 					st = Deleted
 				}
 				break

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 func TestGetVersionsAcrossChain(t *testing.T) {
@@ -162,14 +162,14 @@ func TestInstallRejects(t *testing.T) {
 
 func TestBuildSplitsAtBucketsAndSize(t *testing.T) {
 	e := newEnv(t, MinSliceSize, Options{BucketBits: 2})
-	var es []entry.Entry
+	var es []base.Entry
 	val := make([]byte, 100)
 	for i := 0; i < 400; i++ {
-		es = append(es, entry.Entry{Order: uint64(i) << 55, Seq: uint64(i + 1), Kind: entry.KindValue, Key: []byte("k"), Value: val})
+		es = append(es, base.Entry{Order: uint64(i) << 55, Seq: uint64(i + 1), Kind: base.KindValue, Key: []byte("k"), Value: val})
 	}
 	big := make([]byte, 3*MinSliceSize)
 	big[7] = 7
-	es = append(es, entry.Entry{Order: 1<<63 + 5, Seq: 1000, Kind: entry.KindValue, Key: []byte("big"), Value: big})
+	es = append(es, base.Entry{Order: 1<<63 + 5, Seq: 1000, Kind: base.KindValue, Key: []byte("big"), Value: big})
 	out := e.install(t, es...)
 	seen := 0
 	for _, s := range out {
@@ -204,7 +204,7 @@ func TestBuildSplitsAtBucketsAndSize(t *testing.T) {
 // slices of one run; reads and compaction keep them in order.
 func TestVersionsSpanSlices(t *testing.T) {
 	e := newEnv(t, MinSliceSize, Options{BucketBits: -1})
-	var es []entry.Entry
+	var es []base.Entry
 	want := ""
 	for i := 0; i < 300; i++ {
 		v := string(rune('a' + i%26))

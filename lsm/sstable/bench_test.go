@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -25,7 +25,7 @@ func benchEntries(n, valueSize int) []ent {
 		for j := range v {
 			v[j] = byte(r.Uint32())
 		}
-		es[i] = ent{Order: r.Uint64(), Hash: r.Uint64(), Seq: uint64(i + 1), Kind: entry.KindValue, Key: k, Value: v}
+		es[i] = ent{Order: r.Uint64(), Hash: r.Uint64(), Seq: uint64(i + 1), Kind: base.KindValue, Key: k, Value: v}
 	}
 	slices.SortFunc(es, cmpEnt)
 	// Lay keys and values out in sorted order in one arena, as an iterator
@@ -70,7 +70,7 @@ func BenchmarkGet(b *testing.B) {
 				r := openFile(b, fs, name, c, 1)
 				defer r.Close()
 				var sum int
-				visit := func(e *entry.Entry) bool { sum += len(e.Value); return true }
+				visit := func(e *base.Entry) bool { sum += len(e.Value); return true }
 				if mode == "hit" { // warm every block
 					for i := range es {
 						r.Get(es[i].Order, es[i].Key, nil, visit)

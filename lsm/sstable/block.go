@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"math/bits"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // slotsFor returns log2 of the number of hash-index slots for a block with
@@ -160,8 +160,8 @@ func (b *block) seek(order uint64) int {
 // hash index finds exactly the first entry of every Order and nothing else.
 // After validate, decoding the block cannot fail. e is scratch space; on
 // success it holds the block's last entry.
-func (b *block) validate(first, last uint64, e *entry.Entry) error {
-	var prev entry.Entry
+func (b *block) validate(first, last uint64, e *base.Entry) error {
+	var prev base.Entry
 	var runs, n, off int
 	for off < len(b.data) {
 		next := decodeEntry(b.data, off, e)

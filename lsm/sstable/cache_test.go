@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/memory"
 )
@@ -71,7 +71,7 @@ func TestCacheHitsAndEviction(t *testing.T) {
 	// The same key twice: the second read is a hit.
 	x := es[len(es)/2]
 	get := func() {
-		if err := r.Get(x.Order, x.Key, x.UserKey, func(*entry.Entry) bool { return true }); err != nil {
+		if err := r.Get(x.Order, x.Key, x.UserKey, func(*base.Entry) bool { return true }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -140,7 +140,7 @@ func TestCacheConcurrent(t *testing.T) {
 				es := sets[f]
 				x := es[rnd.IntN(len(es))]
 				n := 0
-				err := readers[f].Get(x.Order, x.Key, x.UserKey, func(e *entry.Entry) bool {
+				err := readers[f].Get(x.Order, x.Key, x.UserKey, func(e *base.Entry) bool {
 					if e.Order != x.Order || string(e.Key) != string(x.Key) || string(e.UserKey) != string(x.UserKey) {
 						n = -1 << 20
 					}
@@ -191,9 +191,9 @@ func TestCacheAllPinned(t *testing.T) {
 	defer r.Close()
 	x, y := es[0], es[len(es)-1]
 	inner := 0
-	err := r.Get(x.Order, x.Key, x.UserKey, func(*entry.Entry) bool {
+	err := r.Get(x.Order, x.Key, x.UserKey, func(*base.Entry) bool {
 		// The only frame is pinned by this Get: the nested one must fall back.
-		if err := r.Get(y.Order, y.Key, y.UserKey, func(*entry.Entry) bool { inner++; return true }); err != nil {
+		if err := r.Get(y.Order, y.Key, y.UserKey, func(*base.Entry) bool { inner++; return true }); err != nil {
 			t.Fatal(err)
 		}
 		return false
@@ -215,7 +215,7 @@ func TestGetAllocs(t *testing.T) {
 	r := openFile(t, fs, "a.sst", c, 1)
 	defer r.Close()
 	var sum int
-	visit := func(e *entry.Entry) bool { sum += len(e.Value); return true }
+	visit := func(e *base.Entry) bool { sum += len(e.Value); return true }
 	i := 0
 	if n := testing.AllocsPerRun(1000, func() {
 		x := &es[i%len(es)]
@@ -287,7 +287,7 @@ func TestCacheHoldsWorkingSet(t *testing.T) {
 	defer r.Close()
 	read := func() {
 		for i := range es {
-			if err := r.Get(es[i].Order, es[i].Key, es[i].UserKey, func(*entry.Entry) bool { return true }); err != nil {
+			if err := r.Get(es[i].Order, es[i].Key, es[i].UserKey, func(*base.Entry) bool { return true }); err != nil {
 				t.Fatal(err)
 			}
 		}

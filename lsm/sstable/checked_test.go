@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // TestValidatedOnceUnlessChanged: a data block's structure is walked on its first read only,
@@ -26,7 +26,7 @@ func TestValidatedOnceUnlessChanged(t *testing.T) {
 	}
 	defer r.Close()
 	h := r.idx[0]
-	var first entry.Entry
+	var first base.Entry
 	it := r.NewIter()
 	if !it.Next() {
 		t.Fatal("empty golden file")
@@ -34,7 +34,7 @@ func TestValidatedOnceUnlessChanged(t *testing.T) {
 	first.Order = it.Entry().Order
 	key := bytes.Clone(it.Entry().Key)
 	get := func() error {
-		return r.Get(first.Order, key, nil, func(*entry.Entry) bool { return false })
+		return r.Get(first.Order, key, nil, func(*base.Entry) bool { return false })
 	}
 	if err := get(); err != nil {
 		t.Fatal(err)

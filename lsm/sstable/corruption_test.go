@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -78,7 +78,7 @@ func readEverything(t *testing.T, b []byte, es []ent, c *Cache, id uint64) error
 			}
 		}
 		var got []ent
-		if err := r.Get(x.Order, x.Key, x.UserKey, func(e *entry.Entry) bool { got = append(got, own(e)); return true }); err != nil {
+		if err := r.Get(x.Order, x.Key, x.UserKey, func(e *base.Entry) bool { got = append(got, own(e)); return true }); err != nil {
 			return err
 		}
 		sameEnts(t, "Get", got, want)
@@ -89,7 +89,7 @@ func readEverything(t *testing.T, b []byte, es []ent, c *Cache, id uint64) error
 			}
 		}
 		got = got[:0]
-		if err := r.MapRange(x.Order, x.Key, func(e *entry.Entry) bool { got = append(got, own(e)); return true }); err != nil {
+		if err := r.MapRange(x.Order, x.Key, func(e *base.Entry) bool { got = append(got, own(e)); return true }); err != nil {
 			return err
 		}
 		sameEnts(t, "MapRange", got, want)
@@ -220,7 +220,7 @@ func TestReadErrors(t *testing.T) {
 	}
 	defer rd.Close()
 	ffs.Inject(vfs.Fault{Ops: vfs.Ops(vfs.OpRead), Err: syscall.EIO})
-	err = rd.Get(es[0].Order, es[0].Key, es[0].UserKey, func(*entry.Entry) bool { return true })
+	err = rd.Get(es[0].Order, es[0].Key, es[0].UserKey, func(*base.Entry) bool { return true })
 	if !errors.Is(err, syscall.EIO) || errors.Is(err, ErrCorruption) {
 		t.Fatalf("Get with a failing read: %v", err)
 	}

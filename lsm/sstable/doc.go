@@ -7,7 +7,7 @@
 //
 // # Terms
 //
-//   - Entry: one version of a key (internal/entry.Entry): Order, Hash,
+//   - Entry: one version of a key (internal/base.Entry): Order, Hash,
 //     UserHash, Seq, Kind, Key, UserKey, Value.
 //   - Entry order: (Order asc, Key asc, UserKey asc, Seq desc). A file holds
 //     its entries in strictly increasing entry order.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -30,7 +30,7 @@ func Dump(w io.Writer, f vfs.File, size int64) error {
 	} else {
 		fmt.Fprintf(w, "filter: %d lines of 64 bytes, %d probes\n", r.filter.lines, r.filter.k)
 	}
-	var e entry.Entry
+	var e base.Entry
 	it := r.NewIter()
 	for i, h := range r.idx {
 		fmt.Fprintf(w, "block %d: offset %d, length %d, order [%#016x, %#016x]\n", i, h.off, h.length, h.first, h.last)

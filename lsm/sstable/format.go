@@ -6,7 +6,7 @@ import (
 	"hash/crc32"
 	"math/bits"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // Magic is the first and the last 8 bytes of every sstable (doc.go, "File").
@@ -207,7 +207,7 @@ func checkTrailer(b []byte, t blockType) ([]byte, error) {
 }
 
 // entrySize returns the encoded length of e in a data block.
-func entrySize(e *entry.Entry) int {
+func entrySize(e *base.Entry) int {
 	n := entryFixedSize + uvarintLen(uint64(len(e.Key))) + uvarintLen(uint64(len(e.UserKey))) +
 		uvarintLen(uint64(len(e.Value))) + len(e.Key) + len(e.UserKey) + len(e.Value)
 	if e.UserHash != 0 {
@@ -219,7 +219,7 @@ func entrySize(e *entry.Entry) int {
 func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 
 // appendEntry encodes e (doc.go, "Entry").
-func appendEntry(dst []byte, e *entry.Entry) []byte {
+func appendEntry(dst []byte, e *base.Entry) []byte {
 	dst = le.AppendUint64(dst, e.Order)
 	dst = le.AppendUint64(dst, e.Seq)
 	dst = le.AppendUint64(dst, e.Hash)
@@ -242,7 +242,7 @@ func appendEntry(dst []byte, e *entry.Entry) []byte {
 // decodeEntry decodes the entry at off in data into e, aliasing data, and
 // returns the offset of the next entry, or -1 if the bytes do not hold a
 // well-formed entry (never panics). Kind and flags are checked; order is not.
-func decodeEntry(data []byte, off int, e *entry.Entry) int {
+func decodeEntry(data []byte, off int, e *base.Entry) int {
 	if off < 0 || off > len(data) || len(data)-off < entryFixedSize {
 		return -1
 	}
@@ -250,7 +250,7 @@ func decodeEntry(data []byte, off int, e *entry.Entry) int {
 	e.Order = le.Uint64(p)
 	e.Seq = le.Uint64(p[8:])
 	e.Hash = le.Uint64(p[16:])
-	e.Kind = entry.Kind(p[24])
+	e.Kind = base.Kind(p[24])
 	flags := p[25]
 	if !e.Kind.Valid() || flags&^flagsKnown != 0 {
 		return -1
@@ -295,7 +295,7 @@ func decodeEntry(data []byte, off int, e *entry.Entry) int {
 
 // compareEntries orders entries by (Order asc, Key asc, UserKey asc, Seq
 // desc): negative if a sorts before b.
-func compareEntries(a, b *entry.Entry) int {
+func compareEntries(a, b *base.Entry) int {
 	if a.Order != b.Order {
 		if a.Order < b.Order {
 			return -1
@@ -318,6 +318,6 @@ func compareEntries(a, b *entry.Entry) int {
 }
 
 // isTombstone reports whether k is counted in Meta.Tombstones.
-func isTombstone(k entry.Kind) bool {
-	return k == entry.KindTombstone || k == entry.KindMapEntryTombstone
+func isTombstone(k base.Kind) bool {
+	return k == base.KindTombstone || k == base.KindMapEntryTombstone
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -105,14 +105,14 @@ func exercise(t testing.TB, b []byte, c *Cache, strict bool) {
 	for i := 0; i < len(all); i += 1 + len(all)/20 {
 		x := all[i]
 		found := false
-		err := r.Get(x.Order, x.Key, x.UserKey, func(e *entry.Entry) bool {
+		err := r.Get(x.Order, x.Key, x.UserKey, func(e *base.Entry) bool {
 			found = found || equalEnt(own(e), x)
 			return true
 		})
 		if strict && err == nil && !found {
 			t.Fatalf("Get misses iterated entry %v", x)
 		}
-		_ = r.MapRange(x.Order, x.Key, func(*entry.Entry) bool { return true })
+		_ = r.MapRange(x.Order, x.Key, func(*base.Entry) bool { return true })
 		it := r.NewIter()
 		it.SeekGE(x.Order)
 		if strict && it.Next() && it.Entry().Order != x.Order && it.Err() == nil {
@@ -120,7 +120,7 @@ func exercise(t testing.TB, b []byte, c *Cache, strict bool) {
 		}
 	}
 	for _, o := range []uint64{0, 1, r.meta.MinOrder, r.meta.MaxOrder, ^uint64(0)} {
-		_ = r.Get(o, nil, nil, func(*entry.Entry) bool { return true })
+		_ = r.Get(o, nil, nil, func(*base.Entry) bool { return true })
 	}
 }
 
@@ -194,7 +194,7 @@ func FuzzBlock(f *testing.F) {
 			}
 			return
 		}
-		var e entry.Entry
+		var e base.Entry
 		for _, o := range []uint64{first, last, 0, first + 1} {
 			if off := blk.seek(o); off >= 0 && decodeEntry(blk.data, off, &e) < 0 {
 				_ = off // a damaged index may point anywhere; decoding must not panic

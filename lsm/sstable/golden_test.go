@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -24,21 +24,21 @@ func goldenEntries() []ent {
 	big := bytes.Repeat([]byte("0123456789abcdef"), 40) // 640 bytes > BlockSize 256
 	kb := func(s string) []byte { return []byte("\x00\x07" + s) }
 	return []ent{
-		{Order: 0x0100, Hash: 0x11, Seq: 30, Kind: entry.KindValue, Key: kb("alpha"), Value: []byte("v30")},
-		{Order: 0x0100, Hash: 0x11, Seq: 20, Kind: entry.KindTombstone, Key: kb("alpha")},
-		{Order: 0x0100, Hash: 0x11, Seq: 10, Kind: entry.KindValue, Key: kb("alpha"), Value: []byte("v10")},
-		{Order: 0x0100, Hash: 0x12, Seq: 5, Kind: entry.KindValue, Key: kb("beta"), Value: []byte("collides with alpha")},
-		{Order: 0x2000, Hash: 0x21, Seq: 44, Kind: entry.KindListAppend, Key: kb("list"), Value: []byte("e3")},
-		{Order: 0x2000, Hash: 0x21, Seq: 43, Kind: entry.KindListAppend, Key: kb("list"), Value: []byte("e2")},
-		{Order: 0x2000, Hash: 0x21, Seq: 42, Kind: entry.KindListBase, Key: kb("list"), Value: []byte("e0e1")},
-		{Order: 0x3000, Hash: 0x31, UserHash: 0x3a, Seq: 61, Kind: entry.KindMapEntry, Key: kb("map"), UserKey: []byte(""), Value: []byte("empty user key")},
-		{Order: 0x3000, Hash: 0x31, Seq: 60, Kind: entry.KindTombstone, Key: kb("map")},
-		{Order: 0x3000, Hash: 0x31, UserHash: 0x3b, Seq: 65, Kind: entry.KindMapEntryTombstone, Key: kb("map"), UserKey: []byte("k1")},
-		{Order: 0x3000, Hash: 0x31, UserHash: 0x3b, Seq: 62, Kind: entry.KindMapEntry, Key: kb("map"), UserKey: []byte("k1"), Value: []byte("one")},
-		{Order: 0x3000, Hash: 0x31, Seq: 63, Kind: entry.KindMapEntry, Key: kb("map"), UserKey: []byte("k2"), Value: []byte("zero user hash")},
-		{Order: 0x3000, Hash: 0x31, UserHash: 0x3d, Seq: 64, Kind: entry.KindMapEntry, Key: kb("map"), UserKey: []byte("k3"), Value: []byte("three")},
-		{Order: 0x4000, Hash: 0x41, Seq: 70, Kind: entry.KindValue, Key: kb("big"), Value: big},
-		{Order: 0xffffffffffffff00, Hash: 0x51, Seq: 1, Kind: entry.KindValue, Key: kb("last"), Value: []byte("end")},
+		{Order: 0x0100, Hash: 0x11, Seq: 30, Kind: base.KindValue, Key: kb("alpha"), Value: []byte("v30")},
+		{Order: 0x0100, Hash: 0x11, Seq: 20, Kind: base.KindTombstone, Key: kb("alpha")},
+		{Order: 0x0100, Hash: 0x11, Seq: 10, Kind: base.KindValue, Key: kb("alpha"), Value: []byte("v10")},
+		{Order: 0x0100, Hash: 0x12, Seq: 5, Kind: base.KindValue, Key: kb("beta"), Value: []byte("collides with alpha")},
+		{Order: 0x2000, Hash: 0x21, Seq: 44, Kind: base.KindListAppend, Key: kb("list"), Value: []byte("e3")},
+		{Order: 0x2000, Hash: 0x21, Seq: 43, Kind: base.KindListAppend, Key: kb("list"), Value: []byte("e2")},
+		{Order: 0x2000, Hash: 0x21, Seq: 42, Kind: base.KindListBase, Key: kb("list"), Value: []byte("e0e1")},
+		{Order: 0x3000, Hash: 0x31, UserHash: 0x3a, Seq: 61, Kind: base.KindMapEntry, Key: kb("map"), UserKey: []byte(""), Value: []byte("empty user key")},
+		{Order: 0x3000, Hash: 0x31, Seq: 60, Kind: base.KindTombstone, Key: kb("map")},
+		{Order: 0x3000, Hash: 0x31, UserHash: 0x3b, Seq: 65, Kind: base.KindMapEntryTombstone, Key: kb("map"), UserKey: []byte("k1")},
+		{Order: 0x3000, Hash: 0x31, UserHash: 0x3b, Seq: 62, Kind: base.KindMapEntry, Key: kb("map"), UserKey: []byte("k1"), Value: []byte("one")},
+		{Order: 0x3000, Hash: 0x31, Seq: 63, Kind: base.KindMapEntry, Key: kb("map"), UserKey: []byte("k2"), Value: []byte("zero user hash")},
+		{Order: 0x3000, Hash: 0x31, UserHash: 0x3d, Seq: 64, Kind: base.KindMapEntry, Key: kb("map"), UserKey: []byte("k3"), Value: []byte("three")},
+		{Order: 0x4000, Hash: 0x41, Seq: 70, Kind: base.KindValue, Key: kb("big"), Value: big},
+		{Order: 0xffffffffffffff00, Hash: 0x51, Seq: 1, Kind: base.KindValue, Key: kb("last"), Value: []byte("end")},
 	}
 }
 

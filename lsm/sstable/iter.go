@@ -1,7 +1,7 @@
 package sstable
 
 import (
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // readAhead is the number of bytes of consecutive blocks an Iter reads with
@@ -9,7 +9,7 @@ import (
 const readAhead = 256 << 10
 
 // Iter iterates over a file's entries in entry order (Order asc, Key asc,
-// UserKey asc, Seq desc). It implements entry.Iterator. It reads blocks
+// UserKey asc, Seq desc). It implements base.Iterator. It reads blocks
 // directly from the file, 256 KiB of consecutive blocks per read, into its
 // own buffer and not through the Cache (a compaction scanning a file must not
 // evict the blocks point reads need), verifying each block as Get does.
@@ -25,11 +25,11 @@ type Iter struct {
 	blk    block // view of block b, valid if loaded
 	loaded bool
 	off    int // offset of the next entry in blk.data
-	e      entry.Entry
+	e      base.Entry
 	err    error
 	// The last entry of block lastOf (sort fields only, keys in lastBuf):
 	// the next block's first entry must sort after it (doc.go invariant 4).
-	last    entry.Entry
+	last    base.Entry
 	lastOf  int
 	lastBuf []byte
 }
@@ -69,7 +69,7 @@ func (it *Iter) Next() bool {
 
 // Entry returns the current entry. Its byte slices alias the iterator's
 // buffer and are valid until the next call of Next or SeekGE.
-func (it *Iter) Entry() *entry.Entry { return &it.e }
+func (it *Iter) Entry() *base.Entry { return &it.e }
 
 // Err returns the error that ended the iteration: a *CorruptionError
 // (ErrChecksum, ErrCorruption, ErrTruncated) or a wrapped read error; nil at
@@ -105,7 +105,7 @@ func (it *Iter) SeekGE(order uint64) {
 		it.off = off
 		return
 	}
-	var e entry.Entry
+	var e base.Entry
 	for off := 0; off < len(it.blk.data); {
 		next := decodeEntry(it.blk.data, off, &e)
 		if next < 0 || e.Order >= order {
@@ -154,7 +154,7 @@ func (it *Iter) load(i int) bool {
 		err = blk.validate(h.first, h.last, &it.e)
 	}
 	if err == nil && it.lastOf == i-1 && i > 0 {
-		var first entry.Entry
+		var first base.Entry
 		decodeEntry(blk.data, 0, &first)
 		if compareEntries(&it.last, &first) >= 0 {
 			err = corrupt(ErrCorruption, 0, "block %d's first entry does not sort after block %d's last", i, i-1)
@@ -165,11 +165,11 @@ func (it *Iter) load(i int) bool {
 		return false
 	}
 	it.lastBuf = append(append(it.lastBuf[:0], it.e.Key...), it.e.UserKey...)
-	it.last = entry.Entry{Order: it.e.Order, Seq: it.e.Seq,
+	it.last = base.Entry{Order: it.e.Order, Seq: it.e.Seq,
 		Key: it.lastBuf[:len(it.e.Key):len(it.e.Key)], UserKey: it.lastBuf[len(it.e.Key):]}
 	it.lastOf = i
 	it.blk, it.loaded = blk, true
 	return true
 }
 
-var _ entry.Iterator = (*Iter)(nil)
+var _ base.Iterator = (*Iter)(nil)

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -180,7 +180,7 @@ func (r *Reader) Close() error {
 // allocates nothing in steady state: the Entry handed to visit, the pinned
 // frame and a buffer for uncached blocks.
 type readState struct {
-	e     entry.Entry
+	e     base.Entry
 	frame int32 // pinned cache frame, -1 = none
 	buf   []byte
 }
@@ -192,7 +192,7 @@ const maxPooledBuf = 1 << 20
 
 func (r *Reader) putState(st *readState) {
 	r.unpin(st)
-	st.e = entry.Entry{}
+	st.e = base.Entry{}
 	if cap(st.buf) > maxPooledBuf {
 		st.buf = nil
 	}
@@ -220,7 +220,7 @@ func (r *Reader) unpin(st *readState) {
 // hit, no error) it allocates nothing. Errors: a *CorruptionError for a block
 // whose checksum or structure is bad (ErrChecksum, ErrCorruption) and wrapped
 // read errors. Safe for concurrent use.
-func (r *Reader) Get(order uint64, key, userKey []byte, visit func(e *entry.Entry) bool) error {
+func (r *Reader) Get(order uint64, key, userKey []byte, visit func(e *base.Entry) bool) error {
 	return r.scan(order, key, userKey, true, visit)
 }
 
@@ -229,7 +229,7 @@ func (r *Reader) Get(order uint64, key, userKey []byte, visit func(e *entry.Entr
 // then every user key's versions — in entry order (UserKey asc, Seq desc),
 // until visit returns false. Entries, allocation, errors and concurrency are
 // as for Get.
-func (r *Reader) MapRange(order uint64, mapKey []byte, visit func(e *entry.Entry) bool) error {
+func (r *Reader) MapRange(order uint64, mapKey []byte, visit func(e *base.Entry) bool) error {
 	return r.scan(order, mapKey, nil, false, visit)
 }
 
@@ -258,7 +258,7 @@ func (r *Reader) blockRange(order uint64) (lo, hi int) {
 	return lo, i - 1
 }
 
-func (r *Reader) scan(order uint64, key, userKey []byte, exact bool, visit func(e *entry.Entry) bool) error {
+func (r *Reader) scan(order uint64, key, userKey []byte, exact bool, visit func(e *base.Entry) bool) error {
 	if !r.MayContain(order) {
 		return nil
 	}
@@ -373,7 +373,7 @@ func (r *Reader) load(st *readState, i int) (block, error) {
 
 // readVerify reads block i into buf and verifies it completely: CRC32C,
 // structure, every entry, the hash index (doc.go invariant 5).
-func (r *Reader) readVerify(buf []byte, i int, scratch *entry.Entry) (block, error) {
+func (r *Reader) readVerify(buf []byte, i int, scratch *base.Entry) (block, error) {
 	h := &r.idx[i]
 	if err := readAt(r.f, r.name, buf, int64(h.off)); err != nil {
 		return block{}, err

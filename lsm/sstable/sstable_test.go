@@ -9,7 +9,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/memory"
 )
@@ -17,17 +17,17 @@ import (
 // ent is an owned copy of an entry.
 type ent struct {
 	Order, Hash, UserHash, Seq uint64
-	Kind                       entry.Kind
+	Kind                       base.Kind
 	Key, UserKey, Value        []byte
 }
 
-func own(e *entry.Entry) ent {
+func own(e *base.Entry) ent {
 	return ent{e.Order, e.Hash, e.UserHash, e.Seq, e.Kind,
 		bytes.Clone(e.Key), bytes.Clone(e.UserKey), bytes.Clone(e.Value)}
 }
 
-func (x *ent) entry() *entry.Entry {
-	return &entry.Entry{Order: x.Order, Hash: x.Hash, UserHash: x.UserHash, Seq: x.Seq, Kind: x.Kind,
+func (x *ent) entry() *base.Entry {
+	return &base.Entry{Order: x.Order, Hash: x.Hash, UserHash: x.UserHash, Seq: x.Seq, Kind: x.Kind,
 		Key: x.Key, UserKey: x.UserKey, Value: x.Value}
 }
 
@@ -85,7 +85,7 @@ func genEntries(r *rand.Rand, o genOpts) []ent {
 		hash := r.Uint64()
 		if r.IntN(100) < o.mapShare {
 			if r.IntN(3) == 0 { // map-level tombstone
-				out = append(out, ent{Order: order, Hash: hash, Seq: seq, Kind: entry.KindTombstone, Key: key})
+				out = append(out, ent{Order: order, Hash: hash, Seq: seq, Kind: base.KindTombstone, Key: key})
 				seq++
 			}
 			n := 1 + r.IntN(o.mapSize)
@@ -99,10 +99,10 @@ func genEntries(r *rand.Rand, o genOpts) []ent {
 					uh = 0
 				}
 				for v := 1 + r.IntN(o.maxVersions); v > 0; v-- {
-					kind := entry.KindMapEntry
+					kind := base.KindMapEntry
 					var value []byte
 					if r.IntN(4) == 0 {
-						kind = entry.KindMapEntryTombstone
+						kind = base.KindMapEntryTombstone
 					} else {
 						value = val()
 					}
@@ -113,11 +113,11 @@ func genEntries(r *rand.Rand, o genOpts) []ent {
 			}
 			continue
 		}
-		kinds := []entry.Kind{entry.KindValue, entry.KindTombstone, entry.KindListBase, entry.KindListAppend}
+		kinds := []base.Kind{base.KindValue, base.KindTombstone, base.KindListBase, base.KindListAppend}
 		for v := 1 + r.IntN(o.maxVersions); v > 0; v-- {
 			kind := kinds[r.IntN(len(kinds))]
 			var value []byte
-			if kind != entry.KindTombstone {
+			if kind != base.KindTombstone {
 				value = val()
 			}
 			out = append(out, ent{Order: order, Hash: hash, Seq: seq, Kind: kind, Key: key, Value: value})
@@ -179,10 +179,10 @@ func newCache(t testing.TB, capacity int64, blockSize int) *Cache {
 	return c
 }
 
-func collect(t testing.TB, f func(visit func(*entry.Entry) bool) error) []ent {
+func collect(t testing.TB, f func(visit func(*base.Entry) bool) error) []ent {
 	t.Helper()
 	var got []ent
-	if err := f(func(e *entry.Entry) bool { got = append(got, own(e)); return true }); err != nil {
+	if err := f(func(e *base.Entry) bool { got = append(got, own(e)); return true }); err != nil {
 		t.Fatal(err)
 	}
 	return got
@@ -235,12 +235,12 @@ func checkAll(t *testing.T, r *Reader, es []ent) {
 		if !r.MayContain(x.Order) {
 			t.Fatalf("MayContain(%#x) = false for a present order", x.Order)
 		}
-		sameEnts(t, fmt.Sprintf("Get(%v)", x), collect(t, func(v func(*entry.Entry) bool) error {
+		sameEnts(t, fmt.Sprintf("Get(%v)", x), collect(t, func(v func(*base.Entry) bool) error {
 			return r.Get(x.Order, x.Key, x.UserKey, v)
 		}), es[i:j])
 		if j-i > 1 { // visit stops when asked
 			n := 0
-			if err := r.Get(x.Order, x.Key, x.UserKey, func(*entry.Entry) bool { n++; return false }); err != nil || n != 1 {
+			if err := r.Get(x.Order, x.Key, x.UserKey, func(*base.Entry) bool { n++; return false }); err != nil || n != 1 {
 				t.Fatalf("Get with a visit returning false: %d visits, %v", n, err)
 			}
 		}
@@ -252,7 +252,7 @@ func checkAll(t *testing.T, r *Reader, es []ent) {
 			j++
 		}
 		x := es[i]
-		sameEnts(t, fmt.Sprintf("MapRange(%v)", x), collect(t, func(v func(*entry.Entry) bool) error {
+		sameEnts(t, fmt.Sprintf("MapRange(%v)", x), collect(t, func(v func(*base.Entry) bool) error {
 			return r.MapRange(x.Order, x.Key, v)
 		}), es[i:j])
 		i = j
@@ -272,7 +272,7 @@ func checkAll(t *testing.T, r *Reader, es []ent) {
 					want = append(want, y)
 				}
 			}
-			sameEnts(t, fmt.Sprintf("absent Get(%v)", probe), collect(t, func(v func(*entry.Entry) bool) error {
+			sameEnts(t, fmt.Sprintf("absent Get(%v)", probe), collect(t, func(v func(*base.Entry) bool) error {
 				return r.Get(probe.Order, probe.Key, probe.UserKey, v)
 			}), want)
 		}
@@ -353,7 +353,7 @@ func TestEmptyFile(t *testing.T) {
 	if r.MayContain(0) || r.MayContain(5) {
 		t.Fatal("an empty file may contain something")
 	}
-	if err := r.Get(5, []byte("k"), nil, func(*entry.Entry) bool { t.Fatal("visited"); return true }); err != nil {
+	if err := r.Get(5, []byte("k"), nil, func(*base.Entry) bool { t.Fatal("visited"); return true }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -362,39 +362,39 @@ func TestWriterRejectsOutOfOrder(t *testing.T) {
 	fs := vfs.NewMem()
 	f, _ := fs.Create("o.sst")
 	w := NewWriter(f, WriterOptions{})
-	add := func(o uint64, k, u string, seq uint64, kind entry.Kind) error {
-		return w.Add(&entry.Entry{Order: o, Key: []byte(k), UserKey: []byte(u), Seq: seq, Kind: kind})
+	add := func(o uint64, k, u string, seq uint64, kind base.Kind) error {
+		return w.Add(&base.Entry{Order: o, Key: []byte(k), UserKey: []byte(u), Seq: seq, Kind: kind})
 	}
-	if err := add(10, "b", "", 5, entry.KindValue); err != nil {
+	if err := add(10, "b", "", 5, base.KindValue); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []struct {
 		o    uint64
 		k, u string
 		seq  uint64
-		kind entry.Kind
+		kind base.Kind
 	}{
-		{9, "z", "", 9, entry.KindValue},  // lower order
-		{10, "a", "", 9, entry.KindValue}, // lower key
-		{10, "b", "", 5, entry.KindValue}, // same version
-		{10, "b", "", 6, entry.KindValue}, // higher seq after lower
-		{11, "a", "", 1, entry.Kind(0)},   // invalid kind
-		{11, "a", "", 1, entry.Kind(7)},   // invalid kind
+		{9, "z", "", 9, base.KindValue},  // lower order
+		{10, "a", "", 9, base.KindValue}, // lower key
+		{10, "b", "", 5, base.KindValue}, // same version
+		{10, "b", "", 6, base.KindValue}, // higher seq after lower
+		{11, "a", "", 1, base.Kind(0)},   // invalid kind
+		{11, "a", "", 1, base.Kind(7)},   // invalid kind
 	} {
 		if err := add(bad.o, bad.k, bad.u, bad.seq, bad.kind); !errors.Is(err, ErrOutOfOrder) {
 			t.Fatalf("Add(%+v) = %v, want ErrOutOfOrder", bad, err)
 		}
 	}
-	if err := add(10, "b", "", 4, entry.KindValue); err != nil { // older version: fine
+	if err := add(10, "b", "", 4, base.KindValue); err != nil { // older version: fine
 		t.Fatal(err)
 	}
-	if err := add(10, "b", "x", 9, entry.KindMapEntry); err != nil { // user key after none
+	if err := add(10, "b", "x", 9, base.KindMapEntry); err != nil { // user key after none
 		t.Fatal(err)
 	}
 	if _, err := w.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	if err := add(12, "a", "", 1, entry.KindValue); !errors.Is(err, ErrFinished) {
+	if err := add(12, "a", "", 1, base.KindValue); !errors.Is(err, ErrFinished) {
 		t.Fatalf("Add after Finish = %v", err)
 	}
 	if _, err := w.Finish(); !errors.Is(err, ErrFinished) {

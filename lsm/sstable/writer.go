@@ -3,7 +3,7 @@ package sstable
 import (
 	"fmt"
 
-	"github.com/strata-db/strata/internal/entry"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -45,7 +45,7 @@ type Writer struct {
 	index  []byte // index records of finished blocks
 	orders []uint64
 	meta   Meta
-	prev   entry.Entry // copy of the last entry added (Key, UserKey in prevBuf)
+	prev   base.Entry // copy of the last entry added (Key, UserKey in prevBuf)
 	prevKB []byte
 	err    error
 	done   bool
@@ -75,7 +75,7 @@ func NewWriter(f vfs.File, opts WriterOptions) *Writer {
 // ErrOutOfOrder and the Writer stays usable (the entry is not added). A write
 // error from f is returned wrapped with the offset and is sticky: every later
 // Add and Finish return it, and the caller removes the partial file.
-func (w *Writer) Add(e *entry.Entry) error {
+func (w *Writer) Add(e *base.Entry) error {
 	if w.done {
 		return ErrFinished
 	}
@@ -126,7 +126,7 @@ func (w *Writer) Add(e *entry.Entry) error {
 		w.meta.Tombstones++
 	}
 	w.prevKB = append(append(w.prevKB[:0], e.Key...), e.UserKey...)
-	w.prev = entry.Entry{Order: e.Order, Seq: e.Seq, Kind: e.Kind,
+	w.prev = base.Entry{Order: e.Order, Seq: e.Seq, Kind: e.Kind,
 		Key: w.prevKB[:len(e.Key):len(e.Key)], UserKey: w.prevKB[len(e.Key):]}
 	return nil
 }

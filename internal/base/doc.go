@@ -1,4 +1,4 @@
-// Package entry is the shape in which state flows down Strata's tiers
+// Package base is the shape in which state flows down Strata's tiers
 // (FreshTable → SliceTable → LsmStore): one logical entry per version of a
 // key, with its kind, sequence number and order hash. The tiers do not import
 // one another; they meet here.
@@ -30,7 +30,7 @@
 //     operands stack on the newest base below them.
 //  4. A KindTombstone for a key hides every older version of that key and,
 //     for a map key, every older entry of that map.
-package entry
+package base
 
 import "math/bits"
 

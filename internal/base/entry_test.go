@@ -1,4 +1,4 @@
-package entry
+package base
 
 import (
 	"math/rand/v2"
