@@ -73,11 +73,11 @@ func attackDamageBase(t *testing.T) (dir string, mA, mB *awModel) {
 		if err := s.seal(); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.t.drain(); err != nil {
+		if err := s.e.Drain(); err != nil {
 			t.Fatal(err)
 		}
-		s.t.evict()
-		if err := s.t.drain(); err != nil {
+		s.e.EvictNow()
+		if err := s.e.Drain(); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Close(); err != nil {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -158,7 +159,7 @@ func TestAttackNoSpaceClose(t *testing.T) {
 					t.Fatalf("second Close on a full disk: %v", err)
 				}
 				fault.ClearFaults()
-				time.Sleep(noSpaceRetry)
+				time.Sleep(engine.NoSpaceRetry)
 				for range 20_000 {
 					if err := f.step(); err != nil {
 						t.Fatalf("write once space is back: %v", err)
@@ -248,17 +249,17 @@ func TestAttackNoSpaceEviction(t *testing.T) {
 		t.Fatalf("read after the refused Close: %v", err)
 	}
 	fault.ClearFaults()
-	time.Sleep(noSpaceRetry)
+	time.Sleep(engine.NoSpaceRetry)
 	// Known bug: a flush (or transform) of the head segment that failed for a reason other
 	// than memory stays at the head of the queue with its error (tiers.install does not
-	// replace fifo[0] as it does for ErrMemoryBudget), so each retry after noSpaceRetry
+	// replace fifo[0] as it does for ErrMemoryBudget), so each retry after engine.NoSpaceRetry
 	// re-reports the same stale ENOSPC and nothing is resubmitted: writes keep failing.
 	var stuck error
 	for i := range 50_000 {
 		if err := f.step(); err != nil {
-			time.Sleep(3 * noSpaceRetry)
+			time.Sleep(3 * engine.NoSpaceRetry)
 			if err2 := f.step(); err2 != nil {
-				stuck = fmt.Errorf("op %d once space is back: %v; %v later: %v (background error %v)", i, err, 3*noSpaceRetry, err2, s.t.bgErr)
+				stuck = fmt.Errorf("op %d once space is back: %v; %v later: %v (background error %v)", i, err, 3*engine.NoSpaceRetry, err2, s.e.BackgroundErr())
 				break
 			}
 		}

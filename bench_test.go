@@ -134,7 +134,7 @@ func BenchmarkValueGet(b *testing.B) {
 					}
 					if impl == "strata/tier=slice" {
 						must(0, s.seal())
-						must(0, s.t.drain())
+						must(0, s.e.Drain())
 						if st := s.Stats(); st.SealedSegments != 0 || st.Segments != 0 {
 							b.Fatalf("FreshTable not empty: %+v", st)
 						}
@@ -181,6 +181,33 @@ func BenchmarkValuePut(b *testing.B) {
 				// Overwrite in place, as strata does: the map keeps its value slice.
 				copy(m[string(bk.key(i))], benchVal)
 			}, nil
+		},
+	})
+}
+
+// BenchmarkReducingAdd: a running sum per key (read-modify-write of a reducing state), beside a
+// Go map doing the same.
+func BenchmarkReducingAdd(b *testing.B) {
+	runBench(b, map[string]func(*testing.B, *benchKeys) (func(int32), func()){
+		"strata": func(b *testing.B, bk *benchKeys) (func(int32), func()) {
+			s := benchStore(b)
+			r := must(NewReducingState(s, ReducingDescriptor[int64]{Name: "r", Codec: Int64,
+				Reduce: func(a, b int64) int64 { return a + b }}))
+			for i := range int32(bk.n) {
+				must(0, r.Add(s.Key(bk.key(i)), 1))
+			}
+			return func(i int32) {
+				if err := r.Add(s.Key(bk.key(i)), 1); err != nil {
+					panic(err)
+				}
+			}, func() { s.Close() }
+		},
+		"gomap": func(b *testing.B, bk *benchKeys) (func(int32), func()) {
+			m := make(map[string]int64)
+			for i := range int32(bk.n) {
+				m[string(bk.key(i))]++
+			}
+			return func(i int32) { m[string(bk.key(i))]++ }, nil
 		},
 	})
 }

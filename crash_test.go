@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -16,10 +17,10 @@ var errNoSpaceErrno = syscall.ENOSPC
 // lsmModelOptions are the options of the model and crash tests over an LsmStore: a small map of
 // buckets (long chains, compactions), small eviction batches (many L0 files, LSM compactions),
 // evictions only when the test asks.
-func lsmModelOptions(fs vfs.FS) (Options, func(*tierOptions)) {
+func lsmModelOptions(fs vfs.FS) (Options, func(*engine.Options)) {
 	opts := Options{MaxParallelism: 64, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2,
 		BlockCacheSize: 1 << 20, RowCacheSize: 8 << 10, fs: fs}
-	return opts, func(o *tierOptions) { o.evictBatch, o.bucketBits, o.evictWater = 16<<10, 2, 0 }
+	return opts, func(o *engine.Options) { o.EvictionBatch, o.BucketBits, o.EvictionWatermark = 16<<10, 2, 0 }
 }
 
 // TestModelLSM is TestModel over the three tiers of a Store with a directory (MemFS): besides
@@ -287,8 +288,8 @@ func TestNoSpace(t *testing.T) {
 					seen = err
 					break
 				}
-				s.t.evict()
-				if err := s.t.drain(); err != nil {
+				s.e.EvictNow()
+				if err := s.e.Drain(); err != nil {
 					seen = err
 				}
 			}
@@ -305,7 +306,7 @@ func TestNoSpace(t *testing.T) {
 			}
 			m.checkAll(-1)
 			fault.ClearFaults()
-			time.Sleep(noSpaceRetry)
+			time.Sleep(engine.NoSpaceRetry)
 			for i := range 500 {
 				m.step(2000 + i)
 			}

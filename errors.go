@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/strata-db/strata/fresh"
+	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/lsm"
 	"github.com/strata-db/strata/memory"
 )
@@ -49,7 +50,7 @@ var (
 	// free the memory the iteration walks before it ended: an iteration defers that background
 	// work, but only for 65536 writes, or until a writer needs the memory. The entries yielded
 	// before were correct; start a new iteration for the rest.
-	ErrIteratorInvalidated = errors.New("strata: map iteration invalidated by background work")
+	ErrIteratorInvalidated = engine.ErrIteratorInvalidated
 	// ErrInvalidOptions is returned by Options.Validate and Open; the error names the field.
 	ErrInvalidOptions = errors.New("strata: invalid options")
 	// ErrNoSpace is returned when the disk under the Store's directory is full (ENOSPC): by
@@ -57,7 +58,7 @@ var (
 	// LSM compaction) failed for it. The error also matches syscall.ENOSPC. Every
 	// acknowledged write stays readable, nothing on disk is damaged, and the failed work is
 	// retried after a second, so writes succeed again once space was freed.
-	ErrNoSpace = errors.New("strata: no space left on device")
+	ErrNoSpace = engine.ErrNoSpace
 	// ErrLocked is returned by Open when another open Store — in this process or another
 	// one — has the directory (its LsmStore's LOCK file is locked, flock(2)); nothing in the
 	// directory was read or changed. Close releases the lock. It is lsm.ErrLocked and also
@@ -74,12 +75,12 @@ var (
 
 	// ErrTruncated: a file is shorter than its format says (cut short, or torn by a crash
 	// outside the store's write protocol).
-	ErrTruncated = errors.New("strata: truncated file")
+	ErrTruncated = engine.ErrTruncated
 	// ErrChecksum: a CRC32C does not match the bytes it covers (a flipped bit).
-	ErrChecksum = errors.New("strata: checksum mismatch")
+	ErrChecksum = engine.ErrChecksum
 	// ErrFormatVersion: a file or record carries a format version this code does not read
 	// (written by a newer Strata).
-	ErrFormatVersion = errors.New("strata: unsupported format version")
+	ErrFormatVersion = engine.ErrFormatVersion
 	// ErrBadMagic: a file does not start with its magic number (not a file of ours).
-	ErrBadMagic = errors.New("strata: bad magic number")
+	ErrBadMagic = engine.ErrBadMagic
 )

@@ -167,7 +167,7 @@ func forSealed(t *testing.T, f func(t *testing.T, s *Store, seal func())) {
 					t.Fatal(err)
 				}
 				if tier == "slices" {
-					if err := s.t.drain(); err != nil {
+					if err := s.e.Drain(); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -733,7 +733,7 @@ func TestFlinkTooLarge(t *testing.T) {
 		must(0, bmap.Put(k, okVal, okVal))
 		must(0, bred.Add(k, okVal))
 		seal()
-		if err := s.t.drain(); err != nil { // installs change the FreshTable's record count
+		if err := s.e.Drain(); err != nil { // installs change the FreshTable's record count
 			t.Fatal(err)
 		}
 		for _, kk := range []Key{s.Key(hugeKey), k.In(hugeKey)} {
@@ -770,7 +770,7 @@ func TestFlinkTooLarge(t *testing.T) {
 			return b.String()
 		}
 		before := want()
-		if err := s.t.drain(); err != nil { // installs change the FreshTable's record count
+		if err := s.e.Drain(); err != nil { // installs change the FreshTable's record count
 			t.Fatal(err)
 		}
 		beforeRecords := s.Stats().Records

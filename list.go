@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/strata-db/strata/internal/engine"
 )
 
 // ListDescriptor describes a list state: a list of elements of type T per key and
@@ -61,7 +62,7 @@ func (l *ListState[T]) Add(k Key, x T) error {
 	start := binary.MaxVarintLen64 - m
 	copy(buf[start:], hdr[:m])
 	key, h := s.compose(k, l.id)
-	if err := s.t.ListAppend(h, key, buf[start:]); err != nil {
+	if err := s.apply(engine.OpListAppend, key, h, nil, buf[start:]); err != nil {
 		return l.wrap("add", err)
 	}
 	return nil
@@ -117,7 +118,7 @@ func (l *ListState[T]) Update(k Key, xs []T) error {
 	key, h := s.compose(k, l.id)
 	var err error
 	if len(xs) == 0 {
-		err = s.t.ListDelete(h, key)
+		err = s.apply(engine.OpListDelete, key, h, nil, nil)
 	} else {
 		s.vbuf = l.appendElems(s.vbuf[:0], xs)
 		err = s.writeList(h, key, s.vbuf, true)
@@ -158,10 +159,10 @@ func (s *Store) writeList(h uint64, key, batch []byte, replace bool) error {
 		}
 		var err error
 		if replace {
-			err = s.t.ListReplace(h, key, batch[:n])
+			err = s.apply(engine.OpListReplace, key, h, nil, batch[:n])
 			replace = false
 		} else {
-			err = s.t.ListAppend(h, key, batch[:n])
+			err = s.apply(engine.OpListAppend, key, h, nil, batch[:n])
 		}
 		if err != nil {
 			return err
@@ -204,10 +205,10 @@ func (l *ListState[T]) Get(k Key) ListIterator[T] {
 	}
 	key, h := s.compose(k, l.id)
 	var st status
-	l.lbuf, st, _ = s.t.ListGet(h, key, l.lbuf[:0])
+	l.lbuf, st, _ = s.e.ListGet(h, key, l.lbuf[:0])
 	if st != found {
 		if st == failed {
-			return ListIterator[T]{err: l.wrap("get", s.t.takeErr())}
+			return ListIterator[T]{err: l.wrap("get", s.e.TakeErr())}
 		}
 		return ListIterator[T]{}
 	}
@@ -225,7 +226,7 @@ func (l *ListState[T]) Clear(k Key) error {
 		return l.wrap("clear", err)
 	}
 	key, h := s.compose(k, l.id)
-	if err := s.t.ListDelete(h, key); err != nil {
+	if err := s.apply(engine.OpListDelete, key, h, nil, nil); err != nil {
 		return l.wrap("clear", err)
 	}
 	return nil
@@ -258,9 +259,9 @@ func (l *ListState[T]) MergeNamespaces(k Key, target []byte, sources ...[]byte) 
 		}
 		key, h := s.compose(k.In(src), l.id)
 		var st status
-		l.lbuf, st, _ = s.t.ListGet(h, key, l.lbuf[:0])
+		l.lbuf, st, _ = s.e.ListGet(h, key, l.lbuf[:0])
 		if st == failed {
-			return s.t.takeErr()
+			return s.e.TakeErr()
 		}
 		if st != found {
 			continue
@@ -278,7 +279,7 @@ func (l *ListState[T]) MergeNamespaces(k Key, target []byte, sources ...[]byte) 
 	}
 	for _, i := range present {
 		key, h := s.compose(k.In(sources[i]), l.id)
-		if err := s.t.ListDelete(h, key); err != nil {
+		if err := s.apply(engine.OpListDelete, key, h, nil, nil); err != nil {
 			return err
 		}
 	}

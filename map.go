@@ -1,9 +1,10 @@
 package strata
 
 import (
+	"github.com/strata-db/strata/internal/engine"
 	"iter"
 
-	metro "github.com/dgryski/go-metro"
+	"github.com/strata-db/strata/internal/base"
 )
 
 // MapDescriptor describes a map state: a map from user keys UK to values UV per key and
@@ -23,11 +24,6 @@ type MapState[UK, UV any] struct {
 	kc Codec[UK]
 	vc Codec[UV]
 }
-
-// userKeySeed seeds the go-metro hash of map user keys.
-const userKeySeed = 0x5354524154414d50 // "STRATAMP"
-
-func hashUserKey(b []byte) uint64 { return metro.Hash64(b, userKeySeed) }
 
 // NewMapState registers d on s, or returns the map state registered under d.Name before (same
 // codecs). Errors: ErrIncompatibleState (another kind, codec or type), ErrClosed.
@@ -50,10 +46,10 @@ func (m *MapState[UK, UV]) Get(k Key, uk UK) (UV, bool, error) {
 	}
 	mk, hm := s.compose(k, m.id)
 	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
-	b, st := s.t.MapGet(hm, mk, hashUserKey(s.ubuf), s.ubuf)
+	b, st := s.e.MapGet(hm, mk, base.HashUserKey(s.ubuf), s.ubuf)
 	if st != found {
 		if st == failed {
-			return zero, false, m.wrap("get", s.t.takeErr())
+			return zero, false, m.wrap("get", s.e.TakeErr())
 		}
 		return zero, false, nil
 	}
@@ -75,9 +71,9 @@ func (m *MapState[UK, UV]) Contains(k Key, uk UK) (bool, error) {
 	}
 	mk, hm := s.compose(k, m.id)
 	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
-	_, st := s.t.MapGet(hm, mk, hashUserKey(s.ubuf), s.ubuf)
+	_, st := s.e.MapGet(hm, mk, base.HashUserKey(s.ubuf), s.ubuf)
 	if st == failed {
-		return false, m.wrap("contains", s.t.takeErr())
+		return false, m.wrap("contains", s.e.TakeErr())
 	}
 	return st == found, nil
 }
@@ -99,7 +95,7 @@ func (m *MapState[UK, UV]) put(k Key, uk UK, uv UV) error {
 	mk, hm := s.compose(k, m.id)
 	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
 	s.vbuf = m.vc.Append(s.vbuf[:0], uv)
-	if err := s.t.MapPut(hm, mk, hashUserKey(s.ubuf), s.ubuf, s.vbuf); err != nil {
+	if err := s.apply(engine.OpMapPut, mk, hm, s.ubuf, s.vbuf); err != nil {
 		return m.wrap("put", err)
 	}
 	return nil
@@ -140,7 +136,7 @@ func (m *MapState[UK, UV]) Remove(k Key, uk UK) error {
 	}
 	mk, hm := s.compose(k, m.id)
 	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
-	if err := s.t.MapRemove(hm, mk, hashUserKey(s.ubuf), s.ubuf); err != nil {
+	if err := s.apply(engine.OpMapRemove, mk, hm, s.ubuf, nil); err != nil {
 		return m.wrap("remove", err)
 	}
 	return nil
@@ -157,11 +153,11 @@ func (m *MapState[UK, UV]) IsEmpty(k Key) (bool, error) {
 		return false, m.wrap("is empty", err)
 	}
 	mk, hm := s.compose(k, m.id)
-	it := s.t.MapIter(hm, mk)
+	it := s.e.MapIter(hm, mk)
 	empty := !it.Next()
-	it.close()
-	if empty && it.err != nil {
-		return false, m.wrap("is empty", it.err)
+	it.Close()
+	if empty && it.Err() != nil {
+		return false, m.wrap("is empty", it.Err())
 	}
 	return empty, nil
 }
@@ -177,7 +173,7 @@ func (m *MapState[UK, UV]) Clear(k Key) error {
 		return m.wrap("clear", err)
 	}
 	mk, hm := s.compose(k, m.id)
-	if err := s.t.MapClear(hm, mk); err != nil {
+	if err := s.apply(engine.OpMapClear, mk, hm, nil, nil); err != nil {
 		return m.wrap("clear", err)
 	}
 	return nil
@@ -206,8 +202,8 @@ func (m *MapState[UK, UV]) iterator(k Key, it *MapIterator[UK, UV]) {
 	mk, hm := s.compose(k, m.id)
 	it.mk = append(it.mk[:0], mk...)
 	it.hm = hm
-	it.it = s.t.MapIter(hm, it.mk)
-	it.it.track()
+	it.it = s.e.MapIter(hm, it.mk)
+	it.it.Hold()
 	it.ok = true
 }
 
@@ -219,7 +215,7 @@ func (m *MapState[UK, UV]) Entries(k Key) iter.Seq2[UK, UV] {
 	return func(yield func(UK, UV) bool) {
 		var it MapIterator[UK, UV]
 		m.iterator(k, &it)
-		defer it.it.close()
+		defer it.it.Close()
 		for it.Next() {
 			uk, uv := it.Key(), it.Value()
 			if it.err != nil || !yield(uk, uv) {
@@ -234,7 +230,7 @@ func (m *MapState[UK, UV]) Keys(k Key) iter.Seq[UK] {
 	return func(yield func(UK) bool) {
 		var it MapIterator[UK, UV]
 		m.iterator(k, &it)
-		defer it.it.close()
+		defer it.it.Close()
 		for it.Next() {
 			uk := it.Key()
 			if it.err != nil || !yield(uk) {
@@ -249,7 +245,7 @@ func (m *MapState[UK, UV]) Values(k Key) iter.Seq[UV] {
 	return func(yield func(UV) bool) {
 		var it MapIterator[UK, UV]
 		m.iterator(k, &it)
-		defer it.it.close()
+		defer it.it.Close()
 		for it.Next() {
 			uv := it.Value()
 			if it.err != nil || !yield(uv) {
@@ -275,7 +271,7 @@ type MapIterator[UK, UV any] struct {
 	m   *MapState[UK, UV]
 	mk  []byte // composite map key (own copy: the Store's scratch is reused while iterating)
 	hm  uint64
-	it  mapIter
+	it  engine.MapIter
 	ok  bool   // it is valid and not exhausted
 	has bool   // there is a current entry (Next returned true and Remove was not called)
 	seq uint64 // the table's sequence number when Next moved to the current entry
@@ -285,7 +281,7 @@ type MapIterator[UK, UV any] struct {
 // Next advances to the next entry and reports whether there is one; false at the end and
 // after an error (see Err).
 func (it *MapIterator[UK, UV]) Next() bool {
-	if !it.ok || it.err != nil {
+	if !it.ok || it.Err() != nil {
 		return false
 	}
 	if it.m.s.closed {
@@ -294,11 +290,11 @@ func (it *MapIterator[UK, UV]) Next() bool {
 	}
 	it.m.s.guard.enter()
 	ok := it.it.Next()
-	it.seq = it.m.s.t.Seq()
+	it.seq = it.m.s.e.Seq()
 	it.m.s.guard.exit()
 	it.ok, it.has = ok, ok
-	if !ok && it.it.err != nil {
-		it.err = it.m.wrap("iterate", it.it.err)
+	if !ok && it.it.Err() != nil {
+		it.err = it.m.wrap("iterate", it.it.Err())
 	}
 	return ok
 }
@@ -329,14 +325,14 @@ func (it *MapIterator[UK, UV]) Value() UV {
 		return zero
 	}
 	b := it.it.Value()
-	if s := it.m.s; s.t.Seq() != it.seq {
+	if s := it.m.s; s.e.Seq() != it.seq {
 		s.guard.enter()
 		uk := it.it.UserKey() // user-key bytes are never rewritten in place
-		v, st := s.t.MapGet(it.hm, it.mk, hashUserKey(uk), uk)
+		v, st := s.e.MapGet(it.hm, it.mk, base.HashUserKey(uk), uk)
 		s.guard.exit()
 		if st != found {
 			if st == failed && it.err == nil {
-				it.err = it.m.wrap("iterate", s.t.takeErr())
+				it.err = it.m.wrap("iterate", s.e.TakeErr())
 			}
 			return zero
 		}
@@ -369,7 +365,7 @@ func (it *MapIterator[UK, UV]) Remove() error {
 	// Copied: a write may install background work that frees the memory the entry aliases.
 	s.ubuf = append(s.ubuf[:0], it.it.UserKey()...)
 	uk := s.ubuf
-	if err := s.t.MapRemove(it.hm, it.mk, hashUserKey(uk), uk); err != nil {
+	if err := s.apply(engine.OpMapRemove, it.mk, it.hm, uk, nil); err != nil {
 		return it.m.wrap("iterator remove", err)
 	}
 	it.has = false
@@ -391,12 +387,12 @@ func (it *MapIterator[UK, UV]) closed() bool {
 // invalid reports (and records in Err) that background work moved or freed the memory the
 // iteration walks (ErrIteratorInvalidated).
 func (it *MapIterator[UK, UV]) invalid() bool {
-	if it.it.live() {
+	if it.it.Valid() {
 		return false
 	}
 	it.ok, it.has = false, false
 	if it.err == nil {
-		it.err = it.m.wrap("iterate", it.it.err)
+		it.err = it.m.wrap("iterate", it.it.Err())
 	}
 	return true
 }

@@ -1,5 +1,7 @@
 package strata
 
+import "github.com/strata-db/strata/internal/engine"
+
 import "bytes"
 
 // ReducingDescriptor describes a reducing state: one value of type T per key and namespace,
@@ -53,17 +55,17 @@ func (r *ReducingState[T]) Add(k Key, x T) error {
 		return r.wrap("add", err)
 	}
 	key, h := s.compose(k, r.id)
-	if b, st := s.t.Get(h, key); st == found {
+	if b, st := s.e.Get(h, key); st == found {
 		old, err := r.codec.Decode(b)
 		if err != nil {
 			return r.wrap("add", err)
 		}
 		x = r.reduce(old, x)
 	} else if st == failed {
-		return r.wrap("add", s.t.takeErr())
+		return r.wrap("add", s.e.TakeErr())
 	}
 	s.vbuf = r.codec.Append(s.vbuf[:0], x)
-	if err := s.t.Put(h, key, s.vbuf); err != nil {
+	if err := s.apply(engine.OpPut, key, h, nil, s.vbuf); err != nil {
 		return r.wrap("add", err)
 	}
 	return nil
@@ -144,19 +146,19 @@ func (a *AggregatingState[IN, ACC, OUT]) Add(k Key, in IN) error {
 	}
 	key, h := s.compose(k, a.id)
 	var acc ACC
-	if b, st := s.t.Get(h, key); st == found {
+	if b, st := s.e.Get(h, key); st == found {
 		var err error
 		if acc, err = a.codec.Decode(b); err != nil {
 			return a.wrap("add", err)
 		}
 	} else if st == failed {
-		return a.wrap("add", s.t.takeErr())
+		return a.wrap("add", s.e.TakeErr())
 	} else {
 		acc = a.fn.CreateAccumulator()
 	}
 	acc = a.fn.Add(in, acc)
 	s.vbuf = a.codec.Append(s.vbuf[:0], acc)
-	if err := s.t.Put(h, key, s.vbuf); err != nil {
+	if err := s.apply(engine.OpPut, key, h, nil, s.vbuf); err != nil {
 		return a.wrap("add", err)
 	}
 	return nil
@@ -186,10 +188,10 @@ func getKV[T any](b *stateBase, c Codec[T], k Key) (T, bool, error) {
 		return zero, false, b.wrap("get", err)
 	}
 	key, h := s.compose(k, b.id)
-	raw, st := s.t.Get(h, key)
+	raw, st := s.e.Get(h, key)
 	if st != found {
 		if st == failed {
-			return zero, false, b.wrap("get", s.t.takeErr())
+			return zero, false, b.wrap("get", s.e.TakeErr())
 		}
 		return zero, false, nil
 	}
@@ -209,7 +211,7 @@ func clearKV(b *stateBase, k Key) error {
 		return b.wrap("clear", err)
 	}
 	key, h := s.compose(k, b.id)
-	if err := s.t.Delete(h, key); err != nil {
+	if err := s.apply(engine.OpDelete, key, h, nil, nil); err != nil {
 		return b.wrap("clear", err)
 	}
 	return nil
@@ -271,9 +273,9 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 			continue
 		}
 		key, h := s.compose(k.In(ns), b.id)
-		raw, st := s.t.Get(h, key)
+		raw, st := s.e.Get(h, key)
 		if st == failed {
-			return s.t.takeErr()
+			return s.e.TakeErr()
 		}
 		if st != found {
 			continue
@@ -296,20 +298,20 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 		return nil
 	}
 	key, h := s.compose(k.In(target), b.id)
-	if raw, st := s.t.Get(h, key); st == found {
+	if raw, st := s.e.Get(h, key); st == found {
 		src = append(src[:0], raw...)
 		if err := step(true); err != nil {
 			return err
 		}
 	} else if st == failed {
-		return s.t.takeErr()
+		return s.e.TakeErr()
 	}
-	if err := s.t.Put(h, key, acc); err != nil {
+	if err := s.apply(engine.OpPut, key, h, nil, acc); err != nil {
 		return err
 	}
 	for _, i := range present {
 		key, h := s.compose(k.In(sources[i]), b.id)
-		if err := s.t.Delete(h, key); err != nil {
+		if err := s.apply(engine.OpDelete, key, h, nil, nil); err != nil {
 			return err
 		}
 	}

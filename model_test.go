@@ -9,6 +9,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/strata-db/strata/internal/engine"
+	"github.com/strata-db/strata/internal/engine/enginetest"
 )
 
 var modelSeed = flag.Int64("seed", 0, "TestModel: seed to replay (0 = time-based)")
@@ -32,11 +35,11 @@ func TestModel(t *testing.T) {
 	}
 	bgEvery := 60 // mean ops between background events
 	rng := rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>1|1))
-	low := newMemLower()
+	low := enginetest.NewMemLower()
 	s, err := open("", Options{MaxParallelism: 64, MemoryBudget: 1 << 30, SegmentSize: 16 << 20, BackgroundWorkers: 2},
-		func(o *tierOptions) {
+		func(o *engine.Options) {
 			// A row cache of 8 sets: values read from the lower tier replace each other often.
-			o.low, o.lowWater, o.evictBatch, o.bucketBits, o.rowCache = low, 1, 16<<10, 2, 4<<10
+			o.Lower, o.LowWater, o.EvictionBatch, o.BucketBits, o.RowCacheSize = low, 1, 16<<10, 2, 4<<10
 		})
 	if err != nil {
 		t.Fatal(err)
@@ -56,14 +59,14 @@ func TestModel(t *testing.T) {
 		}
 	}
 	m.checkAll(ops)
-	if err := s.t.drain(); err != nil {
+	if err := s.e.Drain(); err != nil {
 		t.Fatalf("seed %d: drain: %v", seed, err)
 	}
 	m.checkAll(ops)
 	st := s.Stats()
 	t.Logf("seed %d: %d ops, background events (seal, seal+drain, drain, evict, evict+drain) %v, stats %+v",
 		seed, ops, events, st)
-	if st.Transforms == 0 || st.Compactions == 0 || st.Evictions == 0 || low.entries == 0 {
+	if st.Transforms == 0 || st.Compactions == 0 || st.Evictions == 0 || low.Entries == 0 {
 		t.Errorf("seed %d: the run did not exercise every tier: %d transforms, %d compactions, %d evictions",
 			seed, st.Transforms, st.Compactions, st.Evictions)
 	}
@@ -75,7 +78,7 @@ func TestModel(t *testing.T) {
 // background makes the tiers move: seals (transform queued), drains (wait and install
 // everything), evictions to the lower tier.
 func (m *modelRun) background(op int, events *[5]int) {
-	t := m.s.t
+	t := m.s.e
 	r := m.rng.IntN(100)
 	switch {
 	case r < 40:
@@ -88,21 +91,21 @@ func (m *modelRun) background(op int, events *[5]int) {
 		if err := m.s.seal(); err != nil {
 			m.fatalf(op, "seal: %v", err)
 		}
-		if err := t.drain(); err != nil {
+		if err := t.Drain(); err != nil {
 			m.fatalf(op, "drain: %v", err)
 		}
 	case r < 70:
 		events[2]++
-		if err := t.drain(); err != nil {
+		if err := t.Drain(); err != nil {
 			m.fatalf(op, "drain: %v", err)
 		}
 	case r < 85:
 		events[3]++
-		t.evict()
+		t.EvictNow()
 	default:
 		events[4]++
-		t.evict()
-		if err := t.drain(); err != nil {
+		t.EvictNow()
+		if err := t.Drain(); err != nil {
 			m.fatalf(op, "drain: %v", err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -144,9 +145,9 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: Options.L0StopWrites = %d: must not be negative (0 for the default %d)",
 			ErrInvalidOptions, o.L0StopWrites, DefaultL0StopWrites)
 	}
-	if o.RowCacheSize > 0 && o.RowCacheSize < rowWays*rowSlot {
+	if o.RowCacheSize > 0 && o.RowCacheSize < engine.MinRowCacheSize {
 		return fmt.Errorf("%w: Options.RowCacheSize = %d: below one set of %d bytes (0 for the default, negative for none)",
-			ErrInvalidOptions, o.RowCacheSize, rowWays*rowSlot)
+			ErrInvalidOptions, o.RowCacheSize, engine.MinRowCacheSize)
 	}
 	if o.BlockCacheSize > 0 && o.BlockCacheSize < 16<<10 {
 		return fmt.Errorf("%w: Options.BlockCacheSize = %d: below one 16 KiB block (0 for the default, negative for none)",

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/memory"
 )
@@ -79,7 +81,7 @@ type rcaRig struct {
 	mem    *vfs.MemFS
 	fault  *vfs.FaultFS
 	opts   Options
-	adjust func(*tierOptions)
+	adjust func(*engine.Options)
 	s      *Store
 
 	val *ValueState[[]byte]
@@ -130,7 +132,7 @@ func newRCARig(t *testing.T, cfg rcaConfig, seed uint64) *rcaRig {
 	r.opts = Options{MaxParallelism: cfg.maxP, KeyGroups: cfg.kg, MemoryBudget: cfg.budget, SegmentSize: 16 << 20,
 		BackgroundWorkers: 2, BlockCacheSize: 1 << 20, RowCacheSize: cfg.rows, BackpressureTimeout: 2 * time.Second,
 		fs: r.fault}
-	r.adjust = func(o *tierOptions) { o.evictBatch, o.bucketBits, o.evictWater = 16<<10, 2, 0 }
+	r.adjust = func(o *engine.Options) { o.EvictionBatch, o.BucketBits, o.EvictionWatermark = 16<<10, 2, 0 }
 	r.openStore()
 	// Keys of many lengths: the composite key is 5 bytes + key + namespace, so keys of 110..116
 	// bytes put key+value right at the slot limit (120) for short values.
@@ -177,7 +179,7 @@ func compLen(kn rcaKN) int {
 
 // valueFor returns a value for kn whose length tends to put key+value around the slot limit.
 func (r *rcaRig) valueFor(kn rcaKN) []byte {
-	room := rowMaxData - compLen(kn)
+	room := engine.RowCacheMaxData - compLen(kn)
 	var n int
 	switch r.rng.IntN(8) {
 	case 0:
@@ -191,7 +193,7 @@ func (r *rcaRig) valueFor(kn rcaKN) []byte {
 	case 5:
 		n = r.rng.IntN(300)
 	default:
-		n = r.rng.IntN(rowMaxData + 10)
+		n = r.rng.IntN(engine.RowCacheMaxData + 10)
 	}
 	if r.cfg.pressure && r.rng.IntN(2) == 0 {
 		n = 256<<10 + r.rng.IntN(768<<10)
@@ -305,12 +307,11 @@ func (r *rcaRig) checkAll() {
 }
 
 // checkCache walks the row cache's slots and checks each against the model: every cached key is
-// a value key of the universe that the model holds now, with exactly the model's encoding, in
-// the set and with the tag of its order hash; the count of used slots is c.n.
+// a value key of the universe that the model holds now, with exactly the model's encoding
+// (engine.CheckRowCache checks tags, sets and the count of used slots).
 func (r *rcaRig) checkCache() {
 	r.t.Helper()
-	c := r.s.t.rc
-	if c == nil {
+	if r.s.e.RowCacheSets() < 0 {
 		if r.cfg.rows > 0 {
 			r.fatalf("no row cache")
 		}
@@ -320,7 +321,6 @@ func (r *rcaRig) checkCache() {
 	type want struct {
 		present bool
 		enc     []byte
-		order   uint64
 		what    string
 	}
 	exp := map[string]want{}
@@ -329,8 +329,8 @@ func (r *rcaRig) checkCache() {
 			kn := rcaKN{k, ns}
 			key := r.key(kn)
 			add := func(id uint16, what string, present bool, enc []byte) {
-				ck := appendCompositeKey(nil, key, id)
-				exp[string(ck)] = want{present, enc, r.s.t.orderOf(ck, compositeHash(key, id)), what + fmt.Sprintf(" %q", kn)}
+				ck := base.AppendCompositeKey(nil, uint16(key.kg), id, key.b, key.ns)
+				exp[string(ck)] = want{present, enc, what + fmt.Sprintf(" %q", kn)}
 			}
 			v, ok := r.m.val[kn]
 			add(r.val.id, "value", ok, v)
@@ -342,42 +342,22 @@ func (r *rcaRig) checkCache() {
 			add(r.agg.id, "aggregating", ok, avgCodec{}.Append(nil, av))
 		}
 	}
-	used := 0
-	for si := uint64(0); si < c.sets; si++ {
-		for w := 0; w < rowWays; w++ {
-			off := (si*rowWays + uint64(w)) * rowSlot
-			sl := c.mem[off : off+rowSlot]
-			tag := uint32(sl[0]) | uint32(sl[1])<<8 | uint32(sl[2])<<16 | uint32(sl[3])<<24
-			if tag == 0 {
-				continue
-			}
-			used++
-			kl, vl := int(sl[4]), int(sl[5])
-			if kl+vl > rowMaxData {
-				r.fatalf("row cache slot %d/%d: key %d + value %d bytes > %d", si, w, kl, vl, rowMaxData)
-			}
-			ck, cv := sl[rowHdr:rowHdr+kl], sl[rowHdr+kl:rowHdr+kl+vl]
-			e, ok := exp[string(ck)]
-			if !ok {
-				r.fatalf("row cache holds a key of no value state: %x", ck)
-			}
-			if !e.present {
-				r.fatalf("row cache holds %s = %x, which the model says is absent (a stale entry)", e.what, cv)
-			}
-			if !bytes.Equal(cv, e.enc) {
-				r.fatalf("row cache holds %s = %x, model %x (a stale entry)", e.what, cv, e.enc)
-			}
-			if rowTag(e.order) != tag {
-				r.fatalf("row cache slot of %s: tag %#x, want %#x", e.what, tag, rowTag(e.order))
-			}
-			if set := c.set(e.order); &set[0] != &c.mem[si*rowWays*rowSlot] {
-				r.fatalf("row cache: %s cached in set %d, not in its set", e.what, si)
-			}
-			r.cachedSeen++
+	err := r.s.e.CheckRowCache(func(ck, cv []byte) error {
+		e, ok := exp[string(ck)]
+		if !ok {
+			return fmt.Errorf("row cache holds a key of no value state: %x", ck)
 		}
-	}
-	if used != c.n {
-		r.fatalf("row cache: %d slots used, n = %d", used, c.n)
+		if !e.present {
+			return fmt.Errorf("row cache holds %s = %x, which the model says is absent (a stale entry)", e.what, cv)
+		}
+		if !bytes.Equal(cv, e.enc) {
+			return fmt.Errorf("row cache holds %s = %x, model %x (a stale entry)", e.what, cv, e.enc)
+		}
+		r.cachedSeen++
+		return nil
+	})
+	if err != nil {
+		r.fatalf("%v", err)
 	}
 }
 
@@ -398,7 +378,7 @@ func (r *rcaRig) pushDown() {
 		r.fatalf("WaitBackground: %v", err)
 	}
 	for i := 0; i < 200 && r.s.Stats().Slices > 0; i++ {
-		if !r.s.t.evict() && r.s.t.eviction == nil {
+		if !r.s.e.EvictNow() {
 			break
 		}
 		if err := r.s.WaitBackground(); err != nil {
@@ -595,7 +575,7 @@ func (r *rcaRig) step() {
 	case x < 660:
 		r.checkStr(kn)
 	case x < 690:
-		v := strings.Repeat("s", r.rng.IntN(max(rowMaxData-compLen(kn), 0)+3))
+		v := strings.Repeat("s", r.rng.IntN(max(engine.RowCacheMaxData-compLen(kn), 0)+3))
 		if r.write("string put", func() error { return r.str.Put(k, v) }) {
 			r.m.str[kn] = v
 		}
@@ -637,7 +617,7 @@ func (r *rcaRig) step() {
 			r.fatalf("seal: %v", err)
 		}
 	case x < 846:
-		r.s.t.evict() // a read-only step: nothing installs until the next write
+		r.s.e.EvictNow() // a read-only step: nothing installs until the next write
 	default:
 		// A burst of reads of keys likely in the LsmStore, to fill and churn the cache.
 		for range 8 {
@@ -738,7 +718,7 @@ func rcaOpenMem(t *testing.T, mem *vfs.MemFS, rows int64) *Store {
 	t.Helper()
 	opts := Options{MaxParallelism: 128, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2,
 		BlockCacheSize: 1 << 20, RowCacheSize: rows, fs: mem}
-	s, err := open("/db", opts, func(o *tierOptions) { o.evictBatch, o.evictWater = 64<<10, 0 })
+	s, err := open("/db", opts, func(o *engine.Options) { o.EvictionBatch, o.EvictionWatermark = 64<<10, 0 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -767,7 +747,7 @@ func TestRowCacheAttackHeldValues(t *testing.T) {
 		}
 		return bytes.Repeat([]byte{byte(i), byte(i >> 8)}, n)[:n]
 	}
-	cacheable := func(i int) bool { return 5+len(keyOf(i))+len(valOf(i)) <= rowMaxData }
+	cacheable := func(i int) bool { return 5+len(keyOf(i))+len(valOf(i)) <= engine.RowCacheMaxData }
 	for i := range n {
 		must(0, val.Put(s.Key(keyOf(i)), valOf(i)))
 		if i%50 == 0 {
@@ -826,8 +806,8 @@ func TestRowCacheAttackHeldValues(t *testing.T) {
 	if hits := after.RowCacheHits - before.RowCacheHits; hits != wantHits {
 		t.Errorf("row cache hits %d, want %d (one per cacheable key read twice in a row)", hits, wantHits)
 	}
-	if s.t.rc.n > rowWays {
-		t.Errorf("one set holds %d entries", s.t.rc.n)
+	if s.e.RowCacheLen() > engine.MinRowCacheSize/128 {
+		t.Errorf("one set holds %d entries", s.e.RowCacheLen())
 	}
 	for _, h := range hs {
 		if !bytes.Equal(h.got, valOf(h.i)) {
@@ -877,7 +857,7 @@ func TestRowCacheAttackWriteThrough(t *testing.T) {
 		must(0, s.seal())
 		must(0, s.WaitBackground())
 		for i := 0; i < 100 && s.Stats().Slices > 0; i++ {
-			s.t.evict()
+			s.e.EvictNow()
 			must(0, s.WaitBackground())
 		}
 		if st := s.Stats(); st.Slices != 0 || st.SealedSegments != 0 || st.Records != 0 {
@@ -896,9 +876,9 @@ func TestRowCacheAttackWriteThrough(t *testing.T) {
 			t.Fatalf("get %q: hit %v, want %v", k.Bytes(), hit, wantHit)
 		}
 	}
-	k := s.Key([]byte("k1"))     // composite key: 5 + 2 bytes
-	room := rowMaxData - 7       // the longest value that is cached
-	kLong := s.Key([]byte("k2")) // refreshed beyond the limit
+	k := s.Key([]byte("k1"))           // composite key: 5 + 2 bytes
+	room := engine.RowCacheMaxData - 7 // the longest value that is cached
+	kLong := s.Key([]byte("k2"))       // refreshed beyond the limit
 	kEmpty := s.Key([]byte("k3"))
 	kClr := s.Key([]byte("k4"))
 	must(0, val.Put(k, []byte("one")))
@@ -1043,8 +1023,8 @@ func TestRowCacheAttackBudget(t *testing.T) {
 		if st.RowCacheBytes != want {
 			t.Errorf("store %d (rows %d): RowCacheBytes %d, want %d", i, rows, st.RowCacheBytes, want)
 		}
-		if rows > 0 && s.t.rc.sets != 1 {
-			t.Errorf("store %d (rows %d): %d sets, want 1", i, rows, s.t.rc.sets)
+		if rows > 0 && s.e.RowCacheSets() != 1 {
+			t.Errorf("store %d (rows %d): %d sets, want 1", i, rows, s.e.RowCacheSets())
 		}
 	}
 	var sum int64
@@ -1085,7 +1065,7 @@ func TestRowCacheAttackBudget(t *testing.T) {
 	}
 	// In memory only: no row cache whatever the option says.
 	ms := openTest(t, Options{RowCacheSize: 1 << 20})
-	if st := ms.Stats(); st.RowCacheBytes != 0 || ms.t.rc != nil {
+	if st := ms.Stats(); st.RowCacheBytes != 0 || ms.e.RowCacheSets() >= 0 {
 		t.Errorf("in-memory store has a row cache of %d bytes", st.RowCacheBytes)
 	}
 }
@@ -1137,9 +1117,9 @@ func TestRowCacheAttackWaitBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := s.Stats()
-	if st.SealedSegments != 0 || st.Transforms == 0 || s.t.inFlight() || len(s.t.lsmJobs) != 0 {
-		t.Fatalf("after WaitBackground: %d sealed segments, %d transforms, in flight %v, %d LSM jobs",
-			st.SealedSegments, st.Transforms, s.t.inFlight(), len(s.t.lsmJobs))
+	if st.SealedSegments != 0 || st.Transforms == 0 || s.e.Busy() {
+		t.Fatalf("after WaitBackground: %d sealed segments, %d transforms, busy %v",
+			st.SealedSegments, st.Transforms, s.e.Busy())
 	}
 	for it.Next() {
 	}

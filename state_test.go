@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/strata-db/strata/internal/engine"
 )
 
 func openTest(t testing.TB, opts Options) *Store {
@@ -552,7 +554,7 @@ func TestMergeCorruptSourceDeletesNothing(t *testing.T) {
 	r := must(NewReducingState(s, ReducingDescriptor[int64]{Name: "sum", Codec: Int64, Reduce: func(a, b int64) int64 { return a + b }}))
 	must(0, r.Add(k.In([]byte("b")), 5))
 	key, h := s.compose(k.In([]byte("a")), r.id)
-	if err := s.t.Put(h, append([]byte(nil), key...), []byte{1, 2, 3}); err != nil {
+	if err := s.apply(engine.OpPut, append([]byte(nil), key...), h, nil, []byte{1, 2, 3}); err != nil {
 		t.Fatal(err)
 	}
 	err := r.MergeNamespaces(k, []byte("t"), []byte("b"), []byte("a"))

@@ -1,16 +1,12 @@
 package strata
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"path/filepath"
 
-	"github.com/strata-db/strata/internal/vfs"
-	"github.com/strata-db/strata/lsm"
-	"github.com/strata-db/strata/lsm/sstable"
+	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/memory"
-	"github.com/strata-db/strata/slice"
 )
 
 // Store is the keyed state of one operator subtask: the states registered on it (value, list,
@@ -35,8 +31,7 @@ type Store struct {
 	kgStart uint32 // Options.KeyGroups.Start
 	kgSpan  uint32 // Options.KeyGroups.End - Start
 	budget  *memory.Budget
-	pool    *memory.Pool
-	t       *tiers
+	e       *engine.Engine
 	closed  bool
 	guard   guard
 
@@ -74,9 +69,9 @@ type Store struct {
 // it was: Open deletes files only after a clean recovery.
 func Open(dir string, opts Options) (*Store, error) { return open(dir, opts, nil) }
 
-// open is Open with a hook that adjusts the tiers' options (tests: a lower tier, eviction
+// open is Open with a hook that adjusts the engine's options (tests: a lower tier, eviction
 // settings, bucket bits).
-func open(dir string, opts Options, adjust func(*tierOptions)) (s *Store, err error) {
+func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -85,47 +80,38 @@ func open(dir string, opts Options, adjust func(*tierOptions)) (s *Store, err er
 	if budget == nil {
 		budget = memory.NewBudget(opts.MemoryBudget)
 	}
-	pool, err := memory.NewPool(budget, opts.SegmentSize)
-	if err != nil {
-		return nil, fmt.Errorf("strata: open %q: %w", dir, err)
+	eo := engine.Options{
+		Dir:                 dir,
+		FS:                  opts.fs,
+		Budget:              budget,
+		SegmentSize:         opts.SegmentSize,
+		MaxParallelism:      opts.MaxParallelism,
+		Workers:             opts.BackgroundWorkers,
+		BackpressureTimeout: opts.BackpressureTimeout,
+		L0StopWrites:        opts.L0StopWrites,
 	}
-	var cleanup []func() error
-	defer func() {
-		if err != nil {
-			for i := len(cleanup) - 1; i >= 0; i-- {
-				err = errors.Join(err, cleanup[i]())
-			}
-		}
-	}()
-	cleanup = append(cleanup, pool.Close)
-	to := tierOptions{
-		maxP:      opts.MaxParallelism,
-		workers:   opts.BackgroundWorkers,
-		bpTimeout: opts.BackpressureTimeout,
-		l0Stop:    opts.L0StopWrites,
-	}
-	var reg *registry
 	if dir != "" {
-		lt, r, seq, err := openLSM(dir, opts, budget)
-		if err != nil {
-			return nil, err
-		}
-		cleanup = append(cleanup, lt.Close)
-		reg = r
-		_, rows, water := opts.budgetDefaults(budget.Limit())
-		to.low, to.db, to.lowWater, to.evictWater = lt, lt.db, 1, water
-		to.rowCache = rows
-		to.evictBatch = min(max(water/4, slice.DefaultEvictionBatch), 64<<20)
-		to.startSeq = seq
+		eo.BlockCacheSize, eo.RowCacheSize, eo.EvictionWatermark = opts.budgetDefaults(budget.Limit())
 	}
 	if adjust != nil {
-		adjust(&to)
+		adjust(&eo)
 	}
-	t, err := newTiers(pool, to)
+	e, rec, err := engine.Open(eo)
 	if err != nil {
 		return nil, fmt.Errorf("strata: open %q: %w", dir, err)
 	}
-	cleanup = cleanup[:1] // the tiers own the lower tier now and close it
+	var reg *registry
+	if rec.OK {
+		reg, err = decodeRegistry(rec.Meta)
+		if err == nil && (reg.maxP != opts.MaxParallelism || reg.kgStart != opts.KeyGroups.Start || reg.kgEnd != opts.KeyGroups.End) {
+			err = fmt.Errorf("%w: stored with MaxParallelism %d and key groups %v, opened with %d and %v",
+				ErrIncompatibleStore, reg.maxP, KeyGroupRange{Start: reg.kgStart, End: reg.kgEnd},
+				opts.MaxParallelism, *opts.KeyGroups)
+		}
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
+		}
+	}
 	s = &Store{
 		dir:     dir,
 		opts:    opts,
@@ -133,8 +119,7 @@ func open(dir string, opts Options, adjust func(*tierOptions)) (s *Store, err er
 		kgStart: uint32(opts.KeyGroups.Start),
 		kgSpan:  uint32(opts.KeyGroups.End - opts.KeyGroups.Start),
 		budget:  budget,
-		pool:    pool,
-		t:       t,
+		e:       e,
 		states:  make(map[string]*registration),
 		nextID:  1,
 		kbuf:    make([]byte, 0, 256),
@@ -144,74 +129,7 @@ func open(dir string, opts Options, adjust func(*tierOptions)) (s *Store, err er
 	if reg != nil {
 		s.persisted, s.nextID = reg.states, reg.nextID
 	}
-	t.kick() // LSM compactions due after recovery
 	return s, nil
-}
-
-// syncParents makes dir's entry durable in its parent, and each parent's in its own, up to
-// the root (vfs invariant 2: a new directory survives a crash only once its parent is synced;
-// lsm.Open syncs dir itself and the parent of its own subdirectory).
-func syncParents(fs vfs.FS, dir string) error {
-	for p := filepath.Clean(dir); ; {
-		parent := filepath.Dir(p)
-		if parent == p {
-			return nil
-		}
-		d, err := fs.OpenDir(parent)
-		if err != nil {
-			return err
-		}
-		err = d.Sync()
-		if cerr := d.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-		p = parent
-	}
-}
-
-// openLSM opens the LsmStore of a Store in dir (its block cache first) and reads its persist
-// point: the state registry (nil for a new store) and the last persisted sequence number.
-func openLSM(dir string, opts Options, budget *memory.Budget) (*lsmTier, *registry, uint64, error) {
-	fs := opts.fs
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, 0, fmt.Errorf("strata: open %q: %w", dir, lowerError(err))
-	}
-	if err := syncParents(fs, dir); err != nil {
-		return nil, nil, 0, fmt.Errorf("strata: open %q: %w", dir, lowerError(err))
-	}
-	lt := &lsmTier{}
-	if size, _, _ := opts.budgetDefaults(budget.Limit()); size > 0 {
-		c, err := sstable.NewCache(budget, size, 0)
-		if err != nil {
-			return nil, nil, 0, fmt.Errorf("strata: open %q: block cache of %d bytes: %w", dir, size, err)
-		}
-		lt.cache = c
-	}
-	db, err := lsm.Open(lsm.Options{FS: fs, Dir: filepath.Join(dir, "lsm"), Cache: lt.cache})
-	if err != nil {
-		if lt.cache != nil {
-			lt.cache.Close()
-		}
-		return nil, nil, 0, fmt.Errorf("strata: open %q: %w", dir, lowerError(err))
-	}
-	lt.db = db
-	seq, meta, ok := db.PersistedMeta()
-	if !ok {
-		return lt, nil, 0, nil
-	}
-	reg, err := decodeRegistry(meta)
-	if err == nil && (reg.maxP != opts.MaxParallelism || reg.kgStart != opts.KeyGroups.Start || reg.kgEnd != opts.KeyGroups.End) {
-		err = fmt.Errorf("%w: stored with MaxParallelism %d and key groups %v, opened with %d and %v",
-			ErrIncompatibleStore, reg.maxP, KeyGroupRange{Start: reg.kgStart, End: reg.kgEnd},
-			opts.MaxParallelism, *opts.KeyGroups)
-	}
-	if err != nil {
-		return nil, nil, 0, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), lt.Close())
-	}
-	return lt, reg, seq, nil
 }
 
 // Close persists the Store's state, if it has a directory, and releases it. It waits for the
@@ -237,11 +155,8 @@ func (s *Store) Close() error {
 	s.guard.enter()
 	defer s.guard.exit()
 	var err error
-	if s.t.db != nil {
-		if err = s.t.flush(); err == nil {
-			err = lowerError(s.t.db.Persist(s.t.f.Seq(), s.encodeRegistry()))
-		}
-		if err != nil {
+	if s.e.HasDisk() {
+		if err = s.e.Persist(s.encodeRegistry()); err != nil {
 			err = fmt.Errorf("strata: close %q: persisting the state: %w", s.dir, err)
 			if errors.Is(err, ErrNoSpace) {
 				return err
@@ -249,7 +164,7 @@ func (s *Store) Close() error {
 		}
 	}
 	s.closed = true
-	return errors.Join(err, s.t.Close(), s.pool.Close())
+	return errors.Join(err, s.e.Close())
 }
 
 // WaitBackground waits until the background work queued so far has finished and installs it:
@@ -271,10 +186,7 @@ func (s *Store) WaitBackground() error {
 	}
 	s.guard.enter()
 	defer s.guard.exit()
-	if err := s.t.before(); err != nil {
-		return err
-	}
-	return s.t.idle()
+	return s.e.WaitBackground()
 }
 
 // Dir returns the directory given to Open ("" for in memory only).
@@ -309,154 +221,67 @@ func (s *Store) keyGroupError(k Key) error {
 	return fmt.Errorf("%w: key group %d not in %v", ErrKeyGroupOutOfRange, k.kg, *s.opts.KeyGroups)
 }
 
-// Composite key of a record in the FreshTable (fresh treats it as opaque bytes):
-//
-//	+----------------+----------------+-----------------+-----------+-----------------+
-//	| key group      | state id       | len(key)        | key bytes | namespace bytes |
-//	| uint16 BE      | uint16 BE      | uvarint, 1..3 B | len(key)  | rest            |
-//	+----------------+----------------+-----------------+-----------+-----------------+
-//
-// The key-group prefix keeps a key group a contiguous range once entries are sorted (slices,
-// LSM files, key-group deletion); the length prefix keeps (key, namespace) unambiguous.
-// Map user keys are not part of it: fresh nests them under this key.
-func appendCompositeKey(dst []byte, k Key, id uint16) []byte {
-	dst = append(dst, byte(k.kg>>8), byte(k.kg), byte(id>>8), byte(id))
-	dst = binary.AppendUvarint(dst, uint64(len(k.b)))
-	dst = append(dst, k.b...)
-	return append(dst, k.ns...)
-}
-
-// compositeHash is the 64-bit hash fresh indexes the composite key by: the key hash, the
-// namespace hash and the state id combined with a multiply-xorshift (the key and namespace
-// hashes are already xxh3, so one mixing round suffices).
-func compositeHash(k Key, id uint16) uint64 {
-	h := k.kh ^ (k.nh+uint64(id))*0x9e3779b97f4a7c15
-	h ^= h >> 32
-	h *= 0xd6e8feb86659fd93
-	h ^= h >> 32
-	return h
-}
-
 // compose writes the composite key of (k, id) into the Store's key scratch buffer and returns
 // it with its hash.
 func (s *Store) compose(k Key, id uint16) ([]byte, uint64) {
-	s.kbuf = appendCompositeKey(s.kbuf[:0], k, id)
-	return s.kbuf, compositeHash(k, id)
+	s.kbuf = base.AppendCompositeKey(s.kbuf[:0], uint16(k.kg), id, k.b, k.ns)
+	return s.kbuf, base.CompositeHash(k.kh, k.nh, id)
 }
 
 // seal seals the FreshTable's active segment and queues its transform (tests: forces reads
 // across segments and tiers).
-func (s *Store) seal() error { return s.t.seal() }
+func (s *Store) seal() error { return s.e.Seal() }
 
-// StoreStats describes the memory, contents and background work of a Store. Sizes are bytes.
-// Go heap memory (registrations, scratch buffers) is not included.
-type StoreStats struct {
-	States         int   // registered states
-	Records        int64 // records in the FreshTable (values, list batches, map entries, tombstones)
-	Segments       int   // FreshTable data segments held (active and sealed)
-	SealedSegments int   // sealed segments waiting for (or in) transform
-	SegmentBytes   int64 // bytes of data segments mapped (Segments × SegmentSize)
-	DataBytes      int64 // bytes used inside the data segments
-	IndexBytes     int64 // bytes mapped for hash indices
-
-	Slices     int   // slices in the SliceTable
-	SliceRuns  int   // runs over all buckets' chains
-	SliceBytes int64 // memory held by the slices
-	MaxChain   int   // longest chain of a bucket, in runs
-
-	Transforms       int64 // sealed segments transformed into slices and dropped
-	TransformedBytes int64 // data bytes of those segments
-	TransformFails   int64 // transforms that failed (for memory they are retried)
-	Compactions      int64 // memory compactions installed
-	Evictions        int64 // evictions to the lower tier installed (none without a lower tier)
-	Relocations      int64 // relocations installed: allocator segments emptied into fuller ones
-	EvictedBytes     int64 // slice bytes evicted
-
-	// BackpressureWaits counts writes refused for memory that waited for background work;
-	// BackpressureNanos is the time they waited in total, BackpressureFailures how many of
-	// them still failed with ErrMemoryBudget.
-	BackpressureWaits    int64
-	BackpressureNanos    int64
-	BackpressureFailures int64
-
-	BudgetUsed    int64 // bytes reserved in the budget (shared budgets: all stores together)
-	BudgetLimit   int64 // the budget's limit
-	BudgetReserve int64 // bytes of the budget only background work may take (all stores)
-
-	// The LsmStore (all zero for a Store in memory only). Evictions above count its L0
-	// installs during operation; Close adds PersistFiles more.
-	LSMFiles       int   // table files in all levels
-	LSMBytes       int64 // bytes of those files
-	L0Files        int   // files in L0
-	LSMCompactions int64 // LSM compactions installed since Open
-	// Flushes counts sealed segments written straight to the LsmStore as L0 files (a budget too
-	// small for a transform's slices beside the FreshTable; counted in Transforms too).
-	Flushes int64
-	// LSMIngestedBytes is the bytes of keys and values evicted into the LsmStore since Open;
-	// LSMWrittenBytes the table bytes written for them (L0 files and compaction outputs);
-	// WriteAmplification their ratio (lsm.Metrics: bytes written per byte of state).
-	LSMIngestedBytes   int64
-	LSMWrittenBytes    int64
-	WriteAmplification float64
-	BlockCacheBytes    int64 // memory of the block cache (inside the budget)
-	BlockCacheHits     int64 // LSM block reads served by the cache
-	BlockCacheMisses   int64 // LSM block reads that went to a file
-	RowCacheBytes      int64 // memory of the row cache (inside the budget; Options.RowCacheSize)
-	RowCacheHits       int64 // value reads of the lower tier served by the row cache
-	RowCacheMisses     int64 // value reads that went to the lower tier (LsmStore)
-	// L0Stalls counts writes that waited because L0 had Options.L0StopWrites files or more;
-	// L0StallNanos is the time they waited in total.
-	L0Stalls     int64
-	L0StallNanos int64
-	PersistFiles int64 // L0 files Close wrote (tests: see flush)
-	PersistNanos int64 // time Close spent moving the tiers into the LsmStore
-}
+// StoreStats describes the memory, contents and background work of a Store (see the fields
+// of engine.Stats: sizes are bytes, times nanoseconds). Go heap memory (registrations, scratch
+// buffers) is not included.
+type StoreStats = engine.Stats
 
 // Stats returns a snapshot of the Store's statistics. On a closed Store it returns only
 // States and the budget figures. O(buckets + segments).
 func (s *Store) Stats() StoreStats {
-	st := StoreStats{
-		States:        len(s.states),
-		BudgetUsed:    s.budget.Used(),
-		BudgetLimit:   s.budget.Limit(),
-		BudgetReserve: s.budget.Reserve(),
-	}
 	if s.closed {
-		return st
-	}
-	t := s.t
-	ts := t.f.Stats()
-	st.Records = int64(ts.Records)
-	st.Segments = int(ts.Segments)
-	st.SealedSegments = int(ts.Sealed)
-	st.SegmentBytes = int64(ts.Segments) * int64(s.opts.SegmentSize)
-	st.DataBytes = int64(ts.DataBytes)
-	st.IndexBytes = int64(ts.IndexBytes)
-	ss := t.sl.Stats()
-	st.Slices, st.SliceRuns, st.SliceBytes, st.MaxChain = ss.Slices, ss.Runs, ss.MemBytes, ss.MaxChain
-	st.Transforms, st.TransformedBytes, st.TransformFails = t.transforms, t.transformedBytes, t.transformFails
-	st.Compactions, st.Evictions, st.EvictedBytes = ss.Compactions, ss.Evictions, ss.EvictedBytes
-	st.BackpressureWaits, st.BackpressureNanos, st.BackpressureFailures = t.bpWaits, t.bpNanos, t.bpFailures
-	st.L0Stalls, st.L0StallNanos, st.Flushes, st.Relocations = t.l0Stalls, t.l0StallNanos, t.flushes, t.relocations
-	st.PersistFiles, st.PersistNanos = t.flushedFiles, t.flushNanos
-	if t.db != nil {
-		m := t.db.Metrics()
-		for _, l := range m.Levels {
-			st.LSMFiles += l.Files
-			st.LSMBytes += l.Bytes
+		return StoreStats{
+			States:        len(s.states),
+			BudgetUsed:    s.budget.Used(),
+			BudgetLimit:   s.budget.Limit(),
+			BudgetReserve: s.budget.Reserve(),
 		}
-		st.L0Files = m.Levels[0].Files
-		st.LSMCompactions = m.Compactions
-		st.LSMIngestedBytes = m.BytesIngested
-		st.LSMWrittenBytes = m.BytesFlushed + m.BytesCompacted
-		st.WriteAmplification = m.WriteAmplification
 	}
-	if lt, ok := t.low.(*lsmTier); ok && lt.cache != nil {
-		cs := lt.cache.Stats()
-		st.BlockCacheBytes, st.BlockCacheHits, st.BlockCacheMisses = cs.Bytes, cs.Hits, cs.Misses
-	}
-	if rc := t.rc; rc != nil {
-		st.RowCacheBytes, st.RowCacheHits, st.RowCacheMisses = int64(len(rc.mem)), t.rcHits, t.rcMisses
-	}
+	st := s.e.Stats()
+	st.States = len(s.states)
 	return st
+}
+
+// Lookup outcomes of the engine, by their short names.
+type status = engine.Status
+
+const (
+	absent = engine.Absent
+	found  = engine.Found
+	failed = engine.Failed
+)
+
+// begin is the preamble of every keyed state operation: it enters the misuse guard, checks that
+// the Store is open and owns k's key group, and composes k's key for state id into the key
+// scratch buffer (valid until the next begin or compose). The caller exits the guard
+// (s.guard.exit) whatever the outcome, and wraps a returned error with the state's name.
+func (s *Store) begin(k Key, id uint16) ([]byte, uint64, error) {
+	s.guard.enter()
+	if err := s.check(k); err != nil {
+		return nil, 0, err
+	}
+	key, h := s.compose(k, id)
+	return key, h, nil
+}
+
+// apply hands one state change to the engine's single write path (engine.Apply): key is a
+// composite key with hash h, uk the encoded map user key (OpMapPut, OpMapRemove only), value
+// the encoded value or framed list batch. Every write of every state goes through here.
+func (s *Store) apply(kind engine.OpKind, key []byte, h uint64, uk, value []byte) error {
+	op := engine.Op{Kind: kind, Hash: h, Key: key, Value: value}
+	if kind == engine.OpMapPut || kind == engine.OpMapRemove {
+		op.UserKey, op.UserHash = uk, base.HashUserKey(uk)
+	}
+	return s.e.Apply(op)
 }

@@ -49,7 +49,7 @@ func TestManySegments(t *testing.T) {
 		for i := range keys {
 			k := key(i)
 			if err := val.Put(k, value(i, r)); err != nil {
-				t.Fatalf("round %d key %d: value put: %v (stats %+v, allocator %+v, budget %+v)", r, i, err, s.Stats(), s.t.alloc.Stats(), s.Budget().Stats())
+				t.Fatalf("round %d key %d: value put: %v (stats %+v, budget %+v)", r, i, err, s.Stats(), s.Budget().Stats())
 			}
 			if err := lst.Add(k, int64(r)); err != nil {
 				t.Fatalf("round %d key %d: list add: %v", r, i, err)
@@ -104,7 +104,7 @@ func TestManySegments(t *testing.T) {
 		}
 	}
 	check("after writes")
-	if err := s.t.drain(); err != nil {
+	if err := s.e.Drain(); err != nil {
 		t.Fatal(err)
 	}
 	sample()
@@ -202,7 +202,7 @@ func TestAllocsFromSlices(t *testing.T) {
 	must(0, vb.Put(k2, []byte("8 bytes!")))
 	must(0, m.Put(k2, 1, 1))
 	must(0, s.seal())
-	must(0, s.t.drain())
+	must(0, s.e.Drain())
 	if st := s.Stats(); st.Slices == 0 || st.SealedSegments != 0 {
 		t.Fatalf("data not in slices: %+v", st)
 	}

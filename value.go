@@ -1,5 +1,7 @@
 package strata
 
+import "github.com/strata-db/strata/internal/engine"
+
 // ValueDescriptor describes a value state: a single value of type T per key and namespace,
 // as Flink's ValueStateDescriptor.
 type ValueDescriptor[T any] struct {
@@ -36,11 +38,11 @@ func (v *ValueState[T]) Get(k Key) (T, bool, error) {
 		return zero, false, v.wrap("get", err)
 	}
 	key, h := s.compose(k, v.id)
-	b, st := s.t.Get(h, key)
+	b, st := s.e.Get(h, key)
 	if st != found {
 		s.guard.exit()
 		if st == failed {
-			return zero, false, v.wrap("get", s.t.takeErr())
+			return zero, false, v.wrap("get", s.e.TakeErr())
 		}
 		return zero, false, nil
 	}
@@ -64,7 +66,7 @@ func (v *ValueState[T]) Put(k Key, x T) error {
 	}
 	key, h := s.compose(k, v.id)
 	s.vbuf = v.codec.Append(s.vbuf[:0], x)
-	err := s.t.Put(h, key, s.vbuf)
+	err := s.apply(engine.OpPut, key, h, nil, s.vbuf)
 	s.guard.exit()
 	if err != nil {
 		return v.wrap("put", err)
@@ -82,7 +84,7 @@ func (v *ValueState[T]) Clear(k Key) error {
 		return v.wrap("clear", err)
 	}
 	key, h := s.compose(k, v.id)
-	if err := s.t.Delete(h, key); err != nil {
+	if err := s.apply(engine.OpDelete, key, h, nil, nil); err != nil {
 		return v.wrap("clear", err)
 	}
 	return nil

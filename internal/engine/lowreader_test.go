@@ -1,4 +1,4 @@
-package strata
+package engine
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/engine/enginetest"
 )
 
 // TestLowReaderArena checks that the values the lower tier's point reads hand out stay intact
@@ -13,7 +14,7 @@ import (
 // bytes before a write resets it), that a reset reuses the chunk, and that reads allocate
 // nothing once the arena is warm.
 func TestLowReaderArena(t *testing.T) {
-	low := newMemLower()
+	low := enginetest.NewMemLower()
 	var ents []base.Entry
 	for i := range 100 {
 		ents = append(ents, base.Entry{Kind: base.KindValue, Seq: uint64(i + 1), Key: []byte(fmt.Sprintf("k%03d", i)),
@@ -57,10 +58,10 @@ func TestLowReaderArena(t *testing.T) {
 	}
 }
 
-// fixedLower is a lowerTier whose every key holds one entry, without allocating (memLower's
+// fixedLower is a LowerTier whose every key holds one entry, without allocating (memLower's
 // Get allocates).
 type fixedLower struct {
-	memLower
+	enginetest.MemLower
 	e base.Entry
 }
 
@@ -91,7 +92,7 @@ func slicesSortEntries(ents []base.Entry) {
 // base, survive later reads until a reset, and a warm read allocates nothing (the visit
 // function is bound once; copies go to the arena).
 func TestLowReaderListGet(t *testing.T) {
-	low := newMemLower()
+	low := enginetest.NewMemLower()
 	key := []byte("list")
 	ents := []base.Entry{
 		{Kind: base.KindListAppend, Seq: 4, Key: key, Value: []byte("d")},

@@ -1,4 +1,4 @@
-package strata
+package engine
 
 import (
 	"cmp"
@@ -47,16 +47,13 @@ func TestRadixSortSegRecs(t *testing.T) {
 // a base header, removed entries, values and lists beside them) and checks that segmentEntries
 // yields every live record once, in compareEntries order.
 func TestSegmentEntriesOrder(t *testing.T) {
-	s := must(Open("", Options{MemoryBudget: 256 << 20}))
-	defer s.Close()
-	m := must(NewMapState(s, MapDescriptor[[]byte, []byte]{Name: "m", KeyCodec: Bytes, ValueCodec: Bytes}))
-	v := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
-	l := must(NewListState(s, ListDescriptor[[]byte]{Name: "l", Codec: Bytes}))
+	s := openTest(t, Options{})
 	r := rand.New(rand.NewPCG(3, 4))
 	uks := [][]byte{{}, {0}, {0, 0}, []byte("a"), []byte("a\x00"), []byte("ab"), []byte("abcdefgh"),
 		[]byte("abcdefgh\x00"), []byte("abcdefghi"), []byte("abcdefghij"), []byte("zz"), []byte("\xff\xff\xff\xff\xff\xff\xff\xff\xff")}
 	for k := range 2000 {
-		key := s.Key([]byte{byte(k >> 8), byte(k), 7})
+		kb := []byte{byte(k >> 8), byte(k), 7}
+		mk, hm := testKey(1, kb)
 		for range 1 + r.IntN(12) {
 			uk := uks[r.IntN(len(uks))]
 			if k%3 == 0 {
@@ -64,28 +61,30 @@ func TestSegmentEntriesOrder(t *testing.T) {
 			}
 			switch x := r.IntN(20); {
 			case x == 0:
-				must(0, m.Clear(key))
+				must(0, s.Apply(Op{Kind: OpMapClear, Hash: hm, Key: mk}))
 			case x < 3:
-				must(0, m.Remove(key, uk))
+				must(0, s.Apply(opMapRemove(mk, hm, uk)))
 			default:
-				must(0, m.Put(key, uk, []byte{byte(x)}))
+				must(0, s.Apply(opMapPut(mk, hm, uk, []byte{byte(x)})))
 			}
 		}
 		if k%5 == 0 {
-			must(0, v.Put(key, []byte("v")))
-			must(0, l.Add(key, []byte("l")))
+			vk, vh := testKey(2, kb)
+			must(0, s.Apply(opPut(vk, vh, []byte("v"))))
+			lk, lh := testKey(3, kb)
+			must(0, s.Apply(Op{Kind: OpListAppend, Hash: lh, Key: lk, Value: frame([]byte("l"))}))
 		}
 	}
-	if err := s.t.f.Seal(); err != nil {
+	if err := s.f.Seal(); err != nil {
 		t.Fatal(err)
 	}
-	sealed := s.t.f.Sealed()
+	sealed := s.f.Sealed()
 	seg := sealed[len(sealed)-1]
 	want := 0
 	for it := seg.Entries(); it.Next(); {
 		want++
 	}
-	it, err := s.t.segmentEntries(context.Background(), seg)
+	it, err := s.segmentEntries(context.Background(), seg)
 	if err != nil {
 		t.Fatal(err)
 	}

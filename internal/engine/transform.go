@@ -1,4 +1,4 @@
-package strata
+package engine
 
 import (
 	"bytes"
@@ -89,7 +89,7 @@ func (it *segIter) Next() bool {
 	}
 	e.Hash, e.Order = r.hash, r.order
 	if e.Kind == base.KindMapEntry || e.Kind == base.KindMapEntryTombstone {
-		e.UserHash = hashUserKey(e.UserKey)
+		e.UserHash = base.HashUserKey(e.UserKey)
 	}
 	it.e = e
 	return true
@@ -111,7 +111,7 @@ func (it *segIter) release() {
 // their hashes (Hash of the composite key, the order hash of its key group, the user-key hash
 // of map entries), in entry order (compareEntries). The caller releases it when done; the
 // entries' bytes alias the segment, which must outlive the iteration.
-func (t *tiers) segmentEntries(ctx context.Context, seg *fresh.SealedSegment) (*segIter, error) {
+func (t *Engine) segmentEntries(ctx context.Context, seg *fresh.SealedSegment) (*segIter, error) {
 	buf := getSegRecs()
 	recs := (*buf)[:0]
 	fail := func(err error) (*segIter, error) {
@@ -122,7 +122,7 @@ func (t *tiers) segmentEntries(ctx context.Context, seg *fresh.SealedSegment) (*
 	it := seg.Entries()
 	for it.Next() {
 		e := it.Entry()
-		h, kg, ok := hashCompositeKey(e.Key)
+		h, kg, ok := base.HashCompositeKey(e.Key)
 		if !ok {
 			return fail(fmt.Errorf("%w: malformed composite key %x", ErrCorruption, e.Key))
 		}

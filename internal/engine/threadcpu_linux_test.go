@@ -1,4 +1,4 @@
-package strata
+package engine
 
 import "golang.org/x/sys/unix"
 

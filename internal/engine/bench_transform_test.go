@@ -1,9 +1,11 @@
-package strata
+package engine
 
 import (
 	"context"
 	"runtime"
 	"testing"
+
+	"github.com/strata-db/strata/memory"
 )
 
 // BenchmarkTransform measures the background transform of one sealed segment (the entries of
@@ -15,29 +17,25 @@ import (
 func BenchmarkTransform(b *testing.B) {
 	for _, kind := range []string{"map", "value"} {
 		b.Run("kind="+kind, func(b *testing.B) {
-			bk := getBenchKeys(1_000_000)
-			s := benchStore(b)
-			defer s.Close()
-			if kind == "map" {
-				m := must(NewMapState(s, MapDescriptor[uint64, []byte]{Name: "m", KeyCodec: Uint64, ValueCodec: Bytes}))
-				for i := range int32(bk.n) {
-					mk, uk := benchMapKey(bk, i)
-					must(0, m.Put(s.Key(mk), uk, benchVal))
-				}
-			} else {
-				v := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
-				for i := range int32(bk.n) {
-					must(0, v.Put(s.Key(bk.key(i)), benchVal))
+			s := openTest(b, Options{Budget: memory.NewBudget(8 << 30), SegmentSize: 64 << 20})
+			val := []byte("8bytes!!")
+			for i := range uint64(1_000_000) {
+				if kind == "map" {
+					mk, hm := testKey(1, u64(i/8*8))
+					must(0, s.Apply(opMapPut(mk, hm, u64(i%8), val)))
+				} else {
+					k, h := testKey(1, u64(i))
+					must(0, s.Apply(opPut(k, h, val)))
 				}
 			}
-			if err := s.t.drain(); err != nil {
+			if err := s.Drain(); err != nil {
 				b.Fatal(err)
 			}
-			s.t.noCompact = true
-			if err := s.t.f.Seal(); err != nil {
+			s.noCompact = true
+			if err := s.f.Seal(); err != nil {
 				b.Fatal(err)
 			}
-			sealed := s.t.f.Sealed()
+			sealed := s.f.Sealed()
 			seg := sealed[len(sealed)-1]
 			ctx := context.Background()
 			n := 0
@@ -50,11 +48,11 @@ func BenchmarkTransform(b *testing.B) {
 			b.ResetTimer()
 			cpu0 := threadCPU()
 			for range b.N {
-				out, err := s.t.transform(ctx, seg)
+				out, err := s.transform(ctx, seg)
 				if err != nil {
 					b.Fatal(err)
 				}
-				s.t.sl.Release(out)
+				s.sl.Release(out)
 			}
 			cpu := threadCPU() - cpu0
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/entry")

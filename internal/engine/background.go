@@ -1,10 +1,9 @@
-package strata
+package engine
 
 import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	"github.com/strata-db/strata/memory"
 	"github.com/strata-db/strata/scheduler"
 	"github.com/strata-db/strata/slice"
-	"github.com/zeebo/xxh3"
 )
 
 // Background work: scheduling (kick), the tasks (transform, compaction, eviction), installs in
@@ -26,7 +24,7 @@ import (
 // finished marks a job done and tells the owner: done is set after the job's results are
 // written, and ready is bumped after done, so an owner that reads ready != 0 and then clears it
 // before scanning the jobs never misses one (it may scan once more than needed).
-func (t *tiers) finished(done interface{ Store(bool) }) {
+func (t *Engine) finished(done interface{ Store(bool) }) {
 	done.Store(true)
 	t.ready.Add(1)
 	select {
@@ -37,7 +35,7 @@ func (t *tiers) finished(done interface{ Store(bool) }) {
 
 // checkSealed queues a transform job for every sealed segment not queued yet (seal order) and
 // kicks the scheduler.
-func (t *tiers) checkSealed() {
+func (t *Engine) checkSealed() {
 	t.lastFresh = t.budget.UsedBy(memory.PurposeFreshData)
 	sealed := t.f.Sealed()
 	if len(sealed) < len(t.fifo) {
@@ -57,7 +55,7 @@ func (t *tiers) checkSealed() {
 // kick submits the work that may start: the transform at the head of the queue (transforms run
 // one at a time, the reserve is sized for one), compactions of long chains, and an eviction
 // when the SliceTable is above its watermark and a lower tier exists.
-func (t *tiers) kick() {
+func (t *Engine) kick() {
 	if t.bgErr != nil || t.closing {
 		return
 	}
@@ -83,7 +81,7 @@ func (t *tiers) kick() {
 			t.submitRelocation(r)
 		}
 	}
-	if t.autoEvict || t.low != nil && (t.headFailed() || t.evictWater > 0 && t.sl.Stats().MemBytes > t.evictWater) {
+	if t.low != nil && (t.headFailed() || t.evictWater > 0 && t.sl.Stats().MemBytes > t.evictWater) {
 		t.evict()
 	}
 	t.kickLSM()
@@ -91,7 +89,7 @@ func (t *tiers) kick() {
 
 // kickLSM submits every LSM compaction that is due (lsm.DB.PickCompaction marks the levels of
 // a job busy, so the jobs it returns touch disjoint level pairs).
-func (t *tiers) kickLSM() {
+func (t *Engine) kickLSM() {
 	if t.db == nil || t.bgErr != nil || t.closing {
 		return
 	}
@@ -115,7 +113,7 @@ func (t *tiers) kickLSM() {
 }
 
 // evict submits an eviction if the SliceTable proposes one and none is in flight.
-func (t *tiers) evict() bool {
+func (t *Engine) evict() bool {
 	if t.low == nil || t.eviction != nil || t.bgErr != nil {
 		return false
 	}
@@ -143,7 +141,7 @@ func (t *tiers) evict() bool {
 // lower tier as an L0 file, bypassing the SliceTable: only when the SliceTable holds nothing
 // and no eviction is in flight, so that the file is newer than everything installed below
 // before it and nothing older can be installed after it (lsm invariant 6).
-func (t *tiers) canFlush() bool {
+func (t *Engine) canFlush() bool {
 	return t.low != nil && t.eviction == nil && len(t.compactions) == 0 && t.sl.Stats().Slices == 0
 }
 
@@ -154,7 +152,7 @@ const flushProbe = 8
 
 // submitFlush runs a flush of the head segment: its entries sorted and written as one L0 file
 // (invisible until the owner installs it, in seal order, like a transform's slices).
-func (t *tiers) submitFlush(j *transformJob) {
+func (t *Engine) submitFlush(j *transformJob) {
 	j.failed, j.flush = false, true
 	if t.preferFlush > 0 {
 		t.preferFlush--
@@ -179,7 +177,7 @@ func (t *tiers) submitFlush(j *transformJob) {
 	j.h = h
 }
 
-func (t *tiers) submitTransform(j *transformJob) {
+func (t *Engine) submitTransform(j *transformJob) {
 	j.failed = false
 	h, err := t.sched.Submit(scheduler.Transform, "transform", func(ctx context.Context) error {
 		defer t.finished(&j.done)
@@ -200,7 +198,7 @@ func (t *tiers) submitTransform(j *transformJob) {
 // used allocator segment copied into free blocks of fuller ones, so the segment goes back to
 // the Pool) as a Compaction task: eviction frees blocks scattered over segments, and only
 // relocation turns them back into whole segments for the FreshTable and the budget.
-func (t *tiers) submitRelocation(r *slice.Relocation) {
+func (t *Engine) submitRelocation(r *slice.Relocation) {
 	job := &relocationJob{r: r}
 	t.relocation = job
 	_, err := t.sched.Submit(scheduler.Compaction, "relocation", func(ctx context.Context) error {
@@ -216,7 +214,7 @@ func (t *tiers) submitRelocation(r *slice.Relocation) {
 	}
 }
 
-func (t *tiers) submitCompaction(c *slice.Compaction) {
+func (t *Engine) submitCompaction(c *slice.Compaction) {
 	job := &compactionJob{c: c}
 	t.compactions = append(t.compactions, job)
 	_, err := t.sched.Submit(scheduler.Compaction, "compaction", func(ctx context.Context) error {
@@ -246,7 +244,7 @@ func recoverInto(err *error, what string) {
 // hash of its key group, the user-key hash of map entries), sorted in entry order and packed
 // into slices. It reads only the sealed segment (immutable until dropped, and the owner drops
 // it only after installing this job) and t's fixed configuration.
-func (t *tiers) transform(ctx context.Context, seg *fresh.SealedSegment) ([]*slice.Slice, error) {
+func (t *Engine) transform(ctx context.Context, seg *fresh.SealedSegment) ([]*slice.Slice, error) {
 	ents, err := t.segmentEntries(ctx, seg)
 	if err != nil {
 		return nil, err
@@ -270,30 +268,9 @@ func compareEntries(a, b base.Entry) int {
 	return cmp.Compare(b.Seq, a.Seq)
 }
 
-// hashCompositeKey recomputes the hash the root gave fresh for a composite key (see
-// appendCompositeKey and compositeHash) and returns its key group.
-func hashCompositeKey(ck []byte) (h uint64, kg uint16, ok bool) {
-	if len(ck) < 5 {
-		return 0, 0, false
-	}
-	kg = uint16(ck[0])<<8 | uint16(ck[1])
-	id := uint16(ck[2])<<8 | uint16(ck[3])
-	n, m := binary.Uvarint(ck[4:])
-	if m <= 0 || n > uint64(len(ck)-4-m) {
-		return 0, 0, false
-	}
-	kb := ck[4+m : 4+m+int(n)]
-	ns := ck[4+m+int(n):]
-	k := Key{kh: xxh3.Hash(kb)}
-	if len(ns) > 0 {
-		k.nh = xxh3.Hash(ns)
-	}
-	return compositeHash(k, id), kg, true
-}
-
 // poll installs finished background work, unless a map iteration is open (table.go, protocol
 // item 4): then it waits, for at most maxDeferredWrites writes.
-func (t *tiers) poll() {
+func (t *Engine) poll() {
 	if t.openIters > 0 {
 		if t.deferred++; t.deferred < maxDeferredWrites {
 			return
@@ -306,7 +283,7 @@ func (t *tiers) poll() {
 // install installs every finished job that may be installed now and kicks the next work. It
 // returns the number of jobs it installed, which is what a waiting writer needs to know:
 // memory may have been freed. Failed jobs are ended too but not counted.
-func (t *tiers) install() int {
+func (t *Engine) install() int {
 	t.ready.Store(0)
 	n, ended := 0, 0
 	// Transforms, strictly in seal order.
@@ -330,7 +307,7 @@ func (t *tiers) install() int {
 				}
 			} else {
 				// Kept at the head as a failed job, so that once the error clears (ErrNoSpace
-				// after noSpaceRetry) kick submits it again instead of every install
+				// after NoSpaceRetry) kick submits it again instead of every install
 				// re-reporting this stale job.
 				t.fifo[0] = &transformJob{seg: j.seg, failed: true, failedUsed: t.budget.Used()}
 				t.setBgErr("transform", j.err)
@@ -482,16 +459,16 @@ func (t *tiers) install() int {
 }
 
 // noteL0 records the LsmStore's L0 file count after an install changed it.
-func (t *tiers) noteL0() {
+func (t *Engine) noteL0() {
 	if t.db != nil {
 		t.l0Files = t.db.Metrics().Levels[0].Files
 	}
 }
 
 // setBgErr records a background failure: writes report it from now on (reads keep working).
-// A full disk (ErrNoSpace) is retried: the first write noSpaceRetry after it clears the error
+// A full disk (ErrNoSpace) is retried: the first write NoSpaceRetry after it clears the error
 // and starts the background work again.
-func (t *tiers) setBgErr(what string, err error) {
+func (t *Engine) setBgErr(what string, err error) {
 	if t.bgErr != nil {
 		return
 	}
@@ -501,16 +478,16 @@ func (t *tiers) setBgErr(what string, err error) {
 	}
 }
 
-// noSpaceRetry is how long writes report a background ErrNoSpace before the Store tries the
+// NoSpaceRetry is how long writes report a background ErrNoSpace before the Store tries the
 // failed work again.
-const noSpaceRetry = time.Second
+const NoSpaceRetry = time.Second
 
-// retryNoSpace clears a background ErrNoSpace once noSpaceRetry has passed and reports whether
+// retryNoSpace clears a background ErrNoSpace once NoSpaceRetry has passed and reports whether
 // it did.
 //
 //go:noinline
-func (t *tiers) retryNoSpace() bool {
-	if !errors.Is(t.bgErr, ErrNoSpace) || time.Since(t.noSpaceAt) < noSpaceRetry {
+func (t *Engine) retryNoSpace() bool {
+	if !errors.Is(t.bgErr, ErrNoSpace) || time.Since(t.noSpaceAt) < NoSpaceRetry {
 		return false
 	}
 	t.bgErr = nil
@@ -519,13 +496,13 @@ func (t *tiers) retryNoSpace() bool {
 }
 
 // bumpEpoch invalidates the open map iterations (an install moves or frees what they walk).
-func (t *tiers) bumpEpoch() {
+func (t *Engine) bumpEpoch() {
 	t.epoch++
 	t.openIters = 0
 }
 
 // inFlight reports whether a submitted job has not finished yet.
-func (t *tiers) inFlight() bool {
+func (t *Engine) inFlight() bool {
 	if len(t.fifo) > 0 && t.fifo[0].h != nil && !t.fifo[0].done.Load() {
 		return true
 	}
@@ -548,7 +525,7 @@ func (t *tiers) inFlight() bool {
 // timeout. With nothing in flight it first seals the active segment, whose transform may
 // free memory (at most once per call), and retries a transform that failed for memory if
 // memory was freed since.
-func (t *tiers) backpressure(err error) bool {
+func (t *Engine) backpressure(err error) bool {
 	if !errors.Is(err, memory.ErrMemoryBudget) || t.bgErr != nil {
 		return false
 	}
@@ -574,7 +551,7 @@ func (t *tiers) backpressure(err error) bool {
 			if !sealed {
 				sealed = true
 				if t.f.Stats().Segments > len(t.fifo) {
-					if t.seal() != nil {
+					if t.Seal() != nil {
 						return false
 					}
 					if t.inFlight() {
@@ -610,15 +587,25 @@ func (t *tiers) backpressure(err error) bool {
 
 // headFailed reports whether the transform at the head of the queue failed for memory and
 // waits for a retry.
-func (t *tiers) headFailed() bool {
+func (t *Engine) headFailed() bool {
 	return len(t.fifo) > 0 && t.fifo[0].failed && t.fifo[0].h == nil && !t.inFlight()
 }
 
-// idle waits like drain, then also for the LSM compactions in flight (installing them; the
-// compactions they make due are waited for too), for Store.WaitBackground.
-func (t *tiers) idle() error {
+// WaitBackground waits until the background work queued so far has finished and installs it
+// (Store.WaitBackground): it runs a write's preamble (a sticky background failure is
+// returned), then waits like Drain and also for the LSM compactions in flight (installing them;
+// the compactions they make due are waited for too). Owner goroutine only.
+func (t *Engine) WaitBackground() error {
+	if err := t.before(); err != nil {
+		return err
+	}
+	return t.idle()
+}
+
+// idle is WaitBackground without the write preamble.
+func (t *Engine) idle() error {
 	for {
-		if err := t.drain(); err != nil {
+		if err := t.Drain(); err != nil {
 			return err
 		}
 		if len(t.lsmJobs) == 0 {
@@ -631,10 +618,10 @@ func (t *tiers) idle() error {
 	}
 }
 
-// drain waits for every background job, installing as they finish, until nothing is queued or
+// Drain waits for every background job, installing as they finish, until nothing is queued or
 // in flight (tests; a transform that fails for memory ends it). Map iterations open now are
 // invalidated if anything is installed.
-func (t *tiers) drain() error {
+func (t *Engine) Drain() error {
 	t.checkSealed()
 	for {
 		if t.install() > 0 {
@@ -648,7 +635,7 @@ func (t *tiers) drain() error {
 				continue
 			}
 			if len(t.fifo) > 0 && t.fifo[0].failed {
-				return fmt.Errorf("%w: transform of a sealed segment failed", ErrMemoryBudget)
+				return fmt.Errorf("%w: transform of a sealed segment failed", memory.ErrMemoryBudget)
 			}
 			return nil
 		}

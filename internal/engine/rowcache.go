@@ -1,4 +1,4 @@
-package strata
+package engine
 
 import (
 	"bytes"
@@ -179,3 +179,11 @@ func (c *rowCache) drop(order uint64, key []byte) {
 
 // close releases the memory.
 func (c *rowCache) close() error { return c.region.Release() }
+
+// MinRowCacheSize is the smallest row cache in bytes: one set of rowWays slots of rowSlot bytes
+// (strata.Options.RowCacheSize).
+const MinRowCacheSize = rowWays * rowSlot
+
+// RowCacheMaxData is the most key + value bytes one row-cache slot holds; longer rows are not
+// cached (tests size their rows by it).
+const RowCacheMaxData = rowMaxData

@@ -1,4 +1,4 @@
-package strata
+package engine
 
 import (
 	"errors"
@@ -11,12 +11,12 @@ import (
 	"github.com/strata-db/strata/lsm/sstable"
 )
 
-// lsmTier is the production lowerTier: the Store's LsmStore (lsm.DB) under Dir/lsm, with its
+// lsmTier is the production LowerTier: the Store's LsmStore (lsm.DB) under Dir/lsm, with its
 // block cache. Every method maps the DB's errors to the Store's sentinels (lowerError), so the
 // state operations report ErrCorruption (with the specific cause and the file and offset in
 // the message), ErrNoSpace, ErrClosed or the I/O error as it is.
 //
-// Concurrency as lowerTier: Evict (lsm.DB.WriteL0) runs on an eviction task; everything else
+// Concurrency as LowerTier: Evict (lsm.DB.WriteL0) runs on an eviction task; everything else
 // on the owner goroutine.
 type lsmTier struct {
 	db    *lsm.DB

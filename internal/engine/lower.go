@@ -1,10 +1,10 @@
-package strata
+package engine
 
 import (
 	"github.com/strata-db/strata/internal/base"
 )
 
-// lowerTier is the tier below the SliceTable, where the SliceTable's eviction sends its coldest
+// LowerTier is the tier below the SliceTable, where the SliceTable's eviction sends its coldest
 // slices: the LsmStore. Its shape is lsm.DB's, so that the LSM adapter (issue 4) is a thin
 // wrapper: Evict is DB.WriteL0, Install is DB.InstallL0, Discard is DB.Discard, and the two
 // reads are DB.Get and DB.MapRange, which visit raw versions (the root resolves them, as it
@@ -18,7 +18,7 @@ import (
 // the owner keeps reading the lower tier, so it must not change what the reads see: its output
 // stays invisible until the owner calls Install. Every other method runs on the owner
 // goroutine.
-type lowerTier interface {
+type LowerTier interface {
 	// Evict writes one sorted run (base.Iterator order: Order, Key, UserKey ascending, Seq
 	// descending; every version kept) and returns a handle to it, invisible to reads until
 	// Install. The entries are valid only during the call.
@@ -40,11 +40,11 @@ type lowerTier interface {
 	Close() error
 }
 
-// evictSink adapts a lowerTier to the base.Sink that slice.Eviction.Run feeds, keeping the
+// evictSink adapts a LowerTier to the base.Sink that slice.Eviction.Run feeds, keeping the
 // pending run for the owner's install. One per eviction job; used by that job's task only
 // until the job is done.
 type evictSink struct {
-	low     lowerTier
+	low     LowerTier
 	pending any
 }
 
@@ -58,7 +58,7 @@ func (e *evictSink) Evict(it base.Iterator) error {
 }
 
 // lowReader is the state of the point reads of the lower tier (tiers.lr): visit functions bound
-// once (a func literal per read escaped through the lowerTier interface, and with it the
+// once (a func literal per read escaped through the LowerTier interface, and with it the
 // variables it captured: three allocations per read) and an arena for the copies of the values
 // read, which stay valid until the next write, as the upper tiers' values do (tiers.before
 // resets it; bytes handed out are never overwritten before that, a full arena is replaced, not
@@ -103,7 +103,7 @@ func (r *lowReader) copy(b []byte) []byte {
 // get resolves the newest key-level version of key in the lower tier: Found with a copy of the
 // value (a value, or a list's base batch; in the arena), Deleted for a tombstone, Absent when
 // the tier holds nothing. The tier's bytes are only valid during the visit.
-func (r *lowReader) get(low lowerTier, order uint64, key []byte) ([]byte, status, error) {
+func (r *lowReader) get(low LowerTier, order uint64, key []byte) ([]byte, status, error) {
 	r.init()
 	r.val, r.st = nil, absent
 	err := low.Get(order, key, nil, r.getFn)
@@ -126,7 +126,7 @@ func (r *lowReader) visitGet(e *base.Entry) bool {
 
 // mapGet resolves user key uk of the map mapKey in the lower tier: the newest version of the
 // entry against the newest key-level tombstone (a clear or delete of the map).
-func (r *lowReader) mapGet(low lowerTier, order uint64, mapKey, uk []byte) ([]byte, status, error) {
+func (r *lowReader) mapGet(low LowerTier, order uint64, mapKey, uk []byte) ([]byte, status, error) {
 	r.init()
 	r.val, r.st, r.seq, r.tomb, r.hasTomb = nil, absent, 0, 0, false
 	err := low.Get(order, mapKey, uk, r.mapFn)
@@ -167,7 +167,7 @@ func (r *lowReader) visitTomb(e *base.Entry) bool {
 // listGet appends the lower tier's batches of a list (copies in the arena, valid until the
 // next write), oldest first, stopping at a base or tombstone (which it includes or not). The
 // visit function is bound once, so a read allocates nothing beyond the arena.
-func (r *lowReader) listGet(low lowerTier, order uint64, key []byte, dst [][]byte) ([][]byte, error) {
+func (r *lowReader) listGet(low LowerTier, order uint64, key []byte, dst [][]byte) ([][]byte, error) {
 	r.init()
 	start := len(dst)
 	r.dst = dst
@@ -196,7 +196,7 @@ type lowEntry struct{ uk, val []byte }
 
 // lowMapEntries returns the live entries of the map mapKey in the lower tier (copies), in user
 // key order.
-func lowMapEntries(low lowerTier, order uint64, mapKey []byte) ([]lowEntry, error) {
+func lowMapEntries(low LowerTier, order uint64, mapKey []byte) ([]lowEntry, error) {
 	var (
 		out     []lowEntry
 		tomb    uint64

@@ -1,0 +1,88 @@
+// Package engine is the byte-level keyed store under Strata's typed API: the read path across
+// the three tiers (FreshTable → SliceTable → LsmStore), the one write path (Apply), the install
+// protocol for background work, backpressure, the transform of sealed segments into slices, the
+// lower tier and its row cache, and persisting at Close. It never imports the root package; the
+// tiers (fresh/, slice/, lsm/) never import it or one another.
+//
+// # Terms
+//
+//   - composite key: key group, state id, key and namespace as bytes (base.AppendCompositeKey);
+//     map user keys are nested under it.
+//   - op: one state change (Op, OpKind); Apply is the only way state changes.
+//   - install: the owner goroutine making finished background work visible (below).
+//   - flush: a sealed segment written straight to the LsmStore as one L0 file (a budget too
+//     small for a transform's slices).
+//   - persist: Close moving every slice and segment into the LsmStore and recording a persist
+//     point (Persist, persist.go).
+//   - eviction: the coldest slices moved to the LsmStore while running.
+//
+// # The tiers and the paths through them
+//
+// The root package (the typed API) composes keys (base.AppendCompositeKey) and calls Get,
+// ListGet, MapGet and MapIter to read, and Apply — the one write path (write.go) — to change
+// state; it never sees a tier. Data flows down:
+//
+//	write ──► FreshTable (active segment) ──seal──► sealed segments
+//	                                                   │ transform (background): entries, hashes,
+//	                                                   ▼ sort, slice.Build; installed in seal order
+//	read  ──► FreshTable ──Absent/partial──► SliceTable ──Absent/partial──► LsmStore (lower tier)
+//	             │                              │ ▲ compaction (background)   ▲ │ LSM compaction
+//	             │                              ▼ eviction (background) ──────┘ ▼ (background)
+//	             └── flush of a sealed segment (background; only while the SliceTable is
+//	                 empty, when the budget cannot hold a transform's slices) ──► LsmStore L0
+//
+// Concurrency (one mechanism): the owner goroutine (the caller's) does every read, write and
+// install. Background tasks (scheduler/, the only goroutine starter) read immutable inputs —
+// sealed segments, slices — and build immutable outputs; when one finishes it bumps an atomic
+// counter, and the owner installs finished work at its next write (one atomic load on the fast
+// path), or while a writer waits for memory (backpressure). Reads never install, so values and
+// list batches a read returns stay valid until the next write, as the API documents.
+//
+// Install protocol:
+//  1. Transforms are installed strictly in seal order (the head of a FIFO of sealed segments):
+//     slice.Table.Install of the segment's slices, then fresh.Table.DropSealed of the segment.
+//     Between the two calls the data is in both tiers (the FreshTable, read first, wins), so a
+//     read never sees a gap or a stale version. Transforms run one at a time, which is what the
+//     budget's reserve (below) is sized for.
+//  2. A compaction or eviction job owns its input slices (slice marks them busy) until the owner
+//     installs or cancels it; the owner frees replaced inputs at install, when no read can hold
+//     them (readers are the owner, and values are documented valid until the next write).
+//  3. An eviction's run goes to the lower tier in two steps, like a flush: the task writes it
+//     (invisible), the owner installs it in the lower tier and then removes the slices.
+//  4. Map iterations span writes (MapIterator.Remove, Put of the current user key). While one is
+//     open, installs wait (a transform or compaction would move or free what it walks) — for at
+//     most maxDeferredWrites writes, or until a writer needs memory; an install made while an
+//     iteration is open ends it with ErrIteratorInvalidated rather than yield wrong entries.
+//  5. The LsmStore's install order (lsm invariant 6: a file installed later is newer for every
+//     key) holds because the tiers are in age order: evictions take each chain's oldest run,
+//     and a flush — a sealed segment written as one L0 file, installed at the head of the FIFO
+//     like a transform (InstallL0, then DropSealed) — is only started while the SliceTable is
+//     empty and no eviction or slice compaction is in flight, so nothing older can be
+//     installed after it. LSM compactions are picked after every install, run as Compaction
+//     tasks and installed by the owner like the others; while L0 holds Options.L0StopWrites
+//     files, writers wait for one (L0 stall).
+//
+// Eviction policy: above Options.EvictionWatermark bytes of slices, and whenever a writer waits
+// for memory or the head transform failed for it, the coldest units of the chains' oldest runs
+// are evicted (slice.Table.PickEviction, one batch in flight). A transform that fails for
+// memory while the SliceTable is empty switches to flushes for the next flushProbe segments:
+// a budget that cannot hold a transform's slices beside the FreshTable (64 MiB with 16 MiB
+// segments) then runs as FreshTable → LsmStore.
+//
+// Memory: the store adds a reserve to its budget (memory.Budget.AddReserve) that the FreshTable
+// cannot take, sized for the slices of one transform, so a transform can always build its
+// output before the segment it frees is dropped. A write refused with ErrMemoryBudget while
+// background work is in flight waits for it (backpressure, counted in Stats) and retries.
+//
+// # Invariants
+//
+//  1. Every state change goes through Apply: before (sticky error, read arena reset, installs,
+//     L0 stall), the FreshTable write with backpressure, the row-cache write-through, after
+//     (queue transforms). A new OpKind must be handled by Engine.write (TestApplyEveryOp).
+//  2. Reads never install and never write: values, list batches and map entries a read returns
+//     stay valid until the next Apply (or WaitBackground, Persist, Close).
+//  3. Installs keep every tier's data in age order (protocol items 1, 3, 5), so reading newest
+//     tier first and stopping at the first complete answer is correct.
+//  4. Only the owner goroutine touches an Engine; background tasks touch only their job's
+//     immutable inputs and outputs and the fields documented as shared (ready, wake).
+package engine

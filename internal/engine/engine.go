@@ -1,0 +1,497 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/strata-db/strata/fresh"
+	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/vfs"
+	"github.com/strata-db/strata/lsm"
+	"github.com/strata-db/strata/lsm/sstable"
+	"github.com/strata-db/strata/memory"
+	"github.com/strata-db/strata/scheduler"
+	"github.com/strata-db/strata/slice"
+)
+
+// Status is the outcome of a lookup in any tier (fresh.Status values, plus Failed).
+type Status = fresh.Status
+
+const (
+	// Absent: no tier holds the key.
+	Absent = fresh.Absent
+	// Found: the newest version is a value (or, for lists, batches were returned).
+	Found = fresh.Found
+	// Deleted: the newest version is a tombstone.
+	Deleted = fresh.Deleted
+	// Failed: the lower tier could not be read (a damaged file, an I/O error); TakeErr returns
+	// the error. Never returned by the upper tiers.
+	Failed Status = 0xff
+)
+
+// Short names inside the package.
+type status = Status
+
+const (
+	absent  = Absent
+	found   = Found
+	deleted = Deleted
+	failed  = Failed
+)
+
+// maxDeferredWrites bounds how long an open map iteration holds installs back: an iterator
+// abandoned before its end (a loop that breaks early) must not stop the tiers from moving data
+// forever.
+const maxDeferredWrites = 1 << 16
+
+// compactionThreshold is the chain length (runs) above which a bucket is compacted.
+const compactionThreshold = 2
+
+// tiers is the Store's view of its tiers, owner goroutine only (except the fields documented
+// as shared with background tasks).
+type Engine struct {
+	f     *fresh.Table
+	sl    *slice.Table
+	alloc *slice.Allocator
+	low   LowerTier // nil: no lower tier, no eviction
+	lr    lowReader // point reads of low (lower.go)
+	rc    *rowCache // values read from low (rowcache.go); nil: none
+	// rcHits and rcMisses count value reads of low served by rc and not.
+	rcHits, rcMisses int64
+	db               *lsm.DB // the LsmStore behind low (nil: in memory only, or a test lower tier)
+	pool             *memory.Pool
+	segSize          int
+	budget           *memory.Budget
+	sched            *scheduler.Scheduler
+	stride           uint64 // base.Stride(MaxParallelism)
+
+	reserve     int64         // bytes this store added to the budget's reserve
+	bpTimeout   time.Duration // Options.BackpressureTimeout
+	maxCompact  int           // compactions in flight at most
+	evictWater  int64         // evict when the slices hold more bytes (0: only under backpressure)
+	l0Stop      int           // writers wait while the LsmStore has this many L0 files
+	l0Files     int           // L0 files after the last LSM install
+	closing     bool          // Close has begun: no new background work is submitted
+	noSpaceAt   time.Time     // when a background ErrNoSpace was recorded
+	preferFlush int           // sealed segments to flush to the lower tier before trying a transform
+
+	// Shared with background tasks: a task that finishes bumps ready and pokes wake.
+	ready atomic.Int32
+	wake  chan struct{} // capacity 1
+
+	fifo        []*transformJob // sealed segments not yet dropped, oldest (seal order) first
+	compactions []*compactionJob
+	eviction    *evictionJob
+	relocation  *relocationJob
+	lsmJobs     []*lsmJob
+	lastFresh   int64 // budget.UsedBy(PurposeFreshData) when the sealed segments were last listed
+	bgErr       error // a background failure that is not a budget shortage; writes report it
+	readErr     error // the error of the last read that returned failed (takeErr)
+	noCompact   bool  // a compaction failed for memory: none until an install frees some
+
+	openIters int    // map iterations open (deferring installs)
+	deferred  int    // writes that deferred installs since the last install
+	epoch     uint64 // bumped by every install; an open iteration of an older epoch is invalid
+
+	// Counters for Stats.
+	transforms       int64
+	transformedBytes int64
+	transformFails   int64
+	compacted        int64
+	evictions        int64
+	bpWaits          int64
+	bpNanos          int64
+	bpFailures       int64
+	forcedInstalls   int64
+	l0Stalls         int64
+	l0StallNanos     int64
+	lsmCompactions   int64
+	flushes          int64 // sealed segments flushed straight to the lower tier
+	relocations      int64 // relocations installed
+	persistNanos     int64 // time Persist spent moving the tiers into the LsmStore
+	persistFiles     int64 // L0 files Persist wrote
+}
+
+type transformJob struct {
+	seg *fresh.SealedSegment
+	h   *scheduler.Handle // nil until submitted
+
+	// Written by the task before done is set; read by the owner after.
+	out  []*slice.Slice
+	err  error
+	done atomic.Bool
+
+	failedUsed int64 // budget.Used() when a budget failure was seen; retried once it drops
+	failed     bool
+	flush      bool // a flush: the segment goes to the lower tier as one L0 file (pending)
+	pending    any  // the flush's L0 file, written by the task, installed by the owner
+}
+
+type compactionJob struct {
+	c    *slice.Compaction
+	err  error
+	done atomic.Bool
+}
+
+type relocationJob struct {
+	r    *slice.Relocation
+	err  error
+	done atomic.Bool
+}
+
+type evictionJob struct {
+	e    *slice.Eviction
+	sink evictSink
+	err  error
+	done atomic.Bool
+}
+
+// Options configure an Engine. The root package derives them from strata.Options with every
+// default applied (sizes resolved against the budget); tests adjust them before Open. Sizes are
+// bytes.
+type Options struct {
+	// Dir is the directory of the LsmStore (Dir/lsm); "" keeps everything in memory: no lower
+	// tier, no eviction, nothing persisted.
+	Dir string
+	// FS is the file system Dir is reached through (vfs.Default(), or a MemFS/FaultFS in tests).
+	FS vfs.FS
+	// Budget bounds the memory the engine maps (segments, indices, slices, caches).
+	Budget *memory.Budget
+	// SegmentSize is the FreshTable's data segment size: 16, 32 or 64 MiB.
+	SegmentSize int
+	// MaxParallelism is the number of key groups (order hashes are laid out by it).
+	MaxParallelism int
+	// Workers is the number of background goroutines (0: scheduler.DefaultWorkers).
+	Workers int
+	// BackpressureTimeout bounds how long a write refused for memory, or stalled by L0, waits.
+	BackpressureTimeout time.Duration
+	// L0StopWrites: writers wait while the LsmStore has this many L0 files.
+	L0StopWrites int
+	// BlockCacheSize and RowCacheSize are the LsmStore's caches, mapped through Budget (0: none).
+	BlockCacheSize, RowCacheSize int64
+	// EvictionWatermark: slices above it are evicted to the lower tier (0: only under
+	// backpressure).
+	EvictionWatermark int64
+	// EvictionBatch is the SliceTable's eviction batch (0: slice.DefaultEvictionBatch).
+	EvictionBatch int64
+
+	// Test knobs.
+
+	// Lower replaces the LsmStore by another lower tier (Dir must be ""); LowWater is then the
+	// SliceTable's HighWatermark.
+	Lower    LowerTier
+	LowWater int64
+	// BucketBits is the SliceTable's bucket count as a power of two (0: from SegmentSize).
+	BucketBits int
+
+	lowWater int64  // SliceTable HighWatermark when there is a lower tier
+	startSeq uint64 // the FreshTable's first write gets startSeq+1 (Open: the persisted one)
+	db       *lsm.DB
+}
+
+// Recovered is what Open found in Dir: the metadata and sequence number of the last persist
+// point (Persist). OK is false for a new directory or an engine in memory only.
+type Recovered struct {
+	Meta []byte
+	Seq  uint64
+	OK   bool
+}
+
+// Open opens an engine: with o.Dir, it creates the directory (and makes it durable in its
+// parents), opens the LsmStore under Dir/lsm as of its last persist point and returns that
+// point's metadata for the caller to check; the FreshTable numbers new writes after the
+// persisted sequence number. Errors: ErrMemoryBudget when the budget cannot hold a segment and
+// the caches; ErrCorruption (with its cause and the file) for damaged files; ErrLocked when
+// another engine holds Dir; I/O errors. On error nothing is left open and the directory is left
+// as it was.
+func Open(o Options) (e *Engine, rec Recovered, err error) {
+	pool, err := memory.NewPool(o.Budget, o.SegmentSize)
+	if err != nil {
+		return nil, rec, err
+	}
+	if o.Dir != "" {
+		lt, r, err := openLSM(o)
+		if err != nil {
+			return nil, rec, errors.Join(err, pool.Close())
+		}
+		rec = r
+		o.Lower, o.db, o.lowWater, o.startSeq = lt, lt.db, 1, r.Seq
+		if o.EvictionBatch == 0 {
+			o.EvictionBatch = min(max(o.EvictionWatermark/4, slice.DefaultEvictionBatch), 64<<20)
+		}
+	} else if o.Lower != nil {
+		o.lowWater = o.LowWater
+	}
+	e, err = newEngine(pool, o)
+	if err != nil {
+		if o.Lower != nil {
+			err = errors.Join(err, o.Lower.Close())
+		}
+		return nil, Recovered{}, errors.Join(err, pool.Close())
+	}
+	e.pool = pool
+	e.kick() // LSM compactions due after recovery
+	return e, rec, nil
+}
+
+// openLSM opens the LsmStore under o.Dir (its block cache first) and reads its persist point.
+func openLSM(o Options) (*lsmTier, Recovered, error) {
+	fs := o.FS
+	if err := fs.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, Recovered{}, lowerError(err)
+	}
+	if err := syncParents(fs, o.Dir); err != nil {
+		return nil, Recovered{}, lowerError(err)
+	}
+	lt := &lsmTier{}
+	if size := o.BlockCacheSize; size > 0 {
+		c, err := sstable.NewCache(o.Budget, size, 0)
+		if err != nil {
+			return nil, Recovered{}, fmt.Errorf("block cache of %d bytes: %w", size, err)
+		}
+		lt.cache = c
+	}
+	db, err := lsm.Open(lsm.Options{FS: fs, Dir: filepath.Join(o.Dir, "lsm"), Cache: lt.cache})
+	if err != nil {
+		if lt.cache != nil {
+			lt.cache.Close()
+		}
+		return nil, Recovered{}, lowerError(err)
+	}
+	lt.db = db
+	seq, meta, ok := db.PersistedMeta()
+	return lt, Recovered{Meta: meta, Seq: seq, OK: ok}, nil
+}
+
+// syncParents makes dir's entry durable in its parent, and each parent's in its own, up to
+// the root (vfs invariant 2: a new directory survives a crash only once its parent is synced;
+// lsm.Open syncs dir itself and the parent of its own subdirectory).
+func syncParents(fs vfs.FS, dir string) error {
+	for p := filepath.Clean(dir); ; {
+		parent := filepath.Dir(p)
+		if parent == p {
+			return nil
+		}
+		d, err := fs.OpenDir(parent)
+		if err != nil {
+			return err
+		}
+		err = d.Sync()
+		if cerr := d.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		p = parent
+	}
+}
+
+func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
+	budget := pool.Budget()
+	seg := int64(pool.SegmentSize())
+	f, err := fresh.New(fresh.Options{Pool: pool, StartSeq: o.startSeq})
+	if err != nil {
+		return nil, err
+	}
+	alloc, err := slice.NewAllocator(pool, slice.DefaultSliceSize)
+	if err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	bits := o.BucketBits
+	if bits == 0 {
+		// A transform leaves at most one partly filled block per bucket, so keep the buckets'
+		// blocks to a quarter of a segment: 256 buckets at 16 MiB, 1024 at 64 MiB.
+		bits = 8
+		for n := seg / (16 << 20); n > 1; n >>= 1 {
+			bits++
+		}
+	}
+	// Compact a chain once it has three runs: until then every overwritten key keeps one version
+	// per run, and in Phase 1 (no eviction) the whole state must fit the budget, so memory
+	// matters more than the write amplification of merging early. (The SliceTable's default,
+	// 4, was measured for read latency.)
+	so := slice.Options{Allocator: alloc, BucketBits: bits, CompactionThreshold: compactionThreshold}
+	if o.Lower != nil {
+		so.LowerTier, so.HighWatermark, so.EvictionBatch = true, o.lowWater, o.EvictionBatch
+	}
+	sl, err := slice.New(so)
+	if err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	sched, err := scheduler.New(scheduler.Options{Workers: o.Workers})
+	if err != nil {
+		return nil, errors.Join(err, sl.Close(), f.Close())
+	}
+	// The reserve: the slices of one transform. Map entries repeat their map key in a slice
+	// (fresh nests them under one header), and a transform leaves a partly filled block per
+	// bucket, so a segment's slices may take up to about twice its size. Capped so that the
+	// FreshTable keeps room for a segment and its index, and so that stores sharing a budget
+	// keep at least three quarters of it for writers (the reserve is per budget, not per store:
+	// a transform that finds it taken fails and is retried once memory was freed).
+	want := 2 * seg
+	cur := budget.Reserve()
+	add := min(want, budget.Limit()/4-cur, budget.Limit()-seg-seg/4-cur)
+	add = max(add, 0)
+	budget.AddReserve(add)
+	var rc *rowCache
+	if o.Lower != nil && o.RowCacheSize > 0 {
+		if rc, err = newRowCache(budget, o.RowCacheSize); err != nil {
+			budget.AddReserve(-add)
+			return nil, errors.Join(fmt.Errorf("row cache of %d bytes: %w", o.RowCacheSize, err), sched.Close(), sl.Close(), f.Close())
+		}
+	}
+	t := &Engine{
+		f: f, sl: sl, alloc: alloc, low: o.Lower, budget: budget, sched: sched, rc: rc,
+		stride:     base.Stride(o.MaxParallelism),
+		segSize:    int(seg),
+		reserve:    add,
+		bpTimeout:  o.BackpressureTimeout,
+		maxCompact: max(sched.Workers(), 1),
+		evictWater: o.EvictionWatermark,
+		l0Stop:     o.L0StopWrites,
+		db:         o.db,
+		wake:       make(chan struct{}, 1),
+	}
+	return t, nil
+}
+
+// Seq returns the FreshTable's sequence number (every write advances it).
+func (t *Engine) Seq() uint64 { return t.f.Seq() }
+
+// ---- writes: see write.go ----
+
+// before runs at the start of every write: it reports a background failure and installs
+// finished background work.
+func (t *Engine) before() error {
+	if t.bgErr != nil && !t.retryNoSpace() {
+		return t.bgErr
+	}
+	t.lr.reset()
+	if t.ready.Load() != 0 {
+		t.poll()
+	}
+	if t.l0Files >= t.l0Stop && t.db != nil {
+		t.stallL0()
+	}
+	return nil
+}
+
+// stallL0 makes a writer wait while the LsmStore has Options.L0StopWrites L0 files or more,
+// until an L0 compaction is installed (at most Options.BackpressureTimeout; then the write
+// goes ahead: the stall bounds L0, it must not turn a slow disk into failed writes). Counted in
+// Stats (L0Stalls, L0StallNanos).
+//
+//go:noinline
+func (t *Engine) stallL0() {
+	start := time.Now()
+	t.l0Stalls++
+	defer func() { t.l0StallNanos += int64(time.Since(start)) }()
+	timer := time.NewTimer(t.bpTimeout)
+	defer timer.Stop()
+	for {
+		t.install()
+		if t.l0Files < t.l0Stop || t.bgErr != nil {
+			return
+		}
+		if len(t.lsmJobs) == 0 {
+			t.kickLSM()
+			if len(t.lsmJobs) == 0 {
+				return // nothing to wait for (levels busy or not due)
+			}
+		}
+		select {
+		case <-t.wake:
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// after runs after every successful write: when the FreshTable took a segment (a roll seals
+// the previous one), the new sealed segments are queued for transform.
+func (t *Engine) after() {
+	if t.budget.UsedBy(memory.PurposeFreshData) != t.lastFresh {
+		t.checkSealed()
+	}
+}
+
+// Seal seals the active segment and queues its transform (tests force reads across segments
+// and tiers with it). Errors: ErrMemoryBudget, ErrClosed.
+func (t *Engine) Seal() error {
+	if err := t.f.Seal(); err != nil {
+		return err
+	}
+	t.checkSealed()
+	return nil
+}
+
+// Close waits for every background task (scheduler.Close), ends the jobs they leave (built
+// slices are released, compactions and evictions cancelled), then closes the tiers, gives the
+// reserve back to the budget and releases the segment pool. It persists nothing (Persist
+// does). Owner goroutine only; the engine must not be used after.
+func (t *Engine) Close() error {
+	errs := []error{t.sched.Close()}
+	for _, j := range t.fifo {
+		if j.out != nil {
+			t.sl.Release(j.out)
+			j.out = nil
+		}
+		if j.pending != nil {
+			t.low.Discard(j.pending)
+			j.pending = nil
+		}
+	}
+	t.fifo = nil
+	for _, c := range t.compactions {
+		errs = append(errs, t.sl.CancelCompaction(c.c))
+	}
+	t.compactions = nil
+	if r := t.relocation; r != nil {
+		errs = append(errs, t.sl.CancelRelocation(r.r))
+		t.relocation = nil
+	}
+	for _, j := range t.lsmJobs {
+		// Run has returned or never will (the scheduler is closed): InstallCompaction installs
+		// or releases the job. An install now comes after the last persist point, so a reopen
+		// does not see it either way.
+		if err := t.db.InstallCompaction(j.j); err != nil && !errors.Is(err, lsm.ErrJobNotRun) && !errors.Is(err, context.Canceled) {
+			errs = append(errs, lowerError(err))
+		}
+	}
+	t.lsmJobs = nil
+	if e := t.eviction; e != nil {
+		errs = append(errs, t.sl.CancelEviction(e.e))
+		if e.sink.pending != nil {
+			t.low.Discard(e.sink.pending)
+		}
+		t.eviction = nil
+	}
+	errs = append(errs, t.sl.Close(), t.f.Close())
+	if t.rc != nil {
+		errs = append(errs, t.rc.close())
+		t.rc = nil
+	}
+	if t.low != nil {
+		errs = append(errs, t.low.Close())
+	}
+	t.budget.AddReserve(-t.reserve)
+	t.epoch++
+	if t.pool != nil {
+		errs = append(errs, t.pool.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// wrapBG wraps a background failure that is not a budget shortage; it sticks: later writes
+// report it (the state read so far stays readable).
+func wrapBG(what string, err error) error {
+	return fmt.Errorf("strata: background %s failed: %w", what, err)
+}
+
+// HasDisk reports whether the engine has an LsmStore in a directory (Persist works).
+func (t *Engine) HasDisk() bool { return t.db != nil }

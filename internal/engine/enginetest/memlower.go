@@ -1,0 +1,127 @@
+// Package enginetest holds test doubles of the engine's interfaces, shared by the tests of the
+// engine and of the root package. Not for production use.
+package enginetest
+
+import (
+	"bytes"
+	"cmp"
+	"slices"
+	"sync"
+
+	"github.com/strata-db/strata/internal/base"
+)
+
+// MemLower is an in-memory engine.LowerTier for tests: every version of every (key, user key) it was
+// given, newest first. Evict copies the run (on the eviction task's goroutine) and Install
+// makes it visible; a mutex keeps the race detector honest about the hand-off.
+type MemLower struct {
+	mu       sync.Mutex
+	versions map[[2]string][]base.Entry // (key, user key) → versions, Seq descending
+	maps     map[string][]string        // map key → user keys with versions (sorted, "" first)
+	Evicted  int                        // runs installed
+	Entries  int                        // entries installed
+	closed   bool
+}
+
+func NewMemLower() *MemLower {
+	return &MemLower{versions: map[[2]string][]base.Entry{}, maps: map[string][]string{}}
+}
+
+type memRun struct{ ents []base.Entry }
+
+// Evict copies the run (engine.LowerTier).
+func (m *MemLower) Evict(it base.Iterator) (any, error) {
+	r := &memRun{}
+	var prev *base.Entry
+	for it.Next() {
+		e := *it.Entry()
+		if prev != nil && compare(prev, &e) >= 0 {
+			panic("MemLower: eviction run out of entry order")
+		}
+		e.Key = bytes.Clone(e.Key)
+		e.UserKey = bytes.Clone(e.UserKey)
+		e.Value = bytes.Clone(e.Value)
+		r.ents = append(r.ents, e)
+		prev = &r.ents[len(r.ents)-1]
+	}
+	return r, it.Err()
+}
+
+// Install makes a run visible (engine.LowerTier).
+func (m *MemLower) Install(p any, lastSeq uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := p.(*memRun)
+	for _, e := range r.ents {
+		k := [2]string{string(e.Key), string(e.UserKey)}
+		vs := m.versions[k]
+		if len(vs) == 0 {
+			uks := m.maps[k[0]]
+			i, _ := slices.BinarySearch(uks, k[1])
+			m.maps[k[0]] = slices.Insert(uks, i, k[1])
+		}
+		vs = append(vs, e)
+		slices.SortFunc(vs, func(a, b base.Entry) int { return cmp.Compare(b.Seq, a.Seq) })
+		m.versions[k] = vs
+	}
+	m.Evicted++
+	m.Entries += len(r.ents)
+	r.ents = nil
+	return nil
+}
+
+// Discard drops a run (engine.LowerTier).
+func (m *MemLower) Discard(p any) { p.(*memRun).ents = nil }
+
+// Get visits the versions of (key, userKey), newest first (engine.LowerTier).
+func (m *MemLower) Get(order uint64, key, userKey []byte, visit func(*base.Entry) bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range m.versions[[2]string{string(key), string(userKey)}] {
+		e := m.versions[[2]string{string(key), string(userKey)}][i]
+		if e.Order != order {
+			panic("MemLower: Get with another order hash than the entries were evicted with")
+		}
+		if !visit(&e) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// MapRange visits a map's entries (engine.LowerTier).
+func (m *MemLower) MapRange(order uint64, mapKey []byte, visit func(*base.Entry) bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, uk := range m.maps[string(mapKey)] {
+		for _, e := range m.versions[[2]string{string(mapKey), uk}] {
+			if !visit(&e) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// Close marks the tier closed (engine.LowerTier).
+func (m *MemLower) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	return nil
+}
+
+// compare orders entries as the tiers below the FreshTable do: Order, Key, UserKey ascending,
+// Seq descending.
+func compare(a, b *base.Entry) int {
+	if c := cmp.Compare(a.Order, b.Order); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(a.Key, b.Key); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.Seq, a.Seq)
+}

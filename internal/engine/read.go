@@ -1,0 +1,265 @@
+package engine
+
+import (
+	"github.com/strata-db/strata/fresh"
+	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/slice"
+)
+
+// ---- reads ----
+
+// Get returns the newest value of key (hash h) across the tiers.
+func (t *Engine) Get(h uint64, key []byte) ([]byte, status) {
+	if v, st := t.f.Get(h, key); st != absent {
+		return v, st
+	}
+	order := t.orderOf(key, h)
+	if v, st := t.sl.Get(order, key); st != slice.Absent {
+		return v, status(st)
+	}
+	if t.low != nil {
+		if t.rc != nil {
+			if v, ok := t.rc.get(order, key); ok {
+				t.rcHits++
+				return t.lr.copy(v), found
+			}
+			t.rcMisses++
+		}
+		v, st, err := t.lr.get(t.low, order, key)
+		if err != nil {
+			return nil, t.lowFailed(err)
+		}
+		if st == found && t.rc != nil && t.lr.kind == base.KindValue {
+			t.rc.put(order, key, v)
+		}
+		return v, st
+	}
+	return nil, absent
+}
+
+// ListGet appends the batches of the list key (hash h) to dst, oldest first, across the tiers:
+// the lower tiers' batches go below the FreshTable's operands until a tier reaches a base or a
+// tombstone. The status is found when a batch was returned; complete is always true below the
+// lowest tier.
+func (t *Engine) ListGet(h uint64, key []byte, dst [][]byte) ([][]byte, status, bool) {
+	start := len(dst)
+	dst, st, complete := t.f.ListGet(h, key, dst)
+	if complete {
+		return dst, st, true
+	}
+	// The FreshTable holds append operands only (or nothing): the older tiers' list goes first.
+	// Collect newest tier first after the fresh batches, then rotate the blocks into age order
+	// in place (reverse all, then each block), allocation-free.
+	nf := len(dst) - start
+	order := t.orderOf(key, h)
+	dst, complete = t.sl.ListGet(order, key, dst)
+	ns := len(dst) - start - nf
+	if !complete && t.low != nil {
+		var err error
+		if dst, err = t.lr.listGet(t.low, order, key, dst); err != nil {
+			return dst[:start], t.lowFailed(err), true
+		}
+	}
+	nl := len(dst) - start - nf - ns
+	if ns+nl > 0 {
+		all := dst[start:]
+		reverse(all)
+		reverse(all[:nl])
+		reverse(all[nl : nl+ns])
+		reverse(all[nl+ns:])
+	}
+	if len(dst) > start {
+		return dst, found, true
+	}
+	return dst, st, true
+}
+
+// MapGet returns the value of userKey (hash hu) in the map mapKey (hash hm) across the tiers.
+func (t *Engine) MapGet(hm uint64, mapKey []byte, hu uint64, userKey []byte) ([]byte, status) {
+	if v, st := t.f.MapGet(hm, mapKey, hu, userKey); st != absent {
+		return v, st
+	}
+	order := t.orderOf(mapKey, hm)
+	if v, st := t.sl.MapGet(order, mapKey, userKey); st != slice.Absent {
+		return v, status(st)
+	}
+	if t.low != nil {
+		v, st, err := t.lr.mapGet(t.low, order, mapKey, userKey)
+		if err != nil {
+			return nil, t.lowFailed(err)
+		}
+		return v, st
+	}
+	return nil, absent
+}
+
+// lowFailed records a lower-tier read error for takeErr and returns the failed status. The
+// error is already mapped to the Store's sentinels (lsmTier: ErrCorruption with its cause,
+// ErrNoSpace, I/O errors as they are).
+//
+//go:noinline
+func (t *Engine) lowFailed(err error) status {
+	t.readErr = err
+	return failed
+}
+
+// TakeErr returns (and forgets) the error of the read that returned Failed: ErrCorruption
+// (with its cause, file and offset), ErrNoSpace, ErrClosed or an I/O error. Panics when no read
+// failed (a broken invariant).
+//
+//go:noinline
+func (t *Engine) TakeErr() error {
+	err := t.readErr
+	t.readErr = nil
+	if err == nil {
+		panic("strata: invariant: a read failed without an error")
+	}
+	return err
+}
+
+// MapIter iterates one map across the tiers: the FreshTable's entries first (as fresh.MapIter
+// yields them); then, unless the FreshTable held a clear or delete of the map, the SliceTable's
+// entries whose user key the FreshTable holds no record of; then, likewise, the lower tier's
+// entries whose user key neither upper tier holds a record of. Each user key is decided by the
+// newest tier that has a record for it, so it is yielded at most once.
+//
+// A user key of a lower tier written in the FreshTable during the iteration, before the
+// iteration reaches it, is not yielded (the FreshTable's iteration covers the map as it was
+// when it began, and the lower phases skip user keys the FreshTable now holds).
+type MapIter struct {
+	t     *Engine
+	hm    uint64
+	mk    []byte
+	order uint64
+	phase uint8 // 0 FreshTable, 1 SliceTable, 2 lower tier, 3 done
+	open  bool  // counted in t.openIters
+	epoch uint64
+	fi    fresh.MapIter
+	si    slice.MapIter
+	low   []lowEntry
+	li    int
+	uk    []byte
+	val   []byte
+	err   error
+}
+
+// MapIter returns an iterator over the map mapKey (hash hm); mapKey must stay unchanged while
+// it is used. It does not defer installs: call Hold for an iteration that spans writes, and Close
+// when done with it.
+func (t *Engine) MapIter(hm uint64, mapKey []byte) MapIter {
+	return MapIter{t: t, hm: hm, mk: mapKey, epoch: t.epoch, fi: t.f.MapIter(hm, mapKey)}
+}
+
+// Hold counts the iteration as open, deferring installs until it ends (table.go, protocol
+// item 4).
+func (it *MapIter) Hold() {
+	if !it.open && it.phase != 3 && it.err == nil {
+		it.open = true
+		it.t.openIters++
+	}
+}
+
+// Close ends the iteration's deferral of installs.
+func (it *MapIter) Close() {
+	if it.open {
+		it.open = false
+		if it.epoch == it.t.epoch { // else an install reset the count already
+			it.t.openIters--
+		}
+	}
+	it.phase = 3
+}
+
+// Valid reports whether the tiers the iteration walks are unchanged since it began; when not,
+// it records ErrIteratorInvalidated.
+func (it *MapIter) Valid() bool {
+	if it.epoch == it.t.epoch {
+		return true
+	}
+	if it.err == nil {
+		it.err = ErrIteratorInvalidated
+	}
+	it.Close()
+	return false
+}
+
+func (it *MapIter) Next() bool {
+	if it.err != nil || it.phase == 3 || !it.Valid() {
+		return false
+	}
+	t := it.t
+	for {
+		switch it.phase {
+		case 0:
+			if it.fi.Next() {
+				it.uk, it.val = it.fi.UserKey(), it.fi.Value()
+				return true
+			}
+			if err := it.fi.Err(); err != nil {
+				it.err = err
+				it.Close()
+				return false
+			}
+			if it.fi.Complete() {
+				it.Close()
+				return false
+			}
+			it.order = t.orderOf(it.mk, it.hm)
+			it.si = t.sl.MapIter(it.order, it.mk)
+			it.phase = 1
+		case 1:
+			for it.si.Next() {
+				uk := it.si.UserKey()
+				if _, st := t.f.MapGet(it.hm, it.mk, base.HashUserKey(uk), uk); st != absent {
+					continue
+				}
+				it.uk, it.val = uk, it.si.Value()
+				return true
+			}
+			if err := it.si.Err(); err != nil {
+				it.err = err
+				it.Close()
+				return false
+			}
+			if it.si.Complete() || t.low == nil {
+				it.Close()
+				return false
+			}
+			low, err := lowMapEntries(t.low, it.order, it.mk)
+			if err != nil {
+				it.err = err
+				it.Close()
+				return false
+			}
+			it.low, it.li, it.phase = low, 0, 2
+		case 2:
+			for it.li < len(it.low) {
+				e := it.low[it.li]
+				it.li++
+				if _, st := t.f.MapGet(it.hm, it.mk, base.HashUserKey(e.uk), e.uk); st != absent {
+					continue
+				}
+				if _, st := t.sl.MapGet(it.order, it.mk, e.uk); st != slice.Absent {
+					continue
+				}
+				it.uk, it.val = e.uk, e.val
+				return true
+			}
+			it.Close()
+			return false
+		default:
+			return false
+		}
+	}
+}
+
+// UserKey and Value return the current entry (valid until the next write).
+func (it *MapIter) UserKey() []byte { return it.uk }
+
+// Value returns the current entry's value (valid until the next write).
+func (it *MapIter) Value() []byte { return it.val }
+
+// Err returns the error that ended the iteration: ErrIteratorInvalidated (an install moved
+// what the iteration walks), ErrCorruption or an I/O error of the lower tier; nil at a clean
+// end.
+func (it *MapIter) Err() error { return it.err }

@@ -1,0 +1,109 @@
+package engine
+
+// Stats describes the memory, contents and background work of an engine (strata.StoreStats). Sizes are bytes.
+// Go heap memory (registrations, scratch buffers) is not included.
+type Stats struct {
+	States         int   // registered states (filled by the root package)
+	Records        int64 // records in the FreshTable (values, list batches, map entries, tombstones)
+	Segments       int   // FreshTable data segments held (active and sealed)
+	SealedSegments int   // sealed segments waiting for (or in) transform
+	SegmentBytes   int64 // bytes of data segments mapped (Segments × SegmentSize)
+	DataBytes      int64 // bytes used inside the data segments
+	IndexBytes     int64 // bytes mapped for hash indices
+
+	Slices     int   // slices in the SliceTable
+	SliceRuns  int   // runs over all buckets' chains
+	SliceBytes int64 // memory held by the slices
+	MaxChain   int   // longest chain of a bucket, in runs
+
+	Transforms       int64 // sealed segments transformed into slices and dropped
+	TransformedBytes int64 // data bytes of those segments
+	TransformFails   int64 // transforms that failed (for memory they are retried)
+	Compactions      int64 // memory compactions installed
+	Evictions        int64 // evictions to the lower tier installed (none without a lower tier)
+	Relocations      int64 // relocations installed: allocator segments emptied into fuller ones
+	EvictedBytes     int64 // slice bytes evicted
+
+	// BackpressureWaits counts writes refused for memory that waited for background work;
+	// BackpressureNanos is the time they waited in total, BackpressureFailures how many of
+	// them still failed with ErrMemoryBudget.
+	BackpressureWaits    int64
+	BackpressureNanos    int64
+	BackpressureFailures int64
+
+	BudgetUsed    int64 // bytes reserved in the budget (shared budgets: all stores together)
+	BudgetLimit   int64 // the budget's limit
+	BudgetReserve int64 // bytes of the budget only background work may take (all stores)
+
+	// The LsmStore (all zero for a Store in memory only). Evictions above count its L0
+	// installs during operation; Close adds PersistFiles more.
+	LSMFiles       int   // table files in all levels
+	LSMBytes       int64 // bytes of those files
+	L0Files        int   // files in L0
+	LSMCompactions int64 // LSM compactions installed since Open
+	// Flushes counts sealed segments written straight to the LsmStore as L0 files (a budget too
+	// small for a transform's slices beside the FreshTable; counted in Transforms too).
+	Flushes int64
+	// LSMIngestedBytes is the bytes of keys and values evicted into the LsmStore since Open;
+	// LSMWrittenBytes the table bytes written for them (L0 files and compaction outputs);
+	// WriteAmplification their ratio (lsm.Metrics: bytes written per byte of state).
+	LSMIngestedBytes   int64
+	LSMWrittenBytes    int64
+	WriteAmplification float64
+	BlockCacheBytes    int64 // memory of the block cache (inside the budget)
+	BlockCacheHits     int64 // LSM block reads served by the cache
+	BlockCacheMisses   int64 // LSM block reads that went to a file
+	RowCacheBytes      int64 // memory of the row cache (inside the budget; Options.RowCacheSize)
+	RowCacheHits       int64 // value reads of the lower tier served by the row cache
+	RowCacheMisses     int64 // value reads that went to the lower tier (LsmStore)
+	// L0Stalls counts writes that waited because L0 had Options.L0StopWrites files or more;
+	// L0StallNanos is the time they waited in total.
+	L0Stalls     int64
+	L0StallNanos int64
+	PersistFiles int64 // L0 files Close wrote (tests: see flush)
+	PersistNanos int64 // time Close spent moving the tiers into the LsmStore
+}
+
+// Stats returns a snapshot of the engine's statistics (States is the caller's to fill).
+// O(buckets + segments). Owner goroutine only.
+func (t *Engine) Stats() Stats {
+	st := Stats{
+		BudgetUsed:    t.budget.Used(),
+		BudgetLimit:   t.budget.Limit(),
+		BudgetReserve: t.budget.Reserve(),
+	}
+	ts := t.f.Stats()
+	st.Records = int64(ts.Records)
+	st.Segments = int(ts.Segments)
+	st.SealedSegments = int(ts.Sealed)
+	st.SegmentBytes = int64(ts.Segments) * int64(t.segSize)
+	st.DataBytes = int64(ts.DataBytes)
+	st.IndexBytes = int64(ts.IndexBytes)
+	ss := t.sl.Stats()
+	st.Slices, st.SliceRuns, st.SliceBytes, st.MaxChain = ss.Slices, ss.Runs, ss.MemBytes, ss.MaxChain
+	st.Transforms, st.TransformedBytes, st.TransformFails = t.transforms, t.transformedBytes, t.transformFails
+	st.Compactions, st.Evictions, st.EvictedBytes = ss.Compactions, ss.Evictions, ss.EvictedBytes
+	st.BackpressureWaits, st.BackpressureNanos, st.BackpressureFailures = t.bpWaits, t.bpNanos, t.bpFailures
+	st.L0Stalls, st.L0StallNanos, st.Flushes, st.Relocations = t.l0Stalls, t.l0StallNanos, t.flushes, t.relocations
+	st.PersistFiles, st.PersistNanos = t.persistFiles, t.persistNanos
+	if t.db != nil {
+		m := t.db.Metrics()
+		for _, l := range m.Levels {
+			st.LSMFiles += l.Files
+			st.LSMBytes += l.Bytes
+		}
+		st.L0Files = m.Levels[0].Files
+		st.LSMCompactions = m.Compactions
+		st.LSMIngestedBytes = m.BytesIngested
+		st.LSMWrittenBytes = m.BytesFlushed + m.BytesCompacted
+		st.WriteAmplification = m.WriteAmplification
+	}
+	if lt, ok := t.low.(*lsmTier); ok && lt.cache != nil {
+		cs := lt.cache.Stats()
+		st.BlockCacheBytes, st.BlockCacheHits, st.BlockCacheMisses = cs.Bytes, cs.Hits, cs.Misses
+	}
+	if rc := t.rc; rc != nil {
+		st.RowCacheBytes, st.RowCacheHits, st.RowCacheMisses = int64(len(rc.mem)), t.rcHits, t.rcMisses
+	}
+	return st
+}

@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/strata-db/strata/internal/base"
+)
+
+// OpKind is the kind of a state change (Op). Every change the engine applies is one of these;
+// the changelog will record them by this value.
+type OpKind uint8
+
+const (
+	// OpPut sets the value of Key (value, reducing and aggregating state).
+	OpPut OpKind = iota + 1
+	// OpDelete removes the value of Key (a tombstone).
+	OpDelete
+	// OpListAppend appends the framed elements in Value to the list Key (a merge operand).
+	OpListAppend
+	// OpListReplace replaces the list Key by the framed elements in Value.
+	OpListReplace
+	// OpListDelete removes the list Key.
+	OpListDelete
+	// OpMapPut sets UserKey of the map Key to Value.
+	OpMapPut
+	// OpMapRemove removes UserKey from the map Key.
+	OpMapRemove
+	// OpMapClear removes every entry of the map Key.
+	OpMapClear
+
+	numOpKinds = iota + 1 // one past the last OpKind; TestApplyEveryOp covers each below it
+)
+
+// String returns the operation's name, for errors and tests.
+func (k OpKind) String() string {
+	switch k {
+	case OpPut:
+		return "put"
+	case OpDelete:
+		return "delete"
+	case OpListAppend:
+		return "list-append"
+	case OpListReplace:
+		return "list-replace"
+	case OpListDelete:
+		return "list-delete"
+	case OpMapPut:
+		return "map-put"
+	case OpMapRemove:
+		return "map-remove"
+	case OpMapClear:
+		return "map-clear"
+	}
+	return fmt.Sprintf("op(%d)", uint8(k))
+}
+
+// Op is one state change. Key is a composite key (base.AppendCompositeKey) with Hash its
+// base.CompositeHash; UserKey and UserHash (base.HashUserKey) are set for OpMapPut and
+// OpMapRemove only; Value for OpPut, OpListAppend, OpListReplace and OpMapPut. The byte slices
+// are read during Apply only (the engine copies what it keeps).
+type Op struct {
+	Kind     OpKind
+	Hash     uint64
+	UserHash uint64
+	Key      []byte
+	UserKey  []byte
+	Value    []byte
+}
+
+// Apply applies one state change: the engine's single write path. In order, it
+//
+//  1. reports a sticky background failure, resets the read arena (values read before it are
+//     no longer valid) and installs finished background work (one atomic load when there is
+//     none), stalling while L0 is full (before);
+//  2. drops the row-cache copy of a value key that is deleted;
+//  3. writes the FreshTable; a write refused for memory waits for background work and
+//     retries (backpressure), until Options.BackpressureTimeout;
+//  4. refreshes the row-cache copy of a value key that is put (write-through; after the write,
+//     so a refused Put changes nothing);
+//  5. queues the transform of segments the write sealed (after).
+//
+// Errors: ErrKeyTooLarge, ErrValueTooLarge (nothing written), ErrMemoryBudget (after
+// backpressure; nothing written), a background failure (ErrNoSpace, ErrCorruption, I/O errors),
+// ErrClosed. Owner goroutine only; allocates nothing.
+func (t *Engine) Apply(op Op) error {
+	if err := t.before(); err != nil {
+		return err
+	}
+	if op.Kind == OpDelete {
+		t.dropRow(op.Hash, op.Key)
+	}
+	for {
+		err := t.write(&op)
+		if err == nil {
+			break
+		}
+		if !t.backpressure(err) {
+			return err
+		}
+	}
+	if op.Kind == OpPut && t.rc != nil && t.rc.n > 0 {
+		t.rc.refresh(t.orderOf(op.Key, op.Hash), op.Key, op.Value)
+	}
+	t.after()
+	return nil
+}
+
+// write applies op to the FreshTable (step 3 of Apply, one attempt).
+func (t *Engine) write(op *Op) error {
+	f := t.f
+	switch op.Kind {
+	case OpPut:
+		return f.Put(op.Hash, op.Key, op.Value)
+	case OpDelete:
+		return f.Delete(op.Hash, op.Key)
+	case OpListAppend:
+		return f.ListAppend(op.Hash, op.Key, op.Value)
+	case OpListReplace:
+		return f.ListReplace(op.Hash, op.Key, op.Value)
+	case OpListDelete:
+		return f.ListDelete(op.Hash, op.Key)
+	case OpMapPut:
+		return f.MapPut(op.Hash, op.Key, op.UserHash, op.UserKey, op.Value)
+	case OpMapRemove:
+		return f.MapRemove(op.Hash, op.Key, op.UserHash, op.UserKey)
+	case OpMapClear:
+		return f.MapClear(op.Hash, op.Key)
+	}
+	panic("strata: invariant: unknown state change " + op.Kind.String())
+}
+
+// dropRow forgets the row-cache copy of a value key about to be written (rowcache.go,
+// invariant 2). Free while the cache is empty (no value was read from the lower tier).
+func (t *Engine) dropRow(h uint64, key []byte) {
+	if t.rc != nil && t.rc.n > 0 {
+		t.rc.drop(t.orderOf(key, h), key)
+	}
+}
+
+// orderOf returns the order hash of a composite key with hash h (its key group is its first two
+// bytes; base.AppendCompositeKey).
+func (t *Engine) orderOf(key []byte, h uint64) uint64 {
+	return base.OrderHash(uint16(key[0])<<8|uint16(key[1]), t.stride, h)
+}
