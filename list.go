@@ -48,9 +48,9 @@ func (s *Store) maxBatch() int { return s.opts.SegmentSize / 8 }
 // Errors: ErrKeyGroupOutOfRange, ErrClosed, ErrKeyTooLarge, ErrValueTooLarge, ErrMemoryBudget.
 func (l *ListState[T]) Add(k Key, x T) error {
 	s := l.s
-	s.guard.enter()
+	key, h, err := s.begin(k, l.id)
 	defer s.guard.exit()
-	if err := s.check(k); err != nil {
+	if err != nil {
 		return l.wrap("add", err)
 	}
 	// Encode after a reserved varint header, then write the header right before the element.
@@ -61,7 +61,6 @@ func (l *ListState[T]) Add(k Key, x T) error {
 	m := binary.PutUvarint(hdr[:], uint64(len(buf)-binary.MaxVarintLen64))
 	start := binary.MaxVarintLen64 - m
 	copy(buf[start:], hdr[:m])
-	key, h := s.compose(k, l.id)
 	if err := s.apply(engine.OpListAppend, key, h, nil, buf[start:]); err != nil {
 		return l.wrap("add", err)
 	}
@@ -87,16 +86,15 @@ func (l *ListState[T]) appendElems(dst []byte, xs []T) []byte {
 // elements, in order.
 func (l *ListState[T]) AddAll(k Key, xs []T) error {
 	s := l.s
-	s.guard.enter()
+	key, h, err := s.begin(k, l.id)
 	defer s.guard.exit()
-	if err := s.check(k); err != nil {
+	if err != nil {
 		return l.wrap("add all", err)
 	}
 	if len(xs) == 0 {
 		return nil
 	}
 	s.vbuf = l.appendElems(s.vbuf[:0], xs)
-	key, h := s.compose(k, l.id)
 	if err := s.writeList(h, key, s.vbuf, false); err != nil {
 		return l.wrap("add all", err)
 	}
@@ -110,13 +108,11 @@ func (l *ListState[T]) AddAll(k Key, xs []T) error {
 // replaced by a prefix of xs.
 func (l *ListState[T]) Update(k Key, xs []T) error {
 	s := l.s
-	s.guard.enter()
+	key, h, err := s.begin(k, l.id)
 	defer s.guard.exit()
-	if err := s.check(k); err != nil {
+	if err != nil {
 		return l.wrap("update", err)
 	}
-	key, h := s.compose(k, l.id)
-	var err error
 	if len(xs) == 0 {
 		err = s.apply(engine.OpListDelete, key, h, nil, nil)
 	} else {
@@ -198,12 +194,11 @@ func (s *Store) checkElems(batch []byte) error {
 // Errors (ErrKeyGroupOutOfRange, ErrClosed, ErrCorruption) are reported by the iterator's Err.
 func (l *ListState[T]) Get(k Key) ListIterator[T] {
 	s := l.s
-	s.guard.enter()
+	key, h, err := s.begin(k, l.id)
 	defer s.guard.exit()
-	if err := s.check(k); err != nil {
+	if err != nil {
 		return ListIterator[T]{err: l.wrap("get", err)}
 	}
-	key, h := s.compose(k, l.id)
 	var st status
 	l.lbuf, st, _ = s.e.ListGet(h, key, l.lbuf[:0])
 	if st != found {
@@ -220,12 +215,11 @@ func (l *ListState[T]) Get(k Key) ListIterator[T] {
 // ErrMemoryBudget.
 func (l *ListState[T]) Clear(k Key) error {
 	s := l.s
-	s.guard.enter()
+	key, h, err := s.begin(k, l.id)
 	defer s.guard.exit()
-	if err := s.check(k); err != nil {
+	if err != nil {
 		return l.wrap("clear", err)
 	}
-	key, h := s.compose(k, l.id)
 	if err := s.apply(engine.OpListDelete, key, h, nil, nil); err != nil {
 		return l.wrap("clear", err)
 	}

@@ -38,13 +38,12 @@ func NewMapState[UK, UV any](s *Store, d MapDescriptor[UK, UV]) (*MapState[UK, U
 // ErrCorruption.
 func (m *MapState[UK, UV]) Get(k Key, uk UK) (UV, bool, error) {
 	s := m.s
-	s.guard.enter()
+	mk, hm, err := s.begin(k, m.id)
 	defer s.guard.exit()
 	var zero UV
-	if err := s.check(k); err != nil {
+	if err != nil {
 		return zero, false, m.wrap("get", err)
 	}
-	mk, hm := s.compose(k, m.id)
 	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
 	b, st := s.e.MapGet(hm, mk, base.HashUserKey(s.ubuf), s.ubuf)
 	if st != found {
@@ -64,12 +63,11 @@ func (m *MapState[UK, UV]) Get(k Key, uk UK) (UV, bool, error) {
 // Errors: ErrKeyGroupOutOfRange, ErrClosed.
 func (m *MapState[UK, UV]) Contains(k Key, uk UK) (bool, error) {
 	s := m.s
-	s.guard.enter()
+	mk, hm, err := s.begin(k, m.id)
 	defer s.guard.exit()
-	if err := s.check(k); err != nil {
+	if err != nil {
 		return false, m.wrap("contains", err)
 	}
-	mk, hm := s.compose(k, m.id)
 	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
 	_, st := s.e.MapGet(hm, mk, base.HashUserKey(s.ubuf), s.ubuf)
 	if st == failed {
@@ -82,17 +80,17 @@ func (m *MapState[UK, UV]) Contains(k Key, uk UK) (bool, error) {
 // ErrKeyGroupOutOfRange, ErrClosed, ErrKeyTooLarge, ErrValueTooLarge, ErrMemoryBudget.
 func (m *MapState[UK, UV]) Put(k Key, uk UK, uv UV) error {
 	s := m.s
-	s.guard.enter()
+	mk, hm, err := s.begin(k, m.id)
 	defer s.guard.exit()
-	return m.put(k, uk, uv)
-}
-
-func (m *MapState[UK, UV]) put(k Key, uk UK, uv UV) error {
-	s := m.s
-	if err := s.check(k); err != nil {
+	if err != nil {
 		return m.wrap("put", err)
 	}
-	mk, hm := s.compose(k, m.id)
+	return m.put(mk, hm, uk, uv)
+}
+
+// put writes uk = uv into the map mk (hash hm), inside a begin/exit of the guard.
+func (m *MapState[UK, UV]) put(mk []byte, hm uint64, uk UK, uv UV) error {
+	s := m.s
 	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
 	s.vbuf = m.vc.Append(s.vbuf[:0], uv)
 	if err := s.apply(engine.OpMapPut, mk, hm, s.ubuf, s.vbuf); err != nil {
@@ -115,9 +113,13 @@ func (m *MapState[UK, UV]) PutAll(k Key, entries iter.Seq2[UK, UV]) error {
 		return m.wrap("put all", err)
 	}
 	entries(func(uk UK, uv UV) bool {
-		s := m.s
-		s.guard.enter()
-		err = m.put(k, uk, uv)
+		var mk []byte
+		var hm uint64
+		if mk, hm, err = s.begin(k, m.id); err == nil { // again: entries may have closed the Store
+			err = m.put(mk, hm, uk, uv)
+		} else {
+			err = m.wrap("put", err)
+		}
 		s.guard.exit()
 		return err == nil
 	})
@@ -129,12 +131,11 @@ func (m *MapState[UK, UV]) PutAll(k Key, entries iter.Seq2[UK, UV]) error {
 // ErrMemoryBudget.
 func (m *MapState[UK, UV]) Remove(k Key, uk UK) error {
 	s := m.s
-	s.guard.enter()
+	mk, hm, err := s.begin(k, m.id)
 	defer s.guard.exit()
-	if err := s.check(k); err != nil {
+	if err != nil {
 		return m.wrap("remove", err)
 	}
-	mk, hm := s.compose(k, m.id)
 	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
 	if err := s.apply(engine.OpMapRemove, mk, hm, s.ubuf, nil); err != nil {
 		return m.wrap("remove", err)
@@ -147,12 +148,11 @@ func (m *MapState[UK, UV]) Remove(k Key, uk UK) error {
 // ErrClosed.
 func (m *MapState[UK, UV]) IsEmpty(k Key) (bool, error) {
 	s := m.s
-	s.guard.enter()
+	mk, hm, err := s.begin(k, m.id)
 	defer s.guard.exit()
-	if err := s.check(k); err != nil {
+	if err != nil {
 		return false, m.wrap("is empty", err)
 	}
-	mk, hm := s.compose(k, m.id)
 	it := s.e.MapIter(hm, mk)
 	empty := !it.Next()
 	it.Close()
@@ -167,12 +167,11 @@ func (m *MapState[UK, UV]) IsEmpty(k Key) (bool, error) {
 // ErrMemoryBudget.
 func (m *MapState[UK, UV]) Clear(k Key) error {
 	s := m.s
-	s.guard.enter()
+	mk, hm, err := s.begin(k, m.id)
 	defer s.guard.exit()
-	if err := s.check(k); err != nil {
+	if err != nil {
 		return m.wrap("clear", err)
 	}
-	mk, hm := s.compose(k, m.id)
 	if err := s.apply(engine.OpMapClear, mk, hm, nil, nil); err != nil {
 		return m.wrap("clear", err)
 	}
@@ -192,14 +191,13 @@ func (m *MapState[UK, UV]) Iterator(k Key) *MapIterator[UK, UV] {
 
 func (m *MapState[UK, UV]) iterator(k Key, it *MapIterator[UK, UV]) {
 	s := m.s
-	s.guard.enter()
+	mk, hm, err := s.begin(k, m.id)
 	defer s.guard.exit()
 	it.m = m
-	if err := s.check(k); err != nil {
+	if err != nil {
 		it.err = m.wrap("iterate", err)
 		return
 	}
-	mk, hm := s.compose(k, m.id)
 	it.mk = append(it.mk[:0], mk...)
 	it.hm = hm
 	it.it = s.e.MapIter(hm, it.mk)

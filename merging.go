@@ -49,12 +49,11 @@ func (r *ReducingState[T]) Get(k Key) (T, bool, error) {
 // ErrValueTooLarge, ErrMemoryBudget.
 func (r *ReducingState[T]) Add(k Key, x T) error {
 	s := r.s
-	s.guard.enter()
+	key, h, err := s.begin(k, r.id)
 	defer s.guard.exit()
-	if err := s.check(k); err != nil {
+	if err != nil {
 		return r.wrap("add", err)
 	}
-	key, h := s.compose(k, r.id)
 	if b, st := s.e.Get(h, key); st == found {
 		old, err := r.codec.Decode(b)
 		if err != nil {
@@ -139,12 +138,11 @@ func (a *AggregatingState[IN, ACC, OUT]) Get(k Key) (OUT, bool, error) {
 // ErrKeyTooLarge, ErrValueTooLarge, ErrMemoryBudget.
 func (a *AggregatingState[IN, ACC, OUT]) Add(k Key, in IN) error {
 	s := a.s
-	s.guard.enter()
+	key, h, err := s.begin(k, a.id)
 	defer s.guard.exit()
-	if err := s.check(k); err != nil {
+	if err != nil {
 		return a.wrap("add", err)
 	}
-	key, h := s.compose(k, a.id)
 	var acc ACC
 	if b, st := s.e.Get(h, key); st == found {
 		var err error
@@ -181,13 +179,12 @@ func (a *AggregatingState[IN, ACC, OUT]) MergeNamespaces(k Key, target []byte, s
 // getKV is Get of a KV-table state.
 func getKV[T any](b *stateBase, c Codec[T], k Key) (T, bool, error) {
 	s := b.s
-	s.guard.enter()
+	key, h, err := s.begin(k, b.id)
 	defer s.guard.exit()
 	var zero T
-	if err := s.check(k); err != nil {
+	if err != nil {
 		return zero, false, b.wrap("get", err)
 	}
-	key, h := s.compose(k, b.id)
 	raw, st := s.e.Get(h, key)
 	if st != found {
 		if st == failed {
@@ -205,12 +202,11 @@ func getKV[T any](b *stateBase, c Codec[T], k Key) (T, bool, error) {
 // clearKV is Clear of a KV-table state.
 func clearKV(b *stateBase, k Key) error {
 	s := b.s
-	s.guard.enter()
+	key, h, err := s.begin(k, b.id)
 	defer s.guard.exit()
-	if err := s.check(k); err != nil {
+	if err != nil {
 		return b.wrap("clear", err)
 	}
-	key, h := s.compose(k, b.id)
 	if err := s.apply(engine.OpDelete, key, h, nil, nil); err != nil {
 		return b.wrap("clear", err)
 	}

@@ -31,13 +31,12 @@ func NewValueState[T any](s *Store, d ValueDescriptor[T]) (*ValueState[T], error
 // valid until the next write to the Store.
 func (v *ValueState[T]) Get(k Key) (T, bool, error) {
 	s := v.s
-	s.guard.enter()
 	var zero T
-	if err := s.check(k); err != nil {
+	key, h, err := s.begin(k, v.id)
+	if err != nil {
 		s.guard.exit()
 		return zero, false, v.wrap("get", err)
 	}
-	key, h := s.compose(k, v.id)
 	b, st := s.e.Get(h, key)
 	if st != found {
 		s.guard.exit()
@@ -59,14 +58,13 @@ func (v *ValueState[T]) Get(k Key) (T, bool, error) {
 // ErrValueTooLarge, ErrMemoryBudget.
 func (v *ValueState[T]) Put(k Key, x T) error {
 	s := v.s
-	s.guard.enter()
-	if err := s.check(k); err != nil {
+	key, h, err := s.begin(k, v.id)
+	if err != nil {
 		s.guard.exit()
 		return v.wrap("put", err)
 	}
-	key, h := s.compose(k, v.id)
 	s.vbuf = v.codec.Append(s.vbuf[:0], x)
-	err := s.apply(engine.OpPut, key, h, nil, s.vbuf)
+	err = s.apply(engine.OpPut, key, h, nil, s.vbuf)
 	s.guard.exit()
 	if err != nil {
 		return v.wrap("put", err)
@@ -78,12 +76,11 @@ func (v *ValueState[T]) Put(k Key, x T) error {
 // error. Errors: ErrKeyGroupOutOfRange, ErrClosed, ErrMemoryBudget.
 func (v *ValueState[T]) Clear(k Key) error {
 	s := v.s
-	s.guard.enter()
+	key, h, err := s.begin(k, v.id)
 	defer s.guard.exit()
-	if err := s.check(k); err != nil {
+	if err != nil {
 		return v.wrap("clear", err)
 	}
-	key, h := s.compose(k, v.id)
 	if err := s.apply(engine.OpDelete, key, h, nil, nil); err != nil {
 		return v.wrap("clear", err)
 	}
