@@ -3,9 +3,7 @@ package strata
 import (
 	"errors"
 
-	"github.com/strata-db/strata/fresh"
 	"github.com/strata-db/strata/internal/engine"
-	"github.com/strata-db/strata/lsm"
 	"github.com/strata-db/strata/memory"
 )
 
@@ -14,8 +12,8 @@ import (
 // errors.Is(err, strata.ErrMemoryBudget) holds for an error that came from memory/.
 var (
 	// ErrClosed is returned by every operation on a closed Store or on a state of one, and by
-	// a second Close. It is fresh.ErrClosed.
-	ErrClosed = fresh.ErrClosed
+	// a second Close.
+	ErrClosed = engine.ErrClosed
 	// ErrKeyGroupOutOfRange is returned by a state operation on a Key whose key group is not
 	// in the Store's key-group range (Flink: "Key group is not in KeyGroupRange"), on a Key
 	// made by a Store with another MaxParallelism, and on the zero Key.
@@ -30,19 +28,19 @@ var (
 	// ErrKeyTooLarge is returned by writes when a composite key (key group, state id, key,
 	// namespace: 4 bytes, a length varint, the key and the namespace) or an encoded map user
 	// key is longer than 65535 bytes; nothing is written. Reads of such a key find nothing
-	// rather than fail. It is fresh.ErrKeyTooLarge.
-	ErrKeyTooLarge = fresh.ErrKeyTooLarge
+	// rather than fail.
+	ErrKeyTooLarge = engine.ErrKeyTooLarge
 	// ErrValueTooLarge is returned when an encoded value, map value or list element (with its
 	// length varint) is longer than a quarter of Options.SegmentSize (4 MiB at 16 MiB
-	// segments); nothing is written. It is fresh.ErrValueTooLarge.
-	ErrValueTooLarge = fresh.ErrValueTooLarge
+	// segments); nothing is written.
+	ErrValueTooLarge = engine.ErrValueTooLarge
 	// ErrIncompatibleState is returned when a state name is registered again with another
 	// kind, codec or type, or a descriptor lacks a codec or function; the error names the
 	// state.
 	ErrIncompatibleState = errors.New("strata: incompatible state")
 	// ErrCorruption is returned when stored bytes cannot be decoded (a codec's Decode, list
-	// element framing). It is fresh.ErrCorruption.
-	ErrCorruption = fresh.ErrCorruption
+	// element framing).
+	ErrCorruption = engine.ErrCorruption
 	// ErrNoEntry is returned by MapIterator.Remove without a current entry (Flink's iterator
 	// throws IllegalStateException there).
 	ErrNoEntry = errors.New("strata: iterator has no current entry")
@@ -61,9 +59,9 @@ var (
 	ErrNoSpace = engine.ErrNoSpace
 	// ErrLocked is returned by Open when another open Store — in this process or another
 	// one — has the directory (its LsmStore's LOCK file is locked, flock(2)); nothing in the
-	// directory was read or changed. Close releases the lock. It is lsm.ErrLocked and also
+	// directory was read or changed. Close releases the lock. It also
 	// matches syscall.EWOULDBLOCK.
-	ErrLocked = lsm.ErrLocked
+	ErrLocked = engine.ErrLocked
 	// ErrIncompatibleStore is returned by Open when the directory holds a store persisted with
 	// another MaxParallelism or another key-group range than Options asks for (rescaling is a
 	// restore, not an Open), or when its state registry cannot be read (with ErrCorruption).

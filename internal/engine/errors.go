@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/strata-db/strata/fresh"
+	"github.com/strata-db/strata/lsm"
 )
 
 // Sentinel errors the engine returns; the root package re-exports them (strata.ErrNoSpace, …)
@@ -23,6 +24,11 @@ var (
 	ErrChecksum      = errors.New("strata: checksum mismatch")
 	ErrFormatVersion = errors.New("strata: unsupported format version")
 	ErrBadMagic      = errors.New("strata: bad magic number")
+
+	// Errors of the tiers, under the names the root package re-exports.
 	ErrCorruption    = fresh.ErrCorruption
 	ErrClosed        = fresh.ErrClosed
+	ErrKeyTooLarge   = fresh.ErrKeyTooLarge
+	ErrValueTooLarge = fresh.ErrValueTooLarge
+	ErrLocked        = lsm.ErrLocked
 )
