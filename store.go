@@ -190,7 +190,7 @@ func openLSM(dir string, opts Options, budget *memory.Budget) (*lsmTier, *regist
 		}
 		lt.cache = c
 	}
-	db, err := lsm.Open(lsm.Options{FS: fs, Dir: filepath.Join(dir, "lsm"), Cache: lt.cache})
+	db, err := lsm.Open(lsm.Options{FS: fs, Dir: filepath.Join(dir, "lsm"), Name: "lsm", Cache: lt.cache})
 	if err != nil {
 		if lt.cache != nil {
 			lt.cache.Close()
