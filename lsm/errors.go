@@ -31,7 +31,7 @@ var (
 
 	// ErrMetaTooLarge: Persist was given metadata longer than
 	// MaxPersistMeta. Nothing was written.
-	ErrMetaTooLarge = errors.New("lsm: persist-point metadata too large")
+	ErrMetaTooLarge = errors.New("persisted metadata too large")
 
 	// ErrJobNotRun: InstallCompaction was given a job whose Run never
 	// returned (the scheduler cancelled it before it started). The job's
