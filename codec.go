@@ -105,7 +105,7 @@ func (float64Codec) Decode(b []byte) (float64, error) {
 //
 //go:noinline
 func fixedWidthError(codec string, n int) error {
-	return fmt.Errorf("%w: strata: %s codec: %d bytes, want 8", ErrCorruption, codec, n)
+	return fmt.Errorf("%w: %s codec: %d bytes, want 8", ErrCorruption, codec, n)
 }
 
 // sameCodec reports whether two codecs are interchangeable for a registered state: same

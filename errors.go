@@ -3,17 +3,21 @@ package strata
 import (
 	"errors"
 
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/memory"
 )
 
 // Sentinel errors. Operations wrap them with %w and context (state name, sizes, key group);
-// test with errors.Is. Errors of the tiers below are the same values re-exported, so
-// errors.Is(err, strata.ErrMemoryBudget) holds for an error that came from memory/.
+// test with errors.Is. Errors of the tiers below are the same values re-exported (most from
+// internal/base, which every tier reports with), so errors.Is(err, strata.ErrMemoryBudget)
+// holds for an error that came from memory/ and errors.Is(err, strata.ErrCorruption) for
+// damage any tier found, with no translation in between.
 var (
 	// ErrClosed is returned by every operation on a closed Store or on a state of one, and by
-	// a second Close.
-	ErrClosed = engine.ErrClosed
+	// a second Close; its text is "store closed". It is base.ErrClosed, which every tier
+	// returns after its Close.
+	ErrClosed = base.ErrClosed
 	// ErrKeyGroupOutOfRange is returned by a state operation on a Key whose key group is not
 	// in the Store's key-group range (Flink: "Key group is not in KeyGroupRange"), on a Key
 	// made by a Store with another MaxParallelism, and on the zero Key.
@@ -38,9 +42,11 @@ var (
 	// kind, codec or type, or a descriptor lacks a codec or function; the error names the
 	// state.
 	ErrIncompatibleState = errors.New("strata: incompatible state")
-	// ErrCorruption is returned when stored bytes cannot be decoded (a codec's Decode, list
-	// element framing).
-	ErrCorruption = engine.ErrCorruption
+	// ErrCorruption is returned when stored bytes cannot be decoded: a damaged file of the
+	// Store's directory (a *CorruptionError naming the file relative to the directory, the
+	// byte offset and the cause below, "strata: corruption: lsm/000012.sst at offset 4096:
+	// checksum mismatch: …"), a codec's Decode, list element framing. It is base.ErrCorruption.
+	ErrCorruption = base.ErrCorruption
 	// ErrNoEntry is returned by MapIterator.Remove without a current entry (Flink's iterator
 	// throws IllegalStateException there).
 	ErrNoEntry = errors.New("strata: iterator has no current entry")
@@ -55,8 +61,9 @@ var (
 	// Close when it cannot persist, and by writes after background work (an eviction or an
 	// LSM compaction) failed for it. The error also matches syscall.ENOSPC. Every
 	// acknowledged write stays readable, nothing on disk is damaged, and the failed work is
-	// retried after a second, so writes succeed again once space was freed.
-	ErrNoSpace = engine.ErrNoSpace
+	// retried after a second, so writes succeed again once space was freed. It is
+	// base.ErrNoSpace.
+	ErrNoSpace = base.ErrNoSpace
 	// ErrLocked is returned by Open when another open Store — in this process or another
 	// one — has the directory (its LsmStore's LOCK file is locked, flock(2)); nothing in the
 	// directory was read or changed. Close releases the lock. It also
@@ -69,16 +76,19 @@ var (
 
 	// The specific causes of an ErrCorruption from the files of a Store's directory: every such
 	// error matches ErrCorruption and, when the damage was identified, one of these; the
-	// message names the file and the byte offset. A damaged file is never read as data.
+	// message names the file and the byte offset. A damaged file is never read as data. They
+	// are base's causes, so the error a tier built is the error the caller sees.
 
 	// ErrTruncated: a file is shorter than its format says (cut short, or torn by a crash
-	// outside the store's write protocol).
-	ErrTruncated = engine.ErrTruncated
-	// ErrChecksum: a CRC32C does not match the bytes it covers (a flipped bit).
-	ErrChecksum = engine.ErrChecksum
+	// outside the store's write protocol). It is base.ErrTruncated.
+	ErrTruncated = base.ErrTruncated
+	// ErrChecksum: a CRC32C does not match the bytes it covers (a flipped bit). It is
+	// base.ErrChecksum.
+	ErrChecksum = base.ErrChecksum
 	// ErrFormatVersion: a file or record carries a format version this code does not read
-	// (written by a newer Strata).
-	ErrFormatVersion = engine.ErrFormatVersion
-	// ErrBadMagic: a file does not start with its magic number (not a file of ours).
-	ErrBadMagic = engine.ErrBadMagic
+	// (written by a newer Strata). It is base.ErrFormatVersion.
+	ErrFormatVersion = base.ErrFormatVersion
+	// ErrBadMagic: a file does not start with its magic number (not a file of ours). It is
+	// base.ErrBadMagic.
+	ErrBadMagic = base.ErrBadMagic
 )

@@ -333,7 +333,7 @@ func (it *ListIterator[T]) Next() bool {
 
 //go:noinline
 func (it *ListIterator[T]) corrupt() error {
-	return fmt.Errorf("%w: strata: list state %q: bad element framing", ErrCorruption, it.name)
+	return fmt.Errorf("%w: list state %q: bad element framing", ErrCorruption, it.name)
 }
 
 // Value returns the element Next moved to (aliasing the Store's memory for aliasing codecs

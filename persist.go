@@ -6,6 +6,8 @@ import (
 	"hash/crc32"
 	"reflect"
 	"slices"
+
+	"github.com/strata-db/strata/internal/base"
 )
 
 // Persistence (Store.Close, Open over an existing directory): the engine persists its tiers
@@ -36,8 +38,6 @@ const (
 	registryCRC32C  = 1 // checksum type; part of the format
 	registryHeader  = 16
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // persistedState is a state of the registry recovered by Open: registering its name again must
 // give the same kind and codecs, and gets the same id (its data is keyed by it).
@@ -104,7 +104,7 @@ func (s *Store) encodeRegistry() []byte {
 	b[10] = registryCRC32C
 	binary.LittleEndian.PutUint32(b[12:], uint32(len(p)))
 	b = append(b, p...)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, base.CRC32C))
 }
 
 // registry is a decoded registry blob.
@@ -114,14 +114,12 @@ type registry struct {
 	states               map[string]persistedState
 }
 
-// decodeRegistry decodes a registry blob; errors wrap ErrCorruption (and the specific cause).
+// decodeRegistry decodes a registry blob; errors are *base.CorruptionError values naming the
+// "state registry" (it is stored inside the LSM manifest's persist point, not a file of its own)
+// and the offset in the blob, with the specific cause.
 func decodeRegistry(b []byte) (*registry, error) {
 	bad := func(cause error, off int, format string, args ...any) error {
-		msg := fmt.Sprintf(format, args...)
-		if cause != nil {
-			return fmt.Errorf("%w: %w: state registry, offset %d: %s", ErrCorruption, cause, off, msg)
-		}
-		return fmt.Errorf("%w: state registry, offset %d: %s", ErrCorruption, off, msg)
+		return base.Corrupt("state registry", int64(off), cause, format, args...)
 	}
 	if len(b) < 8 || string(b[:8]) != registryMagic {
 		if len(b) < 8 {
@@ -145,7 +143,7 @@ func decodeRegistry(b []byte) (*registry, error) {
 		}
 		return nil, bad(nil, 12, "payload of %d bytes, %d left", n, len(b)-registryHeader)
 	}
-	if got, want := crc32.Checksum(b[:registryHeader+n], castagnoli), binary.LittleEndian.Uint32(b[registryHeader+n:]); got != want {
+	if got, want := crc32.Checksum(b[:registryHeader+n], base.CRC32C), binary.LittleEndian.Uint32(b[registryHeader+n:]); got != want {
 		return nil, bad(ErrChecksum, registryHeader+n, "crc32c %#x, stored %#x", got, want)
 	}
 	p, off := b[registryHeader:registryHeader+n], registryHeader

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/memory"
 )
 
@@ -43,8 +44,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seg []byte, off uint32) {
 		r, err := DecodeRecord(seg, off)
 		if err != nil {
-			if !errors.Is(err, ErrCorruption) {
-				t.Fatalf("error does not wrap ErrCorruption: %v", err)
+			if !errors.Is(err, base.ErrCorruption) {
+				t.Fatalf("error does not wrap base.ErrCorruption: %v", err)
 			}
 			return
 		}
@@ -77,7 +78,7 @@ func TestDecodeRecordSeeds(t *testing.T) {
 	bad := func(name string, mut func(b []byte), off uint32) {
 		b := append([]byte(nil), seg...)
 		mut(b)
-		if _, err := DecodeRecord(b, off); !errors.Is(err, ErrCorruption) {
+		if _, err := DecodeRecord(b, off); !errors.Is(err, base.ErrCorruption) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -88,19 +89,19 @@ func TestDecodeRecordSeeds(t *testing.T) {
 	bad("value length", func(b []byte) { binary.LittleEndian.PutUint32(b[first+12:], 1<<30) }, first)
 	bad("truncated", func(b []byte) {}, uint32(len(seg)-4))
 	bad("offset 0", func(b []byte) {}, 0)
-	if _, err := DecodeRecord(seg[:offs[1]-1], first); !errors.Is(err, ErrCorruption) {
+	if _, err := DecodeRecord(seg[:offs[1]-1], first); !errors.Is(err, base.ErrCorruption) {
 		t.Errorf("record cut short: %v", err)
 	}
 }
 
-// FuzzDecodeSegmentHeader: never panics; errors wrap ErrCorruption.
+// FuzzDecodeSegmentHeader: never panics; errors wrap base.ErrCorruption.
 func FuzzDecodeSegmentHeader(f *testing.F) {
 	seg, _ := seedSegment(f)
 	f.Add(seg[:segHeaderSize])
 	f.Add([]byte("SFRS"))
 	f.Add(make([]byte, 16))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if _, err := DecodeSegmentHeader(b); err != nil && !errors.Is(err, ErrCorruption) {
+		if _, err := DecodeSegmentHeader(b); err != nil && !errors.Is(err, base.ErrCorruption) {
 			t.Fatal(err)
 		}
 	})
@@ -119,7 +120,7 @@ func TestDecodeSegmentHeader(t *testing.T) {
 	} {
 		b := append([]byte(nil), seg[:segHeaderSize]...)
 		mut(b)
-		if _, err := DecodeSegmentHeader(b); !errors.Is(err, ErrCorruption) {
+		if _, err := DecodeSegmentHeader(b); !errors.Is(err, base.ErrCorruption) {
 			t.Errorf("mutation %d: %v", i, err)
 		}
 	}

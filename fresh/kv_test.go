@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/memory"
 )
 
@@ -151,10 +152,10 @@ func TestClose(t *testing.T) {
 	tb, _ := newTestTable(t, 1<<30, memory.SegmentSize16M, 0)
 	must(t, tb.Put(1, []byte("a"), []byte("b")))
 	must(t, tb.Close())
-	if err := tb.Close(); !errors.Is(err, ErrClosed) {
+	if err := tb.Close(); !errors.Is(err, base.ErrClosed) {
 		t.Fatal(err)
 	}
-	if err := tb.Put(1, []byte("a"), []byte("b")); !errors.Is(err, ErrClosed) {
+	if err := tb.Put(1, []byte("a"), []byte("b")); !errors.Is(err, base.ErrClosed) {
 		t.Fatal(err)
 	}
 	if _, st := tb.Get(1, []byte("a")); st != Absent {

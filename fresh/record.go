@@ -3,6 +3,8 @@ package fresh
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/strata-db/strata/internal/base"
 )
 
 // RecordKind is the kind of a record in a segment (low 4 bits of byte 7 of
@@ -101,7 +103,7 @@ type Record struct {
 }
 
 func corrupt(off uint32, format string, args ...any) error {
-	return fmt.Errorf("%w: record at offset %d: %s", ErrCorruption, off, fmt.Sprintf(format, args...))
+	return base.Corrupt("", int64(off), nil, "record: "+format, args...)
 }
 
 // DecodeRecord validates and decodes the record at offset off of a
@@ -110,7 +112,8 @@ func corrupt(off uint32, format string, args ...any) error {
 // checks bounds, the kind, the flags allowed for the kind, lengths, and
 // that links point backwards (chunks, entries) or forwards (header to
 // newest entry) inside seg. Any violation is an error wrapping
-// ErrCorruption; it never panics.
+// base.ErrCorruption (a *base.CorruptionError with the offset); it never
+// panics.
 func DecodeRecord(seg []byte, off uint32) (Record, error) {
 	var r Record
 	n := uint64(len(seg))
@@ -218,23 +221,24 @@ func DecodeRecord(seg []byte, off uint32) (Record, error) {
 
 // DecodeSegmentHeader checks the 16-byte segment header: magic, then
 // version, then the reserved bytes, each failure a distinct error wrapping
-// ErrCorruption. It returns the data limit the segment was written with.
+// base.ErrCorruption (base.ErrTruncated, base.ErrBadMagic,
+// base.ErrFormatVersion, or no cause for the reserved bytes and the limit). It returns the data limit the segment was written with.
 func DecodeSegmentHeader(seg []byte) (limit uint32, err error) {
 	if len(seg) < segHeaderSize {
-		return 0, fmt.Errorf("%w: segment of %d bytes has no header", ErrCorruption, len(seg))
+		return 0, base.Corrupt("", 0, base.ErrTruncated, "segment of %d bytes has no header", len(seg))
 	}
 	if m := binary.LittleEndian.Uint32(seg); m != segMagic {
-		return 0, fmt.Errorf("%w: bad segment magic %#x", ErrCorruption, m)
+		return 0, base.Corrupt("", 0, base.ErrBadMagic, "segment magic %#x", m)
 	}
 	if v := binary.LittleEndian.Uint16(seg[4:]); v != segVersion {
-		return 0, fmt.Errorf("%w: unknown segment version %d", ErrCorruption, v)
+		return 0, base.Corrupt("", 4, base.ErrFormatVersion, "segment version %d", v)
 	}
 	if binary.LittleEndian.Uint16(seg[6:]) != 0 || binary.LittleEndian.Uint32(seg[12:]) != 0 {
-		return 0, fmt.Errorf("%w: reserved segment header bytes set", ErrCorruption)
+		return 0, base.Corrupt("", 6, nil, "reserved segment header bytes set")
 	}
 	limit = binary.LittleEndian.Uint32(seg[8:])
 	if limit < segHeaderSize {
-		return 0, fmt.Errorf("%w: segment data limit %d below header size", ErrCorruption, limit)
+		return 0, base.Corrupt("", 8, nil, "segment data limit %d below header size", limit)
 	}
 	return limit, nil
 }

@@ -181,7 +181,7 @@ func (s *segment) grow(b *memory.Budget) error {
 	size := len(s.idx) * 2
 	r, err := b.Map(size, memory.PurposeFreshIndex)
 	if err != nil {
-		return fmt.Errorf("fresh: grow segment index to %d bytes: %w", size, err)
+		return fmt.Errorf("grow segment index to %d bytes: %w", size, err)
 	}
 	old, oldReg := s.idx, s.iReg
 	s.setIndex(r)
@@ -196,7 +196,7 @@ func (s *segment) grow(b *memory.Budget) error {
 		}
 	}
 	if err := oldReg.Release(); err != nil {
-		return fmt.Errorf("fresh: release old segment index: %w", err)
+		return fmt.Errorf("release old segment index: %w", err)
 	}
 	return nil
 }

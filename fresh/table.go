@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/memory"
 )
 
@@ -94,10 +95,10 @@ func New(opts Options) (*Table, error) {
 }
 
 // Close releases every segment (back to the Pool) and index. Slices
-// returned earlier become invalid. Later calls return ErrClosed.
+// returned earlier become invalid. Later calls return base.ErrClosed.
 func (t *Table) Close() error {
 	if t.closed {
-		return ErrClosed
+		return base.ErrClosed
 	}
 	t.closed = true
 	var first error
@@ -107,7 +108,7 @@ func (t *Table) Close() error {
 		}
 		t.pool.Put(s.region)
 		if err := s.iReg.Release(); err != nil && first == nil {
-			first = fmt.Errorf("fresh: release segment index: %w", err)
+			first = fmt.Errorf("release segment index: %w", err)
 		}
 	}
 	t.segs, t.active = nil, nil
@@ -127,7 +128,7 @@ func (t *Table) Seq() uint64 { return t.seq }
 // no active segment or it holds no record.
 func (t *Table) Seal() error {
 	if t.closed {
-		return ErrClosed
+		return base.ErrClosed
 	}
 	if s := t.active; s != nil && s.used > segHeaderSize {
 		s.sealed = true
@@ -182,7 +183,7 @@ func (t *Table) Stats() Stats {
 func (t *Table) roll() (*segment, error) {
 	r, err := t.pool.Get(memory.PurposeFreshData)
 	if err != nil {
-		return nil, fmt.Errorf("fresh: take segment %d: %w", len(t.segs), err)
+		return nil, fmt.Errorf("new segment %d: %w", len(t.segs), err)
 	}
 	if len(r.Bytes()) < int(t.limit) {
 		panic("strata: invariant: pool segment smaller than the data limit")
@@ -190,7 +191,7 @@ func (t *Table) roll() (*segment, error) {
 	ir, err := t.budget.Map(minIndexBytes, memory.PurposeFreshIndex)
 	if err != nil {
 		t.pool.Put(r)
-		return nil, fmt.Errorf("fresh: map index of segment %d: %w", len(t.segs), err)
+		return nil, fmt.Errorf("map index of segment %d: %w", len(t.segs), err)
 	}
 	s := &segment{region: r, data: r.Bytes()[:t.limit:t.limit], used: segHeaderSize}
 	s.setIndex(ir)
@@ -209,7 +210,7 @@ func (t *Table) roll() (*segment, error) {
 // positions found before are stale. On error nothing was written.
 func (t *Table) prepare(need, slots uint32) (s *segment, changed bool, err error) {
 	if t.closed {
-		return nil, false, ErrClosed
+		return nil, false, base.ErrClosed
 	}
 	s = t.active
 	if s == nil || s.used+need > t.limit {
@@ -232,7 +233,7 @@ func (t *Table) prepare(need, slots uint32) (s *segment, changed bool, err error
 
 func (t *Table) checkKV(key, value []byte) error {
 	if t.closed {
-		return ErrClosed
+		return base.ErrClosed
 	}
 	if len(key) > MaxKeySize {
 		return fmt.Errorf("%w: %d bytes > %d", ErrKeyTooLarge, len(key), MaxKeySize)
@@ -272,7 +273,7 @@ func (t *Table) Get(h uint64, key []byte) ([]byte, Status) {
 // record of key is a value or tombstone in the active segment whose
 // capacity holds value; otherwise it appends a record and repoints the
 // index (the old record becomes garbage). Errors: ErrKeyTooLarge,
-// ErrValueTooLarge, ErrClosed, or a wrapped memory.ErrMemoryBudget when a
+// ErrValueTooLarge, base.ErrClosed, or a wrapped memory.ErrMemoryBudget when a
 // new segment or a larger index cannot be mapped; nothing is written then.
 // Allocates nothing unless it errs.
 func (t *Table) Put(h uint64, key, value []byte) error {

@@ -45,7 +45,7 @@ func (s *SealedSegment) DataBytes() int64 { return int64(len(s.data)) }
 // which knows its hash functions. Key, UserKey and Value alias the
 // segment's memory: valid until the segment is dropped, whatever Next
 // does. A record that fails to decode stops the iteration with an error
-// wrapping ErrCorruption; a handle already dropped yields nothing and
+// wrapping base.ErrCorruption; a handle already dropped yields nothing and
 // reports ErrSegmentDropped. Safe to call and use from a background
 // goroutine while the owner writes the Table (each iterator by one
 // goroutine).
@@ -134,7 +134,7 @@ func (s *SealedSegment) decode(off uint32) (e base.Entry, size, kref uint32, liv
 
 // EntryAt returns the entry of the record at off, an offset a SealedIter of
 // this segment reported (Offset): the entry its Next yielded there. Other
-// offsets give an error wrapping ErrCorruption or a meaningless entry. Same
+// offsets give an error wrapping base.ErrCorruption or a meaningless entry. Same
 // rules as Entries for goroutines and the life of the bytes.
 func (s *SealedSegment) EntryAt(off uint32) (base.Entry, error) {
 	if s.dropped.Load() {
@@ -142,10 +142,10 @@ func (s *SealedSegment) EntryAt(off uint32) (base.Entry, error) {
 	}
 	e, _, _, live, err := s.decode(off)
 	if err != nil {
-		return e, fmt.Errorf("fresh: sealed segment entry at %d: %w", off, err)
+		return e, fmt.Errorf("sealed segment entry at %d: %w", off, err)
 	}
 	if !live {
-		return e, fmt.Errorf("fresh: sealed segment entry at %d: %w", off, corrupt(off, "not a live record"))
+		return e, fmt.Errorf("sealed segment entry at %d: %w", off, corrupt(off, "not a live record"))
 	}
 	return e, nil
 }
@@ -187,7 +187,7 @@ func (it *SealedIter) Next() bool {
 		off := it.off
 		e, size, kref, live, err := it.s.decode(off)
 		if err != nil {
-			it.err = fmt.Errorf("fresh: sealed segment entries: %w", err)
+			it.err = fmt.Errorf("sealed segment entries: %w", err)
 			it.off = uint32(len(it.data))
 			return false
 		}
@@ -238,11 +238,11 @@ func (t *Table) Sealed() []*SealedSegment {
 // gap between tiers: any other s (a newer one, one already dropped, or
 // another Table's) returns an error wrapping ErrNotOldestSealed and
 // changes nothing. Sequence numbers continue after drops. Owner goroutine
-// only. Errors: ErrNotOldestSealed, ErrClosed, or a wrapped error from
+// only. Errors: ErrNotOldestSealed, base.ErrClosed, or a wrapped error from
 // releasing the index (the segment is dropped all the same).
 func (t *Table) DropSealed(s *SealedSegment) error {
 	if t.closed {
-		return ErrClosed
+		return base.ErrClosed
 	}
 	if s == nil || len(t.segs) == 0 || t.segs[0].handle != s || !t.segs[0].sealed {
 		for i, g := range t.segs {
@@ -262,7 +262,7 @@ func (t *Table) DropSealed(s *SealedSegment) error {
 	err := g.iReg.Release()
 	g.data, g.idx, g.region, g.iReg = nil, nil, nil, nil
 	if err != nil {
-		return fmt.Errorf("fresh: release index of dropped segment: %w", err)
+		return fmt.Errorf("release index of dropped segment: %w", err)
 	}
 	return nil
 }

@@ -235,7 +235,7 @@ func TestDropSealed(t *testing.T) {
 	}
 	must(t, tb.Verify())
 	must(t, tb.Close())
-	if err := tb.DropSealed(nil); !errors.Is(err, ErrClosed) {
+	if err := tb.DropSealed(nil); !errors.Is(err, base.ErrClosed) {
 		t.Fatalf("drop after Close: %v", err)
 	}
 }

@@ -3,6 +3,8 @@ package fresh
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/strata-db/strata/internal/base"
 )
 
 // Verify checks the invariants of every segment (see doc.go): the segment
@@ -10,7 +12,8 @@ import (
 // every index slot points at the start of a live record of a key-level
 // kind or a map entry, that the slot count and garbage figures match, and
 // that each map header's chain holds only entries of that header. Errors
-// wrap ErrCorruption. O(data); for tests and debugging.
+// wrap base.ErrCorruption (a *base.CorruptionError; no file: segments live
+// in memory). O(data); for tests and debugging.
 func (t *Table) Verify() error {
 	for si, s := range t.segs {
 		data := s.data[:s.used]
@@ -33,8 +36,7 @@ func (t *Table) Verify() error {
 			off += r.Size
 		}
 		if n != s.records || dead != s.deadRecords || deadBytes != s.deadBytes {
-			return fmt.Errorf("%w: segment %d: %d records (%d dead, %d bytes), stats say %d (%d, %d)",
-				ErrCorruption, si, n, dead, deadBytes, s.records, s.deadRecords, s.deadBytes)
+			return base.Corrupt("", -1, nil, "segment %d: %d records (%d dead, %d bytes), stats say %d (%d, %d)", si, n, dead, deadBytes, s.records, s.deadRecords, s.deadBytes)
 		}
 		var full uint32
 		for g := 0; g < len(s.idx); g += groupBytes {
@@ -46,22 +48,22 @@ func (t *Table) Verify() error {
 				off := binary.LittleEndian.Uint32(s.idx[g+grpOffs+4*j:])
 				r, ok := starts[off]
 				if !ok {
-					return fmt.Errorf("%w: segment %d: index slot points at %d, not a record", ErrCorruption, si, off)
+					return base.Corrupt("", -1, nil, "segment %d: index slot points at %d, not a record", si, off)
 				}
 				if r.Flags&FlagDead != 0 && (r.Kind != KindMapEntry || starts[r.Header].Flags&FlagDead == 0) {
 					// Only entries of a dead (cleared) map header stay indexed
 					// after they die: no lookup reaches them any more.
-					return fmt.Errorf("%w: segment %d: index slot points at dead record %d", ErrCorruption, si, off)
+					return base.Corrupt("", -1, nil, "segment %d: index slot points at dead record %d", si, off)
 				}
 				if r.Kind == KindMapEntry {
 					if h, ok := starts[r.Header]; !ok || h.Kind != KindMapHeader {
-						return fmt.Errorf("%w: segment %d: entry %d has no map header at %d", ErrCorruption, si, off, r.Header)
+						return base.Corrupt("", -1, nil, "segment %d: entry %d has no map header at %d", si, off, r.Header)
 					}
 				}
 			}
 		}
 		if full != s.count {
-			return fmt.Errorf("%w: segment %d: %d full slots, count %d", ErrCorruption, si, full, s.count)
+			return base.Corrupt("", -1, nil, "segment %d: %d full slots, count %d", si, full, s.count)
 		}
 		for off, r := range starts {
 			if r.Kind != KindMapHeader {
@@ -70,7 +72,7 @@ func (t *Table) Verify() error {
 			for e := r.Link; e != 0; {
 				er, ok := starts[e]
 				if !ok || er.Kind != KindMapEntry || er.Header != off {
-					return fmt.Errorf("%w: segment %d: map header %d chains to %d, not its entry", ErrCorruption, si, off, e)
+					return base.Corrupt("", -1, nil, "segment %d: map header %d chains to %d, not its entry", si, off, e)
 				}
 				e = er.Link
 			}

@@ -206,7 +206,7 @@ func (j *CompactionJob) run(ctx context.Context) error {
 		if n++; n&1023 == 0 {
 			if err := ctx.Err(); err != nil {
 				out.abandon()
-				return fmt.Errorf("lsm: compaction %v: %w", j, err)
+				return fmt.Errorf("compaction %v: %w", j, err)
 			}
 		}
 		j.stats.EntriesIn++
@@ -217,7 +217,7 @@ func (j *CompactionJob) run(ctx context.Context) error {
 	}
 	if err := m.err(); err != nil {
 		out.abandon()
-		return tableError(err)
+		return err
 	}
 	if err := r.flush(); err != nil {
 		out.abandon()
@@ -257,7 +257,7 @@ func (j *CompactionJob) run(ctx context.Context) error {
 //
 // Errors: the job's Run error; ErrJobNotRun for a job that never ran;
 // an error if Run is still running; manifest I/O errors (then the outputs are
-// discarded and the inputs stay current); ErrClosed.
+// discarded and the inputs stay current); base.ErrClosed.
 func (d *DB) InstallCompaction(j *CompactionJob) error {
 	if j.d != d {
 		return errors.New("lsm: InstallCompaction of another DB's job")
@@ -283,7 +283,7 @@ func (d *DB) InstallCompaction(j *CompactionJob) error {
 		for _, t := range j.outputs {
 			d.releaseTable(t, false) // the next Open removes them
 		}
-		return ErrClosed
+		return base.ErrClosed
 	}
 	e := &edit{}
 	for i, files := range j.inputs {

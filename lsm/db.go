@@ -70,7 +70,7 @@ type counters struct {
 // invariant 12). Recovery (doc.go, "Recovery"): read CURRENT, replay the
 // manifest it names (a torn record after everything CURRENT vouches for is
 // ignored; any other damage, and a manifest missing the synced records or
-// the persist point CURRENT names, is a *CorruptionError naming the file
+// the persist point CURRENT names, is a *base.CorruptionError naming the file
 // and offset) and take the version as of its last persist point — edits
 // after it are ignored, and a manifest without one gives an empty DB —
 // check that every table of that version exists with its recorded size and
@@ -81,8 +81,8 @@ type counters struct {
 //
 // Errors: ErrInvalidOptions (wrapped, naming the field); ErrLocked (also
 // syscall.EWOULDBLOCK) when another open DB, in this process or another,
-// holds the directory; ErrCorruption (*CorruptionError) for damaged or
-// missing files; I/O errors wrapped with the file name (ErrNoSpace for
+// holds the directory; base.ErrCorruption (*base.CorruptionError) for damaged or
+// missing files; I/O errors wrapped with the file name (base.ErrNoSpace for
 // ENOSPC).
 func Open(opts Options) (*DB, error) {
 	if err := opts.Validate(); err != nil {
@@ -115,7 +115,7 @@ func (d *DB) lockDir() error {
 	name := filepath.Join(d.dir, lockName)
 	l, err := d.fs.Lock(name)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
-		return fmt.Errorf("lsm: open %s: %w: %w", d.dir, ErrLocked, err)
+		return fmt.Errorf("lock %s: %w: %w", d.dir, ErrLocked, err)
 	}
 	if err != nil {
 		return ioError("lock", name, err)
@@ -149,7 +149,7 @@ func (d *DB) open() error {
 		// during creation: refuse rather than delete them.
 		for _, n := range names {
 			if kind, _ := parseFileName(n); kind == kindTable {
-				return corruptf(cur, 0, err, "CURRENT is missing but %s holds table %s", d.dir, n)
+				return base.Corrupt(d.errName(cur), -1, err, "CURRENT is missing but %s holds table %s", d.dir, n)
 			}
 		}
 		// Its directory entry must be durable before CURRENT is.
@@ -179,7 +179,7 @@ func (d *DB) open() error {
 // recover replays the manifest named by CURRENT's bytes cb into d.current and
 // opens its tables.
 func (d *DB) recover(cur string, cb []byte) error {
-	c, err := decodeCurrent(cur, cb)
+	c, err := decodeCurrent(d.errName(cur), cb)
 	if err != nil {
 		return err
 	}
@@ -187,7 +187,7 @@ func (d *DB) recover(cur string, cb []byte) error {
 	name := manifestName(d.dir, num)
 	mb, err := readFile(d.fs, name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return corruptf(cur, fileHeaderSize, err, "CURRENT names %s, which is missing", filepath.Base(name))
+		return base.Corrupt(d.errName(cur), fileHeaderSize, err, "CURRENT names %s, which is missing", filepath.Base(name))
 	}
 	if err != nil {
 		return ioError("read", name, err)
@@ -199,7 +199,7 @@ func (d *DB) recover(cur string, cb []byte) error {
 	var ppOff int64
 	pointFound := c.PersistEnd == 0
 	syncedFound := c.Synced == fileHeaderSize
-	validEnd, _, err := decodeManifest(name, mb, func(r recordPos, e *edit) error {
+	validEnd, _, err := decodeManifest(d.errName(name), mb, func(r recordPos, e *edit) error {
 		off := r.Off
 		if r.End == c.Synced {
 			syncedFound = true
@@ -212,9 +212,9 @@ func (d *DB) recover(cur string, cb []byte) error {
 		}
 		if err := b.apply(e, nil); err != nil {
 			if errors.Is(err, ErrInvalidOptions) {
-				return fmt.Errorf("lsm: %s at offset %d: %w", name, off, err)
+				return fmt.Errorf("%s at offset %d: %w", d.errName(name), off, err)
 			}
-			return corruptf(name, off, nil, "%v", err)
+			return base.Corrupt(d.errName(name), off, nil, "%v", err)
 		}
 		if e.Persist != nil {
 			pv, pp, ppOff = b.snapshot(), *e.Persist, off
@@ -229,19 +229,19 @@ func (d *DB) recover(cur string, cb []byte) error {
 	// (truncation, lost sectors), never a crash. Refuse rather than recover
 	// an older persist point or an empty DB — and delete nothing.
 	if !pointFound {
-		return corruptf(name, c.PersistEnd, nil,
+		return base.Corrupt(d.errName(name), c.PersistEnd, nil,
 			"the persist point CURRENT names (the record ending at offset %d, lastSeq %d) is missing: the manifest's valid records end at offset %d of %d bytes",
 			c.PersistEnd, c.PersistSeq, validEnd, len(mb))
 	}
 	if !syncedFound || validEnd < c.Synced {
-		return corruptf(name, min(validEnd, c.Synced), nil,
+		return base.Corrupt(d.errName(name), min(validEnd, c.Synced), nil,
 			"CURRENT says the first %d bytes were synced, but the manifest's valid records end at offset %d of %d bytes",
 			c.Synced, validEnd, len(mb))
 	}
 	// The whole manifest must describe valid versions, though only the
 	// persisted one is used: damage after the persist point is damage too.
 	if msg := b.version().checkLevels(); msg != "" {
-		return corruptf(name, 0, nil, "recovered version breaks the level invariants: %s", msg)
+		return base.Corrupt(d.errName(name), 0, nil, "recovered version breaks the level invariants: %s", msg)
 	}
 	// Edits after the last persist point are ignored: their files are
 	// obsolete (deleted by Open). Without a persist point the DB is empty.
@@ -253,7 +253,7 @@ func (d *DB) recover(cur string, cb []byte) error {
 		d.pp = pp
 	}
 	if msg := v.checkLevels(); msg != "" {
-		return corruptf(name, ppOff, nil, "persisted version breaks the level invariants: %s", msg)
+		return base.Corrupt(d.errName(name), ppOff, nil, "persisted version breaks the level invariants: %s", msg)
 	}
 	lastSeq := pp.LastSeq
 	d.current = v
@@ -289,7 +289,7 @@ func (d *DB) openTable(t *tableFile, manifest string) error {
 	t.name = tableName(d.dir, t.meta.Num)
 	f, err := d.fs.Open(t.name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return corruptf(t.name, 0, err, "table file named by %s is missing", filepath.Base(manifest))
+		return base.Corrupt(d.errName(t.name), -1, err, "table file named by %s is missing", filepath.Base(manifest))
 	}
 	if err != nil {
 		return ioError("open", t.name, err)
@@ -301,30 +301,30 @@ func (d *DB) openTable(t *tableFile, manifest string) error {
 	}
 	if st.Size() != t.meta.Size {
 		f.Close()
-		return corruptf(t.name, min(st.Size(), t.meta.Size), nil, "table file is %d bytes, %s records %d",
+		var cause error // a longer file is damage too, but not a truncation
+		if st.Size() < t.meta.Size {
+			cause = base.ErrTruncated
+		}
+		return base.Corrupt(d.errName(t.name), min(st.Size(), t.meta.Size), cause, "table file is %d bytes, %s records %d",
 			st.Size(), filepath.Base(manifest), t.meta.Size)
 	}
 	t.cacheID = cacheIDs.Add(1)
-	r, err := sstable.Open(f, t.name, t.meta.Size, d.opts.Cache, t.cacheID)
+	r, err := sstable.Open(f, d.errName(t.name), t.meta.Size, d.opts.Cache, t.cacheID)
 	if err != nil {
 		f.Close()
-		return tableError(err)
+		return err
 	}
 	t.f, t.r = nil, r // the Reader owns f now
 	return nil
 }
 
-// tableError gives corruption errors from package sstable the identity of
-// ErrCorruption here too (the sstable error stays in the chain).
-func tableError(err error) error {
-	if err == nil {
-		return nil
+// errName is how errors name the file at path in d.dir: Options.Name/base
+// when Name is set (the Store's relative path), else path as given.
+func (d *DB) errName(path string) string {
+	if d.opts.Name == "" {
+		return path
 	}
-	var ce *sstable.CorruptionError
-	if errors.As(err, &ce) {
-		return &CorruptionError{File: ce.File, Offset: ce.Offset, Reason: "table", Err: err}
-	}
-	return err
+	return filepath.Join(d.opts.Name, filepath.Base(path))
 }
 
 // removeObsolete deletes the tables, manifests and temporary files in names
@@ -512,7 +512,7 @@ func (d *DB) rotate(e *edit, pp *persistPoint) error {
 		payload := recs[i].encode(nil)
 		buf = appendRecord(buf, payload)
 		if p := recs[i].Persist; p != nil {
-			c.PersistEnd, c.PersistSeq, c.PersistCRC = int64(len(buf)), p.LastSeq, crc32.Checksum(payload, crcTable)
+			c.PersistEnd, c.PersistSeq, c.PersistCRC = int64(len(buf)), p.LastSeq, crc32.Checksum(payload, base.CRC32C)
 		}
 	}
 	if e != nil {
@@ -593,10 +593,10 @@ func (d *DB) replaceCurrent(c current) error {
 // persist point whose Persist failed (never anything else). WriteL0 and CompactionJob.Run must not be running
 // (the root closes the scheduler first); pending files and jobs not installed
 // are left on disk for the next Open to delete. Close releases the
-// directory's LOCK whatever else fails. A second Close returns ErrClosed.
+// directory's LOCK whatever else fails. A second Close returns base.ErrClosed.
 func (d *DB) Close() error {
 	if d.closed {
-		return ErrClosed
+		return base.ErrClosed
 	}
 	err := d.Sync()
 	d.closed = true
@@ -613,10 +613,10 @@ func (d *DB) Close() error {
 // version, its persist point, the edits since) and points CURRENT at it.
 // Otherwise it does nothing. It does not make a persist point: that is
 // Persist. Owner only. Errors: I/O
-// errors (ErrNoSpace), ErrClosed.
+// errors (base.ErrNoSpace), base.ErrClosed.
 func (d *DB) Sync() error {
 	if d.closed {
-		return ErrClosed
+		return base.ErrClosed
 	}
 	if !d.broken && d.manifest != nil {
 		return nil
@@ -646,11 +646,11 @@ func (d *DB) Sync() error {
 // have become durable, so the DB writes a new manifest before its next
 // edit), and a later Persist may succeed. Owner only.
 //
-// Errors: ErrClosed; ErrMetaTooLarge (wrapped, with the size); I/O errors
-// wrapped with the file name (ErrNoSpace for ENOSPC).
+// Errors: base.ErrClosed; ErrMetaTooLarge (wrapped, with the size); I/O errors
+// wrapped with the file name (base.ErrNoSpace for ENOSPC).
 func (d *DB) Persist(lastSeq uint64, meta []byte) error {
 	if d.closed {
-		return ErrClosed
+		return base.ErrClosed
 	}
 	if len(meta) > MaxPersistMeta {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrMetaTooLarge, len(meta), MaxPersistMeta)
@@ -682,7 +682,7 @@ func (d *DB) Persist(lastSeq uint64, meta []byte) error {
 		// CURRENT names the new persist point, so that recovery can tell
 		// a manifest that lost it (damage) from one torn after it (a crash).
 		c := current{Manifest: d.manifestNum, Synced: d.manifestLen, PersistEnd: d.manifestLen,
-			PersistSeq: pp.LastSeq, PersistCRC: crc32.Checksum(payload, crcTable)}
+			PersistSeq: pp.LastSeq, PersistCRC: crc32.Checksum(payload, base.CRC32C)}
 		if err := d.replaceCurrent(c); err != nil {
 			d.broken = true
 			d.m.manifestErrors++
@@ -755,11 +755,11 @@ func (d *DB) LastSeq() uint64 { return d.lastSeq }
 // map's clear is the KindTombstone of (key, nil), which the caller looks up
 // too (or uses MapRange). Owner only; allocates nothing.
 //
-// Errors: ErrClosed; ErrCorruption (*CorruptionError wrapping the sstable
-// error) for a damaged block; I/O errors from the table file.
+// Errors: base.ErrClosed; base.ErrCorruption (the sstable's
+// *base.CorruptionError) for a damaged block; I/O errors from the table file.
 func (d *DB) Get(order uint64, key, userKey []byte, visit func(*base.Entry) bool) error {
 	if d.closed {
-		return ErrClosed
+		return base.ErrClosed
 	}
 	v := d.current
 	cont := true
@@ -772,7 +772,7 @@ func (d *DB) Get(order uint64, key, userKey []byte, visit func(*base.Entry) bool
 			continue
 		}
 		if err := t.r.Get(order, key, userKey, fn); err != nil {
-			return tableError(err)
+			return err
 		}
 		if !cont {
 			return nil
@@ -784,7 +784,7 @@ func (d *DB) Get(order uint64, key, userKey []byte, visit func(*base.Entry) bool
 			continue
 		}
 		if err := t.r.Get(order, key, userKey, fn); err != nil {
-			return tableError(err)
+			return err
 		}
 		if !cont {
 			return nil

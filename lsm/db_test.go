@@ -127,10 +127,10 @@ func TestWriteL0Errors(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Close(); !errors.Is(err, ErrClosed) {
+	if err := d.Close(); !errors.Is(err, base.ErrClosed) {
 		t.Fatalf("second Close: %v", err)
 	}
-	if err := d.Get(1, nil, nil, func(*base.Entry) bool { return true }); !errors.Is(err, ErrClosed) {
+	if err := d.Get(1, nil, nil, func(*base.Entry) bool { return true }); !errors.Is(err, base.ErrClosed) {
 		t.Fatalf("Get after Close: %v", err)
 	}
 }
@@ -367,7 +367,7 @@ func TestCurrentMissing(t *testing.T) {
 	fs, _, _, name, _ := manifestDB(t, 2)
 	fs2 := fs.CrashClone()
 	fs.Remove("/db/CURRENT")
-	if _, err := Open(smallOptions(fs)); !errors.Is(err, ErrCorruption) {
+	if _, err := Open(smallOptions(fs)); !errors.Is(err, base.ErrCorruption) {
 		t.Fatalf("tables without CURRENT: %v", err)
 	}
 	names, _ := fs.List("/db")

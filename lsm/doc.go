@@ -77,7 +77,7 @@
 //
 // Version 1 (28 bytes: the header, the manifest number, crc) named only the
 // manifest; nothing written with it shipped, and this code refuses it
-// (ErrVersion). The manifest format stays version 1.
+// (base.ErrFormatVersion). The manifest format stays version 1.
 //
 // CURRENT is replaced, never rewritten: write CURRENT.tmp, Sync, Rename over
 // CURRENT, Sync the directory — by every manifest rewrite and by every
@@ -158,7 +158,7 @@
 //	lencrc right, payload runs past the end        → torn payload, stop
 //	crc wrong and the record ends exactly at EOF   → torn payload, stop
 //	anything else (lencrc wrong with data after,
-//	  crc wrong with data after, a bad edit)        → *CorruptionError{file, offset}
+//	  crc wrong with data after, a bad edit)        → *base.CorruptionError{file, offset}
 //
 // The length's own checksum is what lets a bit flip in a middle record's
 // length be reported instead of being mistaken for a torn tail.
@@ -170,7 +170,7 @@
 // and which record is the last persist point. Damage is a torn tail only
 // beyond both; a manifest whose valid records stop before CURRENT's synced
 // length, or that lacks the persist-point record CURRENT names (same end
-// offset, lastSeq and payload CRC), is a *CorruptionError naming the
+// offset, lastSeq and payload CRC), is a *base.CorruptionError naming the
 // manifest and that record's end offset — never a silent rollback to an
 // older persist point or to an empty DB. (A flipped bit in the last
 // record's payload is still taken for a torn write when that record lies
@@ -373,10 +373,14 @@
 //
 // # Errors
 //
-// ErrCorruption (every *CorruptionError, also around sstable corruption
-// errors, naming the file and offset), ErrLocked (the directory is open
-// elsewhere; also syscall.EWOULDBLOCK), ErrBadMagic, ErrVersion and
-// ErrChecksumType for manifest and CURRENT headers (each also ErrCorruption),
-// ErrNoSpace (with syscall.ENOSPC) for a full disk, ErrClosed,
+// Damage is a *base.CorruptionError (base.ErrCorruption) naming the file as
+// Options.Name/<file> and the byte offset, built where it is found — the
+// sstable's errors for tables pass through unchanged — with its cause when a
+// check names one: base.ErrBadMagic, base.ErrFormatVersion,
+// base.ErrChecksumType, base.ErrChecksum, base.ErrTruncated (a header or
+// CURRENT cut short, a table shorter than the manifest records),
+// fs.ErrNotExist (a file CURRENT or the manifest names is missing). Then
+// ErrLocked (the directory is open elsewhere; also syscall.EWOULDBLOCK),
+// base.ErrNoSpace (with syscall.ENOSPC) for a full disk, base.ErrClosed,
 // ErrInvalidOptions, ErrJobNotRun, ErrMetaTooLarge.
 package lsm

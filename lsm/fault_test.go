@@ -18,7 +18,7 @@ var faultOps = vfs.Ops(vfs.OpCreate, vfs.OpWrite, vfs.OpSync, vfs.OpRename)
 // TestNoSpace makes the k-th write operation after Open fail with ENOSPC
 // (and every later one: the disk stays full), for every k across a workload
 // of flushes and compactions, with and without short writes. Every failure
-// must be ErrNoSpace (and syscall.ENOSPC), leave no partial file, and keep
+// must be base.ErrNoSpace (and syscall.ENOSPC), leave no partial file, and keep
 // every installed batch readable; once space is back the pending install is
 // retried, later writes succeed, and a reopen sees exactly the installed
 // batches.
@@ -84,8 +84,8 @@ func noSpaceWorkload(d *DB, seed uint64, f *noSpace, loopEnd func()) error {
 		if f == nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		if !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
-			return fmt.Errorf("%s: %v is not ErrNoSpace", what, err)
+		if !errors.Is(err, base.ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
+			return fmt.Errorf("%s: %v is not base.ErrNoSpace", what, err)
 		}
 		f.failures++
 		if err := diffAll(d, m, g.keys); err != nil {

@@ -37,12 +37,12 @@ func (p *PendingFile) Meta() FileMeta {
 // version. On error the partial file is removed.
 //
 // Errors: the iterator's Err; sstable errors from Add; I/O errors wrapped with
-// the file name (ErrNoSpace for ENOSPC).
+// the file name (base.ErrNoSpace for ENOSPC).
 func (d *DB) WriteL0(it base.Iterator) (*PendingFile, error) {
 	p := &PendingFile{}
 	if !it.Next() {
 		if err := it.Err(); err != nil {
-			return nil, fmt.Errorf("lsm: flush input: %w", err)
+			return nil, fmt.Errorf("flush input: %w", err)
 		}
 		return p, nil
 	}
@@ -57,7 +57,7 @@ func (d *DB) WriteL0(it base.Iterator) (*PendingFile, error) {
 	}
 	if err := it.Err(); err != nil {
 		ow.abandon()
-		return nil, fmt.Errorf("lsm: flush input: %w", err)
+		return nil, fmt.Errorf("flush input: %w", err)
 	}
 	t, err := ow.finish()
 	if err != nil {
@@ -111,7 +111,7 @@ func (o *output) add(e *base.Entry) error {
 
 func (o *output) wrap(what string, err error) error {
 	if errors.Is(err, sstable.ErrOutOfOrder) || errors.Is(err, sstable.ErrFinished) {
-		return fmt.Errorf("lsm: %s %s: %w", what, o.t.name, err)
+		return fmt.Errorf("%s %s: %w", what, o.t.name, err)
 	}
 	return ioError(what, o.t.name, err)
 }
@@ -163,12 +163,12 @@ func (o *output) abandon() {
 // those of every file installed before — the SliceTable evicts each bucket's
 // oldest slices first.
 //
-// On error (I/O, ErrNoSpace) nothing is visible and p stays pending: call
-// InstallL0 again or Discard. Errors: ErrClosed; an error if p was already
+// On error (I/O, base.ErrNoSpace) nothing is visible and p stays pending: call
+// InstallL0 again or Discard. Errors: base.ErrClosed; an error if p was already
 // installed or discarded.
 func (d *DB) InstallL0(p *PendingFile, lastSeq uint64) error {
 	if d.closed {
-		return ErrClosed
+		return base.ErrClosed
 	}
 	if p.done {
 		return errors.New("lsm: InstallL0 of a file already installed or discarded")

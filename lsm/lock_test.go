@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -65,7 +66,7 @@ func TestOpenLocked(t *testing.T) {
 			b, _ := readFile(fs, cur)
 			b[20] ^= 1
 			writeFile(t, fs, cur, b)
-			if _, err := Open(opts); !errors.Is(err, ErrCorruption) {
+			if _, err := Open(opts); !errors.Is(err, base.ErrCorruption) {
 				t.Fatalf("damaged CURRENT: %v", err)
 			}
 			l, err := fs.Lock(filepath.Join(dir, lockName))

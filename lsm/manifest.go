@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -48,8 +49,6 @@ const MaxPersistMeta = 16 << 20
 // MaxLevels bounds Options.NumLevels and the level numbers a manifest may
 // hold. Part of the manifest format; do not change.
 const MaxLevels = 16
-
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // FileMeta is what the manifest records about a table file: its number,
 // size and the ranges the DB needs to place it without opening it.
@@ -282,8 +281,8 @@ func decodeEdit(p []byte) (edit, error) {
 func appendRecord(dst, payload []byte) []byte {
 	var h [recordHeaderSize]byte
 	binary.LittleEndian.PutUint32(h[0:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(h[4:], crc32.Checksum(h[0:4], crcTable))
-	binary.LittleEndian.PutUint32(h[8:], crc32.Checksum(payload, crcTable))
+	binary.LittleEndian.PutUint32(h[4:], crc32.Checksum(h[0:4], base.CRC32C))
+	binary.LittleEndian.PutUint32(h[8:], crc32.Checksum(payload, base.CRC32C))
 	dst = append(dst, h[:]...)
 	return append(dst, payload...)
 }
@@ -295,7 +294,7 @@ func appendFileHeader(dst []byte, magic string) []byte {
 	dst = append(dst, magic...)
 	dst = binary.LittleEndian.AppendUint16(dst, headerVersion(magic))
 	dst = append(dst, checksumCRC32C, 0)
-	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], crcTable))
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], base.CRC32C))
 }
 
 // headerVersion is the format version this code writes and reads for the
@@ -312,19 +311,22 @@ func headerVersion(magic string) uint16 {
 func checkFileHeader(name string, b []byte, magic string) error {
 	formatVersion := headerVersion(magic)
 	if len(b) < fileHeaderSize {
-		return corruptf(name, 0, nil, "file of %d bytes is shorter than its %d-byte header", len(b), fileHeaderSize)
+		return base.Corrupt(name, 0, base.ErrTruncated, "file of %d bytes is shorter than its %d-byte header", len(b), fileHeaderSize)
 	}
 	if string(b[:8]) != magic {
-		return corruptf(name, 0, ErrBadMagic, "magic %q, want %q", b[:8], magic)
+		return base.Corrupt(name, 0, base.ErrBadMagic, "magic %q, want %q", b[:8], magic)
 	}
 	if v := binary.LittleEndian.Uint16(b[8:]); v != formatVersion {
-		return corruptf(name, 8, ErrVersion, "format version %d, this code reads %d", v, formatVersion)
+		return base.Corrupt(name, 8, base.ErrFormatVersion, "format version %d, this code reads %d", v, formatVersion)
 	}
 	if c := b[10]; c != checksumCRC32C {
-		return corruptf(name, 10, ErrChecksumType, "checksum type %d, want %d (CRC32C)", c, checksumCRC32C)
+		return base.Corrupt(name, 10, base.ErrChecksumType, "checksum type %d, want %d (CRC32C)", c, checksumCRC32C)
 	}
-	if got, want := binary.LittleEndian.Uint32(b[12:]), crc32.Checksum(b[:12], crcTable); got != want || b[11] != 0 {
-		return corruptf(name, 0, nil, "header checksum %#08x, computed %#08x", got, want)
+	if got, want := binary.LittleEndian.Uint32(b[12:]), crc32.Checksum(b[:12], base.CRC32C); got != want {
+		return base.Corrupt(name, 0, base.ErrChecksum, "header crc32c %#08x, computed %#08x", got, want)
+	}
+	if b[11] != 0 {
+		return base.Corrupt(name, 0, nil, "reserved header byte %#x is not zero", b[11])
 	}
 	return nil
 }
@@ -341,7 +343,7 @@ type recordPos struct {
 // apply for each in order with the record's position. A damaged record is
 // tolerated only as a torn tail, that is when no complete record can follow
 // it (doc.go, "Torn tails"); then decodeManifest returns the offset where the
-// valid prefix ends and torn = true. Any other damage is a *CorruptionError
+// valid prefix ends and torn = true. Any other damage is a *base.CorruptionError
 // naming name and the record's offset. An error from apply is returned as is.
 func decodeManifest(name string, b []byte, apply func(r recordPos, e *edit) error) (validEnd int64, torn bool, err error) {
 	if err := checkFileHeader(name, b, manifestMagic); err != nil {
@@ -355,30 +357,30 @@ func decodeManifest(name string, b []byte, apply func(r recordPos, e *edit) erro
 			return off, true, nil // header torn
 		}
 		n := binary.LittleEndian.Uint32(rest[0:])
-		if crc32.Checksum(rest[0:4], crcTable) != binary.LittleEndian.Uint32(rest[4:]) {
+		if crc32.Checksum(rest[0:4], base.CRC32C) != binary.LittleEndian.Uint32(rest[4:]) {
 			if allZero(rest) {
 				return off, true, nil // a zero-filled tail (preallocated or unwritten sectors)
 			}
-			return off, false, corruptf(name, off, nil, "record length checksum mismatch")
+			return off, false, base.Corrupt(name, off, base.ErrChecksum, "record length")
 		}
 		if n > maxRecordSize {
-			return off, false, corruptf(name, off, nil, "record length %d exceeds %d", n, maxRecordSize)
+			return off, false, base.Corrupt(name, off, nil, "record length %d exceeds %d", n, maxRecordSize)
 		}
 		end := off + recordHeaderSize + int64(n)
 		if end > size {
 			return off, true, nil // payload torn
 		}
 		payload := rest[recordHeaderSize : recordHeaderSize+int64(n)]
-		crc := crc32.Checksum(payload, crcTable)
+		crc := crc32.Checksum(payload, base.CRC32C)
 		if crc != binary.LittleEndian.Uint32(rest[8:]) {
 			if end == size {
 				return off, true, nil // the last record, partly written
 			}
-			return off, false, corruptf(name, off, nil, "record checksum mismatch (%d-byte payload)", n)
+			return off, false, base.Corrupt(name, off, base.ErrChecksum, "record of %d bytes", n)
 		}
 		e, derr := decodeEdit(payload)
 		if derr != nil {
-			return off, false, corruptf(name, off, nil, "bad edit: %v", derr)
+			return off, false, base.Corrupt(name, off, nil, "bad edit: %v", derr)
 		}
 		if err := apply(recordPos{Off: off, End: end, CRC: crc}, &e); err != nil {
 			return off, false, err
@@ -426,7 +428,7 @@ func encodeCurrent(c current) []byte {
 	b = binary.LittleEndian.AppendUint64(b, uint64(c.PersistEnd))
 	b = binary.LittleEndian.AppendUint64(b, c.PersistSeq)
 	b = binary.LittleEndian.AppendUint32(b, c.PersistCRC)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, base.CRC32C))
 }
 
 // decodeCurrent checks a CURRENT file's bytes (header, size, CRC, then the
@@ -437,11 +439,15 @@ func decodeCurrent(name string, b []byte) (current, error) {
 		return c, err
 	}
 	if len(b) != currentSize {
-		return c, corruptf(name, fileHeaderSize, nil, "CURRENT is %d bytes, want %d", len(b), currentSize)
+		var cause error // a longer file is damage too, but not a truncation
+		if len(b) < currentSize {
+			cause = base.ErrTruncated
+		}
+		return c, base.Corrupt(name, fileHeaderSize, cause, "CURRENT is %d bytes, want %d", len(b), currentSize)
 	}
 	body := b[:currentSize-4]
-	if got, want := binary.LittleEndian.Uint32(b[currentSize-4:]), crc32.Checksum(body, crcTable); got != want {
-		return c, corruptf(name, fileHeaderSize, nil, "checksum %#08x, computed %#08x", got, want)
+	if got, want := binary.LittleEndian.Uint32(b[currentSize-4:]), crc32.Checksum(body, base.CRC32C); got != want {
+		return c, base.Corrupt(name, fileHeaderSize, base.ErrChecksum, "CURRENT %#08x, computed %#08x", got, want)
 	}
 	le := binary.LittleEndian
 	c.Manifest = le.Uint64(b[16:])
@@ -449,13 +455,13 @@ func decodeCurrent(name string, b []byte) (current, error) {
 	c.PersistSeq, c.PersistCRC = le.Uint64(b[40:]), le.Uint32(b[48:])
 	switch {
 	case c.Manifest == 0:
-		return c, corruptf(name, 16, nil, "manifest number 0")
+		return c, base.Corrupt(name, 16, nil, "manifest number 0")
 	case synced < fileHeaderSize || synced > 1<<62:
-		return c, corruptf(name, 24, nil, "synced manifest length %d out of range", synced)
+		return c, base.Corrupt(name, 24, nil, "synced manifest length %d out of range", synced)
 	case pend != 0 && (pend < fileHeaderSize+recordHeaderSize || pend > synced):
-		return c, corruptf(name, 32, nil, "persist point end %d outside the synced %d bytes", pend, synced)
+		return c, base.Corrupt(name, 32, nil, "persist point end %d outside the synced %d bytes", pend, synced)
 	case pend == 0 && (c.PersistSeq != 0 || c.PersistCRC != 0):
-		return c, corruptf(name, 40, nil, "no persist point but a persist sequence or CRC")
+		return c, base.Corrupt(name, 40, nil, "no persist point but a persist sequence or CRC")
 	}
 	c.Synced, c.PersistEnd = int64(synced), int64(pend)
 	return c, nil

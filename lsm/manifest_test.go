@@ -15,7 +15,6 @@ import (
 
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
-	"github.com/strata-db/strata/lsm/sstable"
 )
 
 func sampleMeta(num uint64) FileMeta {
@@ -104,14 +103,14 @@ func TestCurrentFile(t *testing.T) {
 		c := bytes.Clone(b)
 		c[i/8] ^= 1 << (i % 8)
 		_, err := decodeCurrent("CURRENT", c)
-		var ce *CorruptionError
+		var ce *base.CorruptionError
 		if !errors.As(err, &ce) || ce.File != "CURRENT" {
 			t.Fatalf("bit %d flipped: %v", i, err)
 		}
 	}
 	for _, n := range []int{0, 5, 16, 27, 28, 55, 57} {
 		c := append(bytes.Clone(b), 0)[:n]
-		if _, err := decodeCurrent("CURRENT", c); !errors.Is(err, ErrCorruption) {
+		if _, err := decodeCurrent("CURRENT", c); !errors.Is(err, base.ErrCorruption) {
 			t.Fatalf("%d bytes: %v", n, err)
 		}
 	}
@@ -119,8 +118,8 @@ func TestCurrentFile(t *testing.T) {
 	// refused as another format version.
 	v1 := bytes.Clone(b[:28])
 	binary.LittleEndian.PutUint16(v1[8:], 1)
-	binary.LittleEndian.PutUint32(v1[12:], crc32.Checksum(v1[:12], crcTable))
-	if _, err := decodeCurrent("CURRENT", v1); !errors.Is(err, ErrVersion) {
+	binary.LittleEndian.PutUint32(v1[12:], crc32.Checksum(v1[:12], base.CRC32C))
+	if _, err := decodeCurrent("CURRENT", v1); !errors.Is(err, base.ErrFormatVersion) {
 		t.Fatalf("version 1: %v", err)
 	}
 	for _, c := range []current{
@@ -132,7 +131,7 @@ func TestCurrentFile(t *testing.T) {
 		{Manifest: 1, Synced: 100, PersistCRC: 1},
 		{Manifest: 1, Synced: -1},
 	} {
-		if _, err := decodeCurrent("CURRENT", encodeCurrent(c)); !errors.Is(err, ErrCorruption) {
+		if _, err := decodeCurrent("CURRENT", encodeCurrent(c)); !errors.Is(err, base.ErrCorruption) {
 			t.Fatalf("%+v accepted", c)
 		}
 	}
@@ -147,7 +146,7 @@ func FuzzCurrent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := decodeCurrent("CURRENT", b)
 		if err != nil {
-			var ce *CorruptionError
+			var ce *base.CorruptionError
 			if !errors.As(err, &ce) || ce.File != "CURRENT" {
 				t.Fatalf("error %v", err)
 			}
@@ -171,17 +170,17 @@ func TestFileHeaderErrors(t *testing.T) {
 		b    []byte
 		want error
 	}{
-		{"magic", mod(func(b []byte) { b[0] = 'X' }), ErrBadMagic},
-		{"version", mod(func(b []byte) { b[8] = 2 }), ErrVersion},
-		{"checksum type", mod(func(b []byte) { b[10] = 2 }), ErrChecksumType},
-		{"header crc", mod(func(b []byte) { b[12] ^= 1 }), ErrCorruption},
-		{"reserved", mod(func(b []byte) { b[11] = 1 }), ErrCorruption},
-		{"short", h[:10], ErrCorruption},
+		{"magic", mod(func(b []byte) { b[0] = 'X' }), base.ErrBadMagic},
+		{"version", mod(func(b []byte) { b[8] = 2 }), base.ErrFormatVersion},
+		{"checksum type", mod(func(b []byte) { b[10] = 2 }), base.ErrChecksumType},
+		{"header crc", mod(func(b []byte) { b[12] ^= 1 }), base.ErrCorruption},
+		{"reserved", mod(func(b []byte) { b[11] = 1 }), base.ErrCorruption},
+		{"short", h[:10], base.ErrCorruption},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			err := checkFileHeader("M", c.b, manifestMagic)
-			if !errors.Is(err, c.want) || !errors.Is(err, ErrCorruption) {
+			if !errors.Is(err, c.want) || !errors.Is(err, base.ErrCorruption) {
 				t.Fatalf("got %v, want %v", err, c.want)
 			}
 		})
@@ -253,7 +252,7 @@ func writeFile(t *testing.T, fs vfs.FS, name string, b []byte) {
 }
 
 // TestManifestBitFlip flips bits inside every record but the last: Open must
-// fail with a *CorruptionError naming the manifest and the record's offset.
+// fail with a *base.CorruptionError naming the manifest and the record's offset.
 func TestManifestBitFlip(t *testing.T) {
 	fs0, _, _, name, offs := manifestDB(t, 6)
 	orig, _ := readFile(fs0, name)
@@ -270,8 +269,8 @@ func TestManifestBitFlip(t *testing.T) {
 					d.Close()
 					t.Fatalf("record %d: bit %d of byte %d flipped: Open succeeded", i, bit, pos)
 				}
-				var ce *CorruptionError
-				if !errors.As(err, &ce) || !errors.Is(err, ErrCorruption) {
+				var ce *base.CorruptionError
+				if !errors.As(err, &ce) || !errors.Is(err, base.ErrCorruption) {
 					t.Fatalf("record %d, byte %d: %v is not a CorruptionError", i, pos, err)
 				}
 				if ce.File != name || ce.Offset != off {
@@ -285,13 +284,13 @@ func TestManifestBitFlip(t *testing.T) {
 	for _, c := range []struct {
 		pos  int
 		want error
-	}{{0, ErrBadMagic}, {8, ErrVersion}, {10, ErrChecksumType}, {13, ErrCorruption}} {
+	}{{0, base.ErrBadMagic}, {8, base.ErrFormatVersion}, {10, base.ErrChecksumType}, {13, base.ErrCorruption}} {
 		fs := fs0.CrashClone()
 		b := bytes.Clone(orig)
 		b[c.pos] ^= 0x40
 		writeFile(t, fs, name, b)
 		_, err := Open(smallOptions(fs))
-		var ce *CorruptionError
+		var ce *base.CorruptionError
 		if !errors.Is(err, c.want) || !errors.As(err, &ce) || ce.File != name {
 			t.Fatalf("header byte %d: %v, want %v naming %s", c.pos, err, c.want, name)
 		}
@@ -346,7 +345,7 @@ func TestManifestTornTail(t *testing.T) {
 		before := dirSnapshot(t, fs, "/db")
 		d, err := Open(smallOptions(fs))
 		if complete <= named {
-			var ce *CorruptionError
+			var ce *base.CorruptionError
 			if !errors.As(err, &ce) || ce.File != name || ce.Offset != recs[points[named]].End {
 				t.Fatalf("%s, CURRENT naming persist point %d: got %v, want corruption of %s at %d",
 					what, named, err, name, recs[points[named]].End)
@@ -397,7 +396,7 @@ func TestManifestTornTail(t *testing.T) {
 	g := append(bytes.Clone(orig), bytes.Repeat([]byte{0xa5}, 40)...)
 	fs := fs0.CrashClone()
 	writeFile(t, fs, name, g)
-	if _, err := Open(smallOptions(fs)); !errors.Is(err, ErrCorruption) {
+	if _, err := Open(smallOptions(fs)); !errors.Is(err, base.ErrCorruption) {
 		t.Fatalf("garbage tail: %v", err)
 	}
 }
@@ -493,7 +492,7 @@ func TestOpenDeletesNothingUnlessClean(t *testing.T) {
 				d.Close()
 				t.Fatal("Open succeeded")
 			}
-			var ce *CorruptionError
+			var ce *base.CorruptionError
 			if !errors.As(err, &ce) || ce.File != c.file || (c.offset >= 0 && ce.Offset != c.offset) {
 				t.Fatalf("got %v, want corruption of %s at %d", err, c.file, c.offset)
 			}
@@ -525,8 +524,8 @@ func TestMissingAndDamagedFiles(t *testing.T) {
 	}
 	expect := func(t *testing.T, err error, file string, cause error) {
 		t.Helper()
-		var ce *CorruptionError
-		if !errors.As(err, &ce) || ce.File != file || !errors.Is(err, ErrCorruption) {
+		var ce *base.CorruptionError
+		if !errors.As(err, &ce) || ce.File != file || !errors.Is(err, base.ErrCorruption) {
 			t.Fatalf("got %v, want a CorruptionError naming %s", err, file)
 		}
 		if cause != nil && !errors.Is(err, cause) {
@@ -561,7 +560,7 @@ func TestMissingAndDamagedFiles(t *testing.T) {
 		b[len(b)-10] ^= 1
 		writeFile(t, fs, tb, b)
 		_, err := Open(smallOptions(fs))
-		expect(t, err, tb, sstable.ErrCorruption)
+		expect(t, err, tb, base.ErrCorruption)
 	})
 	t.Run("table block", func(t *testing.T) {
 		fs := fs0.CrashClone()
@@ -582,10 +581,10 @@ func TestMissingAndDamagedFiles(t *testing.T) {
 				break
 			}
 		}
-		if !errors.Is(found, ErrCorruption) || !errors.Is(found, sstable.ErrChecksum) {
+		if !errors.Is(found, base.ErrCorruption) || !errors.Is(found, base.ErrChecksum) {
 			t.Fatalf("reads over damaged blocks: %v", found)
 		}
-		var ce *CorruptionError
+		var ce *base.CorruptionError
 		if errors.As(found, &ce); ce == nil || filepath.Dir(ce.File) != dir {
 			t.Fatalf("error does not name a table: %v", found)
 		}
@@ -622,7 +621,7 @@ func FuzzManifest(f *testing.F) {
 			return nil
 		})
 		if err != nil {
-			var ce *CorruptionError
+			var ce *base.CorruptionError
 			if !errors.As(err, &ce) || ce.File != "M" || ce.Offset < 0 || ce.Offset > int64(len(data)) {
 				t.Fatalf("error %v", err)
 			}
@@ -683,7 +682,7 @@ func TestRecoveryEditErrors(t *testing.T) {
 			writeFile(t, fs, "/db/MANIFEST-000001", b)
 			writeFile(t, fs, "/db/CURRENT", encodeCurrent(current{Manifest: 1, Synced: int64(len(b))}))
 			_, err := Open(smallOptions(fs))
-			var ce *CorruptionError
+			var ce *base.CorruptionError
 			if !errors.As(err, &ce) || ce.File != "/db/MANIFEST-000001" {
 				t.Fatalf("got %v", err)
 			}

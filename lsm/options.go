@@ -40,6 +40,12 @@ type Options struct {
 	// deletes such files that the manifest does not reference; other names
 	// are left alone.
 	Dir string
+	// Name is how errors name Dir: a damaged file F of Dir is reported in a
+	// *base.CorruptionError as Name/F (the root package passes "lsm", Dir's
+	// path relative to the Store's directory, so users read
+	// "lsm/000012.sst"). Default: empty, and errors carry the path given to
+	// FS. Used in error texts only.
+	Name string
 	// Cache is the block cache shared by the DB's readers (it may be shared
 	// by several DBs); nil reads every block from its file.
 	Cache *sstable.Cache

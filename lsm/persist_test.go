@@ -284,7 +284,7 @@ func TestDeferredDeletion(t *testing.T) {
 
 // TestPersistNoSpace: ENOSPC at each write of a Persist (append path: write,
 // sync; rewrite path: create, write, sync of the manifest, of CURRENT.tmp,
-// rename, directory sync) gives ErrNoSpace; the DB stays readable, the previous persist
+// rename, directory sync) gives base.ErrNoSpace; the DB stays readable, the previous persist
 // point stays the recovered one, and a later Persist succeeds.
 func TestPersistNoSpace(t *testing.T) {
 	for _, rewrite := range []bool{false, true} {
@@ -321,8 +321,8 @@ func TestPersistNoSpace(t *testing.T) {
 				runJob(t, d, d.CompactLevel(0))
 				ffs.Inject(vfs.Fault{Ops: faultOps, Nth: k, Sticky: true, Err: syscall.ENOSPC})
 				err = d.Persist(g.seq, []byte("two"))
-				if !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("Persist: %v, want ErrNoSpace", err)
+				if !errors.Is(err, base.ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
+					t.Fatalf("Persist: %v, want base.ErrNoSpace", err)
 				}
 				checkAll(t, d, m, g.keys, "after the failed Persist")
 				if _, meta, ok := d.PersistedMeta(); !ok || string(meta) != "one" {

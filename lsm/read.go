@@ -29,11 +29,11 @@ type mapRangeScratch struct {
 // MapRange copies the map's entries of each file into a reusable buffer and
 // merges them, so it holds the map's LSM bytes in memory for the call.
 //
-// Errors: ErrClosed; ErrCorruption (*CorruptionError) for a damaged block;
+// Errors: base.ErrClosed; base.ErrCorruption (*base.CorruptionError) for a damaged block;
 // I/O errors from the table file.
 func (d *DB) MapRange(order uint64, mapKey []byte, visit func(*base.Entry) bool) error {
 	if d.closed {
-		return ErrClosed
+		return base.ErrClosed
 	}
 	s := &d.mr
 	s.srcs = s.srcs[:0]
@@ -52,7 +52,7 @@ func (d *DB) MapRange(order uint64, mapKey []byte, visit func(*base.Entry) bool)
 	case 0:
 		return nil
 	case 1:
-		return tableError(s.srcs[0].r.MapRange(order, mapKey, visit))
+		return s.srcs[0].r.MapRange(order, mapKey, visit)
 	}
 	s.arena, s.ents, s.runs = s.arena[:0], s.ents[:0], s.runs[:0]
 	collect := func(e *base.Entry) bool {
@@ -66,7 +66,7 @@ func (d *DB) MapRange(order uint64, mapKey []byte, visit func(*base.Entry) bool)
 	for _, t := range s.srcs {
 		s.runs = append(s.runs, len(s.ents))
 		if err := t.r.MapRange(order, mapKey, collect); err != nil {
-			return tableError(err)
+			return err
 		}
 	}
 	s.runs = append(s.runs, len(s.ents))

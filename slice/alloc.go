@@ -103,7 +103,7 @@ func (a *Allocator) alloc(n int) ([]byte, blockRef, error) {
 	if n > a.blockSize {
 		r, err := a.pool.Budget().Map(n, memory.PurposeSlice)
 		if err != nil {
-			return nil, blockRef{}, fmt.Errorf("slice: oversized slice of %d bytes: %w", n, err)
+			return nil, blockRef{}, fmt.Errorf("oversized slice of %d bytes: %w", n, err)
 		}
 		a.mu.Lock()
 		a.large++
@@ -128,7 +128,7 @@ func (a *Allocator) alloc(n int) ([]byte, blockRef, error) {
 	if s == nil {
 		r, err := a.pool.Get(memory.PurposeSlice)
 		if err != nil {
-			return nil, blockRef{}, fmt.Errorf("slice: new segment for blocks: %w", err)
+			return nil, blockRef{}, fmt.Errorf("new segment for slice blocks: %w", err)
 		}
 		a.segID++
 		s = &aseg{r: r, id: a.segID, mem: r.Bytes(), free: make([]int32, a.perSeg)}

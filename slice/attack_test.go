@@ -250,7 +250,7 @@ func TestCorruptEveryByte(t *testing.T) {
 				c[off] ^= bit
 				s, err := Decode(c)
 				if err != nil {
-					if !errors.Is(err, ErrCorruption) {
+					if !errors.Is(err, base.ErrCorruption) {
 						t.Fatalf("off %d: %v", off, err)
 					}
 					continue
@@ -365,10 +365,10 @@ func TestCloseCancelPaths(t *testing.T) {
 			}
 		}
 		if variant&2 == 0 {
-			if err := e.t.InstallCompaction(cj); !errors.Is(err, ErrClosed) {
+			if err := e.t.InstallCompaction(cj); !errors.Is(err, base.ErrClosed) {
 				t.Fatalf("InstallCompaction after Close: %v", err)
 			}
-			if err := e.t.InstallEviction(ev); !errors.Is(err, ErrClosed) {
+			if err := e.t.InstallEviction(ev); !errors.Is(err, base.ErrClosed) {
 				t.Fatalf("InstallEviction after Close: %v", err)
 			}
 		} else {
@@ -427,7 +427,7 @@ func TestDecodeNegativeValueLength(t *testing.T) {
 		}
 		t.Fatal("Decode accepted overlapping records")
 	}
-	if !errors.Is(err, ErrCorruption) {
+	if !errors.Is(err, base.ErrCorruption) {
 		t.Fatal(err)
 	}
 }

@@ -98,7 +98,7 @@
 //     header's order and sequence ranges are those of the entries.
 //  3. Magic, version and checksum type are checked in that order, each
 //     with its own error, then the CRC32C, then invariants 1 and 2; every
-//     failure wraps ErrCorruption.
+//     failure wraps base.ErrCorruption.
 //  4. A slice's bytes never change after Build; a relocation may move
 //     them, unchanged, to another block (same *Slice, same place in its
 //     chain). The owner frees a slice (back to the Allocator) only once it
@@ -229,7 +229,7 @@
 // its slices meanwhile, and it gives way (invariant 15). Run may move
 // fewer slices than picked (Moved) when builds fill the receiving blocks
 // first; a later pick sees the new state. Close with a relocation pending
-// frees what no job uses; InstallRelocation (ErrClosed) or
+// frees what no job uses; InstallRelocation (base.ErrClosed) or
 // CancelRelocation afterwards frees the rest. After relocations to a fixed
 // point with no job pending, a table alone on its allocator holds at most
 // ceil(blocks / blocks per segment) + 1 segments (TestFragmentation), and

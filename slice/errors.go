@@ -1,26 +1,14 @@
 package slice
 
-import (
-	"errors"
-	"fmt"
-)
+import "errors"
 
 // Sentinel errors of the SliceTable. Callers test them with errors.Is; the
 // package wraps them with %w and context (slice offsets, sizes, buckets).
+// Damage found by Decode is a *base.CorruptionError (base.ErrCorruption, with
+// base.ErrTruncated, base.ErrBadMagic, base.ErrFormatVersion,
+// base.ErrChecksumType or base.ErrChecksum as the cause), and a closed table
+// returns base.ErrClosed: the errors every tier shares.
 var (
-	// ErrCorruption: Decode found bytes that break the slice format. The
-	// more specific ErrMagic, ErrVersion, ErrChecksumType and ErrChecksum
-	// all wrap it, so errors.Is(err, ErrCorruption) holds for every one.
-	ErrCorruption = errors.New("slice: corruption")
-	// ErrMagic: the block does not begin with the slice magic number.
-	ErrMagic = fmt.Errorf("%w: bad magic", ErrCorruption)
-	// ErrVersion: the format version is not one this package reads.
-	ErrVersion = fmt.Errorf("%w: unknown format version", ErrCorruption)
-	// ErrChecksumType: the checksum type is not CRC32C.
-	ErrChecksumType = fmt.Errorf("%w: unknown checksum type", ErrCorruption)
-	// ErrChecksum: the CRC32C stored in the header does not match the bytes.
-	ErrChecksum = fmt.Errorf("%w: checksum mismatch", ErrCorruption)
-
 	// ErrAlignment: Decode was given a buffer that does not start on an
 	// 8-byte boundary (the fingerprint array is read as []uint64 in place).
 	ErrAlignment = errors.New("slice: buffer not 8-byte aligned")
@@ -42,8 +30,6 @@ var (
 	// (InstallCompaction, InstallEviction, Close); it stops without reading
 	// freed memory.
 	ErrInvalidated = errors.New("slice: iterator invalidated by an install")
-	// ErrClosed: the Table was closed.
-	ErrClosed = errors.New("slice: table closed")
 	// ErrOptions: an Options or NewAllocator argument is out of range; the
 	// message names the field.
 	ErrOptions = errors.New("slice: invalid options")

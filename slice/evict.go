@@ -132,7 +132,7 @@ func (e *Eviction) Run(ctx context.Context, sink base.Sink) error {
 		in[i] = e.slices[i : i+1 : i+1]
 	}
 	if err := sink.Evict(newMergeIter(in)); err != nil {
-		return fmt.Errorf("slice: eviction of %d slices (%d bytes): %w", len(e.slices), e.bytes, err)
+		return fmt.Errorf("eviction of %d slices (%d bytes): %w", len(e.slices), e.bytes, err)
 	}
 	e.ok = true
 	return nil
@@ -141,7 +141,7 @@ func (e *Eviction) Run(ctx context.Context, sink base.Sink) error {
 // InstallEviction removes the job's slices from their chains and frees
 // them; the sink holds their data now. Errors: ErrJob if the job is not
 // pending on t or Run did not succeed (the job stays pending; cancel it);
-// ErrClosed after Close. Owner goroutine only.
+// base.ErrClosed after Close. Owner goroutine only.
 func (t *Table) InstallEviction(e *Eviction) error {
 	if e.t != t || e.done || !e.ok {
 		return fmt.Errorf("%w: eviction of %d slices", ErrJob, len(e.slices))
@@ -149,7 +149,7 @@ func (t *Table) InstallEviction(e *Eviction) error {
 	e.done = true
 	if t.closed {
 		t.freeBusy(e.slices)
-		return ErrClosed
+		return base.ErrClosed
 	}
 	for _, s := range e.slices {
 		c := &t.buckets[s.bucket]

@@ -3,7 +3,6 @@ package slice
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"hash/crc32"
 	"unsafe"
 
@@ -52,8 +51,6 @@ const MaxKeySize = 1<<16 - 1
 // MaxValueSize is the largest value (or resolved list) a slice stores, in
 // bytes: a slice's offsets are uint32.
 const MaxValueSize = 1<<31 - 1
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 func init() {
 	// The fingerprint and offset arrays are read in place as []uint64 and
@@ -223,40 +220,42 @@ func (s *Slice) rebase(buf []byte, ref blockRef) {
 
 // checksum returns the CRC32C of buf[:size] without the CRC field.
 func checksum(buf []byte) uint32 {
-	c := crc32.Update(0, castagnoli, buf[:hdrCRC])
-	return crc32.Update(c, castagnoli, buf[hdrCRC+4:])
+	c := crc32.Update(0, base.CRC32C, buf[:hdrCRC])
+	return crc32.Update(c, base.CRC32C, buf[hdrCRC+4:])
 }
 
 // Decode validates an encoded slice (as returned by Slice.Bytes) and returns
 // a read-only Slice over b, which must stay unchanged while the Slice is
-// used. It checks, in this order and each with its own error: the magic
-// (ErrMagic), the version (ErrVersion), the checksum type
-// (ErrChecksumType), the size field against len(b), the CRC32C
-// (ErrChecksum), then every bound, kind and the entry order (ErrCorruption
-// with the offending offset). b must start on an 8-byte boundary
+// used. It checks, in this order and each with its own cause inside a
+// *base.CorruptionError (no file; the offset is into b): the length
+// (base.ErrTruncated), the magic (base.ErrBadMagic), the version
+// (base.ErrFormatVersion), the checksum type (base.ErrChecksumType), the size
+// field against len(b), the CRC32C (base.ErrChecksum), then every bound,
+// kind and the entry order (no cause; the message names the record and its
+// offset). Every one matches base.ErrCorruption. b must start on an 8-byte boundary
 // (ErrAlignment). Trailing bytes past the size field are ignored. The
 // returned Slice is not owned by any allocator; it cannot be installed.
 // Safe for concurrent use (it reads b only).
 func Decode(b []byte) (*Slice, error) {
 	if len(b) < headerSize {
-		return nil, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrCorruption, len(b), headerSize)
+		return nil, base.Corrupt("", 0, base.ErrTruncated, "slice of %d bytes, shorter than the %d-byte header", len(b), headerSize)
 	}
 	if binary.LittleEndian.Uint32(b[hdrMagic:]) != sliceMagic {
-		return nil, fmt.Errorf("%w: %#x", ErrMagic, binary.LittleEndian.Uint32(b[hdrMagic:]))
+		return nil, base.Corrupt("", hdrMagic, base.ErrBadMagic, "slice magic %#x", binary.LittleEndian.Uint32(b[hdrMagic:]))
 	}
 	if v := binary.LittleEndian.Uint16(b[hdrVersion:]); v != formatVersion {
-		return nil, fmt.Errorf("%w: %d", ErrVersion, v)
+		return nil, base.Corrupt("", hdrVersion, base.ErrFormatVersion, "slice format version %d, want %d", v, formatVersion)
 	}
 	if c := b[hdrCsum]; c != csumCRC32C {
-		return nil, fmt.Errorf("%w: %d", ErrChecksumType, c)
+		return nil, base.Corrupt("", hdrCsum, base.ErrChecksumType, "slice checksum type %d, want %d (CRC32C)", c, csumCRC32C)
 	}
 	size := int(binary.LittleEndian.Uint32(b[hdrSize:]))
 	if size < headerSize || size > len(b) {
-		return nil, fmt.Errorf("%w: size field %d outside [%d, %d]", ErrCorruption, size, headerSize, len(b))
+		return nil, base.Corrupt("", hdrSize, nil, "size field %d outside [%d, %d]", size, headerSize, len(b))
 	}
 	b = b[:size:size]
 	if want, got := binary.LittleEndian.Uint32(b[hdrCRC:]), checksum(b); want != got {
-		return nil, fmt.Errorf("%w: stored %#08x, computed %#08x", ErrChecksum, want, got)
+		return nil, base.Corrupt("", hdrCRC, base.ErrChecksum, "slice crc32c stored %#08x, computed %#08x", want, got)
 	}
 	if uintptr(unsafe.Pointer(unsafe.SliceData(b)))%8 != 0 {
 		return nil, ErrAlignment
@@ -274,15 +273,15 @@ func validate(b []byte) error {
 	size := len(b)
 	n := int(binary.LittleEndian.Uint32(b[hdrCount:]))
 	if b[hdrFlags] != 0 {
-		return fmt.Errorf("%w: flags %#x", ErrCorruption, b[hdrFlags])
+		return base.Corrupt("", hdrFlags, nil, "flags %#x", b[hdrFlags])
 	}
 	for _, x := range b[hdrCRC+4 : headerSize] {
 		if x != 0 {
-			return fmt.Errorf("%w: reserved header bytes not zero", ErrCorruption)
+			return base.Corrupt("", hdrCRC+4, nil, "reserved header bytes not zero")
 		}
 	}
 	if n == 0 || n > (size-headerSize)/(fpSize+offSize+recKeyOff) {
-		return fmt.Errorf("%w: count %d impossible in %d bytes", ErrCorruption, n, size)
+		return base.Corrupt("", hdrCount, nil, "count %d impossible in %d bytes", n, size)
 	}
 	fpAt := func(i int) uint64 { return binary.LittleEndian.Uint64(b[headerSize+fpSize*i:]) }
 	offAt := func(i int) int {
@@ -295,15 +294,15 @@ func validate(b []byte) error {
 	for i := 0; i < n; i++ {
 		off := offAt(i)
 		if off != next {
-			return fmt.Errorf("%w: record %d at offset %d, expected %d", ErrCorruption, i, off, next)
+			return base.Corrupt("", int64(off), nil, "record %d at offset %d, expected %d", i, off, next)
 		}
 		if off+recKeyOff > size {
-			return fmt.Errorf("%w: record %d header at %d past size %d", ErrCorruption, i, off, size)
+			return base.Corrupt("", int64(off), nil, "record %d header at %d past size %d", i, off, size)
 		}
 		r := b[off:]
 		kind := base.Kind(r[recKind])
 		if !kind.Valid() {
-			return fmt.Errorf("%w: record %d at %d: kind %d", ErrCorruption, i, off, kind)
+			return base.Corrupt("", int64(off), nil, "record %d at %d: kind %d", i, off, kind)
 		}
 		kl := int(binary.LittleEndian.Uint16(r[recKlen:]))
 		vl := int(binary.LittleEndian.Uint32(r[recVlen:]))
@@ -311,7 +310,7 @@ func validate(b []byte) error {
 		if isMapKind(kind) {
 			hdr = recMapKOff
 			if off+hdr > size {
-				return fmt.Errorf("%w: record %d header at %d past size %d", ErrCorruption, i, off, size)
+				return base.Corrupt("", int64(off), nil, "record %d header at %d past size %d", i, off, size)
 			}
 			ul = int(binary.LittleEndian.Uint16(r[recUklen:]))
 		}
@@ -319,7 +318,7 @@ func validate(b []byte) error {
 		// host a vlen of 2^31 or more is a negative int, and a sum can
 		// wrap, either of which would let records overlap.
 		if room := size - off - hdr - kl - ul; room < 0 || vl < 0 || vl > MaxValueSize || vl > room {
-			return fmt.Errorf("%w: record %d at %d: lengths %d+%d+%d run past size %d", ErrCorruption, i, off, kl, ul, uint32(vl), size)
+			return base.Corrupt("", int64(off), nil, "record %d at %d: lengths %d+%d+%d run past size %d", i, off, kl, ul, uint32(vl), size)
 		}
 		end := off + hdr + kl + ul + vl
 		key, uk := r[hdr:hdr+kl], r[hdr+kl:hdr+kl+ul]
@@ -328,7 +327,7 @@ func validate(b []byte) error {
 		if i > 0 {
 			c := cmpOrder(pfp, pk, pu, fp, key, uk)
 			if c > 0 || c == 0 && pseq <= seq {
-				return fmt.Errorf("%w: record %d at %d out of order", ErrCorruption, i, off)
+				return base.Corrupt("", int64(off), nil, "record %d at %d out of order", i, off)
 			}
 		}
 		pk, pu, pseq, pfp = key, uk, seq, fp
@@ -336,13 +335,13 @@ func validate(b []byte) error {
 		next = end
 	}
 	if next != size {
-		return fmt.Errorf("%w: records end at %d, size is %d", ErrCorruption, next, size)
+		return base.Corrupt("", int64(next), nil, "records end at %d, size is %d", next, size)
 	}
 	if fpAt(0) != binary.LittleEndian.Uint64(b[hdrMinOrd:]) || fpAt(n-1) != binary.LittleEndian.Uint64(b[hdrMaxOrd:]) {
-		return fmt.Errorf("%w: order range in header does not match the fingerprints", ErrCorruption)
+		return base.Corrupt("", -1, nil, "order range in header does not match the fingerprints")
 	}
 	if minSeq != binary.LittleEndian.Uint64(b[hdrMinSeq:]) || maxSeq != binary.LittleEndian.Uint64(b[hdrMaxSeq:]) {
-		return fmt.Errorf("%w: sequence range in header does not match the records", ErrCorruption)
+		return base.Corrupt("", -1, nil, "sequence range in header does not match the records")
 	}
 	return nil
 }

@@ -54,8 +54,8 @@ func FuzzDecode(f *testing.F) {
 		}
 		s, err := Decode(b)
 		if err != nil {
-			if !errors.Is(err, ErrCorruption) {
-				t.Fatalf("Decode error %v does not wrap ErrCorruption", err)
+			if !errors.Is(err, base.ErrCorruption) {
+				t.Fatalf("Decode error %v does not wrap base.ErrCorruption", err)
 			}
 			return
 		}
@@ -92,13 +92,13 @@ func TestDecodeErrorsInOrder(t *testing.T) {
 		b    []byte
 		want error
 	}{
-		{mut(hdrMagic, 1), ErrMagic},
-		{mut(hdrVersion, 2), ErrVersion},
-		{mut(hdrCsum, 2), ErrChecksumType},
-		{mut(len(b)-1, 1), ErrChecksum},
-		{mut(hdrCRC, 1), ErrChecksum},
-		{b[:headerSize-1], ErrCorruption},
-		{aligned(b)[:len(b)-1], ErrCorruption},
+		{mut(hdrMagic, 1), base.ErrBadMagic},
+		{mut(hdrVersion, 2), base.ErrFormatVersion},
+		{mut(hdrCsum, 2), base.ErrChecksumType},
+		{mut(len(b)-1, 1), base.ErrChecksum},
+		{mut(hdrCRC, 1), base.ErrChecksum},
+		{b[:headerSize-1], base.ErrCorruption},
+		{aligned(b)[:len(b)-1], base.ErrCorruption},
 	}
 	for i, c := range cases {
 		if _, err := Decode(c.b); !errors.Is(err, c.want) {

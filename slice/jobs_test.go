@@ -269,7 +269,7 @@ func TestCloseWithPendingJobs(t *testing.T) {
 	if err := e.t.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.t.InstallCompaction(cj); !errors.Is(err, ErrClosed) {
+	if err := e.t.InstallCompaction(cj); !errors.Is(err, base.ErrClosed) {
 		t.Fatalf("install after close: %v", err)
 	}
 	if _, st := e.t.Get(1, []byte("a")); st != Absent {

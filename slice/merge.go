@@ -380,7 +380,7 @@ func (c *Compaction) Run(ctx context.Context) error {
 // InstallCompaction replaces the job's runs with its output (one run, or
 // none if everything was dropped) and frees the input slices. Errors:
 // ErrJob if the job is not pending on t or has not run successfully
-// (the job stays pending; cancel it); ErrClosed after Close (the output is
+// (the job stays pending; cancel it); base.ErrClosed after Close (the output is
 // freed). Owner goroutine only.
 func (t *Table) InstallCompaction(c *Compaction) error {
 	if c.t != t || c.done {
@@ -396,7 +396,7 @@ func (t *Table) InstallCompaction(c *Compaction) error {
 		for _, in := range c.inputs {
 			t.freeBusy(in)
 		}
-		return ErrClosed
+		return base.ErrClosed
 	}
 	ch := &t.buckets[c.bucket]
 	p := -1

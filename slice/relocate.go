@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/strata-db/strata/internal/base"
 )
 
 // Relocation is one memory-compaction job at the allocator level (doc.go,
@@ -164,7 +166,7 @@ func (r *Relocation) releaseCopies() {
 // it; the copy is freed), and one that left the table meanwhile is freed
 // now. The segment is no longer draining and goes back to the Pool once
 // its last block is free. Errors: ErrJob if the job is not pending on t
-// or Run did not succeed (the job stays pending; cancel it); ErrClosed
+// or Run did not succeed (the job stays pending; cancel it); base.ErrClosed
 // after Close (copies and slices are freed). Owner goroutine only.
 func (t *Table) InstallRelocation(r *Relocation) error {
 	if r.t != t || r.done || !r.ok {
@@ -172,7 +174,7 @@ func (t *Table) InstallRelocation(r *Relocation) error {
 	}
 	r.end(!t.closed)
 	if t.closed {
-		return ErrClosed
+		return base.ErrClosed
 	}
 	return nil
 }

@@ -297,7 +297,7 @@ func TestRelocationJobRules(t *testing.T) {
 			var err error
 			switch how {
 			case "install":
-				if err = e.t.InstallRelocation(job); !errors.Is(err, ErrClosed) {
+				if err = e.t.InstallRelocation(job); !errors.Is(err, base.ErrClosed) {
 					t.Fatalf("install after Close: %v", err)
 				}
 			default:

@@ -203,10 +203,10 @@ func (t *Table) BucketOf(order uint64) int { return int(order >> t.shift) }
 // Errors (nothing is installed): ErrSeqOrder when a run would not be newer
 // than its chain (invariant 6), ErrJob for a slice already installed or
 // not from t's allocator, ErrUnsorted when the slices are not in Build's
-// order, ErrClosed. Owner goroutine only.
+// order, base.ErrClosed. Owner goroutine only.
 func (t *Table) Install(slices []*Slice) error {
 	if t.closed {
-		return ErrClosed
+		return base.ErrClosed
 	}
 	// Validate everything first, then mutate: an error installs nothing.
 	for i, s := range slices {

@@ -30,6 +30,23 @@
 //     operands stack on the newest base below them.
 //  4. A KindTombstone for a key hides every older version of that key and,
 //     for a map key, every older entry of that map.
+//
+// # Errors and checksums
+//
+// The tiers report damage, a closed tier and a full disk with the errors of
+// errors.go, which the root package re-exports, so no layer translates
+// another's errors. Damage is always a *CorruptionError: the file (relative
+// to the Store's directory when the tier knows it, empty for bytes in
+// memory), the byte offset, and the cause, one of ErrTruncated,
+// ErrChecksum, ErrFormatVersion, ErrChecksumType or ErrBadMagic when the
+// check that failed identifies one:
+//
+//	strata: corruption: lsm/000012.sst at offset 4096: checksum mismatch: block 3 …
+//	└─ ErrCorruption ─┘ └─── File ───┘           └Offset┘ └─ cause ──────┘ └ detail
+//
+// Error texts that can reach a Store's user say what is wrong in the user's
+// terms and never name a tier ("fresh:", "lsm:"); invariant panics may.
+// Every format's checksum is CRC32C over the CRC32C table.
 package base
 
 import "math/bits"

@@ -255,7 +255,7 @@ func openLSM(o Options) (*lsmTier, Recovered, error) {
 		}
 		lt.cache = c
 	}
-	db, err := lsm.Open(lsm.Options{FS: fs, Dir: filepath.Join(o.Dir, "lsm"), Cache: lt.cache})
+	db, err := lsm.Open(lsm.Options{FS: fs, Dir: filepath.Join(o.Dir, "lsm"), Name: "lsm", Cache: lt.cache})
 	if err != nil {
 		if lt.cache != nil {
 			lt.cache.Close()

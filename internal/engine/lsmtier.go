@@ -55,59 +55,17 @@ func (l *lsmTier) Close() error {
 }
 
 // lowerError maps an error of the LSM tier (or of the files under it) to the Store's
-// sentinels, keeping the original in the chain (errors.Is sees both, the message keeps its
-// file and offset):
+// sentinels. Corruption and a closed DB need nothing: the tiers report them with base's
+// errors, which are the Store's (a *base.CorruptionError already names the file, the offset
+// and the cause). What is left:
 //
-//	lsm/sstable corruption   → ErrCorruption, plus ErrTruncated, ErrChecksum,
-//	                           ErrFormatVersion or ErrBadMagic when the cause is one of them
-//	ENOSPC                   → ErrNoSpace (and syscall.ENOSPC)
-//	lsm.ErrClosed            → ErrClosed
-//	anything else            → unchanged (I/O errors keep their errno)
+//	ENOSPC (without ErrNoSpace)   → ErrNoSpace (and syscall.ENOSPC)
+//	anything else                 → unchanged (I/O errors keep their errno)
 func lowerError(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, lsm.ErrCorruption) || errors.Is(err, sstable.ErrCorruption):
-		var cause error
-		switch {
-		case errors.Is(err, sstable.ErrTruncated):
-			cause = ErrTruncated
-		case errors.Is(err, sstable.ErrChecksum):
-			cause = ErrChecksum
-		case errors.Is(err, sstable.ErrVersion), errors.Is(err, lsm.ErrVersion):
-			cause = ErrFormatVersion
-		case errors.Is(err, sstable.ErrBadMagic), errors.Is(err, lsm.ErrBadMagic):
-			cause = ErrBadMagic
-		case shortTable(err):
-			cause = ErrTruncated
-		}
-		if cause != nil {
-			return fmt.Errorf("%w: %w: %w", ErrCorruption, cause, err)
-		}
-		return fmt.Errorf("%w: %w", ErrCorruption, err)
-	case errors.Is(err, syscall.ENOSPC):
-		if errors.Is(err, ErrNoSpace) {
-			return err
-		}
+	if err != nil && errors.Is(err, syscall.ENOSPC) && !errors.Is(err, ErrNoSpace) {
 		return fmt.Errorf("%w: %w", ErrNoSpace, err)
-	case errors.Is(err, lsm.ErrClosed):
-		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	return err
-}
-
-// shortTable reports whether err is lsm's report of a table file shorter than its manifest
-// record says (lsm checks sizes at Open without naming a cause; the size check is the only
-// place a truncated table is caught before sstable's own checks).
-func shortTable(err error) bool {
-	var ce *lsm.CorruptionError
-	if !errors.As(err, &ce) || ce.Err != nil {
-		return false
-	}
-	var have, want int64
-	var manifest string
-	n, _ := fmt.Sscanf(ce.Reason, "table file is %d bytes, %s records %d", &have, &manifest, &want)
-	return n == 3 && have < want
 }
 
 // lsmJob is one LSM compaction: picked by the owner (lsm.DB.PickCompaction), run on a

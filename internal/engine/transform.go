@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
-	"fmt"
 	"slices"
 	"sync"
 
@@ -124,7 +123,7 @@ func (t *Engine) segmentEntries(ctx context.Context, seg *fresh.SealedSegment) (
 		e := it.Entry()
 		h, kg, ok := base.HashCompositeKey(e.Key)
 		if !ok {
-			return fail(fmt.Errorf("%w: malformed composite key %x", ErrCorruption, e.Key))
+			return fail(base.Corrupt("", -1, nil, "malformed composite key %x", e.Key))
 		}
 		r := segRec{order: base.OrderHash(kg, t.stride, h), hash: h, off: it.Offset(), kref: it.KeyRef()}
 		if n := len(e.UserKey); n > 0 {

@@ -110,7 +110,7 @@ func parseBlock(raw []byte) (block, error) {
 // also how a cached block (verified when it was loaded) is viewed again.
 func parseBlockPayload(p []byte) (block, error) {
 	if len(p) < dataFooterSize {
-		return block{}, corrupt(ErrCorruption, 0, "data block payload of %d bytes is shorter than its footer", len(p))
+		return block{}, corrupt(nil, 0, "data block payload of %d bytes is shorter than its footer", len(p))
 	}
 	f := p[len(p)-dataFooterSize:]
 	dataLen := int64(le.Uint32(f))
@@ -118,18 +118,18 @@ func parseBlockPayload(p []byte) (block, error) {
 	log2, width := f[8], int(f[9])
 	fo := int64(len(p) - dataFooterSize)
 	if f[10]|f[11] != 0 {
-		return block{}, corrupt(ErrCorruption, fo+10, "data footer reserved bytes are not zero")
+		return block{}, corrupt(nil, fo+10, "data footer reserved bytes are not zero")
 	}
 	if log2 > 24 || (width != 2 && width != 4) {
-		return block{}, corrupt(ErrCorruption, fo+8, "hash index of 2^%d slots of %d bytes", log2, width)
+		return block{}, corrupt(nil, fo+8, "hash index of 2^%d slots of %d bytes", log2, width)
 	}
 	nslots := int64(1) << log2
 	if dataLen+nslots*int64(width) != fo {
-		return block{}, corrupt(ErrCorruption, fo, "data length %d + %d slots of %d bytes != %d",
+		return block{}, corrupt(nil, fo, "data length %d + %d slots of %d bytes != %d",
 			dataLen, nslots, width, fo)
 	}
 	if entries == 0 || entries > dataLen/entryFixedSize || width != slotWidthFor(int(dataLen)) {
-		return block{}, corrupt(ErrCorruption, fo+4, "%d entries in %d bytes with %d-byte slots", entries, dataLen, width)
+		return block{}, corrupt(nil, fo+4, "%d entries in %d bytes with %d-byte slots", entries, dataLen, width)
 	}
 	return block{data: p[:dataLen], slots: p[dataLen:fo], width: width, log2: log2, entries: int(entries)}, nil
 }
@@ -166,19 +166,19 @@ func (b *block) validate(first, last uint64, e *base.Entry) error {
 	for off < len(b.data) {
 		next := decodeEntry(b.data, off, e)
 		if next < 0 {
-			return corrupt(ErrCorruption, int64(off), "malformed entry %d", n)
+			return corrupt(nil, int64(off), "malformed entry %d", n)
 		}
 		if n == 0 {
 			if e.Order != first {
-				return corrupt(ErrCorruption, int64(off), "first order %#x, index says %#x", e.Order, first)
+				return corrupt(nil, int64(off), "first order %#x, index says %#x", e.Order, first)
 			}
 		} else if compareEntries(&prev, e) >= 0 {
-			return corrupt(ErrCorruption, int64(off), "entry %d does not sort after entry %d", n, n-1)
+			return corrupt(nil, int64(off), "entry %d does not sort after entry %d", n, n-1)
 		}
 		if n == 0 || e.Order != prev.Order {
 			runs++
 			if b.seek(e.Order) != off {
-				return corrupt(ErrCorruption, int64(len(b.data)), "hash index does not find order %#x at %d", e.Order, off)
+				return corrupt(nil, int64(len(b.data)), "hash index does not find order %#x at %d", e.Order, off)
 			}
 		}
 		prev = *e
@@ -186,10 +186,10 @@ func (b *block) validate(first, last uint64, e *base.Entry) error {
 		off = next
 	}
 	if n != b.entries || n == 0 {
-		return corrupt(ErrCorruption, int64(len(b.data)), "block holds %d entries, footer says %d", n, b.entries)
+		return corrupt(nil, int64(len(b.data)), "block holds %d entries, footer says %d", n, b.entries)
 	}
 	if prev.Order != last {
-		return corrupt(ErrCorruption, int64(len(b.data)), "last order %#x, index says %#x", prev.Order, last)
+		return corrupt(nil, int64(len(b.data)), "last order %#x, index says %#x", prev.Order, last)
 	}
 	*e = prev
 	used := 0
@@ -199,7 +199,7 @@ func (b *block) validate(first, last uint64, e *base.Entry) error {
 		}
 	}
 	if used != runs || int(b.log2) != int(slotsFor(runs)) {
-		return corrupt(ErrCorruption, int64(len(b.data)), "hash index has %d of 2^%d slots used for %d orders", used, b.log2, runs)
+		return corrupt(nil, int64(len(b.data)), "hash index has %d of 2^%d slots used for %d orders", used, b.log2, runs)
 	}
 	return nil
 }

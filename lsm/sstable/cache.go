@@ -97,7 +97,7 @@ func NewCache(b *memory.Budget, capacity int64, blockSize int) (*Cache, error) {
 	nshards = 1 << shardBits
 	region, err := b.Map(int(nframes)*blockSize, memory.PurposeBlockCache)
 	if err != nil {
-		return nil, fmt.Errorf("sstable: block cache of %d frames of %d bytes: %w", nframes, blockSize, err)
+		return nil, fmt.Errorf("block cache of %d frames of %d bytes: %w", nframes, blockSize, err)
 	}
 	c := &Cache{region: region, mem: region.Bytes(), frameSize: blockSize,
 		frames: make([]frame, nframes), shards: make([]cacheShard, nshards), shardBits: shardBits}

@@ -50,7 +50,7 @@ func TestValidatedOnceUnlessChanged(t *testing.T) {
 	foot := blk[len(blk)-trailerSize-dataFooterSize:]
 	le.PutUint32(foot[4:], le.Uint32(foot[4:])+1)
 	seal(blk)
-	if err := get(); !errors.Is(err, ErrCorruption) {
-		t.Fatalf("read of the resealed, damaged block: %v, want ErrCorruption", err)
+	if err := get(); !errors.Is(err, base.ErrCorruption) {
+		t.Fatalf("read of the resealed, damaged block: %v, want base.ErrCorruption", err)
 	}
 }

@@ -128,10 +128,10 @@ func TestFlipEveryByte(t *testing.T) {
 			if err == nil {
 				t.Fatalf("flipping bit %d of byte %d went unnoticed", bit, i)
 			}
-			if !errors.Is(err, ErrCorruption) {
-				t.Fatalf("flipping bit %d of byte %d: %v does not match ErrCorruption", bit, i, err)
+			if !errors.Is(err, base.ErrCorruption) {
+				t.Fatalf("flipping bit %d of byte %d: %v does not match base.ErrCorruption", bit, i, err)
 			}
-			var ce *CorruptionError
+			var ce *base.CorruptionError
 			if !errors.As(err, &ce) || ce.File != "x.sst" || ce.Offset < 0 || ce.Offset > int64(len(b)) {
 				t.Fatalf("flipping byte %d: error %v does not name the file and an offset in it", i, err)
 			}
@@ -139,19 +139,19 @@ func TestFlipEveryByte(t *testing.T) {
 	}
 }
 
-// TestTruncateEveryLength opens every proper prefix of a file: ErrTruncated
-// (or ErrCorruption), never a panic.
+// TestTruncateEveryLength opens every proper prefix of a file: base.ErrTruncated
+// (or base.ErrCorruption), never a panic.
 func TestTruncateEveryLength(t *testing.T) {
 	_, es, orig := smallFile(t)
 	for n := 0; n < len(orig); n++ {
 		err := readEverything(t, orig[:n], es, nil, 0)
-		if !errors.Is(err, ErrTruncated) {
-			t.Fatalf("prefix of %d bytes: %v, want ErrTruncated", n, err)
+		if !errors.Is(err, base.ErrTruncated) {
+			t.Fatalf("prefix of %d bytes: %v, want base.ErrTruncated", n, err)
 		}
 	}
 	// Garbage after a complete file: the footer is not at the end.
 	err := readEverything(t, append(bytes.Clone(orig), 0, 0, 0), es, nil, 0)
-	if !errors.Is(err, ErrCorruption) {
+	if !errors.Is(err, base.ErrCorruption) {
 		t.Fatalf("trailing garbage: %v", err)
 	}
 }
@@ -166,33 +166,33 @@ func TestHeaderFooterErrors(t *testing.T) {
 		want error
 		off  int64
 	}{
-		{"header-magic", func(b []byte) { b[0] = 'X' }, ErrBadMagic, 0},
-		{"header-version", func(b []byte) { le.PutUint32(b[8:], 2) }, ErrVersion, 8},
-		{"header-version-0", func(b []byte) { le.PutUint32(b[8:], 0) }, ErrVersion, 8},
-		{"header-checksum-type", func(b []byte) { b[12] = 2 }, ErrChecksumType, 12},
-		{"header-reserved", func(b []byte) { b[14] = 1 }, ErrCorruption, 13},
-		{"footer-magic", func(b []byte) { b[n-1] ^= 1 }, ErrTruncated, int64(ft + 108)},
-		{"footer-version", func(b []byte) { le.PutUint32(b[ft+96:], 9) }, ErrVersion, int64(ft + 96)},
-		{"footer-checksum-type", func(b []byte) { b[ft+100] = 0 }, ErrChecksumType, int64(ft + 100)},
-		{"footer-crc", func(b []byte) { b[ft+5] ^= 0x10 }, ErrChecksum, int64(ft)},
-		{"index-crc", func(b []byte) { b[ft-trailerSize-1] ^= 1 }, ErrChecksum, -1},
-		{"block-crc", func(b []byte) { b[headerSize+3] ^= 1 }, ErrChecksum, headerSize + 0},
+		{"header-magic", func(b []byte) { b[0] = 'X' }, base.ErrBadMagic, 0},
+		{"header-version", func(b []byte) { le.PutUint32(b[8:], 2) }, base.ErrFormatVersion, 8},
+		{"header-version-0", func(b []byte) { le.PutUint32(b[8:], 0) }, base.ErrFormatVersion, 8},
+		{"header-checksum-type", func(b []byte) { b[12] = 2 }, base.ErrChecksumType, 12},
+		{"header-reserved", func(b []byte) { b[14] = 1 }, base.ErrCorruption, 13},
+		{"footer-magic", func(b []byte) { b[n-1] ^= 1 }, base.ErrTruncated, int64(ft + 108)},
+		{"footer-version", func(b []byte) { le.PutUint32(b[ft+96:], 9) }, base.ErrFormatVersion, int64(ft + 96)},
+		{"footer-checksum-type", func(b []byte) { b[ft+100] = 0 }, base.ErrChecksumType, int64(ft + 100)},
+		{"footer-crc", func(b []byte) { b[ft+5] ^= 0x10 }, base.ErrChecksum, int64(ft)},
+		{"index-crc", func(b []byte) { b[ft-trailerSize-1] ^= 1 }, base.ErrChecksum, -1},
+		{"block-crc", func(b []byte) { b[headerSize+3] ^= 1 }, base.ErrChecksum, headerSize + 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := bytes.Clone(orig)
 			tc.edit(b)
 			err := readEverything(t, b, es, nil, 0)
-			if !errors.Is(err, tc.want) || !errors.Is(err, ErrCorruption) {
+			if !errors.Is(err, tc.want) || !errors.Is(err, base.ErrCorruption) {
 				t.Fatalf("error %v, want %v", err, tc.want)
 			}
-			var ce *CorruptionError
+			var ce *base.CorruptionError
 			if !errors.As(err, &ce) || ce.File != "x.sst" {
 				t.Fatalf("error %v does not name the file", err)
 			}
 			if tc.off >= 0 && tc.name != "block-crc" && ce.Offset != tc.off {
 				t.Fatalf("error at offset %d, want %d: %v", ce.Offset, tc.off, err)
 			}
-			for _, other := range []error{ErrTruncated, ErrBadMagic, ErrVersion, ErrChecksumType, ErrChecksum} {
+			for _, other := range []error{base.ErrTruncated, base.ErrBadMagic, base.ErrFormatVersion, base.ErrChecksumType, base.ErrChecksum} {
 				if other != tc.want && errors.Is(err, other) {
 					t.Fatalf("error %v also matches %v: the errors must be distinct", err, other)
 				}
@@ -221,7 +221,7 @@ func TestReadErrors(t *testing.T) {
 	defer rd.Close()
 	ffs.Inject(vfs.Fault{Ops: vfs.Ops(vfs.OpRead), Err: syscall.EIO})
 	err = rd.Get(es[0].Order, es[0].Key, es[0].UserKey, func(*base.Entry) bool { return true })
-	if !errors.Is(err, syscall.EIO) || errors.Is(err, ErrCorruption) {
+	if !errors.Is(err, syscall.EIO) || errors.Is(err, base.ErrCorruption) {
 		t.Fatalf("Get with a failing read: %v", err)
 	}
 	ffs.Inject(vfs.Fault{Ops: vfs.Ops(vfs.OpRead), Err: syscall.EIO})
@@ -281,7 +281,7 @@ func TestDumpDamaged(t *testing.T) {
 		b[at] ^= 0x08
 		var out bytes.Buffer
 		err := Dump(&out, readOnly(b), int64(len(b)))
-		if !errors.Is(err, ErrCorruption) || !bytes.Contains(out.Bytes(), []byte("error: ")) {
+		if !errors.Is(err, base.ErrCorruption) || !bytes.Contains(out.Bytes(), []byte("error: ")) {
 			t.Fatalf("Dump of a file damaged at %d: %v\n%s", at, err, out.String())
 		}
 	}

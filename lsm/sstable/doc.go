@@ -110,11 +110,12 @@
 // # Invariants
 //
 //  1. Checked in this order on Open, each failure a distinct error: size
-//     (ErrTruncated), header magic (ErrBadMagic), header version
-//     (ErrVersion), header checksum type (ErrChecksumType), reserved bytes;
-//     footer magic (ErrTruncated: the header is right but the file does not
-//     end with a footer, so it was cut short or torn), footer version,
-//     checksum type, CRC32C (ErrChecksum), then the footer's fields, the
+//     (base.ErrTruncated), header magic (base.ErrBadMagic), header version
+//     (base.ErrFormatVersion), header checksum type
+//     (base.ErrChecksumType), reserved bytes; footer magic
+//     (base.ErrTruncated: the header is right but the file does not end
+//     with a footer, so it was cut short or torn), footer version,
+//     checksum type, CRC32C (base.ErrChecksum), then the footer's fields, the
 //     index's and the filter's CRC32C and structure.
 //  2. Every byte of a file is covered by a check before it is used: the
 //     header by exact comparison, everything else by a CRC32C (footer, each
@@ -164,8 +165,9 @@
 //
 // # Errors and concurrency
 //
-// Errors about contents are *CorruptionError values naming the file and
-// offset; all match ErrCorruption and their specific sentinel (errors.go).
+// Errors about contents are *base.CorruptionError values naming the file and
+// offset; all match base.ErrCorruption and their cause, when a check names
+// one (errors.go).
 // A Reader and a Cache are safe for concurrent use (except Close); a Writer
 // and an Iter belong to one goroutine. The package starts no goroutines.
 package sstable

@@ -13,7 +13,7 @@ import (
 // its entries (Order, kind, Seq, hashes, key and user key in hex, value length
 // and its first bytes). It opens the file with Open and verifies every block
 // as it goes, so on a damaged file it prints what it could read and returns
-// the *CorruptionError. It does not close f. For debugging and tests; the
+// the *base.CorruptionError. It does not close f. For debugging and tests; the
 // output format is not stable.
 func Dump(w io.Writer, f vfs.File, size int64) error {
 	r, err := Open(f, "", size, nil, 0)
@@ -44,7 +44,7 @@ func Dump(w io.Writer, f vfs.File, size int64) error {
 		for off := 0; off < len(blk.data); {
 			next := decodeEntry(blk.data, off, &e)
 			if next < 0 {
-				err := &CorruptionError{Offset: int64(h.off) + int64(off), Err: ErrCorruption, Detail: "malformed entry"}
+				err := base.Corrupt("", int64(h.off)+int64(off), nil, "malformed entry")
 				fmt.Fprintf(w, "error: %v\n", err)
 				return err
 			}

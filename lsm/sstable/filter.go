@@ -66,19 +66,19 @@ func appendFilter(dst []byte, orders []uint64, bitsPerKey int) []byte {
 // relative to the payload's start.
 func decodeFilter(p []byte) (*filter, error) {
 	if len(p) < filterFooterSize {
-		return nil, corrupt(ErrCorruption, 0, "filter payload of %d bytes is shorter than its footer", len(p))
+		return nil, corrupt(nil, 0, "filter payload of %d bytes is shorter than its footer", len(p))
 	}
 	fo := len(p) - filterFooterSize
 	k := p[fo]
 	lines := le.Uint32(p[fo+4:])
 	if p[fo+1]|p[fo+2]|p[fo+3] != 0 {
-		return nil, corrupt(ErrCorruption, int64(fo+1), "filter footer reserved bytes are not zero")
+		return nil, corrupt(nil, int64(fo+1), "filter footer reserved bytes are not zero")
 	}
 	if k < 1 || k > 16 {
-		return nil, corrupt(ErrCorruption, int64(fo), "filter with %d probes", k)
+		return nil, corrupt(nil, int64(fo), "filter with %d probes", k)
 	}
 	if uint64(lines)*filterLineSize != uint64(fo) {
-		return nil, corrupt(ErrCorruption, int64(fo+4), "filter of %d lines in %d bytes", lines, fo)
+		return nil, corrupt(nil, int64(fo+4), "filter of %d lines in %d bytes", lines, fo)
 	}
 	return &filter{bits: p[:fo], lines: lines, k: k}, nil
 }

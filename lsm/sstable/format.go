@@ -63,9 +63,7 @@ const DefaultBlockSize = 16 << 10
 // DefaultBloomBitsPerKey is the filter's default bits per distinct Order.
 const DefaultBloomBitsPerKey = 10
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-func checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+func checksum(b []byte) uint32 { return crc32.Checksum(b, base.CRC32C) }
 
 var le = binary.LittleEndian
 
@@ -81,19 +79,19 @@ func appendHeader(dst []byte) []byte {
 // reserved bytes.
 func checkHeader(h []byte) error {
 	if len(h) < headerSize {
-		return corrupt(ErrTruncated, 0, "header is %d bytes, want %d", len(h), headerSize)
+		return corrupt(base.ErrTruncated, 0, "header is %d bytes, want %d", len(h), headerSize)
 	}
 	if string(h[:8]) != Magic {
-		return corrupt(ErrBadMagic, 0, "header magic %q, want %q", h[:8], Magic)
+		return corrupt(base.ErrBadMagic, 0, "header magic %q, want %q", h[:8], Magic)
 	}
 	if v := le.Uint32(h[8:]); v != FormatVersion {
-		return corrupt(ErrVersion, 8, "header format version %d, want %d", v, FormatVersion)
+		return corrupt(base.ErrFormatVersion, 8, "header format version %d, want %d", v, FormatVersion)
 	}
 	if c := ChecksumType(h[12]); c != ChecksumCRC32C {
-		return corrupt(ErrChecksumType, 12, "header checksum type %d, want %d (crc32c)", c, ChecksumCRC32C)
+		return corrupt(base.ErrChecksumType, 12, "header checksum type %d, want %d (crc32c)", c, ChecksumCRC32C)
 	}
 	if h[13]|h[14]|h[15] != 0 {
-		return corrupt(ErrCorruption, 13, "header reserved bytes % x are not zero", h[13:16])
+		return corrupt(nil, 13, "header reserved bytes % x are not zero", h[13:16])
 	}
 	return nil
 }
@@ -129,51 +127,51 @@ func (f *footer) append(dst []byte) []byte {
 func decodeFooter(b []byte, size int64) (footer, error) {
 	var f footer
 	if len(b) != footerSize {
-		return f, corrupt(ErrTruncated, 0, "footer is %d bytes, want %d", len(b), footerSize)
+		return f, corrupt(base.ErrTruncated, 0, "footer is %d bytes, want %d", len(b), footerSize)
 	}
 	if string(b[108:116]) != Magic {
-		return f, corrupt(ErrTruncated, 108, "file does not end with the footer magic (found %q): truncated or torn", b[108:116])
+		return f, corrupt(base.ErrTruncated, 108, "file does not end with the footer magic (found %q): truncated or torn", b[108:116])
 	}
 	if v := le.Uint32(b[96:]); v != FormatVersion {
-		return f, corrupt(ErrVersion, 96, "footer format version %d, want %d", v, FormatVersion)
+		return f, corrupt(base.ErrFormatVersion, 96, "footer format version %d, want %d", v, FormatVersion)
 	}
 	if c := ChecksumType(b[100]); c != ChecksumCRC32C {
-		return f, corrupt(ErrChecksumType, 100, "footer checksum type %d, want %d (crc32c)", c, ChecksumCRC32C)
+		return f, corrupt(base.ErrChecksumType, 100, "footer checksum type %d, want %d (crc32c)", c, ChecksumCRC32C)
 	}
 	if got, want := checksum(b[:104]), le.Uint32(b[104:]); got != want {
-		return f, corrupt(ErrChecksum, 0, "footer crc32c %#08x, stored %#08x", got, want)
+		return f, corrupt(base.ErrChecksum, 0, "footer crc32c %#08x, stored %#08x", got, want)
 	}
 	if b[101]|b[102]|b[103] != 0 {
-		return f, corrupt(ErrCorruption, 101, "footer reserved bytes are not zero")
+		return f, corrupt(nil, 101, "footer reserved bytes are not zero")
 	}
 	v := func(i int) uint64 { return le.Uint64(b[8*i:]) }
 	f = footer{v(0), v(1), v(2), v(3), v(4), v(5), v(6), v(7), v(8), v(9), v(10), v(11)}
 	if f.fileSize != uint64(size) {
-		return f, corrupt(ErrTruncated, 88, "footer records file size %d, file is %d bytes", f.fileSize, size)
+		return f, corrupt(base.ErrTruncated, 88, "footer records file size %d, file is %d bytes", f.fileSize, size)
 	}
 	end := uint64(size) - footerSize
 	switch {
 	case f.indexLen < trailerSize || f.indexLen > maxBlockLen || (f.indexLen-trailerSize)%indexRecordSize != 0:
-		return f, corrupt(ErrCorruption, 8, "index length %d is not a trailer plus whole records", f.indexLen)
+		return f, corrupt(nil, 8, "index length %d is not a trailer plus whole records", f.indexLen)
 	case (f.indexLen-trailerSize)/indexRecordSize != f.blocks:
-		return f, corrupt(ErrCorruption, 40, "index holds %d records, footer counts %d blocks",
+		return f, corrupt(nil, 40, "index holds %d records, footer counts %d blocks",
 			(f.indexLen-trailerSize)/indexRecordSize, f.blocks)
 	case f.indexOff > end || f.indexOff+f.indexLen != end:
-		return f, corrupt(ErrCorruption, 0, "index [%d,+%d) does not end at the footer (%d)", f.indexOff, f.indexLen, end)
+		return f, corrupt(nil, 0, "index [%d,+%d) does not end at the footer (%d)", f.indexOff, f.indexLen, end)
 	case f.filterLen != 0 && (f.filterLen < trailerSize+filterFooterSize || f.filterLen > maxBlockLen):
-		return f, corrupt(ErrCorruption, 24, "filter length %d out of range", f.filterLen)
+		return f, corrupt(nil, 24, "filter length %d out of range", f.filterLen)
 	case f.filterOff > f.indexOff || f.filterOff+f.filterLen != f.indexOff:
-		return f, corrupt(ErrCorruption, 16, "filter [%d,+%d) does not end at the index (%d)", f.filterOff, f.filterLen, f.indexOff)
+		return f, corrupt(nil, 16, "filter [%d,+%d) does not end at the index (%d)", f.filterOff, f.filterLen, f.indexOff)
 	case f.filterOff < headerSize:
-		return f, corrupt(ErrCorruption, 16, "filter offset %d inside the header", f.filterOff)
+		return f, corrupt(nil, 16, "filter offset %d inside the header", f.filterOff)
 	case f.blocks == 0 && (f.filterOff != headerSize || f.entries != 0):
-		return f, corrupt(ErrCorruption, 40, "no blocks but %d entries and data ends at %d", f.entries, f.filterOff)
+		return f, corrupt(nil, 40, "no blocks but %d entries and data ends at %d", f.entries, f.filterOff)
 	case f.tombstones > f.entries:
-		return f, corrupt(ErrCorruption, 48, "%d tombstones among %d entries", f.tombstones, f.entries)
+		return f, corrupt(nil, 48, "%d tombstones among %d entries", f.tombstones, f.entries)
 	case f.blocks > f.entries:
-		return f, corrupt(ErrCorruption, 40, "%d blocks for %d entries", f.blocks, f.entries)
+		return f, corrupt(nil, 40, "%d blocks for %d entries", f.blocks, f.entries)
 	case f.entries > 0 && (f.minOrder > f.maxOrder || f.minSeq > f.maxSeq):
-		return f, corrupt(ErrCorruption, 56, "order range [%#x,%#x] or seq range [%d,%d] inverted",
+		return f, corrupt(nil, 56, "order range [%#x,%#x] or seq range [%d,%d] inverted",
 			f.minOrder, f.maxOrder, f.minSeq, f.maxSeq)
 	}
 	return f, nil
@@ -191,17 +189,17 @@ func appendTrailer(dst []byte, start int, t blockType) []byte {
 // relative to the block's start.
 func checkTrailer(b []byte, t blockType) ([]byte, error) {
 	if len(b) < trailerSize {
-		return nil, corrupt(ErrCorruption, 0, "block of %d bytes is shorter than its trailer", len(b))
+		return nil, corrupt(nil, 0, "block of %d bytes is shorter than its trailer", len(b))
 	}
 	n := len(b) - trailerSize
 	if got, want := checksum(b[:n+4]), le.Uint32(b[n+4:]); got != want {
-		return nil, corrupt(ErrChecksum, int64(n), "block crc32c %#08x, stored %#08x (%d bytes)", got, want, len(b))
+		return nil, corrupt(base.ErrChecksum, int64(n), "block crc32c %#08x, stored %#08x (%d bytes)", got, want, len(b))
 	}
 	if blockType(b[n]) != t {
-		return nil, corrupt(ErrCorruption, int64(n), "block type %d, want %d", b[n], t)
+		return nil, corrupt(nil, int64(n), "block type %d, want %d", b[n], t)
 	}
 	if b[n+1]|b[n+2]|b[n+3] != 0 {
-		return nil, corrupt(ErrCorruption, int64(n+1), "block trailer reserved bytes are not zero")
+		return nil, corrupt(nil, int64(n+1), "block trailer reserved bytes are not zero")
 	}
 	return b[:n], nil
 }

@@ -80,8 +80,8 @@ func reseal(b []byte) {
 func exercise(t testing.TB, b []byte, c *Cache, strict bool) {
 	r, err := Open(readOnly(b), "fuzz", int64(len(b)), c, 1)
 	if err != nil {
-		if !errors.Is(err, ErrCorruption) {
-			t.Fatalf("Open error %v does not match ErrCorruption", err)
+		if !errors.Is(err, base.ErrCorruption) {
+			t.Fatalf("Open error %v does not match base.ErrCorruption", err)
 		}
 		return
 	}
@@ -92,7 +92,7 @@ func exercise(t testing.TB, b []byte, c *Cache, strict bool) {
 		all = append(all, own(it.Entry()))
 	}
 	if it.Err() != nil {
-		if !errors.Is(it.Err(), ErrCorruption) {
+		if !errors.Is(it.Err(), base.ErrCorruption) {
 			t.Fatalf("Iter error %v", it.Err())
 		}
 		return
@@ -157,7 +157,7 @@ func FuzzFooter(f *testing.F) {
 		}
 		ft, err := decodeFooter(b, size)
 		if err != nil {
-			if !errors.Is(err, ErrCorruption) {
+			if !errors.Is(err, base.ErrCorruption) {
 				t.Fatal(err)
 			}
 			return
@@ -189,7 +189,7 @@ func FuzzBlock(f *testing.F) {
 		}
 		blk, err := parseBlock(raw)
 		if err != nil {
-			if !errors.Is(err, ErrCorruption) {
+			if !errors.Is(err, base.ErrCorruption) {
 				t.Fatal(err)
 			}
 			return
@@ -249,7 +249,7 @@ func FuzzFilter(f *testing.F) {
 			for i := 0; i+8 <= len(p); i += 8 {
 				fl.mayContain(le.Uint64(p[i:]))
 			}
-		} else if !errors.Is(err, ErrCorruption) {
+		} else if !errors.Is(err, base.ErrCorruption) {
 			t.Fatal(err)
 		}
 		bitsPerKey = 1 + (bitsPerKey&63+64)%64

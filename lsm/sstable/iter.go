@@ -53,8 +53,7 @@ func (it *Iter) Next() bool {
 		if it.off < len(it.blk.data) {
 			next := decodeEntry(it.blk.data, it.off, &it.e)
 			if next < 0 {
-				it.err = &CorruptionError{File: it.r.name, Offset: int64(it.r.idx[it.b].off) + int64(it.off),
-					Err: ErrCorruption, Detail: "malformed entry in a verified block"}
+				it.err = base.Corrupt(it.r.name, int64(it.r.idx[it.b].off)+int64(it.off), nil, "malformed entry in a verified block")
 				return false
 			}
 			it.off = next
@@ -71,8 +70,8 @@ func (it *Iter) Next() bool {
 // buffer and are valid until the next call of Next or SeekGE.
 func (it *Iter) Entry() *base.Entry { return &it.e }
 
-// Err returns the error that ended the iteration: a *CorruptionError
-// (ErrChecksum, ErrCorruption, ErrTruncated) or a wrapped read error; nil at
+// Err returns the error that ended the iteration: a *base.CorruptionError
+// (base.ErrChecksum, base.ErrCorruption, base.ErrTruncated) or a wrapped read error; nil at
 // a clean end.
 func (it *Iter) Err() error { return it.err }
 
@@ -157,7 +156,7 @@ func (it *Iter) load(i int) bool {
 		var first base.Entry
 		decodeEntry(blk.data, 0, &first)
 		if compareEntries(&it.last, &first) >= 0 {
-			err = corrupt(ErrCorruption, 0, "block %d's first entry does not sort after block %d's last", i, i-1)
+			err = corrupt(nil, 0, "block %d's first entry does not sort after block %d's last", i, i-1)
 		}
 	}
 	if err != nil {

@@ -52,19 +52,18 @@ const minDataBlockLen = entryFixedSize + 3 + 2 + dataFooterSize + trailerSize
 // unique among the files sharing the cache and never reused for different
 // contents (the file number).
 //
-// Open checks, in this order, each failure a *CorruptionError naming the
-// file and offset: the size (ErrTruncated below the header plus footer), the
-// header's magic (ErrBadMagic), format version (ErrVersion) and checksum type
-// (ErrChecksumType); the footer's magic (ErrTruncated: a file that does not
+// Open checks, in this order, each failure a *base.CorruptionError naming the
+// file and offset: the size (base.ErrTruncated below the header plus footer), the
+// header's magic (base.ErrBadMagic), format version (base.ErrFormatVersion) and checksum type
+// (base.ErrChecksumType); the footer's magic (base.ErrTruncated: a file that does not
 // end with its footer was cut short or torn), version, checksum type and
-// CRC32C (ErrChecksum); then the file index's and the filter's CRC32C
-// (ErrChecksum) and their structure (ErrCorruption). Read errors from f are
+// CRC32C (base.ErrChecksum); then the file index's and the filter's CRC32C
+// (base.ErrChecksum) and their structure (base.ErrCorruption). Read errors from f are
 // returned wrapped with the name and offset. On success the Reader owns f
 // (Reader.Close closes it); on error the caller still does.
 func Open(f vfs.File, name string, size int64, cache *Cache, fileID uint64) (*Reader, error) {
 	if size < minFileSize {
-		return nil, &CorruptionError{File: name, Offset: size, Err: ErrTruncated,
-			Detail: "file is shorter than a header and a footer"}
+		return nil, base.Corrupt(name, size, base.ErrTruncated, "file is shorter than a header and a footer")
 	}
 	var hdr [headerSize]byte
 	if err := readAt(f, name, hdr[:], 0); err != nil {
@@ -123,22 +122,22 @@ func (r *Reader) loadIndex(raw []byte, ft *footer) error {
 		at := int64(i * indexRecordSize)
 		switch {
 		case h.off != next:
-			return corrupt(ErrCorruption, at+16, "block %d at offset %d, want %d", i, h.off, next)
+			return corrupt(nil, at+16, "block %d at offset %d, want %d", i, h.off, next)
 		case h.length < minDataBlockLen || h.length >= maxBlockLen:
-			return corrupt(ErrCorruption, at+24, "block %d length %d out of range", i, h.length)
+			return corrupt(nil, at+24, "block %d length %d out of range", i, h.length)
 		case h.first > h.last:
-			return corrupt(ErrCorruption, at, "block %d orders [%#x, %#x] inverted", i, h.first, h.last)
+			return corrupt(nil, at, "block %d orders [%#x, %#x] inverted", i, h.first, h.last)
 		case i > 0 && h.first < r.idx[i-1].last:
-			return corrupt(ErrCorruption, at, "block %d first order %#x below block %d's last %#x", i, h.first, i-1, r.idx[i-1].last)
+			return corrupt(nil, at, "block %d first order %#x below block %d's last %#x", i, h.first, i-1, r.idx[i-1].last)
 		}
 		r.idx[i] = h
 		next = h.off + uint64(h.length)
 	}
 	if next != ft.filterOff {
-		return corrupt(ErrCorruption, int64(len(p)), "data blocks end at %d, filter starts at %d", next, ft.filterOff)
+		return corrupt(nil, int64(len(p)), "data blocks end at %d, filter starts at %d", next, ft.filterOff)
 	}
 	if n > 0 && (r.idx[0].first != ft.minOrder || r.idx[n-1].last != ft.maxOrder) {
-		return corrupt(ErrCorruption, 0, "index orders [%#x, %#x], footer says [%#x, %#x]",
+		return corrupt(nil, 0, "index orders [%#x, %#x], footer says [%#x, %#x]",
 			r.idx[0].first, r.idx[n-1].last, ft.minOrder, ft.maxOrder)
 	}
 	return nil
@@ -217,8 +216,8 @@ func (r *Reader) unpin(st *readState) {
 // jumps inside the block through the block's hash index; a run of one Order
 // spread over several blocks (a large map, or Order collisions) is entered by
 // a binary search over those blocks' first entries. In steady state (a cache
-// hit, no error) it allocates nothing. Errors: a *CorruptionError for a block
-// whose checksum or structure is bad (ErrChecksum, ErrCorruption) and wrapped
+// hit, no error) it allocates nothing. Errors: a *base.CorruptionError for a block
+// whose checksum or structure is bad (base.ErrChecksum, base.ErrCorruption) and wrapped
 // read errors. Safe for concurrent use.
 func (r *Reader) Get(order uint64, key, userKey []byte, visit func(e *base.Entry) bool) error {
 	return r.scan(order, key, userKey, true, visit)
@@ -289,8 +288,7 @@ func (r *Reader) scan(order uint64, key, userKey []byte, exact bool, visit func(
 		for off < len(blk.data) {
 			next := decodeEntry(blk.data, off, &st.e)
 			if next < 0 {
-				return &CorruptionError{File: r.name, Offset: int64(r.idx[b].off) + int64(off),
-					Err: ErrCorruption, Detail: "malformed entry in a verified block"}
+				return base.Corrupt(r.name, int64(r.idx[b].off)+int64(off), nil, "malformed entry in a verified block")
 			}
 			if st.e.Order != order {
 				return nil
@@ -325,8 +323,7 @@ func (r *Reader) searchBlocks(st *readState, lo, hi int, order uint64, key, user
 			return 0, err
 		}
 		if decodeEntry(blk.data, 0, &st.e) < 0 {
-			return 0, &CorruptionError{File: r.name, Offset: int64(r.idx[m].off),
-				Err: ErrCorruption, Detail: "malformed entry in a verified block"}
+			return 0, base.Corrupt(r.name, int64(r.idx[m].off), nil, "malformed entry in a verified block")
 		}
 		less := st.e.Order < order || (st.e.Order == order && compareKey(st.e.Key, st.e.UserKey, key, userKey) < 0)
 		r.unpin(st)

@@ -162,7 +162,7 @@ func (w *Writer) flushOut() error {
 	}
 	n, err := w.f.Write(w.out)
 	if err != nil {
-		w.err = fmt.Errorf("sstable: write %d bytes at offset %d: %w", len(w.out), w.off, err)
+		w.err = fmt.Errorf("write %d bytes at offset %d: %w", len(w.out), w.off, err)
 		return w.err
 	}
 	w.off += int64(n)
@@ -227,7 +227,7 @@ func (w *Writer) Finish() (Meta, error) {
 		return Meta{}, err
 	}
 	if err := w.f.Sync(); err != nil {
-		w.err = fmt.Errorf("sstable: sync after %d bytes: %w", w.off, err)
+		w.err = fmt.Errorf("sync after %d bytes: %w", w.off, err)
 		return Meta{}, w.err
 	}
 	m.Size = w.off
