@@ -30,7 +30,7 @@ const (
 )
 
 // Options configure a Store. The zero value is valid: every zero field takes its default.
-// Options are read once by Open and not retained by reference (except SharedBudget and Clock).
+// Options are read once by Open and not retained by reference (except SharedBudget).
 type Options struct {
 	// MaxParallelism is the number of key groups, Flink's max parallelism: 1..32768
 	// (UpperBoundMaxParallelism). Default 128 (DefaultMaxParallelism). It must be the same
@@ -68,10 +68,6 @@ type Options struct {
 	// to free some before it fails with ErrMemoryBudget. Default 10 s
 	// (DefaultBackpressureTimeout). Must not be negative.
 	BackpressureTimeout time.Duration
-
-	// Clock returns the processing time in milliseconds since the Unix epoch; it will drive
-	// TTL. Default: time.Now().UnixMilli. Called on the Store's goroutine.
-	Clock func() int64
 
 	// BlockCacheSize is the size in bytes of the LsmStore's block cache, mapped at Open through
 	// the memory budget (memory.PurposeBlockCache), so it is part of MemoryBudget, not added to
@@ -202,9 +198,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BackpressureTimeout == 0 {
 		o.BackpressureTimeout = DefaultBackpressureTimeout
-	}
-	if o.Clock == nil {
-		o.Clock = func() int64 { return time.Now().UnixMilli() }
 	}
 	if o.L0StopWrites == 0 {
 		o.L0StopWrites = DefaultL0StopWrites

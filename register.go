@@ -2,15 +2,16 @@ package strata
 
 import "fmt"
 
-// stateKind is the kind of a registered state.
+// stateKind is the kind of a registered state. The values are written in the state registry
+// (persist.go): part of the format; do not change.
 type stateKind uint8
 
 const (
-	kindValue stateKind = iota + 1
-	kindList
-	kindMap
-	kindReducing
-	kindAggregating
+	kindValue       stateKind = 1
+	kindList        stateKind = 2
+	kindMap         stateKind = 3
+	kindReducing    stateKind = 4
+	kindAggregating stateKind = 5
 )
 
 func (k stateKind) String() string {

@@ -7,28 +7,28 @@ import (
 )
 
 // OpKind is the kind of a state change (Op). Every change the engine applies is one of these;
-// the changelog will record them by this value.
+// the changelog will record them by this value: part of the format; do not change the values.
 type OpKind uint8
 
 const (
 	// OpPut sets the value of Key (value, reducing and aggregating state).
-	OpPut OpKind = iota + 1
+	OpPut OpKind = 1
 	// OpDelete removes the value of Key (a tombstone).
-	OpDelete
+	OpDelete OpKind = 2
 	// OpListAppend appends the framed elements in Value to the list Key (a merge operand).
-	OpListAppend
+	OpListAppend OpKind = 3
 	// OpListReplace replaces the list Key by the framed elements in Value.
-	OpListReplace
+	OpListReplace OpKind = 4
 	// OpListDelete removes the list Key.
-	OpListDelete
+	OpListDelete OpKind = 5
 	// OpMapPut sets UserKey of the map Key to Value.
-	OpMapPut
+	OpMapPut OpKind = 6
 	// OpMapRemove removes UserKey from the map Key.
-	OpMapRemove
+	OpMapRemove OpKind = 7
 	// OpMapClear removes every entry of the map Key.
-	OpMapClear
+	OpMapClear OpKind = 8
 
-	numOpKinds = iota + 1 // one past the last OpKind; TestApplyEveryOp covers each below it
+	numOpKinds = 9 // one past the last OpKind; TestApplyEveryOp covers each below it
 )
 
 // String returns the operation's name, for errors and tests.
