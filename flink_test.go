@@ -824,7 +824,7 @@ func TestFlinkTooLarge(t *testing.T) {
 // reads back.
 func TestFlinkMemoryBudget(t *testing.T) {
 	const seg = 16 << 20
-	s, err := Open("", Options{MemoryBudget: seg + 2<<20, SegmentSize: seg})
+	s, err := Open("", Options{MemoryBudget: MinMemoryBudget(seg), SegmentSize: seg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,8 +46,11 @@ type Options struct {
 
 	// MemoryBudget is the hard limit, in bytes, on the memory the Store maps outside the Go
 	// heap (FreshTable segments and hash indices, SliceTable slices, the LsmStore's block
-	// cache). Default 1 GiB (DefaultMemoryBudget). Must be at least
-	// SegmentSize. Must be 0 when SharedBudget is set.
+	// cache). Default 1 GiB (DefaultMemoryBudget). Must be at least MinMemoryBudget(SegmentSize)
+	// (a segment with its hash index), plus BlockCacheSize and RowCacheSize when they are set;
+	// the default cache sizes shrink to fit. A Store in memory only needs its whole state to fit
+	// besides; a Store with a directory moves the rest to disk.
+	// Must be 0 when SharedBudget is set.
 	MemoryBudget int64
 
 	// SharedBudget, when not nil, is a budget created with NewBudget and shared with other
@@ -72,7 +75,8 @@ type Options struct {
 	// BlockCacheSize is the size in bytes of the LsmStore's block cache, mapped at Open through
 	// the memory budget (memory.PurposeBlockCache), so it is part of MemoryBudget, not added to
 	// it. 0 means the default, 1/32 of the budget's limit (DefaultBlockCacheDivisor; with a
-	// SharedBudget, 1/32 of the shared limit per Store); negative means no cache (every LSM
+	// SharedBudget, 1/32 of the shared limit per Store), less when the budget has too little room
+	// left for a segment beside it (see MemoryBudget); negative means no cache (every LSM
 	// read goes to its file). Ignored by a Store in memory only (dir ""). At least one block
 	// (16 KiB) when positive.
 	BlockCacheSize int64
@@ -111,10 +115,8 @@ type Options struct {
 // Validate reports whether the options are valid, returning an error that wraps
 // ErrInvalidOptions and names the bad field. Zero fields are valid (they take defaults).
 func (o Options) Validate() error {
-	maxP := o.MaxParallelism
-	if maxP == 0 {
-		maxP = DefaultMaxParallelism
-	}
+	d := o.withDefaults() // defaults have one home; zero fields are checked as their defaults
+	maxP := d.MaxParallelism
 	if maxP < 1 || maxP > UpperBoundMaxParallelism {
 		return fmt.Errorf("%w: Options.MaxParallelism = %d: must be in [1, %d] (0 for the default %d)",
 			ErrInvalidOptions, o.MaxParallelism, UpperBoundMaxParallelism, DefaultMaxParallelism)
@@ -149,10 +151,7 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: Options.BlockCacheSize = %d: below one 16 KiB block (0 for the default, negative for none)",
 			ErrInvalidOptions, o.BlockCacheSize)
 	}
-	seg := o.SegmentSize
-	if seg == 0 {
-		seg = DefaultSegmentSize
-	}
+	seg := d.SegmentSize
 	if seg != 16<<20 && seg != 32<<20 && seg != 64<<20 {
 		return fmt.Errorf("%w: Options.SegmentSize = %d: must be 16, 32 or 64 MiB (0 for the default 64 MiB)",
 			ErrInvalidOptions, o.SegmentSize)
@@ -162,24 +161,44 @@ func (o Options) Validate() error {
 			return fmt.Errorf("%w: Options.MemoryBudget = %d: must be 0 when Options.SharedBudget is set",
 				ErrInvalidOptions, o.MemoryBudget)
 		}
-		if l := o.SharedBudget.Limit(); l < int64(seg) {
-			return fmt.Errorf("%w: Options.SharedBudget: limit %d bytes is smaller than one segment (%d bytes)",
-				ErrInvalidOptions, l, seg)
+		if l, min := o.SharedBudget.Limit(), MinMemoryBudget(seg); l < min {
+			return fmt.Errorf("%w: Options.SharedBudget: limit %d bytes is below the minimum %d for %d-byte segments (MinMemoryBudget)",
+				ErrInvalidOptions, l, min, seg)
 		}
-		return nil
+		return o.checkCaches(o.SharedBudget.Limit(), "Options.SharedBudget's limit")
 	}
 	if o.MemoryBudget < 0 {
 		return fmt.Errorf("%w: Options.MemoryBudget = %d: must not be negative (0 for the default 1 GiB)",
 			ErrInvalidOptions, o.MemoryBudget)
 	}
-	if o.MemoryBudget != 0 && o.MemoryBudget < int64(seg) {
-		return fmt.Errorf("%w: Options.MemoryBudget = %d: smaller than one segment (Options.SegmentSize = %d bytes)",
-			ErrInvalidOptions, o.MemoryBudget, seg)
+	if min := MinMemoryBudget(seg); d.MemoryBudget < min {
+		return fmt.Errorf("%w: Options.MemoryBudget = %d: below the minimum %d for %d-byte segments (MinMemoryBudget)",
+			ErrInvalidOptions, o.MemoryBudget, min, seg)
+	}
+	return o.checkCaches(d.MemoryBudget, "Options.MemoryBudget")
+}
+
+// MinMemoryBudget returns the smallest memory budget, in bytes, a Store with segments of
+// segmentSize bytes accepts (Options.MemoryBudget, a SharedBudget's limit, beside explicit
+// cache sizes): a segment and its hash index at their largest (an eighth of the segment, plus
+// the old index while it grows): 1.25 × segmentSize. Open maps the first segment, so a Store
+// Open returns never fails its first write for memory; with a directory it moves full segments
+// to disk and goes on within this budget.
+func MinMemoryBudget(segmentSize int) int64 { return int64(segmentSize) + int64(segmentSize)/4 }
+
+// checkCaches refuses explicit cache sizes that leave the budget (limit bytes, named what)
+// below MinMemoryBudget for the FreshTable.
+func (o Options) checkCaches(limit int64, what string) error {
+	caches := max(o.BlockCacheSize, 0) + max(o.RowCacheSize, 0)
+	if min := MinMemoryBudget(o.withDefaults().SegmentSize); caches > 0 && limit-caches < min {
+		return fmt.Errorf("%w: Options.BlockCacheSize + Options.RowCacheSize = %d: %s of %d bytes must keep at least %d (MinMemoryBudget) beside the caches",
+			ErrInvalidOptions, caches, what, limit, min)
 	}
 	return nil
 }
 
-// withDefaults returns o with every zero field set to its default. o must be valid.
+// withDefaults returns o with every zero field set to its default (the one place defaults are
+// applied; Validate checks the result). Invalid fields stay as they are.
 func (o Options) withDefaults() Options {
 	if o.MaxParallelism == 0 {
 		o.MaxParallelism = DefaultMaxParallelism
@@ -193,7 +212,7 @@ func (o Options) withDefaults() Options {
 	if o.SegmentSize == 0 {
 		o.SegmentSize = DefaultSegmentSize
 	}
-	if o.SharedBudget == nil && o.MemoryBudget == 0 {
+	if o.SharedBudget == nil && o.MemoryBudget == 0 { // Validate checks the default as any value
 		o.MemoryBudget = DefaultMemoryBudget
 	}
 	if o.BackpressureTimeout == 0 {
@@ -209,17 +228,28 @@ func (o Options) withDefaults() Options {
 }
 
 // budgetDefaults returns the block cache size, row cache size and eviction watermark for a
-// budget of limit bytes (Options.BlockCacheSize, RowCacheSize and EvictionWatermark after
-// defaults; a cache is 0 when there is none).
-func (o Options) budgetDefaults(limit int64) (cache, rows, water int64) {
+// budget of limit bytes of which free are neither used nor reserved now (Options.BlockCacheSize,
+// RowCacheSize and EvictionWatermark after defaults; a cache is 0 when there is none). Default
+// cache sizes shrink so that free keeps room for a segment and its index beside them (a budget
+// near MinMemoryBudget, or a shared budget other stores hold much of); explicit sizes are as
+// given (Validate checked them against the limit).
+func (o Options) budgetDefaults(limit, free int64) (cache, rows, water int64) {
+	seg := int64(o.SegmentSize)
+	room := max(free-seg-seg/4, 0) // what default caches may take
 	cache = o.BlockCacheSize
 	if cache == 0 {
-		cache = limit / DefaultBlockCacheDivisor
+		cache = min(limit/DefaultBlockCacheDivisor, room/(1+DefaultRowCacheShare))
+		if cache < 16<<10 {
+			cache = 0 // below one block: no cache
+		}
 	}
 	cache = max(cache, 0)
 	rows = o.RowCacheSize
 	if rows == 0 {
-		rows = limit / DefaultBlockCacheDivisor * DefaultRowCacheShare
+		rows = min(limit/DefaultBlockCacheDivisor*DefaultRowCacheShare, room/(1+DefaultRowCacheShare)*DefaultRowCacheShare)
+		if rows < engine.MinRowCacheSize {
+			rows = 0
+		}
 	}
 	rows = max(rows, 0)
 	water = o.EvictionWatermark

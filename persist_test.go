@@ -345,7 +345,7 @@ func TestRegistryDecode(t *testing.T) {
 }
 
 func FuzzRegistryDecode(f *testing.F) {
-	s, err := Open("", Options{MemoryBudget: 16 << 20, SegmentSize: 16 << 20})
+	s, err := Open("", Options{MemoryBudget: 32 << 20, SegmentSize: 16 << 20})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -1044,14 +1044,30 @@ func TestRowCacheAttackBudget(t *testing.T) {
 		t.Errorf("after Close of every store: budget used %d, reserve %d; want 0, 0", u, r)
 	}
 
-	// A row cache larger than the budget: Open fails and leaves nothing.
+	// A row cache larger than the budget: refused before anything is mapped.
 	mem := vfs.NewMem()
 	_, err := open("/big", Options{SharedBudget: shared, SegmentSize: 16 << 20, RowCacheSize: 1 << 40, fs: mem}, nil)
-	if !errors.Is(err, ErrMemoryBudget) {
-		t.Fatalf("open with a 1 TiB row cache: %v, want ErrMemoryBudget", err)
+	if !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("open with a 1 TiB row cache: %v, want ErrInvalidOptions", err)
 	}
 	if u, r := shared.Used(), shared.Reserve(); u != 0 || r != 0 {
-		t.Errorf("after a failed Open: budget used %d, reserve %d; want 0, 0", u, r)
+		t.Errorf("after a refused Open: budget used %d, reserve %d; want 0, 0", u, r)
+	}
+	// A shared budget others filled: Open fails for memory (it maps its first segment) and
+	// leaves nothing.
+	held, err := shared.Map(int(shared.Limit()-8<<20), memory.PurposeFreshData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = open("/big", Options{SharedBudget: shared, SegmentSize: 16 << 20, fs: mem}, nil)
+	if !errors.Is(err, ErrMemoryBudget) {
+		t.Fatalf("open on a full shared budget: %v, want ErrMemoryBudget", err)
+	}
+	if u, r := shared.Used(), shared.Reserve(); u != shared.Limit()-8<<20 || r != 0 {
+		t.Errorf("after a failed Open: budget used %d, reserve %d; want %d, 0", u, r, shared.Limit()-8<<20)
+	}
+	if err := held.Release(); err != nil {
+		t.Fatal(err)
 	}
 	s, err := open("/big", Options{SharedBudget: shared, SegmentSize: 16 << 20, fs: mem}, nil)
 	if err != nil {

@@ -91,7 +91,7 @@ func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err
 		L0StopWrites:        opts.L0StopWrites,
 	}
 	if dir != "" {
-		eo.BlockCacheSize, eo.RowCacheSize, eo.EvictionWatermark = opts.budgetDefaults(budget.Limit())
+		eo.BlockCacheSize, eo.RowCacheSize, eo.EvictionWatermark = opts.budgetDefaults(budget.Limit(), budget.Limit()-budget.Used()-budget.Reserve())
 	}
 	if adjust != nil {
 		adjust(&eo)

@@ -178,6 +178,21 @@ func (t *Table) Stats() Stats {
 	return st
 }
 
+// Prepare maps the active segment and its index now if there is none, so
+// that the next write does not need to map them (a Store maps its first
+// segment at Open: an Open that succeeds never sees its first write fail for
+// memory). Errors: memory.ErrMemoryBudget (nothing mapped), base.ErrClosed.
+func (t *Table) Prepare() error {
+	if t.closed {
+		return base.ErrClosed
+	}
+	if t.active != nil {
+		return nil
+	}
+	_, err := t.roll()
+	return err
+}
+
 // roll seals the active segment (if any) and takes a new one with a fresh
 // index. On error nothing changes.
 func (t *Table) roll() (*segment, error) {

@@ -345,6 +345,16 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 			return nil, errors.Join(fmt.Errorf("row cache of %d bytes: %w", o.RowCacheSize, err), sched.Close(), sl.Close(), f.Close())
 		}
 	}
+	// The first segment now: an Open that succeeds never sees its first write fail for memory
+	// (a shared budget that other stores filled fails Open instead, with the figures).
+	if err := f.Prepare(); err != nil {
+		budget.AddReserve(-add)
+		errs := []error{fmt.Errorf("the first segment: %w", err), sched.Close(), sl.Close(), f.Close()}
+		if rc != nil {
+			errs = append(errs, rc.close())
+		}
+		return nil, errors.Join(errs...)
+	}
 	t := &Engine{
 		f: f, sl: sl, alloc: alloc, low: o.Lower, budget: budget, sched: sched, rc: rc,
 		stride:     base.Stride(o.MaxParallelism),
