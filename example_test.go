@@ -97,8 +97,12 @@ func ExampleMapState_Iterator() {
 			_ = it.Remove() // removing the current entry does not disturb the iteration
 		}
 	}
-	for item, n := range carts.Entries(k) {
+	entries, errf := carts.Entries(k)
+	for item, n := range entries {
 		fmt.Println(item, n)
+	}
+	if err := errf(); err != nil { // a sequence that stops early says why
+		panic(err)
 	}
 	// Output: apple 3
 }

@@ -66,22 +66,25 @@ func (a *allStates) ops(k Key) map[string]func() error {
 		"map/Clear":         func() error { return a.mp.Clear(k) },
 		"map/Iterator":      func() error { it := a.mp.Iterator(k); it.Next(); return it.Err() },
 		"map/Entries": func() error {
-			for range a.mp.Entries(k) {
+			seq, errf := a.mp.Entries(k)
+			for range seq {
 				return yielded
 			}
-			return nil
+			return errf()
 		},
 		"map/Keys": func() error {
-			for range a.mp.Keys(k) {
+			seq, errf := a.mp.Keys(k)
+			for range seq {
 				return yielded
 			}
-			return nil
+			return errf()
 		},
 		"map/Values": func() error {
-			for range a.mp.Values(k) {
+			seq, errf := a.mp.Values(k)
+			for range seq {
 				return yielded
 			}
-			return nil
+			return errf()
 		},
 
 		"reducing/Get":             func() error { _, _, err := a.red.Get(k); return err },
@@ -762,8 +765,12 @@ func TestFlinkTooLarge(t *testing.T) {
 			v, _, _ := bval.Get(k)
 			fmt.Fprintf(&b, "%q %q ", v, listOf(t, blst, k))
 			m := map[string]string{}
-			for uk, uv := range bmap.Entries(k) {
+			seq, errf := bmap.Entries(k)
+			for uk, uv := range seq {
 				m[string(uk)] = string(uv)
+			}
+			if err := errf(); err != nil {
+				t.Fatal(err)
 			}
 			r, _, _ := bred.Get(k)
 			fmt.Fprintf(&b, "%v %q", m, r)

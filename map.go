@@ -205,52 +205,65 @@ func (m *MapState[UK, UV]) iterator(k Key, it *MapIterator[UK, UV]) {
 	it.ok = true
 }
 
-// Entries returns the entries of the map of k as a sequence, as Flink's MapState.entries.
-// Writes during the iteration behave as for Iterator. The sequence ends early on an error
-// (ErrKeyGroupOutOfRange, ErrClosed, ErrCorruption) without reporting it: use Iterator where
-// errors matter.
-func (m *MapState[UK, UV]) Entries(k Key) iter.Seq2[UK, UV] {
+// Entries returns the entries of the map of k as a sequence, as Flink's MapState.entries, and
+// a function that reports the error that ended the last range over the sequence early:
+// ErrKeyGroupOutOfRange, ErrClosed, ErrCorruption (a damaged file, a codec's Decode),
+// ErrIteratorInvalidated — nil when the range ran to its end or the loop broke out of it. A
+// sequence that stops early is never silent (Flink's FLINK-9373 hid such errors): check the
+// function after every range.
+//
+//	seq, errf := m.Entries(k)
+//	for uk, uv := range seq { ... }
+//	if err := errf(); err != nil { ... }
+//
+// Writes during the iteration behave as for Iterator; each range starts a new iteration.
+func (m *MapState[UK, UV]) Entries(k Key) (iter.Seq2[UK, UV], func() error) {
+	var err error
 	return func(yield func(UK, UV) bool) {
-		var it MapIterator[UK, UV]
-		m.iterator(k, &it)
-		defer it.it.Close()
-		for it.Next() {
+		err = m.each(k, func(it *MapIterator[UK, UV]) bool {
 			uk, uv := it.Key(), it.Value()
-			if it.err != nil || !yield(uk, uv) {
-				return
-			}
-		}
-	}
+			return it.err == nil && yield(uk, uv)
+		})
+	}, func() error { return err }
 }
 
-// Keys returns the user keys of the map of k, as Flink's MapState.keys; see Entries.
-func (m *MapState[UK, UV]) Keys(k Key) iter.Seq[UK] {
+// Keys returns the user keys of the map of k, as Flink's MapState.keys, with the error
+// function of Entries.
+func (m *MapState[UK, UV]) Keys(k Key) (iter.Seq[UK], func() error) {
+	var err error
 	return func(yield func(UK) bool) {
-		var it MapIterator[UK, UV]
-		m.iterator(k, &it)
-		defer it.it.Close()
-		for it.Next() {
+		err = m.each(k, func(it *MapIterator[UK, UV]) bool {
 			uk := it.Key()
-			if it.err != nil || !yield(uk) {
-				return
-			}
-		}
-	}
+			return it.err == nil && yield(uk)
+		})
+	}, func() error { return err }
 }
 
-// Values returns the values of the map of k, as Flink's MapState.values; see Entries.
-func (m *MapState[UK, UV]) Values(k Key) iter.Seq[UV] {
+// Values returns the values of the map of k, as Flink's MapState.values, with the error
+// function of Entries.
+func (m *MapState[UK, UV]) Values(k Key) (iter.Seq[UV], func() error) {
+	var err error
 	return func(yield func(UV) bool) {
-		var it MapIterator[UK, UV]
-		m.iterator(k, &it)
-		defer it.it.Close()
-		for it.Next() {
+		err = m.each(k, func(it *MapIterator[UK, UV]) bool {
 			uv := it.Value()
-			if it.err != nil || !yield(uv) {
-				return
-			}
+			return it.err == nil && yield(uv)
+		})
+	}, func() error { return err }
+}
+
+// each runs f on every entry of the map of k until f returns false, and returns the error
+// that ended the iteration or that f's Key/Value calls recorded (nil at the end or when f
+// stopped without one).
+func (m *MapState[UK, UV]) each(k Key, f func(*MapIterator[UK, UV]) bool) error {
+	var it MapIterator[UK, UV]
+	m.iterator(k, &it)
+	defer it.it.Close()
+	for it.Next() {
+		if !f(&it) {
+			break
 		}
 	}
+	return it.Err()
 }
 
 // MapIterator iterates the entries of one map, as returned by MapState.Iterator:

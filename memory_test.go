@@ -127,11 +127,15 @@ func TestBoundedMemory(t *testing.T) {
 			t.Fatalf("list %d: %d elements, %v", i, n, it.Err())
 		}
 		n = 0
-		for uk, uv := range mp.Entries(k) {
+		seq, errf := mp.Entries(k)
+		for uk, uv := range seq {
 			if string(uv) != string(fill(buf[:elen], i, int(uk)+5)) {
 				t.Fatalf("map %d[%d]", i, uk)
 			}
 			n++
+		}
+		if err := errf(); err != nil {
+			t.Fatalf("map %d: %v", i, err)
 		}
 		if n != 4 {
 			t.Fatalf("map %d: %d entries", i, n)

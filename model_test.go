@@ -468,7 +468,11 @@ func (m *modelRun) checkList(op int, kn [2]string) {
 
 func (m *modelRun) checkMap(op int, kn [2]string) {
 	k := m.key(kn)
-	got := maps.Collect(m.mp.Entries(k))
+	seq, errf := m.mp.Entries(k)
+	got := maps.Collect(seq)
+	if err := errf(); err != nil {
+		m.fatalf(op, "map %v: %v", kn, err)
+	}
 	want := m.mMap[kn]
 	if len(got) != len(want) || !maps.Equal(got, want) && len(want) > 0 {
 		m.fatalf(op, "map %v = %v, want %v", kn, got, want)

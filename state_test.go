@@ -1,8 +1,10 @@
 package strata
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -284,17 +286,17 @@ func TestMapState(t *testing.T) {
 	if c, _ := m.Contains(k, "zz"); c {
 		t.Fatal("Contains(zz) = true")
 	}
-	if got := maps.Collect(m.Entries(k)); !maps.Equal(got, map[string]int64{"a": 11, "b": 2, "": 3}) {
+	if got := mustMap(m.Entries(k)); !maps.Equal(got, map[string]int64{"a": 11, "b": 2, "": 3}) {
 		t.Fatalf("Entries = %v", got)
 	}
-	if got := maps.Collect(m.Entries(w)); !maps.Equal(got, map[string]int64{"a": 100}) {
+	if got := mustMap(m.Entries(w)); !maps.Equal(got, map[string]int64{"a": 100}) {
 		t.Fatalf("Entries(w) = %v", got)
 	}
-	keys := slices.Sorted(m.Keys(k))
+	keys := mustSorted(m.Keys(k))
 	if !slices.Equal(keys, []string{"", "a", "b"}) {
 		t.Fatalf("Keys = %q", keys)
 	}
-	vals := slices.Sorted(m.Values(k))
+	vals := mustSorted(m.Values(k))
 	if !slices.Equal(vals, []int64{2, 3, 11}) {
 		t.Fatalf("Values = %v", vals)
 	}
@@ -304,7 +306,7 @@ func TestMapState(t *testing.T) {
 		t.Fatal("removed entry still there")
 	}
 	must(0, m.PutAll(k, maps.All(map[string]int64{"p": 1, "q": 2})))
-	if got := maps.Collect(m.Entries(k)); !maps.Equal(got, map[string]int64{"a": 11, "": 3, "p": 1, "q": 2}) {
+	if got := mustMap(m.Entries(k)); !maps.Equal(got, map[string]int64{"a": 11, "": 3, "p": 1, "q": 2}) {
 		t.Fatalf("after PutAll = %v", got)
 	}
 	// Iterator with removal of every other entry and an update of the current one.
@@ -336,7 +338,7 @@ func TestMapState(t *testing.T) {
 	if len(seen) != 4 {
 		t.Fatalf("iterated %v", seen)
 	}
-	if got := maps.Collect(m.Entries(k)); !maps.Equal(got, map[string]int64{"": 30, "q": 20}) {
+	if got := mustMap(m.Entries(k)); !maps.Equal(got, map[string]int64{"": 30, "q": 20}) {
 		t.Fatalf("after iterator removal = %v", got)
 	}
 	must(0, m.Clear(k))
@@ -347,12 +349,12 @@ func TestMapState(t *testing.T) {
 		t.Fatal("Clear leaked across namespaces")
 	}
 	must(0, m.Put(k, "after", 1))
-	if got := maps.Collect(m.Entries(k)); !maps.Equal(got, map[string]int64{"after": 1}) {
+	if got := mustMap(m.Entries(k)); !maps.Equal(got, map[string]int64{"after": 1}) {
 		t.Fatalf("after Clear+Put = %v", got)
 	}
 	// Early break of a sequence.
 	n := 0
-	for range m.Entries(w) {
+	for range first(m.Entries(w)) {
 		n++
 		break
 	}
@@ -771,3 +773,24 @@ func TestStats(t *testing.T) {
 		t.Fatalf("Stats = %+v", st)
 	}
 }
+
+// mustMap collects a map sequence and panics if it stopped on an error.
+func mustMap[K comparable, V any](seq iter.Seq2[K, V], errf func() error) map[K]V {
+	got := maps.Collect(seq)
+	if err := errf(); err != nil {
+		panic(err)
+	}
+	return got
+}
+
+// mustSorted collects a sequence, sorted, and panics if it stopped on an error.
+func mustSorted[T cmp.Ordered](seq iter.Seq[T], errf func() error) []T {
+	got := slices.Sorted(seq)
+	if err := errf(); err != nil {
+		panic(err)
+	}
+	return got
+}
+
+// first returns the sequence of a (sequence, error function) pair.
+func first[S any](seq S, _ func() error) S { return seq }

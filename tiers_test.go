@@ -81,8 +81,12 @@ func TestManySegments(t *testing.T) {
 				t.Fatalf("%s: list %d has %d elements (%v), want %d", when, i, n, it.Err(), rounds)
 			}
 			got := map[int64]int64{}
-			for uk, uv := range mp.Entries(k) {
+			seq, errf := mp.Entries(k)
+			for uk, uv := range seq {
 				got[uk] = uv
+			}
+			if err := errf(); err != nil {
+				t.Fatal(err)
 			}
 			for uk := range int64(min(rounds, 3)) {
 				last := int64(-1)
