@@ -27,7 +27,9 @@ type Codec[T any] interface {
 var (
 	// Bytes stores a []byte as is. Decode returns b itself (capacity clipped to its length, so
 	// an append by the caller copies): a value read through Bytes aliases the store's memory
-	// and is valid only until the next operation on the Store. Copy it to keep it.
+	// and is valid until the next write to the Store (any state's Put, Add, Update, Remove,
+	// Clear or MergeNamespaces, and WaitBackground and Close): reads never move memory, so
+	// other reads in between leave it intact. Copy it to keep it longer.
 	Bytes Codec[[]byte] = bytesCodec{}
 	// String stores the UTF-8 (or any) bytes of a string; Decode copies.
 	String Codec[string] = stringCodec{}

@@ -48,8 +48,10 @@
 //     task thread. They share per-Store scratch buffers, so get and put allocate nothing;
 //     builds with -race or -tags invariants panic on overlapping use.
 //  2. Bytes returned by aliasing codecs (Bytes) and list iterators read the Store's memory in
-//     place and are valid until the next write to the Store (a list iterator also until the
-//     next Get or MergeNamespaces on its state, which reuse its buffer).
+//     place and are valid until the next write to the Store — any state's Put, Add, Update,
+//     Remove, Clear or MergeNamespaces, and WaitBackground and Close — however many reads come
+//     between (a list iterator also until the next Get or MergeNamespaces on its state, which
+//     reuse its buffer).
 //  3. A key group is computed exactly as Flink's KeyGroupRangeAssignment, and a state
 //     operation on a Key outside the Store's range fails with ErrKeyGroupOutOfRange.
 //  4. Memory beyond the budget is refused with ErrMemoryBudget, never taken.
