@@ -27,7 +27,7 @@ const (
 	attackSeed     = 20260522
 )
 
-var attackCrashWorkload = awWorkload{slots: 3 * 20_000, maxVal: 1500}
+var attackCrashWorkload = attackWorkload(20_000, 1500)
 
 func attackCrashOptions() Options {
 	return Options{MaxParallelism: 128, MemoryBudget: 64 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2}
@@ -88,11 +88,11 @@ func TestAttackCrashChild(t *testing.T) {
 		if err != nil {
 			t.Fatalf("child: open before session %d: %v", n, err)
 		}
-		st, err := registerAW(s)
+		st, err := registerModel(s, attackCrashWorkload.u)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := attackCrashWorkload.session(attackSeed, n, attackCrashOps, newAWModel(), st); err != nil {
+		if err := attackCrashWorkload.session(attackSeed, n, attackCrashOps, newModel(), st); err != nil {
 			t.Fatalf("child: %v", err)
 		}
 		if err := s.Close(); err != nil {
@@ -124,7 +124,7 @@ func TestAttackCrashKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	model, modelN := newAWModel(), -1 // the model of sessions 0..modelN
+	model, modelN := newModel(), -1 // the model of sessions 0..modelN
 	advance := func(to int) {
 		for modelN < to {
 			modelN++
@@ -181,16 +181,16 @@ func TestAttackCrashKill(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kill %d after %v (progress %d): reopen: %v", kill, delay, n, err)
 		}
-		st, err := registerAW(s)
+		st, err := registerModel(s, attackCrashWorkload.u)
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = st.checkAll(attackCrashWorkload, model)
+		err = st.checkAll(model)
 		if errors.Is(err, errMismatch) {
 			// Killed between Close and the progress file? Then the store is at session n+1.
-			next := cloneAW(model)
+			next := model.clone()
 			attackCrashWorkload.session(attackSeed, n+1, attackCrashOps, next, nil)
-			if err2 := st.checkAll(attackCrashWorkload, next); err2 == nil {
+			if err2 := st.checkAll(next); err2 == nil {
 				t.Logf("kill %d: the store is at session %d, one past the progress file (killed after Close)", kill, n+1)
 				model, modelN, err = next, n+1, nil
 				if err := writeProgress(root, n+1); err != nil {
@@ -212,28 +212,4 @@ func TestAttackCrashKill(t *testing.T) {
 	if modelN < 1 {
 		t.Errorf("only %d sessions completed across %d kills: the kills never fell after a Close", modelN+1, kills)
 	}
-}
-
-func cloneAW(m *awModel) *awModel {
-	c := newAWModel()
-	for k, v := range m.val {
-		c.val[k] = v
-	}
-	for k, v := range m.lst {
-		c.lst[k] = append([]int64(nil), v...)
-	}
-	for k, v := range m.mp {
-		mm := map[uint8]int64{}
-		for u, x := range v {
-			mm[u] = x
-		}
-		c.mp[k] = mm
-	}
-	for k, v := range m.red {
-		c.red[k] = v
-	}
-	for k, v := range m.agg {
-		c.agg[k] = v
-	}
-	return c
 }

@@ -18,7 +18,7 @@ import (
 	"testing"
 )
 
-var attackDamageWorkload = awWorkload{slots: 3 * 4000, maxVal: 600}
+var attackDamageWorkload = attackWorkload(4000, 600)
 
 const attackDamageOps = 40_000
 
@@ -51,15 +51,15 @@ func copyDir(t testing.TB, src, dst string) {
 
 // attackDamageBase writes two sessions (A, then B) to a real directory and returns it with
 // the models as of each Close.
-func attackDamageBase(t *testing.T) (dir string, mA, mB *awModel) {
+func attackDamageBase(t *testing.T) (dir string, mA, mB *model) {
 	dir = filepath.Join(t.TempDir(), "base")
-	mA, mB = newAWModel(), newAWModel()
+	mA, mB = newModel(), newModel()
 	for n := range 2 {
 		s, err := Open(dir, attackDamageOptions())
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := registerAW(s)
+		st, err := registerModel(s, attackDamageWorkload.u)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ type damageOutcome struct {
 	panicked any
 }
 
-func openAndRead(dir string, mA, mB *awModel) (out damageOutcome) {
+func openAndRead(dir string, mA, mB *model) (out damageOutcome) {
 	defer func() {
 		if r := recover(); r != nil {
 			out.panicked = r
@@ -109,17 +109,17 @@ func openAndRead(dir string, mA, mB *awModel) (out damageOutcome) {
 		return out
 	}
 	defer s.Close()
-	st, err := registerAW(s)
+	st, err := registerModel(s, attackDamageWorkload.u)
 	if err != nil {
 		out.err = err
 		return out
 	}
-	err = st.checkAll(attackDamageWorkload, mB)
+	err = st.checkAll(mB)
 	switch {
 	case err == nil:
 		out.state = "B"
 	case errors.Is(err, errMismatch):
-		if errA := st.checkAll(attackDamageWorkload, mA); errA == nil {
+		if errA := st.checkAll(mA); errA == nil {
 			out.state = "A"
 		} else {
 			out.wrong = err.Error()
@@ -289,8 +289,8 @@ func TestAttackForeignFiles(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second open: %v", err)
 	}
-	st, _ := registerAW(s)
-	m := cloneAW(mB)
+	st, _ := registerModel(s, attackDamageWorkload.u)
+	m := mB.clone()
 	if err := attackDamageWorkload.session(attackSeed, 7, 20_000, m, st); err != nil {
 		t.Fatal(err)
 	}

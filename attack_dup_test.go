@@ -34,8 +34,8 @@ func TestAttackNoSpaceCloseListDup(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { s.Close() }()
-			st, _ := registerAW(s)
-			f := &faultyRun{t: t, w: attackFaultWorkload, pcg: rand.NewPCG(7, 0), m: newAWModel(), st: st}
+			st, _ := registerModel(s, attackFaultWorkload.u)
+			f := &modelRun{t: t, w: attackFaultWorkload, rng: rand.New(rand.NewPCG(7, 0)), m: newModel(), st: st, faulty: true}
 			for range 60_000 {
 				if err := f.step(); err != nil {
 					t.Fatal(err)
@@ -53,7 +53,7 @@ func TestAttackNoSpaceCloseListDup(t *testing.T) {
 			after := s.Stats()
 			t.Logf("before Close: segments %d slices %d; after the failed Close: segments %d, slices %d, LSM files %d, persist files %d",
 				before.Segments, before.Slices, after.Segments, after.Slices, after.LSMFiles, after.PersistFiles)
-			readErr := st.checkAll(f.w, f.m)
+			readErr := st.checkAll(f.m)
 			fault.ClearFaults()
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
@@ -62,8 +62,8 @@ func TestAttackNoSpaceCloseListDup(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st, _ = registerAW(s)
-			reopenErr := st.checkAll(f.w, f.m)
+			st, _ = registerModel(s, attackFaultWorkload.u)
+			reopenErr := st.checkAll(f.m)
 			if readErr != nil || reopenErr != nil {
 				t.Fatalf("after Close failed with ErrNoSpace part-way: reads %v; after the retried Close and Open: %v", readErr, reopenErr)
 			}

@@ -8,10 +8,8 @@ package strata
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,85 +19,12 @@ import (
 	"github.com/strata-db/strata/internal/vfs"
 )
 
-// awSlot is a model's state of one slot.
-type awSlot struct {
-	val          awVal
-	hasVal       bool
-	lst          []int64
-	mp           map[uint8]int64
-	red, agg     int64
-	hasR, hasAgg bool
-}
-
-func (m *awModel) slot(s int32) awSlot {
-	v, hv := m.val[s]
-	r, hr := m.red[s]
-	a, ha := m.agg[s]
-	return awSlot{val: v, hasVal: hv, lst: slices.Clone(m.lst[s]), mp: maps.Clone(m.mp[s]), red: r, agg: a, hasR: hr, hasAgg: ha}
-}
-
-func (m *awModel) setSlot(s int32, x awSlot) {
-	del := func() {
-		delete(m.val, s)
-		delete(m.lst, s)
-		delete(m.mp, s)
-		delete(m.red, s)
-		delete(m.agg, s)
-	}
-	del()
-	if x.hasVal {
-		m.val[s] = x.val
-	}
-	if len(x.lst) > 0 {
-		m.lst[s] = x.lst
-	}
-	if len(x.mp) > 0 {
-		m.mp[s] = x.mp
-	}
-	if x.hasR {
-		m.red[s] = x.red
-	}
-	if x.hasAgg {
-		m.agg[s] = x.agg
-	}
-}
-
-// faultyRun drives the workload one step at a time and resolves refused writes.
-type faultyRun struct {
-	t   *testing.T
-	w   awWorkload
-	pcg *rand.PCG
-	m   *awModel
-	st  *awStates
-}
-
-// step runs one operation; on an error it checks the slot holds its old or its new state,
-// fixes the model to it, and returns the error.
-func (f *faultyRun) step() error {
-	peek := *f.pcg
-	slot := rand.New(&peek).Int32N(f.w.slots)
-	old := f.m.slot(slot)
-	err := f.w.step(rand.New(f.pcg), f.m, f.st)
-	if err == nil {
-		return nil
-	}
-	if cerr := f.st.checkSlot(f.m, slot); cerr != nil {
-		newer := f.m.slot(slot)
-		f.m.setSlot(slot, old)
-		if cerr2 := f.st.checkSlot(f.m, slot); cerr2 != nil {
-			f.m.setSlot(slot, newer)
-			f.t.Fatalf("after a refused write (%v), slot %d is neither old (%v) nor new (%v)", err, slot, cerr2, cerr)
-		}
-	}
-	return err
-}
-
 func attackFaultOptions(fs vfs.FS) Options {
 	return Options{MaxParallelism: 128, MemoryBudget: 64 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2,
 		BackpressureTimeout: 2 * time.Second, fs: fs}
 }
 
-var attackFaultWorkload = awWorkload{slots: 3 * 20_000, maxVal: 1500}
+var attackFaultWorkload = attackWorkload(20_000, 1500)
 
 // TestAttackNoSpaceClose: the disk fills up during Close (at the n-th write of a table or of
 // the manifest; whole or short writes). Close reports ErrNoSpace and leaves the Store open and
@@ -127,11 +52,11 @@ func TestAttackNoSpaceClose(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { s.Close() }()
-			st, err := registerAW(s)
+			st, err := registerModel(s, attackFaultWorkload.u)
 			if err != nil {
 				t.Fatal(err)
 			}
-			f := &faultyRun{t: t, w: attackFaultWorkload, pcg: rand.NewPCG(7, uint64(tc.nth)), m: newAWModel(), st: st}
+			f := &modelRun{t: t, w: attackFaultWorkload, rng: rand.New(rand.NewPCG(7, uint64(tc.nth))), m: newModel(), st: st, faulty: true}
 			for range 60_000 {
 				if err := f.step(); err != nil {
 					t.Fatal(err)
@@ -146,7 +71,7 @@ func TestAttackNoSpaceClose(t *testing.T) {
 				if !errors.Is(cerr, ErrNoSpace) || !errors.Is(cerr, syscall.ENOSPC) {
 					t.Fatalf("Close on a full disk: %v, want ErrNoSpace", cerr)
 				}
-				if err := st.checkAll(f.w, f.m); err != nil {
+				if err := st.checkAll(f.m); err != nil {
 					if !strings.Contains(cerr.Error(), "persisting a segment") && !strings.Contains(cerr.Error(), "persisting slices") {
 						// The flush succeeded and the Persist after it failed (also reachable
 						// before CURRENT named the persist point: ENOSPC at the Persist record,
@@ -165,7 +90,7 @@ func TestAttackNoSpaceClose(t *testing.T) {
 						t.Fatalf("write once space is back: %v", err)
 					}
 				}
-				if err := st.checkAll(f.w, f.m); err != nil {
+				if err := st.checkAll(f.m); err != nil {
 					t.Fatalf("read before the retried Close: %v", err)
 				}
 				if err := s.Close(); err != nil {
@@ -176,10 +101,10 @@ func TestAttackNoSpaceClose(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st, err = registerAW(s); err != nil {
+			if st, err = registerModel(s, attackFaultWorkload.u); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.checkAll(f.w, f.m); err != nil {
+			if err := st.checkAll(f.m); err != nil {
 				t.Fatalf("after reopen: %v", err)
 			}
 			t.Logf("first Close: %v", cerr)
@@ -199,11 +124,11 @@ func TestAttackNoSpaceEviction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { s.Close() }()
-	st, err := registerAW(s)
+	st, err := registerModel(s, attackFaultWorkload.u)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &faultyRun{t: t, w: attackFaultWorkload, pcg: rand.NewPCG(11, 12), m: newAWModel(), st: st}
+	f := &modelRun{t: t, w: attackFaultWorkload, rng: rand.New(rand.NewPCG(11, 12)), m: newModel(), st: st, faulty: true}
 	for range 50_000 {
 		if err := f.step(); err != nil {
 			t.Fatal(err)
@@ -239,13 +164,13 @@ func TestAttackNoSpaceEviction(t *testing.T) {
 	if fault.Injected() == 0 {
 		t.Fatal("the disk never filled up: no eviction ran")
 	}
-	if err := st.checkAll(f.w, f.m); err != nil {
+	if err := st.checkAll(f.m); err != nil {
 		t.Fatalf("read on a full disk: %v", err)
 	}
 	if err := s.Close(); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("Close on a full disk: %v, want ErrNoSpace", err)
 	}
-	if err := st.checkAll(f.w, f.m); err != nil {
+	if err := st.checkAll(f.m); err != nil {
 		t.Fatalf("read after the refused Close: %v", err)
 	}
 	fault.ClearFaults()
@@ -271,10 +196,10 @@ func TestAttackNoSpaceEviction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, err = registerAW(s); err != nil {
+	if st, err = registerModel(s, attackFaultWorkload.u); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.checkAll(f.w, f.m); err != nil {
+	if err := st.checkAll(f.m); err != nil {
 		t.Fatalf("after reopen: %v", err)
 	}
 	if stuck != nil {
@@ -291,8 +216,8 @@ func TestAttackNoSpaceOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _ := registerAW(s)
-	m := newAWModel()
+	st, _ := registerModel(s, attackFaultWorkload.u)
+	m := newModel()
 	if err := attackFaultWorkload.session(3, 0, 40_000, m, st); err != nil {
 		t.Fatal(err)
 	}
@@ -312,8 +237,8 @@ func TestAttackNoSpaceOpen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, _ = registerAW(s)
-	if err := st.checkAll(attackFaultWorkload, m); err != nil {
+	st, _ = registerModel(s, attackFaultWorkload.u)
+	if err := st.checkAll(m); err != nil {
 		t.Fatalf("read after Open on a full disk: %v", err)
 	}
 	if err := attackFaultWorkload.session(3, 1, 10_000, m, st); err != nil {
@@ -338,8 +263,8 @@ func TestAttackNoSpaceOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	st, _ = registerAW(s)
-	if err := st.checkAll(attackFaultWorkload, m); err != nil {
+	st, _ = registerModel(s, attackFaultWorkload.u)
+	if err := st.checkAll(m); err != nil {
 		t.Fatalf("after reopen: %v", err)
 	}
 }
@@ -368,13 +293,13 @@ func TestAttackEIOClose(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "db")
 			fault := vfs.NewFaultFS(vfs.Default())
 			opts := attackFaultOptions(fault)
-			mA, mB := newAWModel(), newAWModel()
+			mA, mB := newModel(), newModel()
 			for n := range 2 {
 				s, err := Open(dir, opts)
 				if err != nil {
 					t.Fatal(err)
 				}
-				st, _ := registerAW(s)
+				st, _ := registerModel(s, attackFaultWorkload.u)
 				if err := attackFaultWorkload.session(5, n, 30_000, mB, st); err != nil {
 					t.Fatal(err)
 				}
@@ -400,13 +325,13 @@ func TestAttackEIOClose(t *testing.T) {
 				t.Fatalf("reopen: %v", err)
 			}
 			defer s.Close()
-			st, _ := registerAW(s)
-			errB := st.checkAll(attackFaultWorkload, mB)
+			st, _ := registerModel(s, attackFaultWorkload.u)
+			errB := st.checkAll(mB)
 			if errB == nil {
 				t.Logf("reopened to the new state")
 				return
 			}
-			if errA := st.checkAll(attackFaultWorkload, mA); errA != nil {
+			if errA := st.checkAll(mA); errA != nil {
 				t.Fatalf("reopened to neither Close's state: %v / %v", errB, errA)
 			}
 			t.Logf("reopened to the previous Close's state")

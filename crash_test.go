@@ -23,184 +23,70 @@ func lsmModelOptions(fs vfs.FS) (Options, func(*engine.Options)) {
 	return opts, func(o *engine.Options) { o.EvictionBatch, o.BucketBits, o.EvictionWatermark = 16<<10, 2, 0 }
 }
 
-// TestModelLSM is TestModel over the three tiers of a Store with a directory (MemFS): besides
-// seals, drains and evictions (to the LsmStore, whose compactions run in the background), it
-// reopens the Store (Close + Open: every acknowledged write must survive) and crashes it (the
-// file system keeps only what was synced; the Store must reopen to the state of its last
-// Close). Replay a failure with go test -run TestModelLSM -seed N.
-func TestModelLSM(t *testing.T) {
-	seed := *modelSeed
-	if seed == 0 {
-		seed = time.Now().UnixNano()
+// crashWorkloadDef is the workload of TestCrash and TestNoSpace: every write and read, and
+// (TestCrash) seals, drains and evictions into the LsmStore.
+func crashWorkloadDef(tiers bool) *modelWorkload {
+	w := readWeights.with(0, stepSeal, stepDrain, stepWait)
+	if tiers {
+		w = w.with(8, stepSeal).with(4, stepDrain, stepEvictDrain).with(6, stepEvict)
 	}
-	t.Logf("seed %d (replay: go test -run TestModelLSM -seed %d)", seed, seed)
-	ops := 60000
-	if testing.Short() {
-		ops = 8000
-	}
-	bgEvery := 60
-	rng := rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>1|1))
-	mem := vfs.NewMem()
-	fault := vfs.NewFaultFS(mem)
-	opts, adjust := lsmModelOptions(fault)
-	s, err := open("/db", opts, adjust)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { s.Close() }()
-	m := newModelRun(t, s, rng, seed)
-	persisted := m.modelState.clone()
-	next := rng.IntN(bgEvery)
-	var events [5]int
-	var reopens, crashes int
-	var total StoreStats
-	add := func(st StoreStats) {
-		total.Transforms += st.Transforms
-		total.Compactions += st.Compactions
-		total.Evictions += st.Evictions
-		total.LSMCompactions += st.LSMCompactions
-		total.PersistFiles += st.PersistFiles
-		total.RowCacheHits += st.RowCacheHits
-	}
-	for i := range ops {
-		if i == next {
-			next += 1 + rng.IntN(2*bgEvery)
-			r := rng.IntN(100)
-			// Every run reopens and crashes at least once, whatever the seed draws.
-			if reopens == 0 && i >= ops/3 {
-				r = 94
-			} else if crashes == 0 && i >= 2*ops/3 {
-				r = 99
-			}
-			switch {
-			case r < 94:
-				m.background(i, &events)
-			case r < 98:
-				reopens++
-				t.Logf("op %d: reopen", i)
-				add(s.Stats())
-				if err := s.Close(); err != nil {
-					m.fatalf(i, "close: %v", err)
-				}
-				persisted = m.modelState.clone()
-				if s, err = open("/db", opts, adjust); err != nil {
-					m.fatalf(i, "reopen: %v", err)
-				}
-				m.attach(s)
-				m.checkAll(i)
-			default:
-				crashes++
-				t.Logf("op %d: crash", i)
-				add(s.Stats())
-				fault.Crash()
-				s.Close() // fails: the file system is gone; frees the memory
-				mem = mem.CrashClone()
-				fault = vfs.NewFaultFS(mem)
-				opts.fs = fault
-				if s, err = open("/db", opts, adjust); err != nil {
-					m.fatalf(i, "reopen after crash: %v", err)
-				}
-				m.attach(s)
-				m.modelState = persisted.clone()
-				m.checkAll(i)
-			}
-		}
-		m.step(i)
-		if i%10000 == 9999 {
-			m.checkAll(i)
-		}
-	}
-	m.checkAll(ops)
-	add(s.Stats())
-	t.Logf("seed %d: %d ops, background events %v, %d reopens, %d crashes; totals %+v", seed, ops, events,
-		reopens, crashes, total)
-	if total.Transforms == 0 || total.Compactions == 0 || total.Evictions == 0 || total.LSMCompactions == 0 ||
-		total.RowCacheHits == 0 || reopens == 0 || crashes == 0 {
-		t.Errorf("seed %d: the run did not exercise every tier and step: %+v, %d reopens, %d crashes", seed, total, reopens, crashes)
-	}
+	return &modelWorkload{u: plainUniverse("key-%d", 40, "", "w1", "w2", "window-3"), maxVal: 48, weights: w}
 }
 
-// crashWorkload runs three sessions of model operations over fault (open, operations with
-// seals, drains and evictions, Close), the last without Close, and returns the model as of the
-// last Close that succeeded, and, if a Close failed, the model as of that Close (nil
-// otherwise): its persist point may or may not have become durable before the failure. Once an
-// operation fails (the file system crashed) it stops.
-func crashWorkload(t *testing.T, fault *vfs.FaultFS, seed int64, opsPerSession int, writes *int64) (persisted modelState, maybe *modelState, closes int) {
-	rng := rand.New(rand.NewPCG(uint64(seed), 7))
+// crashWorkload runs three sessions of model steps over fault (Open, steps with seals, drains
+// and evictions, Close), the last without Close, and returns the model as of the last Close
+// that succeeded, and, if a Close failed, the model as of that Close (nil otherwise): its
+// persist point may or may not have become durable before the failure. Once a step fails
+// after the file system crashed it stops; a step that fails before is a test failure.
+func crashWorkload(t *testing.T, fault *vfs.FaultFS, seed int64, opsPerSession int, writes *int64) (persisted, maybe *model, closes int) {
 	opts, adjust := lsmModelOptions(fault)
-	var m *modelRun
-	var s *Store
-	persisted = modelState{mVal: map[[2]string][]byte{}, mLst: map[[2]string][]string{},
-		mMap: map[[2]string]map[string]int64{}, mRed: map[[2]string]int64{}, mAgg: map[[2]string]avgAcc{}}
+	r := &modelRun{t: t, w: crashWorkloadDef(true), rng: rand.New(rand.NewPCG(uint64(seed), 7)), m: newModel(),
+		dir: "/db", opts: opts, adjust: adjust, fault: fault}
+	persisted = newModel()
 	defer func() {
-		if r := recover(); r != nil {
-			if _, ok := r.(modelStop); !ok {
-				panic(r)
-			}
-		}
-		if s != nil {
+		if r.st != nil {
 			// The process dies: what it did not persist is lost, and Close must not persist it.
 			if !fault.Crashed() {
 				*writes = fault.Count(vfs.WriteOps)
 			}
 			fault.Crash()
-			s.Close()
+			r.st.s.Close()
 		}
 	}()
-	var events [5]int
 	for session := range 3 {
-		var err error
-		if s, err = open("/db", opts, adjust); err != nil {
-			s = nil
+		if err := r.openStore(); err != nil {
+			r.st = nil
+			if !fault.Crashed() {
+				t.Fatalf("seed %d session %d: %v", seed, session, err)
+			}
 			return persisted, nil, closes
 		}
-		if m == nil {
-			m = newModelRun(t, s, rng, seed)
-			m.tolerant = true
-		} else {
-			m.attach(s)
-		}
-		next := rng.IntN(40)
-		for i := range opsPerSession {
-			if i == next {
-				next += 1 + rng.IntN(80)
-				m.background(i, &events)
+		for r.op = range opsPerSession {
+			if err := r.step(); err != nil {
+				if !fault.Crashed() {
+					t.Fatalf("seed %d session %d step %d: %v", seed, session, r.op, err)
+				}
+				return persisted, nil, closes
 			}
-			m.step(i)
 		}
 		if session == 2 {
 			break // the last session ends without Close
 		}
-		err = s.Close()
-		if err != nil {
-			if !s.closed {
-				s.Close() // ErrNoSpace leaves it open; a crash does not (ErrCrashed)
-			}
-			s = nil
-			ms := m.modelState.clone()
-			return persisted, &ms, closes
+		if err := r.invalidate(); err != nil {
+			t.Fatalf("seed %d session %d: %v", seed, session, err)
 		}
-		s = nil
-		persisted = m.modelState.clone()
+		if err := r.st.s.Close(); err != nil {
+			if !r.st.s.closed {
+				r.st.s.Close() // ErrNoSpace leaves it open; a crash does not (ErrCrashed)
+			}
+			r.st = nil
+			return persisted, r.m.clone(), closes
+		}
+		r.st = nil
+		persisted = r.m.clone()
 		closes++
 	}
 	return persisted, nil, closes
-}
-
-// matches reports whether every read agrees with ms (the model is set to ms either way).
-func (m *modelRun) matches(ms modelState) (ok bool) {
-	m.modelState, m.tolerant = ms, true
-	defer func() {
-		m.tolerant = false
-		if r := recover(); r != nil {
-			if _, stop := r.(modelStop); !stop {
-				panic(r)
-			}
-			ok = false
-		}
-	}()
-	m.checkAll(-1)
-	return true
 }
 
 // TestCrash crashes a workload of three sessions (writes through every tier, evictions to the
@@ -237,15 +123,17 @@ func TestCrash(t *testing.T) {
 		if err != nil {
 			t.Fatalf("crash at write %d (after %d closes): reopen: %v", n, closes, err)
 		}
-		m := newModelRun(t, s, rand.New(rand.NewPCG(1, 2)), seed)
-		if maybe != nil && !m.matches(*maybe) {
+		st, err := registerModel(s, crashWorkloadDef(true).u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if maybe != nil && st.checkAll(maybe) != nil {
 			maybe = nil
 		}
 		if maybe != nil {
 			ambiguous++
-		} else {
-			m.modelState = persisted
-			m.checkAll(int(n))
+		} else if err := st.checkAll(persisted); err != nil {
+			t.Fatalf("crash at write %d (after %d closes): %v", n, closes, err)
 		}
 		if err := s.Close(); err != nil {
 			t.Fatalf("crash at write %d: close after the check: %v", n, err)
@@ -275,10 +163,22 @@ func TestNoSpace(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { s.Close() }()
-			m := newModelRun(t, s, rand.New(rand.NewPCG(uint64(nth), 3)), nth)
-			for i := range 2000 {
-				m.step(i)
+			w := crashWorkloadDef(false)
+			st, err := registerModel(s, w.u)
+			if err != nil {
+				t.Fatal(err)
 			}
+			r := &modelRun{t: t, w: w, rng: rand.New(rand.NewPCG(uint64(nth), 3)), m: newModel(), st: st}
+			steps := func(n int) {
+				t.Helper()
+				for range n {
+					if err := r.step(); err != nil {
+						t.Fatalf("step %d: %v", r.op, err)
+					}
+					r.op++
+				}
+			}
+			steps(2000)
 			fault.Inject(vfs.Fault{Ops: vfs.Ops(vfs.OpWrite, vfs.OpSync, vfs.OpCreate), Nth: nth, Sticky: true,
 				Err: errNoSpaceErrno})
 			// Move data down until the disk refuses.
@@ -300,16 +200,18 @@ func TestNoSpace(t *testing.T) {
 				t.Fatalf("got %v, want ErrNoSpace", seen)
 			}
 			// Reads still work, and so does Close's refusal.
-			m.checkAll(-1)
+			if err := st.checkAll(r.m); err != nil {
+				t.Fatalf("on a full disk: %v", err)
+			}
 			if err := s.Close(); !errors.Is(err, ErrNoSpace) {
 				t.Fatalf("Close on a full disk: %v, want ErrNoSpace", err)
 			}
-			m.checkAll(-1)
+			if err := st.checkAll(r.m); err != nil {
+				t.Fatalf("after Close failed on a full disk: %v", err)
+			}
 			fault.ClearFaults()
 			time.Sleep(engine.NoSpaceRetry)
-			for i := range 500 {
-				m.step(2000 + i)
-			}
+			steps(500)
 			if err := s.Close(); err != nil {
 				t.Fatalf("Close once space is back: %v", err)
 			}
@@ -317,8 +219,12 @@ func TestNoSpace(t *testing.T) {
 			if s, err = open("/db", opts, adjust); err != nil {
 				t.Fatal(err)
 			}
-			m.attach(s)
-			m.checkAll(-2)
+			if st, err = registerModel(s, w.u); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.checkAll(r.m); err != nil {
+				t.Fatalf("after reopen: %v", err)
+			}
 		})
 	}
 }

@@ -1,517 +1,1468 @@
 package strata
 
+// The model: one plain-Go model of the five state kinds (value, list, map, reducing,
+// aggregating) over a universe of keys × namespaces, one random step generator, and one place
+// that compares the Store with the model (modelStates.checkSlot). TestModel drives it over
+// several configurations; the crash, fault, damage and SIGKILL tests (crash_test.go,
+// attack_*_test.go) drive the same model with write-only workloads.
+//
+// Adding a step kind: a stepKind constant, a function func(*modelRun, int32) error, its entry
+// in modelSteps, and a weight in the configurations that should draw it.
+
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/engine/enginetest"
+	"github.com/strata-db/strata/internal/vfs"
+	"github.com/zeebo/xxh3"
 )
 
-var modelSeed = flag.Int64("seed", 0, "TestModel: seed to replay (0 = time-based)")
+var (
+	modelSeed     = flag.Int64("seed", 0, "TestModel: seed to replay (0 = time-based)")
+	modelStepsN   = flag.Int("steps", 0, "TestModel: steps per configuration (0 = 16000 with -short, 64000 without; a third with -race; a quarter in the slow configurations)")
+	modelDuration = flag.Duration("duration", 0, "TestModel: run each configuration this long instead of -steps")
+)
 
-// TestModel drives every state kind with random operations and compares every read with a
-// plain Go map model, while the tiers move the data underneath: between operations it seals
-// the active segment (its transform into slices runs in the background and is installed at a
-// later write), waits for and installs background work, and evicts slices to an in-memory
-// lower tier, so reads cross the FreshTable, the SliceTable (with compactions: 4 buckets make
-// chains long) and the lower tier. It logs its seed; replay a failure with
-// go test -run TestModel -seed N.
+// errMismatch marks a read that returned something other than the model's state (a wrong
+// answer without an error: the worst outcome).
+var errMismatch = errors.New("model: read differs from the model")
+
+// universe is the keys and namespaces a run draws from. A slot is one (key, namespace):
+// slot = key index × len(nss) + namespace index.
+type universe struct {
+	keys []string
+	nss  []string
+}
+
+func (u *universe) slots() int32 { return int32(len(u.keys) * len(u.nss)) }
+
+func (u *universe) kn(slot int32) (key, ns string) {
+	return u.keys[int(slot)/len(u.nss)], u.nss[int(slot)%len(u.nss)]
+}
+
+// nsSlot is the slot of the key of slot in namespace ns (an index into nss).
+func (u *universe) nsSlot(slot int32, ns int) int32 {
+	return slot - slot%int32(len(u.nss)) + int32(ns)
+}
+
+// plainUniverse has n keys fmt.Sprintf(format, i) and the namespaces nss.
+func plainUniverse(format string, n int, nss ...string) *universe {
+	u := &universe{nss: nss}
+	for i := range n {
+		u.keys = append(u.keys, fmt.Sprintf(format, i))
+	}
+	return u
+}
+
+// edgeUniverse has keys of many lengths, some in the key-group range kg of a Store with maxP
+// key groups (nil: all): the composite key is 5 bytes + key + namespace, so keys of 110..116
+// bytes put key+value right at the row cache's slot limit for short values, and a key of 130
+// bytes has a 6-byte header.
+func edgeUniverse(maxP int, kg *KeyGroupRange) *universe {
+	u := &universe{nss: []string{"", "w", "win-07"}}
+	lens := []int{1, 2, 3, 7, 12, 30, 47, 64, 90, 103, 107, 110, 111, 112, 113, 114, 115, 116, 117, 130}
+	for i := 0; len(u.keys) < 28; i++ {
+		n := lens[i%len(lens)]
+		k := fmt.Sprintf("%d-", i)
+		k += strings.Repeat(string(rune('a'+i%26)), max(n-len(k), 0))
+		k = k[:max(n, 1)]
+		if kg != nil {
+			// As Store.Key: the key group of the low 32 bits of the key's xxh3.
+			if g := int(uint32(murmurHash(int32(uint32(xxh3.Hash([]byte(k)))))) % uint32(maxP)); g < kg.Start || g > kg.End {
+				continue
+			}
+		}
+		u.keys = append(u.keys, k)
+	}
+	return u
+}
+
+// modelUserKeys are the map states' user keys; the model holds their indices.
+var modelUserKeys = func() (u [10]string) {
+	for i := range u {
+		u[i] = fmt.Sprintf("uk-%d", i)
+	}
+	return
+}()
+
+func modelReduce(a, b int64) int64 { return a*3 + b } // not commutative: merge order matters
+
+// mval is a model value: its bytes are modelBytes(seed, n) (a model of 60 000 slots of
+// kilobyte values stays small).
+type mval struct {
+	seed uint64
+	n    int32
+}
+
+// modelBytes returns n pseudo-random bytes of seed.
+func modelBytes(dst []byte, seed uint64, n int) []byte {
+	dst = dst[:0]
+	x := seed
+	for len(dst) < n {
+		x += 0x9e3779b97f4a7c15
+		z := x
+		z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+		z = (z ^ z>>27) * 0x94d049bb133111eb
+		z ^= z >> 31
+		for i := 0; i < 8 && len(dst) < n; i++ {
+			dst = append(dst, byte(z>>(8*i)))
+		}
+	}
+	return dst
+}
+
+// model is what every read must return, by slot. Absent slots are absent from the maps;
+// lists and maps are never empty.
+type model struct {
+	val map[int32]mval
+	lst map[int32][]int64
+	mp  map[int32]map[uint8]int64
+	red map[int32]int64
+	agg map[int32]avgAcc
+}
+
+func newModel() *model {
+	return &model{val: map[int32]mval{}, lst: map[int32][]int64{}, mp: map[int32]map[uint8]int64{},
+		red: map[int32]int64{}, agg: map[int32]avgAcc{}}
+}
+
+// clone returns a deep copy (the model as of a persist point).
+func (m *model) clone() *model {
+	c := &model{val: maps.Clone(m.val), lst: map[int32][]int64{}, mp: map[int32]map[uint8]int64{},
+		red: maps.Clone(m.red), agg: maps.Clone(m.agg)}
+	for k, v := range m.lst {
+		c.lst[k] = slices.Clone(v)
+	}
+	for k, v := range m.mp {
+		c.mp[k] = maps.Clone(v)
+	}
+	return c
+}
+
+// slotState is the model's state of one slot (every kind).
+type slotState struct {
+	val          mval
+	hasVal       bool
+	lst          []int64
+	mp           map[uint8]int64
+	red          int64
+	agg          avgAcc
+	hasR, hasAgg bool
+}
+
+func (m *model) slot(s int32) slotState {
+	v, hv := m.val[s]
+	r, hr := m.red[s]
+	a, ha := m.agg[s]
+	return slotState{val: v, hasVal: hv, lst: slices.Clone(m.lst[s]), mp: maps.Clone(m.mp[s]), red: r, agg: a, hasR: hr, hasAgg: ha}
+}
+
+func (m *model) setSlot(s int32, x slotState) {
+	delete(m.val, s)
+	delete(m.lst, s)
+	delete(m.mp, s)
+	delete(m.red, s)
+	delete(m.agg, s)
+	if x.hasVal {
+		m.val[s] = x.val
+	}
+	if len(x.lst) > 0 {
+		m.lst[s] = x.lst
+	}
+	if len(x.mp) > 0 {
+		m.mp[s] = x.mp
+	}
+	if x.hasR {
+		m.red[s] = x.red
+	}
+	if x.hasAgg {
+		m.agg[s] = x.agg
+	}
+}
+
+func (m *model) putMap(s int32, u uint8, x int64) {
+	if m.mp[s] == nil {
+		m.mp[s] = map[uint8]int64{}
+	}
+	m.mp[s][u] = x
+}
+
+func (m *model) removeMap(s int32, u uint8) {
+	delete(m.mp[s], u)
+	if len(m.mp[s]) == 0 {
+		delete(m.mp, s)
+	}
+}
+
+func (m *model) addRed(s int32, x int64) {
+	if old, ok := m.red[s]; ok {
+		m.red[s] = modelReduce(old, x)
+	} else {
+		m.red[s] = x
+	}
+}
+
+// mergeSources returns the distinct source slots of a MergeNamespaces into target, in order,
+// without the target (it is not its own source).
+func mergeSources(target int32, srcs []int32) []int32 {
+	var out []int32
+	for _, s := range srcs {
+		if s != target && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// mergeList, mergeRed and mergeAgg are MergeNamespaces (Flink's mergeNamespaces): the
+// sources' states are merged into the target in order and cleared.
+func (m *model) mergeList(target int32, srcs []int32) {
+	for _, s := range mergeSources(target, srcs) {
+		if l, ok := m.lst[s]; ok {
+			m.lst[target] = append(m.lst[target], l...)
+			delete(m.lst, s)
+		}
+	}
+}
+
+func (m *model) mergeRed(target int32, srcs []int32) {
+	var merged int64
+	have := false
+	for _, s := range mergeSources(target, srcs) {
+		if v, ok := m.red[s]; ok {
+			if have {
+				merged = modelReduce(merged, v)
+			} else {
+				merged, have = v, true
+			}
+			delete(m.red, s)
+		}
+	}
+	if have {
+		m.addRed(target, merged)
+	}
+}
+
+func (m *model) mergeAgg(target int32, srcs []int32) {
+	var merged avgAcc
+	have := false
+	for _, s := range mergeSources(target, srcs) {
+		if a, ok := m.agg[s]; ok {
+			merged = avgAcc{merged.sum + a.sum, merged.n + a.n}
+			have = true
+			delete(m.agg, s)
+		}
+	}
+	if have {
+		a := m.agg[target]
+		m.agg[target] = avgAcc{a.sum + merged.sum, a.n + merged.n}
+	}
+}
+
+// modelStates are the model's five states registered on one Store.
+type modelStates struct {
+	s   *Store
+	u   *universe
+	val *ValueState[[]byte]
+	lst *ListState[int64]
+	mp  *MapState[string, int64]
+	red *ReducingState[int64]
+	agg *AggregatingState[int64, avgAcc, float64]
+	vb  []byte
+}
+
+func registerModel(s *Store, u *universe) (*modelStates, error) {
+	st := &modelStates{s: s, u: u}
+	var err error
+	if st.val, err = NewValueState(s, ValueDescriptor[[]byte]{Name: "model-val", Codec: Bytes}); err != nil {
+		return nil, err
+	}
+	if st.lst, err = NewListState(s, ListDescriptor[int64]{Name: "model-lst", Codec: Int64}); err != nil {
+		return nil, err
+	}
+	if st.mp, err = NewMapState(s, MapDescriptor[string, int64]{Name: "model-map", KeyCodec: String, ValueCodec: Int64}); err != nil {
+		return nil, err
+	}
+	if st.red, err = NewReducingState(s, ReducingDescriptor[int64]{Name: "model-red", Codec: Int64, Reduce: modelReduce}); err != nil {
+		return nil, err
+	}
+	if st.agg, err = NewAggregatingState(s, avgDescriptor("model-agg")); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func (st *modelStates) key(slot int32) Key {
+	k, ns := st.u.kn(slot)
+	return st.s.Key([]byte(k)).In([]byte(ns))
+}
+
+// mergeArgs returns the key (no namespace), target and sources of a MergeNamespaces over the
+// namespaces of slot's key.
+func (st *modelStates) mergeArgs(target int32, srcs []int32) (Key, []byte, [][]byte) {
+	k, tns := st.u.kn(target)
+	var sb [][]byte
+	for _, s := range srcs {
+		_, ns := st.u.kn(s)
+		sb = append(sb, []byte(ns))
+	}
+	return st.s.Key([]byte(k)), []byte(tns), sb
+}
+
+// heldValue is a value a read handed out (aliasing the Store's memory: Bytes) and what it
+// must still hold until the next write.
+type heldValue struct {
+	slot int32
+	got  []byte
+	want []byte
+}
+
+// checkSlot compares every state of slot with m: the one place reads meet the model. Values
+// read are appended to held when it is not nil. It returns the Store's error, or errMismatch
+// with the details.
+func (st *modelStates) checkSlot(m *model, slot int32, held *[]heldValue) error {
+	k := st.key(slot)
+	v, ok, err := st.val.Get(k)
+	if err != nil {
+		return fmt.Errorf("slot %d value: %w", slot, err)
+	}
+	mv, mok := m.val[slot]
+	want := modelBytes(st.vb, mv.seed, int(mv.n))
+	st.vb = want
+	if ok != mok || (ok && !bytes.Equal(v, want)) {
+		return fmt.Errorf("%w: slot %d value = %s %v, model %s %v", errMismatch, slot, shortBytes(v), ok, shortBytes(want), mok)
+	}
+	if ok && held != nil {
+		*held = append(*held, heldValue{slot, v, slices.Clone(want)})
+	}
+	var got []int64
+	it := st.lst.Get(k)
+	for it.Next() {
+		got = append(got, it.Value())
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("slot %d list: %w", slot, err)
+	}
+	if !slices.Equal(got, m.lst[slot]) {
+		return fmt.Errorf("%w: slot %d list = %v, model %v", errMismatch, slot, got, m.lst[slot])
+	}
+	n := 0
+	mi := st.mp.Iterator(k)
+	for mi.Next() {
+		n++
+		uk, x := mi.Key(), mi.Value()
+		u := slices.Index(modelUserKeys[:], uk)
+		if u < 0 {
+			return fmt.Errorf("%w: slot %d map: user key %q", errMismatch, slot, uk)
+		}
+		if mx, ok := m.mp[slot][uint8(u)]; !ok || mx != x {
+			return fmt.Errorf("%w: slot %d map: %s=%d, model %d (%v)", errMismatch, slot, uk, x, mx, ok)
+		}
+	}
+	if err := mi.Err(); err != nil {
+		return fmt.Errorf("slot %d map: %w", slot, err)
+	}
+	if n != len(m.mp[slot]) {
+		return fmt.Errorf("%w: slot %d map: %d entries, model %v", errMismatch, slot, n, m.mp[slot])
+	}
+	if e, err := st.mp.IsEmpty(k); err != nil || e != (n == 0) {
+		return fmt.Errorf("%w: slot %d map: IsEmpty = %v %v with %d entries", errMismatch, slot, e, err, n)
+	}
+	r, ok, err := st.red.Get(k)
+	if err != nil {
+		return fmt.Errorf("slot %d reducing: %w", slot, err)
+	}
+	if mr, mok := m.red[slot]; ok != mok || r != mr {
+		return fmt.Errorf("%w: slot %d reducing = %d %v, model %d %v", errMismatch, slot, r, ok, mr, mok)
+	}
+	a, ok, err := st.agg.Get(k)
+	if err != nil {
+		return fmt.Errorf("slot %d aggregating: %w", slot, err)
+	}
+	ma, mok := m.agg[slot]
+	var wa float64
+	if mok {
+		wa = float64(ma.sum) / float64(ma.n)
+	}
+	if ok != mok || a != wa {
+		return fmt.Errorf("%w: slot %d aggregating = %v %v, model %v %v", errMismatch, slot, a, ok, wa, mok)
+	}
+	return nil
+}
+
+// checkAll checks every slot of the universe; it returns the first error.
+func (st *modelStates) checkAll(m *model) error {
+	for slot := range st.u.slots() {
+		if err := st.checkSlot(m, slot, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stepKind is one kind of random step. The weights of a configuration are indexed by it.
+type stepKind uint8
+
+const (
+	// Writes: their arguments come from the rng only, so a run of writes can be replayed on a
+	// model without a Store (the SIGKILL test's parent).
+	stepValPut stepKind = iota
+	stepValClear
+	stepListAdd
+	stepListAddAll
+	stepListUpdate
+	stepListClear
+	stepListMerge
+	stepMapPut
+	stepMapPutAll
+	stepMapRemove
+	stepMapClear
+	stepRedAdd
+	stepRedClear
+	stepRedMerge
+	stepAggAdd
+	stepAggClear
+	stepAggMerge
+	// Steps that need a Store.
+	stepValTooLarge // a refused Put changes nothing
+	stepMapIterate  // iterate, removing and updating entries
+	stepRead        // every state of one slot
+	stepReadMapKey  // Get and Contains of one user key
+	stepReadBurst   // reads of a few slots: fill and churn the row cache
+	stepListHeld    // a list iterator held across reads of other states
+	stepCheckHeld   // values read since the last write are intact
+	stepCheckCache  // the row cache's contents against the model
+	stepSeal        // seal the active segment (a transform queued)
+	stepDrain       // install finished background work, wait for the rest
+	stepWait        // WaitBackground
+	stepEvict       // start an eviction (read-only: installed at the next write)
+	stepEvictDrain  // evict and install
+	stepPushDown    // everything into the lower tier
+	stepReopen      // Close and Open: every acknowledged write survives
+	stepCrash       // the file system keeps what was synced: the Store reopens to its last Close
+	stepNoSpace     // ENOSPC part-way through Close; reads stay right; a retried Close works
+	numSteps
+)
+
+type stepDef struct {
+	name  string
+	write bool // draws from the rng only and changes the model (replayable without a Store)
+	run   func(r *modelRun, slot int32) error
+}
+
+var modelSteps = [numSteps]stepDef{
+	stepValPut:      {"value-put", true, (*modelRun).valPut},
+	stepValClear:    {"value-clear", true, (*modelRun).valClear},
+	stepListAdd:     {"list-add", true, (*modelRun).listAdd},
+	stepListAddAll:  {"list-add-all", true, (*modelRun).listAddAll},
+	stepListUpdate:  {"list-update", true, (*modelRun).listUpdate},
+	stepListClear:   {"list-clear", true, (*modelRun).listClear},
+	stepListMerge:   {"list-merge", true, (*modelRun).listMerge},
+	stepMapPut:      {"map-put", true, (*modelRun).mapPut},
+	stepMapPutAll:   {"map-put-all", true, (*modelRun).mapPutAll},
+	stepMapRemove:   {"map-remove", true, (*modelRun).mapRemove},
+	stepMapClear:    {"map-clear", true, (*modelRun).mapClear},
+	stepRedAdd:      {"reducing-add", true, (*modelRun).redAdd},
+	stepRedClear:    {"reducing-clear", true, (*modelRun).redClear},
+	stepRedMerge:    {"reducing-merge", true, (*modelRun).redMerge},
+	stepAggAdd:      {"aggregating-add", true, (*modelRun).aggAdd},
+	stepAggClear:    {"aggregating-clear", true, (*modelRun).aggClear},
+	stepAggMerge:    {"aggregating-merge", true, (*modelRun).aggMerge},
+	stepValTooLarge: {"value-too-large", false, (*modelRun).valTooLarge},
+	stepMapIterate:  {"map-iterate", false, (*modelRun).mapIterate},
+	stepRead:        {"read", false, (*modelRun).read},
+	stepReadMapKey:  {"read-map-key", false, (*modelRun).readMapKey},
+	stepReadBurst:   {"read-burst", false, (*modelRun).readBurst},
+	stepListHeld:    {"list-held", false, (*modelRun).listHeld},
+	stepCheckHeld:   {"check-held", false, func(r *modelRun, _ int32) error { return r.checkHeld() }},
+	stepCheckCache:  {"check-cache", false, func(r *modelRun, _ int32) error { return r.checkCache() }},
+	stepSeal:        {"seal", false, (*modelRun).seal},
+	stepDrain:       {"drain", false, (*modelRun).drain},
+	stepWait:        {"wait", false, (*modelRun).wait},
+	stepEvict:       {"evict", false, (*modelRun).evict},
+	stepEvictDrain:  {"evict-drain", false, (*modelRun).evictDrain},
+	stepPushDown:    {"push-down", false, (*modelRun).pushDown},
+	stepReopen:      {"reopen", false, (*modelRun).reopen},
+	stepCrash:       {"crash", false, (*modelRun).crash},
+	stepNoSpace:     {"close-nospace", false, (*modelRun).noSpaceClose},
+}
+
+// modelWeights are the relative frequencies of the step kinds.
+type modelWeights [numSteps]int
+
+// with returns w with the kinds ks set to weight x.
+func (w modelWeights) with(x int, ks ...stepKind) modelWeights {
+	for _, k := range ks {
+		w[k] = x
+	}
+	return w
+}
+
+// writeWeights are every write, merges included.
+var writeWeights = modelWeights{
+	stepValPut: 100, stepValClear: 20, stepListAdd: 60, stepListAddAll: 25, stepListUpdate: 25, stepListClear: 10,
+	stepListMerge: 15, stepMapPut: 70, stepMapPutAll: 15, stepMapRemove: 25, stepMapClear: 8, stepRedAdd: 70,
+	stepRedClear: 10, stepRedMerge: 20, stepAggAdd: 70, stepAggClear: 10, stepAggMerge: 20,
+}
+
+// readWeights are the reads, read-only checks and the in-memory tier moves.
+var readWeights = writeWeights.with(5, stepValTooLarge).with(20, stepMapIterate).with(150, stepRead).
+	with(40, stepReadMapKey).with(60, stepReadBurst).with(40, stepListHeld).with(10, stepCheckHeld).
+	with(8, stepSeal).with(3, stepDrain).with(3, stepWait)
+
+// modelWorkload is how steps are drawn: over which universe, with which weights and values.
+type modelWorkload struct {
+	u       *universe
+	weights modelWeights
+	maxVal  int  // values up to maxVal bytes, and around the row cache's slot limit
+	bigVals bool // half the values 256 KiB..1 MiB (budget pressure)
+	hot     bool // half the steps on one of a few slots (repeated reads hit the row cache)
+}
+
+// attackWorkload is the write-only workload of the attack tests: every write but the merges
+// (a fault test resolves a refused write on its one slot).
+func attackWorkload(keys, maxVal int) *modelWorkload {
+	return &modelWorkload{u: plainUniverse("attack-key-%07d", keys, "", "w1", "window-2"), maxVal: maxVal,
+		weights: writeWeights.with(0, stepListMerge, stepRedMerge, stepAggMerge)}
+}
+
+// modelRun draws steps of a workload and applies them to a model and, when st is set, to a
+// Store; every read is compared with the model.
+type modelRun struct {
+	t    testing.TB
+	w    *modelWorkload
+	rng  *rand.Rand
+	m    *model
+	st   *modelStates // nil: the model only (write steps only)
+	held []heldValue
+	big  []byte // a value too large for the Store
+	vb   []byte
+	op   int
+
+	// faulty: a refused write leaves its slot at its old or its new state (fault tests);
+	// the model follows the Store.
+	faulty bool
+	// pressure: a write refused with ErrMemoryBudget changes nothing and is allowed.
+	pressure bool
+
+	// A Store with a directory (lifecycle steps).
+	dir       string
+	opts      Options
+	adjust    func(*engine.Options)
+	mem       *vfs.MemFS   // nil: not crashable
+	fault     *vfs.FaultFS // nil: no fault injection
+	persisted *model
+
+	counts                                                      [numSteps]int
+	total                                                       StoreStats // stats of the Stores closed so far
+	budgetFails, cacheChecks, cachedSeen, invalid, noSpaceFails int
+}
+
+// runSession runs ops write steps of session n (its own rng) on m and, when st is set, on st.
+func (w *modelWorkload) session(seed int64, n, ops int, m *model, st *modelStates) error {
+	r := &modelRun{w: w, rng: rand.New(rand.NewPCG(uint64(seed), uint64(n))), m: m, st: st}
+	for i := range ops {
+		if err := r.step(); err != nil {
+			return fmt.Errorf("session %d op %d: %w", n, i, err)
+		}
+	}
+	return nil
+}
+
+// pick draws a slot.
+func (r *modelRun) pick() int32 {
+	if r.w.hot && r.rng.IntN(2) == 0 {
+		i := int32(r.rng.IntN(4))
+		return i * 5 * int32(len(r.w.u.nss)+1) % r.w.u.slots()
+	}
+	return r.rng.Int32N(r.w.u.slots())
+}
+
+// step draws and runs one step.
+func (r *modelRun) step() error {
+	total := 0
+	for _, x := range r.w.weights {
+		total += x
+	}
+	x := r.rng.IntN(total)
+	k := stepKind(0)
+	for ; x >= r.w.weights[k]; k++ {
+		x -= r.w.weights[k]
+	}
+	if r.st == nil && !modelSteps[k].write {
+		panic(fmt.Sprintf("strata: model: step %s needs a Store", modelSteps[k].name))
+	}
+	r.counts[k]++
+	if err := modelSteps[k].run(r, r.pick()); err != nil {
+		return fmt.Errorf("%s: %w", modelSteps[k].name, err)
+	}
+	return nil
+}
+
+// write runs do on the Store and apply on the model. Values read before it must still be
+// intact; after it they are dead.
+func (r *modelRun) write(slot int32, do func() error, apply func()) error {
+	if r.st == nil {
+		apply()
+		return nil
+	}
+	if err := r.checkHeld(); err != nil {
+		return err
+	}
+	var old slotState
+	if r.faulty {
+		old = r.m.slot(slot)
+	}
+	err := do()
+	r.held = r.held[:0]
+	switch {
+	case err == nil:
+		apply()
+	case r.pressure && errors.Is(err, ErrMemoryBudget):
+		r.budgetFails++
+		return nil
+	case r.faulty:
+		apply()
+		if cerr := r.st.checkSlot(r.m, slot, nil); cerr != nil {
+			newer := r.m.slot(slot)
+			r.m.setSlot(slot, old)
+			if cerr2 := r.st.checkSlot(r.m, slot, nil); cerr2 != nil {
+				r.m.setSlot(slot, newer)
+				r.t.Fatalf("after a refused write (%v), slot %d is neither old (%v) nor new (%v)", err, slot, cerr2, cerr)
+			}
+		}
+	}
+	return err
+}
+
+// value draws a value: often exactly at, one under or one over the row cache's slot limit for
+// slot's key, empty, or up to maxVal bytes.
+func (r *modelRun) value(slot int32) mval {
+	k, ns := r.w.u.kn(slot)
+	room := engine.RowCacheMaxData - (5 + len(k) + len(ns))
+	if len(k) >= 128 {
+		room--
+	}
+	var n int
+	switch r.rng.IntN(8) {
+	case 0:
+		n = 0
+	case 1:
+		n = room
+	case 2:
+		n = room + 1
+	case 3:
+		n = room - 1
+	default:
+		n = r.rng.IntN(r.w.maxVal + 1)
+	}
+	if r.w.bigVals && r.rng.IntN(2) == 0 {
+		n = 256<<10 + r.rng.IntN(768<<10)
+	}
+	return mval{seed: r.rng.Uint64(), n: int32(max(n, 0))}
+}
+
+func (r *modelRun) valPut(slot int32) error {
+	v := r.value(slot)
+	return r.write(slot, func() error {
+		r.vb = modelBytes(r.vb, v.seed, int(v.n))
+		return r.st.val.Put(r.st.key(slot), r.vb)
+	}, func() { r.m.val[slot] = v })
+}
+
+func (r *modelRun) valClear(slot int32) error {
+	return r.write(slot, func() error { return r.st.val.Clear(r.st.key(slot)) }, func() { delete(r.m.val, slot) })
+}
+
+func (r *modelRun) elems(n int) []int64 {
+	xs := make([]int64, n)
+	for i := range xs {
+		xs[i] = r.rng.Int64N(1 << 40)
+	}
+	return xs
+}
+
+func (r *modelRun) listAdd(slot int32) error {
+	x := r.rng.Int64()
+	return r.write(slot, func() error { return r.st.lst.Add(r.st.key(slot), x) },
+		func() { r.m.lst[slot] = append(r.m.lst[slot], x) })
+}
+
+func (r *modelRun) listAddAll(slot int32) error {
+	xs := r.elems(r.rng.IntN(4))
+	return r.write(slot, func() error { return r.st.lst.AddAll(r.st.key(slot), xs) }, func() {
+		if len(xs) > 0 {
+			r.m.lst[slot] = append(r.m.lst[slot], xs...)
+		}
+	})
+}
+
+func (r *modelRun) listUpdate(slot int32) error {
+	xs := r.elems(r.rng.IntN(4))
+	return r.write(slot, func() error { return r.st.lst.Update(r.st.key(slot), xs) }, func() {
+		if len(xs) == 0 {
+			delete(r.m.lst, slot)
+		} else {
+			r.m.lst[slot] = slices.Clone(xs)
+		}
+	})
+}
+
+func (r *modelRun) listClear(slot int32) error {
+	return r.write(slot, func() error { return r.st.lst.Clear(r.st.key(slot)) }, func() { delete(r.m.lst, slot) })
+}
+
+// sources draws merge sources among the namespaces of slot's key (repeats and the target
+// itself included).
+func (r *modelRun) sources(slot int32) []int32 {
+	var out []int32
+	for range 1 + r.rng.IntN(3) {
+		out = append(out, r.w.u.nsSlot(slot, r.rng.IntN(len(r.w.u.nss))))
+	}
+	return out
+}
+
+func (r *modelRun) listMerge(slot int32) error {
+	srcs := r.sources(slot)
+	return r.write(slot, func() error {
+		k, t, s := r.st.mergeArgs(slot, srcs)
+		return r.st.lst.MergeNamespaces(k, t, s...)
+	}, func() { r.m.mergeList(slot, srcs) })
+}
+
+func (r *modelRun) mapPut(slot int32) error {
+	u, x := uint8(r.rng.IntN(len(modelUserKeys))), r.rng.Int64N(1000)-500
+	return r.write(slot, func() error { return r.st.mp.Put(r.st.key(slot), modelUserKeys[u], x) },
+		func() { r.m.putMap(slot, u, x) })
+}
+
+func (r *modelRun) mapPutAll(slot int32) error {
+	add := map[uint8]int64{uint8(r.rng.IntN(len(modelUserKeys))): 1, uint8(r.rng.IntN(len(modelUserKeys))): r.rng.Int64()}
+	return r.write(slot, func() error {
+		return r.st.mp.PutAll(r.st.key(slot), func(yield func(string, int64) bool) {
+			for u, x := range add {
+				if !yield(modelUserKeys[u], x) {
+					return
+				}
+			}
+		})
+	}, func() {
+		for u, x := range add {
+			r.m.putMap(slot, u, x)
+		}
+	})
+}
+
+func (r *modelRun) mapRemove(slot int32) error {
+	u := uint8(r.rng.IntN(len(modelUserKeys)))
+	return r.write(slot, func() error { return r.st.mp.Remove(r.st.key(slot), modelUserKeys[u]) },
+		func() { r.m.removeMap(slot, u) })
+}
+
+func (r *modelRun) mapClear(slot int32) error {
+	return r.write(slot, func() error { return r.st.mp.Clear(r.st.key(slot)) }, func() { delete(r.m.mp, slot) })
+}
+
+func (r *modelRun) redAdd(slot int32) error {
+	x := r.rng.Int64N(100) - 30
+	return r.write(slot, func() error { return r.st.red.Add(r.st.key(slot), x) }, func() { r.m.addRed(slot, x) })
+}
+
+func (r *modelRun) redClear(slot int32) error {
+	return r.write(slot, func() error { return r.st.red.Clear(r.st.key(slot)) }, func() { delete(r.m.red, slot) })
+}
+
+func (r *modelRun) redMerge(slot int32) error {
+	srcs := r.sources(slot)
+	return r.write(slot, func() error {
+		k, t, s := r.st.mergeArgs(slot, srcs)
+		return r.st.red.MergeNamespaces(k, t, s...)
+	}, func() { r.m.mergeRed(slot, srcs) })
+}
+
+func (r *modelRun) aggAdd(slot int32) error {
+	x := r.rng.Int64N(1000)
+	return r.write(slot, func() error { return r.st.agg.Add(r.st.key(slot), x) }, func() {
+		a := r.m.agg[slot]
+		r.m.agg[slot] = avgAcc{a.sum + x, a.n + 1}
+	})
+}
+
+func (r *modelRun) aggClear(slot int32) error {
+	return r.write(slot, func() error { return r.st.agg.Clear(r.st.key(slot)) }, func() { delete(r.m.agg, slot) })
+}
+
+func (r *modelRun) aggMerge(slot int32) error {
+	srcs := r.sources(slot)
+	return r.write(slot, func() error {
+		k, t, s := r.st.mergeArgs(slot, srcs)
+		return r.st.agg.MergeNamespaces(k, t, s...)
+	}, func() { r.m.mergeAgg(slot, srcs) })
+}
+
+// valTooLarge: a refused write (ErrValueTooLarge) changes nothing, the row cache's copy
+// included, and does not end the validity of values read before it.
+func (r *modelRun) valTooLarge(slot int32) error {
+	if r.big == nil {
+		r.big = make([]byte, r.st.s.opts.SegmentSize/4+1)
+	}
+	if err := r.checkHeld(); err != nil {
+		return err
+	}
+	if err := r.st.val.Put(r.st.key(slot), r.big); !errors.Is(err, ErrValueTooLarge) {
+		return fmt.Errorf("put of %d bytes: %v, want ErrValueTooLarge", len(r.big), err)
+	}
+	r.held = r.held[:0]
+	return r.st.checkSlot(r.m, slot, &r.held)
+}
+
+// mapIterate iterates the map of slot, removing some entries (MapIterator.Remove) and
+// updating others in place (Put of the current user key); every entry is seen once with the
+// model's value, and all of them unless the iteration was invalidated (ErrIteratorInvalidated
+// is documented when an iteration's writes outlast the install hold-back).
+func (r *modelRun) mapIterate(slot int32) error {
+	if err := r.checkHeld(); err != nil {
+		return err
+	}
+	r.held = r.held[:0]
+	rm, up := r.rng.Uint32(), r.rng.Uint32()
+	k := r.st.key(slot)
+	before := maps.Clone(r.m.mp[slot])
+	seen := map[uint8]bool{}
+	it := r.st.mp.Iterator(k)
+	for it.Next() {
+		uk, x := it.Key(), it.Value()
+		i := slices.Index(modelUserKeys[:], uk)
+		if i < 0 {
+			return fmt.Errorf("%w: slot %d map iterator: user key %q", errMismatch, slot, uk)
+		}
+		u := uint8(i)
+		if seen[u] {
+			return fmt.Errorf("%w: slot %d map iterator: %q twice", errMismatch, slot, uk)
+		}
+		seen[u] = true
+		if want, ok := r.m.mp[slot][u]; !ok || want != x {
+			return fmt.Errorf("%w: slot %d map iterator: %s=%d, model %d %v", errMismatch, slot, uk, x, want, ok)
+		}
+		switch {
+		case rm>>u&1 != 0:
+			if err := r.write(slot, it.Remove, func() { r.m.removeMap(slot, u) }); err != nil {
+				return err
+			}
+		case up>>u&1 != 0:
+			if err := r.write(slot, func() error { return r.st.mp.Put(k, uk, x+1) },
+				func() { r.m.putMap(slot, u, x+1) }); err != nil {
+				return err
+			}
+		}
+	}
+	if err := it.Err(); errors.Is(err, ErrIteratorInvalidated) {
+		r.invalid++ // what it wrote is in the model; later checks compare the whole map
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if len(seen) != len(before) {
+		return fmt.Errorf("%w: slot %d map iterator: saw %v, model before %v", errMismatch, slot, seen, before)
+	}
+	return nil
+}
+
+func (r *modelRun) read(slot int32) error { return r.st.checkSlot(r.m, slot, &r.held) }
+
+func (r *modelRun) readMapKey(slot int32) error {
+	u := uint8(r.rng.IntN(len(modelUserKeys)))
+	k := r.st.key(slot)
+	got, ok, err := r.st.mp.Get(k, modelUserKeys[u])
+	want, wantOK := r.m.mp[slot][u]
+	if err != nil || ok != wantOK || got != want {
+		return fmt.Errorf("%w: slot %d map Get(%q) = %d %v %v, model %d %v", errMismatch, slot, modelUserKeys[u], got, ok, err, want, wantOK)
+	}
+	c, err := r.st.mp.Contains(k, modelUserKeys[u])
+	if err != nil || c != wantOK {
+		return fmt.Errorf("%w: slot %d map Contains(%q) = %v %v, model %v", errMismatch, slot, modelUserKeys[u], c, err, wantOK)
+	}
+	return nil
+}
+
+// readBurst reads a few slots (keys likely in the lower tier): the row cache fills and churns.
+func (r *modelRun) readBurst(int32) error {
+	for range 8 {
+		if err := r.st.checkSlot(r.m, r.pick(), &r.held); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listHeld reads the list of slot and consumes its iterator only after reads of other slots
+// (row-cache hits and misses, the lower reader's arena): a list batch stays valid until the
+// next write.
+func (r *modelRun) listHeld(slot int32) error {
+	it := r.st.lst.Get(r.st.key(slot))
+	for range 1 + r.rng.IntN(20) {
+		o := r.pick()
+		k := r.st.key(o)
+		if _, _, err := r.st.val.Get(k); err != nil {
+			return err
+		}
+		if _, _, err := r.st.red.Get(k); err != nil {
+			return err
+		}
+		if _, _, err := r.st.agg.Get(k); err != nil {
+			return err
+		}
+	}
+	var got []int64
+	for it.Next() {
+		got = append(got, it.Value())
+	}
+	if err := it.Err(); err != nil || !slices.Equal(got, r.m.lst[slot]) {
+		return fmt.Errorf("%w: slot %d list held across reads = %v %v, model %v", errMismatch, slot, got, err, r.m.lst[slot])
+	}
+	return nil
+}
+
+// checkHeld: every value handed out since the last write still holds what it held.
+func (r *modelRun) checkHeld() error {
+	for _, h := range r.held {
+		if !bytes.Equal(h.got, h.want) {
+			return fmt.Errorf("%w: slot %d: a value handed out before the next write changed: %s, want %s",
+				errMismatch, h.slot, shortBytes(h.got), shortBytes(h.want))
+		}
+	}
+	return nil
+}
+
+// invalidate checks the values held, then forgets them (a write-like step follows).
+func (r *modelRun) invalidate() error {
+	err := r.checkHeld()
+	r.held = r.held[:0]
+	return err
+}
+
+// checkCache walks the row cache's slots and checks each against the model: every cached key
+// is a value-like key (value, reducing, aggregating) of the universe that the model holds now,
+// with exactly the model's encoding (engine.CheckRowCache checks tags, sets and the count of
+// used slots). A stale or resurrected entry fails before it is read.
+func (r *modelRun) checkCache() error {
+	if r.st.s.e.RowCacheSets() < 0 {
+		return nil
+	}
+	r.cacheChecks++
+	type want struct {
+		slot    int32
+		kind    string
+		present bool
+		enc     []byte
+	}
+	exp := map[string]want{}
+	for slot := range r.w.u.slots() {
+		key := r.st.key(slot)
+		add := func(id uint16, kind string, present bool, enc []byte) {
+			ck := base.AppendCompositeKey(nil, uint16(key.kg), id, key.b, key.ns)
+			exp[string(ck)] = want{slot, kind, present, enc}
+		}
+		v, ok := r.m.val[slot]
+		add(r.st.val.id, "value", ok, modelBytes(nil, v.seed, int(v.n)))
+		rv, ok := r.m.red[slot]
+		add(r.st.red.id, "reducing", ok, Int64.Append(nil, rv))
+		av, ok := r.m.agg[slot]
+		add(r.st.agg.id, "aggregating", ok, avgCodec{}.Append(nil, av))
+	}
+	return r.st.s.e.CheckRowCache(func(ck, cv []byte) error {
+		e, ok := exp[string(ck)]
+		if !ok {
+			return fmt.Errorf("%w: row cache holds a key of no value-like state: %x", errMismatch, ck)
+		}
+		if !e.present {
+			return fmt.Errorf("%w: row cache holds slot %d %s = %x, which the model says is absent (a stale entry)", errMismatch, e.slot, e.kind, cv)
+		}
+		if !bytes.Equal(cv, e.enc) {
+			return fmt.Errorf("%w: row cache holds slot %d %s = %x, model %x (a stale entry)", errMismatch, e.slot, e.kind, cv, e.enc)
+		}
+		r.cachedSeen++
+		return nil
+	})
+}
+
+// pressureErr drops ErrMemoryBudget under budget pressure (background work that cannot get
+// memory now).
+func (r *modelRun) pressureErr(err error) error {
+	if r.pressure && errors.Is(err, ErrMemoryBudget) {
+		r.budgetFails++
+		return nil
+	}
+	return err
+}
+
+func (r *modelRun) seal(int32) error {
+	if err := r.invalidate(); err != nil {
+		return err
+	}
+	return r.pressureErr(r.st.s.seal())
+}
+
+func (r *modelRun) drain(int32) error {
+	if err := r.invalidate(); err != nil {
+		return err
+	}
+	return r.pressureErr(r.st.s.e.Drain())
+}
+
+func (r *modelRun) wait(int32) error {
+	if err := r.invalidate(); err != nil {
+		return err
+	}
+	return r.pressureErr(r.st.s.WaitBackground())
+}
+
+// evict starts an eviction; nothing is installed until the next write, so values read before
+// stay valid.
+func (r *modelRun) evict(int32) error {
+	r.st.s.e.EvictNow()
+	return nil
+}
+
+func (r *modelRun) evictDrain(slot int32) error {
+	r.st.s.e.EvictNow()
+	return r.drain(slot)
+}
+
+// pushDown moves everything into the lower tier (seal, wait, evict every slice), so the next
+// reads go through the row cache.
+func (r *modelRun) pushDown(int32) error {
+	if err := r.invalidate(); err != nil {
+		return err
+	}
+	s := r.st.s
+	if err := s.seal(); err != nil {
+		return r.pressureErr(err)
+	}
+	if err := s.WaitBackground(); err != nil {
+		return r.pressureErr(err)
+	}
+	for i := 0; i < 200 && s.Stats().Slices > 0; i++ {
+		if !s.e.EvictNow() {
+			break
+		}
+		if err := s.WaitBackground(); err != nil {
+			return fmt.Errorf("WaitBackground after evict: %w", err)
+		}
+	}
+	if st := s.Stats(); st.SealedSegments != 0 {
+		return fmt.Errorf("WaitBackground left %d sealed segments", st.SealedSegments)
+	}
+	return nil
+}
+
+// openStore opens the run's directory and registers the states.
+func (r *modelRun) openStore() error {
+	r.held = r.held[:0] // values of a closed Store (whoever closed it checked them)
+	s, err := open(r.dir, r.opts, r.adjust)
+	if err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	if r.st, err = registerModel(s, r.w.u); err != nil {
+		s.Close()
+		return err
+	}
+	return nil
+}
+
+// addStats adds the open Store's statistics to the run's totals (before it closes).
+func (r *modelRun) addStats() {
+	st := r.st.s.Stats()
+	r.total.Transforms += st.Transforms
+	r.total.Compactions += st.Compactions
+	r.total.Evictions += st.Evictions
+	r.total.Flushes += st.Flushes
+	r.total.LSMCompactions += st.LSMCompactions
+	r.total.BackpressureWaits += st.BackpressureWaits
+	r.total.RowCacheHits += st.RowCacheHits
+	r.total.RowCacheMisses += st.RowCacheMisses
+	r.total.PersistFiles += st.PersistFiles
+}
+
+// checkEvery checks every slot and the row cache.
+func (r *modelRun) checkEvery() error {
+	if err := r.st.checkAll(r.m); err != nil {
+		return err
+	}
+	return r.checkCache()
+}
+
+func (r *modelRun) reopen(int32) error {
+	if err := r.invalidate(); err != nil {
+		return err
+	}
+	r.addStats()
+	if err := r.st.s.Close(); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	r.persisted = r.m.clone()
+	if err := r.openStore(); err != nil {
+		return err
+	}
+	return r.checkEvery()
+}
+
+// crash: the file system keeps only what was synced; the Store reopens to its last Close.
+func (r *modelRun) crash(int32) error {
+	if err := r.invalidate(); err != nil {
+		return err
+	}
+	r.addStats()
+	r.fault.Crash()
+	r.st.s.Close() // fails (the file system is gone); frees the memory
+	r.mem = r.mem.CrashClone()
+	r.fault = vfs.NewFaultFS(r.mem)
+	r.opts.fs = r.fault
+	r.m = r.persisted.clone()
+	if err := r.openStore(); err != nil {
+		return err
+	}
+	return r.checkEvery()
+}
+
+// noSpaceClose fails a Close with ENOSPC part-way through moving the tiers into the LsmStore
+// (the Store stays open, part of its state moved down: list operands must not be there twice),
+// checks every read and the row cache in that state twice (the second pass reads what the
+// first cached), then closes once space is back and reopens.
+func (r *modelRun) noSpaceClose(int32) error {
+	if err := r.invalidate(); err != nil {
+		return err
+	}
+	r.fault.Inject(vfs.Fault{Ops: vfs.Ops(vfs.OpWrite, vfs.OpSync, vfs.OpCreate), Nth: 1 + r.rng.Int64N(6), Sticky: true,
+		Err: errNoSpaceErrno})
+	err := r.st.s.Close()
+	if err != nil {
+		if !errors.Is(err, ErrNoSpace) || !errors.Is(err, errNoSpaceErrno) {
+			r.fault.ClearFaults()
+			return fmt.Errorf("close on a full disk: %v, want ErrNoSpace", err)
+		}
+		r.noSpaceFails++
+		for range 2 {
+			if err := r.st.checkAll(r.m); err != nil {
+				return fmt.Errorf("after a Close that failed with ENOSPC: %w", err)
+			}
+			if err := r.checkCache(); err != nil {
+				return fmt.Errorf("after a Close that failed with ENOSPC: %w", err)
+			}
+		}
+		r.fault.ClearFaults()
+		r.addStats()
+		if err := r.st.s.Close(); err != nil {
+			return fmt.Errorf("close once space is back: %w", err)
+		}
+	} else {
+		r.addStats()
+	}
+	r.fault.ClearFaults()
+	r.persisted = r.m.clone()
+	if err := r.openStore(); err != nil {
+		return err
+	}
+	return r.checkEvery()
+}
+
+// modelConfig is one configuration of TestModel: how the Store is opened, which steps it
+// draws, and what a run must have exercised.
+type modelConfig struct {
+	name string
+	// dir: "" in memory; "mem" a MemFS directory (crashable, faults); "os" a real directory
+	// (FaultFS over the OS: faults, no crashes).
+	dir      string
+	opts     Options
+	adjust   func(*engine.Options)
+	lower    bool // in memory with an enginetest.MemLower lower tier
+	workload func(maxP int) *modelWorkload
+	pressure bool
+	// slow: the default number of steps is divided by it (large values, many keys).
+	slow int
+	// forced lifecycle steps: each runs once, at its fraction of the run, whatever the draws.
+	forced []stepKind
+	// must: what the run must have exercised (checked at the end).
+	// (SliceTable compactions are only required where no push-down empties the SliceTable
+	// often.)
+	mustCompact, mustEvict, mustLSMCompact, mustRowCache, mustPressure bool
+}
+
+// dirWeights add the steps of a Store with a directory.
+var dirWeights = readWeights.with(15, stepEvict, stepEvictDrain, stepCheckCache).with(12, stepPushDown).
+	with(2, stepReopen, stepCrash, stepNoSpace)
+
+var modelConfigs = []modelConfig{
+	{
+		// In memory, no lower tier: FreshTable and SliceTable (4 buckets: long chains,
+		// compactions).
+		name:   "mem",
+		opts:   Options{MaxParallelism: 64, MemoryBudget: 1 << 30, SegmentSize: 16 << 20, BackgroundWorkers: 2},
+		adjust: func(o *engine.Options) { o.BucketBits = 2 },
+		workload: func(int) *modelWorkload {
+			return &modelWorkload{u: plainUniverse("key-%d", 40, "", "w1", "w2", "window-3"), maxVal: 48, weights: readWeights}
+		},
+		mustCompact: true,
+	},
+	{
+		// In memory over enginetest.MemLower: evictions, and a row cache of 8 sets in front of
+		// the lower tier.
+		name:  "memlower",
+		lower: true,
+		opts:  Options{MaxParallelism: 64, MemoryBudget: 1 << 30, SegmentSize: 16 << 20, BackgroundWorkers: 2},
+		adjust: func(o *engine.Options) {
+			o.LowWater, o.EvictionBatch, o.BucketBits, o.RowCacheSize = 1, 16<<10, 2, 4<<10
+		},
+		workload: func(int) *modelWorkload {
+			return &modelWorkload{u: plainUniverse("key-%d", 40, "", "w1", "w2", "window-3"), maxVal: 48, hot: true,
+				weights: readWeights.with(15, stepEvict, stepEvictDrain, stepCheckCache).with(8, stepPushDown)}
+		},
+		mustCompact: true, mustEvict: true, mustRowCache: true,
+	},
+	{
+		// A MemFS directory: small bucket map and eviction batches (many L0 files, LSM
+		// compactions), evictions only when asked, a small row cache; reopens, crashes,
+		// full disks.
+		name: "memfs",
+		dir:  "mem",
+		opts: Options{MaxParallelism: 64, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2,
+			BlockCacheSize: 1 << 20, RowCacheSize: 8 << 10},
+		adjust: func(o *engine.Options) { o.EvictionBatch, o.BucketBits, o.EvictionWatermark = 16<<10, 2, 0 },
+		workload: func(int) *modelWorkload {
+			return &modelWorkload{u: plainUniverse("key-%d", 40, "", "w1", "w2", "window-3"), maxVal: 300, hot: true,
+				weights: dirWeights}
+		},
+		forced:    []stepKind{stepReopen, stepNoSpace, stepCrash},
+		mustEvict: true, mustLSMCompact: true, mustRowCache: true,
+	},
+	{
+		// A row cache of one set (every key collides), MaxParallelism 1, keys and values
+		// around the slot limit.
+		name: "one-set",
+		dir:  "mem",
+		opts: Options{MaxParallelism: 1, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2,
+			BlockCacheSize: 1 << 20, RowCacheSize: 512},
+		adjust: func(o *engine.Options) { o.EvictionBatch, o.BucketBits, o.EvictionWatermark = 16<<10, 2, 0 },
+		workload: func(maxP int) *modelWorkload {
+			return &modelWorkload{u: edgeUniverse(maxP, nil), maxVal: 300, hot: true, weights: dirWeights}
+		},
+		forced:    []stepKind{stepReopen, stepNoSpace, stepCrash},
+		mustEvict: true, mustRowCache: true,
+	},
+	{
+		// MaxParallelism 32768 over a key-group range, a row cache of the default size.
+		name: "kg-range",
+		dir:  "mem",
+		opts: Options{MaxParallelism: 32768, KeyGroups: &KeyGroupRange{Start: 100, End: 20000}, MemoryBudget: 128 << 20,
+			SegmentSize: 16 << 20, BackgroundWorkers: 2, BlockCacheSize: 1 << 20},
+		adjust: func(o *engine.Options) { o.EvictionBatch, o.BucketBits, o.EvictionWatermark = 16<<10, 2, 0 },
+		workload: func(maxP int) *modelWorkload {
+			return &modelWorkload{u: edgeUniverse(maxP, &KeyGroupRange{Start: 100, End: 20000}), maxVal: 300, hot: true,
+				weights: dirWeights}
+		},
+		forced:    []stepKind{stepReopen, stepCrash},
+		mustEvict: true, mustRowCache: true,
+	},
+	{
+		// A small budget and large values: segment rolls, backpressure, flushes, writes
+		// refused with ErrMemoryBudget (allowed: nothing changes). No merges (a merge refused
+		// part-way is not modelled).
+		name: "pressure",
+		dir:  "mem",
+		opts: Options{MaxParallelism: 128, MemoryBudget: 32 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2,
+			BlockCacheSize: 1 << 20, RowCacheSize: 1024, BackpressureTimeout: 2 * time.Second},
+		adjust: func(o *engine.Options) { o.EvictionBatch, o.BucketBits, o.EvictionWatermark = 16<<10, 2, 0 },
+		workload: func(maxP int) *modelWorkload {
+			return &modelWorkload{u: edgeUniverse(maxP, nil), maxVal: 300, bigVals: true, hot: true,
+				weights: dirWeights.with(0, stepListMerge, stepRedMerge, stepAggMerge, stepNoSpace)}
+		},
+		pressure:     true,
+		slow:         4,
+		forced:       []stepKind{stepReopen, stepCrash},
+		mustRowCache: true, mustPressure: true,
+	},
+	{
+		// A real directory (FaultFS over the OS file system), more keys than the others and
+		// kilobyte values, the default row cache; reopens and full disks, no crashes.
+		name:   "os",
+		dir:    "os",
+		opts:   Options{MaxParallelism: 128, MemoryBudget: 64 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2},
+		adjust: func(o *engine.Options) { o.EvictionBatch, o.BucketBits = 64<<10, 4 },
+		workload: func(int) *modelWorkload {
+			return &modelWorkload{u: plainUniverse("os-key-%06d", 1500, "", "w1", "window-2"), maxVal: 1500,
+				weights: dirWeights.with(0, stepCrash).with(60, stepReadBurst)}
+		},
+		slow:      4,
+		forced:    []stepKind{stepReopen, stepNoSpace},
+		mustEvict: true, mustRowCache: true,
+	},
+}
+
+// TestModel drives every state kind with random steps (modelSteps) and compares every read
+// with the model, while the tiers move the data underneath (seals, drains, evictions, pushes
+// into the lower tier) and, with a directory, the Store is reopened, crashed and closed on a
+// full disk; the row cache's contents are checked against the model. Each configuration
+// (modelConfigs) is a subtest. It logs its seed; replay a failure with
+// go test -run 'TestModel/<config>' -seed N, and run longer with -steps N or -duration D.
 func TestModel(t *testing.T) {
 	seed := *modelSeed
 	if seed == 0 {
 		seed = time.Now().UnixNano()
 	}
-	t.Logf("seed %d (replay: go test -run TestModel -seed %d)", seed, seed)
-	ops := 200000
-	if testing.Short() {
-		ops = 6000
-	}
-	bgEvery := 60 // mean ops between background events
-	rng := rand.New(rand.NewPCG(uint64(seed), uint64(seed)>>1|1))
-	low := enginetest.NewMemLower()
-	s, err := open("", Options{MaxParallelism: 64, MemoryBudget: 1 << 30, SegmentSize: 16 << 20, BackgroundWorkers: 2},
-		func(o *engine.Options) {
-			// A row cache of 8 sets: values read from the lower tier replace each other often.
-			o.Lower, o.LowWater, o.EvictionBatch, o.BucketBits, o.RowCacheSize = low, 1, 16<<10, 2, 4<<10
+	for i, cfg := range modelConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			steps := 64000
+			if testing.Short() {
+				steps = 16000
+			}
+			if raceEnabled {
+				steps /= 3
+			}
+			steps /= max(cfg.slow, 1)
+			if *modelStepsN > 0 {
+				steps = *modelStepsN
+			}
+			t.Logf("seed %d (replay: go test -run 'TestModel/%s$' -seed %d)", seed, cfg.name, seed)
+			r := newModelRunFor(t, cfg, rand.New(rand.NewPCG(uint64(seed), uint64(i))))
+			defer func() {
+				if r.st != nil && !r.st.s.closed {
+					r.st.s.Close()
+				}
+			}()
+			fail := func(format string, args ...any) {
+				t.Helper()
+				t.Fatalf("seed %d config %s step %d: %s (replay: go test -run 'TestModel/%s$' -seed %d)",
+					seed, cfg.name, r.op, fmt.Sprintf(format, args...), cfg.name, seed)
+			}
+			start := time.Now()
+			progress := func() float64 {
+				if *modelDuration > 0 {
+					return float64(time.Since(start)) / float64(*modelDuration)
+				}
+				return float64(r.op) / float64(steps)
+			}
+			forced := 0
+			for r.op = 0; progress() < 1; r.op++ {
+				if forced < len(cfg.forced) && progress() >= float64(forced+1)/float64(len(cfg.forced)+1) {
+					k := cfg.forced[forced]
+					forced++
+					r.counts[k]++
+					if err := modelSteps[k].run(r, 0); err != nil {
+						fail("%s (forced): %v", modelSteps[k].name, err)
+					}
+				}
+				if err := r.step(); err != nil {
+					fail("%v", err)
+				}
+				if r.op%2000 == 1999 {
+					if err := r.checkEvery(); err != nil {
+						fail("check of every slot: %v", err)
+					}
+				}
+			}
+			if err := r.finish(); err != nil {
+				fail("%v", err)
+			}
+			var drawn []string
+			for k, n := range r.counts {
+				if n > 0 {
+					drawn = append(drawn, fmt.Sprintf("%s %d", modelSteps[k].name, n))
+				}
+			}
+			tot := r.total
+			t.Logf("%s: %d steps in %v (%s); %d transforms, %d compactions, %d evictions, %d flushes, %d LSM compactions, %d backpressure waits, %d budget failures, %d invalidated iterations, %d Closes failed with ENOSPC; row cache %d hits %d misses, %d checks saw %d entries",
+				cfg.name, r.op, time.Since(start).Round(time.Millisecond), strings.Join(drawn, ", "), tot.Transforms,
+				tot.Compactions, tot.Evictions, tot.Flushes, tot.LSMCompactions, tot.BackpressureWaits, r.budgetFails,
+				r.invalid, r.noSpaceFails, tot.RowCacheHits, tot.RowCacheMisses, r.cacheChecks, r.cachedSeen)
+			if tot.Transforms == 0 || (tot.Compactions == 0 && cfg.mustCompact) {
+				fail("the run did not exercise the SliceTable: %d transforms, %d compactions", tot.Transforms, tot.Compactions)
+			}
+			if cfg.mustEvict && tot.Evictions == 0 {
+				fail("the run evicted nothing")
+			}
+			if cfg.mustLSMCompact && tot.LSMCompactions == 0 {
+				fail("the run made no LSM compaction")
+			}
+			if cfg.mustRowCache && (tot.RowCacheHits == 0 || tot.RowCacheMisses == 0 || r.cachedSeen == 0) {
+				fail("the run did not exercise the row cache: %d hits, %d misses, %d cached entries seen",
+					tot.RowCacheHits, tot.RowCacheMisses, r.cachedSeen)
+			}
+			if cfg.mustPressure && tot.BackpressureWaits+tot.Flushes+int64(r.budgetFails) == 0 {
+				fail("the run saw no budget pressure")
+			}
+			for _, k := range cfg.forced {
+				if r.counts[k] == 0 {
+					fail("the run never ran %s", modelSteps[k].name)
+				}
+			}
 		})
-	if err != nil {
+	}
+}
+
+// newModelRunFor opens cfg's Store and returns a run over it.
+func newModelRunFor(t *testing.T, cfg modelConfig, rng *rand.Rand) *modelRun {
+	r := &modelRun{t: t, rng: rng, m: newModel(), pressure: cfg.pressure, opts: cfg.opts, adjust: cfg.adjust}
+	switch cfg.dir {
+	case "":
+		if cfg.lower {
+			low := enginetest.NewMemLower()
+			r.adjust = func(o *engine.Options) { cfg.adjust(o); o.Lower = low }
+		}
+	case "mem":
+		r.dir, r.mem = "/db", vfs.NewMem()
+		r.fault = vfs.NewFaultFS(r.mem)
+		r.opts.fs = r.fault
+	case "os":
+		r.dir = filepath.Join(t.TempDir(), "db")
+		r.fault = vfs.NewFaultFS(vfs.Default())
+		r.opts.fs = r.fault
+	}
+	maxP := r.opts.MaxParallelism
+	r.w = cfg.workload(maxP)
+	r.persisted = r.m.clone()
+	if err := r.openStore(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
-	m := newModelRun(t, s, rng, seed)
-	next := rng.IntN(bgEvery)
-	var events [5]int
-	for i := range ops {
-		if i == next {
-			next += 1 + rng.IntN(2*bgEvery)
-			m.background(i, &events)
-		}
-		m.step(i)
-		if i%10000 == 9999 {
-			m.checkAll(i)
-		}
-	}
-	m.checkAll(ops)
-	if err := s.e.Drain(); err != nil {
-		t.Fatalf("seed %d: drain: %v", seed, err)
-	}
-	m.checkAll(ops)
-	st := s.Stats()
-	t.Logf("seed %d: %d ops, background events (seal, seal+drain, drain, evict, evict+drain) %v, stats %+v",
-		seed, ops, events, st)
-	if st.Transforms == 0 || st.Compactions == 0 || st.Evictions == 0 || low.Entries == 0 {
-		t.Errorf("seed %d: the run did not exercise every tier: %d transforms, %d compactions, %d evictions",
-			seed, st.Transforms, st.Compactions, st.Evictions)
-	}
-	if st.RowCacheHits == 0 || st.RowCacheMisses == 0 {
-		t.Errorf("seed %d: the run did not exercise the row cache: %d hits, %d misses", seed, st.RowCacheHits, st.RowCacheMisses)
-	}
+	return r
 }
 
-// background makes the tiers move: seals (transform queued), drains (wait and install
-// everything), evictions to the lower tier.
-func (m *modelRun) background(op int, events *[5]int) {
-	t := m.s.e
-	r := m.rng.IntN(100)
-	switch {
-	case r < 40:
-		events[0]++
-		if err := m.s.seal(); err != nil {
-			m.fatalf(op, "seal: %v", err)
-		}
-	case r < 60:
-		events[1]++
-		if err := m.s.seal(); err != nil {
-			m.fatalf(op, "seal: %v", err)
-		}
-		if err := t.Drain(); err != nil {
-			m.fatalf(op, "drain: %v", err)
-		}
-	case r < 70:
-		events[2]++
-		if err := t.Drain(); err != nil {
-			m.fatalf(op, "drain: %v", err)
-		}
-	case r < 85:
-		events[3]++
-		t.EvictNow()
-	default:
-		events[4]++
-		t.EvictNow()
-		if err := t.Drain(); err != nil {
-			m.fatalf(op, "drain: %v", err)
+// finish drains the background work, checks everything twice (the first pass fills the row
+// cache, the second reads its hits), and, with a directory, closes and checks the reopened
+// Store; the Store is closed after.
+func (r *modelRun) finish() error {
+	if err := r.pushDown(0); err != nil {
+		return fmt.Errorf("final push-down: %w", err)
+	}
+	for range 2 {
+		if err := r.checkEvery(); err != nil {
+			return fmt.Errorf("final check: %w", err)
 		}
 	}
+	if r.dir != "" {
+		if err := r.reopen(0); err != nil {
+			return fmt.Errorf("final reopen: %w", err)
+		}
+	}
+	r.addStats()
+	return r.st.s.Close()
 }
 
-type modelRun struct {
-	t    *testing.T
-	s    *Store
-	rng  *rand.Rand
-	seed int64
-
-	keys []string
-	nss  []string
-
-	val *ValueState[[]byte]
-	lst *ListState[string]
-	mp  *MapState[string, int64]
-	red *ReducingState[int64]
-	agg *AggregatingState[int64, avgAcc, float64]
-
-	modelState
-
-	// tolerant: a failure panics with modelStop instead of failing the test (crash runs,
-	// where operations fail once the file system has crashed).
-	tolerant bool
-}
-
-// modelState is the model: what every read must return.
-type modelState struct {
-	mVal map[[2]string][]byte
-	mLst map[[2]string][]string
-	mMap map[[2]string]map[string]int64
-	mRed map[[2]string]int64
-	mAgg map[[2]string]avgAcc
-}
-
-// clone returns a deep copy (the model as of a persistence point).
-func (ms modelState) clone() modelState {
-	c := modelState{mVal: map[[2]string][]byte{}, mLst: map[[2]string][]string{},
-		mMap: map[[2]string]map[string]int64{}, mRed: maps.Clone(ms.mRed), mAgg: maps.Clone(ms.mAgg)}
-	for k, v := range ms.mVal {
-		c.mVal[k] = slices.Clone(v)
+// shortBytes formats b for a message: its length and at most its first 40 bytes.
+func shortBytes(b []byte) string {
+	if len(b) > 40 {
+		return fmt.Sprintf("[%d bytes] %x...", len(b), b[:40])
 	}
-	for k, v := range ms.mLst {
-		c.mLst[k] = slices.Clone(v)
-	}
-	for k, v := range ms.mMap {
-		c.mMap[k] = maps.Clone(v)
-	}
-	return c
-}
-
-// modelStop is the panic of a tolerant modelRun's failure.
-type modelStop struct{ msg string }
-
-// attach registers the model's states on s (a reopened Store).
-func (m *modelRun) attach(s *Store) {
-	m.s = s
-	m.val = must(NewValueState(s, ValueDescriptor[[]byte]{Name: "val", Codec: Bytes}))
-	m.lst = must(NewListState(s, ListDescriptor[string]{Name: "lst", Codec: String}))
-	m.mp = must(NewMapState(s, MapDescriptor[string, int64]{Name: "map", KeyCodec: String, ValueCodec: Int64}))
-	m.red = must(NewReducingState(s, ReducingDescriptor[int64]{Name: "red", Codec: Int64, Reduce: func(a, b int64) int64 { return a*3 + b }}))
-	m.agg = must(NewAggregatingState(s, avgDescriptor("agg")))
-}
-
-func newModelRun(t *testing.T, s *Store, rng *rand.Rand, seed int64) *modelRun {
-	m := &modelRun{t: t, s: s, rng: rng, seed: seed, modelState: modelState{
-		mVal: map[[2]string][]byte{}, mLst: map[[2]string][]string{}, mMap: map[[2]string]map[string]int64{},
-		mRed: map[[2]string]int64{}, mAgg: map[[2]string]avgAcc{},
-	}}
-	for i := range 40 {
-		m.keys = append(m.keys, fmt.Sprintf("key-%d", i*7919))
-	}
-	m.nss = []string{"", "w1", "w2", "window-3"}
-	m.attach(s)
-	return m
-}
-
-func (m *modelRun) fatalf(op int, format string, args ...any) {
-	m.t.Helper()
-	if m.tolerant {
-		panic(modelStop{fmt.Sprintf("seed %d op %d: %s", m.seed, op, fmt.Sprintf(format, args...))})
-	}
-	m.t.Fatalf("seed %d op %d: %s", m.seed, op, fmt.Sprintf(format, args...))
-}
-
-func (m *modelRun) pick() ([2]string, Key) {
-	kn := [2]string{m.keys[m.rng.IntN(len(m.keys))], m.nss[m.rng.IntN(len(m.nss))]}
-	return kn, m.key(kn)
-}
-
-func (m *modelRun) key(kn [2]string) Key { return m.s.Key([]byte(kn[0])).In([]byte(kn[1])) }
-
-func (m *modelRun) randBytes() []byte {
-	b := make([]byte, m.rng.IntN(48))
-	for i := range b {
-		b[i] = byte(m.rng.IntN(256))
-	}
-	return b
-}
-
-func (m *modelRun) randStr() string { return fmt.Sprint(m.rng.IntN(1000)) }
-
-// sources picks merge sources among the namespaces (may include the target and repeats).
-func (m *modelRun) sources() [][]byte {
-	var out [][]byte
-	for range 1 + m.rng.IntN(3) {
-		out = append(out, []byte(m.nss[m.rng.IntN(len(m.nss))]))
-	}
-	return out
-}
-
-func dedupSources(target []byte, srcs [][]byte) []string {
-	var out []string
-	for _, s := range srcs {
-		if string(s) != string(target) && !slices.Contains(out, string(s)) {
-			out = append(out, string(s))
-		}
-	}
-	return out
-}
-
-func (m *modelRun) step(op int) {
-	kn, k := m.pick()
-	ok := func(err error) {
-		m.t.Helper()
-		if err != nil {
-			m.fatalf(op, "%v", err)
-		}
-	}
-	switch r := m.rng.IntN(100); {
-	// value
-	case r < 12:
-		v := m.randBytes()
-		ok(m.val.Put(k, v))
-		m.mVal[kn] = v
-	case r < 18:
-		m.checkVal(op, kn)
-	case r < 20:
-		ok(m.val.Clear(k))
-		delete(m.mVal, kn)
-	// list
-	case r < 28:
-		x := m.randStr()
-		ok(m.lst.Add(k, x))
-		m.mLst[kn] = append(m.mLst[kn], x)
-	case r < 31:
-		xs := make([]string, m.rng.IntN(4))
-		for i := range xs {
-			xs[i] = m.randStr()
-		}
-		ok(m.lst.AddAll(k, xs))
-		if len(xs) > 0 {
-			m.mLst[kn] = append(m.mLst[kn], xs...)
-		}
-	case r < 34:
-		xs := make([]string, m.rng.IntN(3))
-		for i := range xs {
-			xs[i] = m.randStr()
-		}
-		ok(m.lst.Update(k, xs))
-		if len(xs) == 0 {
-			delete(m.mLst, kn)
-		} else {
-			m.mLst[kn] = slices.Clone(xs)
-		}
-	case r < 38:
-		m.checkList(op, kn)
-	case r < 39:
-		ok(m.lst.Clear(k))
-		delete(m.mLst, kn)
-	case r < 41:
-		target, srcs := []byte(kn[1]), m.sources()
-		ok(m.lst.MergeNamespaces(m.s.Key([]byte(kn[0])), target, srcs...))
-		for _, src := range dedupSources(target, srcs) {
-			skn := [2]string{kn[0], src}
-			if l, found := m.mLst[skn]; found {
-				m.mLst[kn] = append(m.mLst[kn], l...)
-				delete(m.mLst, skn)
-			}
-		}
-	// map
-	case r < 50:
-		uk, uv := m.randStr()[:1], m.rng.Int64N(1000)-500
-		ok(m.mp.Put(k, uk, uv))
-		if m.mMap[kn] == nil {
-			m.mMap[kn] = map[string]int64{}
-		}
-		m.mMap[kn][uk] = uv
-	case r < 55:
-		uk := m.randStr()[:1]
-		got, found, err := m.mp.Get(k, uk)
-		want, wantFound := m.mMap[kn][uk]
-		if err != nil || got != want || found != wantFound {
-			m.fatalf(op, "map %v Get(%q) = %d %v %v, want %d %v", kn, uk, got, found, err, want, wantFound)
-		}
-		c, err := m.mp.Contains(k, uk)
-		if err != nil || c != wantFound {
-			m.fatalf(op, "map %v Contains(%q) = %v %v", kn, uk, c, err)
-		}
-	case r < 58:
-		uk := m.randStr()[:1]
-		ok(m.mp.Remove(k, uk))
-		delete(m.mMap[kn], uk)
-		if len(m.mMap[kn]) == 0 {
-			delete(m.mMap, kn)
-		}
-	case r < 61:
-		m.checkMap(op, kn)
-	case r < 63:
-		// Iterate, removing some entries and updating others in place.
-		it := m.mp.Iterator(k)
-		seen := map[string]bool{}
-		for it.Next() {
-			uk, uv := it.Key(), it.Value()
-			if seen[uk] {
-				m.fatalf(op, "map %v: %q iterated twice", kn, uk)
-			}
-			seen[uk] = true
-			if want, found := m.mMap[kn][uk]; !found || want != uv {
-				m.fatalf(op, "map %v iterator: %q=%d, model %d %v", kn, uk, uv, want, found)
-			}
-			switch m.rng.IntN(3) {
-			case 0:
-				ok(it.Remove())
-				delete(m.mMap[kn], uk)
-			case 1:
-				ok(m.mp.Put(k, uk, uv+1))
-				m.mMap[kn][uk] = uv + 1
-			}
-		}
-		if err := it.Err(); errors.Is(err, ErrIteratorInvalidated) {
-			// Documented: an iteration whose writes outlast the install hold-back (a writer
-			// needed memory) ends early instead of yielding stale entries. What it did
-			// write is in the model, and every later check still compares the whole map.
-		} else {
-			ok(err)
-			if len(seen) != len(m.mMap[kn]) && len(seen) != len(m.mMap[kn])+countRemoved(seen, m.mMap[kn]) {
-				m.fatalf(op, "map %v iterated %d entries", kn, len(seen))
-			}
-		}
-		if len(m.mMap[kn]) == 0 {
-			delete(m.mMap, kn)
-		}
-	case r < 64:
-		ok(m.mp.Clear(k))
-		delete(m.mMap, kn)
-	case r < 66:
-		add := map[string]int64{m.randStr()[:1]: 1, m.randStr()[:1]: 2}
-		ok(m.mp.PutAll(k, maps.All(add)))
-		if m.mMap[kn] == nil {
-			m.mMap[kn] = map[string]int64{}
-		}
-		maps.Copy(m.mMap[kn], add)
-	// reducing
-	case r < 74:
-		x := m.rng.Int64N(100)
-		ok(m.red.Add(k, x))
-		if old, found := m.mRed[kn]; found {
-			m.mRed[kn] = old*3 + x
-		} else {
-			m.mRed[kn] = x
-		}
-	case r < 77:
-		m.checkRed(op, kn)
-	case r < 78:
-		ok(m.red.Clear(k))
-		delete(m.mRed, kn)
-	case r < 80:
-		target, srcs := []byte(kn[1]), m.sources()
-		ok(m.red.MergeNamespaces(m.s.Key([]byte(kn[0])), target, srcs...))
-		var merged int64
-		have := false
-		for _, src := range srcs {
-			skn := [2]string{kn[0], string(src)}
-			if string(src) == string(target) {
-				continue
-			}
-			v, found := m.mRed[skn]
-			if !found {
-				continue
-			}
-			delete(m.mRed, skn)
-			if have {
-				merged = merged*3 + v
-			} else {
-				merged, have = v, true
-			}
-		}
-		if have {
-			if old, found := m.mRed[kn]; found {
-				m.mRed[kn] = old*3 + merged
-			} else {
-				m.mRed[kn] = merged
-			}
-		}
-	// aggregating
-	case r < 88:
-		x := m.rng.Int64N(100)
-		ok(m.agg.Add(k, x))
-		a := m.mAgg[kn]
-		m.mAgg[kn] = avgAcc{a.sum + x, a.n + 1}
-	case r < 92:
-		m.checkAgg(op, kn)
-	case r < 93:
-		ok(m.agg.Clear(k))
-		delete(m.mAgg, kn)
-	case r < 96:
-		target, srcs := []byte(kn[1]), m.sources()
-		ok(m.agg.MergeNamespaces(m.s.Key([]byte(kn[0])), target, srcs...))
-		var merged avgAcc
-		have := false
-		for _, src := range dedupSources(target, srcs) {
-			skn := [2]string{kn[0], src}
-			if a, found := m.mAgg[skn]; found {
-				merged = avgAcc{merged.sum + a.sum, merged.n + a.n}
-				have = true
-				delete(m.mAgg, skn)
-			}
-		}
-		if have {
-			a := m.mAgg[kn]
-			m.mAgg[kn] = avgAcc{a.sum + merged.sum, a.n + merged.n}
-		}
-	default:
-		m.checkVal(op, kn)
-		m.checkList(op, kn)
-		m.checkMap(op, kn)
-	}
-}
-
-func countRemoved(seen map[string]bool, now map[string]int64) int {
-	n := 0
-	for k := range seen {
-		if _, ok := now[k]; !ok {
-			n++
-		}
-	}
-	return n
-}
-
-func (m *modelRun) checkVal(op int, kn [2]string) {
-	got, found, err := m.val.Get(m.key(kn))
-	want, wantFound := m.mVal[kn]
-	if err != nil || found != wantFound || string(got) != string(want) {
-		m.fatalf(op, "value %v = %x %v %v, want %x %v", kn, got, found, err, want, wantFound)
-	}
-}
-
-func (m *modelRun) checkList(op int, kn [2]string) {
-	it := m.lst.Get(m.key(kn))
-	var got []string
-	for it.Next() {
-		got = append(got, it.Value())
-	}
-	if err := it.Err(); err != nil || !slices.Equal(got, m.mLst[kn]) {
-		m.fatalf(op, "list %v = %q %v, want %q", kn, got, err, m.mLst[kn])
-	}
-}
-
-func (m *modelRun) checkMap(op int, kn [2]string) {
-	k := m.key(kn)
-	seq, errf := m.mp.Entries(k)
-	got := maps.Collect(seq)
-	if err := errf(); err != nil {
-		m.fatalf(op, "map %v: %v", kn, err)
-	}
-	want := m.mMap[kn]
-	if len(got) != len(want) || !maps.Equal(got, want) && len(want) > 0 {
-		m.fatalf(op, "map %v = %v, want %v", kn, got, want)
-	}
-	e, err := m.mp.IsEmpty(k)
-	if err != nil || e != (len(want) == 0) {
-		m.fatalf(op, "map %v IsEmpty = %v %v, want %v", kn, e, err, len(want) == 0)
-	}
-}
-
-func (m *modelRun) checkRed(op int, kn [2]string) {
-	got, found, err := m.red.Get(m.key(kn))
-	want, wantFound := m.mRed[kn]
-	if err != nil || found != wantFound || got != want {
-		m.fatalf(op, "reducing %v = %d %v %v, want %d %v", kn, got, found, err, want, wantFound)
-	}
-}
-
-func (m *modelRun) checkAgg(op int, kn [2]string) {
-	got, found, err := m.agg.Get(m.key(kn))
-	a, wantFound := m.mAgg[kn]
-	var want float64
-	if wantFound {
-		want = float64(a.sum) / float64(a.n)
-	}
-	if err != nil || found != wantFound || got != want {
-		m.fatalf(op, "aggregating %v = %v %v %v, want %v %v", kn, got, found, err, want, wantFound)
-	}
-}
-
-func (m *modelRun) checkAll(op int) {
-	for _, key := range m.keys {
-		for _, ns := range m.nss {
-			kn := [2]string{key, ns}
-			m.checkVal(op, kn)
-			m.checkList(op, kn)
-			m.checkMap(op, kn)
-			m.checkRed(op, kn)
-			m.checkAgg(op, kn)
-		}
-	}
+	return fmt.Sprintf("[%d bytes] %x", len(b), b)
 }

@@ -1,10 +1,23 @@
 package strata
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
+
+	"github.com/strata-db/strata/internal/engine"
+	"github.com/strata-db/strata/internal/vfs"
+	"github.com/strata-db/strata/memory"
 )
+
+// Targeted tests of the row cache (engine/rowcache.go), the lower reader's arena
+// (engine/lower.go) and Store.WaitBackground: values and list iterators handed out stay intact
+// over many later reads until the next write, the write-through refresh and its limits, and
+// the memory accounting of the row cache (shared budgets, Open failures, page rounding). The
+// random model over the row cache is TestModel (model_test.go: its checkCache step, and the
+// memfs, one-set, kg-range and pressure configurations).
 
 // TestRowCacheStore: a value read twice from the LsmStore is served by the row cache the second
 // time; a write drops it (the next read sees the new value from the FreshTable, then from the
@@ -65,5 +78,443 @@ func TestRowCacheStore(t *testing.T) {
 				t.Fatalf("after Clear: %v %v", ok, err)
 			}
 		})
+	}
+}
+
+// openRowCacheStore opens a Store over a MemFS with evictions on demand only.
+func openRowCacheStore(t *testing.T, mem *vfs.MemFS, rows int64) *Store {
+	t.Helper()
+	opts := Options{MaxParallelism: 128, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2,
+		BlockCacheSize: 1 << 20, RowCacheSize: rows, fs: mem}
+	s, err := open("/db", opts, func(o *engine.Options) { o.EvictionBatch, o.EvictionWatermark = 64<<10, 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestRowCacheAttackHeldValues: values read from the LsmStore (misses copied by the lower
+// reader, hits copied out of the row cache) stay intact while thousands of later reads churn a
+// one-set row cache and fill the arena past a chunk (lowArenaMax), and a list iterator held
+// across those reads still yields its list; reading a cacheable key twice in a row hits the
+// second time and an uncacheable one never does; after a write, reads are still right.
+func TestRowCacheAttackHeldValues(t *testing.T) {
+	n := 12000 // two reads each: several MiB through the arena, past lowArenaMax
+	mem := vfs.NewMem()
+	s := openRowCacheStore(t, mem, 512)
+	val := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
+	lstA := must(NewListState(s, ListDescriptor[[]byte]{Name: "a", Codec: Bytes}))
+	lstB := must(NewListState(s, ListDescriptor[[]byte]{Name: "b", Codec: Bytes}))
+	keyOf := func(i int) []byte { return []byte(fmt.Sprintf("key-%06d", i)) }
+	valOf := func(i int) []byte {
+		// 0..130 bytes: key+value straddles the slot limit (composite key: 5 + 10 bytes);
+		// every fourth longer, to fill the arena.
+		n := i % 131
+		if i%4 == 3 {
+			n = 300 + i%500
+		}
+		return bytes.Repeat([]byte{byte(i), byte(i >> 8)}, n)[:n]
+	}
+	cacheable := func(i int) bool { return 5+len(keyOf(i))+len(valOf(i)) <= engine.RowCacheMaxData }
+	for i := range n {
+		must(0, val.Put(s.Key(keyOf(i)), valOf(i)))
+		if i%50 == 0 {
+			for j := range 3 {
+				must(0, lstA.Add(s.Key(keyOf(i)), []byte(fmt.Sprintf("a%d-%d", i, j))))
+				must(0, lstB.Add(s.Key(keyOf(i)), []byte(fmt.Sprintf("b%d-%d", i, j))))
+			}
+		}
+	}
+	if err := s.Close(); err != nil { // everything into the LsmStore
+		t.Fatal(err)
+	}
+	s = openRowCacheStore(t, mem, 512)
+	defer s.Close()
+	val = must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
+	lstA = must(NewListState(s, ListDescriptor[[]byte]{Name: "a", Codec: Bytes}))
+	lstB = must(NewListState(s, ListDescriptor[[]byte]{Name: "b", Codec: Bytes}))
+
+	type held struct {
+		i   int
+		got []byte
+	}
+	var hs []held
+	read := func(i int) []byte {
+		t.Helper()
+		got, ok, err := val.Get(s.Key(keyOf(i)))
+		if err != nil || !ok || !bytes.Equal(got, valOf(i)) {
+			t.Fatalf("get %d = %s %v %v, want %s", i, shortBytes(got), ok, err, shortBytes(valOf(i)))
+		}
+		hs = append(hs, held{i, got})
+		return got
+	}
+	itA := lstA.Get(s.Key(keyOf(0)))
+	before := s.Stats()
+	wantHits := int64(0)
+	for i := range n {
+		read(i)
+		read(i) // a hit when cacheable: it was just inserted, the most recent slot of its set
+		if cacheable(i) {
+			wantHits++
+		}
+		if i%50 == 0 {
+			it := lstB.Get(s.Key(keyOf(i)))
+			var got []string
+			for it.Next() {
+				got = append(got, string(it.Value()))
+			}
+			if want := []string{fmt.Sprintf("b%d-0", i), fmt.Sprintf("b%d-1", i), fmt.Sprintf("b%d-2", i)}; it.Err() != nil || !slices.Equal(got, want) {
+				t.Fatalf("list b %d = %q %v, want %q", i, got, it.Err(), want)
+			}
+		}
+	}
+	// Key 0 again, long after its slot was replaced many times over (one set).
+	read(0)
+	after := s.Stats()
+	if hits := after.RowCacheHits - before.RowCacheHits; hits != wantHits {
+		t.Errorf("row cache hits %d, want %d (one per cacheable key read twice in a row)", hits, wantHits)
+	}
+	if s.e.RowCacheLen() > engine.MinRowCacheSize/128 {
+		t.Errorf("one set holds %d entries", s.e.RowCacheLen())
+	}
+	for _, h := range hs {
+		if !bytes.Equal(h.got, valOf(h.i)) {
+			t.Fatalf("value of key %d read before %d later reads changed: %s, want %s", h.i, len(hs), shortBytes(h.got), shortBytes(valOf(h.i)))
+		}
+	}
+	var gotA []string
+	for itA.Next() {
+		gotA = append(gotA, string(itA.Value()))
+	}
+	if want := []string{"a0-0", "a0-1", "a0-2"}; itA.Err() != nil || !slices.Equal(gotA, want) {
+		t.Fatalf("list a held across %d reads = %q %v, want %q", len(hs), gotA, itA.Err(), want)
+	}
+	// A write, then every value again (and its cache copy) is right.
+	must(0, val.Put(s.Key(keyOf(1)), []byte("new")))
+	for i := 0; i < n; i += 97 {
+		want := valOf(i)
+		if i == 1 {
+			want = []byte("new")
+		}
+		got, ok, err := val.Get(s.Key(keyOf(i)))
+		if err != nil || !ok || !bytes.Equal(got, want) {
+			t.Fatalf("after a write: get %d = %x %v %v, want %x", i, got, ok, err, want)
+		}
+	}
+}
+
+// TestRowCacheAttackWriteThrough: targeted sequences around the write-through refresh, each
+// checked by value and by the cache's hit counter: a refresh serves the new value once it moved
+// down; a refresh that no longer fits drops the entry; the exact slot limit is cached and one
+// byte more is not; empty values; Clear then Get (before and after the tombstone moves down,
+// and after a reopen); a refused Put keeps the old value; a reducing Add chain and
+// MergeNamespaces over cached keys never resurrect a cleared source.
+func TestRowCacheAttackWriteThrough(t *testing.T) {
+	mem := vfs.NewMem()
+	s := openRowCacheStore(t, mem, 4096)
+	defer func() { s.Close() }()
+	var val *ValueState[[]byte]
+	var red *ReducingState[int64]
+	attach := func() {
+		val = must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
+		red = must(NewReducingState(s, ReducingDescriptor[int64]{Name: "r", Codec: Int64, Reduce: modelReduce}))
+	}
+	attach()
+	down := func() {
+		t.Helper()
+		must(0, s.seal())
+		must(0, s.WaitBackground())
+		for i := 0; i < 100 && s.Stats().Slices > 0; i++ {
+			s.e.EvictNow()
+			must(0, s.WaitBackground())
+		}
+		if st := s.Stats(); st.Slices != 0 || st.SealedSegments != 0 || st.Records != 0 {
+			t.Fatalf("not all in the LsmStore: %+v", st)
+		}
+	}
+	hits := func() int64 { return s.Stats().RowCacheHits }
+	get := func(k Key, want []byte, wantOK bool, wantHit bool) {
+		t.Helper()
+		h := hits()
+		got, ok, err := val.Get(k)
+		if err != nil || ok != wantOK || !bytes.Equal(got, want) {
+			t.Fatalf("get %q = %q %v %v, want %q %v", k.Bytes(), got, ok, err, want, wantOK)
+		}
+		if hit := hits() > h; hit != wantHit {
+			t.Fatalf("get %q: hit %v, want %v", k.Bytes(), hit, wantHit)
+		}
+	}
+	k := s.Key([]byte("k1"))           // composite key: 5 + 2 bytes
+	room := engine.RowCacheMaxData - 7 // the longest value that is cached
+	kLong := s.Key([]byte("k2"))       // refreshed beyond the limit
+	kEmpty := s.Key([]byte("k3"))
+	kClr := s.Key([]byte("k4"))
+	must(0, val.Put(k, []byte("one")))
+	must(0, val.Put(kLong, []byte("short")))
+	must(0, val.Put(kEmpty, []byte{}))
+	must(0, val.Put(kClr, []byte("doomed")))
+	down()
+	get(k, []byte("one"), true, false)
+	get(k, []byte("one"), true, true)
+	get(kLong, []byte("short"), true, false)
+	get(kEmpty, nil, true, false)
+	get(kEmpty, nil, true, true)
+	get(kClr, []byte("doomed"), true, false)
+
+	// Write-through: the FreshTable serves the new value, then the cache once it moved down.
+	must(0, val.Put(k, []byte("two")))
+	get(k, []byte("two"), true, false)
+	down()
+	get(k, []byte("two"), true, true)
+	// Exactly the limit: refreshed and served from the cache.
+	full := bytes.Repeat([]byte("f"), room)
+	must(0, val.Put(k, full))
+	down()
+	get(k, full, true, true)
+	// One byte over: dropped, read from the LsmStore, never cached.
+	over := bytes.Repeat([]byte("o"), room+1)
+	must(0, val.Put(kLong, over))
+	down()
+	get(kLong, over, true, false)
+	get(kLong, over, true, false)
+	// Back to short: a miss, then cached again.
+	must(0, val.Put(kLong, []byte("s")))
+	down()
+	get(kLong, []byte("s"), true, false)
+	get(kLong, []byte("s"), true, true)
+	// An empty value refreshed to non-empty and back.
+	must(0, val.Put(kEmpty, []byte("x")))
+	down()
+	get(kEmpty, []byte("x"), true, true)
+	must(0, val.Put(kEmpty, nil))
+	down()
+	get(kEmpty, nil, true, true)
+	// Clear then Get: absent from the FreshTable, from the LsmStore, after a reopen.
+	must(0, val.Clear(kClr))
+	get(kClr, nil, false, false)
+	down()
+	get(kClr, nil, false, false)
+	get(kClr, nil, false, false)
+	// Clear then Put again: not cached until read from the LsmStore again.
+	must(0, val.Put(kClr, []byte("back")))
+	down()
+	get(kClr, []byte("back"), true, false)
+	get(kClr, []byte("back"), true, true)
+	// A refused Put (ErrValueTooLarge) keeps the old value, cached.
+	if err := val.Put(kClr, make([]byte, (16<<20)/4+1)); !errors.Is(err, ErrValueTooLarge) {
+		t.Fatalf("huge put: %v", err)
+	}
+	get(kClr, []byte("back"), true, true)
+	down()
+	get(kClr, []byte("back"), true, true)
+
+	// Reducing: Add over a cached value, pushed down between every step.
+	rk := s.Key([]byte("r"))
+	want := int64(0)
+	for i := range 12 {
+		must(0, red.Add(rk, int64(i)))
+		if i == 0 {
+			want = 0
+		} else {
+			want = modelReduce(want, int64(i))
+		}
+		if i%3 == 0 {
+			down()
+		}
+		got, ok, err := red.Get(rk)
+		if err != nil || !ok || got != want {
+			t.Fatalf("reducing after add %d = %d %v %v, want %d", i, got, ok, err, want)
+		}
+	}
+	// MergeNamespaces over cached sources and target.
+	ns := func(s string) []byte { return []byte(s) }
+	must(0, red.Add(rk.In(ns("a")), 5))
+	must(0, red.Add(rk.In(ns("b")), 7))
+	must(0, red.Add(rk.In(ns("t")), 11))
+	down()
+	for _, n := range []string{"a", "b", "t", "a", "b", "t"} { // misses, then hits: all cached
+		if _, ok, err := red.Get(rk.In(ns(n))); !ok || err != nil {
+			t.Fatalf("reducing %q before merge: %v %v", n, ok, err)
+		}
+	}
+	must(0, red.MergeNamespaces(rk, ns("t"), ns("a"), ns("b"), ns("a"), ns("t")))
+	wantT := modelReduce(11, modelReduce(5, 7))
+	check := func(when string) {
+		t.Helper()
+		for _, n := range []string{"a", "b"} {
+			if v, ok, err := red.Get(rk.In(ns(n))); ok || err != nil {
+				t.Fatalf("%s: merged source %q = %d %v %v, want absent", when, n, v, ok, err)
+			}
+		}
+		if v, ok, err := red.Get(rk.In(ns("t"))); !ok || err != nil || v != wantT {
+			t.Fatalf("%s: merge target = %d %v %v, want %d", when, v, ok, err, wantT)
+		}
+	}
+	check("after merge")
+	down()
+	check("after the merge moved down")
+	check("again (cache)")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openRowCacheStore(t, mem, 4096)
+	attach()
+	check("after reopen")
+	get(kClr, []byte("back"), true, false)
+	get(kClr, []byte("back"), true, true)
+	get(k, full, true, false)
+	get(kLong, []byte("s"), true, false)
+}
+
+// TestRowCacheAttackBudget: the row cache's memory is what the budget accounts for it (page
+// rounding included) and is given back at Close; stores sharing a budget account each their
+// own; a row cache larger than the budget fails Open with ErrMemoryBudget and leaves nothing
+// behind (budget, reserve, directory lock); a Store in memory only has none.
+func TestRowCacheAttackBudget(t *testing.T) {
+	shared := NewBudget(256 << 20)
+	var stores []*Store
+	for i, rows := range []int64{0, 1000, 512, -1} {
+		s, err := open(fmt.Sprintf("/db%d", i), Options{SharedBudget: shared, SegmentSize: 16 << 20, RowCacheSize: rows,
+			fs: vfs.NewMem()}, nil)
+		if err != nil {
+			t.Fatalf("open %d (rows %d): %v", i, rows, err)
+		}
+		stores = append(stores, s)
+		st := s.Stats()
+		want := int64(0)
+		switch {
+		case rows == 0:
+			want = 256 << 20 / DefaultBlockCacheDivisor * DefaultRowCacheShare
+		case rows > 0:
+			want = int64(memoryPage()) // one set, a page mapped
+		}
+		if st.RowCacheBytes != want {
+			t.Errorf("store %d (rows %d): RowCacheBytes %d, want %d", i, rows, st.RowCacheBytes, want)
+		}
+		if rows > 0 && s.e.RowCacheSets() != 1 {
+			t.Errorf("store %d (rows %d): %d sets, want 1", i, rows, s.e.RowCacheSets())
+		}
+	}
+	var sum int64
+	for _, s := range stores {
+		st := s.Stats()
+		sum += st.BlockCacheBytes + st.RowCacheBytes
+	}
+	if got := shared.UsedBy(memory.PurposeBlockCache); got != sum {
+		t.Errorf("budget accounts %d bytes of caches, stores report %d", got, sum)
+	}
+	for _, s := range stores {
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if u, r := shared.Used(), shared.Reserve(); u != 0 || r != 0 {
+		t.Errorf("after Close of every store: budget used %d, reserve %d; want 0, 0", u, r)
+	}
+
+	// A row cache larger than the budget: Open fails and leaves nothing.
+	mem := vfs.NewMem()
+	_, err := open("/big", Options{SharedBudget: shared, SegmentSize: 16 << 20, RowCacheSize: 1 << 40, fs: mem}, nil)
+	if !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("open with a 1 TiB row cache: %v, want ErrInvalidOptions", err)
+	}
+	if u, r := shared.Used(), shared.Reserve(); u != 0 || r != 0 {
+		t.Errorf("after a refused Open: budget used %d, reserve %d; want 0, 0", u, r)
+	}
+	// A shared budget others filled: Open fails for memory (it maps its first segment) and
+	// leaves nothing.
+	held, err := shared.Map(int(shared.Limit()-8<<20), memory.PurposeFreshData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = open("/big", Options{SharedBudget: shared, SegmentSize: 16 << 20, fs: mem}, nil)
+	if !errors.Is(err, ErrMemoryBudget) {
+		t.Fatalf("open on a full shared budget: %v, want ErrMemoryBudget", err)
+	}
+	if u, r := shared.Used(), shared.Reserve(); u != shared.Limit()-8<<20 || r != 0 {
+		t.Errorf("after a failed Open: budget used %d, reserve %d; want %d, 0", u, r, shared.Limit()-8<<20)
+	}
+	if err := held.Release(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := open("/big", Options{SharedBudget: shared, SegmentSize: 16 << 20, fs: mem}, nil)
+	if err != nil {
+		t.Fatalf("open after a failed Open of the same directory: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if u := shared.Used(); u != 0 {
+		t.Errorf("budget used %d after Close", u)
+	}
+	// In memory only: no row cache whatever the option says.
+	ms := openTest(t, Options{RowCacheSize: 1 << 20})
+	if st := ms.Stats(); st.RowCacheBytes != 0 || ms.e.RowCacheSets() >= 0 {
+		t.Errorf("in-memory store has a row cache of %d bytes", st.RowCacheBytes)
+	}
+}
+
+func memoryPage() int {
+	b := memory.NewBudget(1 << 30)
+	r, err := b.Map(1, memory.PurposeOther)
+	if err != nil {
+		panic(err)
+	}
+	n := len(r.Bytes())
+	r.Release()
+	return n
+}
+
+// TestRowCacheAttackWaitBackground: after a bulk load over several segments, WaitBackground
+// leaves no sealed segment and no job in flight, reads are right, an open map iteration whose
+// tiers moved ends with ErrIteratorInvalidated, and on a closed Store it fails with ErrClosed.
+func TestRowCacheAttackWaitBackground(t *testing.T) {
+	n := 120
+	if testing.Short() || raceEnabled {
+		n = 60
+	}
+	mem := vfs.NewMem()
+	s := openRowCacheStore(t, mem, 8192)
+	val := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
+	mp := must(NewMapState(s, MapDescriptor[string, int64]{Name: "m", KeyCodec: String, ValueCodec: Int64}))
+	for _, uk := range []string{"x", "y", "z"} {
+		must(0, mp.Put(s.Key([]byte("map")), uk, 1))
+	}
+	big := bytes.Repeat([]byte("b"), 512<<10)
+	for i := range n { // n × 512 KiB: several 16 MiB segments sealed
+		must(0, val.Put(s.Key([]byte(fmt.Sprint(i))), append(big[:len(big):len(big)], byte(i))))
+	}
+	it := mp.Iterator(s.Key([]byte("map")))
+	if !it.Next() {
+		t.Fatalf("map iteration: %v", it.Err())
+	}
+	must(0, s.seal()) // queues a transform that only WaitBackground installs (no write follows)
+	if err := s.WaitBackground(); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if st.SealedSegments != 0 || st.Transforms == 0 || s.e.Busy() {
+		t.Fatalf("after WaitBackground: %d sealed segments, %d transforms, busy %v",
+			st.SealedSegments, st.Transforms, s.e.Busy())
+	}
+	for it.Next() {
+	}
+	if !errors.Is(it.Err(), ErrIteratorInvalidated) {
+		t.Errorf("map iteration across WaitBackground's installs: %v, want ErrIteratorInvalidated", it.Err())
+	}
+	for i := range n {
+		got, ok, err := val.Get(s.Key([]byte(fmt.Sprint(i))))
+		if err != nil || !ok || len(got) != len(big)+1 || got[len(big)] != byte(i) {
+			t.Fatalf("get %d: %d bytes %v %v", i, len(got), ok, err)
+		}
+	}
+	if err := s.WaitBackground(); err != nil { // idle: returns at once
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitBackground(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("WaitBackground on a closed Store: %v, want ErrClosed", err)
 	}
 }

@@ -1,0 +1,69 @@
+package strata
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+var updateGolden = flag.Bool("update", false, "TestGoldenRegistryV1: rewrite testdata/registry-v1.bin")
+
+// goldenRegistryStore returns an in-memory Store holding the fixed content of
+// testdata/registry-v1.bin: MaxParallelism 256 over key groups 3..200, one state of every kind
+// (codecs of both identities: a named type and an instantiated generic), ids 1..5, and a state
+// recovered from disk but not registered again (id 7; the next id is 9).
+func goldenRegistryStore(t *testing.T) *Store {
+	t.Helper()
+	s := openTest(t, Options{MaxParallelism: 256, KeyGroups: &KeyGroupRange{Start: 3, End: 200}})
+	must(NewValueState(s, ValueDescriptor[[]byte]{Name: "value", Codec: Bytes}))
+	must(NewListState(s, ListDescriptor[int64]{Name: "list", Codec: Int64}))
+	must(NewMapState(s, MapDescriptor[string, int64]{Name: "map", KeyCodec: String, ValueCodec: Int64}))
+	must(NewReducingState(s, ReducingDescriptor[int64]{Name: "reducing", Codec: Int64, Reduce: func(a, b int64) int64 { return a + b }}))
+	must(NewAggregatingState(s, avgDescriptor("aggregating")))
+	s.persisted = map[string]persistedState{
+		"old": {id: 7, kind: kindMap, codecs: [2]string{"example.com/job.KeyCodec", "*example.com/job.Row"}},
+	}
+	s.nextID = 9
+	return s
+}
+
+// TestGoldenRegistryV1: the state registry (persist.go, registryVersion 1) encodes the fixed
+// content of goldenRegistryStore to exactly testdata/registry-v1.bin, and the file decodes to
+// it. If the encoding check fails, the format changed: bump registryVersion and add a new
+// golden file rather than regenerating this one. Run with -update to (re)create the file.
+func TestGoldenRegistryV1(t *testing.T) {
+	s := goldenRegistryStore(t)
+	fresh := s.encodeRegistry()
+	path := filepath.Join("testdata", "registry-v1.bin")
+	if *updateGolden {
+		if err := os.WriteFile(path, fresh, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	golden, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(golden, fresh) {
+		t.Errorf("encodeRegistry no longer produces %s byte for byte: the format changed\n got %q\nwant %q", path, fresh, golden)
+	}
+	r, err := decodeRegistry(golden)
+	if err != nil {
+		t.Fatalf("decoding %s: %v", path, err)
+	}
+	const pkg = "github.com/strata-db/strata."
+	want := &registry{maxP: 256, kgStart: 3, kgEnd: 200, nextID: 9, states: map[string]persistedState{
+		"value":       {id: 1, kind: kindValue, codecs: [2]string{pkg + "bytesCodec", ""}},
+		"list":        {id: 2, kind: kindList, codecs: [2]string{pkg + "int64Codec", ""}},
+		"map":         {id: 3, kind: kindMap, codecs: [2]string{pkg + "stringCodec", pkg + "int64Codec"}},
+		"reducing":    {id: 4, kind: kindReducing, codecs: [2]string{pkg + "int64Codec", ""}},
+		"aggregating": {id: 5, kind: kindAggregating, codecs: [2]string{pkg + "avgCodec", ""}},
+		"old":         {id: 7, kind: kindMap, codecs: [2]string{"example.com/job.KeyCodec", "*example.com/job.Row"}},
+	}}
+	if !reflect.DeepEqual(r, want) {
+		t.Fatalf("%s decodes to\n%+v\nwant\n%+v", path, r, want)
+	}
+}
