@@ -152,6 +152,15 @@ type Metrics struct {
 	DeleteErrors      int64  // failed removals of obsolete files (retried by the next Open)
 	LastSeq           uint64 // largest sequence number installed
 	NextFileNumber    uint64 // next file number to be handed out
+
+	// The table cache (doc.go, "Table cache"): OpenTables is the number of
+	// table files open now (at most Options.MaxOpenFiles, plus those reads
+	// hold beyond it); TableCacheHits counts table reads (block-cache misses,
+	// compaction reads) that found their file open, TableCacheMisses those
+	// that opened it (table opens at install and recovery included).
+	OpenTables       int
+	TableCacheHits   int64
+	TableCacheMisses int64
 }
 
 // Metrics returns the DB's metrics. Owner only.
@@ -172,6 +181,7 @@ func (d *DB) Metrics() Metrics {
 		LastSeq:           d.lastSeq,
 		NextFileNumber:    d.nextFile.Load(),
 	}
+	m.OpenTables, m.TableCacheHits, m.TableCacheMisses = d.tc.stats()
 	if m.BytesIngested > 0 {
 		m.WriteAmplification = float64(m.BytesFlushed+m.BytesCompacted) / float64(m.BytesIngested)
 	}
