@@ -90,13 +90,14 @@ func Open(opts Options) (*DB, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults()
+	tc := newTableCache(opts.MaxOpenFiles)
 	d := &DB{
 		opts:       opts,
-		fs:         opts.FS,
+		fs:         tc.fs(opts.FS),
 		dir:        opts.Dir,
 		busy:       make([]bool, opts.NumLevels),
 		compactPtr: make([]uint64, opts.NumLevels),
-		tc:         newTableCache(opts.FS, opts.MaxOpenFiles),
+		tc:         tc,
 	}
 	if err := d.fs.MkdirAll(d.dir, 0o755); err != nil {
 		return nil, ioError("create directory", d.dir, err)

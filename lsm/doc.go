@@ -306,13 +306,21 @@
 // reads holds one descriptor per file only for the duration of each read.
 //
 //	handle: name │ f (nil: closed) │ refs (reads in flight) │ closed (released)
-//	  acquire: f nil → open (EMFILE/ENFILE: close every idle file, try once
-//	           more); refs++; move to the LRU front
+//	  acquire: f nil → open; refs++; move to the LRU front
 //	  release: refs--; over MaxOpenFiles → close idle files from the LRU back
 //	  Close:   closed = true; f closed now if refs == 0, else by the last
 //	           release
 //
 // Invariant 13 is the cache's reference count.
+//
+// Out of descriptors: the DB works through Options.FS wrapped so that any
+// Create, Open or OpenDir refused with EMFILE or ENFILE — a table open, a
+// flush or compaction output, the manifest, a directory sync — first closes
+// every idle file of the cache and then tries once more (Metrics.OutOfFiles).
+// So the cache's descriptors never starve the DB's writes when the process
+// limit drops below MaxOpenFiles (a setrlimit after Open, other users of
+// descriptors in the process); what still fails is reported as the error it
+// is, for the caller to retry.
 //
 // Open files: Metrics.OpenTables; hits and misses (reads that found their
 // file open, and opens): TableCacheHits, TableCacheMisses.

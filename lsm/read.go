@@ -161,6 +161,10 @@ type Metrics struct {
 	OpenTables       int
 	TableCacheHits   int64
 	TableCacheMisses int64
+	// OutOfFiles counts the opens and creates of the DB's files refused for want of file
+	// descriptors (EMFILE, ENFILE), after each of which the table cache closed its idle
+	// files and the open was tried once more.
+	OutOfFiles int64
 }
 
 // Metrics returns the DB's metrics. Owner only.
@@ -182,6 +186,7 @@ func (d *DB) Metrics() Metrics {
 		NextFileNumber:    d.nextFile.Load(),
 	}
 	m.OpenTables, m.TableCacheHits, m.TableCacheMisses = d.tc.stats()
+	m.OutOfFiles = d.tc.shedCount()
 	if m.BytesIngested > 0 {
 		m.WriteAmplification = float64(m.BytesFlushed+m.BytesCompacted) / float64(m.BytesIngested)
 	}

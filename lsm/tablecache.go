@@ -22,21 +22,81 @@ import (
 // every method takes mu, held for list and counter updates and for the
 // Close of an evicted file, never across a read.
 type tableCache struct {
-	fs  vfs.FS
-	max int // open handles above which idle ones are closed (>= 1)
+	fsys vfs.FS // the DB's file system (fdFS)
+	max  int    // open handles above which idle ones are closed (>= 1)
 
 	mu   sync.Mutex
 	open int         // handles with an open file (idle or in use)
 	lru  tableHandle // sentinel of the open handles, most recently used at next
-	// Counters (Metrics): reads that found their file open, and those that
-	// opened it.
-	hits, misses int64
+	// Counters (Metrics): reads that found their file open, those that
+	// opened it, and the times the process ran out of descriptors (shed).
+	hits, misses, sheds int64
 }
 
-func newTableCache(fsys vfs.FS, max int) *tableCache {
-	c := &tableCache{fs: fsys, max: max}
+// newTableCache returns an empty cache of max files; fs sets the file system it opens tables
+// with.
+func newTableCache(max int) *tableCache {
+	c := &tableCache{max: max}
 	c.lru.next, c.lru.prev = &c.lru, &c.lru
 	return c
+}
+
+// fs makes inner, through an fdFS that sheds the cache's idle files when the process runs out
+// of descriptors, the file system of the cache and of its DB, and returns it.
+func (c *tableCache) fs(inner vfs.FS) vfs.FS {
+	c.fsys = fdFS{FS: inner, c: c}
+	return c.fsys
+}
+
+// fdFS is the file system a DB works through: Options.FS, except that a Create, Open or
+// OpenDir refused for want of file descriptors (EMFILE, ENFILE) closes the table cache's idle
+// files and is tried once more. So the tables' cached descriptors never starve the DB's own
+// writes (a flush, a compaction output, the manifest) when the process limit is lower than
+// MaxOpenFiles — after a setrlimit, or with other users of descriptors in the process.
+type fdFS struct {
+	vfs.FS
+	c *tableCache
+}
+
+// outOfFDs reports whether err means that the process (EMFILE) or the system (ENFILE) has no
+// file descriptor left.
+func outOfFDs(err error) bool {
+	return err != nil && (errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE))
+}
+
+// shed closes every idle open table file.
+func (c *tableCache) shed() {
+	c.mu.Lock()
+	c.evictIdle(0)
+	c.sheds++
+	c.mu.Unlock()
+}
+
+func (f fdFS) Create(name string) (vfs.File, error) {
+	file, err := f.FS.Create(name)
+	if outOfFDs(err) {
+		f.c.shed()
+		file, err = f.FS.Create(name)
+	}
+	return file, err
+}
+
+func (f fdFS) Open(name string) (vfs.File, error) {
+	file, err := f.FS.Open(name)
+	if outOfFDs(err) {
+		f.c.shed()
+		file, err = f.FS.Open(name)
+	}
+	return file, err
+}
+
+func (f fdFS) OpenDir(name string) (vfs.File, error) {
+	file, err := f.FS.OpenDir(name)
+	if outOfFDs(err) {
+		f.c.shed()
+		file, err = f.FS.OpenDir(name)
+	}
+	return file, err
 }
 
 // tableHandle is the vfs.File a table's sstable.Reader reads through: ReadAt
@@ -58,7 +118,7 @@ type tableHandle struct {
 // openHandle opens name now and returns its handle, open and most recently
 // used. Errors are the FS's (fs.ErrNotExist for a missing file).
 func (c *tableCache) openHandle(name string) (*tableHandle, error) {
-	f, err := c.openFile(name)
+	f, err := c.fsys.Open(name)
 	if err != nil {
 		return nil, err
 	}
@@ -69,20 +129,6 @@ func (c *tableCache) openHandle(name string) (*tableHandle, error) {
 	c.evict()
 	c.mu.Unlock()
 	return h, nil
-}
-
-// openFile opens name; when the process is out of file descriptors
-// (EMFILE, ENFILE) it closes every idle handle and tries once more, so that
-// reads keep working when the process limit is lower than MaxOpenFiles.
-func (c *tableCache) openFile(name string) (vfs.File, error) {
-	f, err := c.fs.Open(name)
-	if err != nil && (errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)) {
-		c.mu.Lock()
-		c.evictIdle(0)
-		c.mu.Unlock()
-		f, err = c.fs.Open(name)
-	}
-	return f, err
 }
 
 // insert links h, just opened with f, at the front. Under mu.
@@ -144,7 +190,7 @@ func (h *tableHandle) acquire() (vfs.File, error) {
 	c.mu.Unlock()
 	// Opened outside the lock (a syscall); a concurrent acquire of the same
 	// handle may open it too, and the later one closes its copy.
-	f, err := c.openFile(h.name)
+	f, err := c.fsys.Open(h.name) // fdFS: sheds idle files on EMFILE
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
@@ -242,4 +288,11 @@ func (c *tableCache) stats() (open int, hits, misses int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.open, c.hits, c.misses
+}
+
+// shedCount returns how many times an open ran out of descriptors and shed the idle files.
+func (c *tableCache) shedCount() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sheds
 }

@@ -90,7 +90,8 @@ func TestTableCacheBoundsOpenFiles(t *testing.T) {
 func TestTableCacheRefs(t *testing.T) {
 	mem := vfs.NewMem()
 	var hs []*tableHandle
-	c := newTableCache(mem, 1)
+	c := newTableCache(1)
+	c.fs(mem)
 	for i := range 3 {
 		name := fmt.Sprintf("/%d.sst", i)
 		f, err := mem.Create(name)
@@ -154,7 +155,8 @@ func TestTableCacheRefs(t *testing.T) {
 // returns to the bound once they stop.
 func TestTableCacheConcurrent(t *testing.T) {
 	mem := vfs.NewMem()
-	c := newTableCache(mem, 3)
+	c := newTableCache(3)
+	c.fs(mem)
 	var hs []*tableHandle
 	for i := range 20 {
 		name := fmt.Sprintf("/%d.sst", i)
@@ -206,7 +208,8 @@ func TestTableCacheConcurrent(t *testing.T) {
 func TestTableCacheEMFILE(t *testing.T) {
 	mem := vfs.NewMem()
 	ffs := vfs.NewFaultFS(mem)
-	c := newTableCache(ffs, 10)
+	c := newTableCache(10)
+	c.fs(ffs)
 	var hs []*tableHandle
 	for i := range 3 {
 		name := filepath.Join("/", fmt.Sprintf("%d.sst", i))
@@ -255,4 +258,50 @@ func TestDefaultMaxOpenFiles(t *testing.T) {
 		t.Fatalf("DefaultMaxOpenFiles() = %d with a soft limit of %d", n, lim)
 	}
 	t.Logf("DefaultMaxOpenFiles() = %d", n)
+}
+
+// TestOutOfFilesSheds: a table file the DB creates when the process is out of
+// descriptors (EMFILE) closes the cache's idle files and is created on the
+// second try, so a flush does not fail because the cache holds descriptors.
+func TestOutOfFilesSheds(t *testing.T) {
+	ffs := vfs.NewFaultFS(vfs.NewMem())
+	opts := smallOptions(ffs)
+	opts.L0CompactionTrigger = 100
+	d, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ks := keySpace{values: 100, orderBits: 12}
+	g := newGen(rand.New(rand.NewPCG(3, 4)), ks)
+	m := newModel()
+	flush := func() error {
+		es := g.batch(50)
+		p, err := d.WriteL0(&sliceIter{es: es})
+		if err != nil {
+			return err
+		}
+		if err := d.InstallL0(p, g.seq); err != nil {
+			return err
+		}
+		m.add(es)
+		return nil
+	}
+	for range 10 {
+		if err := flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := d.Metrics().OpenTables; n != 10 {
+		t.Fatalf("%d tables open, want 10", n)
+	}
+	ffs.Inject(vfs.Fault{Ops: vfs.Ops(vfs.OpCreate), Path: vfs.PathGlob("*.sst"), Err: syscall.EMFILE})
+	if err := flush(); err != nil {
+		t.Fatalf("flush with one EMFILE: %v", err)
+	}
+	mt := d.Metrics()
+	if mt.OutOfFiles != 1 || mt.OpenTables != 1 {
+		t.Fatalf("OutOfFiles %d, OpenTables %d; want 1 and 1 (the new table)", mt.OutOfFiles, mt.OpenTables)
+	}
+	checkAll(t, d, m, ks.all(), "after the shed")
 }
