@@ -24,6 +24,17 @@ import (
 // LsmStore there, and Close persists everything (Open recovers it); a crash loses the writes
 // since the last Close but never damages the store. Checkpoints, the changelog and restore
 // come in later issues.
+//
+// Failures of background work: a transform, eviction or compaction that fails for a reason
+// that may pass — too many open files (EMFILE), an I/O error (EIO), a timeout — is retried
+// after a backoff of 10 ms doubling to 1 s, and the Store keeps serving reads and writes
+// meanwhile; writes do not fail with the error, but wait (backpressure, at most
+// Options.BackpressureTimeout, then ErrMemoryBudget) if memory runs short because the work
+// that frees it keeps failing. A full disk is the exception writes see: while the retry of
+// work that failed with ENOSPC waits (a second), writes fail with ErrNoSpace and change
+// nothing. Only damage (ErrCorruption) or a broken invariant stops the Store: every later
+// write reports it. Stats counts the failures (BackgroundErrors, BackgroundRetries,
+// LastBackgroundError).
 type Store struct {
 	dir     string
 	opts    Options
@@ -89,6 +100,7 @@ func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err
 		Workers:             opts.BackgroundWorkers,
 		BackpressureTimeout: opts.BackpressureTimeout,
 		L0StopWrites:        opts.L0StopWrites,
+		MaxOpenFiles:        opts.MaxOpenFiles,
 	}
 	if dir != "" {
 		eo.BlockCacheSize, eo.RowCacheSize, eo.EvictionWatermark = opts.budgetDefaults(budget.Limit())

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -65,7 +64,10 @@ func (t *Engine) persist() error {
 		}
 		<-t.wake
 	}
-	if t.bgErr != nil && !errors.Is(t.bgErr, ErrNoSpace) {
+	// Background failures that may pass are no reason not to persist: what failed (an LSM
+	// compaction, an eviction) is optional or redone below. Only a sticky one (damage, a
+	// broken invariant) is.
+	if t.bgErr != nil {
 		return t.bgErr
 	}
 	ctx := context.Background()
