@@ -151,10 +151,14 @@ func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err
 // write; then it releases the Store's memory (segments, indices, slices, block cache) back to
 // its budget and closes its files.
 //
-// When the disk is full (ErrNoSpace) Close fails and the Store stays open and readable, with
-// nothing lost: free space and Close again. Any other failure to persist is returned too, but
-// the Store is closed: the directory keeps the previous persist point (what the last Close
-// persisted), which is what Open then recovers.
+// Close persists whatever background work is doing: a compaction or eviction that keeps
+// failing (too many open files, an I/O error) is no reason not to persist, since Close moves
+// the tiers into the LsmStore itself. When persisting fails for a reason that may pass — a full
+// disk (ErrNoSpace), too many open files, an I/O error (syscall.EMFILE, syscall.EIO, …) — Close
+// returns the error and the Store stays open and readable, with nothing lost: fix the cause
+// and Close again. Only damage (ErrCorruption) or a broken invariant, which stop the Store
+// anyway, close it with the error: the directory then keeps the previous persist point (what
+// the last Close persisted), which is what Open recovers.
 //
 // Later operations on the Store or its states fail with ErrClosed, as does a second Close;
 // list and map iterators report ErrClosed. Values decoded by aliasing codecs (Bytes) point into
@@ -170,7 +174,7 @@ func (s *Store) Close() error {
 	if s.e.HasDisk() {
 		if err = s.e.Persist(s.encodeRegistry()); err != nil {
 			err = fmt.Errorf("strata: close %q: persisting the state: %w", s.dir, err)
-			if errors.Is(err, ErrNoSpace) {
+			if engine.Transient(err) {
 				return err
 			}
 		}
