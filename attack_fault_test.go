@@ -251,10 +251,9 @@ func TestAttackNoSpaceEviction(t *testing.T) {
 	}
 	fault.ClearFaults()
 	time.Sleep(engine.NoSpaceRetry)
-	// Known bug: a flush (or transform) of the head segment that failed for a reason other
-	// than memory stays at the head of the queue with its error (tiers.install does not
-	// replace fifo[0] as it does for ErrMemoryBudget), so each retry after engine.NoSpaceRetry
-	// re-reports the same stale ENOSPC and nothing is resubmitted: writes keep failing.
+	// A flush (or transform) of the head segment that failed for ENOSPC must be resubmitted
+	// once its backoff (engine.NoSpaceRetry) has passed, not re-report its stale error: writes
+	// succeed again once space is back.
 	var stuck error
 	for i := range 50_000 {
 		if err := f.step(); err != nil {
