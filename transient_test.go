@@ -330,3 +330,71 @@ func TestTransientWaitBackground(t *testing.T) {
 		t.Fatalf("a new session starts with failures: %d, %q", st.BackgroundErrors, st.LastBackgroundError)
 	}
 }
+
+// TestTransientCorruptionSticks: the other side of the line — a table damaged on disk (a byte
+// flipped in a data block) that an LSM compaction reads stops the Store: the next write
+// reports ErrCorruption, the failure is counted but not retried, and Close returns it and
+// closes the Store.
+func TestTransientCorruptionSticks(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	opts, adjust := transientOptions(vfs.Default())
+	s, err := open(dir, opts, adjust)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPutLoad(60_000)
+	if err := p.attach(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.run(120_000); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitBackground(); err != nil {
+		t.Fatal(err)
+	}
+	lsmDir := filepath.Join(dir, "lsm")
+	names, _ := os.ReadDir(lsmDir)
+	damaged := 0
+	for _, e := range names {
+		if tableNumber(e.Name()) == 0 {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(lsmDir, e.Name()), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b [1]byte
+		if _, err := f.ReadAt(b[:], 100); err != nil { // inside the first data block
+			t.Fatal(err)
+		}
+		b[0] ^= 0x40
+		if _, err := f.WriteAt(b[:], 100); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		damaged++
+	}
+	if damaged == 0 {
+		t.Fatal("no table to damage")
+	}
+	var werr error
+	for range 200_000 {
+		if werr = p.put(); werr != nil {
+			break
+		}
+	}
+	if !errors.Is(werr, ErrCorruption) {
+		t.Fatalf("a write after a compaction read a damaged table: %v, want ErrCorruption", werr)
+	}
+	st := s.Stats()
+	if st.BackgroundErrors != st.BackgroundRetries+1 || !strings.Contains(st.LastBackgroundError, "checksum") {
+		t.Fatalf("background errors %d, retries %d, last %q: want the damage counted once and not retried",
+			st.BackgroundErrors, st.BackgroundRetries, st.LastBackgroundError)
+	}
+	if err := s.Close(); !errors.Is(err, ErrCorruption) {
+		t.Fatalf("Close after damage: %v, want ErrCorruption", err)
+	}
+	if err := s.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("the Store stays open after a Close that failed for damage: %v", err)
+	}
+}
