@@ -192,10 +192,13 @@ func (s *Store) Close() error {
 // compacts RocksDB after a restore. It blocks the caller (the owner) until the work is done.
 //
 // Like a write, it ends the validity of values and list iterators read before it, and open
-// map iterators end with ErrIteratorInvalidated if anything was installed. Errors: ErrClosed;
+// map iterators end with ErrIteratorInvalidated if anything was installed. Work that failed
+// for a reason that may pass is retried on its backoff and waited for. Errors: ErrClosed;
 // ErrMemoryBudget when the transform at the head of the queue cannot get memory and no lower
-// tier can take the segment; a background failure (ErrNoSpace, ErrCorruption, I/O errors)
-// that writes would also report. Must not run concurrently with other use of the Store.
+// tier can take the segment; ErrCorruption (or a broken invariant) that stopped the Store;
+// ErrNoSpace while a full disk's retry waits; the failure (an I/O error such as EMFILE or
+// EIO) of work still failing after Options.BackpressureTimeout of retries — the Store stays
+// usable and the work stays scheduled. Must not run concurrently with other use of the Store.
 func (s *Store) WaitBackground() error {
 	if s.closed {
 		return ErrClosed
