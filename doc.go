@@ -59,7 +59,13 @@
 //     reopens to the state of the last Close, and a damaged file gives ErrCorruption (with
 //     ErrTruncated, ErrChecksum, ErrFormatVersion or ErrBadMagic, and the file and offset),
 //     never a wrong value or a panic (persist.go).
+//  6. A fault that may pass (EMFILE, EIO, ENOSPC, a timeout) never stops a Store: failed
+//     background work is retried with backoff while reads and writes go on (writes see
+//     ErrNoSpace while a full disk's retry waits, nothing else), and a Close that cannot
+//     persist for such a fault leaves the Store open for another Close. Only damage
+//     (ErrCorruption) or a broken invariant stops it (Store, "Failures of background work").
 //
+
 // # Not yet
 //
 // Checkpoints, the changelog, restore with rescaling and TTL come in later issues; until then

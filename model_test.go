@@ -1126,7 +1126,14 @@ func (r *modelRun) crash(int32) error {
 	}
 	r.addStats()
 	r.fault.Crash()
-	r.st.s.Close() // fails (the file system is gone); frees the memory
+	// The process dies: nothing more is persisted. Discard frees the memory; its errors are
+	// the crashed file system's.
+	if err := r.st.s.Discard(); err != nil && !errors.Is(err, vfs.ErrCrashed) {
+		return fmt.Errorf("discard at the crash: %v", err)
+	}
+	if !r.st.s.closed {
+		return errors.New("the Store is open after Discard")
+	}
 	r.mem = r.mem.CrashClone()
 	r.fault = vfs.NewFaultFS(r.mem)
 	r.opts.fs = r.fault

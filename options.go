@@ -107,6 +107,18 @@ type Options struct {
 	// Default 12 (DefaultL0StopWrites). Must not be negative.
 	L0StopWrites int
 
+	// MaxOpenFiles is the number of LsmStore table files the Store keeps open at most (file
+	// descriptors): a table's index and filter stay in memory, and its file is closed, least
+	// recently used first, while more are open, and opened again by the next read that misses
+	// the block cache — RocksDB's max_open_files, Pebble's table cache. Reads in flight keep
+	// their files open, so the count may briefly pass it. 0 means the default: half the
+	// process's soft RLIMIT_NOFILE at Open, between 16 and 1000 (lsm.DefaultMaxOpenFiles). A
+	// table open refused for want of descriptors (EMFILE) first closes the idle ones and
+	// tries again; background work that still fails for it is retried (see Store). Counted in
+	// Stats (OpenTables, TableCacheHits, TableCacheMisses). Ignored by a Store in memory only.
+	// Must not be negative.
+	MaxOpenFiles int
+
 	// fs is the file system the Store's files go through: vfs.Default() unless a test sets
 	// MemFS or FaultFS (package-internal).
 	fs vfs.FS
@@ -142,6 +154,10 @@ func (o Options) Validate() error {
 	if o.L0StopWrites < 0 {
 		return fmt.Errorf("%w: Options.L0StopWrites = %d: must not be negative (0 for the default %d)",
 			ErrInvalidOptions, o.L0StopWrites, DefaultL0StopWrites)
+	}
+	if o.MaxOpenFiles < 0 {
+		return fmt.Errorf("%w: Options.MaxOpenFiles = %d: must not be negative (0 for the default)",
+			ErrInvalidOptions, o.MaxOpenFiles)
 	}
 	if o.RowCacheSize > 0 && o.RowCacheSize < engine.MinRowCacheSize {
 		return fmt.Errorf("%w: Options.RowCacheSize = %d: below one set of %d bytes (0 for the default, negative for none)",

@@ -30,6 +30,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"budget and shared", Options{MemoryBudget: 1 << 30, SharedBudget: shared}, "MemoryBudget"},
 		{"shared too small", Options{SharedBudget: small}, "SharedBudget"},
 		{"segment odd", Options{SegmentSize: 1 << 20}, "SegmentSize"},
+		{"open files negative", Options{MaxOpenFiles: -1}, "MaxOpenFiles"},
+		{"open files few", Options{MaxOpenFiles: 8}, ""},
 		{"segment negative", Options{SegmentSize: -1}, "SegmentSize"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,6 +24,17 @@ import (
 // LsmStore there, and Close persists everything (Open recovers it); a crash loses the writes
 // since the last Close but never damages the store. Checkpoints, the changelog and restore
 // come in later issues.
+//
+// Failures of background work: a transform, eviction or compaction that fails for a reason
+// that may pass — too many open files (EMFILE), an I/O error (EIO), a timeout — is retried
+// after a backoff of 10 ms doubling to 1 s, and the Store keeps serving reads and writes
+// meanwhile; writes do not fail with the error, but wait (backpressure, at most
+// Options.BackpressureTimeout, then ErrMemoryBudget) if memory runs short because the work
+// that frees it keeps failing. A full disk is the exception writes see: while the retry of
+// work that failed with ENOSPC waits (a second), writes fail with ErrNoSpace and change
+// nothing. Only damage (ErrCorruption) or a broken invariant stops the Store: every later
+// write reports it. Stats counts the failures (BackgroundErrors, BackgroundRetries,
+// LastBackgroundError).
 type Store struct {
 	dir     string
 	opts    Options
@@ -89,6 +100,7 @@ func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err
 		Workers:             opts.BackgroundWorkers,
 		BackpressureTimeout: opts.BackpressureTimeout,
 		L0StopWrites:        opts.L0StopWrites,
+		MaxOpenFiles:        opts.MaxOpenFiles,
 	}
 	if dir != "" {
 		eo.BlockCacheSize, eo.RowCacheSize, eo.EvictionWatermark = opts.budgetDefaults(budget.Limit(), budget.Limit()-budget.Used()-budget.Reserve())
@@ -139,10 +151,14 @@ func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err
 // write; then it releases the Store's memory (segments, indices, slices, block cache) back to
 // its budget and closes its files.
 //
-// When the disk is full (ErrNoSpace) Close fails and the Store stays open and readable, with
-// nothing lost: free space and Close again. Any other failure to persist is returned too, but
-// the Store is closed: the directory keeps the previous persist point (what the last Close
-// persisted), which is what Open then recovers.
+// Close persists whatever background work is doing: a compaction or eviction that keeps
+// failing (too many open files, an I/O error) is no reason not to persist, since Close moves
+// the tiers into the LsmStore itself. When persisting fails for a reason that may pass — a full
+// disk (ErrNoSpace), too many open files, an I/O error (syscall.EMFILE, syscall.EIO, …) — Close
+// returns the error and the Store stays open and readable, with nothing lost: fix the cause
+// and Close again, or give up with Discard. Only damage (ErrCorruption) or a broken invariant,
+// which stop the Store anyway, close it with the error: the directory then keeps the previous
+// persist point (what the last Close persisted), which is what Open recovers.
 //
 // Later operations on the Store or its states fail with ErrClosed, as does a second Close;
 // list and map iterators report ErrClosed. Values decoded by aliasing codecs (Bytes) point into
@@ -158,13 +174,31 @@ func (s *Store) Close() error {
 	if s.e.HasDisk() {
 		if err = s.e.Persist(s.encodeRegistry()); err != nil {
 			err = fmt.Errorf("strata: close %q: persisting the state: %w", s.dir, err)
-			if errors.Is(err, ErrNoSpace) {
+			if engine.Transient(err) {
 				return err
 			}
 		}
 	}
 	s.closed = true
 	return errors.Join(err, s.e.Close())
+}
+
+// Discard releases the Store without persisting anything: the writes since the last Close that
+// succeeded are dropped, and the directory keeps that Close's persist point, which is what Open
+// recovers — as if the process had died. Use it to give up on a Store whose Close keeps failing
+// for a fault that does not pass (a disk that does not come back), or to drop a Store in memory
+// only without the cost of Close's persist. Like Close, it waits for the background work, frees
+// the Store's memory back to its budget, closes its files and releases the directory's lock;
+// later operations fail with ErrClosed. Errors: ErrClosed on a closed Store; errors from
+// releasing files. Must not run concurrently with other use of the Store.
+func (s *Store) Discard() error {
+	if s.closed {
+		return ErrClosed
+	}
+	s.guard.enter()
+	defer s.guard.exit()
+	s.closed = true
+	return s.e.Close()
 }
 
 // WaitBackground waits until the background work queued so far has finished and installs it:
@@ -176,10 +210,13 @@ func (s *Store) Close() error {
 // compacts RocksDB after a restore. It blocks the caller (the owner) until the work is done.
 //
 // Like a write, it ends the validity of values and list iterators read before it, and open
-// map iterators end with ErrIteratorInvalidated if anything was installed. Errors: ErrClosed;
+// map iterators end with ErrIteratorInvalidated if anything was installed. Work that failed
+// for a reason that may pass is retried on its backoff and waited for. Errors: ErrClosed;
 // ErrMemoryBudget when the transform at the head of the queue cannot get memory and no lower
-// tier can take the segment; a background failure (ErrNoSpace, ErrCorruption, I/O errors)
-// that writes would also report. Must not run concurrently with other use of the Store.
+// tier can take the segment; ErrCorruption (or a broken invariant) that stopped the Store;
+// ErrNoSpace while a full disk's retry waits; the failure (an I/O error such as EMFILE or
+// EIO) of work still failing after Options.BackpressureTimeout of retries — the Store stays
+// usable and the work stays scheduled. Must not run concurrently with other use of the Store.
 func (s *Store) WaitBackground() error {
 	if s.closed {
 		return ErrClosed

@@ -32,6 +32,7 @@ type DB struct {
 
 	nextFile atomic.Uint64 // next file number (tables and manifests); WriteL0 and Run take numbers
 	lock     io.Closer     // the directory's LOCK, held from Open to Close
+	tc       *tableCache   // the open table files (tablecache.go); safe for concurrent use
 
 	// Owner-only state below.
 	closed  bool
@@ -89,12 +90,14 @@ func Open(opts Options) (*DB, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults()
+	tc := newTableCache(opts.MaxOpenFiles)
 	d := &DB{
 		opts:       opts,
-		fs:         opts.FS,
+		fs:         tc.fs(opts.FS),
 		dir:        opts.Dir,
 		busy:       make([]bool, opts.NumLevels),
 		compactPtr: make([]uint64, opts.NumLevels),
+		tc:         tc,
 	}
 	if err := d.fs.MkdirAll(d.dir, 0o755); err != nil {
 		return nil, ioError("create directory", d.dir, err)
@@ -283,11 +286,12 @@ func (d *DB) recover(cur string, cb []byte) error {
 	return nil
 }
 
-// openTable opens t's file for reading and checks its size against the
-// manifest named manifest.
+// openTable opens t's file for reading through the table cache (its Reader
+// reads through a tableHandle, which may close the file and open it again
+// later) and checks its size against the manifest named manifest.
 func (d *DB) openTable(t *tableFile, manifest string) error {
 	t.name = tableName(d.dir, t.meta.Num)
-	f, err := d.fs.Open(t.name)
+	f, err := d.tc.openHandle(t.name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return base.Corrupt(d.errName(t.name), -1, err, "table file named by %s is missing", filepath.Base(manifest))
 	}
@@ -314,7 +318,7 @@ func (d *DB) openTable(t *tableFile, manifest string) error {
 		f.Close()
 		return err
 	}
-	t.f, t.r = nil, r // the Reader owns f now
+	t.f, t.r = nil, r // the Reader owns f (its table-cache handle) now
 	return nil
 }
 

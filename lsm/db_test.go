@@ -28,6 +28,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"BlockSize", func(o *Options) { o.BlockSize = -1 }},
 		{"TargetFileSize", func(o *Options) { o.TargetFileSize = -1 }},
 		{"MaxManifestBytes", func(o *Options) { o.MaxManifestBytes = -1 }},
+		{"MaxOpenFiles", func(o *Options) { o.MaxOpenFiles = -1 }},
 	}
 	if err := (Options{Dir: "/x"}).Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)

@@ -257,6 +257,11 @@
 //  12. One open DB per directory: Open holds LOCK (exclusive, non-blocking,
 //     across processes) until Close, also when Close fails; a failed Open
 //     releases it.
+//  13. The table cache closes a table's file descriptor only when no read
+//     holds it (the handle's refs is 0): the cache may exceed MaxOpenFiles
+//     for as long as reads hold files, and the table's release (Reader.Close)
+//     leaves the close to its last read in flight. Reads never see a file
+//     closed under them; the index and filter never leave memory.
 //
 // # Versions and reference counts
 //
@@ -284,6 +289,41 @@
 // about TargetFileSize; InstallCompaction writes one edit deleting the
 // inputs and adding the outputs. Files installed into L0 during a job are
 // newer than all its inputs (6), so nothing it writes can hide them.
+//
+// # Table cache
+//
+// A table's sstable.Reader keeps the table's index and filter on the Go heap
+// from the table's open to its release (invariant 7), but not necessarily
+// its file: it reads blocks through a handle of the DB's table cache
+// (tablecache.go), an LRU of open files of at most Options.MaxOpenFiles
+// (default: half the process's RLIMIT_NOFILE, at most 1000), as RocksDB's
+// max_open_files and Pebble's table cache bound theirs. A read that misses
+// the block cache borrows the handle's file — opening it again if the cache
+// closed it — and gives it back; the least recently used idle files are
+// closed while more than MaxOpenFiles are open. So a DB of thousands of
+// tables runs under a low file limit (ulimit -n 256), a Get that the filter
+// or the block cache answers opens nothing, and a Get or compaction that
+// reads holds one descriptor per file only for the duration of each read.
+//
+//	handle: name │ f (nil: closed) │ refs (reads in flight) │ closed (released)
+//	  acquire: f nil → open; refs++; move to the LRU front
+//	  release: refs--; over MaxOpenFiles → close idle files from the LRU back
+//	  Close:   closed = true; f closed now if refs == 0, else by the last
+//	           release
+//
+// Invariant 13 is the cache's reference count.
+//
+// Out of descriptors: the DB works through Options.FS wrapped so that any
+// Create, Open or OpenDir refused with EMFILE or ENFILE — a table open, a
+// flush or compaction output, the manifest, a directory sync — first closes
+// every idle file of the cache and then tries once more (Metrics.OutOfFiles).
+// So the cache's descriptors never starve the DB's writes when the process
+// limit drops below MaxOpenFiles (a setrlimit after Open, other users of
+// descriptors in the process); what still fails is reported as the error it
+// is, for the caller to retry.
+//
+// Open files: Metrics.OpenTables; hits and misses (reads that found their
+// file open, and opens): TableCacheHits, TableCacheMisses.
 //
 // # Merge rules
 //
@@ -367,8 +407,8 @@
 // CompactionJob.Run, which are safe on other goroutines concurrently with
 // the owner and with each other until Close (the root runs them through the
 // scheduler; lsm starts no goroutines). Run reads only the readers of its
-// pinned version (sstable.Reader is safe for concurrent use) and writes new
-// files; InstallCompaction must be called after Run returned. Close must not
+// pinned version (sstable.Reader and the table cache are safe for
+// concurrent use) and writes new files; InstallCompaction must be called after Run returned. Close must not
 // run while background work does.
 //
 // # Errors

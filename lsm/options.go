@@ -71,6 +71,16 @@ type Options struct {
 	MaxManifestBytes int64
 	// Filter is the compaction filter; default DefaultFilter.
 	Filter CompactionFilter
+	// MaxOpenFiles is the number of table files the DB keeps open at most
+	// (doc.go, "Table cache"): a table's index and filter stay in memory, but
+	// its file descriptor is closed, least recently used first, while more
+	// than MaxOpenFiles are open, and opened again by the next read that
+	// misses the block cache. Reads in flight hold their file open, so the
+	// count may pass MaxOpenFiles for as long as they run. Default
+	// DefaultMaxOpenFiles() at Open (half the process's file-descriptor
+	// limit, at most 1000); must not be negative. The role of RocksDB's
+	// max_open_files and Pebble's MaxOpenFiles.
+	MaxOpenFiles int
 }
 
 // Defaults of Options.
@@ -81,7 +91,27 @@ const (
 	DefaultNumLevels           = 7
 	DefaultTargetFileSize      = 8 << 20
 	DefaultMaxManifestBytes    = 4 << 20
+	// MaxDefaultOpenFiles caps DefaultMaxOpenFiles (Pebble's default
+	// MaxOpenFiles is 1000 too).
+	MaxDefaultOpenFiles = 1000
+	// MinDefaultOpenFiles is the floor of DefaultMaxOpenFiles.
+	MinDefaultOpenFiles = 16
 )
+
+// DefaultMaxOpenFiles returns the default of Options.MaxOpenFiles: half the
+// process's soft limit on open files (RLIMIT_NOFILE, read now), so that the
+// tables leave the other half to the rest of the process, between
+// MinDefaultOpenFiles and MaxDefaultOpenFiles; MaxDefaultOpenFiles where the
+// limit cannot be read. Lowering the limit after Open does not change a DB's
+// cache: a table open that then fails for want of descriptors (EMFILE,
+// ENFILE) closes the cache's idle files and tries again once.
+func DefaultMaxOpenFiles() int {
+	n, ok := fileLimit()
+	if !ok {
+		return MaxDefaultOpenFiles
+	}
+	return int(max(min(n/2, MaxDefaultOpenFiles), MinDefaultOpenFiles))
+}
 
 // Validate reports the first bad field of o (after defaults), wrapped in
 // ErrInvalidOptions.
@@ -107,6 +137,8 @@ func (o Options) Validate() error {
 		return bad("TargetFileSize", o.TargetFileSize, ">= 1")
 	case o.MaxManifestBytes < 1:
 		return bad("MaxManifestBytes", o.MaxManifestBytes, ">= 1")
+	case o.MaxOpenFiles < 1:
+		return bad("MaxOpenFiles", o.MaxOpenFiles, ">= 0 (0 for the default)")
 	}
 	return nil
 }
@@ -135,6 +167,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Filter == nil {
 		o.Filter = DefaultFilter
+	}
+	if o.MaxOpenFiles == 0 {
+		o.MaxOpenFiles = DefaultMaxOpenFiles()
 	}
 	return o
 }

@@ -152,6 +152,19 @@ type Metrics struct {
 	DeleteErrors      int64  // failed removals of obsolete files (retried by the next Open)
 	LastSeq           uint64 // largest sequence number installed
 	NextFileNumber    uint64 // next file number to be handed out
+
+	// The table cache (doc.go, "Table cache"): OpenTables is the number of
+	// table files open now (at most Options.MaxOpenFiles, plus those reads
+	// hold beyond it); TableCacheHits counts table reads (block-cache misses,
+	// compaction reads) that found their file open, TableCacheMisses those
+	// that opened it (table opens at install and recovery included).
+	OpenTables       int
+	TableCacheHits   int64
+	TableCacheMisses int64
+	// OutOfFiles counts the opens and creates of the DB's files refused for want of file
+	// descriptors (EMFILE, ENFILE), after each of which the table cache closed its idle
+	// files and the open was tried once more.
+	OutOfFiles int64
 }
 
 // Metrics returns the DB's metrics. Owner only.
@@ -172,6 +185,8 @@ func (d *DB) Metrics() Metrics {
 		LastSeq:           d.lastSeq,
 		NextFileNumber:    d.nextFile.Load(),
 	}
+	m.OpenTables, m.TableCacheHits, m.TableCacheMisses = d.tc.stats()
+	m.OutOfFiles = d.tc.shedCount()
 	if m.BytesIngested > 0 {
 		m.WriteAmplification = float64(m.BytesFlushed+m.BytesCompacted) / float64(m.BytesIngested)
 	}

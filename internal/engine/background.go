@@ -11,7 +11,6 @@ import (
 
 	"github.com/strata-db/strata/fresh"
 	"github.com/strata-db/strata/internal/base"
-	"github.com/strata-db/strata/lsm"
 	"github.com/strata-db/strata/memory"
 	"github.com/strata-db/strata/scheduler"
 	"github.com/strata-db/strata/slice"
@@ -54,29 +53,31 @@ func (t *Engine) checkSealed() {
 
 // kick submits the work that may start: the transform at the head of the queue (transforms run
 // one at a time, the reserve is sized for one), compactions of long chains, and an eviction
-// when the SliceTable is above its watermark and a lower tier exists.
+// when the SliceTable is above its watermark and a lower tier exists. A kind of work whose
+// last attempt failed for a transient reason is submitted only once its backoff has passed
+// (retry.go); a due retry that finds nothing to do ends the backoff (settleRetries).
 func (t *Engine) kick() {
 	if t.bgErr != nil || t.closing {
 		return
 	}
 	if len(t.fifo) > 0 {
-		if j := t.fifo[0]; j.h == nil {
+		if j := t.fifo[0]; j.h == nil && !t.waiting(bgTransform) {
 			switch {
-			case t.canFlush() && (j.failed || t.preferFlush > 0):
+			case t.canFlush() && (j.failed || j.retry && j.flush || t.preferFlush > 0):
 				t.submitFlush(j)
 			case !j.failed || t.budget.Used() < j.failedUsed:
 				t.submitTransform(j)
 			}
 		}
 	}
-	for !t.noCompact && len(t.compactions) < t.maxCompact {
+	for !t.noCompact && len(t.compactions) < t.maxCompact && !t.waiting(bgCompaction) {
 		c, ok := t.sl.PickCompaction()
 		if !ok {
 			break
 		}
 		t.submitCompaction(c)
 	}
-	if t.relocation == nil {
+	if t.relocation == nil && !t.waiting(bgRelocation) {
 		if r, ok := t.sl.PickRelocation(); ok {
 			t.submitRelocation(r)
 		}
@@ -85,12 +86,15 @@ func (t *Engine) kick() {
 		t.evict()
 	}
 	t.kickLSM()
+	if t.retrying > 0 {
+		t.settleRetries()
+	}
 }
 
 // kickLSM submits every LSM compaction that is due (lsm.DB.PickCompaction marks the levels of
 // a job busy, so the jobs it returns touch disjoint level pairs).
 func (t *Engine) kickLSM() {
-	if t.db == nil || t.bgErr != nil || t.closing {
+	if t.db == nil || t.bgErr != nil || t.closing || t.waiting(bgLSM) {
 		return
 	}
 	for {
@@ -100,6 +104,7 @@ func (t *Engine) kickLSM() {
 		}
 		job := &lsmJob{j: j}
 		t.lsmJobs = append(t.lsmJobs, job)
+		t.submitted(bgLSM)
 		_, err := t.sched.Submit(scheduler.Compaction, j.String(), func(ctx context.Context) error {
 			defer t.finished(&job.done)
 			return j.Run(ctx)
@@ -112,9 +117,10 @@ func (t *Engine) kickLSM() {
 	}
 }
 
-// evict submits an eviction if the SliceTable proposes one and none is in flight.
+// evict submits an eviction if the SliceTable proposes one, none is in flight and no failed
+// eviction waits for its backoff.
 func (t *Engine) evict() bool {
-	if t.low == nil || t.eviction != nil || t.bgErr != nil {
+	if t.low == nil || t.eviction != nil || t.bgErr != nil || t.waiting(bgEviction) {
 		return false
 	}
 	e, ok := t.sl.PickEviction()
@@ -123,6 +129,7 @@ func (t *Engine) evict() bool {
 	}
 	job := &evictionJob{e: e, sink: evictSink{low: t.low}}
 	t.eviction = job
+	t.submitted(bgEviction)
 	_, err := t.sched.Submit(scheduler.Eviction, "eviction", func(ctx context.Context) error {
 		defer t.finished(&job.done)
 		defer recoverInto(&job.err, "eviction")
@@ -157,6 +164,7 @@ func (t *Engine) submitFlush(j *transformJob) {
 	if t.preferFlush > 0 {
 		t.preferFlush--
 	}
+	t.submitted(bgTransform)
 	h, err := t.sched.Submit(scheduler.Transform, "flush", func(ctx context.Context) error {
 		defer t.finished(&j.done)
 		defer recoverInto(&j.err, "flush")
@@ -178,7 +186,8 @@ func (t *Engine) submitFlush(j *transformJob) {
 }
 
 func (t *Engine) submitTransform(j *transformJob) {
-	j.failed = false
+	j.failed, j.flush = false, false
+	t.submitted(bgTransform)
 	h, err := t.sched.Submit(scheduler.Transform, "transform", func(ctx context.Context) error {
 		defer t.finished(&j.done)
 		defer recoverInto(&j.err, "transform")
@@ -201,6 +210,7 @@ func (t *Engine) submitTransform(j *transformJob) {
 func (t *Engine) submitRelocation(r *slice.Relocation) {
 	job := &relocationJob{r: r}
 	t.relocation = job
+	t.submitted(bgRelocation)
 	_, err := t.sched.Submit(scheduler.Compaction, "relocation", func(ctx context.Context) error {
 		defer t.finished(&job.done)
 		defer recoverInto(&job.err, "relocation")
@@ -217,6 +227,7 @@ func (t *Engine) submitRelocation(r *slice.Relocation) {
 func (t *Engine) submitCompaction(c *slice.Compaction) {
 	job := &compactionJob{c: c}
 	t.compactions = append(t.compactions, job)
+	t.submitted(bgCompaction)
 	_, err := t.sched.Submit(scheduler.Compaction, "compaction", func(ctx context.Context) error {
 		defer t.finished(&job.done)
 		defer recoverInto(&job.err, "compaction")
@@ -230,12 +241,12 @@ func (t *Engine) submitCompaction(c *slice.Compaction) {
 	}
 }
 
-// recoverInto turns a panic of a task into its error (the owner then stops background work
-// and reports it from writes) instead of letting it escape to the scheduler without the job
-// learning about it.
+// recoverInto turns a panic of a task into its error, a broken invariant (errInvariant: the
+// owner then stops background work and reports it from writes), instead of letting it escape
+// to the scheduler without the job learning about it.
 func recoverInto(err *error, what string) {
 	if r := recover(); r != nil {
-		*err = fmt.Errorf("strata: invariant: %s task panicked: %v", what, r)
+		*err = fmt.Errorf("%w: %s task panicked: %v", errInvariant, what, r)
 	}
 }
 
@@ -298,6 +309,11 @@ func (t *Engine) install() int {
 			if j.pending != nil {
 				t.low.Discard(j.pending)
 			}
+			what := "transform"
+			if j.flush {
+				what = "flush"
+			}
+			t.jobEnded(bgTransform, what, j.err)
 			if errors.Is(j.err, memory.ErrMemoryBudget) || errors.Is(j.err, context.Canceled) {
 				// Retried once memory was freed (kick) or by a waiting writer; with an empty
 				// SliceTable, flushed to the lower tier instead (and the next few too).
@@ -306,11 +322,10 @@ func (t *Engine) install() int {
 					t.preferFlush = flushProbe
 				}
 			} else {
-				// Kept at the head as a failed job, so that once the error clears (ErrNoSpace
-				// after NoSpaceRetry) kick submits it again instead of every install
-				// re-reporting this stale job.
-				t.fifo[0] = &transformJob{seg: j.seg, failed: true, failedUsed: t.budget.Used()}
-				t.setBgErr("transform", j.err)
+				// A fresh job at the head, submitted again — the same way, flush or
+				// transform, where it still may — once its backoff has passed (kick), or
+				// never if the failure stopped the engine.
+				t.fifo[0] = &transformJob{seg: j.seg, retry: true, flush: j.flush}
 			}
 			break
 		}
@@ -319,9 +334,11 @@ func (t *Engine) install() int {
 				t.low.Discard(j.pending)
 				j.pending = nil
 				t.transformFails++
-				t.fifo[0] = &transformJob{seg: j.seg, failed: true, failedUsed: t.budget.Used()}
-				if !errors.Is(err, context.Canceled) {
-					t.setBgErr("flush", err)
+				t.jobEnded(bgTransform, "flush", err)
+				if errors.Is(err, context.Canceled) {
+					t.fifo[0] = &transformJob{seg: j.seg, failed: true, failedUsed: t.budget.Used()}
+				} else {
+					t.fifo[0] = &transformJob{seg: j.seg, retry: true, flush: true}
 				}
 				break
 			}
@@ -336,11 +353,12 @@ func (t *Engine) install() int {
 			}
 			j.out = nil
 		}
+		t.jobEnded(bgTransform, "", nil)
 		if err := t.f.DropSealed(j.seg); err != nil {
 			if errors.Is(err, fresh.ErrNotOldestSealed) {
 				panic("strata: invariant: dropping the transformed segment: " + err.Error())
 			}
-			t.setBgErr("drop of a transformed segment", err)
+			t.stick("drop of a transformed segment", fmt.Errorf("%w: %w", errInvariant, err))
 		}
 		t.fifo[0] = nil
 		t.fifo = t.fifo[1:]
@@ -364,9 +382,7 @@ func (t *Engine) install() int {
 			if err := t.sl.CancelCompaction(c.c); err != nil {
 				panic("strata: invariant: cancelling a compaction: " + err.Error())
 			}
-			if !errors.Is(c.err, memory.ErrMemoryBudget) && !errors.Is(c.err, context.Canceled) {
-				t.setBgErr("compaction", c.err)
-			}
+			t.jobEnded(bgCompaction, "compaction", c.err)
 			// No compaction until something else frees memory: picking the same chain again
 			// now would fail again.
 			t.noCompact = true
@@ -376,6 +392,7 @@ func (t *Engine) install() int {
 		if err := t.sl.InstallCompaction(c.c); err != nil {
 			panic("strata: invariant: installing a compaction: " + err.Error())
 		}
+		t.jobEnded(bgCompaction, "", nil)
 		n++
 		t.compacted++
 	}
@@ -387,10 +404,9 @@ func (t *Engine) install() int {
 			if err := t.sl.CancelRelocation(r.r); err != nil {
 				panic("strata: invariant: cancelling a relocation: " + err.Error())
 			}
-			if !errors.Is(r.err, context.Canceled) {
-				t.setBgErr("relocation", r.err)
-			}
+			t.jobEnded(bgRelocation, "relocation", r.err)
 		} else {
+			t.jobEnded(bgRelocation, "", nil)
 			t.bumpEpoch()
 			if err := t.sl.InstallRelocation(r.r); err != nil {
 				panic("strata: invariant: installing a relocation: " + err.Error())
@@ -416,10 +432,9 @@ func (t *Engine) install() int {
 			if err := t.sl.CancelEviction(e.e); err != nil {
 				panic("strata: invariant: cancelling an eviction: " + err.Error())
 			}
-			if !errors.Is(err, context.Canceled) {
-				t.setBgErr("eviction", err)
-			}
+			t.jobEnded(bgEviction, "eviction", err)
 		} else {
+			t.jobEnded(bgEviction, "", nil)
 			t.bumpEpoch()
 			if err := t.sl.InstallEviction(e.e); err != nil {
 				panic("strata: invariant: installing an eviction: " + err.Error())
@@ -440,11 +455,10 @@ func (t *Engine) install() int {
 		ended++
 		t.lsmJobs = slices.Delete(t.lsmJobs, i, i+1)
 		if err := t.db.InstallCompaction(j.j); err != nil {
-			if err = lowerError(err); !errors.Is(err, context.Canceled) && !errors.Is(err, lsm.ErrJobNotRun) {
-				t.setBgErr("LSM compaction", err)
-			}
+			t.jobEnded(bgLSM, "LSM compaction", lowerError(err))
 			continue
 		}
+		t.jobEnded(bgLSM, "", nil)
 		t.lsmCompactions++
 		t.noteL0()
 	}
@@ -463,36 +477,6 @@ func (t *Engine) noteL0() {
 	if t.db != nil {
 		t.l0Files = t.db.Metrics().Levels[0].Files
 	}
-}
-
-// setBgErr records a background failure: writes report it from now on (reads keep working).
-// A full disk (ErrNoSpace) is retried: the first write NoSpaceRetry after it clears the error
-// and starts the background work again.
-func (t *Engine) setBgErr(what string, err error) {
-	if t.bgErr != nil {
-		return
-	}
-	t.bgErr = wrapBG(what, err)
-	if errors.Is(err, ErrNoSpace) {
-		t.noSpaceAt = time.Now()
-	}
-}
-
-// NoSpaceRetry is how long writes report a background ErrNoSpace before the Store tries the
-// failed work again.
-const NoSpaceRetry = time.Second
-
-// retryNoSpace clears a background ErrNoSpace once NoSpaceRetry has passed and reports whether
-// it did.
-//
-//go:noinline
-func (t *Engine) retryNoSpace() bool {
-	if !errors.Is(t.bgErr, ErrNoSpace) || time.Since(t.noSpaceAt) < NoSpaceRetry {
-		return false
-	}
-	t.bgErr = nil
-	t.kick()
-	return true
 }
 
 // bumpEpoch invalidates the open map iterations (an install moves or frees what they walk).
@@ -519,17 +503,22 @@ func (t *Engine) inFlight() bool {
 
 // backpressure is called after a write failed with err. For a budget shortage it installs
 // finished work and otherwise waits for background work in flight (at most
-// Options.BackpressureTimeout), and reports whether the write should be retried: true once
-// something was installed (memory may have been freed). It returns false — the write fails with
-// err, the state intact — for other errors, when nothing in flight could free memory, and on
-// timeout. With nothing in flight it first seals the active segment, whose transform may
-// free memory (at most once per call), and retries a transform that failed for memory if
-// memory was freed since.
-func (t *Engine) backpressure(err error) bool {
+// Options.BackpressureTimeout), and returns nil when the write should be retried: once
+// something was installed (memory may have been freed). Otherwise it returns the error the
+// write fails with, the state intact: err itself for other errors, when nothing in flight could
+// free memory, and on timeout (ErrMemoryBudget, naming a pending background failure if one
+// holds memory back); a sticky background failure; ErrNoSpace while the work that would free
+// memory waits to be retried after a full disk. With nothing in flight it first seals the
+// active segment, whose transform may free memory (at most once per call), retries a
+// transform that failed for memory if memory was freed since, and waits for failed work
+// whose backoff runs (retry.go) — that is what a write sees of a transient background
+// failure: a wait, not the failure.
+func (t *Engine) backpressure(err error) error {
 	if !errors.Is(err, memory.ErrMemoryBudget) || t.bgErr != nil {
-		return false
+		return err
 	}
 	start := time.Now()
+	deadline := start.Add(t.bpTimeout)
 	t.bpWaits++
 	defer func() { t.bpNanos += int64(time.Since(start)) }()
 	var timer *time.Timer
@@ -542,7 +531,11 @@ func (t *Engine) backpressure(err error) bool {
 	for {
 		t.checkSealed() // a roll refused for memory may have sealed the active segment
 		if t.install() > 0 && !t.headFailed() {
-			return true
+			return nil
+		}
+		if t.bgErr != nil {
+			t.bpFailures++
+			return t.bgErr
 		}
 		if !t.inFlight() {
 			if t.ready.Load() != 0 {
@@ -552,7 +545,7 @@ func (t *Engine) backpressure(err error) bool {
 				sealed = true
 				if t.f.Stats().Segments > len(t.fifo) {
 					if t.Seal() != nil {
-						return false
+						return err
 					}
 					if t.inFlight() {
 						continue
@@ -570,8 +563,15 @@ func (t *Engine) backpressure(err error) bool {
 					continue
 				}
 			}
+			if ns := t.pendingNoSpace(); ns != nil {
+				t.bpFailures++
+				return ns
+			}
+			if t.awaitRetry(deadline, true) {
+				continue
+			}
 			t.bpFailures++
-			return false
+			return t.memoryError(err)
 		}
 		if timer == nil {
 			timer = time.NewTimer(t.bpTimeout)
@@ -580,9 +580,19 @@ func (t *Engine) backpressure(err error) bool {
 		case <-t.wake:
 		case <-timer.C:
 			t.bpFailures++
-			return false
+			return t.memoryError(err)
 		}
 	}
+}
+
+// memoryError is the error of a write that waited for memory in vain: err (ErrMemoryBudget),
+// naming the background failure that is being retried, if any, without wrapping it — the
+// write did not fail for it.
+func (t *Engine) memoryError(err error) error {
+	if t.retrying > 0 && t.lastBgErr != nil {
+		return fmt.Errorf("%w (background work that frees memory is being retried after: %v)", err, t.lastBgErr)
+	}
+	return err
 }
 
 // headFailed reports whether the transform at the head of the queue failed for memory and
@@ -594,7 +604,10 @@ func (t *Engine) headFailed() bool {
 // WaitBackground waits until the background work queued so far has finished and installs it
 // (Store.WaitBackground): it runs a write's preamble (a sticky background failure is
 // returned), then waits like Drain and also for the LSM compactions in flight (installing them;
-// the compactions they make due are waited for too). Owner goroutine only.
+// the compactions they make due are waited for too). Work that failed for a transient reason
+// is retried on its backoff and waited for; if it still fails after Options.BackpressureTimeout
+// of waiting, its last failure is returned (the work stays scheduled for retry), and a full
+// disk's at once. Owner goroutine only.
 func (t *Engine) WaitBackground() error {
 	if err := t.before(); err != nil {
 		return err
@@ -604,11 +617,19 @@ func (t *Engine) WaitBackground() error {
 
 // idle is WaitBackground without the write preamble.
 func (t *Engine) idle() error {
+	var deadline time.Time
 	for {
 		if err := t.Drain(); err != nil {
 			return err
 		}
 		if len(t.lsmJobs) == 0 {
+			waited, err := t.retryWait(&deadline, false)
+			if err != nil {
+				return err
+			}
+			if waited {
+				continue
+			}
 			return nil
 		}
 		t.install()
@@ -618,11 +639,13 @@ func (t *Engine) idle() error {
 	}
 }
 
-// Drain waits for every background job, installing as they finish, until nothing is queued or
-// in flight (tests; a transform that fails for memory ends it). Map iterations open now are
+// Drain waits for every background job but the LSM compactions, installing as they finish,
+// until nothing is queued or in flight (tests; a transform that fails for memory ends it).
+// Failed work is retried and waited for as by WaitBackground. Map iterations open now are
 // invalidated if anything is installed.
 func (t *Engine) Drain() error {
 	t.checkSealed()
+	var deadline time.Time
 	for {
 		if t.install() > 0 {
 			continue
@@ -634,6 +657,13 @@ func (t *Engine) Drain() error {
 			if t.ready.Load() != 0 {
 				continue
 			}
+			waited, err := t.retryWait(&deadline, true)
+			if err != nil {
+				return err
+			}
+			if waited {
+				continue
+			}
 			if len(t.fifo) > 0 && t.fifo[0].failed {
 				return fmt.Errorf("%w: transform of a sealed segment failed", memory.ErrMemoryBudget)
 			}
@@ -641,4 +671,28 @@ func (t *Engine) Drain() error {
 		}
 		<-t.wake
 	}
+}
+
+// retryWait is the retry step of Drain and idle, with nothing in flight: when failed work
+// (memOnly: but LSM compactions) waits for its backoff, it waits for it and retries it
+// (awaitRetry) and reports waited; it returns a full disk's failure at once, and the pending
+// failure once *deadline (set at the first wait, Options.BackpressureTimeout ahead) has passed.
+func (t *Engine) retryWait(deadline *time.Time, memOnly bool) (waited bool, err error) {
+	if t.retrying == 0 {
+		return false, nil
+	}
+	_, pending, ok := t.nextRetry(memOnly)
+	if !ok {
+		return false, nil
+	}
+	if ns := t.pendingNoSpace(); ns != nil {
+		return false, ns
+	}
+	if deadline.IsZero() {
+		*deadline = time.Now().Add(t.bpTimeout)
+	}
+	if !t.awaitRetry(*deadline, memOnly) {
+		return false, pending
+	}
+	return true, nil
 }

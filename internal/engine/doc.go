@@ -74,10 +74,45 @@
 // output before the segment it frees is dropped. A write refused with ErrMemoryBudget while
 // background work is in flight waits for it (backpressure, counted in Stats) and retries.
 //
+// # Failures
+//
+// Background work can fail for reasons that pass: too many open files (EMFILE, ENFILE), an I/O
+// error (EIO), a full disk (ENOSPC), an interrupted or timed-out call. It must never stop the
+// Store for good nor make Close discard intact data (DESIGN §4), so every job's end goes
+// through one function, jobEnded (retry.go), and one decision, transient:
+//
+//	job fails ──► budget shortage, cancellation ──► handled by the install logic (not failures)
+//	          ──► transient(err) ──► retry: the kind of work (transform/flush, slice
+//	          │                      compaction, relocation, eviction, LSM compaction) waits
+//	          │                      10 ms · 2^(n-1), at most 1 s (NoSpaceRetry = 1 s for a
+//	          │                      full disk), then kick resubmits it; success resets it
+//	          └─ not transient ────► sticky: bgErr; damage (ErrCorruption) or a broken
+//	                                 invariant (a task panicked, entries out of order)
+//
+// Only the sticky kind stops the engine: writes report it, kick submits nothing more, Persist
+// refuses (and the root's Close closes with it). A transient failure is counted
+// (Stats.BackgroundErrors, BackgroundRetries, LastBackgroundError) and otherwise invisible to
+// writes: the failed work's inputs stay where they were — a failed transform or flush keeps
+// its segment at the head of the queue, a failed eviction's slices and a failed compaction's
+// inputs stay readable (cancelled) — so reads and writes go on, and a writer that runs out of
+// memory because the work that frees it keeps failing gets backpressure: it waits for the
+// retries (awaitRetry) up to Options.BackpressureTimeout, then fails with ErrMemoryBudget
+// naming the failure (not wrapping it). The one exception is a full disk: while the retry of
+// work that failed with ErrNoSpace waits, writes and WaitBackground report that ErrNoSpace
+// (a full disk needs the operator; the write itself is not applied), and the first write after
+// NoSpaceRetry retries the work. WaitBackground retries failed work on its schedule and
+// returns the last failure only if it still fails after BackpressureTimeout.
+//
+// Persist (Close) needs no background work: it waits for the jobs in flight, ignores
+// transient failures, and moves the slices and segments into the LsmStore itself. An LSM
+// compaction that keeps failing — the EMFILE at ~300 MiB — costs nothing but a larger
+// L0; if Persist itself fails for a transient reason it returns the error with nothing lost
+// (Transient tells the root to keep the Store open for another Close).
+//
 // # Invariants
 //
-//  1. Every state change goes through Apply: before (sticky error, read arena reset, installs,
-//     L0 stall), the FreshTable write with backpressure, the row-cache write-through, after
+//  1. Every state change goes through Apply: before (sticky error or pending full disk, due
+//     retries, read arena reset, installs, L0 stall), the FreshTable write with backpressure, the row-cache write-through, after
 //     (queue transforms). A new OpKind must be handled by Engine.write (TestApplyEveryOp).
 //  2. Reads never install and never write: values, list batches and map entries a read returns
 //     stay valid until the next Apply (or WaitBackground, Persist, Close).
@@ -85,4 +120,6 @@
 //     tier first and stopping at the first complete answer is correct.
 //  4. Only the owner goroutine touches an Engine; background tasks touch only their job's
 //     immutable inputs and outputs and the fields documented as shared (ready, wake).
+//  5. A background failure stops the engine (bgErr) only if transient says it cannot pass;
+//     every other one leaves the data where it was and is retried (Failures).
 package engine

@@ -76,7 +76,6 @@ type Engine struct {
 	l0Stop      int           // writers wait while the LsmStore has this many L0 files
 	l0Files     int           // L0 files after the last LSM install
 	closing     bool          // Close has begun: no new background work is submitted
-	noSpaceAt   time.Time     // when a background ErrNoSpace was recorded
 	preferFlush int           // sealed segments to flush to the lower tier before trying a transform
 
 	// Shared with background tasks: a task that finishes bumps ready and pokes wake.
@@ -89,9 +88,14 @@ type Engine struct {
 	relocation  *relocationJob
 	lsmJobs     []*lsmJob
 	lastFresh   int64 // budget.UsedBy(PurposeFreshData) when the sealed segments were last listed
-	bgErr       error // a background failure that is not a budget shortage; writes report it
-	readErr     error // the error of the last read that returned failed (takeErr)
-	noCompact   bool  // a compaction failed for memory: none until an install frees some
+	bgErr       error // a sticky background failure (damage, a broken invariant); writes report it
+	// Background failures that may pass (retry.go): each kind's backoff, and how many kinds
+	// have failures pending (the write preamble's fast path tests it).
+	retry     [numBgKinds]backoff
+	retrying  int
+	lastBgErr error // the last background failure, transient or not (Stats.LastBackgroundError)
+	readErr   error // the error of the last read that returned failed (takeErr)
+	noCompact bool  // a compaction failed for memory: none until an install frees some
 
 	openIters int    // map iterations open (deferring installs)
 	deferred  int    // writes that deferred installs since the last install
@@ -114,6 +118,8 @@ type Engine struct {
 	relocations      int64 // relocations installed
 	persistNanos     int64 // time Persist spent moving the tiers into the LsmStore
 	persistFiles     int64 // L0 files Persist wrote
+	bgErrors         int64 // background jobs that failed (not for memory, not cancelled)
+	bgRetries        int64 // of those, the ones scheduled again after a backoff
 }
 
 type transformJob struct {
@@ -127,6 +133,7 @@ type transformJob struct {
 
 	failedUsed int64 // budget.Used() when a budget failure was seen; retried once it drops
 	failed     bool
+	retry      bool // the previous attempt failed for a transient reason (retry.go): resubmitted after its backoff
 	flush      bool // a flush: the segment goes to the lower tier as one L0 file (pending)
 	pending    any  // the flush's L0 file, written by the task, installed by the owner
 }
@@ -178,6 +185,9 @@ type Options struct {
 	EvictionWatermark int64
 	// EvictionBatch is the SliceTable's eviction batch (0: slice.DefaultEvictionBatch).
 	EvictionBatch int64
+	// MaxOpenFiles bounds the LsmStore's open table files (lsm.Options.MaxOpenFiles; 0: the
+	// default, lsm.DefaultMaxOpenFiles()).
+	MaxOpenFiles int
 
 	// Test knobs.
 
@@ -187,6 +197,9 @@ type Options struct {
 	LowWater int64
 	// BucketBits is the SliceTable's bucket count as a power of two (0: from SegmentSize).
 	BucketBits int
+	// TableSize is the LsmStore's compaction output size in bytes (lsm.Options.TargetFileSize;
+	// 0: lsm.DefaultTargetFileSize): small tables give a small state many files.
+	TableSize int64
 
 	lowWater int64  // SliceTable HighWatermark when there is a lower tier
 	startSeq uint64 // the FreshTable's first write gets startSeq+1 (Open: the persisted one)
@@ -255,7 +268,8 @@ func openLSM(o Options) (*lsmTier, Recovered, error) {
 		}
 		lt.cache = c
 	}
-	db, err := lsm.Open(lsm.Options{FS: fs, Dir: filepath.Join(o.Dir, "lsm"), Name: "lsm", Cache: lt.cache})
+	db, err := lsm.Open(lsm.Options{FS: fs, Dir: filepath.Join(o.Dir, "lsm"), Name: "lsm", Cache: lt.cache,
+		MaxOpenFiles: o.MaxOpenFiles, TargetFileSize: o.TableSize})
 	if err != nil {
 		if lt.cache != nil {
 			lt.cache.Close()
@@ -375,11 +389,17 @@ func (t *Engine) Seq() uint64 { return t.f.Seq() }
 
 // ---- writes: see write.go ----
 
-// before runs at the start of every write: it reports a background failure and installs
-// finished background work.
+// before runs at the start of every write: it reports a sticky background failure (or a full
+// disk while its retry waits), retries failed background work whose backoff has passed, and
+// installs finished background work.
 func (t *Engine) before() error {
-	if t.bgErr != nil && !t.retryNoSpace() {
+	if t.bgErr != nil {
 		return t.bgErr
+	}
+	if t.retrying > 0 {
+		if err := t.retryCheck(); err != nil {
+			return err
+		}
 	}
 	t.lr.reset()
 	if t.ready.Load() != 0 {
@@ -465,15 +485,6 @@ func (t *Engine) Close() error {
 		errs = append(errs, t.sl.CancelRelocation(r.r))
 		t.relocation = nil
 	}
-	for _, j := range t.lsmJobs {
-		// Run has returned or never will (the scheduler is closed): InstallCompaction installs
-		// or releases the job. An install now comes after the last persist point, so a reopen
-		// does not see it either way.
-		if err := t.db.InstallCompaction(j.j); err != nil && !errors.Is(err, lsm.ErrJobNotRun) && !errors.Is(err, context.Canceled) {
-			errs = append(errs, lowerError(err))
-		}
-	}
-	t.lsmJobs = nil
 	if e := t.eviction; e != nil {
 		errs = append(errs, t.sl.CancelEviction(e.e))
 		if e.sink.pending != nil {
@@ -489,18 +500,23 @@ func (t *Engine) Close() error {
 	if t.low != nil {
 		errs = append(errs, t.low.Close())
 	}
+	for _, j := range t.lsmJobs {
+		// Run has returned or never will (the scheduler is closed). The DB is closed, so
+		// InstallCompaction only releases the job and its outputs (the next Open removes them):
+		// an install now would come after the last persist point, which a reopen recovers, so
+		// Close writes nothing for it.
+		if err := t.db.InstallCompaction(j.j); err != nil && !errors.Is(err, lsm.ErrJobNotRun) &&
+			!errors.Is(err, context.Canceled) && !errors.Is(err, base.ErrClosed) {
+			errs = append(errs, lowerError(err))
+		}
+	}
+	t.lsmJobs = nil
 	t.budget.AddReserve(-t.reserve)
 	t.epoch++
 	if t.pool != nil {
 		errs = append(errs, t.pool.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// wrapBG wraps a background failure that is not a budget shortage; it sticks: later writes
-// report it (the state read so far stays readable).
-func wrapBG(what string, err error) error {
-	return fmt.Errorf("strata: background %s failed: %w", what, err)
 }
 
 // HasDisk reports whether the engine has an LsmStore in a directory (Persist works).

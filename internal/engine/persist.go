@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -34,9 +33,11 @@ import (
 // point holding meta (the root's state registry) with the engine's sequence number, so that
 // Open recovers every write acknowledged so far. The engine stays open and readable, whatever
 // the outcome: on error nothing is lost from memory and the on-disk persist point is the
-// previous one. Errors: ErrNoSpace (retry once space is freed), ErrCorruption, I/O errors, a
-// sticky background failure. Panics when the engine has no LsmStore (HasDisk false). Owner
-// goroutine only.
+// previous one. It needs no background work: failures of background work that may pass (an
+// LSM compaction failing with EMFILE or EIO, doc.go "Failures") are ignored, since persist
+// moves the tiers itself. Errors: ErrNoSpace, I/O errors (EMFILE, EIO, …) — Transient: call
+// Persist again once the cause has passed —, ErrCorruption, a sticky background failure.
+// Panics when the engine has no LsmStore (HasDisk false). Owner goroutine only.
 func (t *Engine) Persist(meta []byte) error {
 	if err := t.persist(); err != nil {
 		return err
@@ -65,7 +66,10 @@ func (t *Engine) persist() error {
 		}
 		<-t.wake
 	}
-	if t.bgErr != nil && !errors.Is(t.bgErr, ErrNoSpace) {
+	// Background failures that may pass are no reason not to persist: what failed (an LSM
+	// compaction, an eviction) is optional or redone below. Only a sticky one (damage, a
+	// broken invariant) is.
+	if t.bgErr != nil {
 		return t.bgErr
 	}
 	ctx := context.Background()

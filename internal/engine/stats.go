@@ -62,6 +62,31 @@ type Stats struct {
 	L0StallNanos int64
 	PersistFiles int64 // L0 files Close wrote (tests: see flush)
 	PersistNanos int64 // time Close spent moving the tiers into the LsmStore
+
+	// Background failures (internal/engine doc.go, "Failures"). BackgroundErrors counts the
+	// background jobs — transforms, flushes, slice compactions, relocations, evictions, LSM
+	// compactions — that failed since Open, not counting budget shortages and cancellations
+	// (retried as part of normal operation); BackgroundRetries counts those whose failure may
+	// pass (EMFILE, EIO, ENOSPC, …) and which were therefore scheduled again after a backoff
+	// of 10 ms doubling to 1 s (1 s for a full disk). The difference is the failure, if any,
+	// that stopped the Store (damage or a broken invariant; writes report it).
+	// BackgroundRetrying is the number of kinds of background work whose last attempt failed
+	// and which wait for (or run) their retry now. LastBackgroundError is the text of the last
+	// failure, "" if none.
+	BackgroundErrors    int64
+	BackgroundRetries   int64
+	BackgroundRetrying  int
+	LastBackgroundError string
+
+	// The LsmStore's table cache (lsm doc.go, "Table cache"; Options.MaxOpenFiles): table
+	// files open now, and table reads that found their file open (hits) or opened it
+	// (misses, table opens at install and at Open included). OutOfFiles counts the LsmStore's
+	// file opens and creates refused for want of descriptors (EMFILE, ENFILE), after each of
+	// which the cache closed its idle files and the open was tried once more.
+	OpenTables       int
+	TableCacheHits   int64
+	TableCacheMisses int64
+	OutOfFiles       int64
 }
 
 // Stats returns a snapshot of the engine's statistics (States is the caller's to fill).
@@ -86,6 +111,10 @@ func (t *Engine) Stats() Stats {
 	st.BackpressureWaits, st.BackpressureNanos, st.BackpressureFailures = t.bpWaits, t.bpNanos, t.bpFailures
 	st.L0Stalls, st.L0StallNanos, st.Flushes, st.Relocations = t.l0Stalls, t.l0StallNanos, t.flushes, t.relocations
 	st.PersistFiles, st.PersistNanos = t.persistFiles, t.persistNanos
+	st.BackgroundErrors, st.BackgroundRetries, st.BackgroundRetrying = t.bgErrors, t.bgRetries, t.retrying
+	if t.lastBgErr != nil {
+		st.LastBackgroundError = t.lastBgErr.Error()
+	}
 	if t.db != nil {
 		m := t.db.Metrics()
 		for _, l := range m.Levels {
@@ -97,6 +126,8 @@ func (t *Engine) Stats() Stats {
 		st.LSMIngestedBytes = m.BytesIngested
 		st.LSMWrittenBytes = m.BytesFlushed + m.BytesCompacted
 		st.WriteAmplification = m.WriteAmplification
+		st.OpenTables, st.TableCacheHits, st.TableCacheMisses = m.OpenTables, m.TableCacheHits, m.TableCacheMisses
+		st.OutOfFiles = m.OutOfFiles
 	}
 	if lt, ok := t.low.(*lsmTier); ok && lt.cache != nil {
 		cs := lt.cache.Stats()

@@ -94,7 +94,7 @@ func (t *Engine) Apply(op Op) error {
 		if err == nil {
 			break
 		}
-		if !t.backpressure(err) {
+		if err = t.backpressure(err); err != nil {
 			return err
 		}
 	}
