@@ -71,7 +71,7 @@ import (
 // output before the segment it frees is dropped. A write refused with ErrMemoryBudget while
 // background work is in flight waits for it (backpressure, counted in Stats) and retries.
 
-// status is the outcome of a lookup in any tier (fresh.Status values).
+// status is the outcome of a lookup in any tier (base.Status, which fresh and slice return).
 type status = fresh.Status
 
 const (
@@ -290,7 +290,7 @@ func (t *tiers) Get(h uint64, key []byte) ([]byte, status) {
 	}
 	order := t.orderOf(key, h)
 	if v, st := t.sl.Get(order, key); st != slice.Absent {
-		return v, status(st)
+		return v, st
 	}
 	if t.low != nil {
 		if t.rc != nil {
@@ -356,7 +356,7 @@ func (t *tiers) MapGet(hm uint64, mapKey []byte, hu uint64, userKey []byte) ([]b
 	}
 	order := t.orderOf(mapKey, hm)
 	if v, st := t.sl.MapGet(order, mapKey, userKey); st != slice.Absent {
-		return v, status(st)
+		return v, st
 	}
 	if t.low != nil {
 		v, st, err := t.lr.mapGet(t.low, order, mapKey, userKey)
