@@ -161,7 +161,7 @@ func (g *gen) batch(n int) []base.Entry {
 		}
 		es = append(es, e)
 	}
-	slices.SortFunc(es, func(a, b base.Entry) int { return compareEntries(&a, &b) })
+	slices.SortFunc(es, func(a, b base.Entry) int { return base.Compare(&a, &b) })
 	return es
 }
 

@@ -328,7 +328,7 @@ func (r *Reader) searchBlocks(st *readState, lo, hi int, order uint64, key, user
 			return 0, &CorruptionError{File: r.name, Offset: int64(r.idx[m].off),
 				Err: ErrCorruption, Detail: "malformed entry in a verified block"}
 		}
-		less := st.e.Order < order || (st.e.Order == order && compareKey(st.e.Key, st.e.UserKey, key, userKey) < 0)
+		less := st.e.Order < order || (st.e.Order == order && base.CompareKey(st.e.Key, st.e.UserKey, key, userKey) < 0)
 		r.unpin(st)
 		if less {
 			res, i = m, m+1
