@@ -12,17 +12,17 @@ import (
 // MaxKeySize is the largest key, map key or user key in bytes.
 const MaxKeySize = 1<<16 - 1
 
-// Status is the outcome of a lookup in the FreshTable.
-type Status uint8
+// Status is the outcome of a lookup in the FreshTable: base.Status, shared
+// with the SliceTable and the read path (Absent: older tiers may hold the
+// key; Found: returned; Deleted: a tombstone or a cleared map shadows older
+// tiers).
+type Status = base.Status
 
+// The statuses, as base defines them.
 const (
-	// Absent: the FreshTable holds nothing for the key; older tiers may.
-	Absent Status = iota
-	// Found: the value (or list, or map entry) is returned.
-	Found
-	// Deleted: a tombstone (or a cleared map) shadows older data; older
-	// tiers must not be consulted.
-	Deleted
+	Absent  = base.Absent
+	Found   = base.Found
+	Deleted = base.Deleted
 )
 
 // Options configures a Table.

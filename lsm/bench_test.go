@@ -23,7 +23,7 @@ func benchEntries(rng *rand.Rand, n, valueSize int, seq *uint64) []base.Entry {
 		*seq++
 		es[i] = base.Entry{Order: orderOf(string(key), 64), Hash: k, Seq: *seq, Kind: base.KindValue, Key: key, Value: val}
 	}
-	slices.SortFunc(es, func(a, b base.Entry) int { return compareEntries(&a, &b) })
+	slices.SortFunc(es, func(a, b base.Entry) int { return base.Compare(&a, &b) })
 	return slices.CompactFunc(es, func(a, b base.Entry) bool { return a.Order == b.Order && string(a.Key) == string(b.Key) })
 }
 

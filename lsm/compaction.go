@@ -1,7 +1,6 @@
 package lsm
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -171,24 +170,43 @@ func (j *CompactionJob) Run(ctx context.Context) error {
 
 func (j *CompactionJob) run(ctx context.Context) error {
 	d := j.d
-	var m merger
+	// Sources newest first (L0 files in install order, then the next
+	// level), so the merge puts the newer copy of a duplicate first and the
+	// resolver skips the other.
+	var srcs []base.Iterator
+	var closers []interface{ Close() error }
 	for _, t := range j.inputs[0] {
 		j.stats.BytesRead += t.meta.Size
-		m.add(t.r.NewIter())
+		it := t.r.NewIter()
+		srcs, closers = append(srcs, it), append(closers, it)
 	}
 	for _, t := range j.inputs[1] {
 		j.stats.BytesRead += t.meta.Size
 	}
 	if len(j.inputs[1]) > 0 {
-		m.add(&levelIter{files: j.inputs[1]})
+		it := &levelIter{files: j.inputs[1]}
+		srcs, closers = append(srcs, it), append(closers, it)
 	}
-	defer m.close()
+	defer func() {
+		for _, c := range closers {
+			c.Close()
+		}
+	}()
+	m := base.NewMergingIter(srcs...)
 
-	var r resolver
-	r.filter = d.opts.Filter
-	r.bottom = j.bottom
+	// The merge rules are base.Resolver's (doc.go, "Merge rules"); the
+	// compaction filter decides which tombstones go (DefaultFilter: at the
+	// bottom), so the resolver itself drops none.
+	filter, bottom := d.opts.Filter, j.bottom
+	r := base.Resolver{Bottom: bottom}
+	r.Filter = func(e *base.Entry) (base.Decision, *base.Entry) {
+		if filter(e, bottom) {
+			return base.FilterDrop, nil
+		}
+		return base.FilterKeep, nil
+	}
 	out := d.newOutput()
-	r.emit = func(e *base.Entry) error {
+	r.Emit = func(e *base.Entry) error {
 		if out.open && out.w.EstimatedSize() >= d.opts.TargetFileSize {
 			if last, ok := out.w.LastOrder(); ok && last != e.Order {
 				t, err := out.finish()
@@ -202,7 +220,7 @@ func (j *CompactionJob) run(ctx context.Context) error {
 		return out.add(e)
 	}
 	n := 0
-	for m.next() {
+	for m.Next() {
 		if n++; n&1023 == 0 {
 			if err := ctx.Err(); err != nil {
 				out.abandon()
@@ -210,16 +228,16 @@ func (j *CompactionJob) run(ctx context.Context) error {
 			}
 		}
 		j.stats.EntriesIn++
-		if err := r.push(m.cur); err != nil {
+		if err := r.Add(m.Entry()); err != nil {
 			out.abandon()
 			return err
 		}
 	}
-	if err := m.err(); err != nil {
+	if err := m.Err(); err != nil {
 		out.abandon()
 		return err
 	}
-	if err := r.flush(); err != nil {
+	if err := r.Finish(); err != nil {
 		out.abandon()
 		return err
 	}
@@ -230,7 +248,7 @@ func (j *CompactionJob) run(ctx context.Context) error {
 		}
 		j.outputs = append(j.outputs, t)
 	}
-	j.stats.Dropped = r.dropped
+	j.stats.Dropped = r.Stats().Dropped
 	if len(j.outputs) > 0 {
 		if err := syncDir(d.fs, d.dir); err != nil {
 			return err
@@ -358,129 +376,4 @@ func (l *levelIter) Close() error {
 		l.it = nil
 	}
 	return nil
-}
-
-type closingIter interface {
-	base.Iterator
-	Close() error
-}
-
-// merger merges sources in entry order. Sources are added newest first; of
-// two equal entries (same Order, Key, UserKey and Seq, which a correct writer
-// never produces) the newer source's comes first and the resolver skips the
-// other. A binary heap of source indices keeps the next entry of each.
-type merger struct {
-	srcs  []closingIter
-	heap  []int
-	cur   *base.Entry
-	first bool
-	e     error
-}
-
-func (m *merger) add(it closingIter) { m.srcs = append(m.srcs, it) }
-
-func (m *merger) less(a, b int) bool {
-	c := compareEntries(m.srcs[a].Entry(), m.srcs[b].Entry())
-	if c != 0 {
-		return c < 0
-	}
-	return a < b
-}
-
-func (m *merger) down(i int) {
-	h := m.heap
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			return
-		}
-		s := l
-		if r := l + 1; r < len(h) && m.less(h[r], h[l]) {
-			s = r
-		}
-		if !m.less(h[s], h[i]) {
-			return
-		}
-		h[i], h[s] = h[s], h[i]
-		i = s
-	}
-}
-
-// advance moves source h[0] on and restores the heap.
-func (m *merger) advance() bool {
-	top := m.heap[0]
-	if m.srcs[top].Next() {
-		m.down(0)
-		return true
-	}
-	if err := m.srcs[top].Err(); err != nil {
-		m.e = err
-		return false
-	}
-	last := len(m.heap) - 1
-	m.heap[0] = m.heap[last]
-	m.heap = m.heap[:last]
-	if len(m.heap) > 0 {
-		m.down(0)
-	}
-	return true
-}
-
-func (m *merger) next() bool {
-	if m.e != nil {
-		return false
-	}
-	if !m.first {
-		m.first = true
-		for i, s := range m.srcs {
-			if s.Next() {
-				m.heap = append(m.heap, i)
-			} else if err := s.Err(); err != nil {
-				m.e = err
-				return false
-			}
-		}
-		for i := len(m.heap)/2 - 1; i >= 0; i-- {
-			m.down(i)
-		}
-	} else if !m.advance() {
-		return false
-	}
-	if len(m.heap) == 0 {
-		return false
-	}
-	m.cur = m.srcs[m.heap[0]].Entry()
-	return true
-}
-
-func (m *merger) err() error { return m.e }
-
-func (m *merger) close() {
-	for _, s := range m.srcs {
-		s.Close()
-	}
-}
-
-// compareEntries orders entries by (Order asc, Key asc, UserKey asc, Seq
-// desc), the order of every file (internal/entry).
-func compareEntries(a, b *base.Entry) int {
-	if a.Order != b.Order {
-		if a.Order < b.Order {
-			return -1
-		}
-		return 1
-	}
-	if c := bytes.Compare(a.Key, b.Key); c != 0 {
-		return c
-	}
-	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
-		return c
-	}
-	switch {
-	case a.Seq > b.Seq:
-		return -1
-	case a.Seq < b.Seq:
-		return 1
-	}
-	return 0
 }

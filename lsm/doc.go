@@ -284,10 +284,11 @@
 // marks both busy from pick to install, so concurrent jobs touch disjoint
 // level pairs, e.g. L0→L1 beside L3→L4). An L0 job takes every L0 file plus
 // the overlapping L1 files; an Li job takes one file (round robin by Order)
-// plus the overlapping Li+1 files. Run merges the inputs (a heap over L0
-// files newest first and the next level concatenated) and writes outputs of
-// about TargetFileSize; InstallCompaction writes one edit deleting the
-// inputs and adding the outputs. Files installed into L0 during a job are
+// plus the overlapping Li+1 files. Run merges the inputs (base.MergingIter
+// over the L0 files newest first and the next level concatenated), resolves
+// them ("Merge rules") and writes outputs of about TargetFileSize;
+// InstallCompaction writes one edit deleting the inputs and adding the
+// outputs. Files installed into L0 during a job are
 // newer than all its inputs (6), so nothing it writes can hide them.
 //
 // # Table cache
@@ -327,25 +328,16 @@
 //
 // # Merge rules
 //
-// Within a compaction, for each group of versions of one (Order, Key,
-// UserKey), newest first:
-//
-//   - A map tombstone — KindTombstone with an empty UserKey, the first group
-//     of a run (Order, Key) — hides every entry of the run with a smaller
-//     Seq: those are dropped. The newest such tombstone is kept (below a newer
-//     map entry of user key "" too, for maps) until the bottom.
-//   - Newest wins: if the newest version is not a KindListAppend operand, it
-//     is kept and the older versions are dropped.
-//   - Operands (KindListAppend) stack on the newest base below them: with a
-//     KindListBase base in the inputs they combine into one KindListBase
-//     (base bytes then operands oldest to newest, Seq of the newest operand);
-//     over a tombstone (or any other base) they become a KindListBase of the
-//     operands alone; with no base in the inputs they combine into one
-//     operand, or, at the bottom, into a KindListBase. List batches are
-//     caller-framed and concatenate.
-//   - The compaction filter then sees each survivor with bottom; the default
-//     drops tombstones (KindTombstone, KindMapEntryTombstone) at the bottom.
-//     The TTL work installs a filter that also drops expired values.
+// A compaction applies the merge rules of internal/base (doc.go, "Merge
+// rules"; base.Resolver) to its merged inputs: newest wins per (Order, Key,
+// UserKey); list operands stack on the newest base below them, and with no
+// base in the inputs stay one operand — or, at the bottom (Resolver.Bottom =
+// CompactionJob.Bottom), become a KindListBase; a map's clear hides older
+// entries of the map; no list size cap. The compaction filter then sees
+// each survivor with bottom (base.Filter adapts it): DefaultFilter drops
+// tombstones (KindTombstone, KindMapEntryTombstone) at the bottom and only
+// there, so the resolver's own DropTombstones stays off. The TTL work
+// installs a filter that also drops expired values.
 //
 // # Failed manifest writes
 //

@@ -161,7 +161,7 @@ func (g *gen) batch(n int) []base.Entry {
 		}
 		es = append(es, e)
 	}
-	slices.SortFunc(es, func(a, b base.Entry) int { return compareEntries(&a, &b) })
+	slices.SortFunc(es, func(a, b base.Entry) int { return base.Compare(&a, &b) })
 	return es
 }
 
@@ -306,7 +306,7 @@ func readKey(d *DB, k testKey) (string, error) {
 		return "", err
 	}
 	for i := 1; i < len(es); i++ {
-		if !mapEntryLess(&es[i-1], &es[i]) {
+		if base.Compare(&es[i-1], &es[i]) >= 0 {
 			return "", fmt.Errorf("map %s: MapRange out of order at %d: %q/%d then %q/%d", k.key, i,
 				es[i-1].UserKey, es[i-1].Seq, es[i].UserKey, es[i].Seq)
 		}

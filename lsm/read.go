@@ -78,7 +78,7 @@ func (d *DB) MapRange(order uint64, mapKey []byte, visit func(*base.Entry) bool)
 			if h == s.runs[i+1] {
 				continue
 			}
-			if best < 0 || mapEntryLess(&s.ents[h], &s.ents[s.heads[best]]) {
+			if best < 0 || base.Compare(&s.ents[h], &s.ents[s.heads[best]]) < 0 {
 				best = i // ties go to the earlier (newer) source
 			}
 		}
@@ -105,14 +105,6 @@ func (s *mapRangeScratch) copy(b []byte) []byte {
 	n := len(s.arena)
 	s.arena = append(s.arena, b...)
 	return s.arena[n:len(s.arena):len(s.arena)]
-}
-
-// mapEntryLess orders entries of one map: UserKey ascending, Seq descending.
-func mapEntryLess(a, b *base.Entry) bool {
-	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
-		return c < 0
-	}
-	return a.Seq > b.Seq
 }
 
 // LevelMetrics describes one level.

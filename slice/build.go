@@ -1,7 +1,6 @@
 package slice
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -24,11 +23,8 @@ type builder struct {
 	maxSeq uint64
 	bucket uint64
 
-	prevOrder uint64
-	prevKey   []byte
-	prevUK    []byte
-	prevSeq   uint64
-	started   bool
+	prev    base.Entry // the last entry added (Key, UserKey: copies); Order, Key, UserKey, Seq only
+	started bool
 
 	out []*Slice
 }
@@ -48,15 +44,14 @@ func (b *builder) add(e *base.Entry) error {
 		return fmt.Errorf("%w: a %v entry with a user key", ErrEntry, e.Kind)
 	}
 	if b.started {
-		c := cmpOrder(b.prevOrder, b.prevKey, b.prevUK, e.Order, e.Key, e.UserKey)
-		if c > 0 || c == 0 && b.prevSeq <= e.Seq {
-			return fmt.Errorf("%w: order %#x seq %d after order %#x seq %d", ErrUnsorted, e.Order, e.Seq, b.prevOrder, b.prevSeq)
+		if base.Compare(&b.prev, e) >= 0 {
+			return fmt.Errorf("%w: order %#x seq %d after order %#x seq %d", ErrUnsorted, e.Order, e.Seq, b.prev.Order, b.prev.Seq)
 		}
 	}
 	b.started = true
-	b.prevOrder, b.prevSeq = e.Order, e.Seq
-	b.prevKey = append(b.prevKey[:0], e.Key...)
-	b.prevUK = append(b.prevUK[:0], e.UserKey...)
+	b.prev.Order, b.prev.Seq = e.Order, e.Seq
+	b.prev.Key = append(b.prev.Key[:0], e.Key...)
+	b.prev.UserKey = append(b.prev.UserKey[:0], e.UserKey...)
 
 	rs := recordSize(e)
 	bucket := e.Order >> b.shift
@@ -168,9 +163,4 @@ func (t *Table) Build(ctx context.Context, it base.Iterator) ([]*Slice, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// sameKey reports whether two entries are versions of one (Key, UserKey).
-func sameKey(a, b *base.Entry) bool {
-	return a.Order == b.Order && bytes.Equal(a.Key, b.Key) && bytes.Equal(a.UserKey, b.UserKey)
 }

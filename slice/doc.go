@@ -7,7 +7,7 @@
 //
 // # Terms
 //
-//   - Entry: one version of a key (internal/entry): order hash, key hash,
+//   - Entry: one version of a key (internal/base): order hash, key hash,
 //     user-key hash, sequence number, kind, key, user key, value. Slices
 //     hold entries in (Order, Key, UserKey, Seq descending) order.
 //   - Slice: one immutable sorted run of entries in one block of the slice
@@ -168,13 +168,14 @@
 // PickCompaction proposes the longest chain above CompactionThreshold
 // runs. It takes the newest runs, adding an older one while that run is at
 // most twice the bytes already taken (size-tiered, so a big old run is not
-// rewritten for each small new one), at least two. Run merges them (a
-// heap over the runs) and, per key: keeps the newest version; resolves
-// list operands over a base, a tombstone or — at the end of the chain with
-// nothing below — over nothing, into one base batch (batches concatenate,
-// see the root package's list framing), unless the list exceeds
-// MaxListMerge bytes; drops map entries older than the map's newest clear;
-// and drops tombstones only as invariant 10 allows. The output is one run.
+// rewritten for each small new one), at least two. Run merges them
+// (base.MergingIter, newest run first) and resolves every key with
+// base.Resolver, the merge rules of internal/base (doc.go, "Merge rules"):
+// the newest version wins; list operands join their base, a tombstone or —
+// at the end of the chain with nothing below (Bottom) — nothing, into one
+// base batch unless the list exceeds MaxListMerge bytes (MaxList); map
+// entries older than the map's newest clear go; tombstones go only as
+// invariant 10 allows (DropTombstones). The output is one run.
 //
 // The threshold is measured (BenchmarkGet: 256K keys, 64 buckets, a hit
 // on a key in any run, amd64 EPYC, Go 1.26.8, a loaded 2-vCPU machine): a

@@ -1,7 +1,6 @@
 package slice
 
 import (
-	"bytes"
 	"encoding/binary"
 	"hash/crc32"
 	"unsafe"
@@ -289,8 +288,7 @@ func validate(b []byte) error {
 	}
 	next := headerSize + (fpSize+offSize)*n
 	var minSeq, maxSeq uint64 = ^uint64(0), 0
-	var pk, pu []byte
-	var pseq, pfp uint64
+	var prev, cur base.Entry // Order, Key, UserKey and Seq of records i-1 and i
 	for i := 0; i < n; i++ {
 		off := offAt(i)
 		if off != next {
@@ -323,14 +321,11 @@ func validate(b []byte) error {
 		end := off + hdr + kl + ul + vl
 		key, uk := r[hdr:hdr+kl], r[hdr+kl:hdr+kl+ul]
 		seq := binary.LittleEndian.Uint64(r[recSeq:])
-		fp := fpAt(i)
-		if i > 0 {
-			c := cmpOrder(pfp, pk, pu, fp, key, uk)
-			if c > 0 || c == 0 && pseq <= seq {
-				return base.Corrupt("", int64(off), nil, "record %d at %d out of order", i, off)
-			}
+		cur.Order, cur.Key, cur.UserKey, cur.Seq = fpAt(i), key, uk, seq
+		if i > 0 && base.Compare(&prev, &cur) >= 0 {
+			return base.Corrupt("", int64(off), nil, "record %d at %d out of order", i, off)
 		}
-		pk, pu, pseq, pfp = key, uk, seq, fp
+		prev = cur
 		minSeq, maxSeq = min(minSeq, seq), max(maxSeq, seq)
 		next = end
 	}
@@ -344,19 +339,4 @@ func validate(b []byte) error {
 		return base.Corrupt("", -1, nil, "sequence range in header does not match the records")
 	}
 	return nil
-}
-
-// cmpOrder compares (order, key, userKey) of two entries: -1, 0 or +1.
-// Ties are broken by descending sequence number by the callers.
-func cmpOrder(oa uint64, ka, ua []byte, ob uint64, kb, ub []byte) int {
-	if oa != ob {
-		if oa < ob {
-			return -1
-		}
-		return 1
-	}
-	if c := bytes.Compare(ka, kb); c != 0 {
-		return c
-	}
-	return bytes.Compare(ua, ub)
 }

@@ -65,7 +65,7 @@ func FuzzDecode(f *testing.F) {
 			var e base.Entry
 			s.Entry(i, &e)
 			if i > 0 {
-				if c := cmpOrder(prev.Order, prev.Key, prev.UserKey, e.Order, e.Key, e.UserKey); c > 0 || c == 0 && prev.Seq <= e.Seq {
+				if base.Compare(&prev, &e) >= 0 {
 					t.Fatalf("accepted slice out of order at %d", i)
 				}
 			}

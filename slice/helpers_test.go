@@ -2,7 +2,6 @@ package slice
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"slices"
 	"testing"
@@ -28,10 +27,7 @@ func iterOf(es ...base.Entry) *listIter { return &listIter{es: es} }
 // sortEntries sorts es in the order the tiers below the FreshTable use.
 func sortEntries(es []base.Entry) {
 	slices.SortFunc(es, func(a, b base.Entry) int {
-		if c := cmpOrder(a.Order, a.Key, a.UserKey, b.Order, b.Key, b.UserKey); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.Seq, a.Seq)
+		return base.Compare(&a, &b)
 	})
 }
 

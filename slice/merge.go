@@ -1,23 +1,28 @@
 package slice
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 
 	"github.com/strata-db/strata/internal/base"
 )
 
-// source is one input of a merge: a sequence of slices with ascending,
-// disjoint key ranges (a run, or a single slice), read in order.
-type source struct {
-	slices []*Slice
-	si, i  int
-	rank   int // lower is newer: breaks ties that sequence numbers cannot
-	e      base.Entry
+// runIter reads a sequence of slices with ascending, disjoint key ranges (a
+// run, or a single slice) in entry order: one source of a merge. It reads
+// only immutable slice bytes, so background jobs run it (invariant 9), and
+// the entries' bytes stay valid as long as the slices (base.Resolver.Stable).
+type runIter struct {
+	slices  []*Slice
+	si, i   int
+	started bool
+	e       base.Entry
 }
 
-func (s *source) load() bool {
+func (s *runIter) Next() bool {
+	if s.started {
+		s.i++
+	}
+	s.started = true
 	for s.si < len(s.slices) {
 		if sl := s.slices[s.si]; s.i < sl.count {
 			sl.Entry(s.i, &s.e)
@@ -29,223 +34,19 @@ func (s *source) load() bool {
 	return false
 }
 
-// less orders sources by their current entries: (Order, Key, UserKey,
-// Seq descending), then rank.
-func (a *source) less(b *source) bool {
-	if c := cmpOrder(a.e.Order, a.e.Key, a.e.UserKey, b.e.Order, b.e.Key, b.e.UserKey); c != 0 {
-		return c < 0
-	}
-	if a.e.Seq != b.e.Seq {
-		return a.e.Seq > b.e.Seq
-	}
-	return a.rank < b.rank
-}
+func (s *runIter) Entry() *base.Entry { return &s.e }
+func (s *runIter) Err() error         { return nil }
 
-// mergeIter merges sources into one sorted stream; it implements
-// base.Iterator. It reads only immutable slice bytes, so background jobs
-// run it (invariant 9).
-type mergeIter struct {
-	srcs    []source
-	heap    []int // indices into srcs, a binary min-heap
-	started bool
-	cur     *base.Entry
-}
-
-func newMergeIter(inputs [][]*Slice) *mergeIter {
-	m := &mergeIter{srcs: make([]source, len(inputs))}
+// newMergeIter merges runs, newest first (ties, which a correct chain never
+// holds, go to the newer run), into one stream in entry order.
+func newMergeIter(inputs [][]*Slice) *base.MergingIter {
+	runs := make([]runIter, len(inputs))
+	srcs := make([]base.Iterator, len(inputs))
 	for i, in := range inputs {
-		m.srcs[i] = source{slices: in, rank: i}
+		runs[i].slices = in
+		srcs[i] = &runs[i]
 	}
-	return m
-}
-
-func (m *mergeIter) Next() bool {
-	if !m.started {
-		m.started = true
-		for i := range m.srcs {
-			if m.srcs[i].load() {
-				m.heap = append(m.heap, i)
-			}
-		}
-		for i := len(m.heap)/2 - 1; i >= 0; i-- {
-			m.down(i)
-		}
-	} else if len(m.heap) > 0 {
-		s := &m.srcs[m.heap[0]]
-		s.i++
-		if !s.load() {
-			m.heap[0] = m.heap[len(m.heap)-1]
-			m.heap = m.heap[:len(m.heap)-1]
-		}
-		if len(m.heap) > 0 {
-			m.down(0)
-		}
-	}
-	if len(m.heap) == 0 {
-		m.cur = nil
-		return false
-	}
-	m.cur = &m.srcs[m.heap[0]].e
-	return true
-}
-
-func (m *mergeIter) down(i int) {
-	h := m.heap
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			return
-		}
-		j := l
-		if r := l + 1; r < len(h) && m.srcs[h[r]].less(&m.srcs[h[l]]) {
-			j = r
-		}
-		if !m.srcs[h[j]].less(&m.srcs[h[i]]) {
-			return
-		}
-		h[i], h[j] = h[j], h[i]
-		i = j
-	}
-}
-
-func (m *mergeIter) Entry() *base.Entry { return m.cur }
-func (m *mergeIter) Err() error         { return nil }
-
-// resolver drops shadowed versions from a sorted stream and resolves list
-// operands (doc.go, "Compaction"), passing what survives to emit in
-// order. It buffers the versions of one (Key, UserKey) at a time.
-type resolver struct {
-	drop    bool // no older data can exist below: tombstones may go
-	maxList int
-	emit    func(*base.Entry) error
-
-	group   []base.Entry // versions of one (Order, Key, UserKey), newest first
-	keep    []bool
-	mapKey  []byte // (Order, Key) the clear below belongs to
-	mapOrd  uint64
-	clear   uint64 // seq of the newest key-level tombstone of mapKey
-	cleared bool
-	list    []byte // scratch for a resolved list
-	listE   base.Entry
-}
-
-func (r *resolver) add(e *base.Entry) error {
-	if len(r.group) > 0 && !sameKey(&r.group[0], e) {
-		if err := r.flush(); err != nil {
-			return err
-		}
-	}
-	r.group = append(r.group, *e)
-	return nil
-}
-
-func (r *resolver) flush() error {
-	g := r.group
-	if len(g) == 0 {
-		return nil
-	}
-	if !(r.cleared && g[0].Order == r.mapOrd && bytes.Equal(g[0].Key, r.mapKey)) {
-		r.cleared = false
-	}
-	r.keep = append(r.keep[:0], make([]bool, len(g))...)
-	var repl *base.Entry // replaces the newest key-level version
-	// Key-level versions (user key ""): the newest decides.
-	first := -1
-	for i := range g {
-		if !isMapKind(g[i].Kind) {
-			first = i
-			break
-		}
-	}
-	if first >= 0 {
-		v := &g[first]
-		switch v.Kind {
-		case base.KindTombstone:
-			r.mapOrd, r.clear, r.cleared = v.Order, v.Seq, true
-			r.mapKey = append(r.mapKey[:0], v.Key...)
-			r.keep[first] = !r.drop
-		case base.KindListAppend:
-			repl = r.resolveList(g, first)
-		default: // value, list base
-			r.keep[first] = true
-		}
-	}
-	// Map entries: the newest version decides unless a clear hides it.
-	for i := range g {
-		if !isMapKind(g[i].Kind) {
-			continue
-		}
-		v := &g[i]
-		if r.cleared && v.Seq < r.clear {
-			break
-		}
-		r.keep[i] = v.Kind == base.KindMapEntry || !r.drop
-		break
-	}
-	for i := range g {
-		switch {
-		case repl != nil && i == first:
-			if err := r.emit(repl); err != nil {
-				return err
-			}
-		case r.keep[i]:
-			if err := r.emit(&g[i]); err != nil {
-				return err
-			}
-		}
-	}
-	r.group = r.group[:0]
-	return nil
-}
-
-// resolveList handles a key whose newest key-level version (g[first]) is
-// an appended batch: it marks what to keep and returns a replacement entry
-// for g[first], or nil to keep versions as they are.
-func (r *resolver) resolveList(g []base.Entry, first int) *base.Entry {
-	j := first
-	total := 0
-	for ; j < len(g); j++ {
-		if isMapKind(g[j].Kind) {
-			continue
-		}
-		if g[j].Kind != base.KindListAppend {
-			break
-		}
-		total += len(g[j].Value)
-	}
-	end := j // g[end] is the base, value or tombstone below the operands, if any
-	hasBase := end < len(g) && (g[end].Kind == base.KindListBase || g[end].Kind == base.KindValue)
-	if hasBase {
-		total += len(g[end].Value)
-	}
-	if total > r.maxList {
-		for i := first; i <= end && i < len(g); i++ {
-			if !isMapKind(g[i].Kind) {
-				r.keep[i] = true
-			}
-		}
-		if end < len(g) && g[end].Kind == base.KindTombstone && r.drop {
-			r.keep[end] = false
-		}
-		return nil
-	}
-	r.list = r.list[:0]
-	if hasBase {
-		r.list = append(r.list, g[end].Value...)
-	}
-	for i := end - 1; i >= first; i-- {
-		if !isMapKind(g[i].Kind) {
-			r.list = append(r.list, g[i].Value...)
-		}
-	}
-	r.listE = g[first]
-	r.listE.Value = r.list
-	// Operands over a base or a tombstone are the whole list; operands
-	// over nothing stay an operand unless nothing can lie below.
-	if end < len(g) || r.drop {
-		r.listE.Kind = base.KindListBase
-	}
-	return &r.listE
+	return base.NewMergingIter(srcs...)
 }
 
 // Compaction is one memory-compaction job: a contiguous range of runs of
@@ -336,10 +137,12 @@ func runBytes(r *run) int64 {
 	return n
 }
 
-// Run merges the job's runs into new slices: it drops shadowed versions,
-// resolves list operands over a base (or over nothing when nothing lies
-// below), drops entries hidden by a map's clear, and drops tombstones only
-// when the inputs end the chain and no lower tier holds data. It is a pure
+// Run merges the job's runs into new slices with the merge rules of
+// base.Resolver (internal/base doc.go, "Merge rules"): it drops shadowed
+// versions, resolves list operands over a base (or over nothing when
+// nothing lies below) up to Options.MaxListMerge bytes, drops entries
+// hidden by a map's clear, and drops tombstones only when the inputs end
+// the chain and no lower tier holds data (invariant 10). It is a pure
 // function of immutable slices and the thread-safe allocator, meant for a
 // background job; it checks ctx every 256 entries. Errors: ctx.Err(), a
 // wrapped memory.ErrMemoryBudget, ErrJob if run twice; on error the job
@@ -350,7 +153,9 @@ func (c *Compaction) Run(ctx context.Context) error {
 	}
 	c.ran = true
 	b := newBuilder(c.t.a, c.t.shift)
-	res := &resolver{drop: c.drop, maxList: c.maxList, emit: b.add}
+	// Slice memory is immutable while the job runs, so the resolver keeps
+	// pointers into it (Stable) instead of copying.
+	res := &base.Resolver{Bottom: c.drop, DropTombstones: c.drop, MaxList: c.maxList, Stable: true, Emit: b.add}
 	m := newMergeIter(c.inputs)
 	for n := 0; m.Next(); n++ {
 		if n&255 == 255 {
@@ -359,12 +164,12 @@ func (c *Compaction) Run(ctx context.Context) error {
 				return err
 			}
 		}
-		if err := res.add(m.Entry()); err != nil {
+		if err := res.Add(m.Entry()); err != nil {
 			b.abort()
 			return err
 		}
 	}
-	if err := res.flush(); err != nil {
+	if err := res.Finish(); err != nil {
 		b.abort()
 		return err
 	}

@@ -36,7 +36,7 @@ func (l *lowerTier) Evict(it base.Iterator) error {
 		e.Key, e.UserKey, e.Value = clone(e.Key), clone(e.UserKey), clone(e.Value)
 		if n := len(got); n > 0 {
 			p := &got[n-1]
-			if c := cmpOrder(p.Order, p.Key, p.UserKey, e.Order, e.Key, e.UserKey); c > 0 || c == 0 && p.Seq <= e.Seq {
+			if base.Compare(p, &e) >= 0 {
 				return fmt.Errorf("sink: run out of order at seq %d", e.Seq)
 			}
 		}

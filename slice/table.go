@@ -8,31 +8,18 @@ import (
 	"github.com/strata-db/strata/internal/base"
 )
 
-// Status is the outcome of a lookup in the SliceTable.
-type Status uint8
+// Status is the outcome of a lookup in the SliceTable: base.Status, shared
+// with the FreshTable and the read path (Absent: lower tiers may hold the
+// key; Found: returned; Deleted: a tombstone or a cleared map shadows lower
+// tiers).
+type Status = base.Status
 
+// The statuses, as base defines them.
 const (
-	// Absent: the SliceTable holds nothing for the key; lower tiers may.
-	Absent Status = iota
-	// Found: the value (or map entry) is returned.
-	Found
-	// Deleted: a tombstone (or a cleared map) shadows older data; lower
-	// tiers must not be consulted.
-	Deleted
+	Absent  = base.Absent
+	Found   = base.Found
+	Deleted = base.Deleted
 )
-
-// String returns the status name, for tests and errors.
-func (s Status) String() string {
-	switch s {
-	case Absent:
-		return "absent"
-	case Found:
-		return "found"
-	case Deleted:
-		return "deleted"
-	}
-	return "status(?)"
-}
 
 // Defaults of Options (doc.go explains how they were chosen).
 const (

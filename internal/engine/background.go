@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +8,6 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/fresh"
-	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/memory"
 	"github.com/strata-db/strata/scheduler"
 	"github.com/strata-db/strata/slice"
@@ -262,21 +259,6 @@ func (t *Engine) transform(ctx context.Context, seg *fresh.SealedSegment) ([]*sl
 	}
 	defer ents.release()
 	return t.sl.Build(ctx, ents)
-}
-
-// compareEntries orders entries as the tiers below the FreshTable keep them: Order, Key,
-// UserKey ascending, Seq descending.
-func compareEntries(a, b base.Entry) int {
-	if c := cmp.Compare(a.Order, b.Order); c != 0 {
-		return c
-	}
-	if c := bytes.Compare(a.Key, b.Key); c != 0 {
-		return c
-	}
-	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
-		return c
-	}
-	return cmp.Compare(b.Seq, a.Seq)
 }
 
 // poll installs finished background work, unless a map iteration is open (table.go, protocol

@@ -82,7 +82,7 @@ func (it *sliceIter) Err() error         { return nil }
 
 func slicesSortEntries(ents []base.Entry) {
 	for i := 1; i < len(ents); i++ {
-		for j := i; j > 0 && compareEntries(ents[j], ents[j-1]) < 0; j-- {
+		for j := i; j > 0 && base.Compare(&ents[j], &ents[j-1]) < 0; j-- {
 			ents[j], ents[j-1] = ents[j-1], ents[j]
 		}
 	}

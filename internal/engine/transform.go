@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -17,7 +16,7 @@ import (
 // record per live entry (its order hash, its hash, its offset in the segment and a tie-break
 // for the entries of one map; no pointers, so the garbage collector never scans it), a radix
 // sort on the order hash puts them in order, runs of equal order hashes (the entries of one map,
-// or hash collisions) are ordered by the tie-break, or by compareEntries on the decoded entries
+// or hash collisions) are ordered by the tie-break, or by base.Compare on the decoded entries
 // when the tie-break cannot decide, and the iterator decodes each entry again from the segment
 // when the consumer reaches it, touching a batch of records first so that their cache misses
 // overlap. The record buffers are pooled: back-to-back transforms reuse them.
@@ -108,7 +107,7 @@ func (it *segIter) release() {
 
 // segmentEntries returns an iterator over the live records of a sealed segment as entries with
 // their hashes (Hash of the composite key, the order hash of its key group, the user-key hash
-// of map entries), in entry order (compareEntries). The caller releases it when done; the
+// of map entries), in entry order (base.Compare). The caller releases it when done; the
 // entries' bytes alias the segment, which must outlive the iteration.
 func (t *Engine) segmentEntries(ctx context.Context, seg *fresh.SealedSegment) (*segIter, error) {
 	buf := getSegRecs()
@@ -202,7 +201,7 @@ func radixSortSegRecs(recs, tmp []segRec) []segRec {
 	return tmp
 }
 
-// sortEqualOrders orders every run of records with the same order hash by compareEntries (the
+// sortEqualOrders orders every run of records with the same order hash by base.Compare (the
 // radix sort left them in segment order): the entries of one map share their map key's order
 // hash, and different keys may collide.
 func sortEqualOrders(seg *fresh.SealedSegment, recs []segRec) error {
@@ -232,12 +231,12 @@ func sortEqualOrders(seg *fresh.SealedSegment, recs []segRec) error {
 			}
 			if len(idx) <= 16 { // the entries of a small map in one segment
 				for a := 1; a < len(idx); a++ {
-					for b := a; b > 0 && compareRunEntries(&ents[idx[b]], &ents[idx[b-1]]) < 0; b-- {
+					for b := a; b > 0 && base.Compare(&ents[idx[b]], &ents[idx[b-1]]) < 0; b-- {
 						idx[b], idx[b-1] = idx[b-1], idx[b]
 					}
 				}
 			} else {
-				slices.SortFunc(idx, func(x, y int) int { return compareRunEntries(&ents[x], &ents[y]) })
+				slices.SortFunc(idx, func(x, y int) int { return base.Compare(&ents[x], &ents[y]) })
 			}
 			sorted := true
 			for k, x := range idx {
@@ -265,7 +264,7 @@ var touchSink byte
 
 // sortMapRun orders a run of equal orders without decoding it when it can: every record holds
 // the same key (one kref: the entries of one map, and its base header) and every user key is at
-// most 8 bytes, so (tie, uklen) orders them as compareEntries does, unless two are equal (then
+// most 8 bytes, so (tie, uklen) orders them as base.Compare does, unless two are equal (then
 // the versions need their sequence numbers). It reports whether it did; if not, the run's order
 // is unspecified.
 func sortMapRun(run []segRec) bool {
@@ -295,15 +294,4 @@ func sortMapRun(run []segRec) bool {
 		}
 	}
 	return true
-}
-
-// compareRunEntries is compareEntries for entries of equal Order.
-func compareRunEntries(a, b *base.Entry) int {
-	if c := bytes.Compare(a.Key, b.Key); c != 0 {
-		return c
-	}
-	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
-		return c
-	}
-	return cmp.Compare(b.Seq, a.Seq)
 }

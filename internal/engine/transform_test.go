@@ -45,7 +45,7 @@ func TestRadixSortSegRecs(t *testing.T) {
 // TestSegmentEntriesOrder seals a segment of maps whose user keys take both tie-break paths
 // (short keys ordered without decoding; long keys, prefixes with zero bytes, cleared maps with
 // a base header, removed entries, values and lists beside them) and checks that segmentEntries
-// yields every live record once, in compareEntries order.
+// yields every live record once, in base.Compare order.
 func TestSegmentEntriesOrder(t *testing.T) {
 	s := openTest(t, Options{})
 	r := rand.New(rand.NewPCG(3, 4))
@@ -93,7 +93,7 @@ func TestSegmentEntriesOrder(t *testing.T) {
 	got := 0
 	for it.Next() {
 		e := *it.Entry()
-		if got > 0 && compareEntries(prev, e) >= 0 {
+		if got > 0 && base.Compare(&prev, &e) >= 0 {
 			t.Fatalf("entry %d out of order: %v %q %q seq %d after %v %q %q seq %d", got,
 				e.Kind, e.Key, e.UserKey, e.Seq, prev.Kind, prev.Key, prev.UserKey, prev.Seq)
 		}

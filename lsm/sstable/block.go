@@ -1,7 +1,6 @@
 package sstable
 
 import (
-	"bytes"
 	"math/bits"
 
 	"github.com/strata-db/strata/internal/base"
@@ -172,7 +171,7 @@ func (b *block) validate(first, last uint64, e *base.Entry) error {
 			if e.Order != first {
 				return corrupt(nil, int64(off), "first order %#x, index says %#x", e.Order, first)
 			}
-		} else if compareEntries(&prev, e) >= 0 {
+		} else if base.Compare(&prev, e) >= 0 {
 			return corrupt(nil, int64(off), "entry %d does not sort after entry %d", n, n-1)
 		}
 		if n == 0 || e.Order != prev.Order {
@@ -202,12 +201,4 @@ func (b *block) validate(first, last uint64, e *base.Entry) error {
 		return corrupt(nil, int64(len(b.data)), "hash index has %d of 2^%d slots used for %d orders", used, b.log2, runs)
 	}
 	return nil
-}
-
-// compareKey orders (key, userKey) pairs as entry order does.
-func compareKey(k1, u1, k2, u2 []byte) int {
-	if c := bytes.Compare(k1, k2); c != 0 {
-		return c
-	}
-	return bytes.Compare(u1, u2)
 }

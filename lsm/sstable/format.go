@@ -1,7 +1,6 @@
 package sstable
 
 import (
-	"bytes"
 	"encoding/binary"
 	"hash/crc32"
 	"math/bits"
@@ -289,30 +288,6 @@ func decodeEntry(data []byte, off int, e *base.Entry) int {
 	e.UserKey = p[i+k : i+k+u : i+k+u]
 	e.Value = p[i+k+u : i+k+u+v : i+k+u+v]
 	return off + i + k + u + v
-}
-
-// compareEntries orders entries by (Order asc, Key asc, UserKey asc, Seq
-// desc): negative if a sorts before b.
-func compareEntries(a, b *base.Entry) int {
-	if a.Order != b.Order {
-		if a.Order < b.Order {
-			return -1
-		}
-		return 1
-	}
-	if c := bytes.Compare(a.Key, b.Key); c != 0 {
-		return c
-	}
-	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
-		return c
-	}
-	switch {
-	case a.Seq > b.Seq:
-		return -1
-	case a.Seq < b.Seq:
-		return 1
-	}
-	return 0
 }
 
 // isTombstone reports whether k is counted in Meta.Tombstones.

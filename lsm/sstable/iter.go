@@ -155,7 +155,7 @@ func (it *Iter) load(i int) bool {
 	if err == nil && it.lastOf == i-1 && i > 0 {
 		var first base.Entry
 		decodeEntry(blk.data, 0, &first)
-		if compareEntries(&it.last, &first) >= 0 {
+		if base.Compare(&it.last, &first) >= 0 {
 			err = corrupt(nil, 0, "block %d's first entry does not sort after block %d's last", i, i-1)
 		}
 	}

@@ -325,7 +325,7 @@ func (r *Reader) searchBlocks(st *readState, lo, hi int, order uint64, key, user
 		if decodeEntry(blk.data, 0, &st.e) < 0 {
 			return 0, base.Corrupt(r.name, int64(r.idx[m].off), nil, "malformed entry in a verified block")
 		}
-		less := st.e.Order < order || (st.e.Order == order && compareKey(st.e.Key, st.e.UserKey, key, userKey) < 0)
+		less := st.e.Order < order || (st.e.Order == order && base.CompareKey(st.e.Key, st.e.UserKey, key, userKey) < 0)
 		r.unpin(st)
 		if less {
 			res, i = m, m+1

@@ -42,7 +42,7 @@ func equalEnt(a, b ent) bool {
 }
 
 func cmpEnt(a, b ent) int {
-	return compareEntries(a.entry(), b.entry())
+	return base.Compare(a.entry(), b.entry())
 }
 
 // genOpts shapes a random entry set.

@@ -85,7 +85,7 @@ func (w *Writer) Add(e *base.Entry) error {
 	if !e.Kind.Valid() {
 		return fmt.Errorf("%w: kind %d is not valid", ErrOutOfOrder, e.Kind)
 	}
-	if w.meta.Entries > 0 && compareEntries(&w.prev, e) >= 0 {
+	if w.meta.Entries > 0 && base.Compare(&w.prev, e) >= 0 {
 		return fmt.Errorf("%w: order %#x seq %d after order %#x seq %d (or the same key, seq not descending)",
 			ErrOutOfOrder, e.Order, e.Seq, w.prev.Order, w.prev.Seq)
 	}

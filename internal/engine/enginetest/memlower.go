@@ -35,7 +35,7 @@ func (m *MemLower) Evict(it base.Iterator) (any, error) {
 	var prev *base.Entry
 	for it.Next() {
 		e := *it.Entry()
-		if prev != nil && compare(prev, &e) >= 0 {
+		if prev != nil && base.Compare(prev, &e) >= 0 {
 			panic("MemLower: eviction run out of entry order")
 		}
 		e.Key = bytes.Clone(e.Key)
@@ -109,19 +109,4 @@ func (m *MemLower) Close() error {
 	defer m.mu.Unlock()
 	m.closed = true
 	return nil
-}
-
-// compare orders entries as the tiers below the FreshTable do: Order, Key, UserKey ascending,
-// Seq descending.
-func compare(a, b *base.Entry) int {
-	if c := cmp.Compare(a.Order, b.Order); c != 0 {
-		return c
-	}
-	if c := bytes.Compare(a.Key, b.Key); c != 0 {
-		return c
-	}
-	if c := bytes.Compare(a.UserKey, b.UserKey); c != 0 {
-		return c
-	}
-	return cmp.Compare(b.Seq, a.Seq)
 }
