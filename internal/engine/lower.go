@@ -67,9 +67,8 @@ type lowReader struct {
 	buf          []byte // the arena: copies handed out since the last write
 	val          []byte
 	st           status
-	kind         base.Kind // kind of the version get returned (found only)
-	seq, tomb    uint64
-	hasTomb      bool
+	kind         base.Kind     // kind of the version get returned (found only)
+	res          base.Resolver // the merge rules of the read in progress
 	getFn, mapFn func(*base.Entry) bool
 	tombFn       func(*base.Entry) bool
 	listFn       func(*base.Entry) bool
@@ -100,12 +99,17 @@ func (r *lowReader) copy(b []byte) []byte {
 	return r.buf[n:len(r.buf):len(r.buf)]
 }
 
+// The point reads below feed the lower tier's versions of one key, newest first, to the one
+// Resolver (base, "Merge rules") and copy what it keeps into the arena.
+
 // get resolves the newest key-level version of key in the lower tier: Found with a copy of the
 // value (a value, or a list's base batch; in the arena), Deleted for a tombstone, Absent when
-// the tier holds nothing. The tier's bytes are only valid during the visit.
+// the tier holds nothing. r.kind is the kind of the version found. The tier's bytes are only
+// valid during the visit.
 func (r *lowReader) get(low LowerTier, order uint64, key []byte) ([]byte, status, error) {
 	r.init()
 	r.val, r.st = nil, absent
+	r.res.StartRead()
 	err := low.Get(order, key, nil, r.getFn)
 	v, st := r.val, r.st
 	r.val = nil
@@ -113,55 +117,54 @@ func (r *lowReader) get(low LowerTier, order uint64, key []byte) ([]byte, status
 }
 
 func (r *lowReader) visitGet(e *base.Entry) bool {
-	switch e.Kind {
-	case base.KindValue, base.KindListBase, base.KindListAppend:
+	switch r.res.ReadKey(e) {
+	case base.StepOperand, base.StepBase:
+		// A value read stops at the newest value (a list append under a value key cannot occur:
+		// a key belongs to one state, and value states write no operands).
 		r.val, r.st, r.kind = r.copy(e.Value), found, e.Kind
-	case base.KindTombstone:
+		return false
+	case base.StepDelete:
 		r.st = deleted
-	default:
-		return true // a map entry with an empty user key: not key-level
+		return false
 	}
-	return false
+	return true
 }
 
 // mapGet resolves user key uk of the map mapKey in the lower tier: the newest version of the
 // entry against the newest key-level tombstone (a clear or delete of the map).
 func (r *lowReader) mapGet(low LowerTier, order uint64, mapKey, uk []byte) ([]byte, status, error) {
 	r.init()
-	r.val, r.st, r.seq, r.tomb, r.hasTomb = nil, absent, 0, 0, false
+	r.val = nil
+	r.res.StartRead()
 	err := low.Get(order, mapKey, uk, r.mapFn)
 	if err == nil {
 		err = low.Get(order, mapKey, nil, r.tombFn)
 	}
-	v, st := r.val, r.st
+	v := r.val
 	r.val = nil
 	if err != nil {
 		return nil, absent, err
 	}
-	if r.hasTomb && (st == absent || r.tomb > r.seq) {
-		return nil, deleted, nil
+	st, _, _ := r.res.Answer()
+	if st != found {
+		v = nil
 	}
 	return v, st, nil
 }
 
 func (r *lowReader) visitMap(e *base.Entry) bool {
-	switch e.Kind {
-	case base.KindMapEntry:
-		r.val, r.seq, r.st = r.copy(e.Value), e.Seq, found
-	case base.KindMapEntryTombstone:
-		r.seq, r.st = e.Seq, deleted
-	default:
-		return true
-	}
-	return false
-}
-
-func (r *lowReader) visitTomb(e *base.Entry) bool {
-	if e.Kind == base.KindTombstone {
-		r.tomb, r.hasTomb = e.Seq, true
+	switch r.res.ReadMapEntry(e) {
+	case base.StepBase:
+		r.val = r.copy(e.Value)
+		return false
+	case base.StepDelete:
 		return false
 	}
 	return true
+}
+
+func (r *lowReader) visitTomb(e *base.Entry) bool {
+	return r.res.ReadClear(e) == base.StepSkip
 }
 
 // listGet appends the lower tier's batches of a list (copies in the arena, valid until the
@@ -171,6 +174,7 @@ func (r *lowReader) listGet(low LowerTier, order uint64, key []byte, dst [][]byt
 	r.init()
 	start := len(dst)
 	r.dst = dst
+	r.res.StartRead()
 	err := low.Get(order, key, nil, r.listFn)
 	dst, r.dst = r.dst, nil
 	reverse(dst[start:])
@@ -178,14 +182,13 @@ func (r *lowReader) listGet(low LowerTier, order uint64, key []byte, dst [][]byt
 }
 
 func (r *lowReader) visitList(e *base.Entry) bool {
-	switch e.Kind {
-	case base.KindListAppend:
+	switch r.res.ReadKey(e) {
+	case base.StepOperand:
 		r.dst = append(r.dst, r.copy(e.Value))
-		return true
-	case base.KindListBase, base.KindValue:
+	case base.StepBase:
 		r.dst = append(r.dst, r.copy(e.Value))
 		return false
-	case base.KindTombstone:
+	case base.StepDelete:
 		return false
 	}
 	return true
