@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/strata-db/strata/fresh"
@@ -101,16 +102,8 @@ func (t *Engine) kickLSM() {
 		}
 		job := &lsmJob{j: j}
 		t.lsmJobs = append(t.lsmJobs, job)
-		t.submitted(bgLSM)
-		_, err := t.sched.Submit(scheduler.Compaction, j.String(), func(ctx context.Context) error {
-			defer t.finished(&job.done)
-			return j.Run(ctx)
-		})
-		if err != nil {
-			// Closed scheduler: the job never runs; InstallCompaction releases it.
-			job.done.Store(true)
-			t.ready.Add(1)
-		}
+		// A closed scheduler never runs the job: InstallCompaction releases it (ErrJobNotRun).
+		t.run(bgLSM, scheduler.Compaction, j.String(), &job.done, &job.err, j.Run)
 	}
 }
 
@@ -126,18 +119,9 @@ func (t *Engine) evict() bool {
 	}
 	job := &evictionJob{e: e, sink: evictSink{low: t.low}}
 	t.eviction = job
-	t.submitted(bgEviction)
-	_, err := t.sched.Submit(scheduler.Eviction, "eviction", func(ctx context.Context) error {
-		defer t.finished(&job.done)
-		defer recoverInto(&job.err, "eviction")
-		job.err = e.Run(ctx, &job.sink)
-		return job.err
+	t.run(bgEviction, scheduler.Eviction, "eviction", &job.done, &job.err, func(ctx context.Context) error {
+		return e.Run(ctx, &job.sink)
 	})
-	if err != nil {
-		job.err = err
-		job.done.Store(true)
-		t.ready.Add(1)
-	}
 	return true
 }
 
@@ -161,43 +145,22 @@ func (t *Engine) submitFlush(j *transformJob) {
 	if t.preferFlush > 0 {
 		t.preferFlush--
 	}
-	t.submitted(bgTransform)
-	h, err := t.sched.Submit(scheduler.Transform, "flush", func(ctx context.Context) error {
-		defer t.finished(&j.done)
-		defer recoverInto(&j.err, "flush")
+	j.h = t.run(bgTransform, scheduler.Transform, "flush", &j.done, &j.err, func(ctx context.Context) error {
 		ents, err := t.segmentEntries(ctx, j.seg)
 		if err == nil {
 			j.pending, err = t.low.Evict(ents)
 			ents.release()
 		}
-		j.err = err
 		return err
 	})
-	if err != nil {
-		j.err = err
-		j.done.Store(true)
-		t.ready.Add(1)
-		return
-	}
-	j.h = h
 }
 
 func (t *Engine) submitTransform(j *transformJob) {
 	j.failed, j.flush = false, false
-	t.submitted(bgTransform)
-	h, err := t.sched.Submit(scheduler.Transform, "transform", func(ctx context.Context) error {
-		defer t.finished(&j.done)
-		defer recoverInto(&j.err, "transform")
-		j.out, j.err = t.transform(ctx, j.seg)
-		return j.err
+	j.h = t.run(bgTransform, scheduler.Transform, "transform", &j.done, &j.err, func(ctx context.Context) (err error) {
+		j.out, err = t.transform(ctx, j.seg)
+		return err
 	})
-	if err != nil {
-		j.err = err
-		j.done.Store(true)
-		t.ready.Add(1)
-		return
-	}
-	j.h = h
 }
 
 // submitRelocation runs a relocation (slice.Table.PickRelocation: the slices of a sparsely
@@ -207,35 +170,35 @@ func (t *Engine) submitTransform(j *transformJob) {
 func (t *Engine) submitRelocation(r *slice.Relocation) {
 	job := &relocationJob{r: r}
 	t.relocation = job
-	t.submitted(bgRelocation)
-	_, err := t.sched.Submit(scheduler.Compaction, "relocation", func(ctx context.Context) error {
-		defer t.finished(&job.done)
-		defer recoverInto(&job.err, "relocation")
-		job.err = r.Run(ctx)
-		return job.err
-	})
-	if err != nil {
-		job.err = err
-		job.done.Store(true)
-		t.ready.Add(1)
-	}
+	t.run(bgRelocation, scheduler.Compaction, "relocation", &job.done, &job.err, r.Run)
 }
 
 func (t *Engine) submitCompaction(c *slice.Compaction) {
 	job := &compactionJob{c: c}
 	t.compactions = append(t.compactions, job)
-	t.submitted(bgCompaction)
-	_, err := t.sched.Submit(scheduler.Compaction, "compaction", func(ctx context.Context) error {
-		defer t.finished(&job.done)
-		defer recoverInto(&job.err, "compaction")
-		job.err = c.Run(ctx)
-		return job.err
+	t.run(bgCompaction, scheduler.Compaction, "compaction", &job.done, &job.err, c.Run)
+}
+
+// run is the one way background work starts: it counts the job (submitted), runs work on the
+// scheduler in class c under the pprof label name, turns a panic into an invariant error, records
+// the outcome in *errp and marks the job done for the owner's next install (finished). When the
+// scheduler refuses the task (it is closed) the refusal is the outcome, at once. It returns the
+// task's handle (nil when refused).
+func (t *Engine) run(kind bgKind, c scheduler.Class, name string, done *atomic.Bool, errp *error, work func(context.Context) error) *scheduler.Handle {
+	t.submitted(kind)
+	h, err := t.sched.Submit(c, name, func(ctx context.Context) error {
+		defer t.finished(done)
+		defer recoverInto(errp, name)
+		*errp = work(ctx)
+		return *errp
 	})
 	if err != nil {
-		job.err = err
-		job.done.Store(true)
+		*errp = err
+		done.Store(true)
 		t.ready.Add(1)
+		return nil
 	}
+	return h
 }
 
 // recoverInto turns a panic of a task into its error, a broken invariant (errInvariant: the
@@ -437,6 +400,9 @@ func (t *Engine) install() int {
 		ended++
 		t.lsmJobs = slices.Delete(t.lsmJobs, i, i+1)
 		if err := t.db.InstallCompaction(j.j); err != nil {
+			if j.err != nil { // Run's own error, or its panic (then the job is still "running")
+				err = j.err
+			}
 			t.jobEnded(bgLSM, "LSM compaction", lowerError(err))
 			continue
 		}

@@ -73,5 +73,6 @@ func lowerError(err error) error {
 // reports the run's error).
 type lsmJob struct {
 	j    *lsm.CompactionJob
+	err  error // the task's outcome (InstallCompaction reports Run's error again; a panic only here)
 	done atomic.Bool
 }
