@@ -44,7 +44,10 @@ type Store struct {
 	budget  *memory.Budget
 	e       *engine.Engine
 	closed  bool
-	guard   guard
+	// liveMaxP is maxP while the Store is open and ^0 (no Key's) once it is closed: check
+	// tests both with one compare.
+	liveMaxP uint32
+	guard    guard
 
 	states    map[string]*registration
 	nextID    uint32
@@ -125,18 +128,19 @@ func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err
 		}
 	}
 	s = &Store{
-		dir:     dir,
-		opts:    opts,
-		maxP:    uint32(opts.MaxParallelism),
-		kgStart: uint32(opts.KeyGroups.Start),
-		kgSpan:  uint32(opts.KeyGroups.End - opts.KeyGroups.Start),
-		budget:  budget,
-		e:       e,
-		states:  make(map[string]*registration),
-		nextID:  1,
-		kbuf:    make([]byte, 0, 256),
-		ubuf:    make([]byte, 0, 64),
-		vbuf:    make([]byte, 0, 256),
+		dir:      dir,
+		opts:     opts,
+		maxP:     uint32(opts.MaxParallelism),
+		liveMaxP: uint32(opts.MaxParallelism),
+		kgStart:  uint32(opts.KeyGroups.Start),
+		kgSpan:   uint32(opts.KeyGroups.End - opts.KeyGroups.Start),
+		budget:   budget,
+		e:        e,
+		states:   make(map[string]*registration),
+		nextID:   1,
+		kbuf:     make([]byte, 0, 256),
+		ubuf:     make([]byte, 0, 64),
+		vbuf:     make([]byte, 0, 256),
 	}
 	if reg != nil {
 		s.persisted, s.nextID = reg.states, reg.nextID
@@ -179,7 +183,7 @@ func (s *Store) Close() error {
 			}
 		}
 	}
-	s.closed = true
+	s.closed, s.liveMaxP = true, ^uint32(0)
 	return errors.Join(err, s.e.Close())
 }
 
@@ -197,7 +201,7 @@ func (s *Store) Discard() error {
 	}
 	s.guard.enter()
 	defer s.guard.exit()
-	s.closed = true
+	s.closed, s.liveMaxP = true, ^uint32(0)
 	return s.e.Close()
 }
 
@@ -239,19 +243,22 @@ func (s *Store) KeyGroups() KeyGroupRange { return *s.opts.KeyGroups }
 // Store's own budget of Options.MemoryBudget bytes.
 func (s *Store) Budget() *Budget { return s.budget }
 
-// check validates a state operation on k: the Store is open and k belongs to it.
+// check validates a state operation on k: the Store is open and k belongs to it. One compare
+// covers both (liveMaxP is no Key's MaxParallelism once the Store is closed), so check inlines.
 func (s *Store) check(k Key) error {
-	if s.closed {
-		return ErrClosed
-	}
-	if k.maxP != s.maxP || k.kg-s.kgStart > s.kgSpan {
+	if k.maxP != s.liveMaxP || k.kg-s.kgStart > s.kgSpan {
 		return s.keyGroupError(k)
 	}
 	return nil
 }
 
+// keyGroupError is check's error: ErrClosed, or ErrKeyGroupOutOfRange with the reason.
+//
 //go:noinline
 func (s *Store) keyGroupError(k Key) error {
+	if s.closed {
+		return ErrClosed
+	}
 	if k.maxP != s.maxP {
 		return fmt.Errorf("%w: key made for MaxParallelism %d, store has %d", ErrKeyGroupOutOfRange, k.maxP, s.maxP)
 	}
