@@ -10,7 +10,7 @@ var (
 	// budget's limit and usage) when a reservation would take Budget.Used above Budget.Limit.
 	// Nothing is mapped and nothing stays reserved when it is returned. The root package
 	// re-exports it as strata.ErrMemoryBudget.
-	ErrMemoryBudget = errors.New("memory: budget exhausted")
+	ErrMemoryBudget = errors.New("strata: memory budget exhausted")
 
 	// ErrSegmentSize is returned by NewPool when the segment size is not one of
 	// SegmentSize16M, SegmentSize32M or SegmentSize64M.
