@@ -1,0 +1,443 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/strata-db/strata/internal/base"
+)
+
+// The manifest format; its layout is drawn in doc.go ("Manifest layout").
+const (
+	manifestMagic   = "STRATACK"
+	manifestVersion = 1 // part of the format; do not change
+	manifestCRC32C  = 1 // checksum type 1 = CRC32C; part of the format; do not change
+	manifestHeader  = 16
+	manifestFixed   = 40 // fixed payload fields before the registry
+	objectFixed     = 52 // bytes of an object entry besides its name
+
+	// MaxManifestPayload bounds a manifest's payload (256 MiB), so a damaged length cannot make
+	// a reader allocate more.
+	MaxManifestPayload = 256 << 20
+	// MaxBlob bounds the state registry and the input position (64 MiB each).
+	MaxBlob = 64 << 20
+	// MaxParallelismLimit is the largest MaxParallelism a manifest may record (1<<15, Flink's
+	// UPPER_BOUND_MAX_PARALLELISM).
+	MaxParallelismLimit = 1 << 15
+)
+
+// ObjectKind says what an object a manifest lists holds. Part of the manifest format; do not
+// change the values (a new kind needs a new format version, since a reader of this version
+// refuses an unknown one).
+type ObjectKind uint8
+
+const (
+	// KindTable is an sstable (an LSM file, or a sealed segment or slice written as one).
+	KindTable ObjectKind = 1
+	// KindChangelog is changelog (DSTL) data: a whole changelog object or a store's range of a
+	// packed one.
+	KindChangelog ObjectKind = 2
+	// KindOther is anything else the engine stores (a copied mutable part, an index).
+	KindOther ObjectKind = 3
+)
+
+// String returns "table", "changelog", "other" or "kind(<n>)".
+func (k ObjectKind) String() string {
+	switch k {
+	case KindTable:
+		return "table"
+	case KindChangelog:
+		return "changelog"
+	case KindOther:
+		return "other"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+func (k ObjectKind) valid() bool { return k >= KindTable && k <= KindOther }
+
+// object entry flags; part of the format.
+const flagPacked = 1 << 0
+
+// Object is one object a checkpoint references: where its bytes are, how to check them, and
+// which keys they can hold, so restore picks objects by key-group range (rescaling) without
+// opening them.
+type Object struct {
+	// Name is the object's full name in the Storage (ValidateName), possibly under another
+	// owner's prefix (a checkpoint restored in NO_CLAIM mode references its source's objects).
+	Name string
+	// Kind is what the object holds.
+	Kind ObjectKind
+	// Size is the length of the whole object in bytes (also when Packed).
+	Size int64
+	// CRC is the CRC32C (base.CRC32C) of the bytes this entry covers: the whole object, or
+	// [Offset, Offset+Length) when Packed.
+	CRC uint32
+	// KeyGroups is the range of key groups the covered bytes may hold keys of (within
+	// [0, Manifest.MaxParallelism)); it may be wider than the manifest's own range after a
+	// rescale.
+	KeyGroups KeyGroupRange
+	// MinOrder and MaxOrder bound the order hashes (base.OrderHash) of the covered entries,
+	// inclusive; MinOrder <= MaxOrder.
+	MinOrder, MaxOrder uint64
+	// Packed says the entry covers only [Offset, Offset+Length) of the object: one changelog
+	// object per persist per process holds the changes of all its stores (DESIGN §4, item 3;
+	// Flink's per-TaskManager grouping). Offset and Length are zero unless Packed.
+	Packed         bool
+	Offset, Length int64
+}
+
+// Manifest is one checkpoint of one Store: everything needed to restore it, written last and
+// with Storage.Create, so that a checkpoint exists completely or not at all (doc.go,
+// "Storage protocol"). The design follows SlateDB's manifest (RFC 0001: writer epochs,
+// create-only ids) and Flink's checkpoint metadata.
+type Manifest struct {
+	// ID is the checkpoint id (Flink's checkpoint id), at least 1. It is also in the
+	// manifest's name (ManifestName).
+	ID uint64
+	// Parent is the id of the checkpoint this one is incremental on (its objects may be
+	// referenced again), 0 for none.
+	Parent uint64
+	// Epoch is the writer epoch: it grows with every restart or restore of the lineage, so a
+	// reader can tell which of two writers of one lineage came later (SlateDB's writer_epoch).
+	Epoch uint64
+	// CreatedUnixMilli is when the checkpoint was cut, in Unix milliseconds.
+	CreatedUnixMilli int64
+	// MaxParallelism is the number of key groups, 1..MaxParallelismLimit; a restore into a
+	// different one is refused.
+	MaxParallelism uint32
+	// KeyGroups is the range the Store owned; End < MaxParallelism.
+	KeyGroups KeyGroupRange
+	// Registry is the state registry, opaque here (the root package's registry blob); at most
+	// MaxBlob bytes. Empty decodes as nil.
+	Registry []byte
+	// InputPosition is the job's source position (e.g. Kafka offsets) at the cut, opaque here;
+	// at most MaxBlob bytes. Empty decodes as nil.
+	InputPosition []byte
+	// Objects lists every object the checkpoint needs, in the writer's order. One object may
+	// appear several times with different Packed ranges.
+	Objects []Object
+}
+
+// errInvalid is the cause of every error of Manifest.Validate.
+var errInvalid = errors.New("checkpoint: invalid manifest")
+
+// Validate reports whether m can be encoded: every rule the decoder checks (doc.go, "Manifest
+// layout"). Its errors wrap an unexported cause and name the field.
+func (m *Manifest) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", errInvalid, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case m.ID == 0:
+		return bad("ID is 0")
+	case m.MaxParallelism < 1 || m.MaxParallelism > MaxParallelismLimit:
+		return bad("MaxParallelism %d not in [1, %d]", m.MaxParallelism, MaxParallelismLimit)
+	case m.KeyGroups.Start > m.KeyGroups.End || uint32(m.KeyGroups.End) >= m.MaxParallelism:
+		return bad("KeyGroups [%d, %d] not inside [0, %d)", m.KeyGroups.Start, m.KeyGroups.End, m.MaxParallelism)
+	case len(m.Registry) > MaxBlob:
+		return bad("Registry of %d bytes, more than %d", len(m.Registry), MaxBlob)
+	case len(m.InputPosition) > MaxBlob:
+		return bad("InputPosition of %d bytes, more than %d", len(m.InputPosition), MaxBlob)
+	}
+	size := manifestFixed + 12 + len(m.Registry) + len(m.InputPosition)
+	for i := range m.Objects {
+		if err := m.checkObject(&m.Objects[i]); err != nil {
+			return bad("object %d: %v", i, err)
+		}
+		size += objectFixed + len(m.Objects[i].Name)
+		if size > MaxManifestPayload {
+			return bad("payload of more than %d bytes", MaxManifestPayload)
+		}
+	}
+	return nil
+}
+
+// checkObject checks one entry against the rules of the format.
+func (m *Manifest) checkObject(o *Object) error {
+	if err := ValidateName(o.Name); err != nil {
+		return err
+	}
+	switch {
+	case !o.Kind.valid():
+		return fmt.Errorf("unknown kind %d", o.Kind)
+	case o.Size < 0:
+		return fmt.Errorf("negative size %d", o.Size)
+	case o.KeyGroups.Start > o.KeyGroups.End || uint32(o.KeyGroups.End) >= m.MaxParallelism:
+		return fmt.Errorf("key groups [%d, %d] not inside [0, %d)", o.KeyGroups.Start, o.KeyGroups.End, m.MaxParallelism)
+	case o.MinOrder > o.MaxOrder:
+		return fmt.Errorf("order range [%#x, %#x] inverted", o.MinOrder, o.MaxOrder)
+	case !o.Packed && (o.Offset != 0 || o.Length != 0):
+		return fmt.Errorf("offset %d and length %d without Packed", o.Offset, o.Length)
+	case o.Packed && (o.Offset < 0 || o.Length < 0 || o.Offset > o.Size || o.Length > o.Size-o.Offset):
+		return fmt.Errorf("packed range [%d, %d+%d) not inside %d bytes", o.Offset, o.Offset, o.Length, o.Size)
+	}
+	return nil
+}
+
+// Encode returns the manifest's bytes (doc.go, "Manifest layout"), or Validate's error.
+// Encoding is canonical: every field has one fixed-width encoding, so Decode followed by Encode
+// gives back the same bytes.
+func (m *Manifest) Encode() ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	n := manifestFixed + 12 + len(m.Registry) + len(m.InputPosition)
+	for i := range m.Objects {
+		n += objectFixed + len(m.Objects[i].Name)
+	}
+	le := binary.LittleEndian
+	b := make([]byte, manifestHeader, manifestHeader+n+4)
+	copy(b, manifestMagic)
+	le.PutUint16(b[8:], manifestVersion)
+	b[10] = manifestCRC32C
+	le.PutUint32(b[12:], uint32(n))
+	b = le.AppendUint64(b, m.ID)
+	b = le.AppendUint64(b, m.Parent)
+	b = le.AppendUint64(b, m.Epoch)
+	b = le.AppendUint64(b, uint64(m.CreatedUnixMilli))
+	b = le.AppendUint32(b, m.MaxParallelism)
+	b = le.AppendUint16(b, m.KeyGroups.Start)
+	b = le.AppendUint16(b, m.KeyGroups.End)
+	b = le.AppendUint32(b, uint32(len(m.Registry)))
+	b = append(b, m.Registry...)
+	b = le.AppendUint32(b, uint32(len(m.InputPosition)))
+	b = append(b, m.InputPosition...)
+	b = le.AppendUint32(b, uint32(len(m.Objects)))
+	for i := range m.Objects {
+		o := &m.Objects[i]
+		var flags byte
+		if o.Packed {
+			flags |= flagPacked
+		}
+		b = append(b, byte(o.Kind), flags)
+		b = le.AppendUint16(b, uint16(len(o.Name)))
+		b = append(b, o.Name...)
+		b = le.AppendUint64(b, uint64(o.Size))
+		b = le.AppendUint32(b, o.CRC)
+		b = le.AppendUint16(b, o.KeyGroups.Start)
+		b = le.AppendUint16(b, o.KeyGroups.End)
+		b = le.AppendUint64(b, o.MinOrder)
+		b = le.AppendUint64(b, o.MaxOrder)
+		b = le.AppendUint64(b, uint64(o.Offset))
+		b = le.AppendUint64(b, uint64(o.Length))
+	}
+	if len(b) != manifestHeader+n {
+		panic(fmt.Sprintf("strata: invariant: manifest encoded to %d bytes, computed %d", len(b), manifestHeader+n))
+	}
+	return le.AppendUint32(b, crc32.Checksum(b, base.CRC32C)), nil
+}
+
+// DecodeManifest decodes a manifest's bytes; file names it in errors (the object's name). It
+// checks, in this order, each failure its own cause inside a *base.CorruptionError naming file
+// and the byte offset (errors.Is(err, base.ErrCorruption) for all): the magic
+// (base.ErrBadMagic; base.ErrTruncated if fewer than 8 bytes), the header's size
+// (base.ErrTruncated), the format version (base.ErrFormatVersion), the checksum type
+// (base.ErrChecksumType), the reserved byte, the payload length (base.ErrTruncated if the bytes
+// end early, no cause if they run on), the CRC32C (base.ErrChecksum), then the payload: a field
+// running past its end is base.ErrTruncated, a value breaking a rule of Validate has no cause
+// beyond base.ErrCorruption. It never panics, and allocates at most about len(b) bytes.
+func DecodeManifest(file string, b []byte) (*Manifest, error) {
+	bad := func(cause error, off int, format string, args ...any) error {
+		return base.Corrupt(file, int64(off), cause, format, args...)
+	}
+	le := binary.LittleEndian
+	if len(b) < 8 {
+		return nil, bad(base.ErrTruncated, 0, "%d bytes, shorter than the magic", len(b))
+	}
+	if string(b[:8]) != manifestMagic {
+		return nil, bad(base.ErrBadMagic, 0, "magic %q, want %q", b[:8], manifestMagic)
+	}
+	if len(b) < manifestHeader+4 {
+		return nil, bad(base.ErrTruncated, 0, "%d bytes, shorter than the header and checksum", len(b))
+	}
+	if v := le.Uint16(b[8:]); v != manifestVersion {
+		return nil, bad(base.ErrFormatVersion, 8, "format version %d, this code reads %d", v, manifestVersion)
+	}
+	if c := b[10]; c != manifestCRC32C {
+		return nil, bad(base.ErrChecksumType, 10, "checksum type %d, want %d (CRC32C)", c, manifestCRC32C)
+	}
+	if b[11] != 0 {
+		return nil, bad(nil, 11, "reserved byte %#x is not zero", b[11])
+	}
+	n := int64(le.Uint32(b[12:]))
+	if n > MaxManifestPayload {
+		return nil, bad(nil, 12, "payload of %d bytes, more than %d", n, MaxManifestPayload)
+	}
+	if have := int64(len(b)) - manifestHeader - 4; have != n {
+		if have < n {
+			return nil, bad(base.ErrTruncated, 12, "payload of %d bytes, %d present", n, have)
+		}
+		return nil, bad(nil, 12, "payload of %d bytes followed by %d more", n, have-n)
+	}
+	end := manifestHeader + int(n)
+	if got, want := le.Uint32(b[end:]), crc32.Checksum(b[:end], base.CRC32C); got != want {
+		return nil, bad(base.ErrChecksum, end, "crc32c %#08x, computed %#08x", got, want)
+	}
+
+	d := decoder{b: b[:end], off: manifestHeader}
+	m := &Manifest{}
+	m.ID = d.u64()
+	m.Parent = d.u64()
+	m.Epoch = d.u64()
+	m.CreatedUnixMilli = int64(d.u64())
+	m.MaxParallelism = d.u32()
+	m.KeyGroups.Start = d.u16()
+	m.KeyGroups.End = d.u16()
+	if d.short {
+		return nil, bad(base.ErrTruncated, d.off, "payload of %d bytes, shorter than its fixed fields", n)
+	}
+	switch {
+	case m.ID == 0:
+		return nil, bad(nil, manifestHeader, "checkpoint id 0")
+	case m.MaxParallelism < 1 || m.MaxParallelism > MaxParallelismLimit:
+		return nil, bad(nil, manifestHeader+32, "max parallelism %d not in [1, %d]", m.MaxParallelism, MaxParallelismLimit)
+	case m.KeyGroups.Start > m.KeyGroups.End || uint32(m.KeyGroups.End) >= m.MaxParallelism:
+		return nil, bad(nil, manifestHeader+36, "key groups [%d, %d] not inside [0, %d)", m.KeyGroups.Start, m.KeyGroups.End, m.MaxParallelism)
+	}
+	for _, blob := range []*[]byte{&m.Registry, &m.InputPosition} {
+		off := d.off
+		l := d.u32()
+		if d.short {
+			return nil, bad(base.ErrTruncated, off, "blob length runs past the payload")
+		}
+		if l > MaxBlob {
+			return nil, bad(nil, off, "blob of %d bytes, more than %d", l, MaxBlob)
+		}
+		*blob = d.bytes(int(l))
+		if d.short {
+			return nil, bad(base.ErrTruncated, off, "blob of %d bytes runs past the payload", l)
+		}
+	}
+	off := d.off
+	count := d.u32()
+	if d.short {
+		return nil, bad(base.ErrTruncated, off, "object count runs past the payload")
+	}
+	if int64(count)*objectFixed > int64(end-d.off) {
+		return nil, bad(base.ErrTruncated, off, "%d objects cannot fit in the %d bytes left", count, end-d.off)
+	}
+	if count > 0 {
+		m.Objects = make([]Object, count)
+	}
+	for i := range m.Objects {
+		o := &m.Objects[i]
+		off := d.off
+		o.Kind = ObjectKind(d.u8())
+		flags := d.u8()
+		o.Name = string(d.bytes(int(d.u16())))
+		o.Size = int64(d.u64())
+		o.CRC = d.u32()
+		o.KeyGroups.Start = d.u16()
+		o.KeyGroups.End = d.u16()
+		o.MinOrder = d.u64()
+		o.MaxOrder = d.u64()
+		o.Offset = int64(d.u64())
+		o.Length = int64(d.u64())
+		if d.short {
+			return nil, bad(base.ErrTruncated, off, "object %d runs past the payload", i)
+		}
+		if flags&^flagPacked != 0 {
+			return nil, bad(nil, off+1, "object %d: unknown flags %#x", i, flags)
+		}
+		o.Packed = flags&flagPacked != 0
+		if err := m.checkObject(o); err != nil {
+			return nil, bad(nil, off, "object %d: %v", i, err)
+		}
+	}
+	if d.off != end {
+		return nil, bad(nil, d.off, "%d bytes after the last object", end-d.off)
+	}
+	return m, nil
+}
+
+// decoder reads fixed-width little-endian fields; past the end it returns zeros and sets short.
+type decoder struct {
+	b     []byte
+	off   int
+	short bool
+}
+
+func (d *decoder) take(n int) []byte {
+	if d.short || n > len(d.b)-d.off {
+		d.short = true
+		return nil
+	}
+	p := d.b[d.off : d.off+n]
+	d.off += n
+	return p
+}
+
+func (d *decoder) u8() uint8 {
+	if p := d.take(1); p != nil {
+		return p[0]
+	}
+	return 0
+}
+
+func (d *decoder) u16() uint16 {
+	if p := d.take(2); p != nil {
+		return binary.LittleEndian.Uint16(p)
+	}
+	return 0
+}
+
+func (d *decoder) u32() uint32 {
+	if p := d.take(4); p != nil {
+		return binary.LittleEndian.Uint32(p)
+	}
+	return 0
+}
+
+func (d *decoder) u64() uint64 {
+	if p := d.take(8); p != nil {
+		return binary.LittleEndian.Uint64(p)
+	}
+	return 0
+}
+
+// bytes returns a copy of the next n bytes, nil for n == 0.
+func (d *decoder) bytes(n int) []byte {
+	p := d.take(n)
+	if len(p) == 0 {
+		return nil
+	}
+	return append([]byte(nil), p...)
+}
+
+// Commit writes m as the manifest of checkpoint m.ID of owner with Storage.Create: the commit
+// point of a checkpoint (doc.go, invariant 2). Every object m lists must already be stored.
+// Errors: ErrExists if that checkpoint id is already committed (the caller is a zombie, or
+// retried an id: stop), ErrInvalidName for a bad owner, Validate's errors, and the storage's.
+func Commit(ctx context.Context, s Storage, owner string, m *Manifest) error {
+	if err := ValidateOwner(owner); err != nil {
+		return err
+	}
+	b, err := m.Encode()
+	if err != nil {
+		return err
+	}
+	return s.Create(ctx, ManifestName(owner, m.ID), b)
+}
+
+// ReadManifest reads and decodes the manifest of checkpoint id of owner. Errors: ErrNotFound if
+// it was never committed (or was collected), *base.CorruptionError naming the object if it is
+// damaged, and the storage's; a manifest whose recorded id is not id is corruption too.
+func ReadManifest(ctx context.Context, s Storage, owner string, id uint64) (*Manifest, error) {
+	name := ManifestName(owner, id)
+	b, err := s.Get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	m, err := DecodeManifest(name, b)
+	if err != nil {
+		return nil, err
+	}
+	if m.ID != id {
+		return nil, base.Corrupt(name, manifestHeader, nil, "manifest of checkpoint %d stored as checkpoint %d", m.ID, id)
+	}
+	return m, nil
+}
