@@ -497,11 +497,10 @@ func (d *DirStorage) walk(ctx context.Context, prefix string, obj func(name stri
 // old and that this DirStorage is not writing. A temporary of another process still being
 // written is spared only by its age, so minAge must exceed the longest upload when several
 // processes share the directory.
-func (d *DirStorage) Cleanup(ctx context.Context, prefix string, minAge time.Duration) (int, error) {
+func (d *DirStorage) Cleanup(ctx context.Context, prefix string, now time.Time, minAge time.Duration) (int, error) {
 	if err := validatePrefix(prefix); err != nil {
 		return 0, err
 	}
-	now := time.Now()
 	removed := 0
 	err := d.walk(ctx, prefix, func(string, fs.FileInfo) error { return nil }, func(dir, entry string, fi fs.FileInfo) error {
 		if !strings.HasPrefix(entry, tempPrefix) || !strings.HasPrefix(path.Join(dir, entry), prefix) {

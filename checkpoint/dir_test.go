@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/strata-db/strata/internal/vfs"
 )
@@ -162,7 +163,7 @@ func TestDirStorageSemantics(t *testing.T) {
 					t.Errorf("Get(%s) = %q, %v", name, b, err)
 				}
 			}
-			if n, err := d.Cleanup(ctx, "", 0); err != nil || n != 0 {
+			if n, err := d.Cleanup(ctx, "", time.Now(), 0); err != nil || n != 0 {
 				t.Errorf("Cleanup found %d temporaries after clean puts: %v", n, err)
 			}
 			cctx, cancel := context.WithCancel(ctx)
@@ -254,7 +255,7 @@ func TestCreateRace(t *testing.T) {
 				if err != nil || !bytes.Equal(b, bytes.Repeat([]byte{byte('a' + winner)}, 1000)) {
 					t.Fatalf("round %d: object is not the winner's: %v", round, err)
 				}
-				if n, err := d.Cleanup(ctx, "", 0); n != 0 || err != nil {
+				if n, err := d.Cleanup(ctx, "", time.Now(), 0); n != 0 || err != nil {
 					t.Fatalf("round %d: %d temporaries left: %v", round, n, err)
 				}
 			}

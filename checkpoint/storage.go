@@ -90,10 +90,10 @@ type ObjectInfo struct {
 // (DirStorage). GC calls Cleanup on the owner's prefix with its grace period; object stores,
 // whose unfinished uploads are invisible and expire by a lifecycle rule, need not implement it.
 type Cleaner interface {
-	// Cleanup removes the temporaries under prefix (a name prefix, as for List) whose age is at
-	// least minAge and which no Put of this process is still writing, and returns how many it
-	// removed. A temporary of unknown age is removed only when minAge <= 0.
-	Cleanup(ctx context.Context, prefix string, minAge time.Duration) (int, error)
+	// Cleanup removes the temporaries under prefix (a name prefix, as for List) whose age at
+	// now is at least minAge and which no Put of this storage is still writing, and returns how
+	// many it removed. A temporary of unknown age is removed only when minAge <= 0.
+	Cleanup(ctx context.Context, prefix string, now time.Time, minAge time.Duration) (int, error)
 }
 
 // PutFile stores the file at path on fsys as the object name, with Put's semantics. When s is
