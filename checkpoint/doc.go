@@ -1,0 +1,191 @@
+// Package checkpoint is where Strata's checkpoints live: a Storage of immutable objects (an
+// object store, or a local directory through DirStorage), the manifest that commits a
+// checkpoint, and garbage collection by reachability. It imports only the standard library,
+// internal/base and internal/vfs; the engine's Store.Checkpoint and restore build on it.
+//
+// The design follows DESIGN §4 ("Storage protocol"), SlateDB's manifest and checkpoint RFCs
+// (0001, 0004: create-only manifests, writer epochs, GC by reachability with a grace period)
+// and Flink's checkpoint storage (chk-<n> directories, shared/ incremental files,
+// CheckpointListener, num-retained, NO_CLAIM/CLAIM), avoiding the Flink bugs named below.
+//
+// # Terms
+//
+//   - Object: an immutable byte string with a name, written once (Put, PutReader, PutFile,
+//     Create), read whole or by range, deleted by GC.
+//   - Owner: the lineage of checkpoints of one Store (one subtask's key-group range in one
+//     job): one name segment, the first of every name it writes.
+//   - Manifest: the object "<owner>/chk-<id>/MANIFEST" listing everything checkpoint id
+//     needs; committed with Create, so it exists completely or not at all.
+//   - Kept manifest: one GC keeps — retained (the Retain newest completed), pending (an id
+//     above LastCompleted), pinned, or too young or in flight to delete.
+//   - Reachable: named by a kept manifest (or being one).
+//   - In flight: uploaded or referenced by a checkpoint of this process whose manifest is not
+//     committed yet (InFlight).
+//
+// # Storage protocol
+//
+//  1. Objects are immutable and uniquely named (SharedName, PrivateName: a random 64-bit
+//     suffix), so a name never refers to two contents — the FLINK-29913 class of bug, a file
+//     deleted under a checkpoint that reused its name, cannot happen.
+//  2. A checkpoint uploads its objects first and writes its manifest last, with Create (S3's
+//     If-None-Match: *). Create of a manifest that exists fails with ErrExists: someone else
+//     committed that id, and the caller (a zombie) stops.
+//  3. The manifest records every object's name, size, CRC32C, key-group and order range, and
+//     the range of a packed object it covers, so restore chooses objects by key-group range and
+//     checks them without trusting the storage's listing.
+//  4. Nothing is counted: GC recomputes reachability from the manifests each time.
+//
+// # Object layout
+//
+//	<owner>/chk-<id>/MANIFEST                             the manifest of checkpoint id
+//	<owner>/chk-<id>/<kgStart>-<kgEnd>-<rand>.<ext>       private objects of checkpoint id
+//	<owner>/shared/<kgStart>-<kgEnd>/<id>-<rand>.<ext>    objects later checkpoints reuse
+//
+//	id       checkpoint id, 20 decimal digits (names sort by id)
+//	kg…      key groups, 5 decimal digits each, inclusive
+//	rand     16 hex digits from a randomly seeded generator
+//	ext      "sst" (tables), "log" (changelog), … — informative only
+//
+// The owner comes first so that one List of "<owner>/" sees a whole lineage and GC of one
+// owner can never reach another's objects (an owner is one segment: "a/" is not a prefix of
+// "ab/"), and so that an object store spreads the load of many owners over its key space (S3
+// partitions by prefix). Within an owner, the key-group range spreads shared objects further
+// and lets a restore of a sub-range find its candidates by prefix. A restore in NO_CLAIM mode
+// references the source owner's objects by their full names and writes new ones under its
+// own owner.
+//
+// Names are validated (ValidateName): "/"-separated non-empty segments of [A-Za-z0-9._-], none
+// beginning with '.', relative, at most 1024 bytes; a bad one is a *NameError (ErrInvalidName).
+//
+// # Manifest layout (format version 1)
+//
+//	0          8         10   11   12         16
+//	+----------+---------+----+----+----------+---------------------------+---------+
+//	| magic    | version | ck | 0  | length   | payload (length bytes)    | crc32c  |
+//	| STRATACK | u16 = 1 | =1 |    | u32      |                           | u32     |
+//	+----------+---------+----+----+----------+---------------------------+---------+
+//	all integers little endian; ck 1 = CRC32C (Castagnoli); crc32c covers every byte
+//	before it (header and payload); length <= 256 MiB.
+//
+//	payload:
+//	0        8        16       24          32      36      38      40
+//	+--------+--------+--------+-----------+-------+-------+-------+
+//	| id     | parent | epoch  | created   | maxP  | kg    | kg    |
+//	| u64    | u64    | u64    | unix ms   | u32   | start | end   |
+//	|        | 0 none |        | i64       |       | u16   | u16   |
+//	+--------+--------+--------+-----------+-------+-------+-------+
+//	40
+//	+--------+-----------------+--------+------------------+--------+----------------+
+//	| regLen | state registry  | posLen | input position   | count  | count objects  |
+//	| u32    | (opaque)        | u32    | (opaque)         | u32    |                |
+//	+--------+-----------------+--------+------------------+--------+----------------+
+//
+//	object (52 bytes + name):
+//	0      1       2        4         4+n      +8       +12      +14      +16
+//	+------+-------+--------+---------+--------+--------+--------+--------+
+//	| kind | flags | nameLen| name    | size   | crc32c | kg     | kg     |
+//	| u8   | u8    | u16    | n bytes | u64    | u32    | start  | end    |
+//	|      |       |        |         |        |        | u16    | u16    |
+//	+------+-------+--------+---------+--------+--------+--------+--------+
+//	+16        +24        +32        +40        +48
+//	+----------+----------+----------+----------+
+//	| minOrder | maxOrder | offset   | length   |
+//	| u64      | u64      | u64      | u64      |
+//	+----------+----------+----------+----------+
+//	kind: 1 table, 2 changelog, 3 other (part of the format; do not change)
+//	flags: bit 0 packed (the entry covers [offset, offset+length) of the object;
+//	       offset and length are 0 otherwise); other bits 0
+//	size: of the whole object; crc32c: of the bytes the entry covers
+//
+// Checked in the order magic (base.ErrBadMagic; fewer than 8 bytes: base.ErrTruncated), header
+// size (base.ErrTruncated), version (base.ErrFormatVersion), checksum type
+// (base.ErrChecksumType), reserved byte, length (base.ErrTruncated if the bytes end early),
+// CRC32C (base.ErrChecksum), then the payload (a field running past it: base.ErrTruncated; a
+// rule broken: base.ErrCorruption alone) — each a *base.CorruptionError naming the object and
+// the byte offset. The rules: id >= 1; 1 <= maxP <= 32768; every key-group range start <= end
+// < maxP; blobs <= 64 MiB; names valid; kind known; flags known; size >= 0; minOrder <=
+// maxOrder; offset and length 0 unless packed, inside the object if packed; no byte after the
+// last object. Every field has one fixed-width encoding, so a manifest that decodes re-encodes
+// to the same bytes (FuzzManifestDecode checks it), and the golden file testdata/MANIFEST-v1
+// pins the format: a change needs a new version and a new golden file.
+//
+// # DirStorage protocol
+//
+// An object "a/b/c" is the file <dir>/a/b/c. Every write goes through a temporary in the
+// object's directory, ".tmp.<16 hex>" (no object name segment begins with '.'):
+//
+//	Put, PutReader, PutFile (copy)  create temp, write, fsync temp, rename temp → name,
+//	                                fsync the directory and each parent up to <dir>
+//	PutFile (same file system)      fsync the source, link source → temp, rename temp →
+//	                                name, fsync the directories (EXDEV, EPERM: copy instead)
+//	Create                          create temp, write, fsync temp, link temp → name
+//	                                (EEXIST: remove temp, ErrExists), remove temp, fsync
+//	                                the directories
+//	Delete                          remove name (missing: fine), fsync its directory, remove
+//	                                the directories it emptied (not synced)
+//
+// By vfs's invariants 1–4, a crash at any write leaves each object absent or complete: the
+// name appears only by a rename or link of a file whose bytes were synced before, and the
+// directory fsyncs make an acknowledged object's name durable, with the names of the
+// directories MkdirAll created (another put may have created them and not synced them yet,
+// hence the whole chain every time). What a crash can leave is temporaries; List never shows
+// them and Cleanup (GC calls it) removes those older than the grace period that this
+// DirStorage is not writing. TestCrashStorage crashes every write of every method.
+//
+// # Garbage collection
+//
+// GC(ctx, storage, GCOptions) of one owner:
+//
+//  1. List "<owner>/" (and each claimed owner's prefix) once.
+//  2. Keep manifests: the Retain (default 1) newest with ids <= LastCompleted, every one with
+//     a larger id (pending: the job may still complete it; Flink completes a checkpoint only
+//     when every task acked), the pinned ones; not the aborted ones. LastCompleted 0 keeps
+//     every manifest: after a restart that knows nothing, nothing reachable is deleted
+//     (FLINK-7268 lost data by trusting counters a restart had reset). A manifest that would
+//     be deleted but is too young or in flight is kept too, with what it reaches.
+//  3. Read every kept manifest (a damaged one stops GC before any delete); the reachable set
+//     is their objects and themselves.
+//  4. Delete each listed, unreachable object that is not in flight (checked at the moment of
+//     deletion) and is older than the grace period (ObjectInfo.Created; unknown age: kept
+//     unless NoGrace): manifests first, so a manifest in the storage never names a deleted
+//     object. Then Cleanup of old temporaries.
+//
+// Why it is safe beside checkpoints being written (FLINK-29913): a checkpoint of this process
+// Adds every object it uploads or reuses to the InFlight set before uploading or choosing it,
+// and Releases them after its manifest is committed (then it is pending, hence kept) or after
+// it is aborted. A Release during a GC run waits for the run to end, so a run that listed
+// the manifests before the commit still sees the objects in flight. Writers in other processes
+// (a zombie, a second job) are covered by the grace period, which must exceed the longest
+// upload and the List lag of an eventually consistent store; List lag is otherwise harmless,
+// since GC deletes only what a List showed. Orphans of failed or aborted checkpoints
+// (FLINK-30461) are unreachable and not in flight, so the first GC after the grace period
+// deletes them, temporaries included.
+//
+// Other lineages (FLINK-26985: a NO_CLAIM restore source must never be deleted) are never
+// touched: GC lists only "<owner>/". The hook for CLAIM mode is GCOptions.Claimed: a claimed
+// owner's objects are collected like ours, its own manifests kept only if pinned (the restored
+// checkpoint, until one of ours completes).
+//
+// # Invariants
+//
+//  1. An object name is written at most once (unique names); its bytes never change.
+//  2. A manifest is committed at most once per (owner, id), by Create; it is written only
+//     after every object it names is durable.
+//  3. Every manifest in the storage names only objects that are stored (GC deletes manifests
+//     before the objects only they reach; a crash between leaves only unreachable orphans).
+//  4. GC deletes only objects it listed under the owners it collects, never a reachable,
+//     in-flight or young one; a run cut short leaves only garbage for the next run.
+//  5. DirStorage: after a crash at any point, List shows only complete objects, and every
+//     object whose write returned nil is there.
+//
+// # What is not promised
+//
+// DirStorage's directories emptied by Delete are removed without a sync, so a crash may bring
+// back an empty directory. Object times come from the file system (mtime, or ctime on Linux
+// where a hard link updates it); on other systems an object PutFile linked carries its
+// source's mtime, and only the InFlight set protects it from GC. Created times on object
+// stores come from the store's clock, GC's Now from the caller's: their skew must be well
+// below the grace period. A manifest's objects are checked by size and CRC32C by restore, not
+// by GC. Several DirStorages of one process on one directory do not know each other's
+// temporaries: with NoGrace, use one.
+package checkpoint
