@@ -94,9 +94,8 @@ func ckpt(t *testing.T, s Storage, f *InFlight, owner string, id uint64, reused 
 	ctx := context.Background()
 	m := &Manifest{ID: id, Parent: id - 1, MaxParallelism: 128, KeyGroups: KeyGroupRange{Start: 0, End: 127}}
 	var added []string
-	for i := range fresh {
+	for range fresh {
 		added = append(added, SharedName(owner, m.KeyGroups, id, "sst"))
-		_ = i
 	}
 	all := append(slices.Clone(reused), added...)
 	if f != nil {
