@@ -111,7 +111,7 @@ func TestAttackCrashKill(t *testing.T) {
 		t.Skip("parent mode")
 	}
 	kills := 8
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		kills = 3
 	}
 	if v, err := strconv.Atoi(os.Getenv("STRATA_ATTACK_KILLS")); err == nil {

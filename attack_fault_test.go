@@ -58,7 +58,7 @@ func TestAttackNoSpaceClose(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := &modelRun{t: t, w: attackFaultWorkload, rng: rand.New(rand.NewPCG(7, uint64(tc.nth))), m: newModel(), st: st, faulty: true}
-			for range 60_000 {
+			for range raceScale(60_000) {
 				if err := f.step(); err != nil {
 					t.Fatal(err)
 				}
@@ -303,11 +303,11 @@ func TestAttackEIOClose(t *testing.T) {
 					t.Fatal(err)
 				}
 				st, _ := registerModel(s, attackFaultWorkload.u)
-				if err := attackFaultWorkload.session(5, n, 30_000, mB, st); err != nil {
+				if err := attackFaultWorkload.session(5, n, raceScale(30_000), mB, st); err != nil {
 					t.Fatal(err)
 				}
 				if n == 0 {
-					attackFaultWorkload.session(5, n, 30_000, mA, nil)
+					attackFaultWorkload.session(5, n, raceScale(30_000), mA, nil)
 					if err := s.Close(); err != nil {
 						t.Fatal(err)
 					}

@@ -1334,9 +1334,7 @@ func TestModel(t *testing.T) {
 			if testing.Short() {
 				steps = 16000
 			}
-			if raceEnabled {
-				steps /= 3
-			}
+			steps = raceScale(steps)
 			steps /= max(cfg.slow, 1)
 			if *modelStepsN > 0 {
 				steps = *modelStepsN
