@@ -59,10 +59,20 @@
 //     stacks on what lies below — unless nothing older can lie below
 //     (Resolver.Bottom), then they are a KindListBase. A point read that
 //     saw only operands is not complete: the tier below goes first.
-//  4. A compaction joins a list only when its bytes (operands plus the
-//     base's value) are at most Resolver.MaxList (slice.Options.MaxListMerge;
-//     the LSM sets no cap); a longer list keeps its operands and base as
-//     they are, so no value outgrows what a tier can store.
+//  4. A compaction joins a list in pieces of at most Resolver.MaxList
+//     bytes (MaxListPiece, 1 MiB, in every tier: slice.Options.MaxListMerge,
+//     lsm.Options.MaxListPiece), so no value outgrows what a tier can store
+//     and a read can hold one piece at a time. Operands join newest first:
+//     when the next older operand would take the piece past MaxList, the
+//     piece is emitted as a KindListAppend carrying the Seq and hashes of
+//     its newest operand, and a new piece starts (an operand longer than
+//     MaxList is a piece alone). The oldest piece then goes as rules 2 and
+//     3 say — it joins a base or value below only if both fit in MaxList,
+//     else it stays a KindListAppend and the base is kept as it is below
+//     it; over a tombstone or at the bottom it is the KindListBase. So a
+//     long list is a chain: the oldest piece (or the base) at the bottom,
+//     newer pieces as append operands, each with a distinct Seq (its
+//     newest operand's), in entry order.
 //  5. Map clear: the newest KindTombstone of a run's (Key, "") group hides
 //     every map-entry version of the run (any user key, "" included) with a
 //     smaller Seq — also when a newer key-level version hides the tombstone
