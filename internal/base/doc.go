@@ -176,6 +176,18 @@ type Entry struct {
 	Value    []byte // value, list batch or map entry value; empty for tombstones
 }
 
+// Loc is where a tier keeps one version of a key, for reading that version
+// again without a search: a list read records the places of its pieces in a
+// first pass and loads one piece at a time in a second (engine.LowerList).
+// The LsmStore's places are a table's file number, a data block and an
+// offset in it (lsm.DB.GetLoc, ReadAt). A Loc is valid only while the tier
+// holds what it had when the Loc was made (until its next install).
+type Loc struct {
+	File  uint64 // the table's file number (a test tier's own index)
+	Block uint32 // data block in the file
+	Off   uint32 // offset of the entry in the block's data
+}
+
 // Iterator yields entries. Next advances and reports whether an entry is
 // available; Entry returns it (valid until the next Next); Err reports the
 // error that stopped the iteration, nil at a clean end. Not safe for

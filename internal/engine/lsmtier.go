@@ -42,7 +42,7 @@ func (l *lsmTier) Get(order uint64, key, userKey []byte, visit func(*base.Entry)
 }
 
 func (l *lsmTier) MapRange(order uint64, mapKey []byte, visit func(*base.Entry) bool) error {
-	return lowerError(l.db.MapRange(order, mapKey, visit))
+	return lowerError(l.db.MapRange(order, mapKey, nil, visit))
 }
 
 // Close closes the DB, then the cache its readers used.
