@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/strata-db/strata/fresh"
 	"github.com/strata-db/strata/internal/base"
@@ -31,8 +32,24 @@ type segRec struct {
 	uklen uint8  // len(UserKey), capped at 255
 }
 
-// segRecPool holds *[]segRec buffers (the records and the radix sort's scratch).
+// segRecPool holds *[]segRec buffers (the records and the radix sort's scratch) of up to
+// segRecPoolMax bytes.
 var segRecPool sync.Pool
+
+// segRecPoolMax is the largest buffer putSegRecs keeps. A segment's records take about as much
+// Go heap as the segment (40 bytes per entry; the sort's scratch as much again), outside the
+// memory budget: pooled, the buffers of the last flush or transform stayed live across the
+// next one and the garbage collector paced the heap from twice their size (the namespaces
+// shape of TestMemoryShapes, ~40 MB more peak). Dropped, they are garbage the moment the work
+// is done; allocating them again costs little next to the transform.
+const segRecPoolMax = 1 << 20
+
+func putSegRecs(p *[]segRec) {
+	if cap(*p)*int(unsafe.Sizeof(segRec{})) > segRecPoolMax {
+		*p = nil
+	}
+	segRecPool.Put(p)
+}
 
 func getSegRecs() *[]segRec {
 	if p, ok := segRecPool.Get().(*[]segRec); ok {
@@ -100,7 +117,7 @@ func (it *segIter) Err() error         { return it.err }
 func (it *segIter) release() {
 	if it.buf != nil {
 		*it.buf = it.recs[:0]
-		segRecPool.Put(it.buf)
+		putSegRecs(it.buf)
 		it.buf, it.recs = nil, nil
 	}
 }
@@ -114,7 +131,7 @@ func (t *Engine) segmentEntries(ctx context.Context, seg *fresh.SealedSegment) (
 	recs := (*buf)[:0]
 	fail := func(err error) (*segIter, error) {
 		*buf = recs[:0]
-		segRecPool.Put(buf)
+		putSegRecs(buf)
 		return nil, err
 	}
 	it := seg.Entries()
@@ -140,7 +157,7 @@ func (t *Engine) segmentEntries(ctx context.Context, seg *fresh.SealedSegment) (
 	}
 	scratch := getSegRecs()
 	*scratch = radixSortSegRecs(recs, *scratch)
-	segRecPool.Put(scratch)
+	putSegRecs(scratch)
 	if err := sortEqualOrders(seg, recs); err != nil {
 		return fail(err)
 	}
@@ -163,10 +180,6 @@ func radixSortSegRecs(recs, tmp []segRec) []segRec {
 		}
 		return tmp
 	}
-	if cap(tmp) < n {
-		tmp = make([]segRec, n)
-	}
-	tmp = tmp[:n]
 	const bits, digits = 11, 6 // 6 × 11 ≥ 64
 	const mask = 1<<bits - 1
 	// One pass counts all the digits.
@@ -177,6 +190,22 @@ func radixSortSegRecs(recs, tmp []segRec) []segRec {
 			counts[d][o>>(bits*d)&mask]++
 		}
 	}
+	// A segment of one map shares one order: nothing moves, and the scratch (as large as recs,
+	// Go heap outside the budget) is not needed.
+	moves := false
+	for d := range digits {
+		if int(counts[d][recs[0].order>>(bits*d)&mask]) != n {
+			moves = true
+			break
+		}
+	}
+	if !moves {
+		return tmp
+	}
+	if cap(tmp) < n {
+		tmp = make([]segRec, n)
+	}
+	tmp = tmp[:n]
 	src, dst := recs, tmp
 	for d := range digits {
 		c := &counts[d]
