@@ -63,6 +63,9 @@ type Engine struct {
 	// mapChunk is the number of the lower tier's live map entries a map iteration holds at once
 	// (Options.MapChunk).
 	mapChunk int
+	// lowMapFree is a lowMap no iteration uses, for the next map iteration that reaches the
+	// lower tier (one iteration at a time is the common case).
+	lowMapFree *lowMap
 	rc       *rowCache // values read from low (rowcache.go); nil: none
 	// rcHits and rcMisses count value reads of low served by rc and not.
 	rcHits, rcMisses int64

@@ -306,18 +306,24 @@ const lowMapChunk = 1024
 // lowEntry is a live map entry of the lower tier, copied out of it (into lowMap's arena).
 type lowEntry struct{ uk, val []byte }
 
+// stagedEntry is a lowEntry while its chunk is read: offsets into lowMap.stage.
+type stagedEntry struct{ off, ukLen, valLen uint32 }
+
 // lowMap walks the live entries of one map in the lower tier in chunks (MapIter's lower
 // phase): each fill asks the tier for the map's versions from the resume point on, resolves
 // them with the merge rules (base.Resolver, fed as a compaction at the bottom: newest wins, the
 // map's clear hides older entries, tombstones go; one stream across the fills, so a clear seen
 // in the first chunk still hides in the last) and stops before the first user key past
-// lowMapChunk live entries. It holds O(lowMapChunk) entries, not the map. A fill copies into a
-// new arena, so the entries of earlier chunks a caller still holds stay intact.
+// lowMapChunk live entries. It holds O(lowMapChunk) entries, not the map. A fill stages the
+// chunk in a reused buffer, then copies it into one new arena of its exact size, so the
+// entries of earlier chunks a caller still holds stay intact (valid until the next write, as
+// MapIter promises, and beyond). The Engine keeps one lowMap for reuse (Engine.lowMapFree).
 type lowMap struct {
-	res   base.Resolver
-	ents  []lowEntry
-	arena []byte
-	from  []byte // the first user key the next fill reads (nil: the map's start)
+	res    base.Resolver
+	ents   []lowEntry
+	staged []stagedEntry
+	stage  []byte
+	from   []byte // the first user key the next fill reads (nil: the map's start)
 	last  []byte // the last user key fed in this fill
 	next  []byte // where the fill stopped (more)
 	more  bool   // the tier has entries past the chunk
@@ -331,20 +337,40 @@ func (m *lowMap) fill(low LowerTier, order uint64, mapKey []byte) error {
 		m.res = base.Resolver{Bottom: true, DropTombstones: true, Emit: m.emit}
 		m.visit = m.feed
 	}
-	m.ents, m.more, m.last = m.ents[:0], false, m.last[:0]
-	m.arena = make([]byte, 0, max(cap(m.arena), 4<<10))
-	if err := low.MapRange(order, mapKey, m.from, m.visit); err != nil {
+	m.staged, m.stage, m.more, m.last = m.staged[:0], m.stage[:0], false, m.last[:0]
+	err := low.MapRange(order, mapKey, m.from, m.visit)
+	if err == nil && !m.more {
+		err = m.res.Finish()
+	}
+	clear(m.ents) // drop the last chunk's arena
+	m.ents = m.ents[:0]
+	if err != nil {
 		return err
 	}
 	if m.more {
 		m.from = append(m.from[:0], m.next...)
+	}
+	if len(m.staged) == 0 {
 		return nil
 	}
-	return m.res.Finish()
+	arena := append([]byte(nil), m.stage...)
+	for _, s := range m.staged {
+		k, v := s.off+s.ukLen, s.off+s.ukLen+s.valLen
+		m.ents = append(m.ents, lowEntry{uk: arena[s.off:k:k], val: arena[k:v:v]})
+	}
+	return nil
+}
+
+// start readies m for a new iteration (a reused lowMap forgets the last one).
+func (m *lowMap) start(chunk int) {
+	m.res.Reset()
+	clear(m.ents)
+	m.ents, m.staged, m.stage = m.ents[:0], m.staged[:0], m.stage[:0]
+	m.from, m.more, m.chunk = m.from[:0], false, chunk
 }
 
 func (m *lowMap) feed(e *base.Entry) bool {
-	if len(m.ents) >= m.chunk && !bytes.Equal(e.UserKey, m.last) {
+	if len(m.staged) >= m.chunk && !bytes.Equal(e.UserKey, m.last) {
 		// A full chunk ends before a new user key: the next fill starts there.
 		m.next, m.more = append(m.next[:0], e.UserKey...), true
 		return false
@@ -360,10 +386,8 @@ func (m *lowMap) emit(e *base.Entry) error {
 	if e.Kind != base.KindMapEntry {
 		return nil // key-level versions of the map key are not entries
 	}
-	n := len(m.arena)
-	m.arena = append(append(m.arena, e.UserKey...), e.Value...)
-	k := n + len(e.UserKey)
-	m.ents = append(m.ents, lowEntry{uk: m.arena[n:k:k], val: m.arena[k:len(m.arena):len(m.arena)]})
+	m.staged = append(m.staged, stagedEntry{off: uint32(len(m.stage)), ukLen: uint32(len(e.UserKey)), valLen: uint32(len(e.Value))})
+	m.stage = append(append(m.stage, e.UserKey...), e.Value...)
 	return nil
 }
 

@@ -177,6 +177,12 @@ func (it *MapIter) Hold() {
 
 // Close ends the iteration's deferral of installs.
 func (it *MapIter) Close() {
+	if it.low != nil {
+		if it.t.lowMapFree == nil {
+			it.t.lowMapFree = it.low // the entries it yielded live on in their own arena
+		}
+		it.low = nil
+	}
 	if it.open {
 		it.open = false
 		if it.epoch == it.t.epoch { // else an install reset the count already
@@ -241,7 +247,12 @@ func (it *MapIter) Next() bool {
 				it.Close()
 				return false
 			}
-			it.low = &lowMap{chunk: t.mapChunk}
+			it.low = t.lowMapFree
+			if it.low == nil {
+				it.low = new(lowMap)
+			}
+			t.lowMapFree = nil
+			it.low.start(t.mapChunk)
 			if err := it.low.fill(t.low, it.order, it.mk); err != nil {
 				it.err = err
 				it.Close()
