@@ -66,7 +66,7 @@ type Engine struct {
 	// lowMapFree is a lowMap no iteration uses, for the next map iteration that reaches the
 	// lower tier (one iteration at a time is the common case).
 	lowMapFree *lowMap
-	rc       *rowCache // values read from low (rowcache.go); nil: none
+	rc         *rowCache // values read from low (rowcache.go); nil: none
 	// rcHits and rcMisses count value reads of low served by rc and not.
 	rcHits, rcMisses int64
 	db               *lsm.DB // the LsmStore behind low (nil: in memory only, or a test lower tier)

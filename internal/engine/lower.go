@@ -324,11 +324,11 @@ type lowMap struct {
 	staged []stagedEntry
 	stage  []byte
 	from   []byte // the first user key the next fill reads (nil: the map's start)
-	last  []byte // the last user key fed in this fill
-	next  []byte // where the fill stopped (more)
-	more  bool   // the tier has entries past the chunk
-	chunk int    // live entries per chunk (Engine.mapChunk)
-	visit func(*base.Entry) bool
+	last   []byte // the last user key fed in this fill
+	next   []byte // where the fill stopped (more)
+	more   bool   // the tier has entries past the chunk
+	chunk  int    // live entries per chunk (Engine.mapChunk)
+	visit  func(*base.Entry) bool
 }
 
 // fill reads the next chunk into m.ents; more reports whether a later fill has entries.
