@@ -197,8 +197,8 @@ func (s *Store) checkElems(batch []byte) error {
 // A long list in the LsmStore streams: Get records where its pieces are (16 bytes per piece
 // of up to 1 MiB) and Next loads one piece at a time, so reading a list holds one piece of
 // it, not the list. Elements already yielded stay valid until the next write, as for any
-// list; an iterator that goes on after a write (or WaitBackground) to a list streamed so
-// stops with ErrIteratorInvalidated instead of reading files that may be gone.
+// list; an iterator of a list streamed so that is advanced after a write (or WaitBackground)
+// stops with ErrIteratorInvalidated instead of reading pieces that may be gone.
 func (l *ListState[T]) Get(k Key) ListIterator[T] {
 	s := l.s
 	key, h, err := s.begin(k, l.id)
@@ -319,6 +319,11 @@ func (it *ListIterator[T]) Next() bool {
 	}
 	if it.s != nil && it.s.closed { // the batches point into unmapped memory now
 		it.err = fmt.Errorf("strata: list state %q: %w", it.name, ErrClosed)
+		return false
+	}
+	if it.low != nil && !it.low.Valid() { // a streamed list: its pieces may be gone
+		it.err = fmt.Errorf("strata: list state %q: %w", it.name, ErrIteratorInvalidated)
+		it.low = nil
 		return false
 	}
 	for len(it.cur) == 0 {

@@ -74,6 +74,33 @@
 // output before the segment it frees is dropped. A write refused with ErrMemoryBudget while
 // background work is in flight waits for it (backpressure, counted in Stats) and retries.
 //
+// # What the budget covers
+//
+// The budget (memory.Budget) is the memory mapped outside the Go heap; everything else is Go
+// heap, and each part of it is bounded independently of the state's shape (DESIGN §5: process
+// peak ≤ MemoryBudget + a stated fixed allowance, for huge lists, huge maps, many
+// namespaces):
+//
+//	inside the budget (hard limit)        outside (Go heap), per Store
+//	────────────────────────────────       ─────────────────────────────────────────────────────
+//	FreshTable segments + hash indices     LsmStore table indexes and bloom filters (~0.1% of
+//	SliceTable slices                        the data on disk)
+//	transform reserve (one transform's     LsmStore read/compaction buffers: one block per
+//	  slices)                                open read or input; a compaction's list piece
+//	LsmStore block cache                     (≤ base.MaxListPiece, 1 MiB: lists join in pieces)
+//	row cache                              one list piece per open list read of a long LSM list
+//	                                         (LowerList: ListGet copies ≤ ListEagerBytes, 256
+//	                                         KiB, at once; longer lists stream piece by piece)
+//	                                       one chunk (~MapChunk = 1024 live entries) per open map
+//	                                         iteration reaching the LsmStore (lowMap)
+//	                                       the sort buffer of the one transform or flush in
+//	                                         flight (segRec, 40 bytes per entry; not pooled
+//	                                         above 1 MiB, so it is garbage when the work ends)
+//	                                       the Go runtime; heap not yet collected (GOGC)
+//
+// The root's TestMemoryShapes and TestBoundedMemory assert VmHWM ≤ MemoryBudget + 96 MiB with
+// 16 MiB segments (root Options.MemoryBudget).
+//
 // # Failures
 //
 // Background work can fail for reasons that pass: too many open files (EMFILE, ENFILE), an I/O

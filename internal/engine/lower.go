@@ -267,6 +267,10 @@ type LowerList struct {
 	epoch uint64 // Engine.epoch at the read
 }
 
+// Valid reports whether no write or install happened since the read: the pieces returned and
+// the places left are good.
+func (l *LowerList) Valid() bool { return l.gen == l.t.lr.gen && l.epoch == l.t.epoch }
+
 // Pending reports whether Next has a piece left.
 func (l *LowerList) Pending() bool { return l.next < len(l.locs) }
 
@@ -280,7 +284,7 @@ func (l *LowerList) Pieces() int { return len(l.locs) }
 // file and offset; I/O errors). Call it only while Pending.
 func (l *LowerList) Next() ([]byte, error) {
 	t := l.t
-	if l.gen != t.lr.gen || l.epoch != t.epoch || t.low == nil {
+	if !l.Valid() || t.low == nil {
 		l.next = len(l.locs)
 		return nil, ErrIteratorInvalidated
 	}
