@@ -19,7 +19,7 @@ import (
 
 // DB is the LsmStore of one store: table files in levels, named by a
 // manifest. Concurrency (doc.go, "Concurrency"): one owner goroutine calls
-// Get, MapRange, InstallL0, Discard, PickCompaction, CompactLevel,
+// Get, GetLoc, ReadAt, MapRange, InstallL0, Discard, PickCompaction, CompactLevel,
 // InstallCompaction, Persist, PersistedMeta, Metrics, LastSeq, Sync and
 // Close, never concurrently;
 // WriteL0 and CompactionJob.Run may run on other goroutines (the root

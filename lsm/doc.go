@@ -31,7 +31,7 @@
 //     are visible to reads of the running DB but not recovered: the store
 //     (eviction into L0 between checkpoints, compaction) must reopen to
 //     exactly its last persistence point (Close, later checkpoints).
-//   - Owner: the goroutine that calls Get, MapRange, InstallL0,
+//   - Owner: the goroutine that calls Get, GetLoc, ReadAt, MapRange, InstallL0,
 //     PickCompaction, InstallCompaction, Persist, PersistedMeta, Metrics,
 //     Sync and Close (the store's task thread). Background: WriteL0 and CompactionJob.Run.
 //   - Bottom (for a compaction): no level below the output level holds a file

@@ -14,8 +14,8 @@ import (
 // BloomBitsPerKey/8 bytes per distinct Order) on the Go heap; data blocks
 // are read on demand through the Cache.
 //
-// A Reader is safe for concurrent use by multiple goroutines (Get, MapRange,
-// MayContain, NewIter, Meta), except Close, which must not run concurrently
+// A Reader is safe for concurrent use by multiple goroutines (Get, GetLoc,
+// EntryAt, MapRange, MapRangeFrom, MayContain, NewIter, Meta), except Close, which must not run concurrently
 // with any other call and after which the Reader must not be used.
 type Reader struct {
 	f      vfs.File
