@@ -35,10 +35,10 @@ func procStatus(field string) int64 {
 
 // boundedOverhead is the process memory the bounded-memory test allows beyond the budget: the
 // Go runtime and test binary (~10 MB), the Go heap of the LsmStore (sstable indexes and bloom
-// filters, about 0.1% of the data, and the buffers of reads and compactions), the entries of
-// one segment sorted on the Go heap while a flush or transform runs (~11 MB per 16 MiB segment),
-// and the heap the garbage collector has not returned to the OS yet (GOGC 100 lets the heap
-// grow to twice its live size).
+// filters, about 0.1% of the data, and the buffers of reads and compactions), the sort buffer
+// of the segment a flush or transform runs on (mapped outside the heap, ~20-30 MB per 16 MiB
+// segment of small entries), and the heap the garbage collector has not returned to the OS yet
+// (GOGC 100 lets the heap grow to twice its live size).
 const boundedOverhead = 96 << 20
 
 // TestBoundedMemory (issue 4, item 7): with a 64 MiB budget, state grown to 10× the budget

@@ -17,8 +17,8 @@ import (
 // shapeAllowance is the process memory TestMemoryShapes allows beyond MemoryBudget (see
 // Options.MemoryBudget for what the budget covers): the Go runtime and test binary, the Go heap
 // of the LsmStore (table indexes and bloom filters, read and compaction buffers, one block per
-// open iterator), the entries of one segment sorted on the heap while it is flushed, and heap
-// the garbage collector has not returned to the OS yet.
+// open iterator), the sort buffer of the segment being flushed (mapped outside the heap), and
+// heap the garbage collector has not returned to the OS yet.
 const shapeAllowance = 96 << 20
 
 const shapeEnv = "STRATA_MEMSHAPE"

@@ -56,13 +56,14 @@ type Options struct {
 	// and the row cache. When it is full, writers wait for background work (backpressure) and
 	// then fail with ErrMemoryBudget; the budget is never exceeded.
 	//
-	// Outside it, on the Go heap, bounded whatever the shape of the state (one huge list or
-	// map, millions of namespaces): the LsmStore's table indexes and bloom filters (about 0.1%
+	// Outside it, bounded whatever the shape of the state (one huge list or map, millions of
+	// namespaces): on the Go heap, the LsmStore's table indexes and bloom filters (about 0.1%
 	// of the data on disk) and the buffers of its reads and compactions (a block, at most one
 	// list piece of 1 MiB per read); one list piece (up to 1 MiB) per open ListIterator of a
 	// long list in the LsmStore, which streams piece by piece; one chunk of about 1024 entries
-	// per open map iteration reaching the LsmStore; the sort buffer of the one transform or
-	// flush in flight (about 40 bytes per entry of a segment); and the Go runtime itself. Reads
+	// per open map iteration reaching the LsmStore; mapped outside the heap and reused, the
+	// sort buffer of the one transform or flush in flight (about 80 bytes per entry of a
+	// segment, records and scratch); and the Go runtime itself. Reads
 	// of state that is all in memory allocate nothing. The process's peak resident memory
 	// (VmHWM) stays within MemoryBudget + 96 MiB with 16 MiB segments: TestMemoryShapes (one
 	// 1 GiB list under 128 MiB, a 5 M-entry map and 2 M namespaces under 64 MiB) and

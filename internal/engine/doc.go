@@ -94,8 +94,9 @@
 //	                                       one chunk (~MapChunk = 1024 live entries) per open map
 //	                                         iteration reaching the LsmStore (lowMap)
 //	                                       the sort buffer of the one transform or flush in
-//	                                         flight (segRec, 40 bytes per entry; not pooled
-//	                                         above 1 MiB, so it is garbage when the work ends)
+//	                                         flight (segRec, 40 bytes per entry, and the radix
+//	                                         sort's scratch): mapped outside the Go heap and
+//	                                         reused (recBuf), so it does not pace the collector
 //	                                       the Go runtime; heap not yet collected (GOGC)
 //
 // The root's TestMemoryShapes and TestBoundedMemory assert VmHWM ≤ MemoryBudget + 96 MiB with

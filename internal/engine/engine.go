@@ -66,7 +66,9 @@ type Engine struct {
 	// lowMapFree is a lowMap no iteration uses, for the next map iteration that reaches the
 	// lower tier (one iteration at a time is the common case).
 	lowMapFree *lowMap
-	rc         *rowCache // values read from low (rowcache.go); nil: none
+	// sb is the sort buffer of the transform or flush in flight (transform.go, recBuf).
+	sb sortBufs
+	rc *rowCache // values read from low (rowcache.go); nil: none
 	// rcHits and rcMisses count value reads of low served by rc and not.
 	rcHits, rcMisses int64
 	db               *lsm.DB // the LsmStore behind low (nil: in memory only, or a test lower tier)
@@ -486,6 +488,10 @@ func (t *Engine) Seal() error {
 // does). Owner goroutine only; the engine must not be used after.
 func (t *Engine) Close() error {
 	errs := []error{t.sched.Close()}
+	if t.sb.busy.CompareAndSwap(false, true) { // no task runs now; else leave it mapped
+		t.sb.recs.free()
+		t.sb.tmp.free()
+	}
 	for _, j := range t.fifo {
 		if j.out != nil {
 			t.sl.Release(j.out)
