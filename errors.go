@@ -53,7 +53,9 @@ var (
 	// ErrIteratorInvalidated is reported by a MapIterator's Err when the Store had to move or
 	// free the memory the iteration walks before it ended: an iteration defers that background
 	// work, but only for 65536 writes, or until a writer needs the memory. The entries yielded
-	// before were correct; start a new iteration for the rest.
+	// before were correct; start a new iteration for the rest. A ListIterator of a long list
+	// streamed from the LsmStore (ListState.Get) reports it too when it is advanced after a
+	// write or WaitBackground.
 	ErrIteratorInvalidated = engine.ErrIteratorInvalidated
 	// ErrInvalidOptions is returned by Options.Validate and Open; the error names the field.
 	ErrInvalidOptions = errors.New("strata: invalid options")

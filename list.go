@@ -29,7 +29,8 @@ type ListDescriptor[T any] struct {
 type ListState[T any] struct {
 	stateBase
 	codec Codec[T]
-	lbuf  [][]byte // batches of the last Get
+	lbuf  [][]byte         // batches of the last Get
+	low   engine.LowerList // the last Get's pieces in the LsmStore, when read one at a time
 }
 
 // NewListState registers d on s, or returns the list state registered under d.Name before
@@ -192,6 +193,12 @@ func (s *Store) checkElems(batch []byte) error {
 // The iterator reads the Store's memory in place: it is valid until the next write to the
 // Store or the next Get on this state (collect the elements first to write while iterating).
 // Errors (ErrKeyGroupOutOfRange, ErrClosed, ErrCorruption) are reported by the iterator's Err.
+//
+// A long list in the LsmStore streams: Get records where its pieces are (16 bytes per piece
+// of up to 1 MiB) and Next loads one piece at a time, so reading a list holds one piece of
+// it, not the list. Elements already yielded stay valid until the next write, as for any
+// list; an iterator of a list streamed so that is advanced after a write (or WaitBackground)
+// stops with ErrIteratorInvalidated instead of reading pieces that may be gone.
 func (l *ListState[T]) Get(k Key) ListIterator[T] {
 	s := l.s
 	key, h, err := s.begin(k, l.id)
@@ -200,14 +207,18 @@ func (l *ListState[T]) Get(k Key) ListIterator[T] {
 		return ListIterator[T]{err: l.wrap("get", err)}
 	}
 	var st status
-	l.lbuf, st, _ = s.e.ListGet(h, key, l.lbuf[:0])
+	l.lbuf, st, _ = s.e.ListGet(h, key, l.lbuf[:0], &l.low)
 	if st != found {
 		if st == failed {
 			return ListIterator[T]{err: l.wrap("get", s.e.TakeErr())}
 		}
 		return ListIterator[T]{}
 	}
-	return ListIterator[T]{s: s, codec: l.codec, batches: l.lbuf, name: l.name}
+	it := ListIterator[T]{s: s, codec: l.codec, batches: l.lbuf, name: l.name}
+	if l.low.Pending() {
+		it.low = &l.low
+	}
+	return it
 }
 
 // Clear removes the list of k (its key in its namespace only), as Flink's State.clear;
@@ -253,7 +264,7 @@ func (l *ListState[T]) MergeNamespaces(k Key, target []byte, sources ...[]byte) 
 		}
 		key, h := s.compose(k.In(src), l.id)
 		var st status
-		l.lbuf, st, _ = s.e.ListGet(h, key, l.lbuf[:0])
+		l.lbuf, st, _ = s.e.ListGet(h, key, l.lbuf[:0], nil) // copied whole: acc holds it anyway
 		if st == failed {
 			return s.e.TakeErr()
 		}
@@ -292,8 +303,9 @@ func (l *ListState[T]) MergeNamespaces(k Key, target []byte, sources ...[]byte) 
 type ListIterator[T any] struct {
 	s       *Store
 	codec   Codec[T]
-	batches [][]byte // batches not yet started
-	cur     []byte   // rest of the current batch
+	low     *engine.LowerList // pieces in the LsmStore not yet started, before batches
+	batches [][]byte          // batches not yet started
+	cur     []byte            // rest of the current batch
 	v       T
 	err     error
 	name    string
@@ -309,7 +321,19 @@ func (it *ListIterator[T]) Next() bool {
 		it.err = fmt.Errorf("strata: list state %q: %w", it.name, ErrClosed)
 		return false
 	}
+	if it.low != nil && !it.low.Valid() { // a streamed list: its pieces may be gone
+		it.err = fmt.Errorf("strata: list state %q: %w", it.name, ErrIteratorInvalidated)
+		it.low = nil
+		return false
+	}
 	for len(it.cur) == 0 {
+		if it.low != nil && it.low.Pending() {
+			if it.cur, it.err = it.low.Next(); it.err != nil {
+				it.err = fmt.Errorf("strata: list state %q: %w", it.name, it.err)
+				return false
+			}
+			continue
+		}
 		if len(it.batches) == 0 {
 			return false
 		}
@@ -342,5 +366,7 @@ func (it *ListIterator[T]) Value() T { return it.v }
 
 // Err returns the error that ended the iteration, or nil: ErrKeyGroupOutOfRange or ErrClosed
 // from ListState.Get, ErrClosed when the Store was closed under the iterator, ErrCorruption
-// (wrapped, naming the state) from the framing or the codec.
+// (wrapped, naming the state) from the framing, the codec or a piece read from the LsmStore,
+// an I/O error of such a read, ErrIteratorInvalidated when a list streamed from the LsmStore
+// (ListState.Get) is iterated past a write.
 func (it *ListIterator[T]) Err() error { return it.err }

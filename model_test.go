@@ -1246,7 +1246,11 @@ var modelConfigs = []modelConfig{
 		dir:  "mem",
 		opts: Options{MaxParallelism: 64, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2,
 			BlockCacheSize: 1 << 20, RowCacheSize: 8 << 10},
-		adjust: func(o *engine.Options) { o.EvictionBatch, o.BucketBits, o.EvictionWatermark = 16<<10, 2, 0 },
+		adjust: func(o *engine.Options) {
+			o.EvictionBatch, o.BucketBits, o.EvictionWatermark = 16<<10, 2, 0
+			// Lists as chains of small pieces, read piece by piece; maps walked in tiny chunks.
+			o.MaxListPiece, o.ListEagerBytes, o.MapChunk = 200, 64, 2
+		},
 		workload: func(int) *modelWorkload {
 			return &modelWorkload{u: plainUniverse("key-%d", 40, "", "w1", "w2", "window-3"), maxVal: 300, hot: true,
 				weights: dirWeights}
@@ -1274,7 +1278,10 @@ var modelConfigs = []modelConfig{
 		dir:  "mem",
 		opts: Options{MaxParallelism: 32768, KeyGroups: &KeyGroupRange{Start: 100, End: 20000}, MemoryBudget: 128 << 20,
 			SegmentSize: 16 << 20, BackgroundWorkers: 2, BlockCacheSize: 1 << 20},
-		adjust: func(o *engine.Options) { o.EvictionBatch, o.BucketBits, o.EvictionWatermark = 16<<10, 2, 0 },
+		adjust: func(o *engine.Options) {
+			o.EvictionBatch, o.BucketBits, o.EvictionWatermark = 16<<10, 2, 0
+			o.MaxListPiece, o.ListEagerBytes, o.MapChunk = 100, 1, 1
+		},
 		workload: func(maxP int) *modelWorkload {
 			return &modelWorkload{u: edgeUniverse(maxP, &KeyGroupRange{Start: 100, End: 20000}), maxVal: 300, hot: true,
 				weights: dirWeights}

@@ -45,12 +45,31 @@ type Options struct {
 	KeyGroups *KeyGroupRange
 
 	// MemoryBudget is the hard limit, in bytes, on the memory the Store maps outside the Go
-	// heap (FreshTable segments and hash indices, SliceTable slices, the LsmStore's block
-	// cache). Default 1 GiB (DefaultMemoryBudget). Must be at least MinMemoryBudget(SegmentSize)
+	// heap. Default 1 GiB (DefaultMemoryBudget). Must be at least MinMemoryBudget(SegmentSize)
 	// (a segment with its hash index), plus BlockCacheSize and RowCacheSize when they are set;
 	// the default cache sizes shrink to fit. A Store in memory only needs its whole state to fit
 	// besides; a Store with a directory moves the rest to disk.
 	// Must be 0 when SharedBudget is set.
+	//
+	// Inside the budget: the FreshTable's segments and hash indices, the SliceTable's slices
+	// (and the reserve that lets one transform build its slices), the LsmStore's block cache
+	// and the row cache. When it is full, writers wait for background work (backpressure) and
+	// then fail with ErrMemoryBudget; the budget is never exceeded.
+	//
+	// Outside it, bounded whatever the shape of the state (one huge list or map, millions of
+	// namespaces): on the Go heap, the LsmStore's table indexes and bloom filters (about 0.1%
+	// of the data on disk) and the buffers of its reads and compactions (a block, at most one
+	// list piece of 1 MiB per read); one list piece (up to 1 MiB) per open ListIterator of a
+	// long list in the LsmStore, which streams piece by piece; one chunk of about 1024 entries
+	// per open map iteration reaching the LsmStore; mapped outside the heap and reused, the
+	// sort buffer of the one transform or flush in flight (about 80 bytes per entry of a
+	// segment, records and scratch); and the Go runtime itself. Reads
+	// of state that is all in memory allocate nothing. The process's peak resident memory
+	// (VmHWM) stays within MemoryBudget + 96 MiB with 16 MiB segments: TestMemoryShapes (one
+	// 1 GiB list under 128 MiB, a 5 M-entry map and 2 M namespaces under 64 MiB) and
+	// TestBoundedMemory (state 10× a 64 MiB budget) assert it; part of that allowance is heap
+	// the garbage collector has not returned yet (GOGC). Larger segments need a larger
+	// allowance (the sort buffer grows with the segment).
 	MemoryBudget int64
 
 	// SharedBudget, when not nil, is a budget created with NewBudget and shared with other

@@ -198,7 +198,7 @@ func (j *CompactionJob) run(ctx context.Context) error {
 	// compaction filter decides which tombstones go (DefaultFilter: at the
 	// bottom), so the resolver itself drops none.
 	filter, bottom := d.opts.Filter, j.bottom
-	r := base.Resolver{Bottom: bottom}
+	r := base.Resolver{Bottom: bottom, MaxList: d.opts.MaxListPiece}
 	r.Filter = func(e *base.Entry) (base.Decision, *base.Entry) {
 		if filter(e, bottom) {
 			return base.FilterDrop, nil

@@ -19,7 +19,7 @@ import (
 
 // DB is the LsmStore of one store: table files in levels, named by a
 // manifest. Concurrency (doc.go, "Concurrency"): one owner goroutine calls
-// Get, MapRange, InstallL0, Discard, PickCompaction, CompactLevel,
+// Get, GetLoc, ReadAt, MapRange, InstallL0, Discard, PickCompaction, CompactLevel,
 // InstallCompaction, Persist, PersistedMeta, Metrics, LastSeq, Sync and
 // Close, never concurrently;
 // WriteL0 and CompactionJob.Run may run on other goroutines (the root
@@ -750,6 +750,90 @@ func (d *DB) closeAll() {
 // recovered persist point's (0 without one): the root continues numbering
 // writes after it (fresh.Options.StartSeq). Owner only.
 func (d *DB) LastSeq() uint64 { return d.lastSeq }
+
+// GetLoc is Get, also handing visit the place of each version (base.Loc:
+// the table's file number, the data block, the offset in it), for ReadAt.
+// As Get otherwise: owner only; allocates nothing.
+func (d *DB) GetLoc(order uint64, key, userKey []byte, visit func(*base.Entry, base.Loc) bool) error {
+	if d.closed {
+		return base.ErrClosed
+	}
+	v := d.current
+	cont := true
+	var num uint64
+	fn := func(e *base.Entry, block, off uint32) bool {
+		cont = visit(e, base.Loc{File: num, Block: block, Off: off})
+		return cont
+	}
+	for _, t := range v.levels[0] {
+		if order < t.meta.MinOrder || order > t.meta.MaxOrder {
+			continue
+		}
+		num = t.meta.Num
+		if err := t.r.GetLoc(order, key, userKey, fn); err != nil {
+			return err
+		}
+		if !cont {
+			return nil
+		}
+	}
+	for l := 1; l < len(v.levels); l++ {
+		t := findFile(v.levels[l], order)
+		if t == nil {
+			continue
+		}
+		num = t.meta.Num
+		if err := t.r.GetLoc(order, key, userKey, fn); err != nil {
+			return err
+		}
+		if !cont {
+			return nil
+		}
+	}
+	return nil
+}
+
+// ReadAt calls visit with the version of (order, key) at loc, a place GetLoc
+// reported; the entry is valid only during the call. It finds the table in
+// the current version (L0 by number, L1+ by order) and reads one block,
+// through the block cache. Owner only.
+//
+// Errors: base.ErrClosed; ErrLocGone when the current version no longer
+// holds the table (an install since GetLoc); base.ErrCorruption for a
+// damaged block or a place that does not hold a version of (order, key);
+// I/O errors from the table file.
+func (d *DB) ReadAt(order uint64, key []byte, loc base.Loc, visit func(*base.Entry)) error {
+	if d.closed {
+		return base.ErrClosed
+	}
+	v := d.current
+	var t *tableFile
+	for _, f := range v.levels[0] {
+		if f.meta.Num == loc.File {
+			t = f
+			break
+		}
+	}
+	for l := 1; t == nil && l < len(v.levels); l++ {
+		if f := findFile(v.levels[l], order); f != nil && f.meta.Num == loc.File {
+			t = f
+		}
+	}
+	if t == nil {
+		return fmt.Errorf("%w: table %d", ErrLocGone, loc.File)
+	}
+	ok := false
+	err := t.r.EntryAt(loc.Block, loc.Off, func(e *base.Entry) {
+		if e.Order == order && bytes.Equal(e.Key, key) {
+			ok = true
+			visit(e)
+		}
+	})
+	if err == nil && !ok {
+		err = base.Corrupt(t.r.Name(), 0, nil, "block %d offset %d holds no version of the key read", loc.Block, loc.Off)
+	}
+	return err
+}
 
 // Get visits the versions of (key, userKey) with the given Order held in the
 // DB, newest first — L0 files newest first, then L1, L2, … — until visit

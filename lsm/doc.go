@@ -31,7 +31,7 @@
 //     are visible to reads of the running DB but not recovered: the store
 //     (eviction into L0 between checkpoints, compaction) must reopen to
 //     exactly its last persistence point (Close, later checkpoints).
-//   - Owner: the goroutine that calls Get, MapRange, InstallL0,
+//   - Owner: the goroutine that calls Get, GetLoc, ReadAt, MapRange, InstallL0,
 //     PickCompaction, InstallCompaction, Persist, PersistedMeta, Metrics,
 //     Sync and Close (the store's task thread). Background: WriteL0 and CompactionJob.Run.
 //   - Bottom (for a compaction): no level below the output level holds a file
@@ -333,7 +333,12 @@
 // UserKey); list operands stack on the newest base below them, and with no
 // base in the inputs stay one operand — or, at the bottom (Resolver.Bottom =
 // CompactionJob.Bottom), become a KindListBase; a map's clear hides older
-// entries of the map; no list size cap. The compaction filter then sees
+// entries of the map. A list joins into pieces of at most
+// Options.MaxListPiece bytes (rule 4): a long list stays a chain of
+// pieces — the oldest the base (or an operand above older files), newer
+// ones append operands, each with the Seq of its newest operand — so no
+// compaction builds an entry past the bound, and a read of the list
+// (engine.ListGet) loads one piece at a time. The compaction filter then sees
 // each survivor with bottom (base.Filter adapts it): DefaultFilter drops
 // tombstones (KindTombstone, KindMapEntryTombstone) at the bottom and only
 // there, so the resolver's own DropTombstones stays off. The TTL work

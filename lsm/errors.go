@@ -37,6 +37,11 @@ var (
 	// returned (the scheduler cancelled it before it started). The job's
 	// references are released; nothing changes on disk.
 	ErrJobNotRun = errors.New("lsm: compaction job did not run")
+
+	// ErrLocGone: ReadAt was given a place (base.Loc) in a table the current
+	// version no longer holds — a compaction or install happened since
+	// GetLoc reported it. Nothing was read.
+	ErrLocGone = errors.New("lsm: the table of a read's place was replaced")
 )
 
 // ioError wraps an error from the FS with what the DB was doing, adding

@@ -295,7 +295,7 @@ func readKey(d *DB, k testKey) (string, error) {
 		return resolveVersions(vs), nil
 	}
 	var es []base.Entry
-	err := d.MapRange(k.order, []byte(k.key), func(e *base.Entry) bool {
+	err := d.MapRange(k.order, []byte(k.key), nil, func(e *base.Entry) bool {
 		if !bytes.Equal(e.Key, []byte(k.key)) || e.Order != k.order {
 			es = append(es, base.Entry{Kind: 99})
 		}
@@ -393,6 +393,7 @@ func smallOptions(fs vfs.FS) Options {
 		BlockSize:           512,
 		TargetFileSize:      4 << 10,
 		MaxManifestBytes:    2 << 10,
+		MaxListPiece:        40, // values are up to 24 bytes: long lists become chains of pieces
 	}
 }
 
@@ -467,7 +468,9 @@ func strayFiles(d *DB) ([]string, error) {
 }
 
 // compactToBottom compacts until every file is in the last level, then
-// checks the bottom invariants: no tombstones and no list operands remain.
+// checks the bottom invariants: no tombstones remain, and a list operand
+// only as a newer piece of a chain (rule 4), above an older piece of its
+// key.
 func compactToBottom(t testing.TB, d *DB) {
 	t.Helper()
 	last := len(d.current.levels) - 1
@@ -493,13 +496,25 @@ func compactToBottom(t testing.TB, d *DB) {
 			t.Fatalf("bottom file %d holds %d tombstones", tf.meta.Num, tf.meta.Tombstones)
 		}
 		it := tf.r.NewIter()
+		var op *base.Entry // the last entry, when it was a list operand
 		for it.Next() {
-			if k := it.Entry().Kind; k == base.KindListAppend || k == base.KindTombstone || k == base.KindMapEntryTombstone {
+			e := it.Entry()
+			if op != nil && (e.Order != op.Order || !bytes.Equal(e.Key, op.Key) || !bytes.Equal(e.UserKey, op.UserKey)) {
+				t.Fatalf("bottom file %d: key %q ends with a list operand, not a base", tf.meta.Num, op.Key)
+			}
+			op = nil
+			if k := e.Kind; k == base.KindTombstone || k == base.KindMapEntryTombstone {
 				t.Fatalf("bottom file %d holds a %v entry", tf.meta.Num, k)
+			} else if k == base.KindListAppend {
+				c := copyEntry(e)
+				op = &c
 			}
 		}
 		if err := it.Err(); err != nil {
 			t.Fatal(err)
+		}
+		if op != nil {
+			t.Fatalf("bottom file %d: key %q ends with a list operand, not a base", tf.meta.Num, op.Key)
 		}
 		it.Close()
 	}

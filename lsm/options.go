@@ -81,6 +81,13 @@ type Options struct {
 	// limit, at most 1000); must not be negative. The role of RocksDB's
 	// max_open_files and Pebble's MaxOpenFiles.
 	MaxOpenFiles int
+	// MaxListPiece bounds, in bytes, a list piece a compaction joins
+	// (base.Resolver.MaxList, base doc "Merge rules" rule 4): a longer list
+	// stays a chain of pieces, so no compaction builds a value past it (an
+	// entry above the table format's 1 GiB limit would fail every
+	// compaction for good). Default base.MaxListPiece (1 MiB); must not be
+	// negative.
+	MaxListPiece int
 }
 
 // Defaults of Options.
@@ -137,6 +144,8 @@ func (o Options) Validate() error {
 		return bad("TargetFileSize", o.TargetFileSize, ">= 1")
 	case o.MaxManifestBytes < 1:
 		return bad("MaxManifestBytes", o.MaxManifestBytes, ">= 1")
+	case o.MaxListPiece < 1:
+		return bad("MaxListPiece", o.MaxListPiece, ">= 0 (0 for the default)")
 	case o.MaxOpenFiles < 1:
 		return bad("MaxOpenFiles", o.MaxOpenFiles, ">= 0 (0 for the default)")
 	}
@@ -167,6 +176,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Filter == nil {
 		o.Filter = DefaultFilter
+	}
+	if o.MaxListPiece == 0 {
+		o.MaxListPiece = base.MaxListPiece
 	}
 	if o.MaxOpenFiles == 0 {
 		o.MaxOpenFiles = DefaultMaxOpenFiles()

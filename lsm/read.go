@@ -6,32 +6,48 @@ import (
 	"github.com/strata-db/strata/internal/base"
 )
 
-// mapRangeScratch is MapRange's reusable buffer: copies of the entries of
-// each source file, back to back, and where each source's run starts.
+// mapRangeScratch is MapRange's reusable buffer for a map held by several
+// files: one chunk of each source's entries (copies, back to back), where
+// each source's chunk starts, and the resume point.
 type mapRangeScratch struct {
 	arena []byte
 	ents  []base.Entry
 	runs  []int // runs[i] is the first index in ents of source i; one extra at the end
 	heads []int
+	done  []bool // source i has no entries past its chunk
 	srcs  []*tableFile
+	from  []byte
+	last  []byte
 }
 
-// MapRange visits every entry held in the DB of the map (order, mapKey) —
-// map tombstones (KindTombstone with an empty UserKey) and every user key's
-// versions, of any kind — merged across all levels in entry order: UserKey
-// ascending, and for one user key Seq descending (newest first), until visit
-// returns false. Nothing is resolved: the caller applies newest-wins and the
-// map tombstone (hides entries of smaller Seq), merging with the tiers above.
-// The entry and its slices are valid only during the call of visit. Owner
-// only.
+// mapChunk is the number of entries MapRange copies from each source per
+// round when several files hold the map: it holds at most about
+// sources × mapChunk entries, whatever the map's size.
+const mapChunk = 512
+
+// MapRange visits every entry held in the DB of the map (order, mapKey)
+// whose user key is >= from — map tombstones (KindTombstone with an empty
+// UserKey) and every user key's versions, of any kind; from nil or empty
+// starts at the map's beginning — merged across all levels in entry order:
+// UserKey ascending, and for one user key Seq descending (newest first),
+// until visit returns false. Nothing is resolved: the caller applies the
+// merge rules (base.Resolver), merging with the tiers above. The entry and
+// its slices are valid only during the call of visit. Owner only.
+//
+// A caller walks a large map in chunks: stop (visit returns false) at the
+// first entry of a user key past the chunk and call again from that user
+// key; each call finds its start in each file by binary search.
 //
 // When one file holds the map the entries stream from it; when several do,
-// MapRange copies the map's entries of each file into a reusable buffer and
-// merges them, so it holds the map's LSM bytes in memory for the call.
+// MapRange merges them in rounds: it copies at most mapChunk entries of
+// each file (finishing the user key it is in), merges and visits the
+// entries up to the smallest last user key among the files not exhausted,
+// and resumes every file after it — so it holds O(files × mapChunk)
+// entries, never the whole map.
 //
 // Errors: base.ErrClosed; base.ErrCorruption (*base.CorruptionError) for a damaged block;
 // I/O errors from the table file.
-func (d *DB) MapRange(order uint64, mapKey []byte, visit func(*base.Entry) bool) error {
+func (d *DB) MapRange(order uint64, mapKey, from []byte, visit func(*base.Entry) bool) error {
 	if d.closed {
 		return base.ErrClosed
 	}
@@ -52,24 +68,66 @@ func (d *DB) MapRange(order uint64, mapKey []byte, visit func(*base.Entry) bool)
 	case 0:
 		return nil
 	case 1:
-		return s.srcs[0].r.MapRange(order, mapKey, visit)
+		return s.srcs[0].r.MapRangeFrom(order, mapKey, from, visit)
 	}
-	s.arena, s.ents, s.runs = s.arena[:0], s.ents[:0], s.runs[:0]
-	collect := func(e *base.Entry) bool {
-		c := *e
-		c.Key = nil // all entries share mapKey
-		c.UserKey = s.copy(e.UserKey)
-		c.Value = s.copy(e.Value)
-		s.ents = append(s.ents, c)
-		return true
-	}
-	for _, t := range s.srcs {
-		s.runs = append(s.runs, len(s.ents))
-		if err := t.r.MapRange(order, mapKey, collect); err != nil {
-			return err
+	s.from = append(s.from[:0], from...)
+	for {
+		s.arena, s.ents, s.runs, s.done = s.arena[:0], s.ents[:0], s.runs[:0], s.done[:0]
+		for _, t := range s.srcs {
+			start := len(s.ents)
+			s.runs = append(s.runs, start)
+			full := false
+			collect := func(e *base.Entry) bool {
+				if len(s.ents)-start >= mapChunk && !bytes.Equal(e.UserKey, s.ents[len(s.ents)-1].UserKey) {
+					full = true // the chunk ends at a user key boundary
+					return false
+				}
+				c := *e
+				c.Key = nil // all entries share mapKey
+				c.UserKey = s.copy(e.UserKey)
+				c.Value = s.copy(e.Value)
+				s.ents = append(s.ents, c)
+				return true
+			}
+			if err := t.r.MapRangeFrom(order, mapKey, s.from, collect); err != nil {
+				return err
+			}
+			s.done = append(s.done, !full)
 		}
+		s.runs = append(s.runs, len(s.ents))
+		// Entries up to the smallest last user key of a source with more
+		// are complete in every source: merge those.
+		var limit []byte
+		more := false
+		for i, done := range s.done {
+			if done {
+				continue
+			}
+			lk := s.ents[s.runs[i+1]-1].UserKey
+			if !more || bytes.Compare(lk, limit) < 0 {
+				limit = lk
+			}
+			more = true
+		}
+		if more {
+			s.last = append(s.last[:0], limit...)
+			limit = s.last
+		}
+		if !s.merge(mapKey, limit, more, visit) {
+			return nil
+		}
+		if !more {
+			return nil
+		}
+		// Resume just after limit: the smallest user key above it.
+		s.from = append(append(s.from[:0], limit...), 0)
 	}
-	s.runs = append(s.runs, len(s.ents))
+}
+
+// merge visits the chunk's entries with a user key <= limit (all of them
+// when !bounded) in entry order, skipping the older copy of a version two
+// sources hold. It reports whether visit wants more.
+func (s *mapRangeScratch) merge(mapKey, limit []byte, bounded bool, visit func(*base.Entry) bool) bool {
 	s.heads = append(s.heads[:0], s.runs[:len(s.runs)-1]...)
 	var prev *base.Entry
 	for {
@@ -83,9 +141,12 @@ func (d *DB) MapRange(order uint64, mapKey []byte, visit func(*base.Entry) bool)
 			}
 		}
 		if best < 0 {
-			return nil
+			return true
 		}
 		e := &s.ents[s.heads[best]]
+		if bounded && bytes.Compare(e.UserKey, limit) > 0 {
+			return true // the next round has it, with every source's versions
+		}
 		s.heads[best]++
 		if prev != nil && prev.Seq == e.Seq && bytes.Equal(prev.UserKey, e.UserKey) {
 			continue // the same version in an older file
@@ -93,7 +154,7 @@ func (d *DB) MapRange(order uint64, mapKey []byte, visit func(*base.Entry) bool)
 		prev = e
 		e.Key = mapKey
 		if !visit(e) {
-			return nil
+			return false
 		}
 	}
 }

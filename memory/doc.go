@@ -61,6 +61,10 @@
 //     stay at or below Limit − Reserve afterwards; the other purposes may go up to Limit, and
 //     nobody beyond it (invariant 1). So after a writer is refused, a transform can still map
 //     the slices that will free the writer's segment.
+//  9. MapScratch is the one mapping outside every Budget: scratch whose size its caller bounds
+//     by its own rule and states (the engine's sort buffer of the one transform or flush in
+//     flight, part of the fixed allowance root Options.MemoryBudget names). It holds no Go
+//     pointers either (invariant 6).
 //
 // # Huge pages
 //

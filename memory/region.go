@@ -53,3 +53,18 @@ func (r *Region) claim() (data []byte, ok bool) {
 	data, r.data = r.data, nil
 	return data, true
 }
+
+// MapScratch maps n bytes (rounded up to the page size) of zeroed anonymous memory outside the
+// Go heap and outside every Budget, for a work buffer whose size the caller bounds by its own
+// rule (the engine's sort buffer of the one transform or flush in flight). Outside the heap
+// it neither counts toward the garbage collector's pacing nor waits for a collection to be
+// returned: UnmapScratch returns it at once. A page costs memory only once touched. On systems
+// other than Linux it is a Go heap slice (the development fallback). Errors: the mmap error.
+func MapScratch(n int) ([]byte, error) {
+	ps := int(pageSize)
+	return mapAnon((max(n, 1) + ps - 1) &^ (ps - 1))
+}
+
+// UnmapScratch unmaps a slice MapScratch returned (whole, as returned); it must not be used
+// afterwards.
+func UnmapScratch(b []byte) error { return unmap(b) }

@@ -172,8 +172,9 @@
 // (base.MergingIter, newest run first) and resolves every key with
 // base.Resolver, the merge rules of internal/base (doc.go, "Merge rules"):
 // the newest version wins; list operands join their base, a tombstone or —
-// at the end of the chain with nothing below (Bottom) — nothing, into one
-// base batch unless the list exceeds MaxListMerge bytes (MaxList); map
+// at the end of the chain with nothing below (Bottom) — nothing, into
+// pieces of at most MaxListMerge bytes (MaxList, rule 4: one base batch
+// when the list fits, else a chain of pieces); map
 // entries older than the map's newest clear go; tombstones go only as
 // invariant 10 allows (DropTombstones). The output is one run.
 //

@@ -140,7 +140,7 @@ func runBytes(r *run) int64 {
 // Run merges the job's runs into new slices with the merge rules of
 // base.Resolver (internal/base doc.go, "Merge rules"): it drops shadowed
 // versions, resolves list operands over a base (or over nothing when
-// nothing lies below) up to Options.MaxListMerge bytes, drops entries
+// nothing lies below) in pieces of up to Options.MaxListMerge bytes, drops entries
 // hidden by a map's clear, and drops tombstones only when the inputs end
 // the chain and no lower tier holds data (invariant 10). It is a pure
 // function of immutable slices and the thread-safe allocator, meant for a

@@ -27,7 +27,7 @@ const (
 	DefaultCompactionThreshold = 4
 	DefaultEvictionBatch       = 4 << 20
 	DefaultHeatHalfLife        = time.Minute
-	DefaultMaxListMerge        = 1 << 20
+	DefaultMaxListMerge        = base.MaxListPiece
 )
 
 // Options configures a Table. The zero value of every field but Allocator
@@ -52,8 +52,10 @@ type Options struct {
 	// HeatHalfLife is the time in which a slice's hit count decays by
 	// half for the hot/cold score. Default DefaultHeatHalfLife (1 min).
 	HeatHalfLife time.Duration
-	// MaxListMerge caps the bytes of a list that compaction resolves into
-	// one base; longer lists keep their operands. Default 1 MiB.
+	// MaxListMerge bounds the bytes of a list piece that compaction joins
+	// (base.Resolver.MaxList, rule 4): a longer list stays a chain of
+	// pieces of at most this size. Default DefaultMaxListMerge
+	// (base.MaxListPiece, 1 MiB), clamped to MaxValueSize.
 	MaxListMerge int
 	// LowerTier says a tier below (the LSM store) may hold data of this
 	// table, so compaction keeps tombstones even at the end of a chain.

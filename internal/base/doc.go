@@ -59,10 +59,20 @@
 //     stacks on what lies below — unless nothing older can lie below
 //     (Resolver.Bottom), then they are a KindListBase. A point read that
 //     saw only operands is not complete: the tier below goes first.
-//  4. A compaction joins a list only when its bytes (operands plus the
-//     base's value) are at most Resolver.MaxList (slice.Options.MaxListMerge;
-//     the LSM sets no cap); a longer list keeps its operands and base as
-//     they are, so no value outgrows what a tier can store.
+//  4. A compaction joins a list in pieces of at most Resolver.MaxList
+//     bytes (MaxListPiece, 1 MiB, in every tier: slice.Options.MaxListMerge,
+//     lsm.Options.MaxListPiece), so no value outgrows what a tier can store
+//     and a read can hold one piece at a time. Operands join newest first:
+//     when the next older operand would take the piece past MaxList, the
+//     piece is emitted as a KindListAppend carrying the Seq and hashes of
+//     its newest operand, and a new piece starts (an operand longer than
+//     MaxList is a piece alone). The oldest piece then goes as rules 2 and
+//     3 say — it joins a base or value below only if both fit in MaxList,
+//     else it stays a KindListAppend and the base is kept as it is below
+//     it; over a tombstone or at the bottom it is the KindListBase. So a
+//     long list is a chain: the oldest piece (or the base) at the bottom,
+//     newer pieces as append operands, each with a distinct Seq (its
+//     newest operand's), in entry order.
 //  5. Map clear: the newest KindTombstone of a run's (Key, "") group hides
 //     every map-entry version of the run (any user key, "" included) with a
 //     smaller Seq — also when a newer key-level version hides the tombstone
@@ -164,6 +174,18 @@ type Entry struct {
 	Key      []byte // composite key; the map key for map entries
 	UserKey  []byte // map entries only
 	Value    []byte // value, list batch or map entry value; empty for tombstones
+}
+
+// Loc is where a tier keeps one version of a key, for reading that version
+// again without a search: a list read records the places of its pieces in a
+// first pass and loads one piece at a time in a second (engine.LowerList).
+// The LsmStore's places are a table's file number, a data block and an
+// offset in it (lsm.DB.GetLoc, ReadAt). A Loc is valid only while the tier
+// holds what it had when the Loc was made (until its next install).
+type Loc struct {
+	File  uint64 // the table's file number (a test tier's own index)
+	Block uint32 // data block in the file
+	Off   uint32 // offset of the entry in the block's data
 }
 
 // Iterator yields entries. Next advances and reports whether an entry is

@@ -67,6 +67,15 @@ type ResolverStats struct {
 	Rewritten  int64 // entries the Filter rewrote
 }
 
+// MaxListPiece is the bound, in bytes, on a list piece that a compaction
+// joins (Resolver.MaxList, rule 4) in every tier: the default of
+// slice.Options.MaxListMerge and of lsm.Options.MaxListPiece. A list longer
+// than this stays a chain of pieces (the oldest the base, the newer ones
+// append operands), so no compaction builds a value past it — far below the
+// 1 GiB entry limit of the table format and the slices' MaxValueSize — and a
+// list read of the lower tier holds one piece at a time.
+const MaxListPiece = 1 << 20
+
 // Resolver applies Strata's merge rules (doc.go, "Merge rules") — newest
 // wins, list operands stack on the newest base below them, a map clear
 // hides the older entries of its map, tombstones go only where nothing
@@ -98,9 +107,12 @@ type Resolver struct {
 	// its CompactionFilter decide (lsm.DefaultFilter drops them at the
 	// bottom).
 	DropTombstones bool
-	// MaxList caps, in bytes, a list that compaction joins into one entry
-	// (operand bytes plus the base's); a longer list keeps its operands
-	// and base as they are (rule 4). 0: no cap.
+	// MaxList bounds, in bytes, a list piece that compaction joins (rule
+	// 4): operands join newest first into pieces of at most MaxList bytes
+	// (an operand longer than that is a piece alone), and the oldest piece
+	// joins the base below it only if both fit. So no compaction builds a
+	// list value longer than max(MaxList, its longest input). 0: no bound
+	// (tests; every tier sets MaxListPiece or its own option).
 	MaxList int
 	// Stable says the bytes of the entries fed to Add stay valid until
 	// Finish (immutable slices); otherwise the Resolver copies the few it
@@ -128,6 +140,7 @@ type Resolver struct {
 	// While operands are unresolved: them and what survived after them, in
 	// feed order (Seq descending), copies unless Stable.
 	pend    []pending
+	nOps    int // operands in pend
 	opBytes int
 	arena   []byte
 	list    []byte // the joined list (rule 3)
@@ -328,13 +341,21 @@ func (r *Resolver) Add(e *Entry) error {
 	}
 	switch keyStep(e.Kind) {
 	case StepOperand:
+		if r.MaxList > 0 && r.nOps > 0 && r.opBytes+len(e.Value) > r.MaxList {
+			// Rule 4: the piece is full; it goes out as an operand (older
+			// pieces and the base follow it, with smaller Seqs).
+			if err := r.resolveList(nil, false); err != nil {
+				return err
+			}
+		}
 		r.hold(e, true)
+		r.nOps++
 		r.opBytes += len(e.Value)
 		return nil
 	case StepBase, StepDelete:
 		r.keyDone = true
 		if len(r.pend) > 0 {
-			return r.resolveList(e)
+			return r.resolveList(e, true)
 		}
 	}
 	return r.out(e)
@@ -379,7 +400,7 @@ func (r *Resolver) endGroup() error {
 	if len(r.pend) == 0 {
 		return nil
 	}
-	return r.resolveList(nil)
+	return r.resolveList(nil, true)
 }
 
 // out passes a surviving version on: held while operands are unresolved
@@ -411,34 +432,24 @@ func (r *Resolver) copyBytes(b []byte) []byte {
 
 func (r *Resolver) clearPending() {
 	clear(r.pend) // drop references into the producer's memory
-	r.pend, r.opBytes, r.arena = r.pend[:0], 0, r.arena[:0]
+	r.pend, r.nOps, r.opBytes, r.arena = r.pend[:0], 0, 0, r.arena[:0]
 }
 
-// resolveList stacks the held operands on base (rules 2-4): base is the
-// group's first key-level version that is not an operand, or nil when the
-// group has none. It emits the result and what was held after the
-// operands, in entry order.
-func (r *Resolver) resolveList(base *Entry) error {
+// resolveList joins the held operands into one list piece and emits it
+// with what was held after the operands, in entry order (rules 2-4). last
+// says the group's operands end here: base is then the group's first
+// key-level version that is not an operand, or nil when the group has
+// none. Without last the piece is full (rule 4) and more, older operands
+// follow: it is an operand.
+func (r *Resolver) resolveList(base *Entry, last bool) error {
 	defer r.clearPending()
 	hasBytes := base != nil && (base.Kind == KindListBase || base.Kind == KindValue)
-	total := r.opBytes
-	if hasBytes {
-		total += len(base.Value)
-	}
-	if r.MaxList > 0 && total > r.MaxList {
-		// Rule 4: too long to join; keep operands and base as they are.
-		for i := range r.pend {
-			if err := r.emit(&r.pend[i].e); err != nil {
-				return err
-			}
-		}
-		if base != nil {
-			return r.emit(base)
-		}
-		return nil
-	}
+	// The piece is the whole list when nothing older can change it: it
+	// joins the base, consumes a tombstone, or lies at the bottom (rule 3).
+	join := hasBytes && (r.MaxList <= 0 || r.opBytes+len(base.Value) <= r.MaxList)
+	whole := last && (join || (base != nil && !hasBytes) || (base == nil && r.Bottom))
 	r.list = r.list[:0]
-	if hasBytes {
+	if join {
 		r.list = append(r.list, base.Value...)
 	}
 	first := -1
@@ -449,7 +460,7 @@ func (r *Resolver) resolveList(base *Entry) error {
 			r.stats.Joined++
 		}
 	}
-	if base != nil {
+	if base != nil && !(hasBytes && !join) {
 		r.stats.Hidden++ // the base is in the list (or, a tombstone, under it)
 	}
 	for i := range r.pend {
@@ -463,15 +474,19 @@ func (r *Resolver) resolveList(base *Entry) error {
 		if i != first {
 			continue
 		}
-		// The newest operand carries the list: its Seq, hashes and key.
+		// The newest operand carries the piece: its Seq, hashes and key.
 		l := p.e
 		l.Value = r.list
-		if base != nil || r.Bottom {
-			l.Kind = KindListBase // rule 3: the whole list
+		l.Kind = KindListAppend
+		if whole {
+			l.Kind = KindListBase
 		}
 		if err := r.emit(&l); err != nil {
 			return err
 		}
+	}
+	if hasBytes && !join {
+		return r.emit(base) // rule 4: the base stays as it is, below the pieces
 	}
 	return nil
 }

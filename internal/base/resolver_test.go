@@ -66,19 +66,33 @@ func resolverCases() []resolverCase {
 			cfg:  Resolver{Bottom: true},
 			in:   []Entry{ent(A, 5, "", "b"), withKey(ent(T, 4, "", ""), 2, "k")},
 			want: []Entry{ent(B, 5, "", "b"), withKey(ent(T, 4, "", ""), 2, "k")}},
-		{name: "4 a list over MaxList keeps its operands and base",
+		{name: "4 a list over MaxList keeps its base below the oldest piece",
 			cfg:  Resolver{MaxList: 5},
 			in:   []Entry{ent(A, 5, "", "bb"), ent(A, 4, "", "aa"), ent(B, 3, "", "zz"), ent(B, 1, "", "old")},
-			want: []Entry{ent(A, 5, "", "bb"), ent(A, 4, "", "aa"), ent(B, 3, "", "zz")}, hidden: 1},
+			want: []Entry{ent(A, 5, "", "aabb"), ent(B, 3, "", "zz")}, hidden: 1},
+		{name: "4 a long list is a chain of pieces, the oldest joined with the base",
+			cfg: Resolver{MaxList: 4},
+			in: []Entry{ent(A, 9, "", "f"), ent(A, 8, "", "e"), ent(A, 7, "", "dd"), ent(A, 6, "", "cc"),
+				ent(A, 5, "", "b"), ent(B, 2, "", "a"), ent(V, 1, "", "old")},
+			want:   []Entry{ent(A, 9, "", "ddef"), ent(B, 6, "", "abcc")},
+			hidden: 2},
+		{name: "4 an operand longer than MaxList is a piece alone",
+			cfg:  Resolver{MaxList: 2, Bottom: true},
+			in:   []Entry{ent(A, 9, "", "c"), ent(A, 8, "", "bbbb"), ent(A, 7, "", "a")},
+			want: []Entry{ent(A, 9, "", "c"), ent(A, 8, "", "bbbb"), ent(B, 7, "", "a")}},
+		{name: "4 entries held between pieces keep entry order",
+			cfg:  Resolver{MaxList: 2},
+			in:   []Entry{ent(A, 9, "", "cc"), ent(E, 8, "", "e8"), ent(A, 7, "", "bb"), ent(A, 6, "", "a"), ent(T, 3, "", "")},
+			want: []Entry{ent(A, 9, "", "cc"), ent(E, 8, "", "e8"), ent(A, 7, "", "bb"), ent(B, 6, "", "a")}, hidden: 1},
 		{name: "4 a list at MaxList is joined",
 			cfg:  Resolver{MaxList: 6},
 			in:   []Entry{ent(A, 5, "", "bb"), ent(A, 4, "", "aa"), ent(B, 3, "", "zz")},
 			want: []Entry{ent(B, 5, "", "zzaabb")}, hidden: 1},
-		{name: "4 unjoined operands over a tombstone at the bottom lose it",
+		{name: "4 pieces over a tombstone consume it: the oldest is the base",
 			cfg:  Resolver{MaxList: 3, Bottom: true, DropTombstones: true},
 			in:   []Entry{ent(A, 5, "", "bb"), ent(A, 4, "", "aa"), ent(T, 3, "", "")},
-			want: []Entry{ent(A, 5, "", "bb"), ent(A, 4, "", "aa")}},
-		{name: "4 unjoined operands over nothing stay operands",
+			want: []Entry{ent(A, 5, "", "bb"), ent(B, 4, "", "aa")}, hidden: 1},
+		{name: "4 pieces over nothing stay operands",
 			cfg:  Resolver{MaxList: 3},
 			in:   []Entry{ent(A, 5, "", "bb"), ent(A, 4, "", "aa")},
 			want: []Entry{ent(A, 5, "", "bb"), ent(A, 4, "", "aa")}},
@@ -312,7 +326,8 @@ func TestResolverPointReads(t *testing.T) {
 // TestResolverReadAgreesWithCompaction: one rule set, two uses. For random
 // versions of one list key and of a map, a point read of the compaction's
 // output answers as a point read of its input (rules 1-6), at the bottom
-// and above it.
+// and above it, with and without a bound on list pieces (rule 4), which no
+// output value passes.
 func TestResolverReadAgreesWithCompaction(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	keyKinds := []Kind{KindValue, KindTombstone, KindListBase, KindListAppend, KindListAppend}
@@ -346,8 +361,14 @@ func TestResolverReadAgreesWithCompaction(t *testing.T) {
 		}
 		in = append(append(append(append(in, tombs...), as...), bs...), []Entry{}...)
 		for _, bottom := range []bool{false, true} {
-			c := resolverCase{cfg: Resolver{Bottom: bottom, DropTombstones: bottom}, in: in}
+			maxList := []int{0, 3, 4, 7}[rng.IntN(4)] // values are 3 or 4 bytes
+			c := resolverCase{cfg: Resolver{Bottom: bottom, DropTombstones: bottom, MaxList: maxList}, in: in}
 			out, _ := runResolver(t, c, iter%2 == 0)
+			for _, e := range out {
+				if maxList > 0 && len(e.Value) > max(maxList, 4) {
+					t.Fatalf("MaxList %d: a piece of %d bytes: %s", maxList, len(e.Value), fmtEntries(out))
+				}
+			}
 			for _, uk := range []string{"", "a", "b"} {
 				want := pointRead(in, uk, bottom)
 				got := pointRead(out, uk, bottom)

@@ -74,6 +74,34 @@
 // output before the segment it frees is dropped. A write refused with ErrMemoryBudget while
 // background work is in flight waits for it (backpressure, counted in Stats) and retries.
 //
+// # What the budget covers
+//
+// The budget (memory.Budget) is the memory mapped outside the Go heap; everything else is Go
+// heap, and each part of it is bounded independently of the state's shape (DESIGN §5: process
+// peak ≤ MemoryBudget + a stated fixed allowance, for huge lists, huge maps, many
+// namespaces):
+//
+//	inside the budget (hard limit)        outside (Go heap), per Store
+//	────────────────────────────────       ─────────────────────────────────────────────────────
+//	FreshTable segments + hash indices     LsmStore table indexes and bloom filters (~0.1% of
+//	SliceTable slices                        the data on disk)
+//	transform reserve (one transform's     LsmStore read/compaction buffers: one block per
+//	  slices)                                open read or input; a compaction's list piece
+//	LsmStore block cache                     (≤ base.MaxListPiece, 1 MiB: lists join in pieces)
+//	row cache                              one list piece per open list read of a long LSM list
+//	                                         (LowerList: ListGet copies ≤ ListEagerBytes, 256
+//	                                         KiB, at once; longer lists stream piece by piece)
+//	                                       one chunk (~MapChunk = 1024 live entries) per open map
+//	                                         iteration reaching the LsmStore (lowMap)
+//	                                       the sort buffer of the one transform or flush in
+//	                                         flight (segRec, 40 bytes per entry, and the radix
+//	                                         sort's scratch): mapped outside the Go heap and
+//	                                         reused (recBuf), so it does not pace the collector
+//	                                       the Go runtime; heap not yet collected (GOGC)
+//
+// The root's TestMemoryShapes and TestBoundedMemory assert VmHWM ≤ MemoryBudget + 96 MiB with
+// 16 MiB segments (root Options.MemoryBudget).
+//
 // # Failures
 //
 // Background work can fail for reasons that pass: too many open files (EMFILE, ENFILE), an I/O
@@ -115,7 +143,9 @@
 //     retries, read arena reset, installs, L0 stall), the FreshTable write with backpressure, the row-cache write-through, after
 //     (queue transforms). A new OpKind must be handled by Engine.write (TestApplyEveryOp).
 //  2. Reads never install and never write: values, list batches and map entries a read returns
-//     stay valid until the next Apply (or WaitBackground, Persist, Close).
+//     stay valid until the next Apply (or WaitBackground, Persist, Close). A long list in the
+//     lower tier is returned as places (LowerList) whose pieces are read one at a time; the
+//     places, too, are valid only until then (LowerList.Valid; ErrIteratorInvalidated after).
 //  3. Installs keep every tier's data in age order (protocol items 1, 3, 5), so reading newest
 //     tier first and stopping at the first complete answer is correct.
 //  4. Only the owner goroutine touches an Engine; background tasks touch only their job's

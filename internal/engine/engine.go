@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,7 +60,15 @@ type Engine struct {
 	alloc *slice.Allocator
 	low   LowerTier // nil: no lower tier, no eviction
 	lr    lowReader // point reads of low (lower.go)
-	rc    *rowCache // values read from low (rowcache.go); nil: none
+	// mapChunk is the number of the lower tier's live map entries a map iteration holds at once
+	// (Options.MapChunk).
+	mapChunk int
+	// lowMapFree is a lowMap no iteration uses, for the next map iteration that reaches the
+	// lower tier (one iteration at a time is the common case).
+	lowMapFree *lowMap
+	// sb is the sort buffer of the transform or flush in flight (transform.go, recBuf).
+	sb sortBufs
+	rc *rowCache // values read from low (rowcache.go); nil: none
 	// rcHits and rcMisses count value reads of low served by rc and not.
 	rcHits, rcMisses int64
 	db               *lsm.DB // the LsmStore behind low (nil: in memory only, or a test lower tier)
@@ -200,6 +209,17 @@ type Options struct {
 	// TableSize is the LsmStore's compaction output size in bytes (lsm.Options.TargetFileSize;
 	// 0: lsm.DefaultTargetFileSize): small tables give a small state many files.
 	TableSize int64
+	// MaxListPiece bounds, in bytes, the list pieces compactions join (base doc, rule 4): the
+	// SliceTable's MaxListMerge and the LsmStore's MaxListPiece. 0: base.MaxListPiece (1 MiB).
+	// Tests set it small so that lists become chains of pieces.
+	MaxListPiece int
+	// ListEagerBytes is the most bytes of a list's part in the lower tier that ListGet copies
+	// at once; a longer part is read one piece at a time (LowerList). 0: 256 KiB. Tests set
+	// it small.
+	ListEagerBytes int
+	// MapChunk is the number of the lower tier's live entries of a map that a map iteration
+	// holds at once (MapIter). 0: 1024. Tests set it small.
+	MapChunk int
 
 	lowWater int64  // SliceTable HighWatermark when there is a lower tier
 	startSeq uint64 // the FreshTable's first write gets startSeq+1 (Open: the persisted one)
@@ -269,7 +289,7 @@ func openLSM(o Options) (*lsmTier, Recovered, error) {
 		lt.cache = c
 	}
 	db, err := lsm.Open(lsm.Options{FS: fs, Dir: filepath.Join(o.Dir, "lsm"), Name: "lsm", Cache: lt.cache,
-		MaxOpenFiles: o.MaxOpenFiles, TargetFileSize: o.TableSize})
+		MaxOpenFiles: o.MaxOpenFiles, TargetFileSize: o.TableSize, MaxListPiece: o.MaxListPiece})
 	if err != nil {
 		if lt.cache != nil {
 			lt.cache.Close()
@@ -329,7 +349,7 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 	// per run, and in Phase 1 (no eviction) the whole state must fit the budget, so memory
 	// matters more than the write amplification of merging early. (The SliceTable's default,
 	// 4, was measured for read latency.)
-	so := slice.Options{Allocator: alloc, BucketBits: bits, CompactionThreshold: compactionThreshold}
+	so := slice.Options{Allocator: alloc, BucketBits: bits, CompactionThreshold: compactionThreshold, MaxListMerge: o.MaxListPiece}
 	if o.Lower != nil {
 		so.LowerTier, so.HighWatermark, so.EvictionBatch = true, o.lowWater, o.EvictionBatch
 	}
@@ -378,9 +398,11 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 		maxCompact: max(sched.Workers(), 1),
 		evictWater: o.EvictionWatermark,
 		l0Stop:     o.L0StopWrites,
+		mapChunk:   cmp.Or(o.MapChunk, lowMapChunk),
 		db:         o.db,
 		wake:       make(chan struct{}, 1),
 	}
+	t.lr.eagerMax = cmp.Or(o.ListEagerBytes, lowListEager)
 	return t, nil
 }
 
@@ -466,6 +488,10 @@ func (t *Engine) Seal() error {
 // does). Owner goroutine only; the engine must not be used after.
 func (t *Engine) Close() error {
 	errs := []error{t.sched.Close()}
+	if t.sb.busy.CompareAndSwap(false, true) { // no task runs now; else leave it mapped
+		t.sb.recs.free()
+		t.sb.tmp.free()
+	}
 	for _, j := range t.fifo {
 		if j.out != nil {
 			t.sl.Release(j.out)

@@ -70,6 +70,11 @@ func (f *fixedLower) Get(order uint64, key, userKey []byte, visit func(*base.Ent
 	return nil
 }
 
+func (f *fixedLower) GetLoc(order uint64, key, userKey []byte, visit func(*base.Entry, base.Loc) bool) error {
+	visit(&f.e, base.Loc{})
+	return nil
+}
+
 // sliceIter is an base.Iterator over sorted entries (tests).
 type sliceIter struct {
 	ents []base.Entry
@@ -106,7 +111,7 @@ func TestLowReaderListGet(t *testing.T) {
 	}
 	must(0, low.Install(p, 4))
 	var r lowReader
-	first, err := r.listGet(low, 0, key, [][]byte{[]byte("kept")})
+	first, err := r.listGet(low, 0, key, [][]byte{[]byte("kept")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +120,7 @@ func TestLowReaderListGet(t *testing.T) {
 		t.Fatalf("listGet = %q, want %q", got, want)
 	}
 	for range 1000 { // later reads must not overwrite the first one's copies
-		if _, err := r.listGet(low, 0, key, nil); err != nil {
+		if _, err := r.listGet(low, 0, key, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -126,7 +131,7 @@ func TestLowReaderListGet(t *testing.T) {
 	dst := make([][]byte, 0, 4)
 	if a := testing.AllocsPerRun(100, func() {
 		r.reset()
-		if out, _ := r.listGet(fl, 0, key, dst[:0]); len(out) != 1 {
+		if out, _ := r.listGet(fl, 0, key, dst[:0], nil); len(out) != 1 {
 			panic("fixedLower list read")
 		}
 	}); a != 0 {

@@ -41,8 +41,20 @@ func (l *lsmTier) Get(order uint64, key, userKey []byte, visit func(*base.Entry)
 	return lowerError(l.db.Get(order, key, userKey, visit))
 }
 
-func (l *lsmTier) MapRange(order uint64, mapKey []byte, visit func(*base.Entry) bool) error {
-	return lowerError(l.db.MapRange(order, mapKey, visit))
+func (l *lsmTier) GetLoc(order uint64, key, userKey []byte, visit func(*base.Entry, base.Loc) bool) error {
+	return lowerError(l.db.GetLoc(order, key, userKey, visit))
+}
+
+func (l *lsmTier) ReadAt(order uint64, key []byte, loc base.Loc, visit func(*base.Entry)) error {
+	err := l.db.ReadAt(order, key, loc, visit)
+	if errors.Is(err, lsm.ErrLocGone) {
+		return fmt.Errorf("%w: %w", ErrIteratorInvalidated, err)
+	}
+	return lowerError(err)
+}
+
+func (l *lsmTier) MapRange(order uint64, mapKey, from []byte, visit func(*base.Entry) bool) error {
+	return lowerError(l.db.MapRange(order, mapKey, from, visit))
 }
 
 // Close closes the DB, then the cache its readers used.

@@ -41,7 +41,15 @@ func (t *Engine) Get(h uint64, key []byte) ([]byte, status) {
 // the lower tiers' batches go below the FreshTable's operands until a tier reaches a base or a
 // tombstone. The status is found when a batch was returned; complete is always true below the
 // lowest tier.
-func (t *Engine) ListGet(h uint64, key []byte, dst [][]byte) ([][]byte, status, bool) {
+//
+// When the list's part in the lower tier (the LsmStore) is longer than lowListEager bytes and
+// ll is not nil, that part is not copied: ll gets the places of its pieces and the list is
+// ll's pieces (LowerList.Next, oldest first) followed by dst's batches. With ll nil the whole
+// list is copied into dst. ll is reset by every call.
+func (t *Engine) ListGet(h uint64, key []byte, dst [][]byte, ll *LowerList) ([][]byte, status, bool) {
+	if ll != nil {
+		ll.t, ll.locs, ll.next, ll.epoch = t, ll.locs[:0], 0, t.epoch
+	}
 	start := len(dst)
 	dst, st, complete := t.f.ListGet(h, key, dst)
 	if complete {
@@ -56,7 +64,10 @@ func (t *Engine) ListGet(h uint64, key []byte, dst [][]byte) ([][]byte, status, 
 	ns := len(dst) - start - nf
 	if !complete && t.low != nil {
 		var err error
-		if dst, err = t.lr.listGet(t.low, order, key, dst); err != nil {
+		if dst, err = t.lr.listGet(t.low, order, key, dst, ll); err != nil {
+			if ll != nil {
+				ll.locs = ll.locs[:0]
+			}
 			return dst[:start], t.lowFailed(err), true
 		}
 	}
@@ -68,7 +79,7 @@ func (t *Engine) ListGet(h uint64, key []byte, dst [][]byte) ([][]byte, status, 
 		reverse(all[nl : nl+ns])
 		reverse(all[nl+ns:])
 	}
-	if len(dst) > start {
+	if len(dst) > start || (ll != nil && ll.Pending()) {
 		return dst, found, true
 	}
 	return dst, st, true
@@ -123,6 +134,11 @@ func (t *Engine) TakeErr() error {
 // entries whose user key neither upper tier holds a record of. Each user key is decided by the
 // newest tier that has a record for it, so it is yielded at most once.
 //
+// The lower phase merges lazily: it walks the lower tier's versions of the map in chunks of
+// about lowMapChunk live entries (lowMap, resolved with base.Resolver), resuming each chunk at
+// the user key where the last one stopped, so an iteration holds one chunk, not the map. An
+// entry a chunk yielded stays valid until the next write (each chunk has its own arena).
+//
 // A user key of a lower tier written in the FreshTable during the iteration, before the
 // iteration reaches it, is not yielded (the FreshTable's iteration covers the map as it was
 // when it began, and the lower phases skip user keys the FreshTable now holds).
@@ -136,7 +152,7 @@ type MapIter struct {
 	epoch uint64
 	fi    fresh.MapIter
 	si    slice.MapIter
-	low   []lowEntry
+	low   *lowMap // the lower tier's current chunk (phase 2)
 	li    int
 	uk    []byte
 	val   []byte
@@ -161,6 +177,12 @@ func (it *MapIter) Hold() {
 
 // Close ends the iteration's deferral of installs.
 func (it *MapIter) Close() {
+	if it.low != nil {
+		if it.t.lowMapFree == nil {
+			it.t.lowMapFree = it.low // the entries it yielded live on in their own arena
+		}
+		it.low = nil
+	}
 	if it.open {
 		it.open = false
 		if it.epoch == it.t.epoch { // else an install reset the count already
@@ -225,16 +247,33 @@ func (it *MapIter) Next() bool {
 				it.Close()
 				return false
 			}
-			low, err := lowMapEntries(t.low, it.order, it.mk)
-			if err != nil {
+			it.low = t.lowMapFree
+			if it.low == nil {
+				it.low = new(lowMap)
+			}
+			t.lowMapFree = nil
+			it.low.start(t.mapChunk)
+			if err := it.low.fill(t.low, it.order, it.mk); err != nil {
 				it.err = err
 				it.Close()
 				return false
 			}
-			it.low, it.li, it.phase = low, 0, 2
+			it.li, it.phase = 0, 2
 		case 2:
-			for it.li < len(it.low) {
-				e := it.low[it.li]
+			for {
+				if it.li == len(it.low.ents) {
+					if !it.low.more {
+						break
+					}
+					if err := it.low.fill(t.low, it.order, it.mk); err != nil {
+						it.err = err
+						it.Close()
+						return false
+					}
+					it.li = 0
+					continue
+				}
+				e := it.low.ents[it.li]
 				it.li++
 				if _, st := t.f.MapGet(it.hm, it.mk, base.HashUserKey(e.uk), e.uk); st != absent {
 					continue

@@ -16,7 +16,7 @@ func TestApplyEveryOp(t *testing.T) {
 	mk, mh := testKey(3, []byte("m"))
 	value := func() ([]byte, Status) { return e.Get(vh, vk) }
 	list := func() [][]byte {
-		b, _, _ := e.ListGet(lh, lk, nil)
+		b, _, _ := e.ListGet(lh, lk, nil, nil)
 		return b
 	}
 	mapGet := func(uk string) Status {

@@ -14,8 +14,8 @@ import (
 // BloomBitsPerKey/8 bytes per distinct Order) on the Go heap; data blocks
 // are read on demand through the Cache.
 //
-// A Reader is safe for concurrent use by multiple goroutines (Get, MapRange,
-// MayContain, NewIter, Meta), except Close, which must not run concurrently
+// A Reader is safe for concurrent use by multiple goroutines (Get, GetLoc,
+// EntryAt, MapRange, MapRangeFrom, MayContain, NewIter, Meta), except Close, which must not run concurrently
 // with any other call and after which the Reader must not be used.
 type Reader struct {
 	f      vfs.File
@@ -186,8 +186,9 @@ type readState struct {
 
 var readStates = sync.Pool{New: func() any { return &readState{frame: -1} }}
 
-// maxPooledBuf is the largest private block buffer a pooled readState keeps.
-const maxPooledBuf = 1 << 20
+// maxPooledBuf is the largest private block buffer a pooled readState keeps:
+// a block holding one list piece (base.MaxListPiece) and its framing fits.
+const maxPooledBuf = 2 << 20
 
 func (r *Reader) putState(st *readState) {
 	r.unpin(st)
@@ -220,7 +221,38 @@ func (r *Reader) unpin(st *readState) {
 // whose checksum or structure is bad (base.ErrChecksum, base.ErrCorruption) and wrapped
 // read errors. Safe for concurrent use.
 func (r *Reader) Get(order uint64, key, userKey []byte, visit func(e *base.Entry) bool) error {
-	return r.scan(order, key, userKey, true, visit)
+	return r.scan(order, key, userKey, true, visit, nil)
+}
+
+// GetLoc is Get, also handing visit the place of each version in the file
+// — its data block's index and its offset in the block's data — for
+// EntryAt: a list read records where its pieces are in a first pass and
+// reads them one at a time in a second (engine.LowerList). Entries,
+// allocation, errors and concurrency are as for Get.
+func (r *Reader) GetLoc(order uint64, key, userKey []byte, visit func(e *base.Entry, block, off uint32) bool) error {
+	return r.scan(order, key, userKey, true, nil, visit)
+}
+
+// EntryAt calls visit with the entry at offset off of data block block, a
+// place GetLoc reported. The Entry aliases the cache frame or a pooled
+// buffer and is valid only during the call. Errors: a *base.CorruptionError
+// for a bad block or a place that holds no entry, wrapped read errors. Safe
+// for concurrent use.
+func (r *Reader) EntryAt(block, off uint32, visit func(e *base.Entry)) error {
+	if int(block) >= len(r.idx) {
+		return base.Corrupt(r.name, 0, nil, "entry place: block %d of %d", block, len(r.idx))
+	}
+	st := readStates.Get().(*readState)
+	defer r.putState(st)
+	blk, err := r.load(st, int(block))
+	if err != nil {
+		return err
+	}
+	if int(off) >= len(blk.data) || decodeEntry(blk.data, int(off), &st.e) < 0 {
+		return base.Corrupt(r.name, int64(r.idx[block].off)+int64(off), nil, "entry place: no entry at offset %d of block %d", off, block)
+	}
+	visit(&st.e)
+	return nil
 }
 
 // MapRange calls visit with every entry whose Order and Key are order and
@@ -229,7 +261,15 @@ func (r *Reader) Get(order uint64, key, userKey []byte, visit func(e *base.Entry
 // until visit returns false. Entries, allocation, errors and concurrency are
 // as for Get.
 func (r *Reader) MapRange(order uint64, mapKey []byte, visit func(e *base.Entry) bool) error {
-	return r.scan(order, mapKey, nil, false, visit)
+	return r.scan(order, mapKey, nil, false, visit, nil)
+}
+
+// MapRangeFrom is MapRange from user key from on: the versions of user keys
+// >= from (the map-level entries only when from is empty). It finds its
+// first block by binary search, so resuming a map's walk costs one search,
+// not a scan from the map's start. As MapRange otherwise.
+func (r *Reader) MapRangeFrom(order uint64, mapKey, from []byte, visit func(e *base.Entry) bool) error {
+	return r.scan(order, mapKey, from, false, visit, nil)
 }
 
 // blockRange returns the blocks [lo, hi] whose Order range holds order
@@ -257,7 +297,11 @@ func (r *Reader) blockRange(order uint64) (lo, hi int) {
 	return lo, i - 1
 }
 
-func (r *Reader) scan(order uint64, key, userKey []byte, exact bool, visit func(e *base.Entry) bool) error {
+// scan visits the versions of (order, key, userKey) (exact), or of
+// (order, key) with a user key >= userKey (not exact), through visit or,
+// when it is nil, visitLoc.
+func (r *Reader) scan(order uint64, key, userKey []byte, exact bool, visit func(e *base.Entry) bool,
+	visitLoc func(e *base.Entry, block, off uint32) bool) error {
 	if !r.MayContain(order) {
 		return nil
 	}
@@ -300,8 +344,19 @@ func (r *Reader) scan(order uint64, key, userKey []byte, exact bool, visit func(
 			if c > 0 {
 				return nil
 			}
-			if c == 0 && !visit(&st.e) {
-				return nil
+			if c == 0 && !exact && len(userKey) > 0 && bytes.Compare(st.e.UserKey, userKey) < 0 {
+				c = -1 // before the resume point
+			}
+			if c == 0 {
+				var more bool
+				if visit != nil {
+					more = visit(&st.e)
+				} else {
+					more = visitLoc(&st.e, uint32(b), uint32(off))
+				}
+				if !more {
+					return nil
+				}
 			}
 			off = next
 		}

@@ -89,11 +89,46 @@ func (m *MemLower) Get(order uint64, key, userKey []byte, visit func(*base.Entry
 	return nil
 }
 
-// MapRange visits a map's entries (engine.LowerTier).
-func (m *MemLower) MapRange(order uint64, mapKey []byte, visit func(*base.Entry) bool) error {
+// GetLoc visits the versions of (key, userKey), newest first, with their places: the index
+// among the key's versions, valid until the next Install (engine.LowerTier).
+func (m *MemLower) GetLoc(order uint64, key, userKey []byte, visit func(*base.Entry, base.Loc) bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	vs := m.versions[[2]string{string(key), string(userKey)}]
+	for i := range vs {
+		e := vs[i]
+		if e.Order != order {
+			panic("MemLower: GetLoc with another order hash than the entries were evicted with")
+		}
+		if !visit(&e, base.Loc{File: uint64(m.Evicted), Block: uint32(i)}) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// ReadAt visits the key-level version at a place GetLoc reported (engine.LowerTier); a place
+// from before the last Install panics (the engine must not use it).
+func (m *MemLower) ReadAt(order uint64, key []byte, loc base.Loc, visit func(*base.Entry)) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	vs := m.versions[[2]string{string(key), ""}]
+	if loc.File != uint64(m.Evicted) || int(loc.Block) >= len(vs) {
+		panic("MemLower: ReadAt of a stale place")
+	}
+	e := vs[loc.Block]
+	visit(&e)
+	return nil
+}
+
+// MapRange visits a map's entries with a user key >= from (engine.LowerTier).
+func (m *MemLower) MapRange(order uint64, mapKey, from []byte, visit func(*base.Entry) bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, uk := range m.maps[string(mapKey)] {
+		if uk < string(from) {
+			continue
+		}
 		for _, e := range m.versions[[2]string{string(mapKey), uk}] {
 			if !visit(&e) {
 				return nil
