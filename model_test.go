@@ -750,17 +750,26 @@ func (r *modelRun) mapPut(slot int32) error {
 
 func (r *modelRun) mapPutAll(slot int32) error {
 	add := map[uint8]int64{uint8(r.rng.IntN(len(modelUserKeys))): 1, uint8(r.rng.IntN(len(modelUserKeys))): r.rng.Int64()}
+	// PutAll is not atomic (as Flink's putAll): the entries put before a refused one stay. The
+	// model applies exactly the entries the Store took.
+	var put []uint8
 	return r.write(slot, func() error {
 		return r.st.mp.PutAll(r.st.key(slot), func(yield func(string, int64) bool) {
 			for u, x := range add {
 				if !yield(modelUserKeys[u], x) {
 					return
 				}
+				put = append(put, u)
 			}
 		})
 	}, func() {
-		for u, x := range add {
-			r.m.putMap(slot, u, x)
+		if r.st == nil { // the model alone (a replayed workload): every entry
+			for u := range add {
+				put = append(put, u)
+			}
+		}
+		for _, u := range put {
+			r.m.putMap(slot, u, add[u])
 		}
 	})
 }
