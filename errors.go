@@ -3,6 +3,7 @@ package strata
 import (
 	"errors"
 
+	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/memory"
@@ -75,6 +76,28 @@ var (
 	// another MaxParallelism or another key-group range than Options asks for (rescaling is a
 	// restore, not an Open), or when its state registry cannot be read (with ErrCorruption).
 	ErrIncompatibleStore = errors.New("strata: stored state incompatible with options")
+
+	// ErrNoCheckpointStorage is returned by StartCheckpoint and the checkpoint notifications of
+	// a Store without Options.Checkpoint.Storage.
+	ErrNoCheckpointStorage = errors.New("strata: no checkpoint storage configured (Options.Checkpoint.Storage)")
+	// ErrCheckpointInProgress is returned by StartCheckpoint while the previous checkpoint is
+	// still uploading: one checkpoint at a time, as Flink's default
+	// execution.checkpointing.max-concurrent-checkpoints = 1. Wait for it, or abort it.
+	ErrCheckpointInProgress = engine.ErrCheckpointInProgress
+	// ErrCheckpointExists is returned (wrapped) by a checkpoint whose manifest another writer
+	// committed first under the same owner and id: this Store is a zombie of its lineage (or
+	// an id was reused) and must stop. It is checkpoint.ErrExists.
+	ErrCheckpointExists = checkpoint.ErrExists
+	// ErrMaxParallelismMismatch is returned by Restore when a checkpoint was written with
+	// another MaxParallelism than the Store's: key groups would not line up (Flink refuses
+	// such a restore as well).
+	ErrMaxParallelismMismatch = errors.New("strata: checkpoint max parallelism differs from the store's")
+	// ErrOverlappingHandles is returned by Restore when two checkpoints given to it hold one
+	// key group of the Store's range: which one is newer is unknown.
+	ErrOverlappingHandles = errors.New("strata: restored checkpoints overlap in key groups")
+	// ErrNoCheckpoint is returned by LatestCheckpoint when no checkpoint is committed under
+	// the owner.
+	ErrNoCheckpoint = errors.New("strata: no checkpoint")
 
 	// The specific causes of an ErrCorruption from the files of a Store's directory: every such
 	// error matches ErrCorruption and, when the damage was identified, one of these; the

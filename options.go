@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/strata-db/strata/checkpoint"
+
 	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
 )
@@ -138,6 +140,11 @@ type Options struct {
 	// Must not be negative.
 	MaxOpenFiles int
 
+	// Checkpoint configures checkpoints: where they go (Storage), the lineage's name (Owner),
+	// retention (Retain) and the restore mode (see CheckpointOptions). The zero value has no
+	// storage: the Store cannot checkpoint, but works otherwise.
+	Checkpoint CheckpointOptions
+
 	// fs is the file system the Store's files go through: vfs.Default() unless a test sets
 	// MemFS or FaultFS (package-internal).
 	fs vfs.FS
@@ -148,6 +155,15 @@ type Options struct {
 func (o Options) Validate() error {
 	d := o.withDefaults() // defaults have one home; zero fields are checked as their defaults
 	maxP := d.MaxParallelism
+	if c := o.Checkpoint; c.Owner != "" {
+		if err := checkpoint.ValidateOwner(c.Owner); err != nil {
+			return fmt.Errorf("%w: Options.Checkpoint.Owner = %q: %w", ErrInvalidOptions, c.Owner, err)
+		}
+	}
+	if c := o.Checkpoint; c.Retain < 0 || (c.Grace < 0 && c.Grace != checkpoint.NoGrace) || c.RestoreMode > Claim {
+		return fmt.Errorf("%w: Options.Checkpoint: Retain %d, Grace %v, RestoreMode %d: Retain and Grace must not be negative (Grace may be checkpoint.NoGrace), RestoreMode NoClaim or Claim",
+			ErrInvalidOptions, c.Retain, c.Grace, c.RestoreMode)
+	}
 	if maxP < 1 || maxP > UpperBoundMaxParallelism {
 		return fmt.Errorf("%w: Options.MaxParallelism = %d: must be in [1, %d] (0 for the default %d)",
 			ErrInvalidOptions, o.MaxParallelism, UpperBoundMaxParallelism, DefaultMaxParallelism)

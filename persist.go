@@ -69,25 +69,33 @@ func codecID(c any) string {
 // encodeRegistry returns the registry blob of the Store: every state registered now and every
 // state recovered from disk that was not registered again (its data is still there).
 func (s *Store) encodeRegistry() []byte {
-	type rec struct {
-		name   string
-		id     uint16
-		kind   stateKind
-		codecs [2]string
-	}
-	var recs []rec
-	for name, r := range s.states {
-		recs = append(recs, rec{name, r.id, r.kind, [2]string{codecID(r.codecs[0]), codecID(r.codecs[1])}})
+	kg := *s.opts.KeyGroups
+	r := &registry{maxP: int(s.maxP), kgStart: kg.Start, kgEnd: kg.End, nextID: s.nextID,
+		states: make(map[string]persistedState, len(s.states)+len(s.persisted))}
+	for name, reg := range s.states {
+		r.states[name] = persistedState{reg.id, reg.kind, [2]string{codecID(reg.codecs[0]), codecID(reg.codecs[1])}}
 	}
 	for name, p := range s.persisted {
 		if _, ok := s.states[name]; !ok {
-			recs = append(recs, rec{name, p.id, p.kind, p.codecs})
+			r.states[name] = p
 		}
+	}
+	return r.encode()
+}
+
+// encode returns the registry blob of r (layout above), states in id order.
+func (r *registry) encode() []byte {
+	type rec struct {
+		name string
+		persistedState
+	}
+	recs := make([]rec, 0, len(r.states))
+	for name, p := range r.states {
+		recs = append(recs, rec{name, p})
 	}
 	slices.SortFunc(recs, func(a, b rec) int { return int(a.id) - int(b.id) })
 	p := make([]byte, 0, 64+32*len(recs))
-	kg := *s.opts.KeyGroups
-	for _, v := range []uint64{uint64(s.maxP), uint64(kg.Start), uint64(kg.End), uint64(s.nextID), uint64(len(recs))} {
+	for _, v := range []uint64{uint64(r.maxP), uint64(r.kgStart), uint64(r.kgEnd), uint64(r.nextID), uint64(len(recs))} {
 		p = binary.AppendUvarint(p, v)
 	}
 	for _, r := range recs {

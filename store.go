@@ -49,6 +49,12 @@ type Store struct {
 	liveMaxP uint32
 	guard    guard
 
+	// Checkpoints (checkpointing.go).
+	epoch        uint64             // writer epoch of the lineage (a restore increments it)
+	pins         []uint64           // PinCheckpoint
+	restored     []CheckpointHandle // the checkpoints Restore used
+	restoreStats RestoreStats
+
 	states    map[string]*registration
 	nextID    uint32
 	persisted map[string]persistedState // the registry recovered by Open (nil: none)

@@ -410,6 +410,14 @@ func (t *Engine) install() int {
 		t.lsmCompactions++
 		t.noteL0()
 	}
+	// Checkpoints: their pins are released (deferred frees happen now).
+	if len(t.ck.running) > 0 || t.ck.gc != nil {
+		before := len(t.ck.running)
+		t.installCheckpoints()
+		if len(t.ck.running) < before {
+			n++
+		}
+	}
 	if n > 0 {
 		t.noCompact = false
 	}
@@ -445,6 +453,11 @@ func (t *Engine) inFlight() bool {
 	}
 	if t.relocation != nil && !t.relocation.done.Load() {
 		return true
+	}
+	for _, p := range t.ck.running {
+		if !p.fin.Load() && !isDone(p.h) {
+			return true // its pins hold memory back
+		}
 	}
 	return t.eviction != nil && !t.eviction.done.Load()
 }

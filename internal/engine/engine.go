@@ -96,6 +96,7 @@ type Engine struct {
 	eviction    *evictionJob
 	relocation  *relocationJob
 	lsmJobs     []*lsmJob
+	ck          ckState // checkpoints (checkpoint.go)
 	lastFresh   int64 // budget.UsedBy(PurposeFreshData) when the sealed segments were last listed
 	bgErr       error // a sticky background failure (damage, a broken invariant); writes report it
 	// Background failures that may pass (retry.go): each kind's backoff, and how many kinds
@@ -267,6 +268,7 @@ func Open(o Options) (e *Engine, rec Recovered, err error) {
 		return nil, Recovered{}, errors.Join(err, pool.Close())
 	}
 	e.pool = pool
+	e.initCheckpoints(&o)
 	e.kick() // LSM compactions due after recovery
 	return e, rec, nil
 }
@@ -488,6 +490,7 @@ func (t *Engine) Seal() error {
 // does). Owner goroutine only; the engine must not be used after.
 func (t *Engine) Close() error {
 	errs := []error{t.sched.Close()}
+	t.closeCheckpoints()
 	if t.sb.busy.CompareAndSwap(false, true) { // no task runs now; else leave it mapped
 		t.sb.recs.free()
 		t.sb.tmp.free()

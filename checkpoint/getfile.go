@@ -1,0 +1,147 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"syscall"
+
+	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/vfs"
+)
+
+// getChunk is the byte range GetFile reads per GetRange call when it copies.
+const getChunk = 4 << 20
+
+// GetFile stores the object name as the file path on fsys, the inverse of PutFile: when s is a
+// *DirStorage on the same file system, path becomes a hard link to the object (restore of a
+// local checkpoint costs a link per file, as Pebble's checkpoints are opened in place),
+// falling back to a copy where the link is refused (EXDEV, EPERM, …); otherwise the object is
+// read in ranges of 4 MiB through s.GetRange. A copy is checked against want — size and
+// CRC32C (base.CRC32C) of the whole object — and synced; a link is checked by size only (its
+// bytes are the object's own, and every table block carries its own checksum, checked when
+// read). path must not exist; its directory entry is durable only once the caller syncs the
+// directory. On error path is removed.
+//
+// Errors: ErrNotFound, a *base.CorruptionError naming the object when its size or CRC32C
+// differs from want (base.ErrTruncated for a short object, base.ErrChecksum), ctx's error, the
+// storage's and fsys's errors.
+func GetFile(ctx context.Context, s Storage, o Object, fsys vfs.FS, path string) (linked bool, err error) {
+	if err := ValidateName(o.Name); err != nil {
+		return false, err
+	}
+	if d, ok := s.(*DirStorage); ok && sameFS(fsys, d.fs) {
+		if err := ctxErr(ctx, "get", o.Name); err != nil {
+			return false, err
+		}
+		src := d.path(o.Name)
+		err := fsys.Link(src, path)
+		if err == nil {
+			f, err := fsys.Open(path)
+			if err == nil {
+				var st fs.FileInfo
+				st, err = f.Stat()
+				f.Close()
+				if err == nil && st.Size() != o.Size {
+					err = sizeError(o, st.Size())
+				}
+			}
+			if err != nil {
+				fsys.Remove(path)
+				return false, err
+			}
+			return true, nil
+		}
+		if errors.Is(err, syscall.ENOENT) {
+			return false, fmt.Errorf("checkpoint: get %s: %w", o.Name, ErrNotFound)
+		}
+		refused := false
+		for _, r := range []error{syscall.EXDEV, syscall.EPERM, syscall.EMLINK, syscall.ENOTSUP, syscall.EOPNOTSUPP} {
+			refused = refused || errors.Is(err, r)
+		}
+		if !refused {
+			return false, fmt.Errorf("checkpoint: get %s: %w", o.Name, err)
+		}
+	}
+	f, err := fsys.Create(path)
+	if err != nil {
+		return false, fmt.Errorf("checkpoint: get %s: %w", o.Name, err)
+	}
+	err = copyObject(ctx, s, o, f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		fsys.Remove(path)
+		return false, err
+	}
+	return false, nil
+}
+
+// copyObject copies o into w in ranges, checking its size and CRC32C.
+func copyObject(ctx context.Context, s Storage, o Object, w vfs.File) error {
+	var crc uint32
+	var off int64
+	for off < o.Size {
+		n := min(int64(getChunk), o.Size-off)
+		b, err := s.GetRange(ctx, o.Name, off, n)
+		if errors.Is(err, ErrRange) {
+			return base.Corrupt(o.Name, off, base.ErrTruncated, "object ends before the %d bytes its manifest records", o.Size)
+		}
+		if err != nil {
+			return err
+		}
+		if int64(len(b)) != n {
+			return base.Corrupt(o.Name, off, base.ErrTruncated, "range of %d bytes read as %d", n, len(b))
+		}
+		if _, err := w.Write(b); err != nil {
+			return fmt.Errorf("checkpoint: get %s: %w", o.Name, err)
+		}
+		crc = crc32.Update(crc, base.CRC32C, b)
+		off += n
+	}
+	if crc != o.CRC {
+		return base.Corrupt(o.Name, 0, base.ErrChecksum, "crc32c %#08x, the manifest records %#08x", crc, o.CRC)
+	}
+	return nil
+}
+
+// sizeError is the error for an object whose size is not the manifest's.
+func sizeError(o Object, size int64) error {
+	var cause error
+	if size < o.Size {
+		cause = base.ErrTruncated
+	}
+	return base.Corrupt(o.Name, min(size, o.Size), cause, "object is %d bytes, the manifest records %d", size, o.Size)
+}
+
+// FileCRC returns the CRC32C (base.CRC32C) and size of the file at path, the figures an Object
+// records; it reads the file once in 1 MiB pieces.
+func FileCRC(fsys vfs.FS, path string) (crc uint32, size int64, err error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		n, err := f.ReadAt(buf, size)
+		crc = crc32.Update(crc, base.CRC32C, buf[:n])
+		size += int64(n)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return crc, size, nil
+			}
+			return 0, 0, err
+		}
+		if n == 0 {
+			return crc, size, nil
+		}
+	}
+}

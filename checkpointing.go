@@ -1,0 +1,445 @@
+package strata
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"time"
+
+	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/engine"
+)
+
+// Checkpoints, completion, retention and restore with rescaling — Flink's checkpointing of a
+// keyed state backend (CheckpointedFunction.snapshotState, CheckpointListener, RestoreMode),
+// over the storage protocol of package checkpoint. The mechanism is internal/engine's
+// (checkpoint.go, restore.go): a cut that pins the immutable tiers in O(slices + files), an
+// upload in the background, a manifest committed last with create-if-absent.
+
+// RestoreMode is how a restored Store treats the checkpoint it was restored from, as Flink's
+// RestoreMode (FLIP-193). Part of no format.
+type RestoreMode uint8
+
+const (
+	// NoClaim (the default, as Flink's): the restored checkpoint stays the user's. The Store
+	// never deletes its objects, and its first checkpoint references none of them (a full
+	// checkpoint), so the restored one may be deleted independently afterwards.
+	NoClaim RestoreMode = iota
+	// Claim: the Store takes the restored checkpoint over. Its first checkpoint references the
+	// restored objects (incremental from the start), and garbage collection deletes them, with
+	// the restored lineage's manifests, once no retained checkpoint reaches them. Use it for a
+	// failover of the same job (the restored lineage is the Store's own).
+	Claim
+)
+
+// String returns "NO_CLAIM" or "CLAIM", Flink's names.
+func (m RestoreMode) String() string {
+	if m == Claim {
+		return "CLAIM"
+	}
+	return "NO_CLAIM"
+}
+
+// CheckpointOptions configure a Store's checkpoints (Options.Checkpoint).
+type CheckpointOptions struct {
+	// Storage is where checkpoints go (checkpoint.NewDirStorage for a local or mounted
+	// directory, or any object store implementing checkpoint.Storage). nil: Checkpoint fails
+	// with ErrNoCheckpointStorage — except after Restore, which defaults it to the storage
+	// restored from.
+	Storage checkpoint.Storage
+	// Owner names the Store's lineage of checkpoints: one name segment (checkpoint.ValidateOwner),
+	// the prefix of every object the Store writes; one per operator subtask of a job, stable
+	// across restarts. Default "kg-<start>-<end>" of Options.KeyGroups (five digits each).
+	Owner string
+	// Retain is how many completed checkpoints are kept (Flink's
+	// state.checkpoints.num-retained); older ones are garbage-collected after each
+	// NotifyCheckpointComplete. Default 1. Must not be negative.
+	Retain int
+	// Grace is how old an unreachable object must be before garbage collection deletes it
+	// (checkpoint.GCOptions.Grace): it must exceed the longest upload of another process
+	// writing under the same Owner (a zombie). Default checkpoint.DefaultGrace;
+	// checkpoint.NoGrace deletes at once.
+	Grace time.Duration
+	// RestoreMode applies to Restore: NoClaim (default) or Claim.
+	RestoreMode RestoreMode
+}
+
+// CheckpointHandle identifies a durable checkpoint of one Store: what Restore needs, with the
+// figures of its making. Handles are plain values; keep them (or the Owner and ID) wherever the
+// job keeps its checkpoint metadata.
+type CheckpointHandle struct {
+	// Owner and ID name the checkpoint's manifest in its storage
+	// (checkpoint.ManifestName(Owner, ID)).
+	Owner string
+	ID    uint64
+	// MaxParallelism and KeyGroups are those of the Store that wrote it.
+	MaxParallelism int
+	KeyGroups      KeyGroupRange
+	// InputPosition is the caller's source position given to Checkpoint (Kafka offsets, a file
+	// offset), opaque to Strata.
+	InputPosition []byte
+	// Stats describes the checkpoint's making; zero for a handle read back with LoadCheckpoint.
+	Stats CheckpointStats
+}
+
+// CheckpointStats are the figures of one checkpoint.
+type CheckpointStats struct {
+	// SyncPause is the synchronous part, the time the task's goroutine spent in the cut.
+	SyncPause time.Duration
+	// AsyncDuration is the rest: from the cut to the manifest's commit.
+	AsyncDuration time.Duration
+	// UploadedBytes / UploadedObjects: what this checkpoint stored; ReusedBytes /
+	// ReusedObjects: what it references from the last completed checkpoint (incremental).
+	UploadedBytes, ReusedBytes     int64
+	UploadedObjects, ReusedObjects int
+	// MemoryBytes is the part of UploadedBytes that held the memory tiers at the cut.
+	MemoryBytes int64
+}
+
+// PendingCheckpoint is a checkpoint whose synchronous part is done (StartCheckpoint) and whose
+// upload runs in the background while the task goes on.
+type PendingCheckpoint struct {
+	s *Store
+	p *engine.PendingCheckpoint
+}
+
+// Done is closed when the checkpoint is durable, failed or was cancelled. Safe from any
+// goroutine.
+func (p *PendingCheckpoint) Done() <-chan struct{} { return p.p.Done() }
+
+// ID returns the checkpoint id.
+func (p *PendingCheckpoint) ID() uint64 { return p.p.ID() }
+
+// Wait waits until the checkpoint is durable and returns its handle; the checkpoint is then
+// pending completion (NotifyCheckpointComplete). Errors: the upload's — the storage's, a full
+// disk, ErrCheckpointExists when another writer committed this id (a zombie: stop) —, ctx's
+// error (the checkpoint goes on), ErrClosed. Like every Store method, on the Store's goroutine.
+func (p *PendingCheckpoint) Wait(ctx context.Context) (CheckpointHandle, error) {
+	s := p.s
+	if s.closed {
+		return CheckpointHandle{}, ErrClosed
+	}
+	s.guard.enter()
+	defer s.guard.exit()
+	r, err := s.e.WaitCheckpoint(ctx, p.p)
+	if err != nil {
+		return CheckpointHandle{}, err
+	}
+	return s.handleOf(r.Manifest, CheckpointStats{SyncPause: r.SyncPause, AsyncDuration: r.AsyncDuration,
+		UploadedBytes: r.UploadedBytes, ReusedBytes: r.ReusedBytes, UploadedObjects: r.UploadedObjects,
+		ReusedObjects: r.ReusedObjects, MemoryBytes: r.MemoryBytes}), nil
+}
+
+// handleOf returns the handle of manifest m written by s's lineage.
+func (s *Store) handleOf(m *checkpoint.Manifest, st CheckpointStats) CheckpointHandle {
+	return CheckpointHandle{Owner: s.owner(), ID: m.ID, MaxParallelism: int(m.MaxParallelism),
+		KeyGroups: KeyGroupRange{Start: int(m.KeyGroups.Start), End: int(m.KeyGroups.End)},
+		InputPosition: m.InputPosition, Stats: st}
+}
+
+// owner returns the Store's checkpoint owner (CheckpointOptions.Owner or its default).
+func (s *Store) owner() string {
+	if o := s.opts.Checkpoint.Owner; o != "" {
+		return o
+	}
+	kg := *s.opts.KeyGroups
+	return fmt.Sprintf("kg-%05d-%05d", kg.Start, kg.End)
+}
+
+// StartCheckpoint takes checkpoint id of the Store's state as of now (Flink's snapshotState):
+// the synchronous part seals the active segment and pins the immutable tiers — a few
+// milliseconds whatever the state's size — and the upload runs in the background; the Store
+// may be written at once, and later writes are not in the checkpoint. inputPosition is stored
+// in the manifest (the source offsets to replay from after a restore). id must be at least 1
+// and larger than every id committed before under the Store's Owner (Flink's checkpoint ids
+// only grow); one checkpoint runs at a time.
+//
+// The checkpoint is incremental: table files already in the last completed checkpoint are
+// referenced, not stored again; the memory tiers at the cut are stored as one table. It
+// becomes the base of later checkpoints only once completed (NotifyCheckpointComplete).
+//
+// Errors: ErrNoCheckpointStorage, ErrCheckpointInProgress, ErrInvalidOptions (id 0), a sticky
+// background failure, ErrMemoryBudget, ErrClosed.
+func (s *Store) StartCheckpoint(id uint64, inputPosition []byte) (*PendingCheckpoint, error) {
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if s.opts.Checkpoint.Storage == nil {
+		return nil, ErrNoCheckpointStorage
+	}
+	if id == 0 {
+		return nil, fmt.Errorf("%w: checkpoint id 0 (ids start at 1)", ErrInvalidOptions)
+	}
+	if len(inputPosition) > checkpoint.MaxBlob {
+		return nil, fmt.Errorf("%w: input position of %d bytes, more than %d", ErrInvalidOptions, len(inputPosition), checkpoint.MaxBlob)
+	}
+	s.guard.enter()
+	defer s.guard.exit()
+	kg := *s.opts.KeyGroups
+	p, err := s.e.StartCheckpoint(engine.CheckpointSpec{ID: id, Storage: s.opts.Checkpoint.Storage, Owner: s.owner(),
+		Epoch: s.epoch, MaxParallelism: s.maxP, KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)},
+		Registry: s.encodeRegistry(), InputPosition: slices.Clone(inputPosition)})
+	if err != nil {
+		return nil, fmt.Errorf("strata: checkpoint %d: %w", id, err)
+	}
+	return &PendingCheckpoint{s: s, p: p}, nil
+}
+
+// Checkpoint is StartCheckpoint followed by Wait: it returns once checkpoint id is durable.
+// The Store cannot be used meanwhile (it is the caller's goroutine that waits); use
+// StartCheckpoint to go on writing during the upload.
+func (s *Store) Checkpoint(ctx context.Context, id uint64, inputPosition []byte) (CheckpointHandle, error) {
+	p, err := s.StartCheckpoint(id, inputPosition)
+	if err != nil {
+		return CheckpointHandle{}, err
+	}
+	return p.Wait(ctx)
+}
+
+// NotifyCheckpointComplete tells the Store that checkpoint id is complete (Flink's
+// CheckpointListener.notifyCheckpointComplete: every task acknowledged it). It becomes the base
+// of the next incremental checkpoint, pending checkpoints before it are subsumed, and garbage
+// collection runs in the background: it keeps the Retain newest completed checkpoints, any
+// pinned one, the restored one in NO_CLAIM mode, and every pending (newer) one, and deletes
+// whatever none of them reaches (never by counters: checkpoint.GC). Errors: ErrClosed,
+// ErrNoCheckpointStorage; a failure of the previous GC run (the next run retries it).
+func (s *Store) NotifyCheckpointComplete(id uint64) error {
+	if err := s.ckCheck(); err != nil {
+		return err
+	}
+	s.guard.enter()
+	defer s.guard.exit()
+	s.e.CompleteCheckpoint(id, s.opts.Checkpoint.Storage, s.gcOptions())
+	return nil
+}
+
+// NotifyCheckpointAborted tells the Store that checkpoint id will not complete (Flink's
+// CheckpointListener.notifyCheckpointAborted). An upload still running is cancelled; whatever
+// it stored, manifest included, is deleted by the next garbage collection. Errors: ErrClosed,
+// ErrNoCheckpointStorage.
+func (s *Store) NotifyCheckpointAborted(id uint64) error {
+	if err := s.ckCheck(); err != nil {
+		return err
+	}
+	s.guard.enter()
+	defer s.guard.exit()
+	s.e.AbortCheckpoint(id, s.opts.Checkpoint.Storage, s.gcOptions())
+	return nil
+}
+
+// PinCheckpoint keeps checkpoint id of the Store's lineage from garbage collection until
+// UnpinCheckpoint (a checkpoint the user wants to keep, like a retained externalized
+// checkpoint). Pins live as long as the Store.
+func (s *Store) PinCheckpoint(id uint64) {
+	if !slices.Contains(s.pins, id) {
+		s.pins = append(s.pins, id)
+	}
+}
+
+// UnpinCheckpoint undoes PinCheckpoint; the next garbage collection may delete it.
+func (s *Store) UnpinCheckpoint(id uint64) {
+	s.pins = slices.DeleteFunc(s.pins, func(p uint64) bool { return p == id })
+}
+
+// WaitCheckpointGC waits for the garbage collection in flight, if any, and returns the error
+// of the last one that failed since the previous call (tests, and jobs that want to know).
+func (s *Store) WaitCheckpointGC() error {
+	if s.closed {
+		return ErrClosed
+	}
+	s.guard.enter()
+	defer s.guard.exit()
+	return s.e.WaitGC()
+}
+
+func (s *Store) ckCheck() error {
+	if s.closed {
+		return ErrClosed
+	}
+	if s.opts.Checkpoint.Storage == nil {
+		return ErrNoCheckpointStorage
+	}
+	return nil
+}
+
+// gcOptions returns the GC options of the Store's lineage (the engine fills LastCompleted,
+// Aborted and InFlight).
+func (s *Store) gcOptions() checkpoint.GCOptions {
+	o := checkpoint.GCOptions{Owner: s.owner(), Retain: s.opts.Checkpoint.Retain, Grace: s.opts.Checkpoint.Grace,
+		Pinned: slices.Clone(s.pins)}
+	for _, r := range s.restored {
+		switch {
+		case s.opts.Checkpoint.RestoreMode == NoClaim && r.Owner == o.Owner:
+			o.Pinned = append(o.Pinned, r.ID)
+		case s.opts.Checkpoint.RestoreMode == Claim && r.Owner != o.Owner:
+			c := checkpoint.Claim{Owner: r.Owner}
+			if s.e.LastCompletedCheckpoint() == r.ID { // none of ours completed yet
+				c.Pinned = []uint64{r.ID}
+			}
+			o.Claimed = append(o.Claimed, c)
+		}
+	}
+	return o
+}
+
+// LoadCheckpoint reads the manifest of checkpoint id of owner from storage and returns its
+// handle. Errors: checkpoint.ErrNotFound (never committed, or collected), ErrCorruption for a
+// damaged manifest, the storage's.
+func LoadCheckpoint(ctx context.Context, storage checkpoint.Storage, owner string, id uint64) (CheckpointHandle, error) {
+	m, err := checkpoint.ReadManifest(ctx, storage, owner, id)
+	if err != nil {
+		return CheckpointHandle{}, err
+	}
+	return CheckpointHandle{Owner: owner, ID: m.ID, MaxParallelism: int(m.MaxParallelism),
+		KeyGroups:     KeyGroupRange{Start: int(m.KeyGroups.Start), End: int(m.KeyGroups.End)},
+		InputPosition: m.InputPosition}, nil
+}
+
+// LatestCheckpoint returns the handle of the newest checkpoint committed under owner — after a
+// crash, the one to restore (a committed manifest is complete; whether the job completed it is
+// the job's knowledge, not the storage's). Errors: ErrNoCheckpoint when there is none;
+// LoadCheckpoint's.
+func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner string) (CheckpointHandle, error) {
+	ids, err := checkpoint.ListCheckpoints(ctx, storage, owner)
+	if err != nil {
+		return CheckpointHandle{}, err
+	}
+	if len(ids) == 0 {
+		return CheckpointHandle{}, fmt.Errorf("%w under owner %q", ErrNoCheckpoint, owner)
+	}
+	return LoadCheckpoint(ctx, storage, owner, slices.Max(ids))
+}
+
+// Restore creates a Store in dir, which must be empty or missing, holding the state of the
+// given checkpoints for the key groups opts.KeyGroups owns, and opens it as Open would. The
+// handles' key-group ranges may be larger, smaller or overlapping with opts.KeyGroups: scale
+// out (one handle, a sub-range), scale in (several handles, one Store), or both. Each
+// checkpoint's table files that hold keys of opts.KeyGroups are fetched once (hard links from a
+// checkpoint.DirStorage on the same file system) and used as they are, clipped to the key
+// groups they answer for: entries of other key groups are never visible and compactions drop
+// them; no key is rewritten. Key groups no handle covers start empty. The restored Store's
+// checkpoints go to opts.Checkpoint.Storage (default: storage), as opts.Checkpoint.RestoreMode
+// says (NoClaim by default).
+//
+// Errors: ErrInvalidOptions (opts, or dir "" — a Store in memory only cannot be restored
+// into — or not empty); ErrMaxParallelismMismatch when a handle was written with another
+// MaxParallelism (key groups would not line up; Flink refuses it too); ErrOverlappingHandles
+// when two handles cover one key group of opts.KeyGroups; ErrIncompatibleState when their
+// state registries disagree (one name, two kinds or codecs; one id, two names);
+// checkpoint.ErrNotFound, ErrCorruption (a damaged manifest or object, named), the storage's
+// errors and Open's. On error dir is left without a Store (what Restore wrote is removed).
+func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...CheckpointHandle) (s *Store, err error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if dir == "" {
+		return nil, fmt.Errorf("%w: Restore needs a directory (a Store in memory only cannot be restored into)", ErrInvalidOptions)
+	}
+	if storage == nil {
+		return nil, fmt.Errorf("%w: Restore needs the storage of the checkpoints", ErrInvalidOptions)
+	}
+	d := opts.withDefaults()
+	fsys := d.fs
+	if names, err := fsys.List(dir); err == nil && len(names) > 0 {
+		return nil, fmt.Errorf("%w: Restore into %q: the directory is not empty", ErrInvalidOptions, dir)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
+	}
+	ctx := context.Background()
+	kg := *d.KeyGroups
+	ckKG := checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)}
+	var sources []*checkpoint.Manifest
+	var used []CheckpointHandle
+	merged := &registry{maxP: d.MaxParallelism, kgStart: kg.Start, kgEnd: kg.End, nextID: 1, states: map[string]persistedState{}}
+	byID := map[uint16]string{}
+	var epoch, lastID uint64
+	for _, h := range handles {
+		m, err := checkpoint.ReadManifest(ctx, storage, h.Owner, h.ID)
+		if err != nil {
+			return nil, fmt.Errorf("strata: restore of checkpoint %d of %q: %w", h.ID, h.Owner, err)
+		}
+		if int(m.MaxParallelism) != d.MaxParallelism {
+			return nil, fmt.Errorf("%w: checkpoint %d of %q has max parallelism %d, the Store %d",
+				ErrMaxParallelismMismatch, h.ID, h.Owner, m.MaxParallelism, d.MaxParallelism)
+		}
+		epoch = max(epoch, m.Epoch)
+		lo, hi := max(int(m.KeyGroups.Start), kg.Start), min(int(m.KeyGroups.End), kg.End)
+		if lo > hi {
+			continue // nothing of ours
+		}
+		for i, o := range sources {
+			if max(int(o.KeyGroups.Start), lo) <= min(int(o.KeyGroups.End), hi) {
+				return nil, fmt.Errorf("%w: checkpoint %d of %q and checkpoint %d of %q both hold key groups of %v",
+					ErrOverlappingHandles, h.ID, h.Owner, o.ID, used[i].Owner, kg)
+			}
+		}
+		reg, err := decodeRegistry(m.Registry)
+		if err != nil {
+			return nil, fmt.Errorf("strata: restore of checkpoint %d of %q: %w", h.ID, h.Owner, err)
+		}
+		for name, st := range reg.states {
+			if p, ok := merged.states[name]; ok && p != st {
+				return nil, fmt.Errorf("%w: state %q is %v state with codecs %v (id %d) in one checkpoint, %v state with %v (id %d) in another",
+					ErrIncompatibleState, name, p.kind, p.codecs, p.id, st.kind, st.codecs, st.id)
+			}
+			if other, ok := byID[st.id]; ok && other != name {
+				return nil, fmt.Errorf("%w: states %q and %q have one id (%d) in two checkpoints", ErrIncompatibleState, other, name, st.id)
+			}
+			merged.states[name], byID[st.id] = st, name
+		}
+		merged.nextID = max(merged.nextID, reg.nextID)
+		sources = append(sources, m)
+		used = append(used, h)
+		lastID = max(lastID, h.ID)
+	}
+	res, err := engine.Restore(ctx, fsys, dir, d.MaxParallelism, ckKG, storage, sources, merged.encode())
+	if err != nil {
+		removeRestored(fsys, dir)
+		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
+	}
+	if opts.Checkpoint.Storage == nil {
+		opts.Checkpoint.Storage = storage
+	}
+	s, err = Open(dir, opts)
+	if err != nil {
+		removeRestored(fsys, dir)
+		return nil, err
+	}
+	s.epoch = epoch + 1
+	s.restored = used
+	if opts.Checkpoint.RestoreMode == Claim {
+		s.e.SetCheckpointBase(lastID, res.Tables)
+	} else {
+		s.e.SetCheckpointBase(lastID, nil) // the first checkpoint is full (NO_CLAIM)
+	}
+	s.restoreStats = RestoreStats{Bytes: res.Bytes, Tables: len(res.Tables), Linked: res.Linked, Copied: res.Copied, Skipped: res.Skipped}
+	return s, nil
+}
+
+// RestoreStats describes what Restore did.
+type RestoreStats struct {
+	// Bytes is the size of the table objects restored; Tables their number, Linked of them
+	// hard links and Copied copies; Skipped counts the objects outside the Store's key groups.
+	Bytes                           int64
+	Tables, Linked, Copied, Skipped int
+}
+
+// RestoreStats returns what Restore did to create the Store (zero for a Store from Open).
+func (s *Store) RestoreStats() RestoreStats { return s.restoreStats }
+
+// removeRestored removes what a failed Restore wrote under dir (dir/lsm and its files).
+func removeRestored(fsys interface {
+	List(string) ([]string, error)
+	Remove(string) error
+}, dir string) {
+	for _, sub := range []string{"lsm", "checkpoint-tmp"} {
+		p := dir + "/" + sub
+		names, _ := fsys.List(p)
+		for _, n := range names {
+			fsys.Remove(p + "/" + n)
+		}
+		fsys.Remove(p)
+	}
+}

@@ -1,0 +1,576 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/fresh"
+	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/vfs"
+	"github.com/strata-db/strata/lsm"
+	"github.com/strata-db/strata/lsm/sstable"
+	"github.com/strata-db/strata/scheduler"
+	"github.com/strata-db/strata/slice"
+)
+
+// Native checkpoints (doc.go, "Checkpoints").
+//
+// The cut (StartCheckpoint, owner goroutine) seals the active FreshTable segment — the only
+// mutable part of the state; sealing copies nothing — and pins what is immutable at that
+// install boundary: the sealed segments (fresh.Table.PinSealed), the slices
+// (slice.Table.Snapshot) and the LsmStore's version (lsm.DB.Snapshot). Pinning defers the
+// release of memory and files that installs free meanwhile; it does not stop them, so the
+// task goes on writing and background work goes on moving data while the checkpoint uploads.
+// The cut costs O(slices + table files) pointer copies.
+//
+// The upload (a scheduler task) writes the pinned memory — slices and sealed segments, merged
+// in entry order with every version kept — as one table file (the "memory table"), puts it
+// and every table file of the pinned version that the base checkpoint does not already hold,
+// then commits the manifest with Create. The install (owner, at its next write or in
+// WaitCheckpoint) releases the pins.
+//
+// A restored or later checkpoint places the tables at their levels, the memory table as the
+// newest L0 file, so the state at the cut is exactly: the version's files (oldest level
+// first) below the memory table. At the cut every datum is in exactly one tier (installs move
+// data between tiers in one owner step), so no list append is counted twice.
+
+// CheckpointSpec is what the caller (the root package) gives a checkpoint besides the state.
+type CheckpointSpec struct {
+	ID             uint64
+	Storage        checkpoint.Storage
+	Owner          string
+	Epoch          uint64
+	MaxParallelism uint32
+	KeyGroups      checkpoint.KeyGroupRange
+	Registry       []byte
+	InputPosition  []byte
+}
+
+// CheckpointResult describes a durable checkpoint.
+type CheckpointResult struct {
+	Manifest *checkpoint.Manifest
+	// SyncPause is the time the owner spent in StartCheckpoint (the cut).
+	SyncPause time.Duration
+	// AsyncDuration is from the end of the cut to the manifest's commit.
+	AsyncDuration time.Duration
+	// UploadedBytes and UploadedObjects count the objects this checkpoint stored; ReusedBytes
+	// and ReusedObjects those it references from its base (incremental).
+	UploadedBytes, ReusedBytes     int64
+	UploadedObjects, ReusedObjects int
+	// MemoryBytes is the size of the memory table (slices and segments at the cut).
+	MemoryBytes int64
+}
+
+// PendingCheckpoint is a checkpoint whose cut is done and whose upload may still run.
+type PendingCheckpoint struct {
+	spec  CheckpointSpec
+	start time.Time
+	pause time.Duration
+	res   CheckpointResult
+	err   error
+	fin   atomic.Bool // set by the task once res and err are final
+
+	// Owner-only pins, released at install.
+	segs     []*fresh.SealedSegment
+	ssnap    *slice.Snapshot
+	lsnap    *lsm.Snapshot
+	seq      uint64
+	base     map[uint64]checkpoint.Object // the base's table objects by LSM file number
+	baseID   uint64
+	tables   map[uint64]checkpoint.Object // written by the task: this checkpoint's tables
+	released bool
+	h        *scheduler.Handle
+	inflight []string
+}
+
+// Done is closed when the checkpoint is durable, has failed or was cancelled. Any goroutine.
+func (p *PendingCheckpoint) Done() <-chan struct{} { return p.h.Done() }
+
+// ID is the checkpoint id.
+func (p *PendingCheckpoint) ID() uint64 { return p.spec.ID }
+
+// ckState is the engine's checkpoint bookkeeping (owner only, except inflight, which GC and
+// uploads share).
+type ckState struct {
+	running       []*PendingCheckpoint
+	base          map[uint64]checkpoint.Object // tables of the last completed checkpoint (or restore)
+	baseID        uint64
+	pending       map[uint64]map[uint64]checkpoint.Object // durable, not yet complete: id → tables
+	lastCompleted uint64
+	aborted       []uint64
+	inflight      checkpoint.InFlight
+	tmpDir        string
+	tmpFS         vfs.FS
+
+	gc      *scheduler.Handle
+	gcNext  *gcRun // the next GC to run once the running one ends
+	gcErr   error
+	gcDone  atomic.Bool
+	gcRes   checkpoint.GCResult
+	gcRuns  int64
+	gcFails int64
+	gcDel   int64
+	lastGC  error
+
+	checkpoints int64
+	failures    int64
+}
+
+// ErrCheckpointInProgress: a checkpoint is still uploading; Flink's default of one concurrent
+// checkpoint (execution.checkpointing.max-concurrent-checkpoints = 1).
+var ErrCheckpointInProgress = errors.New("strata: a checkpoint is still in progress")
+
+// ErrNoCheckpoint: the engine cannot checkpoint (a test lower tier that is not an LsmStore).
+var ErrNoCheckpoint = errors.New("strata: this store cannot checkpoint")
+
+// SetCheckpointBase seeds the base of incremental checkpoints after a restore: the tables the
+// restore imported, by LSM file number, as the objects they came from (clipped), and the id of
+// the checkpoint restored (0: none). Owner only, before the first checkpoint.
+func (t *Engine) SetCheckpointBase(id uint64, tables map[uint64]checkpoint.Object) {
+	t.ck.base, t.ck.baseID, t.ck.lastCompleted = tables, id, id
+}
+
+// StartCheckpoint cuts checkpoint spec.ID (the synchronous part) and submits its upload. The
+// returned checkpoint is durable once Done is closed and WaitCheckpoint returns its result.
+// Errors: ErrCheckpointInProgress, ErrNoCheckpoint, a sticky background failure, ErrClosed,
+// ErrMemoryBudget if no memory is left to seal the active segment. Owner goroutine only.
+func (t *Engine) StartCheckpoint(spec CheckpointSpec) (*PendingCheckpoint, error) {
+	start := time.Now()
+	if t.bgErr != nil {
+		return nil, t.bgErr
+	}
+	if t.low != nil && t.db == nil {
+		return nil, ErrNoCheckpoint
+	}
+	for _, p := range t.ck.running {
+		if !p.released {
+			t.install()
+			break
+		}
+	}
+	if len(t.ck.running) > 0 {
+		return nil, fmt.Errorf("%w: checkpoint %d", ErrCheckpointInProgress, t.ck.running[0].spec.ID)
+	}
+	if err := t.f.Seal(); err != nil {
+		return nil, err
+	}
+	t.checkSealed()
+	p := &PendingCheckpoint{spec: spec, start: start, base: t.ck.base, baseID: t.ck.baseID}
+	p.segs = t.f.Sealed()
+	t.f.PinSealed()
+	p.ssnap = t.sl.Snapshot()
+	if t.db != nil {
+		p.lsnap = t.db.Snapshot()
+	}
+	p.seq = t.f.Seq()
+	t.ck.running = append(t.ck.running, p)
+	p.pause = time.Since(start)
+	h, err := t.sched.Submit(scheduler.Upload, "checkpoint", func(ctx context.Context) error {
+		defer t.finished(&p.fin)
+		defer recoverInto(&p.err, "checkpoint")
+		p.err = t.upload(ctx, p)
+		return p.err
+	})
+	if err != nil {
+		t.ck.running = t.ck.running[:len(t.ck.running)-1]
+		t.releaseCheckpoint(p)
+		return nil, err
+	}
+	p.h = h
+	return p, nil
+}
+
+// WaitCheckpoint waits until p is durable (or failed, or ctx is done) and returns its result;
+// it releases the checkpoint's pins. Owner goroutine only.
+func (t *Engine) WaitCheckpoint(ctx context.Context, p *PendingCheckpoint) (CheckpointResult, error) {
+	select {
+	case <-p.h.Done():
+	case <-ctx.Done():
+		return CheckpointResult{}, ctx.Err()
+	}
+	t.install()
+	return p.res, p.err
+}
+
+// installCheckpoints releases the pins of finished checkpoints and records the durable ones as
+// pending completion (install, owner).
+func (t *Engine) installCheckpoints() {
+	for i := 0; i < len(t.ck.running); {
+		p := t.ck.running[i]
+		if !p.fin.Load() {
+			select {
+			case <-p.h.Done(): // cancelled before it ran
+				p.err = fmt.Errorf("strata: checkpoint %d: %w", p.spec.ID, context.Canceled)
+			default:
+				i++
+				continue
+			}
+		}
+		t.ck.running = slices.Delete(t.ck.running, i, i+1)
+		t.releaseCheckpoint(p)
+		if p.err != nil {
+			t.ck.failures++
+			continue
+		}
+		t.ck.checkpoints++
+		if slices.Contains(t.ck.aborted, p.spec.ID) {
+			continue
+		}
+		if t.ck.pending == nil {
+			t.ck.pending = map[uint64]map[uint64]checkpoint.Object{}
+		}
+		t.ck.pending[p.spec.ID] = p.tables
+	}
+	if h := t.ck.gc; h != nil && isDone(h) {
+		t.ck.gc = nil
+		t.ck.gcRuns++
+		t.ck.gcDel += int64(len(t.ck.gcRes.Deleted))
+		if t.ck.gcErr != nil {
+			t.ck.gcFails++
+			t.ck.lastGC = t.ck.gcErr
+		}
+		if r := t.ck.gcNext; r != nil {
+			t.ck.gcNext = nil
+			t.submitGC(r)
+		}
+	}
+}
+
+// isDone reports whether a task has ended (run, or dropped by Cancel or Close).
+func isDone(h *scheduler.Handle) bool {
+	select {
+	case <-h.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// releaseCheckpoint gives back what the cut pinned and the in-flight names (owner).
+func (t *Engine) releaseCheckpoint(p *PendingCheckpoint) {
+	if p.released {
+		return
+	}
+	p.released = true
+	t.sl.ReleaseSnapshot(p.ssnap)
+	t.f.UnpinSealed()
+	if p.lsnap != nil {
+		t.db.ReleaseSnapshot(p.lsnap)
+	}
+	p.segs, p.ssnap, p.lsnap = nil, nil, nil
+	if len(p.inflight) > 0 {
+		t.ck.inflight.Release(p.inflight...)
+		p.inflight = nil
+	}
+}
+
+// orderRange returns the order hashes of key groups r: [r.Start·stride, (r.End+1)·stride − 1].
+func (t *Engine) orderRange(r checkpoint.KeyGroupRange) (lo, hi uint64) {
+	return OrderRange(t.stride, r)
+}
+
+// OrderRange returns the order hashes of key groups r under stride (base.Stride).
+func OrderRange(stride uint64, r checkpoint.KeyGroupRange) (lo, hi uint64) {
+	lo = uint64(r.Start) * stride
+	hi = uint64(r.End)*stride + (stride - 1)
+	if hi < lo { // the last key group of maxParallelism 1
+		hi = ^uint64(0)
+	}
+	return lo, hi
+}
+
+// kgOf returns the key groups of orders [lo, hi] inside r.
+func (t *Engine) kgOf(lo, hi uint64, r checkpoint.KeyGroupRange) checkpoint.KeyGroupRange {
+	return kgOfOrders(t.stride, lo, hi, r)
+}
+
+// kgOfOrders returns the key groups of orders [lo, hi] (lo <= hi) inside r, under stride.
+func kgOfOrders(stride, lo, hi uint64, r checkpoint.KeyGroupRange) checkpoint.KeyGroupRange {
+	s, e := base.KeyGroupOfOrder(lo, stride), base.KeyGroupOfOrder(hi, stride)
+	return checkpoint.KeyGroupRange{Start: max(s, r.Start), End: max(min(e, r.End), max(s, r.Start))}
+}
+
+// upload is the asynchronous part of checkpoint p (a scheduler task): the memory table, the
+// tables new since the base, the manifest.
+func (t *Engine) upload(ctx context.Context, p *PendingCheckpoint) error {
+	spec := &p.spec
+	m := &checkpoint.Manifest{ID: spec.ID, Parent: p.baseID, Epoch: spec.Epoch,
+		CreatedUnixMilli: p.start.UnixMilli(), MaxParallelism: spec.MaxParallelism, KeyGroups: spec.KeyGroups,
+		Registry: spec.Registry, InputPosition: spec.InputPosition, LastSeq: p.seq}
+	p.tables = map[uint64]checkpoint.Object{}
+	res := &p.res
+	klo, khi := t.orderRange(spec.KeyGroups)
+	if p.lsnap != nil {
+		for _, tb := range p.lsnap.Tables() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			lo, hi := max(tb.Meta.MinOrder, klo), min(tb.Meta.MaxOrder, khi)
+			if lo > hi {
+				continue // nothing of our key groups (a restored table clipped away)
+			}
+			o, ok := p.base[tb.Meta.Num]
+			if ok {
+				res.ReusedObjects++
+				res.ReusedBytes += o.Size
+				t.ck.inflight.Add(o.Name)
+				p.inflight = append(p.inflight, o.Name)
+			} else {
+				crc, size, err := checkpoint.FileCRC(t.ck.tmpFS, tb.Path)
+				if err != nil {
+					return fmt.Errorf("strata: checkpoint %d: %w", spec.ID, lowerError(err))
+				}
+				o = checkpoint.Object{Name: checkpoint.SharedName(spec.Owner, spec.KeyGroups, spec.ID, "sst"),
+					Kind: checkpoint.KindTable, Size: size, CRC: crc}
+				t.ck.inflight.Add(o.Name)
+				p.inflight = append(p.inflight, o.Name)
+				if err := checkpoint.PutFile(ctx, spec.Storage, o.Name, t.ck.tmpFS, tb.Path); err != nil {
+					return fmt.Errorf("strata: checkpoint %d: %w", spec.ID, err)
+				}
+				res.UploadedObjects++
+				res.UploadedBytes += size
+			}
+			o.Level = uint8(tb.Level)
+			o.MinOrder, o.MaxOrder = lo, hi
+			o.KeyGroups = t.kgOf(lo, hi, spec.KeyGroups)
+			p.tables[tb.Meta.Num] = o
+			m.Objects = append(m.Objects, o)
+		}
+	}
+	mt, err := t.memoryTable(ctx, p)
+	if err != nil {
+		return fmt.Errorf("strata: checkpoint %d: memory table: %w", spec.ID, err)
+	}
+	if mt != nil {
+		m.Objects = append(m.Objects, *mt)
+		res.UploadedObjects++
+		res.UploadedBytes += mt.Size
+		res.MemoryBytes = mt.Size
+	}
+	name := checkpoint.ManifestName(spec.Owner, spec.ID)
+	t.ck.inflight.Add(name)
+	p.inflight = append(p.inflight, name)
+	if err := checkpoint.Commit(ctx, spec.Storage, spec.Owner, m); err != nil {
+		return fmt.Errorf("strata: checkpoint %d: commit: %w", spec.ID, err)
+	}
+	res.Manifest = m
+	res.SyncPause = p.pause
+	res.AsyncDuration = time.Since(p.start) - p.pause
+	return nil
+}
+
+// memoryTable writes the pinned slices and sealed segments as one table file in entry order
+// (every version kept) and stores it as a private object of the checkpoint; nil when the
+// memory tiers were empty.
+func (t *Engine) memoryTable(ctx context.Context, p *PendingCheckpoint) (*checkpoint.Object, error) {
+	srcs := []base.Iterator{p.ssnap.Iter()}
+	var segs []*segIter
+	defer func() {
+		for _, s := range segs {
+			s.release()
+		}
+	}()
+	for _, seg := range p.segs {
+		it, err := t.segmentEntries(ctx, seg)
+		if err != nil {
+			return nil, err
+		}
+		segs = append(segs, it)
+		srcs = append(srcs, it)
+	}
+	it := base.NewMergingIter(srcs...)
+	fsys, dir := t.ck.tmpFS, t.ck.tmpDir
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return nil, lowerError(err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%020d-%016x.sst", p.spec.ID, rand.Uint64()))
+	f, err := fsys.Create(path)
+	if err != nil {
+		return nil, lowerError(err)
+	}
+	defer fsys.Remove(path)
+	w := sstable.NewWriter(f, sstable.WriterOptions{})
+	var lo, hi uint64
+	n := 0
+	for it.Next() {
+		e := it.Entry()
+		if n == 0 {
+			lo = e.Order
+		}
+		hi = e.Order
+		n++
+		if err := w.Add(e); err != nil {
+			f.Close()
+			return nil, lowerError(err)
+		}
+		if n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				f.Close()
+				return nil, err
+			}
+		}
+	}
+	if err := it.Err(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if n == 0 {
+		f.Close()
+		return nil, nil
+	}
+	_, err = w.Finish()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, lowerError(err)
+	}
+	crc, size, err := checkpoint.FileCRC(fsys, path)
+	if err != nil {
+		return nil, lowerError(err)
+	}
+	spec := &p.spec
+	o := &checkpoint.Object{Name: checkpoint.PrivateName(spec.Owner, spec.ID, spec.KeyGroups, "sst"),
+		Kind: checkpoint.KindTable, Size: size, CRC: crc, MinOrder: lo, MaxOrder: hi, Level: 0}
+	o.KeyGroups = t.kgOf(lo, hi, spec.KeyGroups)
+	t.ck.inflight.Add(o.Name)
+	p.inflight = append(p.inflight, o.Name)
+	if err := checkpoint.PutFile(ctx, spec.Storage, o.Name, fsys, path); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// CompleteCheckpoint is Flink's notifyCheckpointComplete: checkpoint id (and every pending one
+// before it) is complete; its tables become the base of the next incremental checkpoint, and
+// garbage collection runs in the background with gc (whose LastCompleted, Aborted and InFlight
+// it fills). An id this engine did not write (before a restart) only advances LastCompleted.
+// Owner goroutine only.
+func (t *Engine) CompleteCheckpoint(id uint64, s checkpoint.Storage, gc checkpoint.GCOptions) {
+	t.install()
+	if tables, ok := t.ck.pending[id]; ok {
+		t.ck.base, t.ck.baseID = tables, id
+	}
+	for pid := range t.ck.pending {
+		if pid <= id {
+			delete(t.ck.pending, pid)
+		}
+	}
+	t.ck.lastCompleted = max(t.ck.lastCompleted, id)
+	t.scheduleGC(s, gc)
+}
+
+// AbortCheckpoint is Flink's notifyCheckpointAborted: checkpoint id will never complete. A
+// running upload is cancelled; its objects and manifest become garbage for the next GC.
+// Owner goroutine only.
+func (t *Engine) AbortCheckpoint(id uint64, s checkpoint.Storage, gc checkpoint.GCOptions) {
+	if !slices.Contains(t.ck.aborted, id) {
+		t.ck.aborted = append(t.ck.aborted, id)
+	}
+	for _, p := range t.ck.running {
+		if p.spec.ID == id && p.h != nil {
+			p.h.Cancel()
+		}
+	}
+	delete(t.ck.pending, id)
+	t.install()
+	t.scheduleGC(s, gc)
+}
+
+// LastCompletedCheckpoint returns the id of the last checkpoint completed (or restored), 0 for
+// none.
+func (t *Engine) LastCompletedCheckpoint() uint64 { return t.ck.lastCompleted }
+
+// scheduleGC runs GC with gc in the background, after the one running if any.
+func (t *Engine) scheduleGC(s checkpoint.Storage, gc checkpoint.GCOptions) {
+	gc.LastCompleted = t.ck.lastCompleted
+	gc.Aborted = append(gc.Aborted, t.ck.aborted...)
+	gc.InFlight = &t.ck.inflight
+	if s == nil || gc.Owner == "" {
+		return
+	}
+	r := &gcRun{s: s, o: gc}
+	if t.ck.gc != nil {
+		t.ck.gcNext = r
+		return
+	}
+	t.submitGC(r)
+}
+
+// gcRun is one GC to run.
+type gcRun struct {
+	s checkpoint.Storage
+	o checkpoint.GCOptions
+}
+
+func (t *Engine) submitGC(r *gcRun) {
+	if t.closing {
+		return
+	}
+	t.ck.gcDone.Store(false)
+	o := r.o
+	h, err := t.sched.Submit(scheduler.Upload, "checkpoint GC", func(ctx context.Context) error {
+		defer t.finished(&t.ck.gcDone)
+		t.ck.gcErr = nil
+		defer recoverInto(&t.ck.gcErr, "checkpoint GC")
+		t.ck.gcRes, t.ck.gcErr = checkpoint.GC(ctx, r.s, o)
+		return t.ck.gcErr
+	})
+	if err != nil {
+		t.ck.lastGC = err
+		return
+	}
+	t.ck.gc = h
+}
+
+// WaitGC waits for the checkpoint GC in flight, if any, and returns its error (tests, Close).
+// Owner goroutine only.
+func (t *Engine) WaitGC() error {
+	for t.ck.gc != nil {
+		<-t.ck.gc.Done()
+		t.install()
+	}
+	err := t.ck.lastGC
+	t.ck.lastGC = nil
+	return err
+}
+
+// initCheckpoints sets where memory tables are written before their upload: Dir/checkpoint-tmp
+// (emptied here: a crash leaves files there), or a directory under the system's temporary
+// directory for an engine in memory only.
+func (t *Engine) initCheckpoints(o *Options) error {
+	if o.Dir != "" {
+		t.ck.tmpFS, t.ck.tmpDir = o.FS, filepath.Join(o.Dir, "checkpoint-tmp")
+		names, err := o.FS.List(t.ck.tmpDir)
+		if err == nil {
+			for _, n := range names {
+				o.FS.Remove(filepath.Join(t.ck.tmpDir, n))
+			}
+		}
+		return nil
+	}
+	t.ck.tmpFS, t.ck.tmpDir = vfs.Default(), filepath.Join(os.TempDir(), fmt.Sprintf("strata-checkpoint-%d-%016x", os.Getpid(), rand.Uint64()))
+	return nil
+}
+
+// closeCheckpoints ends the checkpoints at Close (the scheduler has stopped every task).
+func (t *Engine) closeCheckpoints() {
+	for _, p := range t.ck.running {
+		if !p.fin.Load() {
+			p.err = fmt.Errorf("strata: checkpoint %d: %w", p.spec.ID, ErrClosed)
+		}
+		t.releaseCheckpoint(p)
+	}
+	t.ck.running = nil
+	if t.db == nil && t.ck.tmpDir != "" {
+		t.ck.tmpFS.Remove(t.ck.tmpDir)
+	}
+}

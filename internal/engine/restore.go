@@ -1,0 +1,126 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/vfs"
+	"github.com/strata-db/strata/lsm"
+)
+
+// Restore with rescaling (doc.go, "Checkpoints").
+//
+// A restore builds a new LsmStore directory from the table objects of one or more checkpoints
+// and lets Open recover it: no entry is read or rewritten. Each source's tables are fetched
+// once (a hard link from a local checkpoint directory, a ranged copy otherwise) and imported
+// at the level they held, the memory table as the newest L0 file of its source, each CLIPPED
+// to the order hashes of the key groups it may answer for: its own recorded range ∩ its
+// checkpoint's key groups ∩ the new Store's. The clip is the table's range in the LsmStore's
+// version (lsm "Import"), so reads never see entries outside it and compactions drop them —
+// scale-out (one source, a sub-range) and scale-in (several sources, disjoint ranges) are the
+// same operation. Sources must not overlap inside the new range (the caller checks): two
+// tables of one level from two sources would then overlap, and which one is newer is unknown.
+
+// RestoreResult describes a restore.
+type RestoreResult struct {
+	// Tables maps the LSM file numbers the restore created to the objects they came from, as
+	// clipped: the base of the first incremental checkpoint after the restore
+	// (SetCheckpointBase).
+	Tables map[uint64]checkpoint.Object
+	// Bytes is the size of the imported objects; Linked of them were hard links, Copied copies.
+	Bytes          int64
+	Linked, Copied int
+	// Skipped counts the table objects outside the new key-group range.
+	Skipped int
+}
+
+// Restore writes dir/lsm (which must not hold an LsmStore) from the table objects of sources,
+// stored in s, clipped to the key groups kg of maxParallelism, with meta as the persist point's
+// metadata (the root's state registry) and the largest LastSeq of the sources; Open(dir) then
+// recovers the state. On error the files written are removed; a crash may leave dir/lsm
+// without CURRENT, which Open refuses (ErrCorruption): remove it and restore again.
+//
+// Errors: ErrCorruption (a *base.CorruptionError naming the object) for an object whose size
+// or checksum differs from its manifest, checkpoint.ErrNotFound for a missing one, ctx's, the
+// storage's and fsys's errors, lsm.Import's.
+func Restore(ctx context.Context, fsys vfs.FS, dir string, maxParallelism int, kg checkpoint.KeyGroupRange,
+	s checkpoint.Storage, sources []*checkpoint.Manifest, meta []byte) (res RestoreResult, err error) {
+	lsmDir := filepath.Join(dir, "lsm")
+	if err := fsys.MkdirAll(lsmDir, 0o755); err != nil {
+		return res, lowerError(err)
+	}
+	if err := syncParents(fsys, lsmDir); err != nil {
+		return res, lowerError(err)
+	}
+	var made []string
+	defer func() {
+		if err != nil {
+			for _, p := range made {
+				fsys.Remove(p)
+			}
+		}
+	}()
+	stride := base.Stride(maxParallelism)
+	slo, shi := OrderRange(stride, kg)
+	res.Tables = map[uint64]checkpoint.Object{}
+	var tables []lsm.ImportTable
+	var lastSeq uint64
+	num := uint64(1)
+	for _, m := range sources {
+		if int(m.MaxParallelism) != maxParallelism {
+			return res, fmt.Errorf("strata: restore: checkpoint %d has max parallelism %d, not %d", m.ID, m.MaxParallelism, maxParallelism)
+		}
+		mlo, mhi := OrderRange(stride, m.KeyGroups)
+		lastSeq = max(lastSeq, m.LastSeq)
+		for _, o := range m.Objects {
+			if o.Kind != checkpoint.KindTable {
+				continue
+			}
+			lo, hi := max(o.MinOrder, mlo, slo), min(o.MaxOrder, mhi, shi)
+			if lo > hi {
+				res.Skipped++
+				continue
+			}
+			path := lsm.TablePath(lsmDir, num)
+			linked, err := checkpoint.GetFile(ctx, s, o, fsys, path)
+			if err != nil {
+				return res, fmt.Errorf("strata: restore of checkpoint %d: %w", m.ID, err)
+			}
+			made = append(made, path)
+			if linked {
+				res.Linked++
+			} else {
+				res.Copied++
+			}
+			res.Bytes += o.Size
+			tables = append(tables, lsm.ImportTable{Num: num, Level: int(o.Level), MinOrder: lo, MaxOrder: hi})
+			o.MinOrder, o.MaxOrder = lo, hi
+			o.KeyGroups = kgOfOrders(stride, lo, hi, kg)
+			res.Tables[num] = o
+			num++
+		}
+	}
+	if err := syncDir(fsys, lsmDir); err != nil {
+		return res, lowerError(err)
+	}
+	if err := lsm.Import(lsm.Options{FS: fsys, Dir: lsmDir, Name: "lsm"}, tables, lastSeq, meta); err != nil {
+		return res, lowerError(err)
+	}
+	return res, nil
+}
+
+// syncDir makes the entries of directory dir durable.
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
