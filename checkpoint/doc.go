@@ -30,9 +30,10 @@
 //  2. A checkpoint uploads its objects first and writes its manifest last, with Create (S3's
 //     If-None-Match: *). Create of a manifest that exists fails with ErrExists: someone else
 //     committed that id, and the caller (a zombie) stops.
-//  3. The manifest records every object's name, size, CRC32C, key-group and order range, and
-//     the range of a packed object it covers, so restore chooses objects by key-group range and
-//     checks them without trusting the storage's listing.
+//  3. The manifest records every object's name, size, CRC32C, key-group and order range, the
+//     range of a packed object it covers and a table's LSM level, and the Store's last
+//     sequence number, so restore chooses objects by key-group range, checks them without
+//     trusting the storage's listing, and rebuilds the LSM's shape and sequence numbering.
 //  4. Nothing is counted: GC recomputes reachability from the manifests each time.
 //
 // # Object layout
@@ -57,24 +58,24 @@
 // Names are validated (ValidateName): "/"-separated non-empty segments of [A-Za-z0-9._-], none
 // beginning with '.', relative, at most 1024 bytes; a bad one is a *NameError (ErrInvalidName).
 //
-// # Manifest layout (format version 1)
+// # Manifest layout (format version 2)
 //
 //	0          8         10   11   12         16
 //	+----------+---------+----+----+----------+---------------------------+---------+
 //	| magic    | version | ck | 0  | length   | payload (length bytes)    | crc32c  |
-//	| STRATACK | u16 = 1 | =1 |    | u32      |                           | u32     |
+//	| STRATACK | u16 = 2 | =1 |    | u32      |                           | u32     |
 //	+----------+---------+----+----+----------+---------------------------+---------+
 //	all integers little endian; ck 1 = CRC32C (Castagnoli); crc32c covers every byte
 //	before it (header and payload); length <= 256 MiB.
 //
 //	payload:
-//	0        8        16       24          32      36      38      40
-//	+--------+--------+--------+-----------+-------+-------+-------+
-//	| id     | parent | epoch  | created   | maxP  | kg    | kg    |
-//	| u64    | u64    | u64    | unix ms   | u32   | start | end   |
-//	|        | 0 none |        | i64       |       | u16   | u16   |
-//	+--------+--------+--------+-----------+-------+-------+-------+
-//	40
+//	0        8        16       24          32      36      38      40        48
+//	+--------+--------+--------+-----------+-------+-------+-------+---------+
+//	| id     | parent | epoch  | created   | maxP  | kg    | kg    | lastSeq |
+//	| u64    | u64    | u64    | unix ms   | u32   | start | end   | u64     |
+//	|        | 0 none |        | i64       |       | u16   | u16   | 0 none  |
+//	+--------+--------+--------+-----------+-------+-------+-------+---------+
+//	48
 //	+--------+-----------------+--------+------------------+--------+----------------+
 //	| regLen | state registry  | posLen | input position   | count  | count objects  |
 //	| u32    | (opaque)        | u32    | (opaque)         | u32    |                |
@@ -93,21 +94,35 @@
 //	| u64      | u64      | u64      | u64      |
 //	+----------+----------+----------+----------+
 //	kind: 1 table, 2 changelog, 3 other (part of the format; do not change)
-//	flags: bit 0 packed (the entry covers [offset, offset+length) of the object;
-//	       offset and length are 0 otherwise); other bits 0
 //	size: of the whole object; crc32c: of the bytes the entry covers
 //
+//	flags:
+//	  7   6   5   4   3   2   1   0
+//	+---------------+-----------+---+
+//	| level         | 0   0   0 | P |
+//	+---------------+-----------+---+
+//	P      packed: the entry covers [offset, offset+length) of the object; offset and
+//	       length are 0 otherwise
+//	level  the LSM level 0..15 the table held in the Store; 0 unless kind is table
+//
+// Format version 1 is the same without lastSeq (its fixed payload fields end at byte 40, the
+// registry length follows kg end) and without levels (flags bits 1..7 must be 0). Encode
+// writes only version 2; DecodeManifest reads both, a version 1 manifest with LastSeq 0 and
+// every Level 0.
+//
 // Checked in the order magic (base.ErrBadMagic; fewer than 8 bytes: base.ErrTruncated), header
-// size (base.ErrTruncated), version (base.ErrFormatVersion), checksum type
+// size (base.ErrTruncated), version 1 or 2 (base.ErrFormatVersion), checksum type
 // (base.ErrChecksumType), reserved byte, length (base.ErrTruncated if the bytes end early),
 // CRC32C (base.ErrChecksum), then the payload (a field running past it: base.ErrTruncated; a
 // rule broken: base.ErrCorruption alone) — each a *base.CorruptionError naming the object and
 // the byte offset. The rules: id >= 1; 1 <= maxP <= 32768; every key-group range start <= end
-// < maxP; blobs <= 64 MiB; names valid; kind known; flags known; size >= 0; minOrder <=
-// maxOrder; offset and length 0 unless packed, inside the object if packed; no byte after the
-// last object. Every field has one fixed-width encoding, so a manifest that decodes re-encodes
-// to the same bytes (FuzzManifestDecode checks it), and the golden file testdata/MANIFEST-v1
-// pins the format: a change needs a new version and a new golden file.
+// < maxP; blobs <= 64 MiB; names valid; kind known; flag bits known in the manifest's version;
+// level 0 unless a table; size >= 0; minOrder <= maxOrder; offset and length 0 unless packed,
+// inside the object if packed; no byte after the last object. Every field has one fixed-width
+// encoding, so a version 2 manifest that decodes re-encodes to the same bytes, and a version 1
+// one re-encodes to a version 2 manifest that decodes to the same Manifest
+// (FuzzManifestDecode checks both). The golden files testdata/MANIFEST-v1 and
+// testdata/MANIFEST-v2 pin the formats: a change needs a new version and a new golden file.
 //
 // # DirStorage protocol
 //

@@ -12,12 +12,18 @@ import (
 
 // The manifest format; its layout is drawn in doc.go ("Manifest layout").
 const (
-	manifestMagic   = "STRATACK"
-	manifestVersion = 1 // part of the format; do not change
-	manifestCRC32C  = 1 // checksum type 1 = CRC32C; part of the format; do not change
-	manifestHeader  = 16
-	manifestFixed   = 40 // fixed payload fields before the registry
-	objectFixed     = 52 // bytes of an object entry besides its name
+	manifestMagic    = "STRATACK"
+	manifestVersion1 = 1 // no LastSeq, no levels; read only; part of the format; do not change
+	manifestVersion  = 2 // what Encode writes; part of the format; do not change
+	manifestCRC32C   = 1 // checksum type 1 = CRC32C; part of the format; do not change
+	manifestHeader   = 16
+	manifestFixed    = 48 // fixed payload fields before the registry (version 2)
+	manifestFixedV1  = 40 // the same in version 1, which lacks LastSeq
+	objectFixed      = 52 // bytes of an object entry besides its name (both versions)
+
+	// MaxLevel is the largest LSM level an Object may record (levels are 0..MaxLevel): the
+	// level takes the 4 high bits of an object's flags byte.
+	MaxLevel = 15
 
 	// MaxManifestPayload bounds a manifest's payload (256 MiB), so a damaged length cannot make
 	// a reader allocate more.
@@ -59,8 +65,15 @@ func (k ObjectKind) String() string {
 
 func (k ObjectKind) valid() bool { return k >= KindTable && k <= KindOther }
 
-// object entry flags; part of the format.
-const flagPacked = 1 << 0
+// The flags byte of an object entry; part of the format. Version 1 knows only flagPacked
+// (every other bit 0); version 2 adds the level in bits 4..7 and keeps bits 1..3 zero.
+const (
+	flagPacked     = 1 << 0
+	flagLevelShift = 4
+	flagLevelMask  = 0xf << flagLevelShift
+	flagsKnownV1   = flagPacked
+	flagsKnownV2   = flagPacked | flagLevelMask
+)
 
 // Object is one object a checkpoint references: where its bytes are, how to check them, and
 // which keys they can hold, so restore picks objects by key-group range (rescaling) without
@@ -88,6 +101,10 @@ type Object struct {
 	// Flink's per-TaskManager grouping). Offset and Length are zero unless Packed.
 	Packed         bool
 	Offset, Length int64
+	// Level is the LSM level (0..MaxLevel) the table held in the checkpointed Store, so
+	// restore places the table file at that level rather than re-deriving the LSM's shape. It
+	// is 0 unless Kind is KindTable. Version 1 manifests lack it and decode with 0.
+	Level uint8
 }
 
 // Manifest is one checkpoint of one Store: everything needed to restore it, written last and
@@ -111,6 +128,10 @@ type Manifest struct {
 	MaxParallelism uint32
 	// KeyGroups is the range the Store owned; End < MaxParallelism.
 	KeyGroups KeyGroupRange
+	// LastSeq is the Store's last sequence number at the cut (the largest one it had
+	// assigned; 0 if none), so a restored Store continues above every sequence number its
+	// tables hold. Version 1 manifests lack it and decode with 0.
+	LastSeq uint64
 	// Registry is the state registry, opaque here (the root package's registry blob); at most
 	// MaxBlob bytes. Empty decodes as nil.
 	Registry []byte
@@ -174,13 +195,18 @@ func (m *Manifest) checkObject(o *Object) error {
 		return fmt.Errorf("offset %d and length %d without Packed", o.Offset, o.Length)
 	case o.Packed && (o.Offset < 0 || o.Length < 0 || o.Offset > o.Size || o.Length > o.Size-o.Offset):
 		return fmt.Errorf("packed range [%d, %d+%d) not inside %d bytes", o.Offset, o.Offset, o.Length, o.Size)
+	case o.Level > MaxLevel:
+		return fmt.Errorf("level %d above %d", o.Level, MaxLevel)
+	case o.Level != 0 && o.Kind != KindTable:
+		return fmt.Errorf("level %d on a %s object (only tables have levels)", o.Level, o.Kind)
 	}
 	return nil
 }
 
-// Encode returns the manifest's bytes (doc.go, "Manifest layout"), or Validate's error.
-// Encoding is canonical: every field has one fixed-width encoding, so Decode followed by Encode
-// gives back the same bytes.
+// Encode returns the manifest's bytes in format version 2 (doc.go, "Manifest layout"), or
+// Validate's error. Encoding is canonical: every field has one fixed-width encoding, so
+// decoding a version 2 manifest and encoding it gives back the same bytes (a version 1
+// manifest comes back as version 2, with LastSeq and levels 0).
 func (m *Manifest) Encode() ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
@@ -202,6 +228,7 @@ func (m *Manifest) Encode() ([]byte, error) {
 	b = le.AppendUint32(b, m.MaxParallelism)
 	b = le.AppendUint16(b, m.KeyGroups.Start)
 	b = le.AppendUint16(b, m.KeyGroups.End)
+	b = le.AppendUint64(b, m.LastSeq)
 	b = le.AppendUint32(b, uint32(len(m.Registry)))
 	b = append(b, m.Registry...)
 	b = le.AppendUint32(b, uint32(len(m.InputPosition)))
@@ -209,7 +236,7 @@ func (m *Manifest) Encode() ([]byte, error) {
 	b = le.AppendUint32(b, uint32(len(m.Objects)))
 	for i := range m.Objects {
 		o := &m.Objects[i]
-		var flags byte
+		flags := o.Level << flagLevelShift // Validate: Level <= MaxLevel, so it fits in 4 bits
 		if o.Packed {
 			flags |= flagPacked
 		}
@@ -231,7 +258,8 @@ func (m *Manifest) Encode() ([]byte, error) {
 	return le.AppendUint32(b, crc32.Checksum(b, base.CRC32C)), nil
 }
 
-// DecodeManifest decodes a manifest's bytes; file names it in errors (the object's name). It
+// DecodeManifest decodes a manifest's bytes, format version 1 or 2 (a version 1 manifest
+// decodes with LastSeq and every Level 0); file names it in errors (the object's name). It
 // checks, in this order, each failure its own cause inside a *base.CorruptionError naming file
 // and the byte offset (errors.Is(err, base.ErrCorruption) for all): the magic
 // (base.ErrBadMagic; base.ErrTruncated if fewer than 8 bytes), the header's size
@@ -254,8 +282,9 @@ func DecodeManifest(file string, b []byte) (*Manifest, error) {
 	if len(b) < manifestHeader+4 {
 		return nil, bad(base.ErrTruncated, 0, "%d bytes, shorter than the header and checksum", len(b))
 	}
-	if v := le.Uint16(b[8:]); v != manifestVersion {
-		return nil, bad(base.ErrFormatVersion, 8, "format version %d, this code reads %d", v, manifestVersion)
+	version := le.Uint16(b[8:])
+	if version != manifestVersion1 && version != manifestVersion {
+		return nil, bad(base.ErrFormatVersion, 8, "format version %d, this code reads %d and %d", version, manifestVersion1, manifestVersion)
 	}
 	if c := b[10]; c != manifestCRC32C {
 		return nil, bad(base.ErrChecksumType, 10, "checksum type %d, want %d (CRC32C)", c, manifestCRC32C)
@@ -287,6 +316,9 @@ func DecodeManifest(file string, b []byte) (*Manifest, error) {
 	m.MaxParallelism = d.u32()
 	m.KeyGroups.Start = d.u16()
 	m.KeyGroups.End = d.u16()
+	if version == manifestVersion {
+		m.LastSeq = d.u64()
+	}
 	if d.short {
 		return nil, bad(base.ErrTruncated, d.off, "payload of %d bytes, shorter than its fixed fields", n)
 	}
@@ -323,6 +355,10 @@ func DecodeManifest(file string, b []byte) (*Manifest, error) {
 	if count > 0 {
 		m.Objects = make([]Object, count)
 	}
+	knownFlags := byte(flagsKnownV2)
+	if version == manifestVersion1 {
+		knownFlags = flagsKnownV1
+	}
 	for i := range m.Objects {
 		o := &m.Objects[i]
 		off := d.off
@@ -340,10 +376,11 @@ func DecodeManifest(file string, b []byte) (*Manifest, error) {
 		if d.short {
 			return nil, bad(base.ErrTruncated, off, "object %d runs past the payload", i)
 		}
-		if flags&^flagPacked != 0 {
-			return nil, bad(nil, off+1, "object %d: unknown flags %#x", i, flags)
+		if flags&^knownFlags != 0 {
+			return nil, bad(nil, off+1, "object %d: unknown flags %#x in format version %d", i, flags, version)
 		}
 		o.Packed = flags&flagPacked != 0
+		o.Level = (flags & flagLevelMask) >> flagLevelShift
 		if err := m.checkObject(o); err != nil {
 			return nil, bad(nil, off, "object %d: %v", i, err)
 		}

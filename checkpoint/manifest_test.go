@@ -11,16 +11,18 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/strata-db/strata/internal/base"
 )
 
-var updateGolden = flag.Bool("update", false, "TestGoldenManifestV1: rewrite testdata/MANIFEST-v1")
+var updateGolden = flag.Bool("update", false, "TestGoldenManifestV2: rewrite testdata/MANIFEST-v2 (MANIFEST-v1 is frozen: Encode no longer writes version 1)")
 
-// goldenManifest is the fixed content of testdata/MANIFEST-v1: every field set, each kind of
-// object, a packed changelog range, an object of another owner (NO_CLAIM), extreme values.
+// goldenManifest is the fixed content of testdata/MANIFEST-v1: every field version 1 has set,
+// each kind of object, a packed changelog range, an object of another owner (NO_CLAIM),
+// extreme values. LastSeq and every Level are 0, as version 1 cannot hold them.
 func goldenManifest() *Manifest {
 	return &Manifest{
 		ID: 42, Parent: 41, Epoch: 3, CreatedUnixMilli: 1_700_000_000_123,
@@ -41,16 +43,81 @@ func goldenManifest() *Manifest {
 	}
 }
 
-// TestGoldenManifestV1: format version 1 encodes goldenManifest to exactly testdata/MANIFEST-v1,
-// and the file decodes back to it. If the encoding check fails, the format changed: bump the
-// version and add a new golden file rather than regenerating this one. -update (re)creates it.
+// goldenManifestV2 is the fixed content of testdata/MANIFEST-v2: goldenManifest with a LastSeq
+// whose eight bytes all differ (a width or byte-order slip shows) and tables at levels 0, 1, 6
+// and 15 (no level bit, the lowest, middle ones, all four).
+func goldenManifestV2() *Manifest {
+	m := goldenManifest()
+	m.LastSeq = 0x0123456789abcdef
+	m.Objects[0].Level = 6
+	m.Objects[1].Level = 15
+	m.Objects = append(m.Objects,
+		Object{Name: "job-a/shared/00032-00063/00000000000000000042-0000000000000003.sst", Kind: KindTable, Size: 65536, CRC: 0x0badf00d,
+			KeyGroups: KeyGroupRange{Start: 40, End: 50}, MinOrder: 0x5000000000000000, MaxOrder: 0x6000000000000000, Level: 0},
+		Object{Name: "job-a/shared/00032-00063/00000000000000000042-0000000000000004.sst", Kind: KindTable, Size: 8192, CRC: 0x12345678,
+			KeyGroups: KeyGroupRange{Start: 32, End: 63}, MinOrder: 0x4000000000000000, MaxOrder: 0x7fffffffffffffff, Level: 1},
+	)
+	return m
+}
+
+// v1Bytes rewrites the version 2 bytes of a manifest with LastSeq 0 and every Level 0 as
+// version 1: drop the 8 bytes of lastSeq after kg end, set the version, reseal. That the result
+// is MANIFEST-v1 byte for byte (TestGoldenManifestV1) pins version 1 as "version 2 without
+// lastSeq and levels", which lets tests build version 1 input.
+func v1Bytes(v2 []byte) []byte {
+	const lastSeq = manifestHeader + manifestFixedV1
+	b := append(append([]byte(nil), v2[:lastSeq]...), v2[lastSeq+8:]...)
+	binary.LittleEndian.PutUint16(b[8:], manifestVersion1)
+	return reseal(b)
+}
+
+// TestGoldenManifestV1: testdata/MANIFEST-v1, written by the version 1 encoder, still decodes
+// to goldenManifest (with LastSeq and levels 0), is goldenManifest's version 2 encoding less
+// lastSeq, and re-encodes as version 2 to the same Manifest. The file is frozen: Encode writes
+// only version 2, so -update does not touch it.
 func TestGoldenManifestV1(t *testing.T) {
 	want := goldenManifest()
+	path := filepath.Join("testdata", "MANIFEST-v1")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := binary.LittleEndian.Uint16(b[8:]); v != 1 {
+		t.Fatalf("%s has format version %d", path, v)
+	}
+	got, err := DecodeManifest("MANIFEST-v1", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("decoded golden manifest:\n got %+v\nwant %+v", got, want)
+	}
+	v2, err := got.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if binary.LittleEndian.Uint16(v2[8:]) != manifestVersion {
+		t.Errorf("a decoded version 1 manifest encodes as version %d", binary.LittleEndian.Uint16(v2[8:]))
+	}
+	if again, err := DecodeManifest("v2", v2); err != nil || !reflect.DeepEqual(again, want) {
+		t.Errorf("version 1 re-encoded as version 2 decodes to %+v, %v", again, err)
+	}
+	if v1 := v1Bytes(v2); !bytes.Equal(v1, b) {
+		t.Errorf("version 2 less lastSeq is not %s:\n got %x\nwant %x", path, v1, b)
+	}
+}
+
+// TestGoldenManifestV2: format version 2 encodes goldenManifestV2 to exactly
+// testdata/MANIFEST-v2, and the file decodes back to it. If the encoding check fails, the
+// format changed: bump the version and add a new golden file rather than regenerating this
+// one. -update (re)creates it.
+func TestGoldenManifestV2(t *testing.T) {
+	want := goldenManifestV2()
 	fresh, err := want.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join("testdata", "MANIFEST-v1")
+	path := filepath.Join("testdata", "MANIFEST-v2")
 	if *updateGolden {
 		if err := os.WriteFile(path, fresh, 0o644); err != nil {
 			t.Fatal(err)
@@ -63,7 +130,7 @@ func TestGoldenManifestV1(t *testing.T) {
 	if !bytes.Equal(b, fresh) {
 		t.Errorf("the encoder no longer produces %s byte for byte: the format changed\n got %x\nwant %x", path, fresh, b)
 	}
-	got, err := DecodeManifest("MANIFEST-v1", b)
+	got, err := DecodeManifest("MANIFEST-v2", b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +140,8 @@ func TestGoldenManifestV1(t *testing.T) {
 }
 
 // TestManifestRoundTrip: manifests at the edges of every field encode and decode to themselves,
-// and re-encode to the same bytes.
+// and re-encode to the same bytes; those version 1 can hold decode to themselves from version 1
+// bytes too.
 func TestManifestRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -90,6 +158,13 @@ func TestManifestRoundTrip(t *testing.T) {
 			{Name: "a/x.log", Kind: KindChangelog, Size: 100, Packed: true, Offset: 50, Length: 50, KeyGroups: KeyGroupRange{Start: 4, End: 7}},
 		}}},
 		{"golden", *goldenManifest()},
+		{"golden v2", *goldenManifestV2()},
+		{"last seq max, levels at the edges", Manifest{ID: 5, MaxParallelism: 2, LastSeq: math.MaxUint64, Objects: []Object{
+			{Name: "a/0.sst", Kind: KindTable, Level: 0},
+			{Name: "a/15.sst", Kind: KindTable, Level: MaxLevel},
+			{Name: "a/9.sst", Kind: KindTable, Level: 9, Size: 10, Packed: true, Offset: 1, Length: 2}, // every flag bit class at once
+		}}},
+		{"last seq 1", Manifest{ID: 6, MaxParallelism: 1, LastSeq: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := tc.m.Encode()
@@ -106,6 +181,16 @@ func TestManifestRoundTrip(t *testing.T) {
 			b2, err := got.Encode()
 			if err != nil || !bytes.Equal(b, b2) {
 				t.Fatalf("re-encoding differs: %v", err)
+			}
+			if tc.m.LastSeq != 0 || slices.ContainsFunc(tc.m.Objects, func(o Object) bool { return o.Level != 0 }) {
+				return // not expressible in version 1
+			}
+			got1, err := DecodeManifest("m", v1Bytes(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got1, &tc.m) {
+				t.Fatalf("version 1 round trip:\n got %+v\nwant %+v", got1, tc.m)
 			}
 		})
 	}
@@ -133,6 +218,10 @@ func TestManifestValidate(t *testing.T) {
 		{"packed range past the end", func(m *Manifest) { m.Objects[0].Packed = true; m.Objects[0].Offset = 5; m.Objects[0].Length = 6 }},
 		{"packed negative", func(m *Manifest) { m.Objects[0].Packed = true; m.Objects[0].Length = -1 }},
 		{"blob too large", func(m *Manifest) { m.Registry = make([]byte, MaxBlob+1) }},
+		{"level 16", func(m *Manifest) { m.Objects[0].Level = MaxLevel + 1 }},
+		{"level 255", func(m *Manifest) { m.Objects[0].Level = 255 }},
+		{"level on a changelog object", func(m *Manifest) { m.Objects[0].Kind = KindChangelog; m.Objects[0].Level = 1 }},
+		{"level on an other object", func(m *Manifest) { m.Objects[0].Kind = KindOther; m.Objects[0].Level = MaxLevel }},
 	} {
 		m := Manifest{ID: 1, MaxParallelism: 8, KeyGroups: KeyGroupRange{Start: 0, End: 7}, Objects: []Object{ok}}
 		tc.edit(&m)
@@ -158,7 +247,8 @@ func reseal(b []byte) []byte {
 // TestManifestCorruption: each kind of damage is a *base.CorruptionError naming the object,
 // at the right offset, with its own cause.
 func TestManifestCorruption(t *testing.T) {
-	good, err := goldenManifest().Encode()
+	gm := goldenManifestV2()
+	good, err := gm.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +257,39 @@ func TestManifestCorruption(t *testing.T) {
 		return func(b []byte) []byte { copy(b[off:], v); return b }
 	}
 	const p = manifestHeader // payload start
-	obj0 := p + manifestFixed + 4 + len(goldenManifest().Registry) + 4 + len(goldenManifest().InputPosition) + 4
+	// objAt returns the offset of each object entry of a manifest with gm's objects whose
+	// fixed payload fields take fixed bytes.
+	objAt := func(fixed int) []int {
+		off := p + fixed + 4 + len(gm.Registry) + 4 + len(gm.InputPosition) + 4
+		var at []int
+		for _, o := range gm.Objects {
+			at = append(at, off)
+			off += objectFixed + len(o.Name)
+		}
+		return at
+	}
+	obj := objAt(manifestFixed)
+	obj0 := obj[0] // a table at level 6
+	chlog, other := obj[2], obj[3]
+	if gm.Objects[2].Kind != KindChangelog || !gm.Objects[2].Packed || gm.Objects[3].Kind != KindOther {
+		t.Fatal("goldenManifestV2's objects moved: fix the offsets here")
+	}
+
+	// Version 1 input: goldenManifest (no levels, no lastSeq) in version 1 bytes.
+	good1, err := goldenManifest().Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	good1 = v1Bytes(good1)
+	set1 := func(off int, v ...byte) []byte {
+		b := append([]byte(nil), good1...)
+		copy(b[off:], v)
+		return reseal(b)
+	}
+	obj0v1 := objAt(manifestFixedV1)[0]
+	if m, err := DecodeManifest("v1", good1); err != nil || !reflect.DeepEqual(m, goldenManifest()) {
+		t.Fatalf("the unedited version 1 input does not decode to goldenManifest: %+v, %v", m, err)
+	}
 	for _, tc := range []struct {
 		name  string
 		b     []byte
@@ -178,7 +300,11 @@ func TestManifestCorruption(t *testing.T) {
 		{"7 bytes", good[:7], base.ErrTruncated, 0},
 		{"bad magic", edit(set(0, 'X')), base.ErrBadMagic, 0},
 		{"header only", good[:16], base.ErrTruncated, 0},
-		{"version 2", edit(set(8, 2)), base.ErrFormatVersion, 8},
+		{"version 0", edit(set(8, 0)), base.ErrFormatVersion, 8},
+		{"version 3", edit(set(8, 3)), base.ErrFormatVersion, 8},
+		{"version 0x0102", edit(set(8, 2, 1)), base.ErrFormatVersion, 8},
+		// Version 2 bytes labelled version 1: lastSeq's low half is read as the registry length.
+		{"version 2 payload as version 1", reseal(edit(set(8, 1))), nil, p + manifestFixedV1},
 		{"checksum type 2", edit(set(10, 2)), base.ErrChecksumType, 10},
 		{"reserved byte", edit(set(11, 1)), nil, 11},
 		{"cut short", good[:len(good)-1], base.ErrTruncated, 12},
@@ -190,9 +316,20 @@ func TestManifestCorruption(t *testing.T) {
 		{"max parallelism 0", reseal(edit(set(p+32, 0, 0, 0, 0))), nil, p + 32},
 		{"key groups outside", reseal(edit(set(p+38, 200, 0))), nil, p + 36},
 		{"payload cut in the fixed fields", reseal(append(append([]byte(nil), good[:p+20]...), 0, 0, 0, 0)), base.ErrTruncated, p + 16},
+		{"payload cut in lastSeq", reseal(append(append([]byte(nil), good[:p+44]...), 0, 0, 0, 0)), base.ErrTruncated, p + 40},
 		{"object count too large", reseal(edit(set(obj0-4, 0xff, 0xff, 0, 0))), base.ErrTruncated, int64(obj0 - 4)},
 		{"unknown kind", reseal(edit(set(obj0, 9))), nil, int64(obj0)},
-		{"unknown flag", reseal(edit(set(obj0+1, 2))), nil, int64(obj0 + 1)},
+		{"v2 flag bit 1", reseal(edit(set(obj0+1, 0x02))), nil, int64(obj0 + 1)},
+		{"v2 flag bit 2", reseal(edit(set(obj0+1, 0x04))), nil, int64(obj0 + 1)},
+		{"v2 flag bit 3 beside a level", reseal(edit(set(obj0+1, 0x68))), nil, int64(obj0 + 1)},
+		{"v2 level on a changelog object", reseal(edit(set(chlog+1, 0x11))), nil, int64(chlog)},
+		{"v2 level on an other object", reseal(edit(set(other+1, 0xf0))), nil, int64(other)},
+		{"v1 flag bit 1", set1(obj0v1+1, 0x02), nil, int64(obj0v1 + 1)},
+		{"v1 flag bit 3", set1(obj0v1+1, 0x08), nil, int64(obj0v1 + 1)},
+		{"v1 flag bit 4 (a v2 level)", set1(obj0v1+1, 0x10), nil, int64(obj0v1 + 1)},
+		{"v1 flag bit 7 (a v2 level)", set1(obj0v1+1, 0x80), nil, int64(obj0v1 + 1)},
+		{"v1 level 15 beside packed", set1(obj0v1+1, 0xf1), nil, int64(obj0v1 + 1)},
+		{"v1 payload cut in the fixed fields", reseal(append(append([]byte(nil), good1[:p+36]...), 0, 0, 0, 0)), base.ErrTruncated, p + 36},
 		{"bad name", reseal(edit(set(obj0+4, '/'))), nil, int64(obj0)},
 		{"name runs past the payload", reseal(edit(set(obj0+2, 0xff, 0xff))), base.ErrTruncated, int64(obj0)},
 		{"bytes after the objects", reseal(append(append(append([]byte(nil), good[:len(good)-4]...), 1), 0, 0, 0, 0)), nil, int64(len(good) - 4)},
@@ -247,16 +384,29 @@ func TestCommitAndRead(t *testing.T) {
 	}
 }
 
-// FuzzManifestDecode: the decoder never panics; it either returns a manifest that re-encodes to
-// exactly the input or a *base.CorruptionError. Each input is also tried resealed (length and
-// CRC recomputed), so that the fuzzer reaches the payload checks behind the checksum.
+// FuzzManifestDecode: the decoder never panics; it either returns a manifest or a
+// *base.CorruptionError. A manifest decoded from version 2 re-encodes to exactly the input; one
+// decoded from version 1 re-encodes (as version 2) to bytes that decode to the same Manifest
+// and that, less lastSeq, are exactly the input (version 1 is canonical too). Each input is
+// also tried resealed (length and CRC recomputed), so that the fuzzer reaches the payload
+// checks behind the checksum.
 func FuzzManifestDecode(f *testing.F) {
-	if b, err := os.ReadFile(filepath.Join("testdata", "MANIFEST-v1")); err == nil {
+	for _, name := range []string{"MANIFEST-v1", "MANIFEST-v2"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
 		f.Add(b)
 	}
-	for _, m := range []*Manifest{{ID: 1, MaxParallelism: 1}, goldenManifest()} {
-		b, _ := m.Encode()
+	for _, m := range []*Manifest{{ID: 1, MaxParallelism: 1}, goldenManifest(), goldenManifestV2()} {
+		b, err := m.Encode()
+		if err != nil {
+			f.Fatal(err)
+		}
 		f.Add(b)
+		if m.LastSeq == 0 && !slices.ContainsFunc(m.Objects, func(o Object) bool { return o.Level != 0 }) {
+			f.Add(v1Bytes(b))
+		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, in := range [][]byte{b, reseal(b)} {
@@ -272,8 +422,21 @@ func FuzzManifestDecode(f *testing.F) {
 			if err != nil {
 				t.Fatalf("a decoded manifest does not encode: %v", err)
 			}
-			if !bytes.Equal(out, in) {
-				t.Fatalf("re-encoding differs:\n in %x\nout %x", in, out)
+			switch v := binary.LittleEndian.Uint16(in[8:]); v {
+			case manifestVersion:
+				if !bytes.Equal(out, in) {
+					t.Fatalf("re-encoding differs:\n in %x\nout %x", in, out)
+				}
+			case manifestVersion1:
+				again, err := DecodeManifest("fuzz", out)
+				if err != nil || !reflect.DeepEqual(again, m) {
+					t.Fatalf("version 1 re-encoded as version 2 decodes to %+v, %v; want %+v", again, err, m)
+				}
+				if v1 := v1Bytes(out); !bytes.Equal(v1, in) {
+					t.Fatalf("version 1 re-encoding differs:\n in %x\nout %x", in, v1)
+				}
+			default:
+				t.Fatalf("decoded a manifest of format version %d", v)
 			}
 		}
 	})
