@@ -62,6 +62,7 @@ type counters struct {
 	flushes, compactions                      int64
 	bytesIngested, bytesFlushed, bytesCompact int64
 	bytesCompactRead, manifestBytes           int64
+	clipped                                   int64
 	rotations, manifestErrors, persists       int64
 	deleteErrors                              atomic.Int64 // also counted by background WriteL0/Run cleanup
 }
@@ -809,7 +810,9 @@ func (d *DB) ReadAt(order uint64, key []byte, loc base.Loc, visit func(*base.Ent
 	v := d.current
 	var t *tableFile
 	for _, f := range v.levels[0] {
-		if f.meta.Num == loc.File {
+		// A clipped table's file may hold order outside its range: such a
+		// place is not one GetLoc reports.
+		if f.meta.Num == loc.File && order >= f.meta.MinOrder && order <= f.meta.MaxOrder {
 			t = f
 			break
 		}
