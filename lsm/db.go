@@ -47,12 +47,13 @@ type DB struct {
 	manifest    vfs.File // open for appending; nil while broken
 	manifestNum uint64
 	manifestLen int64
-	broken      bool     // the last manifest write failed: the next edit starts a new manifest
-	oldManifest []uint64 // manifests a durable CURRENT may still name (a rotation whose directory sync failed)
-	deferred    []uint64 // table files to remove once a new manifest is durable
-	busy        []bool   // per level: an input or output level of a picked, not yet installed job
-	jobs        int      // picked, not yet installed jobs
-	compactPtr  []uint64 // per level: MinOrder where the next L1+ compaction looks first
+	broken      bool        // the last manifest write failed: the next edit starts a new manifest
+	oldManifest []uint64    // manifests a durable CURRENT may still name (a rotation whose directory sync failed)
+	deferred    []uint64    // table files to remove once a new manifest is durable
+	busy        []bool      // per level: an input or output level of a picked, not yet installed job
+	jobs        int         // picked, not yet installed jobs
+	compactPtr  []uint64    // per level: MinOrder where the next L1+ compaction looks first
+	snaps       []*Snapshot // unreleased snapshots, each pinning a version
 	m           counters
 	mr          mapRangeScratch
 	buf         []byte
@@ -730,7 +731,13 @@ func (d *DB) closeAll() {
 		return
 	}
 	seen := map[*tableFile]bool{}
-	for _, v := range []*version{d.current, d.persisted} {
+	vs := []*version{d.current, d.persisted}
+	for _, s := range d.snaps {
+		vs = append(vs, s.v) // Close ends every snapshot: its files are closed, not removed
+		s.v = nil
+	}
+	d.snaps = nil
+	for _, v := range vs {
 		if v == nil {
 			continue
 		}
