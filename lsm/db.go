@@ -20,8 +20,8 @@ import (
 // DB is the LsmStore of one store: table files in levels, named by a
 // manifest. Concurrency (doc.go, "Concurrency"): one owner goroutine calls
 // Get, GetLoc, ReadAt, MapRange, InstallL0, Discard, PickCompaction, CompactLevel,
-// InstallCompaction, Persist, PersistedMeta, Metrics, LastSeq, Sync and
-// Close, never concurrently;
+// InstallCompaction, Persist, PersistedMeta, Metrics, LastSeq, Snapshot,
+// ReleaseSnapshot, Sync and Close, never concurrently;
 // WriteL0 and CompactionJob.Run may run on other goroutines (the root
 // package runs them through the scheduler) concurrently with the owner and
 // each other, until Close.
