@@ -132,8 +132,10 @@ type chain struct {
 // Table is the SliceTable of one store: 2^BucketBits buckets, each a chain
 // of runs of immutable slices, newest first. A Table is NOT safe for
 // concurrent use: the owner goroutine (the task's) calls every method,
-// except Build, Compaction.Run and Eviction.Run, which background jobs
-// may call concurrently (doc.go, "Concurrency").
+// except Build, Compaction.Run, Eviction.Run and Relocation.Run, which
+// background jobs may call concurrently (doc.go, "Concurrency"), and the
+// methods of a Snapshot it returned, which any goroutine may call until
+// ReleaseSnapshot (doc.go, "Snapshots").
 type Table struct {
 	a       *Allocator
 	opts    Options
