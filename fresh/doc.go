@@ -115,8 +115,8 @@
 //     the active one; kill and markDead only reach records of the segment
 //     being written). alloc, setSlot and markDead panic on a sealed
 //     segment. So a sealed segment's bytes never change until it is
-//     dropped: values returned from it stay valid until DropSealed or
-//     Close, and a background goroutine may read it (SealedSegment) while
+//     dropped: values returned from it stay valid until DropSealed (while
+//     pinned, the last UnpinSealed; invariant 11) or Close, and a background goroutine may read it (SealedSegment) while
 //     the owner writes; values from the active segment are valid until the
 //     next write.
 //  5. Writes go in place only when the newest record of the key is in the

@@ -13,9 +13,11 @@ import (
 // change after it is sealed (invariant 4), so Entries and DataBytes may be
 // used from any goroutine, concurrently with the owner's writes to the
 // active segment, until the owner drops the segment (Table.DropSealed) or
-// closes the Table: the caller must not drop or close while a goroutine
-// still uses the handle or entries read from it. The same segment always
-// has the same handle.
+// closes the Table — or, when it was dropped while the sealed segments
+// were pinned (Table.PinSealed), until the last Table.UnpinSealed: the
+// caller must not drop, unpin or close while a goroutine still uses the
+// handle or entries read from it. The same segment always has the same
+// handle.
 type SealedSegment struct {
 	seg     *segment    // owner goroutine only: identity for DropSealed
 	data    []byte      // the segment's used bytes; immutable
