@@ -143,7 +143,7 @@
 //     back: drops do not reset it.
 //  10. Get, Put, Delete, MapGet, MapPut, MapRemove, ListGet (with room in
 //     dst) and MapIter allocate nothing and take no lock.
-////  11. While the sealed segments are pinned (PinSealed count above 0),
+//  11. While the sealed segments are pinned (PinSealed count above 0),
 //     DropSealed takes a segment off the read path (invariant 9 holds as
 //     before) but neither gives its data segment to the Pool nor releases
 //     its index, and does not mark its handle dropped: the segment's bytes
