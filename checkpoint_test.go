@@ -54,7 +54,7 @@ func (e *ckEnv) open(kg *KeyGroupRange) *modelRun {
 	e.t.Helper()
 	o := e.opts
 	o.KeyGroups = kg
-	s, err := open(e.newDir(), o, func(eo *engine.Options) { eo.EvictionBatch, eo.BucketBits = 16 << 10, 2 })
+	s, err := open(e.newDir(), o, func(eo *engine.Options) { eo.EvictionBatch, eo.BucketBits = 16<<10, 2 })
 	if err != nil {
 		e.t.Fatal(err)
 	}
