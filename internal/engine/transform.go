@@ -334,12 +334,13 @@ func sortEqualOrders(seg *fresh.SealedSegment, recs []segRec) error {
 		}
 		i = j
 	}
-	touchSink = touched
+	touchSink.Store(uint32(touched))
 	return nil
 }
 
-// touchSink keeps sortEqualOrders' touches alive.
-var touchSink byte
+// touchSink keeps sortEqualOrders' touches alive (atomic: a checkpoint's upload sorts a
+// segment while a transform sorts another).
+var touchSink atomic.Uint32
 
 // sortMapRun orders a run of equal orders without decoding it when it can: every record holds
 // the same key (one kref: the entries of one map, and its base header) and every user key is at
