@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 	"testing"
 
 	"github.com/strata-db/strata/checkpoint"
@@ -409,5 +411,126 @@ func TestCheckpointRetention(t *testing.T) {
 		if !slices.ContainsFunc(objs, func(o checkpoint.ObjectInfo) bool { return o.Name == n }) {
 			t.Errorf("object %s of a kept checkpoint is missing", n)
 		}
+	}
+}
+
+// TestCheckpointInMemoryStore: a Store without a directory checkpoints too (its memory table
+// is written through a temporary file), and restores into a Store with one; a checkpoint still
+// uploading when the Store closes ends with the Store, which closes normally.
+func TestCheckpointInMemoryStore(t *testing.T) {
+	ctx := context.Background()
+	e := newCkEnv(t, vfs.Default(), t.TempDir(), 128)
+	o := e.opts
+	o.fs = nil
+	s, err := Open("", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.run(s)
+	r.writes(3000)
+	h, err := s.Checkpoint(ctx, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Checkpoints != 1 || st.CheckpointsRunning != 0 || st.PinnedBytes != 0 {
+		t.Fatalf("stats after a checkpoint: %d checkpoints, %d running, %d pinned bytes", st.Checkpoints, st.CheckpointsRunning, st.PinnedBytes)
+	}
+	m := r.m.clone()
+	r.writes(500)
+	if _, err := s.StartCheckpoint(2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil { // with checkpoint 2 possibly uploading
+		t.Fatal(err)
+	}
+	r2 := e.restore(nil, NoClaim, h)
+	defer r2.st.s.Close()
+	if err := r2.st.checkAll(m); err != nil {
+		t.Fatalf("in-memory Store's checkpoint restored: %v", err)
+	}
+}
+
+// gatedStorage holds every Create (a manifest's commit) until gate is closed.
+type gatedStorage struct {
+	checkpoint.Storage
+	gate chan struct{}
+}
+
+func (g *gatedStorage) Create(ctx context.Context, name string, data []byte) error {
+	<-g.gate
+	return g.Storage.Create(ctx, name, data)
+}
+
+// TestCheckpointPinsMemory: while a checkpoint writes its memory table, the task goes on
+// writing and the tiers go on moving data; the slices and segments freed meanwhile stay
+// counted (PinnedBytes) until the memory table is written — not until the upload ends, which
+// may take long (here: the commit is held) — and the checkpoint holds exactly the state at
+// its cut.
+func TestCheckpointPinsMemory(t *testing.T) {
+	ctx := context.Background()
+	e := newCkEnv(t, vfs.Default(), t.TempDir(), 128)
+	e.opts.MemoryBudget = 256 << 20
+	g := &gatedStorage{Storage: e.st, gate: make(chan struct{})}
+	var once sync.Once
+	openGate := func() { once.Do(func() { close(g.gate) }) }
+	e.opts.Checkpoint.Storage = g
+	r := e.open(nil)
+	defer r.st.s.Close()
+	defer openGate() // a failure must not leave Close waiting for the upload
+	s := r.st.s
+	memGate := make(chan struct{})
+	var memOnce sync.Once
+	openMem := func() { memOnce.Do(func() { close(memGate) }) }
+	defer openMem()
+	s.e.SetCheckpointHook(func() { <-memGate })
+	r.writes(5000)
+	if err := s.WaitBackground(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.StartCheckpoint(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.m.clone()
+	r.writes(2000) // the task goes on during the upload
+	// Move data down meanwhile (WaitBackground would wait for the checkpoint's memory table):
+	// the cut's sealed segment is transformed and dropped, slices are evicted.
+	for i := 0; s.Stats().PinnedBytes == 0; i++ {
+		if i > 2000 {
+			t.Fatalf("nothing pinned while the memory table is held: %+v", s.Stats())
+		}
+		s.e.EvictNow()
+		r.writes(20)
+		time.Sleep(time.Millisecond)
+	}
+	if st := s.Stats(); st.CheckpointsRunning != 1 {
+		t.Fatalf("while the memory table is written: %d running", st.CheckpointsRunning)
+	}
+	openMem()
+	for i := 0; s.Stats().PinnedBytes != 0; i++ { // released at an install, the upload still held
+		if i > 1000 {
+			t.Fatalf("memory still pinned after the memory table was written: %d bytes", s.Stats().PinnedBytes)
+		}
+		time.Sleep(5 * time.Millisecond)
+		r.writes(1)
+	}
+	if st := s.Stats(); st.CheckpointsRunning != 1 {
+		t.Fatalf("the upload ended with its commit held: %d running", st.CheckpointsRunning)
+	}
+	openGate()
+	h, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.PinnedBytes != 0 || st.CheckpointsRunning != 0 {
+		t.Fatalf("after the install: %d pinned bytes, %d running", st.PinnedBytes, st.CheckpointsRunning)
+	}
+	if err := r.st.checkAll(r.m); err != nil {
+		t.Fatal(err)
+	}
+	r2 := e.restore(nil, NoClaim, h)
+	defer r2.st.s.Close()
+	if err := r2.st.checkAll(m); err != nil {
+		t.Fatalf("checkpoint cut before 2000 more writes: %v", err)
 	}
 }

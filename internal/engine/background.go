@@ -412,10 +412,10 @@ func (t *Engine) install() int {
 	}
 	// Checkpoints: their pins are released (deferred frees happen now).
 	if len(t.ck.running) > 0 || t.ck.gc != nil {
-		before := len(t.ck.running)
+		pinned := t.ck.memPinned()
 		t.installCheckpoints()
-		if len(t.ck.running) < before {
-			n++
+		if t.ck.memPinned() < pinned {
+			n++ // memory was given back
 		}
 	}
 	if n > 0 {
@@ -455,8 +455,8 @@ func (t *Engine) inFlight() bool {
 		return true
 	}
 	for _, p := range t.ck.running {
-		if !p.fin.Load() && !isDone(p.h) {
-			return true // its pins hold memory back
+		if !p.memReleased && !p.fin.Load() && !isDone(p.h) {
+			return true // its pins hold memory back until its memory table is written
 		}
 	}
 	return t.eviction != nil && !t.eviction.done.Load()

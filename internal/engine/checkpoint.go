@@ -77,6 +77,9 @@ type PendingCheckpoint struct {
 	res   CheckpointResult
 	err   error
 	fin   atomic.Bool // set by the task once res and err are final
+	// memDone is set by the task once the memory table is written: the memory pins (segments,
+	// slices) may go then, long before the uploads end.
+	memDone atomic.Bool
 
 	// Owner-only pins, released at install.
 	segs     []*fresh.SealedSegment
@@ -86,8 +89,9 @@ type PendingCheckpoint struct {
 	base     map[uint64]checkpoint.Object // the base's table objects by LSM file number
 	baseID   uint64
 	tables   map[uint64]checkpoint.Object // written by the task: this checkpoint's tables
-	released bool
-	h        *scheduler.Handle
+	released    bool // every pin released
+	memReleased bool // the memory pins released
+	h           *scheduler.Handle
 	inflight []string
 }
 
@@ -122,6 +126,7 @@ type ckState struct {
 
 	checkpoints int64
 	failures    int64
+	hook        func() // SetCheckpointHook
 }
 
 // ErrCheckpointInProgress: a checkpoint is still uploading; Flink's default of one concurrent
@@ -205,6 +210,9 @@ func (t *Engine) WaitCheckpoint(ctx context.Context, p *PendingCheckpoint) (Chec
 func (t *Engine) installCheckpoints() {
 	for i := 0; i < len(t.ck.running); {
 		p := t.ck.running[i]
+		if !p.fin.Load() && p.memDone.Load() {
+			t.releaseMemory(p)
+		}
 		if !p.fin.Load() {
 			select {
 			case <-p.h.Done(): // cancelled before it ran
@@ -260,16 +268,27 @@ func (t *Engine) releaseCheckpoint(p *PendingCheckpoint) {
 		return
 	}
 	p.released = true
-	t.sl.ReleaseSnapshot(p.ssnap)
-	t.f.UnpinSealed()
+	t.releaseMemory(p)
 	if p.lsnap != nil {
 		t.db.ReleaseSnapshot(p.lsnap)
 	}
-	p.segs, p.ssnap, p.lsnap = nil, nil, nil
+	p.lsnap = nil
 	if len(p.inflight) > 0 {
 		t.ck.inflight.Release(p.inflight...)
 		p.inflight = nil
 	}
+}
+
+// releaseMemory releases the memory pins of p: the slices and sealed segments freed since
+// its cut go back to the budget (owner).
+func (t *Engine) releaseMemory(p *PendingCheckpoint) {
+	if p.memReleased {
+		return
+	}
+	p.memReleased = true
+	t.sl.ReleaseSnapshot(p.ssnap)
+	t.f.UnpinSealed()
+	p.segs, p.ssnap = nil, nil
 }
 
 // orderRange returns the order hashes of key groups r: [r.Start·stride, (r.End+1)·stride − 1].
@@ -307,6 +326,24 @@ func (t *Engine) upload(ctx context.Context, p *PendingCheckpoint) error {
 		Registry: spec.Registry, InputPosition: spec.InputPosition, LastSeq: p.seq}
 	p.tables = map[uint64]checkpoint.Object{}
 	res := &p.res
+	// The memory table first, into a local file: then the memory the cut pinned is released
+	// (memDone; the owner's next install), however long the uploads take.
+	if h := t.ck.hook; h != nil {
+		h()
+	}
+	mt, mtPath, err := t.memoryTable(ctx, p)
+	p.memDone.Store(true)
+	t.ready.Add(1)
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+	if mtPath != "" {
+		defer t.ck.tmpFS.Remove(mtPath)
+	}
+	if err != nil {
+		return fmt.Errorf("strata: checkpoint %d: memory table: %w", spec.ID, err)
+	}
 	klo, khi := t.orderRange(spec.KeyGroups)
 	if p.lsnap != nil {
 		for _, tb := range p.lsnap.Tables() {
@@ -345,11 +382,12 @@ func (t *Engine) upload(ctx context.Context, p *PendingCheckpoint) error {
 			m.Objects = append(m.Objects, o)
 		}
 	}
-	mt, err := t.memoryTable(ctx, p)
-	if err != nil {
-		return fmt.Errorf("strata: checkpoint %d: memory table: %w", spec.ID, err)
-	}
 	if mt != nil {
+		t.ck.inflight.Add(mt.Name)
+		p.inflight = append(p.inflight, mt.Name)
+		if err := checkpoint.PutFile(ctx, spec.Storage, mt.Name, t.ck.tmpFS, mtPath); err != nil {
+			return fmt.Errorf("strata: checkpoint %d: memory table: %w", spec.ID, err)
+		}
 		m.Objects = append(m.Objects, *mt)
 		res.UploadedObjects++
 		res.UploadedBytes += mt.Size
@@ -367,10 +405,10 @@ func (t *Engine) upload(ctx context.Context, p *PendingCheckpoint) error {
 	return nil
 }
 
-// memoryTable writes the pinned slices and sealed segments as one table file in entry order
-// (every version kept) and stores it as a private object of the checkpoint; nil when the
-// memory tiers were empty.
-func (t *Engine) memoryTable(ctx context.Context, p *PendingCheckpoint) (*checkpoint.Object, error) {
+// memoryTable writes the pinned slices and sealed segments as one local table file in entry
+// order (every version kept) and returns the object it is to become and the file's path (the
+// caller stores it, then removes the file); nil and "" when the memory tiers were empty.
+func (t *Engine) memoryTable(ctx context.Context, p *PendingCheckpoint) (_ *checkpoint.Object, path string, err error) {
 	srcs := []base.Iterator{p.ssnap.Iter()}
 	var segs []*segIter
 	defer func() {
@@ -381,7 +419,7 @@ func (t *Engine) memoryTable(ctx context.Context, p *PendingCheckpoint) (*checkp
 	for _, seg := range p.segs {
 		it, err := t.segmentEntries(ctx, seg)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		segs = append(segs, it)
 		srcs = append(srcs, it)
@@ -389,14 +427,19 @@ func (t *Engine) memoryTable(ctx context.Context, p *PendingCheckpoint) (*checkp
 	it := base.NewMergingIter(srcs...)
 	fsys, dir := t.ck.tmpFS, t.ck.tmpDir
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
-		return nil, lowerError(err)
+		return nil, "", lowerError(err)
 	}
-	path := filepath.Join(dir, fmt.Sprintf("%020d-%016x.sst", p.spec.ID, rand.Uint64()))
+	path = filepath.Join(dir, fmt.Sprintf("%020d-%016x.sst", p.spec.ID, rand.Uint64()))
 	f, err := fsys.Create(path)
 	if err != nil {
-		return nil, lowerError(err)
+		return nil, "", lowerError(err)
 	}
-	defer fsys.Remove(path)
+	keep := false
+	defer func() {
+		if !keep {
+			fsys.Remove(path)
+		}
+	}()
 	w := sstable.NewWriter(f, sstable.WriterOptions{})
 	var lo, hi uint64
 	n := 0
@@ -409,44 +452,40 @@ func (t *Engine) memoryTable(ctx context.Context, p *PendingCheckpoint) (*checkp
 		n++
 		if err := w.Add(e); err != nil {
 			f.Close()
-			return nil, lowerError(err)
+			return nil, "", lowerError(err)
 		}
 		if n%4096 == 0 {
 			if err := ctx.Err(); err != nil {
 				f.Close()
-				return nil, err
+				return nil, "", err
 			}
 		}
 	}
 	if err := it.Err(); err != nil {
 		f.Close()
-		return nil, err
+		return nil, "", err
 	}
 	if n == 0 {
 		f.Close()
-		return nil, nil
+		return nil, "", nil
 	}
 	_, err = w.Finish()
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return nil, lowerError(err)
+		return nil, "", lowerError(err)
 	}
 	crc, size, err := checkpoint.FileCRC(fsys, path)
 	if err != nil {
-		return nil, lowerError(err)
+		return nil, "", lowerError(err)
 	}
 	spec := &p.spec
 	o := &checkpoint.Object{Name: checkpoint.PrivateName(spec.Owner, spec.ID, spec.KeyGroups, "sst"),
 		Kind: checkpoint.KindTable, Size: size, CRC: crc, MinOrder: lo, MaxOrder: hi, Level: 0}
 	o.KeyGroups = t.kgOf(lo, hi, spec.KeyGroups)
-	t.ck.inflight.Add(o.Name)
-	p.inflight = append(p.inflight, o.Name)
-	if err := checkpoint.PutFile(ctx, spec.Storage, o.Name, fsys, path); err != nil {
-		return nil, err
-	}
-	return o, nil
+	keep = true
+	return o, path, nil
 }
 
 // CompleteCheckpoint is Flink's notifyCheckpointComplete: checkpoint id (and every pending one
@@ -573,4 +612,15 @@ func (t *Engine) closeCheckpoints() {
 	if t.db == nil && t.ck.tmpDir != "" {
 		t.ck.tmpFS.Remove(t.ck.tmpDir)
 	}
+}
+
+// memPinned counts the running checkpoints that still pin memory.
+func (c *ckState) memPinned() int {
+	n := 0
+	for _, p := range c.running {
+		if !p.memReleased {
+			n++
+		}
+	}
+	return n
 }

@@ -87,6 +87,19 @@ type Stats struct {
 	TableCacheHits   int64
 	TableCacheMisses int64
 	OutOfFiles       int64
+
+	// Checkpoints (doc.go, "Checkpoints"): made durable and failed since Open; the one
+	// running (0 or 1); PinnedBytes is the memory the running checkpoint keeps from being
+	// reused (slices and sealed segments freed since its cut, still counted in BudgetUsed).
+	// CheckpointGCRuns, CheckpointGCFailures and CheckpointGCDeleted count the garbage
+	// collections run after completions and aborts and the objects they deleted.
+	Checkpoints          int64
+	CheckpointFailures   int64
+	CheckpointsRunning   int
+	PinnedBytes          int64
+	CheckpointGCRuns     int64
+	CheckpointGCFailures int64
+	CheckpointGCDeleted  int64
 }
 
 // Stats returns a snapshot of the engine's statistics (States is the caller's to fill).
@@ -136,5 +149,8 @@ func (t *Engine) Stats() Stats {
 	if rc := t.rc; rc != nil {
 		st.RowCacheBytes, st.RowCacheHits, st.RowCacheMisses = int64(len(rc.mem)), t.rcHits, t.rcMisses
 	}
+	st.Checkpoints, st.CheckpointFailures, st.CheckpointsRunning = t.ck.checkpoints, t.ck.failures, len(t.ck.running)
+	st.PinnedBytes = ts.PinnedBytes + ss.PinnedBytes
+	st.CheckpointGCRuns, st.CheckpointGCFailures, st.CheckpointGCDeleted = t.ck.gcRuns, t.ck.gcFails, t.ck.gcDel
 	return st
 }

@@ -81,3 +81,8 @@ func (t *Engine) RowCacheLen() int {
 	}
 	return t.rc.n
 }
+
+// SetCheckpointHook makes every later checkpoint's upload call hook before it writes its
+// memory table (tests hold the memory pins with it). nil removes it. Owner goroutine, with no
+// checkpoint running.
+func (t *Engine) SetCheckpointHook(hook func()) { t.ck.hook = hook }
