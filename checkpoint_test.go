@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/engine"

@@ -82,17 +82,17 @@ type PendingCheckpoint struct {
 	memDone atomic.Bool
 
 	// Owner-only pins, released at install.
-	segs     []*fresh.SealedSegment
-	ssnap    *slice.Snapshot
-	lsnap    *lsm.Snapshot
-	seq      uint64
-	base     map[uint64]checkpoint.Object // the base's table objects by LSM file number
-	baseID   uint64
-	tables   map[uint64]checkpoint.Object // written by the task: this checkpoint's tables
-	released    bool // every pin released
-	memReleased bool // the memory pins released
+	segs        []*fresh.SealedSegment
+	ssnap       *slice.Snapshot
+	lsnap       *lsm.Snapshot
+	seq         uint64
+	base        map[uint64]checkpoint.Object // the base's table objects by LSM file number
+	baseID      uint64
+	tables      map[uint64]checkpoint.Object // written by the task: this checkpoint's tables
+	released    bool                         // every pin released
+	memReleased bool                         // the memory pins released
 	h           *scheduler.Handle
-	inflight []string
+	inflight    []string
 }
 
 // Done is closed when the checkpoint is durable, has failed or was cancelled. Any goroutine.
