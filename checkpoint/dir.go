@@ -74,6 +74,12 @@ func NewDirStorage(fsys vfs.FS, dir string) (*DirStorage, error) {
 	return d, nil
 }
 
+// NewLocalStorage is NewDirStorage on the operating system's file system (vfs.Default()), for
+// callers outside this module, which cannot name package vfs (the benchmarks, a job's main).
+// A Store opened without a test file system shares that file system, so its table files reach
+// this storage as hard links when both directories are on one device.
+func NewLocalStorage(dir string) (*DirStorage, error) { return NewDirStorage(vfs.Default(), dir) }
+
 // Dir returns the directory the storage keeps its objects in.
 func (d *DirStorage) Dir() string { return d.dir }
 

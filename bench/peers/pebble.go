@@ -50,6 +50,17 @@ func openPebble(dir string, cfg Config) (Store, error) {
 	return newKVStore(&pebbleKV{db: db, cache: cache, dir: dir}), nil
 }
 
+// PebbleDB returns the *pebble.DB under st when st is the Pebble peer (nil otherwise), for the
+// benchmarks of Pebble's own API that the Store interface has no place for (DB.Checkpoint).
+func PebbleDB(st Store) *pebble.DB {
+	if kv, ok := st.(*kvStore); ok {
+		if p, ok := kv.db.(*pebbleKV); ok {
+			return p.db
+		}
+	}
+	return nil
+}
+
 func (p *pebbleKV) name() string { return "pebble" }
 
 func (p *pebbleKV) get(key []byte) ([]byte, bool) {
