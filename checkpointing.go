@@ -135,7 +135,7 @@ func (p *PendingCheckpoint) Wait(ctx context.Context) (CheckpointHandle, error) 
 // handleOf returns the handle of manifest m written by s's lineage.
 func (s *Store) handleOf(m *checkpoint.Manifest, st CheckpointStats) CheckpointHandle {
 	return CheckpointHandle{Owner: s.owner(), ID: m.ID, MaxParallelism: int(m.MaxParallelism),
-		KeyGroups: KeyGroupRange{Start: int(m.KeyGroups.Start), End: int(m.KeyGroups.End)},
+		KeyGroups:     KeyGroupRange{Start: int(m.KeyGroups.Start), End: int(m.KeyGroups.End)},
 		InputPosition: m.InputPosition, Stats: st}
 }
 

@@ -453,6 +453,10 @@ const (
 	stepReopen      // Close and Open: every acknowledged write survives
 	stepCrash       // the file system keeps what was synced: the Store reopens to its last Close
 	stepNoSpace     // ENOSPC part-way through Close; reads stay right; a retried Close works
+	stepCheckpoint  // cut a checkpoint; its upload runs during the next steps (model_ckpt_test.go)
+	stepCkNotify    // wait for it, then complete it (or abort it)
+	stepRestore     // restore the newest durable checkpoint and go on with it
+	stepRescale     // restore it into 1, 2 or 3 Stores, check them, scale them back into one
 	numSteps
 )
 
@@ -497,6 +501,10 @@ var modelSteps = [numSteps]stepDef{
 	stepReopen:      {"reopen", false, (*modelRun).reopen},
 	stepCrash:       {"crash", false, (*modelRun).crash},
 	stepNoSpace:     {"close-nospace", false, (*modelRun).noSpaceClose},
+	stepCheckpoint:  {"checkpoint", false, (*modelRun).checkpoint},
+	stepCkNotify:    {"checkpoint-notify", false, (*modelRun).ckNotify},
+	stepRestore:     {"restore", false, (*modelRun).restoreStep},
+	stepRescale:     {"rescale", false, (*modelRun).rescale},
 }
 
 // modelWeights are the relative frequencies of the step kinds.
@@ -565,6 +573,7 @@ type modelRun struct {
 	fault     *vfs.FaultFS // nil: no fault injection
 	persisted *model
 
+	ck                                                          ckRun // checkpoints (model_ckpt_test.go)
 	counts                                                      [numSteps]int
 	total                                                       StoreStats // stats of the Stores closed so far
 	budgetFails, cacheChecks, cachedSeen, invalid, noSpaceFails int
@@ -1114,6 +1123,9 @@ func (r *modelRun) checkEvery() error {
 }
 
 func (r *modelRun) reopen(int32) error {
+	if err := r.ckSettle(); err != nil {
+		return err
+	}
 	if err := r.invalidate(); err != nil {
 		return err
 	}
@@ -1130,6 +1142,9 @@ func (r *modelRun) reopen(int32) error {
 
 // crash: the file system keeps only what was synced; the Store reopens to its last Close.
 func (r *modelRun) crash(int32) error {
+	if err := r.ckSettle(); err != nil {
+		return err
+	}
 	if err := r.invalidate(); err != nil {
 		return err
 	}
@@ -1146,6 +1161,9 @@ func (r *modelRun) crash(int32) error {
 	r.mem = r.mem.CrashClone()
 	r.fault = vfs.NewFaultFS(r.mem)
 	r.opts.fs = r.fault
+	if err := r.ckInit(); err != nil { // the storage on the crashed file system
+		return err
+	}
 	r.m = r.persisted.clone()
 	if err := r.openStore(); err != nil {
 		return err
@@ -1158,6 +1176,9 @@ func (r *modelRun) crash(int32) error {
 // checks every read and the row cache in that state twice (the second pass reads what the
 // first cached), then closes once space is back and reopens.
 func (r *modelRun) noSpaceClose(int32) error {
+	if err := r.ckSettle(); err != nil {
+		return err
+	}
 	if err := r.invalidate(); err != nil {
 		return err
 	}
@@ -1218,7 +1239,7 @@ type modelConfig struct {
 
 // dirWeights add the steps of a Store with a directory.
 var dirWeights = readWeights.with(15, stepEvict, stepEvictDrain, stepCheckCache).with(12, stepPushDown).
-	with(2, stepReopen, stepCrash, stepNoSpace)
+	with(2, stepReopen, stepCrash, stepNoSpace).with(6, stepCheckpoint, stepCkNotify).with(1, stepRestore, stepRescale)
 
 var modelConfigs = []modelConfig{
 	{
@@ -1264,7 +1285,7 @@ var modelConfigs = []modelConfig{
 			return &modelWorkload{u: plainUniverse("key-%d", 40, "", "w1", "w2", "window-3"), maxVal: 300, hot: true,
 				weights: dirWeights}
 		},
-		forced:    []stepKind{stepReopen, stepNoSpace, stepCrash},
+		forced:    []stepKind{stepReopen, stepCheckpoint, stepNoSpace, stepRescale, stepCrash, stepRestore},
 		mustEvict: true, mustLSMCompact: true, mustRowCache: true,
 	},
 	{
@@ -1278,7 +1299,7 @@ var modelConfigs = []modelConfig{
 		workload: func(maxP int) *modelWorkload {
 			return &modelWorkload{u: edgeUniverse(maxP, nil), maxVal: 300, hot: true, weights: dirWeights}
 		},
-		forced:    []stepKind{stepReopen, stepNoSpace, stepCrash},
+		forced:    []stepKind{stepReopen, stepCheckpoint, stepNoSpace, stepRescale, stepCrash, stepRestore},
 		mustEvict: true, mustRowCache: true,
 	},
 	{
@@ -1295,7 +1316,7 @@ var modelConfigs = []modelConfig{
 			return &modelWorkload{u: edgeUniverse(maxP, &KeyGroupRange{Start: 100, End: 20000}), maxVal: 300, hot: true,
 				weights: dirWeights}
 		},
-		forced:    []stepKind{stepReopen, stepCrash},
+		forced:    []stepKind{stepReopen, stepCheckpoint, stepRescale, stepCrash, stepRestore},
 		mustEvict: true, mustRowCache: true,
 	},
 	{
@@ -1313,7 +1334,7 @@ var modelConfigs = []modelConfig{
 		},
 		pressure:     true,
 		slow:         4,
-		forced:       []stepKind{stepReopen, stepCrash},
+		forced:       []stepKind{stepReopen, stepCheckpoint, stepRescale, stepCrash},
 		mustRowCache: true, mustPressure: true,
 	},
 	{
@@ -1328,7 +1349,7 @@ var modelConfigs = []modelConfig{
 				weights: dirWeights.with(0, stepCrash).with(60, stepReadBurst)}
 		},
 		slow:      4,
-		forced:    []stepKind{stepReopen, stepNoSpace},
+		forced:    []stepKind{stepReopen, stepCheckpoint, stepRescale, stepNoSpace, stepRestore},
 		mustEvict: true, mustRowCache: true,
 	},
 }
@@ -1420,6 +1441,13 @@ func TestModel(t *testing.T) {
 				fail("the run did not exercise the row cache: %d hits, %d misses, %d cached entries seen",
 					tot.RowCacheHits, tot.RowCacheMisses, r.cachedSeen)
 			}
+			if cfg.dir != "" {
+				t.Logf("%s: checkpoints: %d cut, %d durable kept, %d failed; %d restores, %d rescales", cfg.name, r.ck.id,
+					len(r.ck.durable), r.ck.failed, r.ck.restores, r.ck.rescales)
+				if r.ck.rescales == 0 {
+					fail("the run rescaled nothing")
+				}
+			}
 			if cfg.mustPressure && tot.BackpressureWaits+tot.Flushes+int64(r.budgetFails) == 0 {
 				fail("the run saw no budget pressure")
 			}
@@ -1453,6 +1481,9 @@ func newModelRunFor(t *testing.T, cfg modelConfig, rng *rand.Rand) *modelRun {
 	maxP := r.opts.MaxParallelism
 	r.w = cfg.workload(maxP)
 	r.persisted = r.m.clone()
+	if err := r.ckInit(); err != nil {
+		t.Fatal(err)
+	}
 	if err := r.openStore(); err != nil {
 		t.Fatal(err)
 	}
@@ -1463,6 +1494,9 @@ func newModelRunFor(t *testing.T, cfg modelConfig, rng *rand.Rand) *modelRun {
 // cache, the second reads its hits), and, with a directory, closes and checks the reopened
 // Store; the Store is closed after.
 func (r *modelRun) finish() error {
+	if err := r.ckSettle(); err != nil {
+		return err
+	}
 	if err := r.pushDown(0); err != nil {
 		return fmt.Errorf("final push-down: %w", err)
 	}

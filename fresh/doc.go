@@ -115,8 +115,8 @@
 //     the active one; kill and markDead only reach records of the segment
 //     being written). alloc, setSlot and markDead panic on a sealed
 //     segment. So a sealed segment's bytes never change until it is
-//     dropped: values returned from it stay valid until DropSealed or
-//     Close, and a background goroutine may read it (SealedSegment) while
+//     dropped: values returned from it stay valid until DropSealed (while
+//     pinned, the last UnpinSealed; invariant 11) or Close, and a background goroutine may read it (SealedSegment) while
 //     the owner writes; values from the active segment are valid until the
 //     next write.
 //  5. Writes go in place only when the newest record of the key is in the
@@ -143,6 +143,15 @@
 //     back: drops do not reset it.
 //  10. Get, Put, Delete, MapGet, MapPut, MapRemove, ListGet (with room in
 //     dst) and MapIter allocate nothing and take no lock.
+//  11. While the sealed segments are pinned (PinSealed count above 0),
+//     DropSealed takes a segment off the read path (invariant 9 holds as
+//     before) but neither gives its data segment to the Pool nor releases
+//     its index, and does not mark its handle dropped: the segment's bytes
+//     stay mapped, unchanged (invariant 4) and counted by the Budget
+//     (Stats.PinnedBytes), so a SealedSegment taken before — Entries,
+//     EntryAt, the values they return — stays readable from any goroutine.
+//     The last UnpinSealed (or Close) releases them and marks their handles
+//     dropped. No read or write path checks the pin.
 //
 // # Lists (KLIST)
 //
@@ -196,6 +205,23 @@
 // leaves the read path, its data segment goes back to the Pool and its
 // index to the Budget. A MapIter that still needed a dropped segment ends
 // with ErrSegmentDropped.
+//
+// # Pinning for checkpoints
+//
+// A checkpoint seals the active segment, takes the sealed segments'
+// handles and writes their entries on a scheduler task, while the owner
+// goes on transforming and dropping them (invariant 11):
+//
+//	t.Seal(); t.PinSealed()          // owner
+//	ss := t.Sealed()                 // owner: handles, oldest first
+//	for it := ss[i].Entries(); ...   // background: unchanged bytes
+//	t.DropSealed(ss[0])              // owner, meanwhile: off the read path only
+//	t.UnpinSealed()                  // owner, after the task: memory back
+//
+// Pins are counted (two checkpoints may overlap). The cost is memory: a
+// segment dropped while pinned is not reusable until the last unpin, so
+// writes roll into new Pool segments meanwhile. Close releases everything
+// whatever the count; the engine unpins first, once its readers are done.
 //
 // Note: Go's race detector does not see accesses to segment memory (it is
 // mapped outside the Go heap), so the immutability of sealed segments is

@@ -63,7 +63,9 @@ type Table struct {
 	active   *segment // segs[len-1] unless sealed, or nil
 	seq      uint64
 	closed   bool
-	dropped  int64 // segments dropped by DropSealed (MapIter rebases on it)
+	dropped  int64      // segments dropped by DropSealed (MapIter rebases on it)
+	pins     int        // PinSealed count
+	deferred []*segment // dropped while pinned: memory kept until pins is 0
 }
 
 // New returns an empty Table whose sequence numbers continue after
@@ -94,20 +96,18 @@ func New(opts Options) (*Table, error) {
 	}, nil
 }
 
-// Close releases every segment (back to the Pool) and index. Slices
-// returned earlier become invalid. Later calls return base.ErrClosed.
+// Close releases every segment (back to the Pool) and index, those dropped
+// while pinned (PinSealed) included, whatever the pin count: a background
+// reader of a sealed segment must be done before Close. Slices returned
+// earlier become invalid. Later calls return base.ErrClosed.
 func (t *Table) Close() error {
 	if t.closed {
 		return base.ErrClosed
 	}
 	t.closed = true
-	var first error
+	first := t.releaseDeferred()
 	for _, s := range t.segs {
-		if s.handle != nil {
-			s.handle.dropped.Store(true)
-		}
-		t.pool.Put(s.region)
-		if err := s.iReg.Release(); err != nil && first == nil {
+		if err := t.release(s); err != nil && first == nil {
 			first = fmt.Errorf("release segment index: %w", err)
 		}
 	}
@@ -157,11 +157,19 @@ type Stats struct {
 	// DroppedSegments counts the sealed segments dropped (DropSealed) in
 	// the Table's life.
 	DroppedSegments int64
+	// PinnedBytes is the memory of segments dropped while pinned
+	// (PinSealed): data segments and indices still mapped and counted by
+	// the Budget, given back at the last UnpinSealed. Not part of the
+	// figures above, which describe the segments on the read path.
+	PinnedBytes int64
 }
 
 // Stats returns the current figures; O(segments).
 func (t *Table) Stats() Stats {
 	st := Stats{DroppedSegments: t.dropped}
+	for _, s := range t.deferred {
+		st.PinnedBytes += int64(len(s.region.Bytes()) + len(s.iReg.Bytes()))
+	}
 	for _, s := range t.segs {
 		st.Segments++
 		if s.sealed {

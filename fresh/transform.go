@@ -13,9 +13,11 @@ import (
 // change after it is sealed (invariant 4), so Entries and DataBytes may be
 // used from any goroutine, concurrently with the owner's writes to the
 // active segment, until the owner drops the segment (Table.DropSealed) or
-// closes the Table: the caller must not drop or close while a goroutine
-// still uses the handle or entries read from it. The same segment always
-// has the same handle.
+// closes the Table — or, when it was dropped while the sealed segments
+// were pinned (Table.PinSealed), until the last Table.UnpinSealed: the
+// caller must not drop, unpin or close while a goroutine still uses the
+// handle or entries read from it. The same segment always has the same
+// handle.
 type SealedSegment struct {
 	seg     *segment    // owner goroutine only: identity for DropSealed
 	data    []byte      // the segment's used bytes; immutable
@@ -229,14 +231,18 @@ func (t *Table) Sealed() []*SealedSegment {
 
 // DropSealed removes the oldest sealed segment, s, from the read path and
 // gives its data segment back to the Pool and its index back to the
-// Budget. The caller must have installed the segment's entries in the
-// lower tier first (reads then find them there) and must no longer use s,
-// its entries, or values, batches read from the Table before the call
-// (like a write, DropSealed invalidates them; a MapIter created before it
-// reports ErrSegmentDropped from Err if it still needed the segment).
-// Only the oldest sealed segment may be dropped, so that reads never see a
-// gap between tiers: any other s (a newer one, one already dropped, or
-// another Table's) returns an error wrapping ErrNotOldestSealed and
+// Budget — or, while the sealed segments are pinned (PinSealed), defers
+// that until the pin count returns to 0: s, its entries and EntryAt stay
+// valid for a background reader meanwhile (a checkpoint's), and the memory
+// stays counted by the Budget (Stats.PinnedBytes). The caller must have
+// installed the segment's entries in the lower tier first (reads then find
+// them there) and must no longer use s, its entries, or values, batches
+// read from the Table before the call unless the table is pinned (like a
+// write, DropSealed invalidates them; a MapIter created before it reports
+// ErrSegmentDropped from Err if it still needed the segment, pinned or
+// not). Only the oldest sealed segment may be dropped, so that reads never
+// see a gap between tiers: any other s (a newer one, one already dropped,
+// or another Table's) returns an error wrapping ErrNotOldestSealed and
 // changes nothing. Sequence numbers continue after drops. Owner goroutine
 // only. Errors: ErrNotOldestSealed, base.ErrClosed, or a wrapped error from
 // releasing the index (the segment is dropped all the same).
@@ -257,14 +263,70 @@ func (t *Table) DropSealed(s *SealedSegment) error {
 	t.segs[len(t.segs)-1] = nil
 	t.segs = t.segs[:len(t.segs)-1]
 	t.dropped++
-	s.dropped.Store(true)
-	t.pool.Put(g.region)
-	err := g.iReg.Release()
-	g.data, g.idx, g.region, g.iReg = nil, nil, nil, nil
-	if err != nil {
+	if t.pins > 0 {
+		t.deferred = append(t.deferred, g)
+		return nil
+	}
+	if err := t.release(g); err != nil {
 		return fmt.Errorf("release index of dropped segment: %w", err)
 	}
 	return nil
+}
+
+// release gives a segment that left the read path back: its handle reports
+// ErrSegmentDropped from then on, its data segment goes to the Pool and
+// its index to the Budget.
+func (t *Table) release(g *segment) error {
+	if g.handle != nil {
+		g.handle.dropped.Store(true)
+	}
+	t.pool.Put(g.region)
+	err := g.iReg.Release()
+	g.data, g.idx, g.region, g.iReg = nil, nil, nil, nil
+	return err
+}
+
+// PinSealed pins the sealed segments: until as many UnpinSealed calls,
+// DropSealed removes a segment from the read path as always but keeps its
+// memory, so handles taken before (Sealed), their Entries and EntryAt stay
+// readable from a background goroutine — a checkpoint writes the sealed
+// segments out while the owner transforms and drops them. Pins are
+// counted; the active segment is not concerned (its bytes change with
+// every write; a checkpoint seals it first). O(1); owner goroutine only.
+func (t *Table) PinSealed() { t.pins++ }
+
+// UnpinSealed undoes one PinSealed; when the count returns to 0 the
+// segments dropped meanwhile give their memory back (as DropSealed would
+// have), and their handles report ErrSegmentDropped. The caller must make
+// sure no goroutine still reads them. After Close it only counts (Close
+// released everything). Panics without a matching PinSealed, or if an
+// index cannot be unmapped (the mapping is ours: a broken invariant, as in
+// memory.Pool.Put). Owner goroutine only; O(segments dropped while pinned).
+func (t *Table) UnpinSealed() {
+	if t.pins <= 0 {
+		panic("strata: invariant: UnpinSealed without a matching PinSealed")
+	}
+	t.pins--
+	if t.pins > 0 {
+		return
+	}
+	if err := t.releaseDeferred(); err != nil {
+		panic("strata: invariant: releasing the index of a segment dropped while pinned: " + err.Error())
+	}
+}
+
+// releaseDeferred releases the segments DropSealed deferred, returning the
+// first error.
+func (t *Table) releaseDeferred() error {
+	var first error
+	for i, g := range t.deferred {
+		if err := t.release(g); err != nil && first == nil {
+			first = fmt.Errorf("release index of a segment dropped while pinned: %w", err)
+		}
+		t.deferred[i] = nil
+	}
+	t.deferred = t.deferred[:0]
+	return first
 }
 
 var _ base.Iterator = (*SealedIter)(nil)

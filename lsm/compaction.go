@@ -42,6 +42,7 @@ type JobStats struct {
 	EntriesIn   int64 // entries read from the inputs
 	EntriesOut  int64 // entries written
 	Dropped     int64 // entries the compaction filter dropped
+	Clipped     int64 // entries of the inputs outside their table's clip range, dropped unread (doc.go, "Clipping")
 	BytesRead   int64 // bytes of input files
 	BytesOut    int64 // bytes of output files
 	OutputFiles int   // number of output files
@@ -177,14 +178,14 @@ func (j *CompactionJob) run(ctx context.Context) error {
 	var closers []interface{ Close() error }
 	for _, t := range j.inputs[0] {
 		j.stats.BytesRead += t.meta.Size
-		it := t.r.NewIter()
+		it := newClipIter(t, &j.stats.Clipped)
 		srcs, closers = append(srcs, it), append(closers, it)
 	}
 	for _, t := range j.inputs[1] {
 		j.stats.BytesRead += t.meta.Size
 	}
 	if len(j.inputs[1]) > 0 {
-		it := &levelIter{files: j.inputs[1]}
+		it := &levelIter{files: j.inputs[1], clipped: &j.stats.Clipped}
 		srcs, closers = append(srcs, it), append(closers, it)
 	}
 	defer func() {
@@ -321,6 +322,7 @@ func (d *DB) InstallCompaction(j *CompactionJob) error {
 	d.m.compactions++
 	d.m.bytesCompact += j.stats.BytesOut
 	d.m.bytesCompactRead += j.stats.BytesRead
+	d.m.clipped += j.stats.Clipped
 	if j.level > 0 {
 		d.compactPtr[j.level] = j.inputs[0][0].meta.MaxOrder + 1
 		if j.inputs[0][0].meta.MaxOrder == ^uint64(0) {
@@ -339,12 +341,14 @@ func (d *DB) releaseJob(j *CompactionJob) {
 	j.v = nil
 }
 
-// levelIter iterates sorted, disjoint files of one level in order.
+// levelIter iterates sorted, disjoint files of one level in order, each
+// clipped to its manifest range (clipIter).
 type levelIter struct {
-	files []*tableFile
-	i     int
-	it    *sstable.Iter
-	err   error
+	files   []*tableFile
+	clipped *int64
+	i       int
+	it      *clipIter
+	err     error
 }
 
 func (l *levelIter) Next() bool {
@@ -353,7 +357,7 @@ func (l *levelIter) Next() bool {
 			if l.i == len(l.files) || l.err != nil {
 				return false
 			}
-			l.it = l.files[l.i].r.NewIter()
+			l.it = newClipIter(l.files[l.i], l.clipped)
 			l.i++
 		}
 		if l.it.Next() {
@@ -377,3 +381,49 @@ func (l *levelIter) Close() error {
 	}
 	return nil
 }
+
+// clipIter iterates the entries of one table whose Order lies in the table's
+// manifest range [meta.MinOrder, meta.MaxOrder], which an imported table may
+// hold narrower than its file's (doc.go, "Clipping"): it seeks to MinOrder
+// and stops at the first entry past MaxOrder, so a compaction drops the
+// entries outside the range without reading them. At a clean end it adds
+// the file's entries it did not yield to *clipped (0 for an unclipped
+// table). Not safe for concurrent use; the table's Reader must stay open.
+type clipIter struct {
+	it          *sstable.Iter
+	lo, hi      uint64
+	seek        bool // lo is above the file's first Order: SeekGE before the first Next
+	done        bool
+	fileEntries int64
+	yielded     int64
+	clipped     *int64
+}
+
+func newClipIter(t *tableFile, clipped *int64) *clipIter {
+	fm := t.r.Meta()
+	return &clipIter{it: t.r.NewIter(), lo: t.meta.MinOrder, hi: t.meta.MaxOrder,
+		seek: t.meta.MinOrder > fm.MinOrder, fileEntries: fm.Entries, clipped: clipped}
+}
+
+func (c *clipIter) Next() bool {
+	if c.done {
+		return false
+	}
+	if c.seek {
+		c.it.SeekGE(c.lo)
+		c.seek = false
+	}
+	if !c.it.Next() || c.it.Entry().Order > c.hi {
+		c.done = true
+		if c.it.Err() == nil {
+			*c.clipped += c.fileEntries - c.yielded
+		}
+		return false
+	}
+	c.yielded++
+	return true
+}
+
+func (c *clipIter) Entry() *base.Entry { return c.it.Entry() }
+func (c *clipIter) Err() error         { return c.it.Err() }
+func (c *clipIter) Close() error       { return c.it.Close() }

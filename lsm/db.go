@@ -20,8 +20,8 @@ import (
 // DB is the LsmStore of one store: table files in levels, named by a
 // manifest. Concurrency (doc.go, "Concurrency"): one owner goroutine calls
 // Get, GetLoc, ReadAt, MapRange, InstallL0, Discard, PickCompaction, CompactLevel,
-// InstallCompaction, Persist, PersistedMeta, Metrics, LastSeq, Sync and
-// Close, never concurrently;
+// InstallCompaction, Persist, PersistedMeta, Metrics, LastSeq, Snapshot,
+// ReleaseSnapshot, Sync and Close, never concurrently;
 // WriteL0 and CompactionJob.Run may run on other goroutines (the root
 // package runs them through the scheduler) concurrently with the owner and
 // each other, until Close.
@@ -47,12 +47,13 @@ type DB struct {
 	manifest    vfs.File // open for appending; nil while broken
 	manifestNum uint64
 	manifestLen int64
-	broken      bool     // the last manifest write failed: the next edit starts a new manifest
-	oldManifest []uint64 // manifests a durable CURRENT may still name (a rotation whose directory sync failed)
-	deferred    []uint64 // table files to remove once a new manifest is durable
-	busy        []bool   // per level: an input or output level of a picked, not yet installed job
-	jobs        int      // picked, not yet installed jobs
-	compactPtr  []uint64 // per level: MinOrder where the next L1+ compaction looks first
+	broken      bool        // the last manifest write failed: the next edit starts a new manifest
+	oldManifest []uint64    // manifests a durable CURRENT may still name (a rotation whose directory sync failed)
+	deferred    []uint64    // table files to remove once a new manifest is durable
+	busy        []bool      // per level: an input or output level of a picked, not yet installed job
+	jobs        int         // picked, not yet installed jobs
+	compactPtr  []uint64    // per level: MinOrder where the next L1+ compaction looks first
+	snaps       []*Snapshot // unreleased snapshots, each pinning a version
 	m           counters
 	mr          mapRangeScratch
 	buf         []byte
@@ -62,6 +63,7 @@ type counters struct {
 	flushes, compactions                      int64
 	bytesIngested, bytesFlushed, bytesCompact int64
 	bytesCompactRead, manifestBytes           int64
+	clipped                                   int64
 	rotations, manifestErrors, persists       int64
 	deleteErrors                              atomic.Int64 // also counted by background WriteL0/Run cleanup
 }
@@ -729,7 +731,13 @@ func (d *DB) closeAll() {
 		return
 	}
 	seen := map[*tableFile]bool{}
-	for _, v := range []*version{d.current, d.persisted} {
+	vs := []*version{d.current, d.persisted}
+	for _, s := range d.snaps {
+		vs = append(vs, s.v) // Close ends every snapshot: its files are closed, not removed
+		s.v = nil
+	}
+	d.snaps = nil
+	for _, v := range vs {
 		if v == nil {
 			continue
 		}
@@ -809,7 +817,9 @@ func (d *DB) ReadAt(order uint64, key []byte, loc base.Loc, visit func(*base.Ent
 	v := d.current
 	var t *tableFile
 	for _, f := range v.levels[0] {
-		if f.meta.Num == loc.File {
+		// A clipped table's file may hold order outside its range: such a
+		// place is not one GetLoc reports.
+		if f.meta.Num == loc.File && order >= f.meta.MinOrder && order <= f.meta.MaxOrder {
 			t = f
 			break
 		}

@@ -14,6 +14,16 @@
 //   - Table (file): an sstable, "<num>.sst", immutable once written. Its
 //     FileMeta (number, size, entry counts, [MinOrder, MaxOrder],
 //     [MinSeq, MaxSeq]) is what the manifest records.
+//   - Clip (range): a table's FileMeta [MinOrder, MaxOrder]. For a table the
+//     DB wrote it is its file's Order range; Import may narrow it (key-group
+//     rescaling: the Store owns a range of order hashes). The table then
+//     holds only its file's entries in that range: reads never see the
+//     others and compaction drops them (invariant 14, "Clipping").
+//   - Snapshot: a version pinned by Snapshot until ReleaseSnapshot, so that a
+//     checkpoint can hard-link or upload its tables ("Snapshots").
+//   - Import: building a new DB directory from table files the caller placed
+//     there (the tables of one or several snapshots), each clipped, with one
+//     persist point ("Import").
 //   - File number: one counter for tables and manifests (nextFile), never
 //     reused within a directory's life (recovery restarts it above every
 //     number in the manifest and in the directory).
@@ -33,7 +43,7 @@
 //     exactly its last persistence point (Close, later checkpoints).
 //   - Owner: the goroutine that calls Get, GetLoc, ReadAt, MapRange, InstallL0,
 //     PickCompaction, InstallCompaction, Persist, PersistedMeta, Metrics,
-//     Sync and Close (the store's task thread). Background: WriteL0 and CompactionJob.Run.
+//     Snapshot, ReleaseSnapshot, Sync and Close (the store's task thread). Background: WriteL0 and CompactionJob.Run.
 //   - Bottom (for a compaction): no level below the output level holds a file
 //     overlapping the job's Order range.
 //
@@ -198,6 +208,8 @@
 // the recovered version (so the tables of ignored edits), every other
 // manifest and CURRENT.tmp. A directory without CURRENT is a new DB, unless it holds
 // tables: then CURRENT was lost, which is corruption, and nothing is deleted.
+// (A torn Import looks the same and is refused the same way; its caller
+// deletes the directory and imports again — "Import".)
 // Any recovery error returns before anything is deleted (invariant 11).
 //
 // # Invariants
@@ -224,8 +236,8 @@
 //     installed before; the SliceTable evicts each bucket's oldest slices
 //     first. Get relies on it to visit versions newest first.
 //  7. Reference counts: a version counts the DB's current pointer, its
-//     persisted pointer and every compaction job picked from it; a file
-//     counts the versions holding it.
+//     persisted pointer, every compaction job picked from it and every
+//     unreleased snapshot of it; a file counts the versions holding it.
 //     A file is closed when no version holds it, and removed from disk only
 //     if an installed edit deleted it (obsolete). So a file a running job
 //     reads is never deleted, and the current version's files are never
@@ -262,6 +274,23 @@
 //     for as long as reads hold files, and the table's release (Reader.Close)
 //     leaves the close to its last read in flight. Reads never see a file
 //     closed under them; the index and filter never leave memory.
+//  14. Clipping: no read and no compaction yields an entry whose Order lies
+//     outside its table's clip range [MinOrder, MaxOrder]. Get, GetLoc and
+//     MapRange choose tables by that range (L0 by comparison, L1+ by
+//     findFile) and search one Order; ReadAt finds a table only for an Order
+//     in its range; compaction reads every input through a clipIter. There
+//     are no trivial moves (every compaction rewrites its inputs), so a clip
+//     ends at the table's first compaction, whose outputs hold only
+//     in-range entries. Entries, Blocks, Tombstones, [MinSeq, MaxSeq] and
+//     Size of a clipped table still describe its whole file (upper bounds
+//     for the clip).
+//  15. A snapshot's files stay on disk until ReleaseSnapshot (or Close),
+//     whatever is installed meanwhile: the snapshot holds a reference on its
+//     version (7), and a file is removed only at its last reference.
+//  16. An imported directory holds a CURRENT only once the whole DB is
+//     durable: tables and their directory entries synced before the manifest
+//     is written, CURRENT renamed into place last, then the directory
+//     synced ("Import").
 //
 // # Versions and reference counts
 //
@@ -275,6 +304,55 @@
 // slices, edit applied), makes it current and drops the DB's reference to the
 // old one. Get and MapRange run on the owner and use the current version
 // without pinning it: nothing can change it during the call.
+//
+// # Snapshots
+//
+// Snapshot refs the current version (as a compaction job does) and lists its
+// tables oldest first — the deepest level first, each level by MinOrder, up
+// to L1, then L0 oldest first — with their FileMeta (the clip range
+// included) and their paths. Until ReleaseSnapshot no file of it is removed
+// (invariant 15): a compaction that makes one obsolete only marks it, and
+// the snapshot's release drops the last reference and removes it. The files
+// are immutable, so other goroutines may read or hard-link them meanwhile;
+// the DB itself only changes reference counts, on the owner. Close ends
+// every snapshot (files closed, not removed; the next Open removes what the
+// recovered version does not hold). A snapshot is not a persist point: it
+// may name tables installed after the last Persist.
+//
+// # Import
+//
+// Import(opts, tables, lastSeq, meta) builds a DB in a directory without
+// CURRENT from table files the caller put there under TablePath(dir, Num):
+//
+//	check arguments → LOCK → CURRENT absent (else ErrExists)
+//	→ open each table (sstable.Open checks), clip = its Order range ∩ the
+//	  ImportTable's; empty clip (or file) → to drop
+//	→ build the version: L0 in slice order (oldest first, invariant 6),
+//	  L1+ by MinOrder; overlapping L1+ clips → ErrImportOverlap
+//	  (nothing written, nothing removed)
+//	→ sync each kept table → remove the dropped → sync dir → sync parent
+//	→ manifest (snapshot of the version │ persist point: max(lastSeq,
+//	  every given table's MaxSeq), meta) → sync → CURRENT.tmp → sync
+//	  → rename to CURRENT → sync dir            ← commit point
+//
+// Crash at any write before the last directory sync: the crash leaves no
+// CURRENT (CURRENT is made durable only by that sync), so Open refuses the
+// directory if tables survived (tables without CURRENT are corruption,
+// "Recovery") or sees an empty new one if none did; either way the caller
+// deletes the directory and imports again. After it: the complete DB, which
+// Open recovers like any persist point. TestImportCrash crashes at each of
+// Import's writes.
+//
+// # Clipping
+//
+// Restore with key-group rescaling takes, from each checkpoint, the tables
+// holding the Store's key groups — a contiguous range of order hashes —
+// and clips each to that range; the tables of several checkpoints then
+// share levels, disjoint after clipping. The clip lives only in the
+// manifest (FileMeta, recorded and recovered as any range); the file keeps
+// every entry until a compaction rewrites it. A clipIter (compaction.go)
+// seeks each input to MinOrder and stops past MaxOrder; what it skips is
+// counted in JobStats.Clipped and Metrics.ClippedEntries.
 //
 // # Compaction
 //
@@ -419,5 +497,6 @@
 // fs.ErrNotExist (a file CURRENT or the manifest names is missing). Then
 // ErrLocked (the directory is open elsewhere; also syscall.EWOULDBLOCK),
 // base.ErrNoSpace (with syscall.ENOSPC) for a full disk, base.ErrClosed,
-// ErrInvalidOptions, ErrJobNotRun, ErrMetaTooLarge.
+// ErrInvalidOptions, ErrJobNotRun, ErrMetaTooLarge; Import's ErrExists,
+// ErrInvalidImport and ErrImportOverlap.
 package lsm

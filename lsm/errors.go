@@ -42,6 +42,20 @@ var (
 	// version no longer holds — a compaction or install happened since
 	// GetLoc reported it. Nothing was read.
 	ErrLocGone = errors.New("lsm: the table of a read's place was replaced")
+
+	// ErrExists: Import found a DB (CURRENT) in its directory. Nothing was
+	// changed.
+	ErrExists = errors.New("lsm: directory already holds a store")
+
+	// ErrInvalidImport: Import was given a bad table list (file number 0
+	// or given twice, a level >= NumLevels, an inverted range; the wrapped
+	// message names the table). Nothing was changed.
+	ErrInvalidImport = errors.New("lsm: invalid import")
+
+	// ErrImportOverlap: two tables Import was to install at one level >= 1
+	// overlap in Order after clipping (doc.go, invariant 3). Nothing was
+	// installed, written or removed.
+	ErrImportOverlap = errors.New("lsm: imported tables of one level overlap")
 )
 
 // ioError wraps an error from the FS with what the DB was doing, adding

@@ -58,8 +58,8 @@ type FileMeta struct {
 	Entries    int64  // number of entries
 	Blocks     int64  // number of data blocks
 	Tombstones int64  // entries of KindTombstone or KindMapEntryTombstone
-	MinOrder   uint64 // smallest Order in the file
-	MaxOrder   uint64 // largest Order in the file (inclusive)
+	MinOrder   uint64 // smallest Order of the table: the file's, or an imported table's clip (doc.go, "Clipping")
+	MaxOrder   uint64 // largest Order of the table (inclusive); as MinOrder
 	MinSeq     uint64 // smallest sequence number
 	MaxSeq     uint64 // largest sequence number
 }

@@ -55,7 +55,9 @@ func (d *DB) MapRange(order uint64, mapKey, from []byte, visit func(*base.Entry)
 	s.srcs = s.srcs[:0]
 	v := d.current
 	for _, t := range v.levels[0] {
-		if t.r.MayContain(order) {
+		// The table's manifest range, not only its file's: an imported
+		// table may be clipped (doc.go, "Clipping").
+		if order >= t.meta.MinOrder && order <= t.meta.MaxOrder && t.r.MayContain(order) {
 			s.srcs = append(s.srcs, t)
 		}
 	}
@@ -188,6 +190,10 @@ type Metrics struct {
 	BytesCompacted   int64 // bytes of table files installed by compactions
 	BytesCompactRead int64 // bytes of input files of installed compactions
 	ManifestBytes    int64 // bytes written to manifests
+	// ClippedEntries counts the entries installed compactions dropped
+	// because they lay outside their table's clip range (an imported table,
+	// doc.go "Clipping").
+	ClippedEntries int64
 
 	// WriteAmplification is (BytesFlushed + BytesCompacted) / BytesIngested:
 	// table bytes written per byte of state ingested; 0 before any ingest.
@@ -230,6 +236,7 @@ func (d *DB) Metrics() Metrics {
 		BytesFlushed:      d.m.bytesFlushed,
 		BytesCompacted:    d.m.bytesCompact,
 		BytesCompactRead:  d.m.bytesCompactRead,
+		ClippedEntries:    d.m.clipped,
 		ManifestBytes:     d.m.manifestBytes,
 		Persists:          d.m.persists,
 		ManifestRotations: d.m.rotations,

@@ -39,6 +39,11 @@
 //     and Relocation.Run.
 //   - Unit: a maximal group of adjacent slices of a run that share a
 //     boundary order hash; eviction moves units, never parts of them.
+//   - Snapshot: an immutable view of every slice installed when the owner
+//     took it (Table.Snapshot), for a checkpoint to read on a background
+//     goroutine: private copies of the slices' read-only fields, over
+//     blocks the table does not give back to the Allocator until the last
+//     open snapshot is released (pinned; invariant 16).
 //
 // # Slice layout
 //
@@ -151,6 +156,20 @@
 //     InstallRelocation points a moved slice at its copy only if it is
 //     still installed and in no other job, else it frees the copy (and,
 //     for a slice that left the table, the old block).
+//  16. While a Snapshot of the table is open (taken, not yet released),
+//     the owner gives no block or oversized region back to the Allocator:
+//     free (compaction and eviction installs, Release, a slice dropped
+//     while moving) and the end of a relocation (a swapped slice's old
+//     block, an unused copy) defer it to a list instead; it stays
+//     allocated and counted by the Allocator and the Budget
+//     (Stats.PinnedBytes) until the last open snapshot is released. A
+//     snapshot's *Slice values are copies the owner never writes (a
+//     relocation rebases the installed *Slice, not the copy), over blocks
+//     whose bytes never change (invariant 4) and, not being free, are
+//     never handed out again; so a snapshot is read from any goroutine
+//     with no lock, and the read paths (invariant 11) carry no pin check.
+//     Only background paths release directly — Build's abort and a
+//     cancelled Relocation.Run's copies — whose memory no snapshot holds.
 //
 // # Concurrency
 //
@@ -162,6 +181,27 @@
 // transform), and the owner installs or cancels the result at its next
 // operation, only after Run has returned (or will never run). No goroutine
 // is started here (only scheduler/ starts goroutines).
+//
+// # Snapshots
+//
+// A checkpoint pins the tier on the owner and writes it out on a
+// scheduler task:
+//
+//	s := t.Snapshot()       // owner: O(slices) copies of views; pins
+//	it := s.Iter()          // background: every version, entry order
+//	t.ReleaseSnapshot(s)    // owner, after the task ended: deferred frees
+//
+// Iter merges one source per chain depth, not one per run: run d of every
+// bucket, concatenated in bucket order, is sorted (a bucket is a range of
+// order hashes), and a key's versions live in one bucket, whose depths are
+// ordered newest first (invariant 6), so the merge has as many sources as
+// the longest chain and yields every version, like Eviction.Run. Pinning
+// has a cost: memory that leaves the table while a snapshot is open is
+// not reusable until it is released — an eviction lowers MemBytes but
+// frees nothing meanwhile, and builds take new blocks (or new segments
+// from the Pool) — so the engine holds a snapshot only for the length of
+// one checkpoint. Close releases open snapshots with everything else;
+// the engine releases them first, once their readers are done.
 //
 // # Compaction
 //

@@ -30,6 +30,9 @@ var (
 	// (InstallCompaction, InstallEviction, Close); it stops without reading
 	// freed memory.
 	ErrInvalidated = errors.New("slice: iterator invalidated by an install")
+	// ErrSnapshotReleased: a Snapshot was iterated after ReleaseSnapshot or
+	// the table's Close; nothing is read.
+	ErrSnapshotReleased = errors.New("slice: snapshot released")
 	// ErrOptions: an Options or NewAllocator argument is out of range; the
 	// message names the field.
 	ErrOptions = errors.New("slice: invalid options")

@@ -219,12 +219,12 @@ func (r *Relocation) end(swap bool) {
 			t.unindex(s)
 			s.rebase(cp.buf, cp.ref)
 			t.index(s)
-			t.a.release(old)
+			t.release(old)
 			swapped++
 			continue
 		}
 		if cp != nil {
-			t.a.release(cp.ref)
+			t.release(cp.ref)
 		}
 	}
 	r.moved = nil

@@ -132,8 +132,10 @@ type chain struct {
 // Table is the SliceTable of one store: 2^BucketBits buckets, each a chain
 // of runs of immutable slices, newest first. A Table is NOT safe for
 // concurrent use: the owner goroutine (the task's) calls every method,
-// except Build, Compaction.Run and Eviction.Run, which background jobs
-// may call concurrently (doc.go, "Concurrency").
+// except Build, Compaction.Run, Eviction.Run and Relocation.Run, which
+// background jobs may call concurrently (doc.go, "Concurrency"), and the
+// methods of a Snapshot it returned, which any goroutine may call until
+// ReleaseSnapshot (doc.go, "Snapshots").
 type Table struct {
 	a       *Allocator
 	opts    Options
@@ -146,6 +148,12 @@ type Table struct {
 
 	bySeg map[*aseg][]*Slice // installed block slices by segment (Slice.segPos)
 	reloc *Relocation        // the pending relocation, if any
+
+	// Snapshots (snapshot.go, invariant 16): while snaps is not empty,
+	// release defers blocks to deferred instead of freeing them.
+	snaps       []*Snapshot // open snapshots
+	deferred    []blockRef  // releases deferred while snapshots are open
+	pinnedBytes int64       // memory of deferred
 
 	slices   int
 	runs     int
@@ -276,7 +284,7 @@ func (t *Table) free(s *Slice) {
 		s.dropped = true
 		return
 	}
-	t.a.release(s.ref)
+	t.release(s.ref)
 	s.ref = blockRef{}
 	s.buf, s.fps, s.offs, s.count = nil, nil, nil, 0
 }
@@ -510,7 +518,9 @@ func (t *Table) MapGet(order uint64, mapKey, uk []byte) ([]byte, Status) {
 // busy inputs and its output) stay until the job ends: InstallCompaction,
 // CancelCompaction, InstallEviction, CancelEviction, InstallRelocation or
 // CancelRelocation after Close free them, so a background Run never reads
-// freed memory. Owner goroutine
+// freed memory. Open snapshots are released with everything else, their
+// deferred releases performed: release them (ReleaseSnapshot) first, once
+// no goroutine reads them, as the engine does. Owner goroutine
 // only; idempotent.
 func (t *Table) Close() error {
 	if t.closed {
@@ -526,6 +536,7 @@ func (t *Table) Close() error {
 		}
 		t.buckets[b].runs = nil
 	}
+	t.closeSnapshots()
 	t.runs = 0
 	t.gen++
 	t.closed = true
@@ -555,6 +566,14 @@ type Stats struct {
 
 	Relocations     int64 // relocations installed
 	RelocatedSlices int64 // slices those relocations moved
+
+	// Snapshots counts the open snapshots (Snapshot, not yet released).
+	Snapshots int
+	// PinnedBytes is the memory that left the table (or was a relocation's
+	// old block or unused copy) while snapshots were open: still allocated,
+	// counted by the Allocator and the Budget, freed when the last open
+	// snapshot is released. Not part of MemBytes.
+	PinnedBytes int64
 }
 
 // Stats returns a snapshot of the table. O(buckets); owner goroutine only.
@@ -563,7 +582,7 @@ func (t *Table) Stats() Stats {
 		Blocks: t.a.Stats().Blocks, Compactions: t.compactions, CompactedIn: t.compactedIn,
 		CompactedOut: t.compactedOut, Evictions: t.evictions, EvictedSlices: t.evictedSlices,
 		EvictedBytes: t.evictedBytes, Segments: len(t.bySeg), Relocations: t.relocations,
-		RelocatedSlices: t.relocatedSlices}
+		RelocatedSlices: t.relocatedSlices, Snapshots: len(t.snaps), PinnedBytes: t.pinnedBytes}
 	for b := range t.buckets {
 		n := len(t.buckets[b].runs)
 		st.MaxChain = max(st.MaxChain, n)

@@ -137,6 +137,46 @@
 // L0; if Persist itself fails for a transient reason it returns the error with nothing lost
 // (Transient tells the root to keep the Store open for another Close).
 //
+// # Checkpoints (checkpoint.go, restore.go)
+//
+// A native checkpoint is cut at an install boundary, on the owner goroutine, in
+// StartCheckpoint: the active FreshTable segment is sealed (the only mutable part; sealing
+// copies nothing and queues its transform as usual), then the sealed segments, the slices and
+// the LsmStore's version are pinned (fresh PinSealed, slice Snapshot, lsm Snapshot). A pin
+// does not stop installs: a transform, compaction, eviction, relocation or LSM compaction
+// installed meanwhile changes the tiers as always, and only the release of what it frees —
+// segment memory, slice blocks, table files — waits for the pin's release. So the cut is
+// O(slices + table files) pointer copies, and the task goes on writing while the upload reads
+// the pinned view from a scheduler task (class Upload):
+//
+//	cut (owner)                     upload (background)                      install (owner)
+//	seal active segment   ──►  memory table: slices ∪ sealed segments  ──►  release pins
+//	pin segments, slices,       merged in entry order, every version        (deferred frees
+//	  LSM version, seq           kept, one table file, stored privately      happen now);
+//	                           LSM tables: reused from the base by file      durable → pending
+//	                             number, else stored (hard link) shared      completion
+//	                           manifest (v2: levels, LastSeq) by Create
+//
+// The state at the cut is exactly the pinned version's tables (each at its level) below the
+// memory table: at an install boundary every datum is in exactly one tier (a transform's
+// Install and DropSealed, an eviction's lower-tier install and InstallEviction, a flush's
+// InstallL0 and DropSealed each happen in one owner step), so nothing — a list append above
+// all — is in the checkpoint twice. Pinned memory still counts in the budget; a writer short
+// of it waits for the upload (it is in flight, inFlight) like for any background work.
+//
+// Incremental: the base is the table objects of the last completed checkpoint (or of the
+// restore in CLAIM mode), by LSM file number; a table of the pinned version found there is
+// referenced, with its current level, not stored again. Only CompleteCheckpoint moves the
+// base (Flink's CheckpointListener: an aborted or merely durable checkpoint never becomes one).
+// Garbage collection (checkpoint.GC, by reachability) runs as a scheduler task after each
+// completion or abort; the objects of a running checkpoint are in its InFlight set.
+//
+// Restore (restore.go) writes a new Dir/lsm from the table objects of one or more checkpoints
+// — hard links from a local checkpoint directory — clipped to the order hashes of the key
+// groups each may answer for, and lsm.Import records them at their levels with the clip as
+// their range; Open then recovers it like any LsmStore. Reads never see a table's entries
+// outside its range, and compactions drop them (DESIGN §4, item 6: no key-by-key rewrite).
+//
 // # Invariants
 //
 //  1. Every state change goes through Apply: before (sticky error or pending full disk, due
@@ -152,4 +192,9 @@
 //     immutable inputs and outputs and the fields documented as shared (ready, wake).
 //  5. A background failure stops the engine (bgErr) only if transient says it cannot pass;
 //     every other one leaves the data where it was and is retried (Failures).
+//  6. A checkpoint's pins are released only by the owner, after its upload ended (install,
+//     WaitCheckpoint, Close); until then nothing the pinned view references is freed or
+//     removed. One checkpoint runs at a time.
+//  7. A checkpoint's manifest is committed only after every object it names is durable, with
+//     create-if-absent; the base moves only on completion.
 package engine

@@ -97,8 +97,8 @@ type Engine struct {
 	relocation  *relocationJob
 	lsmJobs     []*lsmJob
 	ck          ckState // checkpoints (checkpoint.go)
-	lastFresh   int64 // budget.UsedBy(PurposeFreshData) when the sealed segments were last listed
-	bgErr       error // a sticky background failure (damage, a broken invariant); writes report it
+	lastFresh   int64   // budget.UsedBy(PurposeFreshData) when the sealed segments were last listed
+	bgErr       error   // a sticky background failure (damage, a broken invariant); writes report it
 	// Background failures that may pass (retry.go): each kind's backoff, and how many kinds
 	// have failures pending (the write preamble's fast path tests it).
 	retry     [numBgKinds]backoff

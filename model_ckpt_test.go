@@ -1,0 +1,242 @@
+package strata
+
+// The model's checkpoint steps: checkpoint (cut now, upload while later steps run), complete
+// or abort, restore of the newest durable checkpoint, and rescale (restore into 1, 2 or 3
+// Stores splitting the key groups, compare their union with the model, checkpoint the parts
+// and restore them into one Store, which the run goes on with).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/vfs"
+)
+
+// ckRun is a run's checkpoint state.
+type ckRun struct {
+	st       *checkpoint.DirStorage
+	id       uint64 // the last id used
+	pending  *PendingCheckpoint
+	pendM    *model // the model at the pending checkpoint's cut
+	durable  map[uint64]*model
+	handles  map[uint64]CheckpointHandle
+	last     uint64 // newest durable id
+	dirs     int
+	restores int
+	rescales int
+	failed   int
+}
+
+// ckInit gives a run with a directory its checkpoint storage, on the run's file system.
+func (r *modelRun) ckInit() error {
+	if r.dir == "" {
+		return nil
+	}
+	fsys := r.opts.fs
+	st, err := checkpoint.NewDirStorage(fsys, filepath.Join(filepath.Dir(r.dir), "checkpoints"))
+	if err != nil {
+		return err
+	}
+	if r.ck.durable == nil {
+		r.ck.durable, r.ck.handles = map[uint64]*model{}, map[uint64]CheckpointHandle{}
+	}
+	r.ck.st = st
+	r.opts.Checkpoint = CheckpointOptions{Storage: st, Owner: "model", Grace: checkpoint.NoGrace, Retain: 2}
+	return nil
+}
+
+// ckSettle waits for the pending checkpoint (before a step that closes or replaces the Store).
+func (r *modelRun) ckSettle() error {
+	p := r.ck.pending
+	if p == nil {
+		return nil
+	}
+	r.ck.pending = nil
+	h, err := p.Wait(context.Background())
+	if err != nil {
+		// A checkpoint may fail for an injected fault or a full disk; it is then not durable.
+		if r.fault != nil && (errors.Is(err, vfs.ErrInjected) || errors.Is(err, ErrNoSpace)) || r.pressure && errors.Is(err, ErrMemoryBudget) {
+			r.ck.failed++
+			return nil
+		}
+		return fmt.Errorf("checkpoint %d: %w", p.ID(), err)
+	}
+	r.ck.durable[h.ID], r.ck.handles[h.ID], r.ck.last = r.ck.pendM, h, h.ID
+	return nil
+}
+
+// checkpoint cuts a checkpoint; its upload runs during the next steps.
+func (r *modelRun) checkpoint(int32) error {
+	if r.ck.st == nil {
+		return nil
+	}
+	if err := r.ckSettle(); err != nil {
+		return err
+	}
+	if err := r.invalidate(); err != nil { // the cut seals the active segment: a write
+		return err
+	}
+	r.ck.id++
+	p, err := r.st.s.StartCheckpoint(r.ck.id, []byte(fmt.Sprint(r.op)))
+	if err != nil {
+		if r.pressure && errors.Is(err, ErrMemoryBudget) {
+			r.budgetFails++
+			return nil
+		}
+		return err
+	}
+	r.ck.pending, r.ck.pendM = p, r.m.clone()
+	return nil
+}
+
+// ckNotify settles the pending checkpoint and completes it (or, one time in five, aborts it).
+func (r *modelRun) ckNotify(int32) error {
+	if r.ck.st == nil || r.ck.pending == nil {
+		return nil
+	}
+	id := r.ck.pending.ID()
+	if err := r.ckSettle(); err != nil {
+		return err
+	}
+	if _, ok := r.ck.durable[id]; !ok {
+		return nil
+	}
+	if r.rng.IntN(5) == 0 {
+		delete(r.ck.durable, id)
+		if r.ck.last == id {
+			r.ck.last = 0
+			for d := range r.ck.durable {
+				r.ck.last = max(r.ck.last, d)
+			}
+		}
+		return r.st.s.NotifyCheckpointAborted(id)
+	}
+	if err := r.st.s.NotifyCheckpointComplete(id); err != nil {
+		return err
+	}
+	// Retain 2: what GC may delete is no longer restorable.
+	for d := range r.ck.durable {
+		if d < id && len(r.ck.durable) > 2 {
+			delete(r.ck.durable, d)
+		}
+	}
+	return nil
+}
+
+// newDir returns a fresh directory beside the run's.
+func (r *modelRun) ckDir() string {
+	r.ck.dirs++
+	return filepath.Join(filepath.Dir(r.dir), fmt.Sprintf("restored-%d", r.ck.dirs))
+}
+
+// replaceStore closes the open Store (Discard: as if it had failed) and continues with s in
+// dir, whose state is m.
+func (r *modelRun) replaceStore(s *Store, dir string, m *model) error {
+	r.addStats()
+	if err := r.st.s.Discard(); err != nil && !errors.Is(err, vfs.ErrCrashed) {
+		return fmt.Errorf("discard before a restore: %w", err)
+	}
+	st, err := registerModel(s, r.w.u)
+	if err != nil {
+		s.Close()
+		return err
+	}
+	r.st, r.dir, r.m, r.persisted = st, dir, m.clone(), m.clone()
+	return r.checkEvery()
+}
+
+// restoreStep restores the newest durable checkpoint into a new directory and goes on with it.
+func (r *modelRun) restoreStep(int32) error {
+	if r.ck.st == nil {
+		return nil
+	}
+	if err := r.ckSettle(); err != nil {
+		return err
+	}
+	m, ok := r.ck.durable[r.ck.last]
+	if !ok {
+		return nil
+	}
+	if err := r.invalidate(); err != nil {
+		return err
+	}
+	dir := r.ckDir()
+	o := r.opts
+	o.Checkpoint.RestoreMode = Claim
+	s, err := Restore(dir, o, r.ck.st, r.ck.handles[r.ck.last])
+	if err != nil {
+		return fmt.Errorf("restore of checkpoint %d: %w", r.ck.last, err)
+	}
+	r.ck.restores++
+	return r.replaceStore(s, dir, m)
+}
+
+// splitRange splits kg into n contiguous parts (n <= its size).
+func splitRange(kg KeyGroupRange, n int) []KeyGroupRange {
+	size := kg.End - kg.Start + 1
+	var out []KeyGroupRange
+	for i := range n {
+		out = append(out, KeyGroupRange{Start: kg.Start + i*size/n, End: kg.Start + (i+1)*size/n - 1})
+	}
+	return out
+}
+
+// rescale restores the newest durable checkpoint into 1, 2 or 3 Stores splitting the run's key
+// groups, checks each against the model (its own key groups read as the model, the others
+// refused), checkpoints each part and restores the parts into one Store, which the run goes
+// on with.
+func (r *modelRun) rescale(int32) error {
+	if r.ck.st == nil {
+		return nil
+	}
+	if err := r.ckSettle(); err != nil {
+		return err
+	}
+	m, ok := r.ck.durable[r.ck.last]
+	if !ok {
+		return nil
+	}
+	if err := r.invalidate(); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	kg := *r.opts.withDefaults().KeyGroups
+	n := 1 + r.rng.IntN(min(3, kg.End-kg.Start+1))
+	r.ck.rescales++
+	var hs []CheckpointHandle
+	for i, part := range splitRange(kg, n) {
+		o := r.opts
+		o.KeyGroups = &part
+		o.Checkpoint.Owner = fmt.Sprintf("model-part-%d-%d", r.ck.rescales, i)
+		dir := r.ckDir()
+		s, err := Restore(dir, o, r.ck.st, r.ck.handles[r.ck.last])
+		if err != nil {
+			return fmt.Errorf("rescale to %d: restore of part %v: %w", n, part, err)
+		}
+		st, err := registerModel(s, r.w.u)
+		if err == nil {
+			err = st.checkOwned(m)
+		}
+		if err == nil {
+			var h CheckpointHandle
+			if h, err = s.Checkpoint(ctx, 1, nil); err == nil {
+				hs = append(hs, h)
+			}
+		}
+		if cerr := s.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("rescale to %d, part %v: %w", n, part, err)
+		}
+	}
+	dir := r.ckDir()
+	s, err := Restore(dir, r.opts, r.ck.st, hs...)
+	if err != nil {
+		return fmt.Errorf("rescale: scale-in of %d parts: %w", n, err)
+	}
+	return r.replaceStore(s, dir, m)
+}
