@@ -39,7 +39,7 @@
 //	go run ./cmd/flightdemo -scale 8          # 8 salted copies of every key and flight
 //	go run ./cmd/flightdemo -budget 0         # Strata's default budget (1 GiB) instead of 64 MiB
 //	go run ./cmd/flightdemo -json ../testdata/flights-20k.json
-//	go run ./cmd/flightdemo -kill-after 1500000   # SIGKILL half-way, restore, finish, check
+//	go run ./cmd/flightdemo -kill-after 1700000 # SIGKILL past 1.7M events, restore, finish, check
 //	go run ./cmd/flightdemo -rescale 2        # 1 -> 2 -> 1 Stores through checkpoints
 //
 // It exits non-zero when the state disagrees with the plain Go map computation.
@@ -227,7 +227,7 @@ func run(args []string, out io.Writer) (err error) {
 		// The child's run, killed; then this process restores the newest committed checkpoint.
 		childArgs := append(slices.Clone(args), "-dir", filepath.Join(dir, "killed"), "-checkpoints", ckDir,
 			"-checkpoint-every", strconv.Itoa(c.every))
-		_, taken, err := killChild(childArgs, c.killAfter, out)
+		killedAt, taken, err := killChild(childArgs, c.killAfter, out)
 		if err != nil {
 			return err
 		}
@@ -237,7 +237,7 @@ func run(args []string, out io.Writer) (err error) {
 		restored := filepath.Join(dir, "restored")
 		if errors.Is(err, strata.ErrNoCheckpoint) {
 			// Killed before its first checkpoint: start over, as Flink does without one.
-			fmt.Fprintf(out, "restore: no checkpoint committed under %s; replaying from event 0\n", owner)
+			fmt.Fprintf(out, "restore: no checkpoint committed under %s; replaying from event 0 (the child had processed %d)\n", owner, killedAt)
 			s, err := strata.Open(restored, storeOptions(c, storage, nil, strata.NoClaim))
 			if err != nil {
 				return err
@@ -263,6 +263,8 @@ func run(args []string, out io.Writer) (err error) {
 			return err
 		}
 		printRestore(out, "after the kill", r)
+		fmt.Fprintf(out, "kill: events %d to %d, which the child had processed after that checkpoint (at least), are replayed\n",
+			r.Position.Row*c.scale, killedAt)
 		ck.nextID = h.ID + 1
 		from = r.Position.Row
 
@@ -376,8 +378,9 @@ func run(args []string, out io.Writer) (err error) {
 	budget := st.BudgetLimit
 	fmt.Fprintf(out, "memory: budget %.0f MiB, VmRSS %.0f MiB, peak VmHWM %.0f MiB, Go heap %.0f MiB (the trace and the Go map model included)\n",
 		float64(budget)/(1<<20), float64(procStatus("VmRSS"))/(1<<20), float64(procStatus("VmHWM"))/(1<<20), float64(ms.HeapAlloc)/(1<<20))
-	fmt.Fprintf(out, "disk: %d bytes (%.0f MiB) in %s after Close, %.1f× the budget; checkpoints %.0f MiB in %s\n",
-		disk, float64(disk)/(1<<20), store.Dir(), float64(disk)/float64(budget), float64(dirBytes(ckDir))/(1<<20), ckDir)
+	fmt.Fprintf(out, "disk: %d bytes (%.0f MiB) in %s after Close, %.1f× the budget; checkpoints %.0f MiB in %s "+
+		"(garbage collection keeps what is unreachable for %v, checkpoint.DefaultGrace, so a short run keeps every checkpoint's objects)\n",
+		disk, float64(disk)/(1<<20), store.Dir(), float64(disk)/float64(budget), float64(dirBytes(ckDir))/(1<<20), ckDir, checkpoint.DefaultGrace)
 
 	d := diff(got, want, 10)
 	d = append(d, hdiffs...)
