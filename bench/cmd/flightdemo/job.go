@@ -29,22 +29,29 @@ var opNames = [numOps]string{"agg.add", "list.add", "list.trim", "map.get", "map
 // job replays a trace through Strata keyed state, one event at a time, as a Flink task would:
 // the Key of every route and origin is built once (Flink's setCurrentKey) and reused.
 //
+// The keyed state is split over one or more parts, each a Store owning a key-group range (the
+// subtasks of a keyed operator at some parallelism); every Key goes to the part owning its key
+// group, so the route states of a flight and the origin state of its airport may live in two
+// different Stores. Keys are built once: a Key depends on MaxParallelism only, not on the Store.
+//
 // Invariants:
 //
 //  1. listLen[ki] is the length of route key ki's list in the ListState (the list is trimmed to
 //     lastN whenever an Add makes it exceed lastN, so it never holds more than lastN+1).
 //  2. opened holds every route key index with a ReducingState value in namespace day, once;
 //     openedDay[ki] == day+1 exactly for those.
+//  3. Everything the replay of rows [i, n) depends on, besides the trace, is the state after
+//     rows [0, i) plus day and days: listLen and opened are re-derived from the state by resume
+//     (invariants 1 and 2 say how), and day and days travel in the checkpoint's input position
+//     (position.go). So a restore from a checkpoint at row i followed by the replay of [i, n)
+//     ends in the state and the digest of a replay of [0, n).
 type job struct {
-	tr    *trace.Trace
-	K     int
-	store *strata.Store
+	tr *trace.Trace
+	K  int
 
-	agg   *strata.AggregatingState[int16, delayAcc, delayAcc]
-	list  *strata.ListState[int16]
-	dests *strata.MapState[string, destStats]
-	daily *strata.ReducingState[int16]
-	hist  *strata.ListState[int16] // route, ns = day: every delay of the day, kept
+	parts      []*part // the Stores, by subtask index
+	routePart  []uint8 // by route key index: the part owning its key group
+	originPart []uint8 // by origin key index
 
 	routeKeys  []strata.Key // by route key index
 	originKeys []strata.Key // by origin key index
@@ -57,16 +64,99 @@ type job struct {
 	days      dayDigest
 	onDay     func(ki int, day uint32, maxDelay int16)
 
+	ck *checkpointer // nil: no checkpoints
+
 	sampleMask int // latency is sampled on events with index&sampleMask == 0
 	lat        [numOps]hist
 	trimBuf    []int16
 }
 
-// newJob registers the four states on store and builds every key of trace tr at scale K.
-func newJob(store *strata.Store, tr *trace.Trace, K int) (*job, error) {
-	j := &job{tr: tr, K: K, store: store, sampleMask: 63}
+// part is the job's states on one Store.
+type part struct {
+	store *strata.Store
+	agg   *strata.AggregatingState[int16, delayAcc, delayAcc]
+	list  *strata.ListState[int16]
+	dests *strata.MapState[string, destStats]
+	daily *strata.ReducingState[int16]
+	hist  *strata.ListState[int16] // route, ns = day: every delay of the day, kept
+}
+
+// newJob builds every key of trace tr at scale K and registers the states on stores (see
+// attach); the stores must share one MaxParallelism.
+func newJob(tr *trace.Trace, K int, stores ...*strata.Store) (*job, error) {
+	if len(stores) == 0 {
+		return nil, fmt.Errorf("flightdemo: a job needs a Store")
+	}
+	j := &job{tr: tr, K: K, sampleMask: 63}
+	s := stores[0]
+	j.routeKeys = make([]strata.Key, len(tr.Routes)*K)
+	for ki := range j.routeKeys {
+		j.routeKeys[ki] = s.Key([]byte(routeKeyName(tr, K, ki)))
+	}
+	j.originKeys = make([]strata.Key, len(tr.Airports)*K)
+	for oi := range j.originKeys {
+		j.originKeys[oi] = s.Key([]byte(originKeyName(tr, K, oi)))
+	}
+	j.listLen = make([]uint8, len(j.routeKeys))
+	j.openedDay = make([]uint32, len(j.routeKeys))
+	j.routePart = make([]uint8, len(j.routeKeys))
+	j.originPart = make([]uint8, len(j.originKeys))
+	j.trimBuf = make([]int16, 0, lastN+1)
+	if err := j.attach(stores...); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// attach registers the states on stores, which replace the job's Stores (after a restore,
+// possibly at another parallelism), and routes every key to the Store owning its key group.
+// The stores' key-group ranges must cover every key's key group, and not overlap.
+func (j *job) attach(stores ...*strata.Store) error {
+	if len(stores) > 255 {
+		return fmt.Errorf("flightdemo: %d Stores, at most 255", len(stores))
+	}
+	j.parts = j.parts[:0]
+	for _, s := range stores {
+		p, err := newPart(s)
+		if err != nil {
+			return err
+		}
+		j.parts = append(j.parts, p)
+	}
+	owner := func(k strata.Key) (uint8, error) {
+		found := -1
+		for i, s := range stores {
+			if s.KeyGroups().Contains(k.KeyGroup()) {
+				if found >= 0 {
+					return 0, fmt.Errorf("flightdemo: key group %d in two Stores (%v and %v)", k.KeyGroup(), stores[found].KeyGroups(), s.KeyGroups())
+				}
+				found = i
+			}
+		}
+		if found < 0 {
+			return 0, fmt.Errorf("flightdemo: key %q: key group %d in no Store", k.Bytes(), k.KeyGroup())
+		}
+		return uint8(found), nil
+	}
 	var err error
-	j.agg, err = strata.NewAggregatingState(store, strata.AggregatingDescriptor[int16, delayAcc, delayAcc]{
+	for ki, k := range j.routeKeys {
+		if j.routePart[ki], err = owner(k); err != nil {
+			return err
+		}
+	}
+	for oi, k := range j.originKeys {
+		if j.originPart[oi], err = owner(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newPart registers the five states on store.
+func newPart(store *strata.Store) (*part, error) {
+	p := &part{store: store}
+	var err error
+	p.agg, err = strata.NewAggregatingState(store, strata.AggregatingDescriptor[int16, delayAcc, delayAcc]{
 		Name:              "route-delay-stats",
 		AccCodec:          accCodec{},
 		CreateAccumulator: func() delayAcc { return delayAcc{} },
@@ -77,48 +167,90 @@ func newJob(store *strata.Store, tr *trace.Trace, K int) (*job, error) {
 	if err != nil {
 		return nil, err
 	}
-	j.list, err = strata.NewListState(store, strata.ListDescriptor[int16]{Name: "route-last-delays", Codec: int16Codec{}})
+	p.list, err = strata.NewListState(store, strata.ListDescriptor[int16]{Name: "route-last-delays", Codec: int16Codec{}})
 	if err != nil {
 		return nil, err
 	}
-	j.dests, err = strata.NewMapState(store, strata.MapDescriptor[string, destStats]{
+	p.dests, err = strata.NewMapState(store, strata.MapDescriptor[string, destStats]{
 		Name: "origin-destinations", KeyCodec: strata.String, ValueCodec: destCodec{},
 	})
 	if err != nil {
 		return nil, err
 	}
-	j.daily, err = strata.NewReducingState(store, strata.ReducingDescriptor[int16]{
+	p.daily, err = strata.NewReducingState(store, strata.ReducingDescriptor[int16]{
 		Name: "route-day-max-delay", Codec: int16Codec{}, Reduce: func(a, b int16) int16 { return max(a, b) },
 	})
 	if err != nil {
 		return nil, err
 	}
-	j.hist, err = strata.NewListState(store, strata.ListDescriptor[int16]{Name: "route-day-delays", Codec: int16Codec{}})
+	p.hist, err = strata.NewListState(store, strata.ListDescriptor[int16]{Name: "route-day-delays", Codec: int16Codec{}})
 	if err != nil {
 		return nil, err
 	}
-	j.routeKeys = make([]strata.Key, len(tr.Routes)*K)
-	for ki := range j.routeKeys {
-		j.routeKeys[ki] = store.Key([]byte(routeKeyName(tr, K, ki)))
-	}
-	j.originKeys = make([]strata.Key, len(tr.Airports)*K)
-	for oi := range j.originKeys {
-		j.originKeys[oi] = store.Key([]byte(originKeyName(tr, K, oi)))
-	}
-	j.listLen = make([]uint8, len(j.routeKeys))
-	j.openedDay = make([]uint32, len(j.routeKeys))
-	j.trimBuf = make([]int16, 0, lastN+1)
-	return j, nil
+	return p, nil
 }
 
-// replay runs every row of the trace; progress (may be nil) is called about once a second with
-// the events done so far.
-func (j *job) replay(progress func(events int)) error {
+// route returns the part holding route key ki's states.
+func (j *job) route(ki int) *part { return j.parts[j.routePart[ki]] }
+
+// resume re-derives the job's memory from the state of its Stores and from pos, the input
+// position of the checkpoint they were restored from (invariant 3): the open day and the
+// digest of closed days from pos; every route key's list length (invariant 1) and the route
+// keys with a maximum in the open day (invariant 2) by reading them back.
+func (j *job) resume(pos position) error {
+	j.day = pos.Day
+	j.dayNS = binary.BigEndian.AppendUint64(nil, uint64(pos.Day))
+	j.days = pos.Days
+	j.opened = j.opened[:0]
+	clear(j.openedDay)
+	for ki, k := range j.routeKeys {
+		p := j.route(ki)
+		n := 0
+		it := p.list.Get(k)
+		for it.Next() {
+			n++
+		}
+		if err := it.Err(); err != nil {
+			return fmt.Errorf("resume: %s: list get: %w", routeKeyName(j.tr, j.K, ki), err)
+		}
+		if n > lastN+1 {
+			return fmt.Errorf("resume: %s: %d last delays, more than %d", routeKeyName(j.tr, j.K, ki), n, lastN+1)
+		}
+		j.listLen[ki] = uint8(n)
+		if pos.Row == 0 {
+			continue // no day is open before the first row
+		}
+		if _, found, err := p.daily.Get(k.In(j.dayNS)); err != nil {
+			return fmt.Errorf("resume: %s: reducing get: %w", routeKeyName(j.tr, j.K, ki), err)
+		} else if found {
+			j.openedDay[ki] = j.day + 1
+			j.opened = append(j.opened, int32(ki))
+		}
+	}
+	return nil
+}
+
+// replay runs rows [from, to) of the trace, events [from*K, to*K) (rows [0, from) are in the
+// state: from is 0, or the position of the checkpoint the Stores were restored from). Before
+// row i it checkpoints at position i when the events [0, i*K) crossed a multiple of the
+// checkpoint interval since row i-1. After the last row of the trace it closes the last day.
+// progress (may be nil) is called every 1024 rows with the events done so far, counted from
+// row 0.
+func (j *job) replay(from, to int, progress func(events int)) error {
 	rows := j.tr.Rows
 	K := j.K
-	events := 0
-	lastCheck := time.Now()
-	for i, r := range rows {
+	every := 0
+	if j.ck != nil {
+		every = j.ck.every
+	}
+	for i := from; i < to; i++ {
+		r := rows[i]
+		events := i * K
+		if every > 0 && i > from && events/every != (events-K)/every {
+			if err := j.ck.start(j, i); err != nil {
+				return fmt.Errorf("row %d: %w", i, err)
+			}
+		}
 		if day := r.Day(); i == 0 || day != j.day {
 			if err := j.closeDay(i&j.sampleMask == 0); err != nil {
 				return err
@@ -136,10 +268,12 @@ func (j *job) replay(progress func(events int)) error {
 			}
 			events++
 		}
-		if progress != nil && i&0xffff == 0 && time.Since(lastCheck) >= time.Second {
-			lastCheck = time.Now()
+		if progress != nil && i&0x3ff == 0 {
 			progress(events)
 		}
+	}
+	if to < len(rows) {
+		return nil
 	}
 	return j.closeDay(true)
 }
@@ -147,6 +281,7 @@ func (j *job) replay(progress func(events int)) error {
 // event applies one flight copy with delay d (minutes) to route key ki and origin key oi.
 func (j *job) event(ki, oi int, dest string, d int16, sample bool) error {
 	rk, ok := j.routeKeys[ki], j.originKeys[oi]
+	rp, opt := j.parts[j.routePart[ki]], j.parts[j.originPart[oi]]
 	var t0 time.Time
 	if sample {
 		t0 = time.Now()
@@ -160,19 +295,19 @@ func (j *job) event(ki, oi int, dest string, d int16, sample bool) error {
 	}
 
 	// Per route: delay statistics.
-	if err := j.agg.Add(rk, d); err != nil {
+	if err := rp.agg.Add(rk, d); err != nil {
 		return fmt.Errorf("aggregating add: %w", err)
 	}
 	mark(opAggAdd)
 
 	// Per route: the last lastN delays.
-	if err := j.list.Add(rk, d); err != nil {
+	if err := rp.list.Add(rk, d); err != nil {
 		return fmt.Errorf("list add: %w", err)
 	}
 	mark(opListAdd)
 	if j.listLen[ki]++; j.listLen[ki] > lastN {
 		buf := j.trimBuf[:0]
-		it := j.list.Get(rk)
+		it := rp.list.Get(rk)
 		for it.Next() {
 			buf = append(buf, it.Value())
 		}
@@ -182,7 +317,7 @@ func (j *job) event(ki, oi int, dest string, d int16, sample bool) error {
 		if len(buf) != int(j.listLen[ki]) {
 			return fmt.Errorf("list get: %d elements, want %d", len(buf), j.listLen[ki])
 		}
-		if err := j.list.Update(rk, buf[len(buf)-lastN:]); err != nil {
+		if err := rp.list.Update(rk, buf[len(buf)-lastN:]); err != nil {
 			return fmt.Errorf("list update: %w", err)
 		}
 		j.listLen[ki] = lastN
@@ -191,12 +326,12 @@ func (j *job) event(ki, oi int, dest string, d int16, sample bool) error {
 	}
 
 	// Per origin: destination -> stats.
-	s, _, err := j.dests.Get(ok, dest)
+	s, _, err := opt.dests.Get(ok, dest)
 	if err != nil {
 		return fmt.Errorf("map get: %w", err)
 	}
 	mark(opMapGet)
-	if err := j.dests.Put(ok, dest, destStats{s.Count + 1, s.Sum + int64(d)}); err != nil {
+	if err := opt.dests.Put(ok, dest, destStats{s.Count + 1, s.Sum + int64(d)}); err != nil {
 		return fmt.Errorf("map put: %w", err)
 	}
 	mark(opMapPut)
@@ -206,13 +341,13 @@ func (j *job) event(ki, oi int, dest string, d int16, sample bool) error {
 		j.openedDay[ki] = j.day + 1
 		j.opened = append(j.opened, int32(ki))
 	}
-	if err := j.daily.Add(rk.In(j.dayNS), d); err != nil {
+	if err := rp.daily.Add(rk.In(j.dayNS), d); err != nil {
 		return fmt.Errorf("reducing add: %w", err)
 	}
 	mark(opReduceAdd)
 
 	// Per route and day: the flight history, never cleared, so state grows with days × scale.
-	if err := j.hist.Add(rk.In(j.dayNS), d); err != nil {
+	if err := rp.hist.Add(rk.In(j.dayNS), d); err != nil {
 		return fmt.Errorf("history add: %w", err)
 	}
 	mark(opHistAdd)
@@ -229,7 +364,7 @@ func (j *job) checkHistory(maxDiffs int) (lists int, diffs []string, err error) 
 	flush := func(day uint32) error {
 		ns := binary.BigEndian.AppendUint64(nil, uint64(day))
 		for ki, w := range want {
-			it := j.hist.Get(j.routeKeys[ki].In(ns))
+			it := j.route(ki).hist.Get(j.routeKeys[ki].In(ns))
 			var got []int16
 			for it.Next() {
 				got = append(got, it.Value())
@@ -281,14 +416,15 @@ func (j *job) closeDay(sample bool) error {
 			t0 = time.Now()
 		}
 		k := j.routeKeys[ki].In(j.dayNS)
-		v, found, err := j.daily.Get(k)
+		daily := j.route(int(ki)).daily
+		v, found, err := daily.Get(k)
 		if err != nil {
 			return fmt.Errorf("day %d: %s: reducing get: %w", j.day, routeKeyName(j.tr, j.K, int(ki)), err)
 		}
 		if !found {
 			return fmt.Errorf("day %d: %s: reducing get: no value for a key added today", j.day, routeKeyName(j.tr, j.K, int(ki)))
 		}
-		if err := j.daily.Clear(k); err != nil {
+		if err := daily.Clear(k); err != nil {
 			return fmt.Errorf("day %d: %s: reducing clear: %w", j.day, routeKeyName(j.tr, j.K, int(ki)), err)
 		}
 		if sample {
@@ -312,14 +448,15 @@ func (j *job) results() (*results, error) {
 		Days:  j.days,
 	}
 	for ki, k := range j.routeKeys {
-		s, found, err := j.agg.Get(k)
+		p := j.route(ki)
+		s, found, err := p.agg.Get(k)
 		if err != nil {
 			return nil, fmt.Errorf("%s: aggregating get: %w", routeKeyName(j.tr, j.K, ki), err)
 		}
 		if found {
 			res.Stats[ki] = s
 		}
-		it := j.list.Get(k)
+		it := p.list.Get(k)
 		for it.Next() {
 			res.Last[ki] = append(res.Last[ki], it.Value())
 		}
@@ -329,7 +466,7 @@ func (j *job) results() (*results, error) {
 	}
 	for oi, k := range j.originKeys {
 		m := map[string]destStats{}
-		it := j.dests.Iterator(k)
+		it := j.parts[j.originPart[oi]].dests.Iterator(k)
 		for it.Next() {
 			m[it.Key()] = it.Value()
 		}

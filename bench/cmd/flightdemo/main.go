@@ -18,17 +18,35 @@
 // default budget on disk; the job prints its resident memory (VmRSS, peak VmHWM) beside the
 // budget and the bytes of the store's files.
 //
+// Checkpoints: the job checkpoints every -checkpoint-every events (default 250 000, so the 3M
+// flights take 11) into a checkpoint directory, asynchronously (the replay goes on during the
+// upload), with its input position: the row to resume from, and the little job memory the state
+// does not hold (position.go). It prints the sync pause and the async duration (p50/p99) and
+// the bytes uploaded per checkpoint. The replay is deterministic from a position: the state
+// after rows [0, i) plus the replay of [i, n) equals the replay of [0, n) (job invariant 3).
+//
+//   - -kill-after N runs the job in a child process (this executable again) and SIGKILLs it
+//     once it reported N events; the parent restores the newest committed checkpoint into a new
+//     directory (CLAIM mode), replays from its position to the end and checks (kill.go).
+//   - -rescale P checkpoints at half the events and restores into P Stores, each owning the key
+//     groups ComputeKeyGroupRangeForOperatorIndex(128, P, i) (NO_CLAIM: they share the one
+//     lineage), routes every key to the Store owning its key group, checkpoints all P at three
+//     quarters, restores the P checkpoints into one Store (scale in, CLAIM) and finishes.
+//
 // Usage (from bench/):
 //
 //	go run ./cmd/flightdemo                   # all 3M flights, store in a temporary directory
 //	go run ./cmd/flightdemo -scale 8          # 8 salted copies of every key and flight
 //	go run ./cmd/flightdemo -budget 0         # Strata's default budget (1 GiB) instead of 64 MiB
 //	go run ./cmd/flightdemo -json ../testdata/flights-20k.json
+//	go run ./cmd/flightdemo -kill-after 1700000 # SIGKILL past 1.7M events, restore, finish, check
+//	go run ./cmd/flightdemo -rescale 2        # 1 -> 2 -> 1 Stores through checkpoints
 //
 // It exits non-zero when the state disagrees with the plain Go map computation.
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,12 +55,16 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unsafe"
 
 	"github.com/strata-db/strata"
 	"github.com/strata-db/strata/bench/internal/trace"
+	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/vfs"
 )
 
 const defaultData = "flights-3m.parquet"
@@ -52,6 +74,13 @@ const defaultData = "flights-3m.parquet"
 const defaultBudget = 64 << 20
 
 func main() {
+	if os.Getenv(childEnv) != "" {
+		if err := runChild(os.Args[1:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "flightdemo (child):", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "flightdemo:", err)
 		os.Exit(1)
@@ -59,30 +88,52 @@ func main() {
 }
 
 type config struct {
-	data   string // parquet path
-	json   string // JSON path; replaces data when set
-	rows   int    // parquet rows to read, 0 = all
-	dir    string // store directory, "" = a temporary directory
-	budget int64  // memory budget in bytes, 0 = Strata's default
-	scale  int    // K
-	prof   string // CPU profile of the replay, "" = none
+	data        string // parquet path
+	json        string // JSON path; replaces data when set
+	rows        int    // parquet rows to read, 0 = all
+	dir         string // store directory, "" = a temporary directory
+	budget      int64  // memory budget in bytes, 0 = Strata's default
+	scale       int    // K
+	prof        string // CPU profile of the replay, "" = none
+	checkpoints string // checkpoint directory, "" = a temporary directory
+	every       int    // events between checkpoints, 0 = none, -1 = the default
+	killAfter   int    // events after which the child is SIGKILLed, 0 = no kill
+	rescale     int    // parallelism to rescale to, 0 = none
 }
 
-func run(args []string, out io.Writer) error {
+func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("flightdemo", flag.ContinueOnError)
 	var c config
 	fs.StringVar(&c.data, "data", "", "flights parquet file (default: testdata/"+defaultData+" of the repository)")
 	fs.StringVar(&c.json, "json", "", "flights JSON file (e.g. testdata/flights-20k.json), instead of -data")
 	fs.IntVar(&c.rows, "rows", 0, "read only the first `n` parquet rows (0 = all)")
-	fs.StringVar(&c.dir, "dir", "", "store directory (default: a temporary directory, removed at exit)")
-	fs.Int64Var(&c.budget, "budget", defaultBudget, "memory budget in `bytes` (0 = Strata's default, 1 GiB)")
+	fs.StringVar(&c.dir, "dir", "", "store directory (default: a temporary directory, removed at exit); with -kill-after or -rescale, the Stores go to subdirectories")
+	fs.Int64Var(&c.budget, "budget", defaultBudget, "memory budget in `bytes` per Store (0 = Strata's default, 1 GiB)")
 	fs.IntVar(&c.scale, "scale", 1, "salt every key `K` times and emit each flight K times (grows state K-fold)")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the replay to `file` (go tool pprof)")
+	fs.StringVar(&c.checkpoints, "checkpoints", "", "checkpoint directory (default: a temporary directory, removed at exit)")
+	fs.IntVar(&c.every, "checkpoint-every", -1, fmt.Sprintf("checkpoint every `n` events (0 = never; default %d, or a twelfth of the events if that is less)", defaultCheckpointEvery))
+	fs.IntVar(&c.killAfter, "kill-after", 0, "run the job in a child process, SIGKILL it after `n` events, restore the last checkpoint and finish")
+	fs.IntVar(&c.rescale, "rescale", 0, "at half the events, checkpoint and restore into `p` Stores splitting the key groups; at three quarters, back into one")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return c, err
 	}
 	if c.scale < 1 {
-		return fmt.Errorf("-scale %d: must be >= 1", c.scale)
+		return c, fmt.Errorf("-scale %d: must be >= 1", c.scale)
+	}
+	if c.killAfter < 0 || c.rescale < 0 || c.rescale == 1 || c.rescale > maxParallelism {
+		return c, fmt.Errorf("-kill-after %d, -rescale %d: the kill point must be positive, the parallelism in [2, %d]", c.killAfter, c.rescale, maxParallelism)
+	}
+	if c.killAfter > 0 && c.rescale > 0 {
+		return c, errors.New("-kill-after and -rescale: one at a time")
+	}
+	return c, nil
+}
+
+func run(args []string, out io.Writer) (err error) {
+	c, err := parseFlags(args)
+	if err != nil {
+		return err
 	}
 
 	start := time.Now()
@@ -101,22 +152,37 @@ func run(args []string, out io.Writer) error {
 		}
 		defer os.RemoveAll(dir)
 	}
-	opts := strata.Options{MemoryBudget: c.budget}
-	if c.budget > 0 && c.budget < 256<<20 {
-		opts.SegmentSize = 16 << 20 // four segments at least in the budget
+	ckDir := c.checkpoints
+	if ckDir == "" {
+		ckDir, err = os.MkdirTemp("", "flightdemo-checkpoints-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(ckDir)
 	}
-	store, err := strata.Open(dir, opts)
+	storage, err := checkpoint.NewDirStorage(vfs.Default(), ckDir)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	j, err := newJob(store, tr, c.scale)
-	if err != nil {
-		return err
-	}
+	n := len(tr.Rows)
+	events := n * c.scale
+	c.every = checkpointEvery(c.every, events)
+	ck := &checkpointer{every: c.every, nextID: 1}
 
-	events := len(tr.Rows) * c.scale
-	fmt.Fprintf(out, "replaying %d events (scale %d) into %s\n", events, c.scale, dir)
+	// Every Store the run opens is released on the way out; the final one is closed (and so
+	// persisted) explicitly below, so Discard then only reports ErrClosed.
+	var opened []*strata.Store
+	defer func() {
+		for _, s := range opened {
+			s.Discard()
+		}
+	}()
+	var restores []restoreRecord
+	var j *job
+	from := 0 // the first row this process replays
+
+	var elapsed time.Duration // replay time, restores excluded
+	replayed := 0             // events replayed by this process
 	if c.prof != "" {
 		f, err := os.Create(c.prof)
 		if err != nil {
@@ -126,20 +192,164 @@ func run(args []string, out io.Writer) error {
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}
+		defer pprof.StopCPUProfile()
 	}
-	t0 := time.Now()
-	err = j.replay(func(done int) {
-		el := time.Since(t0).Seconds()
-		fmt.Fprintf(out, "  %10d / %d events  %6.1f%%  %.2f M events/s\n", done, events,
-			100*float64(done)/float64(events), float64(done)/el/1e6)
-	})
-	if err != nil {
+	play := func(from, to int) error {
+		t0 := time.Now()
+		last := t0
+		err := j.replay(from, to, func(done int) {
+			if now := time.Now(); now.Sub(last) >= time.Second {
+				last = now
+				fmt.Fprintf(out, "  %10d / %d events  %6.1f%%  %.2f M events/s\n", done, events,
+					100*float64(done)/float64(events), float64(done-from*c.scale)/now.Sub(t0).Seconds()/1e6)
+			}
+		})
+		elapsed += time.Since(t0)
+		replayed += (to - from) * c.scale
 		return err
 	}
-	elapsed := time.Since(t0)
+	resume := func(stores []*strata.Store, r *restoreRecord) error {
+		opened = append(opened, stores...)
+		t0 := time.Now()
+		if err := j.attach(stores...); err != nil {
+			return err
+		}
+		if err := j.resume(r.Position); err != nil {
+			return err
+		}
+		r.Resume = time.Since(t0)
+		restores = append(restores, *r)
+		return nil
+	}
+
+	switch {
+	case c.killAfter > 0:
+		// The child's run, killed; then this process restores the newest committed checkpoint.
+		childArgs := append(slices.Clone(args), "-dir", filepath.Join(dir, "killed"), "-checkpoints", ckDir,
+			"-checkpoint-every", strconv.Itoa(c.every))
+		killedAt, taken, err := killChild(childArgs, c.killAfter, out)
+		if err != nil {
+			return err
+		}
+		ck.taken = taken
+		owner := ownerOf(nil)
+		h, err := strata.LatestCheckpoint(context.Background(), storage, owner)
+		restored := filepath.Join(dir, "restored")
+		if errors.Is(err, strata.ErrNoCheckpoint) {
+			// Killed before its first checkpoint: start over, as Flink does without one.
+			fmt.Fprintf(out, "restore: no checkpoint committed under %s; replaying from event 0 (the child had processed %d)\n", owner, killedAt)
+			s, err := strata.Open(restored, storeOptions(c, storage, nil, strata.NoClaim))
+			if err != nil {
+				return err
+			}
+			opened = append(opened, s)
+			if j, err = newJob(tr, c.scale, s); err != nil {
+				return err
+			}
+			break
+		} else if err != nil {
+			return err
+		}
+		// CLAIM: a failover of the same job takes its own lineage over; the next checkpoint is
+		// incremental on the restored one.
+		stores, r, err := restore(c, storage, n, []string{restored}, []*strata.KeyGroupRange{nil}, strata.Claim, []strata.CheckpointHandle{h})
+		if err != nil {
+			return err
+		}
+		if j, err = newJob(tr, c.scale, stores...); err != nil {
+			return err
+		}
+		if err := resume(stores, &r); err != nil {
+			return err
+		}
+		printRestore(out, "after the kill", r)
+		fmt.Fprintf(out, "kill: events %d to %d, which the child had processed after that checkpoint (at least), are replayed\n",
+			r.Position.Row*c.scale, killedAt)
+		ck.nextID = h.ID + 1
+		from = r.Position.Row
+
+	case c.rescale > 0:
+		// 1 Store for [0, n/2); c.rescale Stores for [n/2, 3n/4); 1 Store again for [3n/4, n).
+		s, err := strata.Open(filepath.Join(dir, "p1"), storeOptions(c, storage, nil, strata.NoClaim))
+		if err != nil {
+			return err
+		}
+		opened = append(opened, s)
+		if j, err = newJob(tr, c.scale, s); err != nil {
+			return err
+		}
+		j.ck = ck
+		fmt.Fprintf(out, "replaying %d events (scale %d), 1 Store, to event %d\n", events, c.scale, n/2*c.scale)
+		if err := play(0, n/2); err != nil {
+			return err
+		}
+		hs, err := ck.now(j, n/2)
+		if err != nil {
+			return err
+		}
+		s.Discard() // its state is in the checkpoint: nothing to persist
+		// NO_CLAIM: two Stores restore from one lineage, so neither may take it over (each
+		// would garbage-collect the objects the other still references); their first
+		// checkpoints are full.
+		var dirs []string
+		var kgs []*strata.KeyGroupRange
+		for i := range c.rescale {
+			kg := strata.ComputeKeyGroupRangeForOperatorIndex(maxParallelism, c.rescale, i)
+			kgs = append(kgs, &kg)
+			dirs = append(dirs, filepath.Join(dir, fmt.Sprintf("p%d-%d", c.rescale, i)))
+		}
+		stores, r, err := restore(c, storage, n, dirs, kgs, strata.NoClaim, hs)
+		if err != nil {
+			return err
+		}
+		if err := resume(stores, &r); err != nil {
+			return err
+		}
+		printRestore(out, fmt.Sprintf("scale out 1 -> %d, key groups %v", c.rescale, kgRanges(kgs)), r)
+		if err := play(n/2, n*3/4); err != nil {
+			return err
+		}
+		if hs, err = ck.now(j, n*3/4); err != nil {
+			return err
+		}
+		for _, s := range stores {
+			s.Discard()
+		}
+		// CLAIM: each restored lineage has exactly one heir now.
+		stores, r, err = restore(c, storage, n, []string{filepath.Join(dir, "p1-again")}, []*strata.KeyGroupRange{nil}, strata.Claim, hs)
+		if err != nil {
+			return err
+		}
+		if err := resume(stores, &r); err != nil {
+			return err
+		}
+		printRestore(out, fmt.Sprintf("scale in %d -> 1", c.rescale), r)
+		from = n * 3 / 4
+
+	default:
+		s, err := strata.Open(dir, storeOptions(c, storage, nil, strata.NoClaim))
+		if err != nil {
+			return err
+		}
+		opened = append(opened, s)
+		if j, err = newJob(tr, c.scale, s); err != nil {
+			return err
+		}
+	}
+	j.ck = ck
+
+	fmt.Fprintf(out, "replaying events %d to %d (scale %d) into %s, checkpoints every %d events into %s\n",
+		from*c.scale, events, c.scale, j.parts[0].store.Dir(), c.every, ckDir)
+	if err := play(from, n); err != nil {
+		return err
+	}
+	if _, err := ck.finish(j); err != nil {
+		return err
+	}
 	if c.prof != "" {
 		pprof.StopCPUProfile()
 	}
+	store := j.parts[0].store
 	got, err := j.results()
 	if err != nil {
 		return err
@@ -152,7 +362,8 @@ func run(args []string, out io.Writer) error {
 	want := runModel(tr, c.scale, nil)
 	modelTime := time.Since(t1)
 
-	report(out, j, got, events, elapsed, st, ms.HeapAlloc, modelTime)
+	report(out, j, got, replayed, elapsed, st, ms.HeapAlloc, modelTime)
+	printCheckpoints(out, c.every, ck.taken, restores)
 
 	t2 := time.Now()
 	lists, hdiffs, err := j.checkHistory(10)
@@ -163,12 +374,13 @@ func run(args []string, out io.Writer) error {
 	if err := store.Close(); err != nil { // persists: the files now hold the whole state
 		return err
 	}
-	disk := dirBytes(dir)
+	disk := dirBytes(store.Dir())
 	budget := st.BudgetLimit
 	fmt.Fprintf(out, "memory: budget %.0f MiB, VmRSS %.0f MiB, peak VmHWM %.0f MiB, Go heap %.0f MiB (the trace and the Go map model included)\n",
 		float64(budget)/(1<<20), float64(procStatus("VmRSS"))/(1<<20), float64(procStatus("VmHWM"))/(1<<20), float64(ms.HeapAlloc)/(1<<20))
-	fmt.Fprintf(out, "disk: %d bytes (%.0f MiB) in %s after Close, %.1f× the budget\n",
-		disk, float64(disk)/(1<<20), dir, float64(disk)/float64(budget))
+	fmt.Fprintf(out, "disk: %d bytes (%.0f MiB) in %s after Close, %.1f× the budget; checkpoints %.0f MiB in %s "+
+		"(garbage collection keeps what is unreachable for %v, checkpoint.DefaultGrace, so a short run keeps every checkpoint's objects)\n",
+		disk, float64(disk)/(1<<20), store.Dir(), float64(disk)/float64(budget), float64(dirBytes(ckDir))/(1<<20), ckDir, checkpoint.DefaultGrace)
 
 	d := diff(got, want, 10)
 	d = append(d, hdiffs...)
@@ -181,6 +393,15 @@ func run(args []string, out io.Writer) error {
 	}
 	fmt.Fprintln(out, "check: OK (stats, last-10 lists, map entries, daily maxima, top-5 and every day's history equal the plain Go map computation)")
 	return nil
+}
+
+// kgRanges formats key-group ranges as [start-end ...].
+func kgRanges(kgs []*strata.KeyGroupRange) string {
+	var s []string
+	for _, kg := range kgs {
+		s = append(s, fmt.Sprintf("%d-%d", kg.Start, kg.End))
+	}
+	return "[" + strings.Join(s, " ") + "]"
 }
 
 // procStatus returns a field of /proc/self/status in bytes (VmRSS, VmHWM), or -1 without /proc.

@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +21,19 @@ var (
 	jsonPath    = filepath.Join("..", "..", "..", "testdata", "flights-20k.json")
 	parquetPath = filepath.Join("..", "..", "..", "testdata", "flights-3m.parquet")
 )
+
+// TestMain runs the child process of -kill-after when the test binary re-executes itself
+// (os.Executable is the test binary under go test).
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		if err := runChild(os.Args[1:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "flightdemo (child):", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
 
 type dayKey struct {
 	ki  int
@@ -32,7 +49,7 @@ func replayBoth(t *testing.T, tr *trace.Trace, K int) (got, want *results, gotDa
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	j, err = newJob(store, tr, K)
+	j, err = newJob(tr, K, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +61,7 @@ func replayBoth(t *testing.T, tr *trace.Trace, K int) (got, want *results, gotDa
 		}
 		gotDays[k] = v
 	}
-	if err := j.replay(nil); err != nil {
+	if err := j.replay(0, len(tr.Rows), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, err = j.results(); err != nil {
@@ -264,6 +281,121 @@ func TestHistQuantiles(t *testing.T) {
 		lo, w := histBucket(histIndex(v))
 		if v < lo || v >= lo+w {
 			t.Fatalf("value %d in bucket [%d, %d)", v, lo, lo+w)
+		}
+	}
+}
+
+// runOut runs the command with args and fails unless it ends with check: OK; it returns the
+// output.
+func runOut(t *testing.T, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := run(args, &out); err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, out.String())
+	}
+	if !strings.Contains(out.String(), "check: OK") {
+		t.Fatalf("%v: no check: OK:\n%s", args, out.String())
+	}
+	return out.String()
+}
+
+// count returns the integer of the first submatch of re in s, failing without a match.
+func count(t *testing.T, s, re string) int {
+	t.Helper()
+	m := regexp.MustCompile(re).FindStringSubmatch(s)
+	if m == nil {
+		t.Fatalf("output lacks %q:\n%s", re, s)
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestCheckpointsDefault: the plain run checkpoints about every twelfth of a small input, and
+// the checkpoints are incremental (they reuse what the previous one stored).
+func TestCheckpointsDefault(t *testing.T) {
+	out := runOut(t, "-json", jsonPath)
+	if n := count(t, out, `checkpoints: (\d+) taken every`); n < 10 {
+		t.Errorf("%d checkpoints, want >= 10:\n%s", n, out)
+	}
+	for _, want := range []string{"sync pause", "async", "uploaded per checkpoint"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestKill SIGKILLs the child process in the middle of the 20k flights; the restored job must
+// resume from the child's last committed checkpoint (not from event 0: the interval makes
+// several before the kill) and still equal the model.
+func TestKill(t *testing.T) {
+	out := runOut(t, "-json", jsonPath, "-checkpoint-every", "2000", "-kill-after", "11000")
+	if !strings.Contains(out, "signal: killed") {
+		t.Errorf("the child was not reported killed by a signal:\n%s", out)
+	}
+	if n := count(t, out, `it reported (\d+) checkpoints complete`); n < 3 {
+		t.Errorf("the child completed %d checkpoints before the kill, want >= 3:\n%s", n, out)
+	}
+	// The child's reported checkpoints are committed, so the restore starts at the last of them
+	// or at a later one (committed while the SIGKILL was on its way): a checkpoint position, so
+	// a multiple of the interval.
+	last := count(t, out, `checkpoints complete, the last \d+ at event (\d+)`)
+	at := count(t, out, `resuming at event (\d+)`)
+	if at < last || at%2000 != 0 {
+		t.Errorf("resumed at event %d, want a multiple of 2000 from the child's last reported checkpoint (event %d) on:\n%s", at, last, out)
+	}
+	if !strings.Contains(out, "by the killed child process") {
+		t.Errorf("checkpoint figures do not cover the child's:\n%s", out)
+	}
+}
+
+// TestKillBeforeFirstCheckpoint: a kill before any checkpoint is committed replays from event 0.
+func TestKillBeforeFirstCheckpoint(t *testing.T) {
+	out := runOut(t, "-json", jsonPath, "-checkpoint-every", "15000", "-kill-after", "2000")
+	if !strings.Contains(out, "replaying from event 0") {
+		t.Errorf("want a restart from event 0:\n%s", out)
+	}
+}
+
+// TestRescale restores into 2 and 3 Stores splitting the key groups, then back into one, at
+// scale 2 (so route and origin keys of one flight often sit in different Stores).
+func TestRescale(t *testing.T) {
+	for _, p := range []string{"2", "3"} {
+		out := runOut(t, "-json", jsonPath, "-scale", "2", "-rescale", p)
+		for _, want := range []string{"scale out 1 -> " + p, "scale in " + p + " -> 1", "restore time:"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("-rescale %s: output lacks %q:\n%s", p, want, out)
+			}
+		}
+	}
+}
+
+// TestPositionRoundTrip pins the input position's layout and its refusals.
+func TestPositionRoundTrip(t *testing.T) {
+	p := position{Rows: 20000, K: 2, Row: 1234, Day: 11323, Days: dayDigest{N: 7, Sum: 1 << 63}}
+	b := p.encode()
+	if len(b) != positionSize || b[0] != positionVersion {
+		t.Fatalf("encoded %d bytes, version %d", len(b), b[0])
+	}
+	got, err := decodePosition(b, 20000, 2)
+	if err != nil || got != p {
+		t.Fatalf("decode: %+v, %v; want %+v", got, err, p)
+	}
+	for name, tc := range map[string]struct {
+		b       []byte
+		rows, K int
+	}{
+		"empty":       {nil, 20000, 2},
+		"version":     {append([]byte{2}, b[1:]...), 20000, 2},
+		"short":       {b[:positionSize-1], 20000, 2},
+		"other input": {b, 20001, 2},
+		"other scale": {b, 20000, 1},
+		"row beyond":  {position{Rows: 10, K: 1, Row: 11}.encode(), 10, 1},
+	} {
+		if _, err := decodePosition(tc.b, tc.rows, tc.K); err == nil {
+			t.Errorf("%s: decoded", name)
 		}
 	}
 }
