@@ -22,8 +22,9 @@ import (
 //
 // Persistence: a Store with a directory keeps what does not fit its memory budget in an
 // LsmStore there, and Close persists everything (Open recovers it); a crash loses the writes
-// since the last Close but never damages the store. Checkpoints, the changelog and restore
-// come in later issues.
+// since the last Close but never damages the store. Checkpoints (StartCheckpoint) make the
+// state durable in a checkpoint.Storage while the Store runs, and Restore brings it back into
+// any key-group range (checkpointing.go).
 //
 // Failures of background work: a transform, eviction or compaction that fails for a reason
 // that may pass — too many open files (EMFILE), an I/O error (EIO), a timeout — is retried
