@@ -23,7 +23,8 @@ func TestPurposeString(t *testing.T) {
 		{PurposeSlice, "slice"},
 		{PurposeBlockCache, "block-cache"},
 		{PurposeOther, "other"},
-		{NumPurposes, "purpose(5)"},
+		{PurposeChangelog, "changelog"},
+		{NumPurposes, "purpose(6)"},
 		{255, "purpose(255)"},
 	}
 	for _, tt := range tests {

@@ -14,6 +14,7 @@ const (
 	PurposeSlice                     // SliceTable slices (later)
 	PurposeBlockCache                // LSM block cache (later)
 	PurposeOther                     // anything else
+	PurposeChangelog                 // changelog (DSTL) buffers on the Go heap (Budget.Charge)
 	NumPurposes                      // number of valid purposes; not a valid Purpose
 )
 
@@ -23,10 +24,11 @@ var purposeNames = [NumPurposes]string{
 	PurposeSlice:      "slice",
 	PurposeBlockCache: "block-cache",
 	PurposeOther:      "other",
+	PurposeChangelog:  "changelog",
 }
 
 // String returns the purpose's metric label ("fresh-data", "fresh-index", "slice",
-// "block-cache", "other"), or "purpose(N)" for an invalid value.
+// "block-cache", "other", "changelog"), or "purpose(N)" for an invalid value.
 func (p Purpose) String() string {
 	if p < NumPurposes {
 		return purposeNames[p]
@@ -38,5 +40,8 @@ func (p Purpose) String() string {
 func (p Purpose) valid() bool { return p < NumPurposes }
 
 // usesReserve reports whether mappings for p may take the budget's reserve (see
-// Budget.AddReserve): every purpose except the writers' (FreshTable data and index).
-func (p Purpose) usesReserve() bool { return p != PurposeFreshData && p != PurposeFreshIndex }
+// Budget.AddReserve): every purpose except the writers' (FreshTable data and index, and the
+// changelog buffer, which grows with every write as the FreshTable does).
+func (p Purpose) usesReserve() bool {
+	return p != PurposeFreshData && p != PurposeFreshIndex && p != PurposeChangelog
+}
