@@ -65,7 +65,7 @@
 //     by its own rule and states (the engine's sort buffer of the one transform or flush in
 //     flight, part of the fixed allowance root Options.MemoryBudget names). It holds no Go
 //     pointers either (invariant 6).
-// 10. Charge accounts bytes that are not mapped (Go-heap buffers: the changelog's record
+//  10. Charge accounts bytes that are not mapped (Go-heap buffers: the changelog's record
 //     buffers) under the same limit and reserve checks as Map, to a purpose, without a
 //     mapping; Refund returns them. So invariants 1, 3 and 8 hold with charges counted in
 //     Used and UsedBy; invariant 4 is about mappings only.
