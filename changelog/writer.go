@@ -1,0 +1,528 @@
+package changelog
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/memory"
+)
+
+// Defaults of WriterOptions (Flink's dstl.dfs.batch.persist-delay, persist-size-threshold and
+// preemptive-persist-threshold).
+const (
+	DefaultPersistDelay        = 10 * time.Millisecond
+	DefaultThreshold           = 10 << 20
+	DefaultPreemptiveThreshold = 5 << 20
+
+	// chargeGranule is how many bytes a Log charges the Budget (and the Writer's buffered
+	// count) at a time, so that the shared counters are touched once per granule, not per
+	// record.
+	chargeGranule = 16 << 10
+	// maxSpare is the largest buffer a Log keeps for reuse after a persist; a larger one (a
+	// burst) is left to the garbage collector.
+	maxSpare = 4 << 20
+)
+
+// WriterOptions configures a Writer.
+type WriterOptions struct {
+	// Storage receives the changelog objects (checkpoint.Storage.Put). Required.
+	Storage checkpoint.Storage
+	// Prefix is the first name segment of every object: the writer's owner, one per process
+	// (e.g. "tm-<id>"), so a persist packs every Store of the process into one object.
+	// Required; a valid checkpoint owner (checkpoint.ValidateOwner).
+	Prefix string
+	// Budget, if not nil, is charged for the bytes buffered (memory.PurposeChangelog, in
+	// granules of 16 KiB per Log) until a persist stores them; Append fails with an error
+	// matching memory.ErrMemoryBudget when it refuses.
+	Budget *memory.Budget
+	// PersistDelay is how long records may wait before PersistDue reports a persist due
+	// (time); 0 means DefaultPersistDelay (10 ms).
+	PersistDelay time.Duration
+	// Threshold is the most bytes the Writer buffers, in flight included (bytes): beyond it
+	// Append refuses with an error matching memory.ErrMemoryBudget (backpressure, Flink's
+	// in-flight data limit). 0 means DefaultThreshold (10 MiB).
+	Threshold int64
+	// PreemptiveThreshold is the buffered size at which PersistDue reports a persist due
+	// before PersistDelay (bytes); 0 means DefaultPreemptiveThreshold (5 MiB). At most
+	// Threshold.
+	PreemptiveThreshold int64
+}
+
+// Validate fills in defaults and returns an error naming the first bad field.
+func (o *WriterOptions) Validate() error {
+	if o.Storage == nil {
+		return errors.New("changelog: WriterOptions.Storage is nil")
+	}
+	if err := checkpoint.ValidateOwner(o.Prefix); err != nil {
+		return fmt.Errorf("changelog: WriterOptions.Prefix: %w", err)
+	}
+	if o.PersistDelay == 0 {
+		o.PersistDelay = DefaultPersistDelay
+	}
+	if o.Threshold == 0 {
+		o.Threshold = DefaultThreshold
+	}
+	if o.PreemptiveThreshold == 0 {
+		o.PreemptiveThreshold = min(DefaultPreemptiveThreshold, o.Threshold)
+	}
+	switch {
+	case o.PersistDelay < 0:
+		return fmt.Errorf("changelog: WriterOptions.PersistDelay %v is negative", o.PersistDelay)
+	case o.Threshold < 0:
+		return fmt.Errorf("changelog: WriterOptions.Threshold %d is negative", o.Threshold)
+	case o.PreemptiveThreshold < 0 || o.PreemptiveThreshold > o.Threshold:
+		return fmt.Errorf("changelog: WriterOptions.PreemptiveThreshold %d outside [0, Threshold %d]", o.PreemptiveThreshold, o.Threshold)
+	}
+	return nil
+}
+
+// Writer buffers the change records of several Stores of one process and persists them
+// together, one object per Persist (doc.go, "Writer protocol"). It starts no goroutine: the
+// engine's scheduler asks PersistDue and calls Persist. Safe for concurrent use.
+type Writer struct {
+	opts WriterOptions
+
+	buffered   atomic.Int64 // bytes charged by every Log, in flight included
+	dirty      atomic.Bool  // a record was appended since the last swap
+	dirtySince atomic.Int64 // unix ns when PersistDue first saw dirty; 0 none
+	closed     atomic.Bool
+
+	logsMu sync.Mutex
+	logs   []*Log
+
+	persistMu sync.Mutex // one Persist at a time; guards the fields below and every Log's pending
+	nextID    uint64     // object counter, in names
+	obj       []byte     // the object being written, reused
+	infos     []SegmentInfo
+}
+
+// NewWriter returns a Writer. Errors: WriterOptions.Validate's.
+func NewWriter(o WriterOptions) (*Writer, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	return &Writer{opts: o}, nil
+}
+
+// Log returns a new Log of the Store store (its checkpoint owner, checkpoint.ValidateOwner)
+// owning the key groups kg. A Store calls it once; two Logs of one store id are allowed
+// (a restore beside a closing Store) and kept apart. Errors: a *checkpoint.NameError, ErrClosed.
+func (w *Writer) Log(store string, kg KeyGroupRange) (*Log, error) {
+	if err := checkpoint.ValidateOwner(store); err != nil {
+		return nil, fmt.Errorf("changelog: store id: %w", err)
+	}
+	if kg.Start > kg.End {
+		return nil, fmt.Errorf("changelog: key-group range %s is empty", kg)
+	}
+	w.logsMu.Lock()
+	defer w.logsMu.Unlock()
+	if w.closed.Load() {
+		return nil, ErrClosed
+	}
+	l := &Log{w: w, store: store, kg: kg}
+	w.logs = append(w.logs, l)
+	return l, nil
+}
+
+// Buffered returns the bytes the Writer's Logs have charged (buffered or being persisted),
+// in granules of 16 KiB per Log.
+func (w *Writer) Buffered() int64 { return w.buffered.Load() }
+
+// PersistDue reports whether Persist should run at now: the buffered bytes reached
+// PreemptiveThreshold, or records have waited PersistDelay. Age is measured from the first
+// PersistDue call that saw records buffered (Append reads no clock), so the scheduler's
+// polling period adds to the delay. Cheap (atomics only); safe for concurrent use.
+func (w *Writer) PersistDue(now time.Time) bool {
+	if w.buffered.Load() >= w.opts.PreemptiveThreshold {
+		return true
+	}
+	if !w.dirty.Load() {
+		return false
+	}
+	since := w.dirtySince.Load()
+	if since == 0 {
+		w.dirtySince.CompareAndSwap(0, now.UnixNano())
+		return w.opts.PersistDelay <= 0
+	}
+	return now.UnixNano()-since >= int64(w.opts.PersistDelay)
+}
+
+// Close closes the Writer: every Log's unpersisted records are dropped and their bytes
+// refunded, and later Appends fail with ErrClosed. It waits for a running Persist.
+func (w *Writer) Close() {
+	w.persistMu.Lock()
+	defer w.persistMu.Unlock()
+	w.logsMu.Lock()
+	w.closed.Store(true)
+	logs := w.logs
+	w.logs = nil
+	w.logsMu.Unlock()
+	for _, l := range logs {
+		l.drop()
+	}
+}
+
+// Log is one Store's part of a Writer: its buffer of records, the handles of its persisted
+// segments, and how far they reach. Append is for the Store's goroutine; the other methods
+// are safe for concurrent use.
+type Log struct {
+	w     *Writer
+	store string
+	kg    KeyGroupRange
+
+	// mu guards the active buffer: taken by Append (the owner) and, once per persist, by
+	// Persist's swap, so it is uncontended in the common case.
+	mu      sync.Mutex
+	cur     batch
+	spare   []byte // an empty buffer to swap in
+	lastSeq uint64 // the largest seq appended
+	closed  bool
+
+	// pending is what a failed Persist could not store, kept for the next; guarded by
+	// w.persistMu.
+	pending batch
+
+	persisted atomic.Uint64 // every record with seq <= persisted is persisted
+
+	hmu     sync.Mutex
+	handles []checkpoint.Object // persisted, not truncated; MinOrder/MaxOrder are seqs
+}
+
+// batch is records of one Log not yet persisted.
+type batch struct {
+	buf            []byte // the segment under construction: count u32, then records
+	n              uint32
+	minSeq, maxSeq uint64
+	kgLo, kgHi     uint16
+	charged        int64 // bytes charged for buf
+}
+
+func (b *batch) empty() bool { return b.n == 0 }
+
+// merge appends o's records (and charge) after b's; b must not be empty.
+func (b *batch) merge(o *batch) {
+	b.charged += o.charged
+	if o.empty() {
+		return
+	}
+	b.buf = append(b.buf, o.buf[segHeaderLen:]...)
+	b.n += o.n
+	b.maxSeq = o.maxSeq
+	b.kgLo, b.kgHi = min(b.kgLo, o.kgLo), max(b.kgHi, o.kgHi)
+}
+
+// Store returns the Log's store id.
+func (l *Log) Store() string { return l.store }
+
+// KeyGroups returns the Log's key-group range.
+func (l *Log) KeyGroups() KeyGroupRange { return l.kg }
+
+// Append buffers one change record: kind is the engine's OpKind value (1..8), kg the key
+// group of key (base.KeyGroupOf(key) — checked: a record is always logged under its key's
+// group), seq its sequence number (not below the last one appended), key the composite key,
+// userKey the map user key (or empty), value the value (or empty). The bytes are copied.
+//
+// Called on the Store's goroutine on its write path: it allocates nothing in steady state
+// (the buffer is reused across persists), takes one uncontended mutex, and touches the
+// shared counters and the Budget once per 16 KiB. Errors, all preallocated: ErrInvalidRecord
+// for a record that breaks the rules; an error matching memory.ErrMemoryBudget when the
+// Budget refuses or the Writer holds Threshold bytes (backpressure: persist, then retry);
+// ErrClosed. A refused record is not buffered.
+func (l *Log) Append(kind uint8, kg uint16, seq uint64, key, userKey, value []byte) error {
+	if kind < MinKind || kind > MaxKind {
+		return errKind
+	}
+	if len(key) < 2 {
+		return errShortKey
+	}
+	if uint16(key[0])<<8|uint16(key[1]) != kg {
+		return errWrongGroup
+	}
+	if !contains(l.kg, kg) {
+		return errOutOfRange
+	}
+	n := recordLen(key, userKey, value)
+	if n > MaxRecord {
+		return errTooLarge
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return errLogClosed
+	}
+	if seq < l.lastSeq {
+		l.mu.Unlock()
+		return errSeqOrder
+	}
+	c := &l.cur
+	if c.empty() {
+		if c.buf == nil {
+			c.buf, l.spare = l.spare, nil
+		}
+		c.buf = append(c.buf[:0], 0, 0, 0, 0)
+	}
+	if need := int64(len(c.buf) + n); need > c.charged {
+		if err := l.charge(need - c.charged); err != nil {
+			if c.empty() {
+				c.buf = c.buf[:0]
+			}
+			l.mu.Unlock()
+			return err
+		}
+	}
+	if c.empty() {
+		c.minSeq, c.kgLo, c.kgHi = seq, kg, kg
+		if !l.w.dirty.Load() {
+			l.w.dirty.Store(true)
+		}
+	}
+	c.buf = appendRecord(c.buf, kind, kg, seq, key, userKey, value)
+	c.n++
+	c.maxSeq = seq
+	c.kgLo, c.kgHi = min(c.kgLo, kg), max(c.kgHi, kg)
+	l.lastSeq = seq
+	l.mu.Unlock()
+	return nil
+}
+
+// charge charges at least n more bytes (rounded up to the granule) for l.cur; l.mu held.
+func (l *Log) charge(n int64) error {
+	g := (n + chargeGranule - 1) / chargeGranule * chargeGranule
+	w := l.w
+	if after := w.buffered.Add(g); after > w.opts.Threshold && after != g {
+		// Over the threshold, unless this is the only buffered data (so one record larger
+		// than Threshold still goes through rather than blocking forever).
+		w.buffered.Add(-g)
+		return errThreshold
+	}
+	if b := w.opts.Budget; b != nil {
+		if err := b.Charge(g, memory.PurposeChangelog); err != nil {
+			w.buffered.Add(-g)
+			return errBudget
+		}
+	}
+	l.cur.charged += g
+	return nil
+}
+
+// refund returns n charged bytes.
+func (w *Writer) refund(n int64) {
+	if n == 0 {
+		return
+	}
+	w.buffered.Add(-n)
+	if w.opts.Budget != nil {
+		w.opts.Budget.Refund(n, memory.PurposeChangelog)
+	}
+}
+
+// PersistedUpTo returns the sequence number up to which this Log's records are persisted:
+// every record appended with a seq <= it is in a segment whose handle Handles returns (unless
+// truncated).
+func (l *Log) PersistedUpTo() uint64 { return l.persisted.Load() }
+
+// LastSeq returns the largest sequence number appended (0 if none).
+func (l *Log) LastSeq() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastSeq
+}
+
+// Handles returns the handles of this Log's persisted, not truncated segments holding
+// records with seq <= upTo, oldest first: what a checkpoint cut at upTo references. Segments
+// may hold records above upTo (appended after the cut, persisted with it): a restore must
+// skip them (ReplayRange). Errors: ErrNotPersisted if a record with seq <= upTo is still
+// buffered (Persist first; Checkpoint does both).
+func (l *Log) Handles(upTo uint64) ([]checkpoint.Object, error) {
+	if p, last := l.persisted.Load(), l.LastSeq(); p < min(upTo, last) {
+		return nil, fmt.Errorf("%w: store %s persisted up to seq %d, asked for %d", ErrNotPersisted, l.store, p, upTo)
+	}
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	var out []checkpoint.Object
+	for _, h := range l.handles {
+		if h.MinOrder <= upTo {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// Checkpoint persists this Log's records up to upTo if they are not yet (one Writer.Persist,
+// which persists every Log's buffer) and returns Handles(upTo): the changelog part of a
+// checkpoint cut at sequence number upTo (Flink's FsStateChangelogWriter.persist). It blocks
+// on the storage; call it from the checkpoint's asynchronous part.
+func (l *Log) Checkpoint(ctx context.Context, upTo uint64) ([]checkpoint.Object, error) {
+	if l.persisted.Load() < min(upTo, l.LastSeq()) {
+		if _, err := l.w.Persist(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return l.Handles(upTo)
+}
+
+// Truncate drops the handles of segments whose records all have seq < before: a
+// materialization covering them completed (Flink's truncate after materialization). The
+// objects are not deleted here: garbage collection deletes what no retained manifest reaches.
+func (l *Log) Truncate(before uint64) {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	l.handles = slices.DeleteFunc(l.handles, func(h checkpoint.Object) bool { return h.MaxOrder < before })
+}
+
+// Close removes the Log from its Writer, dropping (and refunding) its unpersisted records.
+// Persisted segments stay where they are. Later Appends fail with ErrClosed.
+func (l *Log) Close() {
+	w := l.w
+	w.persistMu.Lock()
+	defer w.persistMu.Unlock()
+	w.logsMu.Lock()
+	w.logs = slices.DeleteFunc(w.logs, func(o *Log) bool { return o == l })
+	w.logsMu.Unlock()
+	l.drop()
+}
+
+// drop closes l and refunds its buffers; w.persistMu held.
+func (l *Log) drop() {
+	l.mu.Lock()
+	l.closed = true
+	c := l.cur.charged
+	l.cur = batch{}
+	l.mu.Unlock()
+	l.w.refund(c + l.pending.charged)
+	l.pending = batch{}
+}
+
+// SegmentHandle is one Store's segment of a persisted object.
+type SegmentHandle struct {
+	// Store is the Log's store id.
+	Store string
+	// Object is the handle to put in the Store's manifest: Kind checkpoint.KindChangelog,
+	// Packed, Offset and Length of the segment, CRC of those bytes, KeyGroups covered, and
+	// MinOrder/MaxOrder holding the segment's smallest and largest sequence numbers.
+	Object checkpoint.Object
+}
+
+// PersistResult is what one Persist stored.
+type PersistResult struct {
+	// Name and Size are the object's name and length; "" and 0 if nothing was buffered.
+	Name string
+	Size int64
+	// Segments has one handle per Log that had records, in the order of the object.
+	Segments []SegmentHandle
+}
+
+// Persist stores every Log's buffered records as one object — one segment per Log — with
+// Storage.Put under a new unique name, "<Prefix>/changelog/<n>-<random>.log", and returns the
+// segments' handles (each Log also keeps its own; see Handles). With nothing buffered it
+// stores nothing and returns a zero PersistResult.
+//
+// It runs on a background goroutine (the scheduler's) concurrently with Appends: it takes
+// each Log's buffer in one short critical section and encodes and uploads outside every Log's
+// lock. Persists are serialized. A failed Put keeps the records for the next Persist (nothing
+// is lost, the bytes stay charged) and returns the error, wrapped with the object's name.
+func (w *Writer) Persist(ctx context.Context) (PersistResult, error) {
+	w.persistMu.Lock()
+	defer w.persistMu.Unlock()
+	w.logsMu.Lock()
+	logs := slices.Clone(w.logs)
+	w.logsMu.Unlock()
+
+	w.dirtySince.Store(0)
+	w.dirty.Store(false)
+	var (
+		in   []*Log
+		last []uint64
+	)
+	for _, l := range logs {
+		l.mu.Lock()
+		taken := l.cur
+		l.cur = batch{}
+		lastSeq := l.lastSeq
+		l.mu.Unlock()
+		if l.pending.empty() {
+			l.pending = taken
+		} else {
+			l.pending.merge(&taken) // a failed persist's records first: seqs stay in order
+			l.giveSpare(taken.buf)
+		}
+		if l.pending.empty() {
+			w.refund(l.pending.charged) // 0 unless an Append was refused after charging
+			l.giveSpare(l.pending.buf)
+			l.pending = batch{}
+			l.persisted.Store(lastSeq) // nothing of this Log waits
+			continue
+		}
+		in = append(in, l)
+		last = append(last, lastSeq)
+	}
+	if len(in) == 0 {
+		return PersistResult{}, nil
+	}
+
+	w.nextID++
+	name := fmt.Sprintf("%s/changelog/%020d-%016x.log", w.opts.Prefix, w.nextID, rand.Uint64())
+	obj := appendHeader(w.obj[:0])
+	w.infos = w.infos[:0]
+	for _, l := range in {
+		p := &l.pending
+		binary.LittleEndian.PutUint32(p.buf, p.n)
+		off := int64(len(obj))
+		obj = append(obj, p.buf...)
+		w.infos = append(w.infos, SegmentInfo{
+			Store: l.store, KeyGroups: KeyGroupRange{Start: p.kgLo, End: p.kgHi},
+			MinSeq: p.minSeq, MaxSeq: p.maxSeq, Offset: off, Length: int64(len(p.buf)),
+			Records: p.n, CRC: crc32.Checksum(p.buf, base.CRC32C),
+		})
+	}
+	obj = appendFooter(obj, w.infos)
+	w.obj = obj
+	if err := w.opts.Storage.Put(ctx, name, obj); err != nil {
+		return PersistResult{}, fmt.Errorf("changelog: persist %s (%d segments, %d bytes; kept for the next persist): %w", name, len(in), len(obj), err)
+	}
+	if cap(w.obj) > 2*int(w.opts.Threshold) {
+		w.obj = nil
+	}
+
+	res := PersistResult{Name: name, Size: int64(len(obj)), Segments: make([]SegmentHandle, len(in))}
+	for i, l := range in {
+		s := &w.infos[i]
+		h := checkpoint.Object{
+			Name: name, Kind: checkpoint.KindChangelog, Size: int64(len(obj)), CRC: s.CRC,
+			KeyGroups: s.KeyGroups, MinOrder: s.MinSeq, MaxOrder: s.MaxSeq,
+			Packed: true, Offset: s.Offset, Length: s.Length,
+		}
+		res.Segments[i] = SegmentHandle{Store: l.store, Object: h}
+		l.hmu.Lock()
+		l.handles = append(l.handles, h)
+		l.hmu.Unlock()
+		l.persisted.Store(last[i])
+		w.refund(l.pending.charged)
+		buf := l.pending.buf
+		l.pending = batch{}
+		l.giveSpare(buf)
+	}
+	return res, nil
+}
+
+// giveSpare offers buf to the Log for reuse by Append.
+func (l *Log) giveSpare(buf []byte) {
+	if buf == nil || cap(buf) > maxSpare {
+		return
+	}
+	l.mu.Lock()
+	if l.spare == nil && l.cur.buf == nil {
+		l.spare = buf[:0]
+	}
+	l.mu.Unlock()
+}
