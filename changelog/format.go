@@ -37,7 +37,7 @@ const (
 type KeyGroupRange = checkpoint.KeyGroupRange
 
 func contains(r KeyGroupRange, kg uint16) bool { return r.Start <= kg && kg <= r.End }
-func overlaps(a, b KeyGroupRange) bool   { return a.Start <= b.End && b.Start <= a.End }
+func overlaps(a, b KeyGroupRange) bool         { return a.Start <= b.End && b.Start <= a.End }
 
 // Record is one state change as the changelog stores it. Key, UserKey and Value alias the
 // bytes being replayed: they are valid only during the visit call that receives the Record.
