@@ -1,8 +1,140 @@
-// Package changelog will hold Strata's durable short-term log of state changes
-// (Flink's DSTL, FLIP-158): batched persistence of change records, checkpoints
-// that upload only the unpersisted tail, periodic materialization, truncation,
-// and restore as materialized snapshot plus replay — and the TTL layer with
-// Flink's StateTtlConfig semantics.
+// Package changelog is Strata's durable short-term log of state changes (Flink's DSTL,
+// FLIP-158): every change the engine applies is also appended here as a small record; the
+// records of all Stores of a process are persisted together, in batches, as one object per
+// persist; a checkpoint references only its Store's segments of those objects; a restore
+// replays them after loading the materialized snapshot. It imports only internal/base,
+// checkpoint, memory and the standard library, and starts no goroutine: the engine's
+// scheduler asks Writer.PersistDue and calls Writer.Persist.
 //
-// Not built yet: it is the subject of a later issue.
+// # Terms
+//
+//   - Record: one state change: the engine's op kind, the key group of the key it changes,
+//     its sequence number, the composite key, the map user key, the value.
+//   - Log: one Store's part of a Writer: its buffer, its persisted segments' handles.
+//   - Writer: the buffer of one process (Flink's per-TaskManager
+//     BatchingStateChangeUploadScheduler), shared by its Stores as a memory budget is.
+//   - Segment: the records of one Log persisted by one Persist, a byte range of an object.
+//   - Object: what one Persist stores: "<prefix>/changelog/<n:20>-<rand:16 hex>.log".
+//   - Handle: a checkpoint.Object{Kind: KindChangelog, Packed: true} naming one segment.
+//     For changelog handles MinOrder and MaxOrder hold the segment's smallest and largest
+//     sequence numbers (they are order hashes for tables).
+//
+// # Object layout (format version 1)
+//
+// All integers little endian. Key groups in records are u16 values; the composite key itself
+// begins with its key group big endian (base.KeyGroupOf), and the two must agree.
+//
+//	0          8         10   11   12
+//	+----------+---------+----+----+-----------+-----------+-----+--------+---------+
+//	| magic    | version | ck | 0  | segment 0 | segment 1 | ... | footer | trailer |
+//	| STRATACL | u16 = 1 | =1 |    |           |           |     |        | 20 B    |
+//	+----------+---------+----+----+-----------+-----------+-----+--------+---------+
+//	ck 1 = CRC32C (Castagnoli)
+//
+//	segment (Length bytes at Offset; its CRC32C is in the footer and in its handle):
+//	+---------+----------+----------+-----+
+//	| count   | record 0 | record 1 | ... |     records of one Store, seq not decreasing
+//	| u32     |          |          |     |
+//	+---------+----------+----------+-----+
+//
+//	record:
+//	0      1      3        11
+//	+------+------+--------+--------+-----+--------+---------+--------+-------+
+//	| kind | kg   | seq    | keyLen | key | ukLen  | userKey | valLen | value |
+//	| u8   | u16  | u64    | uvarint|     | uvarint|         | uvarint|       |
+//	+------+------+--------+--------+-----+--------+---------+--------+-------+
+//	kind: the engine's OpKind, 1 put, 2 delete, 3 list-append, 4 list-replace,
+//	      5 list-delete, 6 map-put, 7 map-remove, 8 map-clear (part of the format; do not
+//	      change). kg == base.KeyGroupOf(key), always (FLINK-26063 logged timers under the
+//	      wrong key group).
+//
+//	footer:
+//	+-------+---------+---------+-----+
+//	| count | entry 0 | entry 1 | ... |
+//	| u32   |         |         |     |
+//	+-------+---------+---------+-----+
+//	entry (46 bytes + store id):
+//	0        2       2+n     +2      +4      +12     +20     +28     +36     +40    +44
+//	+--------+-------+-------+-------+-------+-------+-------+-------+-------+------+
+//	| idLen  | store | kg    | kg    | min   | max   | offset| length| count | crc  |
+//	| u16    | id    | start | end   | seq   | seq   | u64   | u64   | u32   | u32  |
+//	|        |       | u16   | u16   | u64   | u64   |       |       |       |      |
+//	+--------+-------+-------+-------+-------+-------+-------+-------+-------+------+
+//	store id: the Store's checkpoint owner (checkpoint.ValidateOwner); kg start..end: the
+//	smallest and largest key group of its records; crc: CRC32C of the segment's bytes.
+//
+//	trailer (the object's last 20 bytes):
+//	0          4         6    7    8         12         20
+//	+----------+---------+----+----+---------+----------+
+//	| footer   | version | ck | 0  | crc32c  | magic    |
+//	| length   | u16 = 1 | =1 |    | u32     | STRATACL |
+//	| u32      |         |    |    |         |          |
+//	+----------+---------+----+----+---------+----------+
+//	crc32c covers the footer and the trailer's first 8 bytes.
+//
+// A restore of one Store reads the trailer and footer (the object's last 64 KiB in one ranged
+// read, more only for a larger footer) and then only the byte ranges of its own segments,
+// adjacent ones in one read — never the whole object (FLINK-27155), and each object's footer
+// once per Replay however many segments point into it.
+//
+// Decoding checks, in order: magic (base.ErrBadMagic), version (base.ErrFormatVersion),
+// checksum type (base.ErrChecksumType), the footer length against the object
+// (base.ErrTruncated: needed to find the bytes the CRC covers), the CRC (base.ErrChecksum),
+// then bounds (base.ErrTruncated) and rules (no specific cause): entries inside the data,
+// valid store ids, ranges ordered, counts possible for the bytes; in a segment, its CRC, then
+// each record's bounds, kind, key group of its key, key group and seq inside the entry's
+// ranges, seqs not decreasing, the count, no trailing bytes. Each failure is a
+// *base.CorruptionError naming the object and the byte offset. Decoders never panic and
+// allocate at most about their input (a footer's entry count is checked against its length
+// before the entries are allocated; records alias the input). The golden file
+// testdata/CHANGELOG-v1 pins the format (TestGolden; -update rewrites it); FuzzDecodeRecord,
+// FuzzDecodeSegment and FuzzDecodeObject fuzz the decoders.
+//
+// # Writer protocol
+//
+//  1. Log.Append runs on its Store's goroutine: checks the record, takes the Log's mutex
+//     (contended only by the once-per-persist swap), appends to the Log's buffer, and every
+//     16 KiB charges the granule to the Writer's buffered count and the memory.Budget
+//     (PurposeChangelog). A refusal — the Budget's, or Threshold bytes buffered — is a
+//     preallocated error matching memory.ErrMemoryBudget: the engine applies backpressure
+//     (wait for a persist, retry). No allocation in steady state: the buffer is swapped with a
+//     spare that the previous persist gave back.
+//  2. Writer.PersistDue(now) is true when the buffered bytes reach PreemptiveThreshold or
+//     records have waited PersistDelay (measured from the first PersistDue call that saw them).
+//  3. Writer.Persist (one at a time) swaps every Log's buffer out under the Log's mutex,
+//     appends it after the Log's records a failed persist left pending, encodes one object
+//     with one segment per Log with records, and Puts it under a new name (never reused, also
+//     after a failure). On success each Log gets a handle, its PersistedUpTo rises to the last
+//     seq it had at the swap, and the charge is refunded; on failure everything stays pending,
+//     charged, and goes out with the next Persist.
+//  4. A checkpoint cut at seq S calls Log.Checkpoint(ctx, S) (Persist if a record <= S is
+//     buffered, then Handles(S)): the handles of every persisted, not truncated segment with
+//     records <= S. Segments may hold records above S; the restore skips them (ReplayRange).
+//  5. After a materialization covering seqs < M completes, Log.Truncate(M) drops the handles
+//     of segments entirely below M. Objects are deleted by checkpoint's GC, by reachability.
+//
+// # Invariants
+//
+//  1. A record's key group is its key's (Append refuses otherwise; decoding reports damage).
+//  2. Within a Log, sequence numbers do not decrease: in the buffer, in each segment, and
+//     across the segments of successive persists (failed persists' records go first).
+//  3. Every record appended and not refused is, at any time, in exactly one of: the Log's
+//     buffer, its pending batch, or a persisted segment whose handle the Log holds until
+//     Truncate — a failed Put loses nothing.
+//  4. A handle is returned only after Storage.Put returned nil: the object is durable and
+//     whole (checkpoint.Storage's atomicity), so a handle is never half-readable after a
+//     crash (TestCrashPersist).
+//  5. Charged bytes = the Writer's buffered count = the Budget's UsedBy(PurposeChangelog)
+//     from this Writer; Persist refunds exactly what it stored, Log.Close and Writer.Close
+//     what they drop.
+//  6. Replay never yields a record outside its key-group range, and yields records in seq
+//     order (stable across segments for equal seqs).
+//
+// # What is not promised
+//
+// Replay holds every fetched segment of a call in memory until it ends (records are sorted
+// across objects); there is no cross-call cache of objects yet. A Store restored from a
+// checkpoint gets a new Log: its old handles come from the manifest, not from the Log. The
+// age part of PersistDue is as precise as the scheduler's polling. The Budget is charged in
+// 16 KiB granules per Log, so a Writer may be refused up to one granule per Log early.
 package changelog
