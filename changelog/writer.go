@@ -28,9 +28,6 @@ const (
 	// count) at a time, so that the shared counters are touched once per granule, not per
 	// record.
 	chargeGranule = 16 << 10
-	// maxSpare is the largest buffer a Log keeps for reuse after a persist; a larger one (a
-	// burst) is left to the garbage collector.
-	maxSpare = 4 << 20
 )
 
 // WriterOptions configures a Writer.
@@ -517,7 +514,9 @@ func (w *Writer) Persist(ctx context.Context) (PersistResult, error) {
 
 // giveSpare offers buf to the Log for reuse by Append.
 func (l *Log) giveSpare(buf []byte) {
-	if buf == nil || cap(buf) > maxSpare {
+	// A buffer larger than the Writer's Threshold (one huge record) is left to the garbage
+	// collector; any other is reused, so Append allocates nothing in steady state.
+	if buf == nil || int64(cap(buf)) > 2*l.w.opts.Threshold {
 		return
 	}
 	l.mu.Lock()
