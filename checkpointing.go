@@ -64,6 +64,10 @@ type CheckpointOptions struct {
 	Grace time.Duration
 	// RestoreMode applies to Restore: NoClaim (default) or Claim.
 	RestoreMode RestoreMode
+	// Changelog, when not nil, turns the changelog on (see ChangelogOptions): checkpoints
+	// store the log's tail on top of a materialization taken in the background. nil: off,
+	// every checkpoint is a native incremental one. Needs Storage.
+	Changelog *ChangelogOptions
 }
 
 // CheckpointHandle identifies a durable checkpoint of one Store: what Restore needs, with the
@@ -140,11 +144,14 @@ func (s *Store) handleOf(m *checkpoint.Manifest, st CheckpointStats) CheckpointH
 }
 
 // owner returns the Store's checkpoint owner (CheckpointOptions.Owner or its default).
-func (s *Store) owner() string {
-	if o := s.opts.Checkpoint.Owner; o != "" {
+func (s *Store) owner() string { return ownerOf(&s.opts) }
+
+// ownerOf returns the checkpoint owner of a Store of opts (defaults applied).
+func ownerOf(opts *Options) string {
+	if o := opts.Checkpoint.Owner; o != "" {
 		return o
 	}
-	kg := *s.opts.KeyGroups
+	kg := *opts.KeyGroups
 	return fmt.Sprintf("kg-%05d-%05d", kg.Start, kg.End)
 }
 
@@ -415,6 +422,13 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		s.e.SetCheckpointBase(lastID, nil) // the first checkpoint is full (NO_CLAIM)
 	}
 	s.restoreStats = RestoreStats{Bytes: res.Bytes, Tables: len(res.Tables), Linked: res.Linked, Copied: res.Copied, Skipped: res.Skipped}
+	n, err := s.replayChangelog(ctx, storage, sources)
+	if err != nil {
+		s.Discard()
+		removeRestored(fsys, dir)
+		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
+	}
+	s.restoreStats.ChangelogRecords = n
 	return s, nil
 }
 
@@ -424,6 +438,9 @@ type RestoreStats struct {
 	// hard links and Copied copies; Skipped counts the objects outside the Store's key groups.
 	Bytes                           int64
 	Tables, Linked, Copied, Skipped int
+	// ChangelogRecords is the number of changelog records replayed (checkpoints taken with
+	// the changelog on).
+	ChangelogRecords int64
 }
 
 // RestoreStats returns what Restore did to create the Store (zero for a Store from Open).

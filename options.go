@@ -164,6 +164,11 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: Options.Checkpoint: Retain %d, Grace %v, RestoreMode %d: Retain and Grace must not be negative (Grace may be checkpoint.NoGrace), RestoreMode NoClaim or Claim",
 			ErrInvalidOptions, c.Retain, c.Grace, c.RestoreMode)
 	}
+	if c := o.Checkpoint.Changelog; c != nil {
+		if err := c.validate(); err != nil {
+			return err
+		}
+	}
 	if maxP < 1 || maxP > UpperBoundMaxParallelism {
 		return fmt.Errorf("%w: Options.MaxParallelism = %d: must be in [1, %d] (0 for the default %d)",
 			ErrInvalidOptions, o.MaxParallelism, UpperBoundMaxParallelism, DefaultMaxParallelism)

@@ -3,6 +3,7 @@ package strata
 import (
 	"errors"
 	"fmt"
+	"github.com/strata-db/strata/changelog"
 
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
@@ -44,6 +45,7 @@ type Store struct {
 	kgSpan  uint32 // Options.KeyGroups.End - Start
 	budget  *memory.Budget
 	e       *engine.Engine
+	clw     *changelog.Writer // the Store's own changelog writer (not a shared one), or nil
 	closed  bool
 	// liveMaxP is maxP while the Store is open and ^0 (no Key's) once it is closed: check
 	// tests both with one compare.
@@ -115,11 +117,19 @@ func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err
 	if dir != "" {
 		eo.BlockCacheSize, eo.RowCacheSize, eo.EvictionWatermark = opts.budgetDefaults(budget.Limit(), budget.Limit()-budget.Used()-budget.Reserve())
 	}
+	clo, clw, err := changelogEngineOptions(&opts, budget)
+	if err != nil {
+		return nil, err
+	}
+	eo.Changelog = clo
 	if adjust != nil {
 		adjust(&eo)
 	}
 	e, rec, err := engine.Open(eo)
 	if err != nil {
+		if clw != nil {
+			clw.Close()
+		}
 		return nil, fmt.Errorf("strata: open %q: %w", dir, err)
 	}
 	var reg *registry
@@ -131,7 +141,11 @@ func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err
 				opts.MaxParallelism, *opts.KeyGroups)
 		}
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
+			err = errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
+			if clw != nil {
+				clw.Close()
+			}
+			return nil, err
 		}
 	}
 	s = &Store{
@@ -143,6 +157,7 @@ func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err
 		kgSpan:   uint32(opts.KeyGroups.End - opts.KeyGroups.Start),
 		budget:   budget,
 		e:        e,
+		clw:      clw,
 		states:   make(map[string]*registration),
 		nextID:   1,
 		kbuf:     make([]byte, 0, 256),
@@ -191,7 +206,16 @@ func (s *Store) Close() error {
 		}
 	}
 	s.closed, s.liveMaxP = true, ^uint32(0)
-	return errors.Join(err, s.e.Close())
+	return errors.Join(err, s.closeEngine())
+}
+
+// closeEngine closes the engine, then the Store's own changelog writer.
+func (s *Store) closeEngine() error {
+	err := s.e.Close()
+	if s.clw != nil {
+		s.clw.Close()
+	}
+	return err
 }
 
 // Discard releases the Store without persisting anything: the writes since the last Close that
@@ -209,7 +233,7 @@ func (s *Store) Discard() error {
 	s.guard.enter()
 	defer s.guard.exit()
 	s.closed, s.liveMaxP = true, ^uint32(0)
-	return s.e.Close()
+	return s.closeEngine()
 }
 
 // WaitBackground waits until the background work queued so far has finished and installs it:

@@ -411,7 +411,7 @@ func (t *Engine) install() int {
 		t.noteL0()
 	}
 	// Checkpoints: their pins are released (deferred frees happen now).
-	if len(t.ck.running) > 0 || t.ck.gc != nil {
+	if len(t.ck.running) > 0 || t.ck.gc != nil || t.cl != nil && t.cl.run != nil {
 		pinned := t.ck.memPinned()
 		t.installCheckpoints()
 		if t.ck.memPinned() < pinned {

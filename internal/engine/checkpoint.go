@@ -93,6 +93,12 @@ type PendingCheckpoint struct {
 	memReleased bool                         // the memory pins released
 	h           *scheduler.Handle
 	inflight    []string
+
+	// Changelog (changelog.go).
+	noCommit bool      // a materialization: no manifest
+	gen      *clGen    // the generation opened at this cut (native cut, changelog on)
+	mat      *matState // a changelog checkpoint: the materialization it is based on
+	gens     []*clGen  // a changelog checkpoint: the generations it lists
 }
 
 // Done is closed when the checkpoint is durable, has failed or was cancelled. Any goroutine.
@@ -164,18 +170,13 @@ func (t *Engine) StartCheckpoint(spec CheckpointSpec) (*PendingCheckpoint, error
 	if len(t.ck.running) > 0 {
 		return nil, fmt.Errorf("%w: checkpoint %d", ErrCheckpointInProgress, t.ck.running[0].spec.ID)
 	}
-	if err := t.f.Seal(); err != nil {
+	if t.cl != nil && len(t.cl.mats) > 0 {
+		return t.startChangelogCheckpoint(spec, start)
+	}
+	p := &PendingCheckpoint{spec: spec, start: start, base: t.ck.base, baseID: t.ck.baseID}
+	if err := t.cut(p); err != nil {
 		return nil, err
 	}
-	t.checkSealed()
-	p := &PendingCheckpoint{spec: spec, start: start, base: t.ck.base, baseID: t.ck.baseID}
-	p.segs = t.f.Sealed()
-	t.f.PinSealed()
-	p.ssnap = t.sl.Snapshot()
-	if t.db != nil {
-		p.lsnap = t.db.Snapshot()
-	}
-	p.seq = t.f.Seq()
 	t.ck.running = append(t.ck.running, p)
 	p.pause = time.Since(start)
 	h, err := t.sched.Submit(scheduler.Upload, "checkpoint", func(ctx context.Context) error {
@@ -236,6 +237,19 @@ func (t *Engine) installCheckpoints() {
 			t.ck.pending = map[uint64]map[uint64]checkpoint.Object{}
 		}
 		t.ck.pending[p.spec.ID] = p.tables
+		if c := t.cl; c != nil {
+			m := p.mat
+			if m == nil { // a native checkpoint with the changelog on is a materialization
+				m = t.keepMaterialization(p)
+			}
+			if c.pendingMat == nil {
+				c.pendingMat = map[uint64]*matState{}
+			}
+			c.pendingMat[p.spec.ID] = m
+		}
+	}
+	if t.cl != nil {
+		t.installMaterialization()
 	}
 	if h := t.ck.gc; h != nil && isDone(h) {
 		t.ck.gc = nil
@@ -393,6 +407,10 @@ func (t *Engine) upload(ctx context.Context, p *PendingCheckpoint) error {
 		res.UploadedBytes += mt.Size
 		res.MemoryBytes = mt.Size
 	}
+	if p.noCommit { // a materialization: its tables are listed by later checkpoints
+		res.Manifest = m
+		return nil
+	}
 	name := checkpoint.ManifestName(spec.Owner, spec.ID)
 	t.ck.inflight.Add(name)
 	p.inflight = append(p.inflight, name)
@@ -504,6 +522,9 @@ func (t *Engine) CompleteCheckpoint(id uint64, s checkpoint.Storage, gc checkpoi
 		}
 	}
 	t.ck.lastCompleted = max(t.ck.lastCompleted, id)
+	if t.cl != nil {
+		t.truncateChangelog(id)
+	}
 	t.scheduleGC(s, gc)
 }
 
@@ -609,6 +630,7 @@ func (t *Engine) closeCheckpoints() {
 		t.releaseCheckpoint(p)
 	}
 	t.ck.running = nil
+	t.closeChangelog()
 	if t.db == nil && t.ck.tmpDir != "" {
 		t.ck.tmpFS.Remove(t.ck.tmpDir)
 	}

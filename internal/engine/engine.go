@@ -96,9 +96,10 @@ type Engine struct {
 	eviction    *evictionJob
 	relocation  *relocationJob
 	lsmJobs     []*lsmJob
-	ck          ckState // checkpoints (checkpoint.go)
-	lastFresh   int64   // budget.UsedBy(PurposeFreshData) when the sealed segments were last listed
-	bgErr       error   // a sticky background failure (damage, a broken invariant); writes report it
+	ck          ckState  // checkpoints (checkpoint.go)
+	cl          *clState // the changelog (changelog.go); nil: off
+	lastFresh   int64    // budget.UsedBy(PurposeFreshData) when the sealed segments were last listed
+	bgErr       error    // a sticky background failure (damage, a broken invariant); writes report it
 	// Background failures that may pass (retry.go): each kind's backoff, and how many kinds
 	// have failures pending (the write preamble's fast path tests it).
 	retry     [numBgKinds]backoff
@@ -222,6 +223,10 @@ type Options struct {
 	// holds at once (MapIter). 0: 1024. Tests set it small.
 	MapChunk int
 
+	// Changelog, when not nil, turns the changelog on (changelog.go): every write is also
+	// logged, checkpoints list the last materialization and the log after it.
+	Changelog *ChangelogOptions
+
 	lowWater int64  // SliceTable HighWatermark when there is a lower tier
 	startSeq uint64 // the FreshTable's first write gets startSeq+1 (Open: the persisted one)
 	db       *lsm.DB
@@ -269,6 +274,12 @@ func Open(o Options) (e *Engine, rec Recovered, err error) {
 	}
 	e.pool = pool
 	e.initCheckpoints(&o)
+	if o.Changelog != nil {
+		co := *o.Changelog
+		if err := e.initChangelog(&co); err != nil {
+			return nil, Recovered{}, errors.Join(err, e.Close())
+		}
+	}
 	e.kick() // LSM compactions due after recovery
 	return e, rec, nil
 }

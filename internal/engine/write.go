@@ -98,6 +98,11 @@ func (t *Engine) Apply(op Op) error {
 			return err
 		}
 	}
+	if t.cl != nil {
+		if err := t.logChange(&op); err != nil {
+			return err
+		}
+	}
 	if op.Kind == OpPut && t.rc != nil && t.rc.n > 0 {
 		t.rc.refresh(t.orderOf(op.Key, op.Hash), op.Key, op.Value)
 	}

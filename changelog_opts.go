@@ -1,0 +1,176 @@
+package strata
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/strata-db/strata/changelog"
+	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/engine"
+)
+
+// The changelog (DSTL, Flink's FLIP-158): with CheckpointOptions.Changelog set, every write is
+// also appended to a changelog buffer, persisted in batches in the background; a checkpoint
+// then stores only the log's tail and lists the last materialization (a native checkpoint
+// taken in the background, periodically) with the log after it; a restore loads the
+// materialization and replays the log for its key groups. Checkpoints become about as long as
+// the tail's upload, whatever the state's size. The mechanism is internal/engine's
+// (changelog.go) over package changelog.
+
+// ChangelogWriter is the changelog buffer of a process (Flink's per-TaskManager batching
+// writer): Stores given the same one through ChangelogOptions.Writer persist their records
+// together, one object per persist. Safe for concurrent use.
+type ChangelogWriter struct{ w *changelog.Writer }
+
+// ChangelogWriterOptions configure a ChangelogWriter.
+type ChangelogWriterOptions struct {
+	// Storage receives the changelog objects; it must be the Stores' checkpoint storage.
+	// Required.
+	Storage checkpoint.Storage
+	// Prefix is the first name segment of the objects (checkpoint.ValidateOwner), one per
+	// process, e.g. "tm-<id>". Required. Objects under it are garbage-collected only by a
+	// Store whose Owner is Prefix (see ChangelogOptions).
+	Prefix string
+	// Budget, if not nil, is charged for the bytes buffered (usually the Stores'
+	// SharedBudget). nil: not charged.
+	Budget *Budget
+	// PersistDelay (default 10 ms), Threshold (bytes, default 10 MiB) and
+	// PreemptiveThreshold (bytes, default 5 MiB) are changelog.WriterOptions' (Flink's
+	// dstl.dfs.batch.persist-delay, persist-size-threshold, preemptive-persist-threshold).
+	PersistDelay                   time.Duration
+	Threshold, PreemptiveThreshold int64
+}
+
+// NewChangelogWriter returns a ChangelogWriter to share among Stores. Errors:
+// ErrInvalidOptions naming the field.
+func NewChangelogWriter(o ChangelogWriterOptions) (*ChangelogWriter, error) {
+	w, err := changelog.NewWriter(changelog.WriterOptions{Storage: o.Storage, Prefix: o.Prefix, Budget: o.Budget,
+		PersistDelay: o.PersistDelay, Threshold: o.Threshold, PreemptiveThreshold: o.PreemptiveThreshold})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	return &ChangelogWriter{w: w}, nil
+}
+
+// Close closes the writer: the unpersisted records of its Stores are dropped. Close the
+// Stores first.
+func (w *ChangelogWriter) Close() { w.w.Close() }
+
+// ChangelogOptions turn the changelog on (CheckpointOptions.Changelog; nil: off). A Store may
+// switch it on or off across a restore: Restore replays a checkpoint's log either way.
+type ChangelogOptions struct {
+	// Writer is a ChangelogWriter shared with other Stores of the process. nil: the Store has
+	// its own, with Prefix = the Store's Owner, charged to the Store's budget, so its objects
+	// are garbage-collected with the Store's checkpoints. The objects of a shared writer
+	// under another prefix are not collected by any Store (no cross-Store GC yet).
+	Writer *ChangelogWriter
+	// MaterializationInterval is the time between background materializations (Flink's
+	// periodic-materialize.interval): default 10 minutes; negative: only
+	// SpaceAmplificationCap starts them.
+	MaterializationInterval time.Duration
+	// MaxMaterializationFailures is how many consecutive materializations may fail before
+	// the Store stops with the last error (Flink's materialization.max-allowed-failures);
+	// default 3.
+	MaxMaterializationFailures int
+	// SpaceAmplificationCap starts a materialization early once the bytes logged since the
+	// last one exceed (cap − 1) × the materialized size: 1.5 allows half the snapshot's size
+	// of log. 0: off; otherwise at least 1.
+	SpaceAmplificationCap float64
+}
+
+// validate checks the options (Options.Validate).
+func (c *ChangelogOptions) validate() error {
+	if c.MaxMaterializationFailures < 0 {
+		return fmt.Errorf("%w: Options.Checkpoint.Changelog.MaxMaterializationFailures = %d: must not be negative",
+			ErrInvalidOptions, c.MaxMaterializationFailures)
+	}
+	if c.SpaceAmplificationCap != 0 && !(c.SpaceAmplificationCap >= 1) {
+		return fmt.Errorf("%w: Options.Checkpoint.Changelog.SpaceAmplificationCap = %v: 0 or at least 1",
+			ErrInvalidOptions, c.SpaceAmplificationCap)
+	}
+	return nil
+}
+
+// ChangelogStats describes a Store's changelog (Store.ChangelogStats).
+type ChangelogStats = engine.ChangelogStats
+
+// ChangelogStats returns the figures of the Store's changelog (Enabled false when off).
+func (s *Store) ChangelogStats() ChangelogStats {
+	if s.closed {
+		return ChangelogStats{}
+	}
+	s.guard.enter()
+	defer s.guard.exit()
+	return s.e.ChangelogStats()
+}
+
+// changelogEngineOptions returns the engine's changelog options for a Store of opts (defaults
+// applied), creating the Store's own writer when none is shared (returned to close with the
+// Store).
+func changelogEngineOptions(opts *Options, budget *Budget) (*engine.ChangelogOptions, *changelog.Writer, error) {
+	c := opts.Checkpoint.Changelog
+	if c == nil {
+		return nil, nil, nil
+	}
+	if opts.Checkpoint.Storage == nil {
+		return nil, nil, fmt.Errorf("%w: Options.Checkpoint.Changelog needs Options.Checkpoint.Storage", ErrInvalidOptions)
+	}
+	owner := ownerOf(opts)
+	var own *changelog.Writer
+	w := (*changelog.Writer)(nil)
+	if c.Writer != nil {
+		w = c.Writer.w
+	} else {
+		var err error
+		own, err = changelog.NewWriter(changelog.WriterOptions{Storage: opts.Checkpoint.Storage, Prefix: owner, Budget: budget})
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		}
+		w = own
+	}
+	kg := *opts.KeyGroups
+	return &engine.ChangelogOptions{Writer: w,
+		Spec: engine.CheckpointSpec{Storage: opts.Checkpoint.Storage, Owner: owner, MaxParallelism: uint32(opts.MaxParallelism),
+			KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)}},
+		MaterializationInterval: c.MaterializationInterval, MaxMaterializationFailures: c.MaxMaterializationFailures,
+		SpaceAmplificationCap: c.SpaceAmplificationCap}, own, nil
+}
+
+// replayChangelog applies the changelog segments of restored checkpoints to s, for its key
+// groups (Restore, after the tables): every record with seq <= the manifest's LastSeq, in seq
+// order, through the engine's one write path. The segments a manifest lists all come after
+// its materialization (engine changelog.go, "Generations").
+func (s *Store) replayChangelog(ctx context.Context, storage checkpoint.Storage, sources []*checkpoint.Manifest) (records int64, err error) {
+	kg := *s.opts.KeyGroups
+	for _, m := range sources {
+		var segs []checkpoint.Object
+		for _, o := range m.Objects {
+			if o.Kind == checkpoint.KindChangelog {
+				segs = append(segs, o)
+			}
+		}
+		lo, hi := max(int(m.KeyGroups.Start), kg.Start), min(int(m.KeyGroups.End), kg.End)
+		if len(segs) == 0 || lo > hi {
+			continue
+		}
+		r := changelog.KeyGroupRange{Start: uint16(lo), End: uint16(hi)}
+		err := changelog.ReplayRange(ctx, storage, segs, r, 0, m.LastSeq, func(rec *changelog.Record) error {
+			h, _, ok := base.HashCompositeKey(rec.Key)
+			if !ok {
+				return base.Corrupt(segs[0].Name, -1, nil, "changelog record of seq %d has no composite key", rec.Seq)
+			}
+			op := engine.Op{Kind: engine.OpKind(rec.Kind), Hash: h, Key: rec.Key, UserKey: rec.UserKey, Value: rec.Value}
+			if op.Kind == engine.OpMapPut || op.Kind == engine.OpMapRemove {
+				op.UserHash = base.HashUserKey(rec.UserKey)
+			}
+			records++
+			return s.e.Apply(op)
+		})
+		if err != nil {
+			return records, fmt.Errorf("strata: restore of checkpoint %d: changelog: %w", m.ID, err)
+		}
+	}
+	return records, nil
+}

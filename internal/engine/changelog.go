@@ -1,0 +1,512 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/strata-db/strata/changelog"
+	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/memory"
+	"github.com/strata-db/strata/scheduler"
+)
+
+// Checkpoints with the changelog (doc.go, "Changelog"): Flink's generic log-based
+// incremental checkpoints (FLIP-158) over package changelog.
+//
+// Generations. The engine writes its records into a chain of changelog.Logs, one per
+// materialization cut: the generation opened at the cut of a materialization at seq M holds
+// exactly the records with seq > M (until the next cut). So a segment never straddles a
+// materialization, and a checkpoint based on materialization M lists the segments of M's
+// generation and every later one: replaying all of them (up to the checkpoint's LastSeq) on
+// top of M's tables gives the state at the cut, with no sequence number to store in the
+// manifest (no format change). Truncation closes the generations before the materialization
+// of a completed checkpoint; their objects go by garbage collection, by reachability.
+
+// Defaults of ChangelogOptions (Flink's state.backend.changelog.periodic-materialize.interval
+// and materialization.max-allowed-failures).
+const (
+	DefaultMaterializationInterval    = 10 * time.Minute
+	DefaultMaxMaterializationFailures = 3
+	// materializationRetry is the least time between a failed materialization and the next.
+	materializationRetry = time.Second
+	// persistCheckEvery is how many logged writes go between two PersistDue checks (a clock
+	// read each).
+	persistCheckEvery = 64
+)
+
+// ChangelogOptions turn the changelog on (Options.Changelog).
+type ChangelogOptions struct {
+	// Writer receives the records (shared by several engines, or the engine's own).
+	Writer *changelog.Writer
+	// Spec is what a materialization needs of a checkpoint spec: Storage, Owner (also the
+	// Logs' store id), MaxParallelism, KeyGroups. ID and the blobs are ignored.
+	Spec CheckpointSpec
+	// MaterializationInterval is the time between materializations (0: the default, 10 min;
+	// negative: only the space-amplification cap starts them).
+	MaterializationInterval time.Duration
+	// MaxMaterializationFailures consecutive failed materializations stop the engine
+	// (sticky error); 0: 3.
+	MaxMaterializationFailures int
+	// SpaceAmplificationCap: a materialization starts early once the bytes logged since the
+	// last materialization exceed (cap − 1) × the materialized size; 0: off. At least 1.
+	SpaceAmplificationCap float64
+}
+
+// clState is the engine's changelog bookkeeping (owner only, except what the tasks share,
+// which is marked).
+type clState struct {
+	o    ChangelogOptions
+	gens []*clGen    // oldest first; the last takes the appends
+	mats []*matState // durable materializations still referenced, oldest first
+	// pendingMat maps a durable checkpoint id to the materialization it is based on.
+	pendingMat map[uint64]*matState
+
+	run      *PendingCheckpoint // the background materialization in flight
+	fails    int
+	lastCut  time.Time // the last materialization cut (or Open)
+	logBytes int64     // record bytes appended since the last materialization cut
+	n        uint32    // writes since the last PersistDue check
+
+	persist     *scheduler.Handle
+	persistDone atomic.Bool
+	persistErr  error // shared with the persist task until persistDone
+
+	materializations int64
+	matFailures      int64
+	persists         int64
+	lastErr          error
+}
+
+// clGen is one generation: a Log holding the records with seq > after.
+type clGen struct {
+	log   *changelog.Log
+	after uint64
+}
+
+// matState is a durable materialization: a native checkpoint's tables at seq seq.
+type matState struct {
+	seq     uint64
+	gen     *clGen // the generation opened at its cut
+	objects []checkpoint.Object
+	tables  map[uint64]checkpoint.Object
+	names   []string // held in flight while referenced (GC must not take them)
+	size    int64
+}
+
+// initChangelog turns the changelog on (Open).
+func (t *Engine) initChangelog(o *ChangelogOptions) error {
+	if o.MaterializationInterval == 0 {
+		o.MaterializationInterval = DefaultMaterializationInterval
+	}
+	if o.MaxMaterializationFailures == 0 {
+		o.MaxMaterializationFailures = DefaultMaxMaterializationFailures
+	}
+	t.cl = &clState{o: *o, lastCut: time.Now()}
+	_, err := t.cl.roll(t.f.Seq())
+	return err
+}
+
+// roll opens a new generation for the records after seq after.
+func (c *clState) roll(after uint64) (*clGen, error) {
+	s := &c.o.Spec
+	l, err := c.o.Writer.Log(s.Owner, changelog.KeyGroupRange{Start: s.KeyGroups.Start, End: s.KeyGroups.End})
+	if err != nil {
+		return nil, fmt.Errorf("strata: changelog: %w", err)
+	}
+	g := &clGen{log: l, after: after}
+	c.gens = append(c.gens, g)
+	return g, nil
+}
+
+// logChange appends the write op, just applied to the FreshTable, to the changelog (Apply
+// step 4; doc.go, Changelog invariant 1). Its seq is the FreshTable's after the write (a write
+// may take several; every one is <= the next cut and > the previous one). A refusal for memory
+// persists the buffer on this goroutine and retries (backpressure) until
+// Options.BackpressureTimeout; then, and for any other refusal, the engine stops with a sticky
+// error: the FreshTable holds a change the changelog lacks, which no checkpoint may miss.
+func (t *Engine) logChange(op *Op) error {
+	c := t.cl
+	g := c.gens[len(c.gens)-1]
+	kg := uint16(op.Key[0])<<8 | uint16(op.Key[1])
+	var deadline time.Time
+	for {
+		err := g.log.Append(uint8(op.Kind), kg, t.f.Seq(), op.Key, op.UserKey, op.Value)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, memory.ErrMemoryBudget) {
+			if deadline.IsZero() {
+				deadline = time.Now().Add(t.bpTimeout)
+			}
+			if time.Now().Before(deadline) {
+				t.bpWaits++
+				if _, perr := c.o.Writer.Persist(context.Background()); perr != nil {
+					c.lastErr = perr
+					time.Sleep(10 * time.Millisecond)
+				}
+				continue
+			}
+		}
+		t.stick("changelog append", err)
+		return t.bgErr
+	}
+	c.logBytes += int64(len(op.Key) + len(op.UserKey) + len(op.Value) + 16)
+	if c.n++; c.n >= persistCheckEvery {
+		c.n = 0
+		t.pollChangelog(time.Now())
+	}
+	return nil
+}
+
+// pollChangelog submits a background persist when one is due and none runs, and starts a
+// materialization when one is due (owner).
+func (t *Engine) pollChangelog(now time.Time) {
+	c := t.cl
+	if c == nil || t.closing {
+		return
+	}
+	if c.persist != nil && c.persistDone.Load() {
+		c.persist = nil
+		if c.persistErr != nil {
+			c.lastErr = c.persistErr
+		}
+	}
+	if c.persist == nil && c.o.Writer.PersistDue(now) {
+		c.persistDone.Store(false)
+		c.persistErr = nil
+		w := c.o.Writer
+		h, err := t.sched.Submit(scheduler.Upload, "changelog persist", func(ctx context.Context) error {
+			defer c.persistDone.Store(true)
+			defer recoverInto(&c.persistErr, "changelog persist")
+			_, c.persistErr = w.Persist(ctx)
+			return c.persistErr
+		})
+		if err == nil {
+			c.persist = h
+			c.persists++
+		}
+	}
+	if c.run == nil && t.materializationDue(now) {
+		if err := t.startMaterialization(now); err != nil {
+			c.lastErr = err
+			c.lastCut = now.Add(materializationRetry - c.o.MaterializationInterval) // retry later
+		}
+	}
+}
+
+// materializationDue reports whether a materialization should start: the interval has passed
+// since the last cut, or the log outgrew the space-amplification cap.
+func (t *Engine) materializationDue(now time.Time) bool {
+	c := t.cl
+	if c.logBytes == 0 {
+		return false
+	}
+	if iv := c.o.MaterializationInterval; iv > 0 && now.Sub(c.lastCut) >= iv {
+		return true
+	}
+	if cp := c.o.SpaceAmplificationCap; cp >= 1 && len(c.mats) > 0 {
+		m := c.mats[len(c.mats)-1]
+		return float64(c.logBytes) > (cp-1)*float64(m.size)
+	}
+	return false
+}
+
+// cut pins the state for a native checkpoint or a materialization (owner): seals the active
+// segment, pins the sealed segments, the slices and the LsmStore version, and — with the
+// changelog on — opens the generation of the records after the cut.
+func (t *Engine) cut(p *PendingCheckpoint) error {
+	if err := t.f.Seal(); err != nil {
+		return err
+	}
+	t.checkSealed()
+	p.segs = t.f.Sealed()
+	t.f.PinSealed()
+	p.ssnap = t.sl.Snapshot()
+	if t.db != nil {
+		p.lsnap = t.db.Snapshot()
+	}
+	p.seq = t.f.Seq()
+	if t.cl != nil {
+		g, err := t.cl.roll(p.seq)
+		if err != nil {
+			t.releaseCheckpoint(p)
+			return err
+		}
+		p.gen = g
+		t.cl.lastCut, t.cl.logBytes = time.Now(), 0
+	}
+	return nil
+}
+
+// startMaterialization cuts a materialization and submits its upload (owner): a native
+// checkpoint that commits no manifest; its tables become the base of later changelog
+// checkpoints once durable (installMaterialization).
+func (t *Engine) startMaterialization(now time.Time) error {
+	if t.low != nil && t.db == nil {
+		return ErrNoCheckpoint
+	}
+	c := t.cl
+	spec := c.o.Spec
+	spec.ID = max(t.ck.lastCompleted, 1) // names only: they carry a random part
+	p := &PendingCheckpoint{spec: spec, start: now, base: t.ck.base, baseID: t.ck.baseID, noCommit: true}
+	if err := t.cut(p); err != nil {
+		return err
+	}
+	p.pause = time.Since(now)
+	h, err := t.sched.Submit(scheduler.Upload, "materialization", func(ctx context.Context) error {
+		defer t.finished(&p.fin)
+		defer recoverInto(&p.err, "materialization")
+		p.err = t.upload(ctx, p)
+		return p.err
+	})
+	if err != nil {
+		t.releaseCheckpoint(p)
+		return err
+	}
+	p.h = h
+	c.run = p
+	return nil
+}
+
+// installMaterialization ends a finished materialization (install, owner): a durable one
+// becomes the base of later changelog checkpoints; a failed one counts towards
+// MaxMaterializationFailures.
+func (t *Engine) installMaterialization() {
+	c := t.cl
+	p := c.run
+	if p == nil {
+		return
+	}
+	if !p.fin.Load() && p.memDone.Load() {
+		t.releaseMemory(p)
+	}
+	if !p.fin.Load() {
+		if !isDone(p.h) {
+			return
+		}
+		p.err = fmt.Errorf("strata: materialization: %w", context.Canceled)
+	}
+	c.run = nil
+	if p.err != nil {
+		t.releaseCheckpoint(p)
+		c.fails++
+		c.matFailures++
+		c.lastErr = p.err
+		c.lastCut = time.Now().Add(materializationRetry - c.o.MaterializationInterval)
+		if c.fails >= c.o.MaxMaterializationFailures {
+			t.stick("materialization", fmt.Errorf("%d consecutive failures, the last: %w", c.fails, p.err))
+		}
+		return
+	}
+	c.fails = 0
+	c.materializations++
+	t.keepMaterialization(p)
+	t.releaseCheckpoint(p)
+}
+
+// keepMaterialization records durable checkpoint p (a materialization, or a native
+// checkpoint with the changelog on) as the newest materialization, holding its objects in
+// flight until a completed checkpoint supersedes it (owner, before releaseCheckpoint).
+func (t *Engine) keepMaterialization(p *PendingCheckpoint) *matState {
+	m := &matState{seq: p.seq, gen: p.gen, tables: p.tables}
+	for _, o := range p.res.Manifest.Objects {
+		if o.Kind == checkpoint.KindTable {
+			m.objects = append(m.objects, o)
+			m.names = append(m.names, o.Name)
+			m.size += o.Size
+		}
+	}
+	t.ck.inflight.Add(m.names...)
+	t.cl.mats = append(t.cl.mats, m)
+	return m
+}
+
+// startChangelogCheckpoint is StartCheckpoint with the changelog on and a durable
+// materialization: the cut only marks the sequence number; the task persists the log's tail
+// and commits a manifest listing the materialization's tables and the segments after it.
+func (t *Engine) startChangelogCheckpoint(spec CheckpointSpec, start time.Time) (*PendingCheckpoint, error) {
+	c := t.cl
+	m := c.mats[len(c.mats)-1]
+	i := slices.Index(c.gens, m.gen)
+	if i < 0 {
+		panic("strata: invariant: a materialization's generation was truncated while it is the newest")
+	}
+	p := &PendingCheckpoint{spec: spec, start: start, base: m.tables, baseID: t.ck.baseID,
+		memReleased: true, seq: t.f.Seq(), mat: m, gens: slices.Clone(c.gens[i:])}
+	t.ck.running = append(t.ck.running, p)
+	p.pause = time.Since(start)
+	h, err := t.sched.Submit(scheduler.Upload, "changelog checkpoint", func(ctx context.Context) error {
+		defer t.finished(&p.fin)
+		defer recoverInto(&p.err, "changelog checkpoint")
+		p.err = t.uploadChangelog(ctx, p)
+		return p.err
+	})
+	if err != nil {
+		t.ck.running = t.ck.running[:len(t.ck.running)-1]
+		return nil, err
+	}
+	p.h = h
+	return p, nil
+}
+
+// uploadChangelog is the task of a changelog checkpoint: persist the tail up to the cut's seq
+// (one Writer.Persist if needed) and commit the manifest.
+func (t *Engine) uploadChangelog(ctx context.Context, p *PendingCheckpoint) error {
+	spec := &p.spec
+	m := &checkpoint.Manifest{ID: spec.ID, Parent: p.baseID, Epoch: spec.Epoch,
+		CreatedUnixMilli: p.start.UnixMilli(), MaxParallelism: spec.MaxParallelism, KeyGroups: spec.KeyGroups,
+		Registry: spec.Registry, InputPosition: spec.InputPosition, LastSeq: p.seq}
+	if h := t.ck.hook; h != nil {
+		h()
+	}
+	m.Objects = slices.Clone(p.mat.objects)
+	p.tables = p.mat.tables
+	res := &p.res
+	res.ReusedObjects, res.ReusedBytes = len(p.mat.objects), p.mat.size
+	for _, g := range p.gens {
+		hs, err := g.log.Checkpoint(ctx, p.seq)
+		if err != nil {
+			return fmt.Errorf("strata: checkpoint %d: changelog: %w", spec.ID, err)
+		}
+		for _, h := range hs {
+			h.KeyGroups.Start = max(h.KeyGroups.Start, spec.KeyGroups.Start)
+			h.KeyGroups.End = min(h.KeyGroups.End, spec.KeyGroups.End)
+			m.Objects = append(m.Objects, h)
+			t.ck.inflight.Add(h.Name)
+			p.inflight = append(p.inflight, h.Name)
+			res.UploadedObjects++
+			res.UploadedBytes += h.Length
+		}
+	}
+	name := checkpoint.ManifestName(spec.Owner, spec.ID)
+	t.ck.inflight.Add(name)
+	p.inflight = append(p.inflight, name)
+	if err := checkpoint.Commit(ctx, spec.Storage, spec.Owner, m); err != nil {
+		return fmt.Errorf("strata: checkpoint %d: commit: %w", spec.ID, err)
+	}
+	res.Manifest = m
+	res.SyncPause = p.pause
+	res.AsyncDuration = time.Since(p.start) - p.pause
+	return nil
+}
+
+// truncateChangelog runs when checkpoint id completes (CompleteCheckpoint, owner): the
+// generations before its materialization are closed (Flink's truncate after
+// materialization) and older materializations stop holding their objects in flight. The
+// objects themselves go by garbage collection, once no retained manifest reaches them.
+func (t *Engine) truncateChangelog(id uint64) {
+	c := t.cl
+	m, ok := c.pendingMat[id]
+	for pid := range c.pendingMat {
+		if pid <= id {
+			delete(c.pendingMat, pid)
+		}
+	}
+	if !ok {
+		return
+	}
+	i := slices.Index(c.mats, m)
+	if i < 0 {
+		return // an older materialization than one already truncated to
+	}
+	for _, old := range c.mats[:i] {
+		t.ck.inflight.Release(old.names...)
+	}
+	c.mats = slices.Delete(c.mats, 0, i)
+	j := slices.Index(c.gens, m.gen)
+	for _, g := range c.gens[:j] {
+		g.log.Close()
+	}
+	c.gens = slices.Delete(c.gens, 0, j)
+}
+
+// closeChangelog closes the generations' Logs and releases what the materializations hold
+// (Close, after the scheduler stopped).
+func (t *Engine) closeChangelog() {
+	c := t.cl
+	if c == nil {
+		return
+	}
+	if c.run != nil {
+		t.releaseCheckpoint(c.run)
+		c.run = nil
+	}
+	for _, g := range c.gens {
+		g.log.Close()
+	}
+	c.gens = nil
+	for _, m := range c.mats {
+		t.ck.inflight.Release(m.names...)
+	}
+	c.mats = nil
+}
+
+// ChangelogStats describes the changelog of an engine.
+type ChangelogStats struct {
+	// Enabled is false when the changelog is off (every other field 0).
+	Enabled bool
+	// Generations is the number of Logs not truncated; Handles their persisted segments.
+	Generations, Handles int
+	// LogBytes estimates the record bytes appended since the last materialization cut.
+	LogBytes int64
+	// Materializations counts the durable ones, MaterializationFailures the failed ones;
+	// MaterializedSeq is the seq of the newest durable one (0: none).
+	Materializations, MaterializationFailures int64
+	MaterializedSeq                           uint64
+	// MaterializationRunning is true while one uploads.
+	MaterializationRunning bool
+	// Persists counts the background persists submitted.
+	Persists int64
+	// LastError is the last failure of a persist or a materialization, nil if none.
+	LastError error
+}
+
+// ChangelogStats returns the changelog's figures (owner).
+func (t *Engine) ChangelogStats() ChangelogStats {
+	c := t.cl
+	if c == nil {
+		return ChangelogStats{}
+	}
+	t.install()
+	s := ChangelogStats{Enabled: true, Generations: len(c.gens), LogBytes: c.logBytes,
+		Materializations: c.materializations, MaterializationFailures: c.matFailures,
+		MaterializationRunning: c.run != nil, Persists: c.persists, LastError: c.lastErr}
+	for _, g := range c.gens {
+		hs, _ := g.log.Handles(^uint64(0))
+		s.Handles += len(hs)
+	}
+	if len(c.mats) > 0 {
+		s.MaterializedSeq = c.mats[len(c.mats)-1].seq
+	}
+	return s
+}
+
+// Materialize starts a materialization now if none runs (tests, and callers that want one
+// before a restart), and waits for it. Errors: the materialization's, ErrNoCheckpoint when the
+// changelog is off. Owner only.
+func (t *Engine) Materialize(ctx context.Context) error {
+	c := t.cl
+	if c == nil {
+		return fmt.Errorf("%w: the changelog is off", ErrNoCheckpoint)
+	}
+	if t.bgErr != nil {
+		return t.bgErr
+	}
+	if c.run == nil {
+		if err := t.startMaterialization(time.Now()); err != nil {
+			return err
+		}
+	}
+	p := c.run
+	select {
+	case <-p.h.Done():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	t.install()
+	return p.err
+}

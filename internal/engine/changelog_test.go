@@ -1,0 +1,100 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/strata-db/strata/changelog"
+	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/vfs"
+)
+
+// openChangelogTest opens an in-memory engine with the changelog on, over a DirStorage in a
+// temporary directory.
+func openChangelogTest(t *testing.T) (*Engine, *changelog.Writer, checkpoint.Storage) {
+	t.Helper()
+	st, err := checkpoint.NewDirStorage(vfs.Default(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := changelog.NewWriter(changelog.WriterOptions{Storage: st, Prefix: "owner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	e := openTest(t, Options{Changelog: &ChangelogOptions{Writer: w, MaterializationInterval: -1,
+		Spec: CheckpointSpec{Storage: st, Owner: "owner", MaxParallelism: 128, KeyGroups: checkpoint.KeyGroupRange{Start: 0, End: 127}}}})
+	return e, w, st
+}
+
+// TestChangelogEveryOp: every OpKind the engine applies is logged as one record of that kind
+// with the op's key, user key and value, and replaying the records gives them back in order.
+// A new OpKind fails here until the table below (and the changelog's record kinds) have it.
+func TestChangelogEveryOp(t *testing.T) {
+	e, w, st := openChangelogTest(t)
+	vk, vh := testKey(1, []byte("v"))
+	lk, lh := testKey(2, []byte("l"))
+	mk, mh := testKey(3, []byte("m"))
+	ops := []Op{
+		opPut(vk, vh, []byte("x")),
+		{Kind: OpDelete, Hash: vh, Key: vk},
+		{Kind: OpListAppend, Hash: lh, Key: lk, Value: frame([]byte("a"))},
+		{Kind: OpListReplace, Hash: lh, Key: lk, Value: frame([]byte("b"))},
+		{Kind: OpListDelete, Hash: lh, Key: lk},
+		opMapPut(mk, mh, []byte("u"), []byte("1")),
+		opMapRemove(mk, mh, []byte("u")),
+		{Kind: OpMapClear, Hash: mh, Key: mk},
+	}
+	covered := map[OpKind]bool{}
+	for _, op := range ops {
+		if err := e.Apply(op); err != nil {
+			t.Fatalf("%v: %v", op.Kind, err)
+		}
+		covered[op.Kind] = true
+	}
+	for k := OpKind(1); k < numOpKinds; k++ {
+		if !covered[k] {
+			t.Errorf("OpKind %v is not logged by this test: add it here and to the changelog's record kinds", k)
+		}
+	}
+	if changelog.MaxKind != uint8(numOpKinds-1) {
+		t.Errorf("changelog.MaxKind = %d, the engine's last OpKind is %d", changelog.MaxKind, numOpKinds-1)
+	}
+	if _, err := w.Persist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := e.cl.gens[0].log.Handles(e.Seq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	var last uint64
+	err = changelog.Replay(context.Background(), st, hs, changelog.KeyGroupRange{Start: 0, End: 127}, func(r *changelog.Record) error {
+		if i >= len(ops) {
+			t.Fatalf("record %d beyond the %d ops", i, len(ops))
+		}
+		op := ops[i]
+		if OpKind(r.Kind) != op.Kind || !bytes.Equal(r.Key, op.Key) || !bytes.Equal(r.UserKey, op.UserKey) || !bytes.Equal(r.Value, op.Value) || r.Seq <= last {
+			t.Errorf("record %d = %+v, want op %+v after seq %d", i, r, op, last)
+		}
+		last = r.Seq
+		i++
+		return nil
+	})
+	if err != nil || i != len(ops) {
+		t.Fatalf("replay: %d records, %v", i, err)
+	}
+	if last != e.Seq() {
+		t.Errorf("last record seq %d, engine seq %d", last, e.Seq())
+	}
+}
+
+// TestChangelogOffAllocates nothing extra: with the changelog off, Apply does not touch it
+// (the off path is one nil check).
+func TestChangelogOff(t *testing.T) {
+	e := openTest(t, Options{})
+	if e.cl != nil || e.ChangelogStats().Enabled {
+		t.Fatal("changelog on without Options.Changelog")
+	}
+}
