@@ -107,35 +107,28 @@ func (s *Store) ChangelogStats() ChangelogStats {
 }
 
 // changelogEngineOptions returns the engine's changelog options for a Store of opts (defaults
-// applied), creating the Store's own writer when none is shared (returned to close with the
-// Store).
-func changelogEngineOptions(opts *Options, budget *Budget) (*engine.ChangelogOptions, *changelog.Writer, error) {
+// applied): the shared writer, or the options of the engine's own (Prefix = the Store's Owner,
+// charged to the Store's budget).
+func changelogEngineOptions(opts *Options, budget *Budget) (*engine.ChangelogOptions, error) {
 	c := opts.Checkpoint.Changelog
 	if c == nil {
-		return nil, nil, nil
+		return nil, nil
 	}
 	if opts.Checkpoint.Storage == nil {
-		return nil, nil, fmt.Errorf("%w: Options.Checkpoint.Changelog needs Options.Checkpoint.Storage", ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: Options.Checkpoint.Changelog needs Options.Checkpoint.Storage", ErrInvalidOptions)
 	}
 	owner := ownerOf(opts)
-	var own *changelog.Writer
-	w := (*changelog.Writer)(nil)
-	if c.Writer != nil {
-		w = c.Writer.w
-	} else {
-		var err error
-		own, err = changelog.NewWriter(changelog.WriterOptions{Storage: opts.Checkpoint.Storage, Prefix: owner, Budget: budget})
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
-		}
-		w = own
-	}
 	kg := *opts.KeyGroups
-	return &engine.ChangelogOptions{Writer: w,
+	o := &engine.ChangelogOptions{
+		NewWriter: changelog.WriterOptions{Storage: opts.Checkpoint.Storage, Prefix: owner, Budget: budget},
 		Spec: engine.CheckpointSpec{Storage: opts.Checkpoint.Storage, Owner: owner, MaxParallelism: uint32(opts.MaxParallelism),
 			KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)}},
 		MaterializationInterval: c.MaterializationInterval, MaxMaterializationFailures: c.MaxMaterializationFailures,
-		SpaceAmplificationCap: c.SpaceAmplificationCap}, own, nil
+		SpaceAmplificationCap: c.SpaceAmplificationCap}
+	if c.Writer != nil {
+		o.Writer = c.Writer.w
+	}
+	return o, nil
 }
 
 // replayChangelog applies the changelog segments of restored checkpoints to s, for its key

@@ -3,7 +3,6 @@ package strata
 import (
 	"errors"
 	"fmt"
-	"github.com/strata-db/strata/changelog"
 
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
@@ -45,7 +44,6 @@ type Store struct {
 	kgSpan  uint32 // Options.KeyGroups.End - Start
 	budget  *memory.Budget
 	e       *engine.Engine
-	clw     *changelog.Writer // the Store's own changelog writer (not a shared one), or nil
 	closed  bool
 	// liveMaxP is maxP while the Store is open and ^0 (no Key's) once it is closed: check
 	// tests both with one compare.
@@ -117,7 +115,7 @@ func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err
 	if dir != "" {
 		eo.BlockCacheSize, eo.RowCacheSize, eo.EvictionWatermark = opts.budgetDefaults(budget.Limit(), budget.Limit()-budget.Used()-budget.Reserve())
 	}
-	clo, clw, err := changelogEngineOptions(&opts, budget)
+	clo, err := changelogEngineOptions(&opts, budget)
 	if err != nil {
 		return nil, err
 	}
@@ -127,9 +125,6 @@ func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err
 	}
 	e, rec, err := engine.Open(eo)
 	if err != nil {
-		if clw != nil {
-			clw.Close()
-		}
 		return nil, fmt.Errorf("strata: open %q: %w", dir, err)
 	}
 	var reg *registry
@@ -141,11 +136,7 @@ func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err
 				opts.MaxParallelism, *opts.KeyGroups)
 		}
 		if err != nil {
-			err = errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
-			if clw != nil {
-				clw.Close()
-			}
-			return nil, err
+			return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
 		}
 	}
 	s = &Store{
@@ -157,7 +148,6 @@ func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err
 		kgSpan:   uint32(opts.KeyGroups.End - opts.KeyGroups.Start),
 		budget:   budget,
 		e:        e,
-		clw:      clw,
 		states:   make(map[string]*registration),
 		nextID:   1,
 		kbuf:     make([]byte, 0, 256),
@@ -206,16 +196,7 @@ func (s *Store) Close() error {
 		}
 	}
 	s.closed, s.liveMaxP = true, ^uint32(0)
-	return errors.Join(err, s.closeEngine())
-}
-
-// closeEngine closes the engine, then the Store's own changelog writer.
-func (s *Store) closeEngine() error {
-	err := s.e.Close()
-	if s.clw != nil {
-		s.clw.Close()
-	}
-	return err
+	return errors.Join(err, s.e.Close())
 }
 
 // Discard releases the Store without persisting anything: the writes since the last Close that
@@ -233,7 +214,7 @@ func (s *Store) Discard() error {
 	s.guard.enter()
 	defer s.guard.exit()
 	s.closed, s.liveMaxP = true, ^uint32(0)
-	return s.closeEngine()
+	return s.e.Close()
 }
 
 // WaitBackground waits until the background work queued so far has finished and installs it:

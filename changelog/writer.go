@@ -53,6 +53,13 @@ type WriterOptions struct {
 	// before PersistDelay (bytes); 0 means DefaultPreemptiveThreshold (5 MiB). At most
 	// Threshold.
 	PreemptiveThreshold int64
+	// InFlight, if not nil, protects the objects from checkpoint.GC while a Log references
+	// them: each object's name is added once per segment before its Put, and released when
+	// the Put fails or when the Log holding that segment's handle drops it (Truncate, Close).
+	// A Writer whose Prefix is a Store's checkpoint owner needs it (that Store's GC lists the
+	// objects; a persisted segment is in no manifest until a checkpoint lists it). nil: the
+	// GC's grace period is the only protection.
+	InFlight *checkpoint.InFlight
 }
 
 // Validate fills in defaults and returns an error naming the first bad field.
@@ -374,11 +381,20 @@ func (l *Log) Checkpoint(ctx context.Context, upTo uint64) ([]checkpoint.Object,
 func (l *Log) Truncate(before uint64) {
 	l.hmu.Lock()
 	defer l.hmu.Unlock()
-	l.handles = slices.DeleteFunc(l.handles, func(h checkpoint.Object) bool { return h.MaxOrder < before })
+	l.handles = slices.DeleteFunc(l.handles, func(h checkpoint.Object) bool {
+		if h.MaxOrder >= before {
+			return false
+		}
+		if f := l.w.opts.InFlight; f != nil {
+			f.Release(h.Name)
+		}
+		return true
+	})
 }
 
-// Close removes the Log from its Writer, dropping (and refunding) its unpersisted records.
-// Persisted segments stay where they are. Later Appends fail with ErrClosed.
+// Close removes the Log from its Writer, dropping (and refunding) its unpersisted records and
+// its handles (released from WriterOptions.InFlight). Persisted segments stay where they are.
+// Later Appends fail with ErrClosed.
 func (l *Log) Close() {
 	w := l.w
 	w.persistMu.Lock()
@@ -398,6 +414,14 @@ func (l *Log) drop() {
 	l.mu.Unlock()
 	l.w.refund(c + l.pending.charged)
 	l.pending = batch{}
+	l.hmu.Lock()
+	if f := l.w.opts.InFlight; f != nil {
+		for _, h := range l.handles {
+			f.Release(h.Name)
+		}
+	}
+	l.handles = nil
+	l.hmu.Unlock()
 }
 
 // SegmentHandle is one Store's segment of a persisted object.
@@ -484,7 +508,17 @@ func (w *Writer) Persist(ctx context.Context) (PersistResult, error) {
 	}
 	obj = appendFooter(obj, w.infos)
 	w.obj = obj
+	if f := w.opts.InFlight; f != nil {
+		for range in {
+			f.Add(name)
+		}
+	}
 	if err := w.opts.Storage.Put(ctx, name, obj); err != nil {
+		if f := w.opts.InFlight; f != nil {
+			for range in {
+				f.Release(name)
+			}
+		}
 		return PersistResult{}, fmt.Errorf("changelog: persist %s (%d segments, %d bytes; kept for the next persist): %w", name, len(in), len(obj), err)
 	}
 	if cap(w.obj) > 2*int(w.opts.Threshold) {

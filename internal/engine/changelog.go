@@ -40,8 +40,12 @@ const (
 
 // ChangelogOptions turn the changelog on (Options.Changelog).
 type ChangelogOptions struct {
-	// Writer receives the records (shared by several engines, or the engine's own).
+	// Writer receives the records: a Writer shared by several engines. nil: the engine
+	// creates its own from NewWriter, with InFlight set to its checkpoints' in-flight set (so
+	// its GC never deletes a segment a Log still references), and closes it at Close.
 	Writer *changelog.Writer
+	// NewWriter configures the engine's own Writer when Writer is nil.
+	NewWriter changelog.WriterOptions
 	// Spec is what a materialization needs of a checkpoint spec: Storage, Owner (also the
 	// Logs' store id), MaxParallelism, KeyGroups. ID and the blobs are ignored.
 	Spec CheckpointSpec
@@ -104,6 +108,16 @@ func (t *Engine) initChangelog(o *ChangelogOptions) error {
 	}
 	if o.MaxMaterializationFailures == 0 {
 		o.MaxMaterializationFailures = DefaultMaxMaterializationFailures
+	}
+	if o.Writer == nil {
+		wo := o.NewWriter
+		wo.InFlight = &t.ck.inflight
+		w, err := changelog.NewWriter(wo)
+		if err != nil {
+			return fmt.Errorf("strata: changelog: %w", err)
+		}
+		o.Writer = w
+		t.ownWriter = true
 	}
 	t.cl = &clState{o: *o, lastCut: time.Now()}
 	_, err := t.cl.roll(t.f.Seq())
@@ -443,6 +457,9 @@ func (t *Engine) closeChangelog() {
 		t.ck.inflight.Release(m.names...)
 	}
 	c.mats = nil
+	if t.ownWriter {
+		c.o.Writer.Close()
+	}
 }
 
 // ChangelogStats describes the changelog of an engine.

@@ -98,6 +98,7 @@ type Engine struct {
 	lsmJobs     []*lsmJob
 	ck          ckState  // checkpoints (checkpoint.go)
 	cl          *clState // the changelog (changelog.go); nil: off
+	ownWriter   bool     // cl's Writer is the engine's own (closed with it)
 	lastFresh   int64    // budget.UsedBy(PurposeFreshData) when the sealed segments were last listed
 	bgErr       error    // a sticky background failure (damage, a broken invariant); writes report it
 	// Background failures that may pass (retry.go): each kind's backoff, and how many kinds

@@ -1,0 +1,194 @@
+package strata
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/strata-db/strata/internal/vfs"
+)
+
+// changelogObjects counts the changelog objects stored under owner.
+func (e *ckEnv) changelogObjects(owner string) int {
+	e.t.Helper()
+	objs, err := e.st.List(context.Background(), owner+"/")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n := 0
+	for _, o := range objs {
+		if strings.Contains(o.Name, "/changelog/") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestChangelogCheckpointRestore: with the changelog on, the first checkpoint is a native one
+// (the first materialization); later ones store only the log's tail (no memory table, the
+// materialization's tables reused); each restores to exactly the model at its cut — into a
+// Store with the changelog on or off. A materialization in the background then a completed
+// checkpoint on top of it truncate the log: the old generations close and garbage collection
+// deletes the changelog objects no retained checkpoint reaches.
+func TestChangelogCheckpointRestore(t *testing.T) {
+	ctx := context.Background()
+	e := newCkEnv(t, vfs.Default(), t.TempDir(), 128)
+	e.opts.Checkpoint.Changelog = &ChangelogOptions{MaterializationInterval: -1}
+	e.opts.Checkpoint.Retain = 10
+	r := e.open(nil)
+	defer r.st.s.Close()
+	s := r.st.s
+	r.writes(raceScale(6000))
+	if err := r.pushDown(0); err != nil {
+		t.Fatal(err)
+	}
+	r.writes(raceScale(1000))
+	h1, err := s.Checkpoint(ctx, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h1.Stats.MemoryBytes == 0 {
+		t.Fatalf("checkpoint 1 (the first materialization) has no memory table: %+v", h1.Stats)
+	}
+	if err := s.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	handles := []CheckpointHandle{h1}
+	models := []*model{r.m.clone()}
+	for id := uint64(2); id <= 6; id++ {
+		r.writes(raceScale(800))
+		if id == 4 { // a materialization between checkpoints 3 and 4
+			if err := s.e.Materialize(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r.writes(raceScale(300))
+		}
+		p, err := s.StartCheckpoint(id, []byte(fmt.Sprint(id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		models = append(models, r.m.clone())
+		r.writes(raceScale(300)) // during the upload: not in the checkpoint
+		h, err := p.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Stats.MemoryBytes != 0 || h.Stats.UploadedObjects == 0 || h.Stats.ReusedObjects == 0 {
+			t.Fatalf("checkpoint %d is not a changelog checkpoint: %+v", id, h.Stats)
+		}
+		handles = append(handles, h)
+		if id != 6 { // 6 stays pending: it must restore all the same
+			if err := s.NotifyCheckpointComplete(id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	st := s.ChangelogStats()
+	if !st.Enabled || st.Materializations != 1 || st.Generations != 1 || st.LastError != nil {
+		t.Fatalf("changelog stats after checkpoint 5 completed on the materialization: %+v", st)
+	}
+	nextID := uint64(100)
+	for i, h := range handles {
+		for _, on := range []bool{true, false} {
+			o := e.opts
+			if !on {
+				o.Checkpoint.Changelog = nil
+			}
+			sv := e.opts
+			e.opts = o
+			rr := e.restore(nil, NoClaim, h)
+			e.opts = sv
+			rr.m = models[i].clone()
+			if err := rr.st.checkAll(rr.m); err != nil {
+				t.Fatalf("restore of checkpoint %d (changelog on: %v): %v", h.ID, on, err)
+			}
+			if i > 0 && rr.st.s.RestoreStats().ChangelogRecords == 0 {
+				t.Fatalf("restore of checkpoint %d replayed no record", h.ID)
+			}
+			// The restored Store goes on and checkpoints (a native one first).
+			rr.writes(raceScale(200))
+			nextID++
+			if _, err := rr.st.s.Checkpoint(ctx, nextID, nil); err != nil {
+				t.Fatal(err)
+			}
+			rr.st.s.Close()
+		}
+	}
+
+	// Truncation and GC: with Retain 1, a materialization and a checkpoint on it leave only
+	// the newest generation and the changelog objects that checkpoint reaches.
+	s.opts.Checkpoint.Retain = 1
+	before := e.changelogObjects(s.owner())
+	if err := s.NotifyCheckpointComplete(6); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.e.Materialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.writes(raceScale(200))
+	h7, err := s.Checkpoint(ctx, 7, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m7 := r.m.clone()
+	if err := s.NotifyCheckpointComplete(7); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitCheckpointGC(); err != nil {
+		t.Fatal(err)
+	}
+	after := e.changelogObjects(s.owner())
+	if st := s.ChangelogStats(); st.Generations != 1 || st.Materializations != 2 {
+		t.Fatalf("after the second materialization completed: %+v", st)
+	}
+	if after >= before || after > 2 {
+		t.Fatalf("changelog objects: %d before, %d after truncation and GC", before, after)
+	}
+	rr := e.restore(nil, NoClaim, h7)
+	defer rr.st.s.Close()
+	rr.m = m7
+	if err := rr.st.checkAll(rr.m); err != nil {
+		t.Fatalf("restore of checkpoint 7 after truncation: %v", err)
+	}
+}
+
+// TestChangelogRescale: a changelog checkpoint restored into two Stores splitting its key
+// groups: each replays only its key groups' records and holds exactly its part.
+func TestChangelogRescale(t *testing.T) {
+	ctx := context.Background()
+	const maxP = 128
+	e := newCkEnv(t, vfs.Default(), t.TempDir(), maxP)
+	e.opts.Checkpoint.Changelog = &ChangelogOptions{MaterializationInterval: -1}
+	r := e.open(nil)
+	defer r.st.s.Close()
+	r.writes(raceScale(4000))
+	if _, err := r.st.s.Checkpoint(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.st.s.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	r.writes(raceScale(3000))
+	h, err := r.st.s.Checkpoint(ctx, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.m.clone()
+	var total int64
+	for i := range 2 {
+		kg := ComputeKeyGroupRangeForOperatorIndex(maxP, 2, i)
+		p := e.restore(&kg, NoClaim, h)
+		p.m = m.clone()
+		if err := p.st.checkOwned(p.m); err != nil {
+			t.Fatalf("part %d (%v): %v", i, kg, err)
+		}
+		total += p.st.s.RestoreStats().ChangelogRecords
+		p.st.s.Close()
+	}
+	one := e.restore(nil, NoClaim, h)
+	defer one.st.s.Close()
+	if n := one.st.s.RestoreStats().ChangelogRecords; n != total || n == 0 {
+		t.Fatalf("the parts replayed %d records, the whole %d", total, n)
+	}
+}
