@@ -192,3 +192,61 @@ func TestChangelogRescale(t *testing.T) {
 		t.Fatalf("the parts replayed %d records, the whole %d", total, n)
 	}
 }
+
+// TestChangelogSharedWriterAndCap: two Stores share one ChangelogWriter (one object per
+// persist for both), each restores from its own changelog checkpoint; a small
+// SpaceAmplificationCap starts materializations in the background without being asked.
+func TestChangelogSharedWriterAndCap(t *testing.T) {
+	ctx := context.Background()
+	const maxP = 128
+	e := newCkEnv(t, vfs.Default(), t.TempDir(), maxP)
+	w, err := NewChangelogWriter(ChangelogWriterOptions{Storage: e.st, Prefix: "tm-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	e.opts.Checkpoint.Changelog = &ChangelogOptions{Writer: w, MaterializationInterval: -1, SpaceAmplificationCap: 1.01}
+	var parts []*modelRun
+	for i := range 2 {
+		kg := ComputeKeyGroupRangeForOperatorIndex(maxP, 2, i)
+		p := e.open(&kg)
+		defer p.st.s.Close()
+		parts = append(parts, p)
+	}
+	write := func(p *modelRun, n int) {
+		for range n {
+			slot := p.rng.Int32N(p.w.u.slots())
+			if !p.st.owns(slot) {
+				continue
+			}
+			if err := p.valPut(slot); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, p := range parts {
+		write(p, raceScale(2000))
+		if _, err := p.st.s.Checkpoint(ctx, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range parts {
+		write(p, raceScale(6000))
+	}
+	for i, p := range parts {
+		h, err := p.st.s.Checkpoint(ctx, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := p.st.s.ChangelogStats(); st.Materializations == 0 && !st.MaterializationRunning {
+			t.Errorf("part %d: no materialization started by the space-amplification cap: %+v", i, st)
+		}
+		kg := p.st.s.KeyGroups()
+		rr := e.restore(&kg, NoClaim, h)
+		rr.m = p.m.clone()
+		if err := rr.st.checkOwned(rr.m); err != nil {
+			t.Fatalf("part %d: %v", i, err)
+		}
+		rr.st.s.Close()
+	}
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -335,7 +336,10 @@ func (t *Engine) keepMaterialization(p *PendingCheckpoint) *matState {
 		}
 	}
 	t.ck.inflight.Add(m.names...)
+	// A background materialization and a native checkpoint may end out of cut order: keep
+	// the list in seq order, so the last one is the newest state.
 	t.cl.mats = append(t.cl.mats, m)
+	slices.SortStableFunc(t.cl.mats, func(a, b *matState) int { return cmp.Compare(a.seq, b.seq) })
 	return m
 }
 

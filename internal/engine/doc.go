@@ -177,6 +177,35 @@
 // their range; Open then recovers it like any LsmStore. Reads never see a table's entries
 // outside its range, and compactions drop them (DESIGN §4, item 6: no key-by-key rewrite).
 //
+// # Changelog (changelog.go; Options.Changelog, off by default)
+//
+// With the changelog on (Flink's FLIP-158, DESIGN §4), Apply's FreshTable write is followed by
+// Log.Append of the same change — its OpKind, key group, the FreshTable's seq after the write,
+// key, user key, value — the dual write. The order is write-then-append: a write refused for
+// memory or size logs nothing; an append refused for memory persists the buffer on the owner
+// goroutine and retries until BackpressureTimeout, and any other refusal stops the engine
+// (sticky), since the FreshTable then holds a change the log lacks. Reads never touch the log.
+// Every 64 logged writes the owner asks Writer.PersistDue and submits a persist (class
+// Upload) and starts a materialization when one is due (interval, or the log's bytes since
+// the last cut above (SpaceAmplificationCap − 1) × the materialized size).
+//
+//	generation 0            generation 1              generation 2 (appends)
+//	seq (0, M1]             seq (M1, M2]              seq (M2, …)
+//	──────────────────┬─────────────────────────┬───────────────────────►
+//	                  M1: materialization cut   M2: materialization cut
+//
+// A materialization is a native checkpoint cut and upload (one in flight, retried after a
+// failure, sticky after MaxMaterializationFailures in a row) that commits no manifest. Each
+// native cut opens a new generation — a new changelog.Log — so no segment straddles a
+// materialization. A checkpoint with a durable materialization M cuts only its seq S (no seal,
+// no pin) and its task lists M's tables (with their levels) and the persisted segments of M's
+// generation and every later one up to S (Log.Checkpoint persists the tail), LastSeq = S. The
+// first checkpoint of a Store (no materialization yet) is native and is its first
+// materialization. Restore loads the tables and replays every listed segment, records with
+// seq <= LastSeq of the Store's key groups, through Apply: nothing to know about M, so the
+// manifest format is unchanged. When a checkpoint completes, the generations before its
+// materialization are closed (truncation) and older materializations release their objects.
+//
 // # Invariants
 //
 //  1. Every state change goes through Apply: before (sticky error or pending full disk, due
@@ -197,4 +226,9 @@
 //     removed. One checkpoint runs at a time.
 //  7. A checkpoint's manifest is committed only after every object it names is durable, with
 //     create-if-absent; the base moves only on completion.
+//  8. Changelog: every change Apply made to the FreshTable is, before Apply returns, in the
+//     newest generation's Log with a seq above the last materialization cut and at most the
+//     FreshTable's seq (TestChangelogEveryOp covers each OpKind). A durable materialization's
+//     objects, and every segment a Log references (WriterOptions.InFlight, own writer), are in
+//     flight until truncation, so GC never takes what a later checkpoint will list.
 package engine
