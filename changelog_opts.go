@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/strata-db/strata/changelog"
 	"github.com/strata-db/strata/checkpoint"
-	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
 )
 
@@ -22,7 +20,7 @@ import (
 // ChangelogWriter is the changelog buffer of a process (Flink's per-TaskManager batching
 // writer): Stores given the same one through ChangelogOptions.Writer persist their records
 // together, one object per persist. Safe for concurrent use.
-type ChangelogWriter struct{ w *changelog.Writer }
+type ChangelogWriter struct{ w *engine.ChangelogWriter }
 
 // ChangelogWriterOptions configure a ChangelogWriter.
 type ChangelogWriterOptions struct {
@@ -46,7 +44,7 @@ type ChangelogWriterOptions struct {
 // NewChangelogWriter returns a ChangelogWriter to share among Stores. Errors:
 // ErrInvalidOptions naming the field.
 func NewChangelogWriter(o ChangelogWriterOptions) (*ChangelogWriter, error) {
-	w, err := changelog.NewWriter(changelog.WriterOptions{Storage: o.Storage, Prefix: o.Prefix, Budget: o.Budget,
+	w, err := engine.NewChangelogWriter(engine.ChangelogWriterOptions{Storage: o.Storage, Prefix: o.Prefix, Budget: o.Budget,
 		PersistDelay: o.PersistDelay, Threshold: o.Threshold, PreemptiveThreshold: o.PreemptiveThreshold})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
@@ -120,7 +118,7 @@ func changelogEngineOptions(opts *Options, budget *Budget) (*engine.ChangelogOpt
 	owner := ownerOf(opts)
 	kg := *opts.KeyGroups
 	o := &engine.ChangelogOptions{
-		NewWriter: changelog.WriterOptions{Storage: opts.Checkpoint.Storage, Prefix: owner, Budget: budget},
+		NewWriter: engine.ChangelogWriterOptions{Storage: opts.Checkpoint.Storage, Prefix: owner, Budget: budget},
 		Spec: engine.CheckpointSpec{Storage: opts.Checkpoint.Storage, Owner: owner, MaxParallelism: uint32(opts.MaxParallelism),
 			KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)}},
 		MaterializationInterval: c.MaterializationInterval, MaxMaterializationFailures: c.MaxMaterializationFailures,
@@ -132,38 +130,8 @@ func changelogEngineOptions(opts *Options, budget *Budget) (*engine.ChangelogOpt
 }
 
 // replayChangelog applies the changelog segments of restored checkpoints to s, for its key
-// groups (Restore, after the tables): every record with seq <= the manifest's LastSeq, in seq
-// order, through the engine's one write path. The segments a manifest lists all come after
-// its materialization (engine changelog.go, "Generations").
-func (s *Store) replayChangelog(ctx context.Context, storage checkpoint.Storage, sources []*checkpoint.Manifest) (records int64, err error) {
+// groups (Restore, after the tables; engine.ReplayChangelog).
+func (s *Store) replayChangelog(ctx context.Context, storage checkpoint.Storage, sources []*checkpoint.Manifest) (int64, error) {
 	kg := *s.opts.KeyGroups
-	for _, m := range sources {
-		var segs []checkpoint.Object
-		for _, o := range m.Objects {
-			if o.Kind == checkpoint.KindChangelog {
-				segs = append(segs, o)
-			}
-		}
-		lo, hi := max(int(m.KeyGroups.Start), kg.Start), min(int(m.KeyGroups.End), kg.End)
-		if len(segs) == 0 || lo > hi {
-			continue
-		}
-		r := changelog.KeyGroupRange{Start: uint16(lo), End: uint16(hi)}
-		err := changelog.ReplayRange(ctx, storage, segs, r, 0, m.LastSeq, func(rec *changelog.Record) error {
-			h, _, ok := base.HashCompositeKey(rec.Key)
-			if !ok {
-				return base.Corrupt(segs[0].Name, -1, nil, "changelog record of seq %d has no composite key", rec.Seq)
-			}
-			op := engine.Op{Kind: engine.OpKind(rec.Kind), Hash: h, Key: rec.Key, UserKey: rec.UserKey, Value: rec.Value}
-			if op.Kind == engine.OpMapPut || op.Kind == engine.OpMapRemove {
-				op.UserHash = base.HashUserKey(rec.UserKey)
-			}
-			records++
-			return s.e.Apply(op)
-		})
-		if err != nil {
-			return records, fmt.Errorf("strata: restore of checkpoint %d: changelog: %w", m.ID, err)
-		}
-	}
-	return records, nil
+	return s.e.ReplayChangelog(ctx, storage, sources, checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/strata-db/strata/changelog"
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/memory"
 	"github.com/strata-db/strata/scheduler"
 )
@@ -530,4 +531,53 @@ func (t *Engine) Materialize(ctx context.Context) error {
 	}
 	t.install()
 	return p.err
+}
+
+// ChangelogWriter and ChangelogWriterOptions are package changelog's, for the root package
+// (which does not import the tiers).
+type (
+	ChangelogWriter        = changelog.Writer
+	ChangelogWriterOptions = changelog.WriterOptions
+)
+
+// NewChangelogWriter is changelog.NewWriter.
+func NewChangelogWriter(o ChangelogWriterOptions) (*ChangelogWriter, error) {
+	return changelog.NewWriter(o)
+}
+
+// ReplayChangelog applies the changelog segments listed by sources (restored manifests) to
+// the engine, for the key groups kg: every record with seq <= its manifest's LastSeq, in seq
+// order, through Apply (Restore, after the tables; doc.go, "Changelog": the segments a
+// manifest lists all come after its materialization). It returns the records applied.
+// Errors: ReplayRange's (ErrCorruption naming the object, the storage's), Apply's. Owner only.
+func (t *Engine) ReplayChangelog(ctx context.Context, s checkpoint.Storage, sources []*checkpoint.Manifest, kg checkpoint.KeyGroupRange) (records int64, err error) {
+	for _, m := range sources {
+		var segs []checkpoint.Object
+		for _, o := range m.Objects {
+			if o.Kind == checkpoint.KindChangelog {
+				segs = append(segs, o)
+			}
+		}
+		lo, hi := max(m.KeyGroups.Start, kg.Start), min(m.KeyGroups.End, kg.End)
+		if len(segs) == 0 || lo > hi {
+			continue
+		}
+		r := changelog.KeyGroupRange{Start: lo, End: hi}
+		err := changelog.ReplayRange(ctx, s, segs, r, 0, m.LastSeq, func(rec *changelog.Record) error {
+			h, _, ok := base.HashCompositeKey(rec.Key)
+			if !ok {
+				return base.Corrupt(segs[0].Name, -1, nil, "changelog record of seq %d has no composite key", rec.Seq)
+			}
+			op := Op{Kind: OpKind(rec.Kind), Hash: h, Key: rec.Key, UserKey: rec.UserKey, Value: rec.Value}
+			if op.Kind == OpMapPut || op.Kind == OpMapRemove {
+				op.UserHash = base.HashUserKey(rec.UserKey)
+			}
+			records++
+			return t.Apply(op)
+		})
+		if err != nil {
+			return records, fmt.Errorf("strata: restore of checkpoint %d: changelog: %w", m.ID, err)
+		}
+	}
+	return records, nil
 }
