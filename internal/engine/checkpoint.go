@@ -218,8 +218,13 @@ func (t *Engine) installCheckpoints() {
 		}
 		if !p.fin.Load() {
 			select {
-			case <-p.h.Done(): // cancelled before it ran
-				p.err = fmt.Errorf("strata: checkpoint %d: %w", p.spec.ID, context.Canceled)
+			case <-p.h.Done():
+				// The task sets fin before Done closes: if it finished between the load above
+				// and this select, its result stands (it was reported cancelled, a durable
+				// checkpoint lost to the job). Only a task dropped before it ran leaves fin unset.
+				if !p.fin.Load() {
+					p.err = fmt.Errorf("strata: checkpoint %d: %w", p.spec.ID, context.Canceled)
+				}
 			default:
 				i++
 				continue
