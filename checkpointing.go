@@ -30,7 +30,9 @@ const (
 	// Claim: the Store takes the restored checkpoint over. Its first checkpoint references the
 	// restored objects (incremental from the start), and garbage collection deletes them, with
 	// the restored lineage's manifests, once no retained checkpoint reaches them. Use it for a
-	// failover of the same job (the restored lineage is the Store's own).
+	// failover of the same job (the restored lineage is the Store's own) or a scale in: every
+	// restored checkpoint's key groups must lie inside the Store's (Restore refuses a scale out
+	// in CLAIM mode: the other Stores restoring the same checkpoint need its objects).
 	Claim
 )
 
@@ -218,7 +220,7 @@ func (s *Store) NotifyCheckpointComplete(id uint64) error {
 	}
 	s.guard.enter()
 	defer s.guard.exit()
-	s.e.CompleteCheckpoint(id, s.opts.Checkpoint.Storage, s.gcOptions())
+	s.e.CompleteCheckpoint(id, s.opts.Checkpoint.Storage, s.gcOptions(id))
 	return nil
 }
 
@@ -232,7 +234,7 @@ func (s *Store) NotifyCheckpointAborted(id uint64) error {
 	}
 	s.guard.enter()
 	defer s.guard.exit()
-	s.e.AbortCheckpoint(id, s.opts.Checkpoint.Storage, s.gcOptions())
+	s.e.AbortCheckpoint(id, s.opts.Checkpoint.Storage, s.gcOptions(0))
 	return nil
 }
 
@@ -272,8 +274,8 @@ func (s *Store) ckCheck() error {
 }
 
 // gcOptions returns the GC options of the Store's lineage (the engine fills LastCompleted,
-// Aborted and InFlight).
-func (s *Store) gcOptions() checkpoint.GCOptions {
+// Aborted and InFlight), completing being the id whose completion runs this GC (0: none).
+func (s *Store) gcOptions(completing uint64) checkpoint.GCOptions {
 	o := checkpoint.GCOptions{Owner: s.owner(), Retain: s.opts.Checkpoint.Retain, Grace: s.opts.Checkpoint.Grace,
 		Pinned: slices.Clone(s.pins)}
 	for _, r := range s.restored {
@@ -282,7 +284,7 @@ func (s *Store) gcOptions() checkpoint.GCOptions {
 			o.Pinned = append(o.Pinned, r.ID)
 		case s.opts.Checkpoint.RestoreMode == Claim && r.Owner != o.Owner:
 			c := checkpoint.Claim{Owner: r.Owner}
-			if s.e.LastCompletedCheckpoint() == r.ID { // none of ours completed yet
+			if max(s.e.LastCompletedCheckpoint(), completing) == s.restoredOwn { // none of ours completed yet
 				c.Pinned = []uint64{r.ID}
 			}
 			o.Claimed = append(o.Claimed, c)
@@ -331,7 +333,8 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 // says (NoClaim by default).
 //
 // Errors: ErrInvalidOptions (opts, or dir "" — a Store in memory only cannot be restored
-// into — or not empty); ErrMaxParallelismMismatch when a handle was written with another
+// into — or not empty, or CLAIM mode with a checkpoint holding key groups outside
+// opts.KeyGroups); ErrMaxParallelismMismatch when a handle was written with another
 // MaxParallelism (key groups would not line up; Flink refuses it too); ErrOverlappingHandles
 // when two handles cover one key group of opts.KeyGroups; ErrIncompatibleState when their
 // state registries disagree (one name, two kinds or codecs; one id, two names);
@@ -382,6 +385,12 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 					ErrOverlappingHandles, h.ID, h.Owner, o.ID, used[i].Owner, kg)
 			}
 		}
+		if opts.Checkpoint.RestoreMode == Claim && (int(m.KeyGroups.Start) < kg.Start || int(m.KeyGroups.End) > kg.End) {
+			// Other Stores restore the rest of it, and our GC would delete what they need.
+			return nil, fmt.Errorf("%w: CLAIM restore of checkpoint %d of %q (key groups %d-%d) into key groups %v: "+
+				"a Store can only claim checkpoints wholly inside its key groups (scale out with NoClaim)",
+				ErrInvalidOptions, h.ID, h.Owner, m.KeyGroups.Start, m.KeyGroups.End, kg)
+		}
 		reg, err := decodeRegistry(m.Registry)
 		if err != nil {
 			return nil, fmt.Errorf("strata: restore of checkpoint %d of %q: %w", h.ID, h.Owner, err)
@@ -416,10 +425,18 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	}
 	s.epoch = epoch + 1
 	s.restored = used
+	// Only a restored checkpoint of the Store's own lineage is a completed checkpoint of it: the
+	// ids of another owner's lineage say nothing of ours (GC would take one above ours for
+	// the newest completed and collect ours).
+	for _, h := range used {
+		if h.Owner == s.owner() {
+			s.restoredOwn = max(s.restoredOwn, h.ID)
+		}
+	}
 	if opts.Checkpoint.RestoreMode == Claim {
-		s.e.SetCheckpointBase(lastID, res.Tables)
+		s.e.SetCheckpointBase(lastID, s.restoredOwn, res.Tables)
 	} else {
-		s.e.SetCheckpointBase(lastID, nil) // the first checkpoint is full (NO_CLAIM)
+		s.e.SetCheckpointBase(lastID, s.restoredOwn, nil) // the first checkpoint is full (NO_CLAIM)
 	}
 	s.restoreStats = RestoreStats{Bytes: res.Bytes, Tables: len(res.Tables), Linked: res.Linked, Copied: res.Copied, Skipped: res.Skipped}
 	n, err := s.replayChangelog(ctx, storage, sources)

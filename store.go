@@ -54,6 +54,7 @@ type Store struct {
 	epoch        uint64             // writer epoch of the lineage (a restore increments it)
 	pins         []uint64           // PinCheckpoint
 	restored     []CheckpointHandle // the checkpoints Restore used
+	restoredOwn  uint64             // the newest of them of the Store's own Owner (0: none)
 	restoreStats RestoreStats
 
 	states    map[string]*registration

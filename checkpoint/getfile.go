@@ -21,9 +21,8 @@ const getChunk = 4 << 20
 // local checkpoint costs a link per file, as Pebble's checkpoints are opened in place),
 // falling back to a copy where the link is refused (EXDEV, EPERM, …); otherwise the object is
 // read in ranges of 4 MiB through s.GetRange. A copy is checked against want — size and
-// CRC32C (base.CRC32C) of the whole object — and synced; a link is checked by size only (its
-// bytes are the object's own, and every table block carries its own checksum, checked when
-// read). path must not exist; its directory entry is durable only once the caller syncs the
+// CRC32C (base.CRC32C) of the whole object — and synced; a link is checked likewise (one
+// sequential read of the file). path must not exist; its directory entry is durable only once the caller syncs the
 // directory. On error path is removed.
 //
 // Errors: ErrNotFound, a *base.CorruptionError naming the object when its size or CRC32C
@@ -47,6 +46,16 @@ func GetFile(ctx context.Context, s Storage, o Object, fsys vfs.FS, path string)
 				f.Close()
 				if err == nil && st.Size() != o.Size {
 					err = sizeError(o, st.Size())
+				}
+			}
+			if err == nil {
+				// The object's bytes, checked as a copy's are: a damaged local checkpoint must
+				// fail the restore naming the object, not a later read or compaction of the
+				// restored Store naming its file — nor be uploaded again, with a CRC32C of the
+				// damaged bytes, by that Store's next checkpoint.
+				var crc uint32
+				if crc, _, err = FileCRC(fsys, path); err == nil && crc != o.CRC {
+					err = base.Corrupt(o.Name, 0, base.ErrChecksum, "crc32c %#08x, the manifest records %#08x", crc, o.CRC)
 				}
 			}
 			if err != nil {

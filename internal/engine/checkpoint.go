@@ -143,10 +143,13 @@ var ErrCheckpointInProgress = errors.New("strata: a checkpoint is still in progr
 var ErrNoCheckpoint = errors.New("strata: this store cannot checkpoint")
 
 // SetCheckpointBase seeds the base of incremental checkpoints after a restore: the tables the
-// restore imported, by LSM file number, as the objects they came from (clipped), and the id of
-// the checkpoint restored (0: none). Owner only, before the first checkpoint.
-func (t *Engine) SetCheckpointBase(id uint64, tables map[uint64]checkpoint.Object) {
-	t.ck.base, t.ck.baseID, t.ck.lastCompleted = tables, id, id
+// restore imported, by LSM file number, as the objects they came from (clipped), the id of
+// the checkpoint restored (parent: the next manifest's Parent, 0: none) and the id of the
+// newest completed checkpoint of the Store's own lineage among those restored (completed, 0:
+// none — GC's LastCompleted: a restored checkpoint of another owner is no completed checkpoint
+// of this lineage, whose ids need not exceed it). Owner only, before the first checkpoint.
+func (t *Engine) SetCheckpointBase(parent, completed uint64, tables map[uint64]checkpoint.Object) {
+	t.ck.base, t.ck.baseID, t.ck.lastCompleted = tables, parent, completed
 }
 
 // StartCheckpoint cuts checkpoint spec.ID (the synchronous part) and submits its upload. The
@@ -216,8 +219,13 @@ func (t *Engine) installCheckpoints() {
 		}
 		if !p.fin.Load() {
 			select {
-			case <-p.h.Done(): // cancelled before it ran
-				p.err = fmt.Errorf("strata: checkpoint %d: %w", p.spec.ID, context.Canceled)
+			case <-p.h.Done():
+				// The task sets fin before Done closes: if it finished between the load above
+				// and this select, its result stands (it was reported cancelled, a durable
+				// checkpoint lost to the job). Only a task dropped before it ran leaves fin unset.
+				if !p.fin.Load() {
+					p.err = fmt.Errorf("strata: checkpoint %d: %w", p.spec.ID, context.Canceled)
+				}
 			default:
 				i++
 				continue
