@@ -62,7 +62,8 @@ var (
 	ErrInvalidOptions = errors.New("strata: invalid options")
 	// ErrNoSpace is returned when the disk under the Store's directory is full (ENOSPC): by
 	// Close when it cannot persist, and by writes after background work (an eviction or an
-	// LSM compaction) failed for it. The error also matches syscall.ENOSPC. Every
+	// LSM compaction) failed for it; also by a checkpoint whose storage (or the Store's disk,
+	// for its memory table) is full — the Store goes on, the next checkpoint tries again. The error also matches syscall.ENOSPC. Every
 	// acknowledged write stays readable, nothing on disk is damaged, and the failed work is
 	// retried after a second, so writes succeed again once space was freed. It is
 	// base.ErrNoSpace.

@@ -185,7 +185,7 @@ func (t *Engine) StartCheckpoint(spec CheckpointSpec) (*PendingCheckpoint, error
 	h, err := t.sched.Submit(scheduler.Upload, "checkpoint", func(ctx context.Context) error {
 		defer t.finished(&p.fin)
 		defer recoverInto(&p.err, "checkpoint")
-		p.err = t.upload(ctx, p)
+		p.err = lowerError(t.upload(ctx, p)) // a full checkpoint storage is ErrNoSpace too
 		return p.err
 	})
 	if err != nil {
