@@ -326,7 +326,9 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 // checkpoint's table files that hold keys of opts.KeyGroups are fetched once (hard links from a
 // checkpoint.DirStorage on the same file system) and used as they are, clipped to the key
 // groups they answer for: entries of other key groups are never visible and compactions drop
-// them; no key is rewritten. Key groups no handle covers start empty. The restored Store's
+// them; no key is rewritten. Key groups no handle covers start empty. Changelog segments the
+// checkpoints list are replayed on top of their tables, and the result is persisted (as Close
+// would) before Restore returns, so dir reopens to the checkpoints' state. The restored Store's
 // checkpoints go to opts.Checkpoint.Storage (default: storage), as opts.Checkpoint.RestoreMode
 // says (NoClaim by default).
 //
@@ -429,6 +431,17 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
 	s.restoreStats.ChangelogRecords = n
+	if n > 0 {
+		// The replayed records are in the memory tiers only; the directory's persist point
+		// (engine.Restore's) holds the tables alone. Persist, as Close would, so that a crash
+		// after Restore returns reopens dir to the checkpoint's state, not to its
+		// materialization's (TestModel/changelog, crash after a restore).
+		if err := s.e.Persist(s.encodeRegistry()); err != nil {
+			s.Discard()
+			removeRestored(fsys, dir)
+			return nil, fmt.Errorf("strata: restore into %q: persisting the replayed changelog: %w", dir, err)
+		}
+	}
 	return s, nil
 }
 
