@@ -2,6 +2,7 @@ package strata
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -294,8 +295,26 @@ func TestChangelogCrash(t *testing.T) {
 		if err != nil {
 			fail("checkpoint %d restored after GC: %v", latest.ID, err)
 		}
-		// A torn restore (no CURRENT in /restored) is refused by Open and redone after removal.
+		// A torn restore whose directory has a persist point (lsm/CURRENT) is refused by
+		// Open or holds exactly checkpoint 3 — never the materialization without the
+		// changelog replayed on it; it is redone after removal.
 		if out.stage == "restore" {
+			o := opts
+			o.Checkpoint = CheckpointOptions{}
+			if _, err := clone.Stat("/restored/lsm/CURRENT"); err != nil {
+				// No persist point: Open would create an empty Store, not take the restore.
+			} else if s, err := Open("/restored", o); err != nil && !errors.Is(err, ErrRestoreIncomplete) {
+				fail("Open of the torn restore's directory: %v, want ErrRestoreIncomplete", err)
+			} else if err == nil {
+				ms, err := registerModel(s, crashWorkloadDef(false).u)
+				if err == nil {
+					err = ms.checkAll(out.models[3])
+				}
+				s.Close()
+				if err != nil {
+					fail("Open took the torn restore's directory, which does not hold checkpoint 3: %v", err)
+				}
+			}
 			removeRestored(clone, "/restored")
 			s, err := Restore("/restored", opts, st, latest)
 			if err != nil {
