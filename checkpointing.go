@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/engine"
+	"github.com/strata-db/strata/internal/vfs"
 )
 
 // Checkpoints, completion, retention and restore with rescaling — Flink's checkpointing of a
@@ -328,7 +330,9 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 // checkpoint's table files that hold keys of opts.KeyGroups are fetched once (hard links from a
 // checkpoint.DirStorage on the same file system) and used as they are, clipped to the key
 // groups they answer for: entries of other key groups are never visible and compactions drop
-// them; no key is rewritten. Key groups no handle covers start empty. The restored Store's
+// them; no key is rewritten. Key groups no handle covers start empty. Changelog segments the
+// checkpoints list are replayed on top of their tables, and the result is persisted (as Close
+// would) before Restore returns, so dir reopens to the checkpoints' state. The restored Store's
 // checkpoints go to opts.Checkpoint.Storage (default: storage), as opts.Checkpoint.RestoreMode
 // says (NoClaim by default).
 //
@@ -360,6 +364,13 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	ctx := context.Background()
 	kg := *d.KeyGroups
 	ckKG := checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)}
+	// Until the restored state is persisted whole (tables, then the replayed changelog), dir
+	// carries a marker that makes Open refuse it: a crash in between must not leave a
+	// directory that opens to a part of the checkpoint.
+	if err := markRestoring(fsys, dir); err != nil {
+		removeRestored(fsys, dir)
+		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
+	}
 	var sources []*checkpoint.Manifest
 	var used []CheckpointHandle
 	merged := &registry{maxP: d.MaxParallelism, kgStart: kg.Start, kgEnd: kg.End, nextID: 1, states: map[string]persistedState{}}
@@ -418,7 +429,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	if opts.Checkpoint.Storage == nil {
 		opts.Checkpoint.Storage = storage
 	}
-	s, err = Open(dir, opts)
+	s, err = openDir(dir, opts, nil, true)
 	if err != nil {
 		removeRestored(fsys, dir)
 		return nil, err
@@ -446,6 +457,25 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
 	s.restoreStats.ChangelogRecords = n
+	if n > 0 {
+		// The replayed records are in the memory tiers only; the directory's persist point
+		// (engine.Restore's) holds the tables alone. Persist, as Close would, so that a crash
+		// after Restore returns reopens dir to the checkpoint's state, not to its
+		// materialization's (TestModel/changelog, crash after a restore).
+		if err := s.e.Persist(s.encodeRegistry()); err != nil {
+			s.Discard()
+			removeRestored(fsys, dir)
+			return nil, fmt.Errorf("strata: restore into %q: persisting the replayed changelog: %w", dir, err)
+		}
+	}
+	if err := fsys.Remove(filepath.Join(dir, restoringMarker)); err == nil {
+		err = syncDir(fsys, dir)
+	}
+	if err != nil {
+		s.Discard()
+		removeRestored(fsys, dir)
+		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
+	}
 	return s, nil
 }
 
@@ -463,11 +493,49 @@ type RestoreStats struct {
 // RestoreStats returns what Restore did to create the Store (zero for a Store from Open).
 func (s *Store) RestoreStats() RestoreStats { return s.restoreStats }
 
-// removeRestored removes what a failed Restore wrote under dir (dir/lsm and its files).
+// restoringMarker is the file Restore keeps in its directory until the restored state is
+// persisted (ErrRestoreIncomplete). Empty.
+const restoringMarker = "RESTORING"
+
+// markRestoring creates dir and its durable RESTORING marker (Restore, before anything else).
+func markRestoring(fsys vfs.FS, dir string) error {
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := fsys.Create(filepath.Join(dir, restoringMarker))
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return syncDir(fsys, dir)
+}
+
+// syncDir makes the entries of directory dir durable.
+func syncDir(fsys vfs.FS, dir string) error {
+	d, err := fsys.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// removeRestored removes what a failed Restore wrote under dir (dir/lsm and its files, the
+// RESTORING marker).
 func removeRestored(fsys interface {
 	List(string) ([]string, error)
 	Remove(string) error
 }, dir string) {
+	defer fsys.Remove(filepath.Join(dir, restoringMarker))
 	for _, sub := range []string{"lsm", "checkpoint-tmp"} {
 		p := dir + "/" + sub
 		names, _ := fsys.List(p)

@@ -99,6 +99,10 @@ var (
 	// ErrNoCheckpoint is returned by LatestCheckpoint when no checkpoint is committed under
 	// the owner.
 	ErrNoCheckpoint = errors.New("strata: no checkpoint")
+	// ErrRestoreIncomplete is returned by Open when the directory holds a Restore that did not
+	// finish (the process died during it): its state may lack part of the checkpoint, such as
+	// the changelog replayed on top of the tables. Empty the directory and restore again.
+	ErrRestoreIncomplete = errors.New("strata: the directory holds an incomplete restore")
 
 	// The specific causes of an ErrCorruption from the files of a Store's directory: every such
 	// error matches ErrCorruption and, when the damage was identified, one of these; the

@@ -3,7 +3,9 @@ package strata
 // The model's checkpoint steps: checkpoint (cut now, upload while later steps run), complete
 // or abort, restore of the newest durable checkpoint, and rescale (restore into 1, 2 or 3
 // Stores splitting the key groups, compare their union with the model, checkpoint the parts
-// and restore them into one Store, which the run goes on with).
+// and restore them into one Store, which the run goes on with). With the changelog on
+// (modelRun.changelog): materialize (force one) and changelog-toggle (restore the newest
+// durable checkpoint into a Store with the changelog switched on or off).
 
 import (
 	"context"
@@ -12,6 +14,7 @@ import (
 	"path/filepath"
 
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -28,6 +31,10 @@ type ckRun struct {
 	restores int
 	rescales int
 	failed   int
+	// Changelog: materializations forced, toggles, changelog records replayed by restores.
+	materializations int
+	toggles          int
+	replayed         int64
 }
 
 // ckInit gives a run with a directory its checkpoint storage, on the run's file system.
@@ -45,6 +52,10 @@ func (r *modelRun) ckInit() error {
 	}
 	r.ck.st = st
 	r.opts.Checkpoint = CheckpointOptions{Storage: st, Owner: "model", Grace: checkpoint.NoGrace, Retain: 2}
+	if r.changelog {
+		// Materializations only when the step forces one (the run stays replayable).
+		r.opts.Checkpoint.Changelog = &ChangelogOptions{MaterializationInterval: -1}
+	}
 	return nil
 }
 
@@ -145,6 +156,10 @@ func (r *modelRun) replaceStore(s *Store, dir string, m *model) error {
 		return err
 	}
 	r.st, r.dir, r.m, r.persisted = st, dir, m.clone(), m.clone()
+	r.ck.replayed += s.RestoreStats().ChangelogRecords
+	if on := s.ChangelogStats().Enabled; on != r.changelog {
+		return fmt.Errorf("restored Store: changelog on %v, want %v", on, r.changelog)
+	}
 	return r.checkEvery()
 }
 
@@ -216,6 +231,7 @@ func (r *modelRun) rescale(int32) error {
 		if err != nil {
 			return fmt.Errorf("rescale to %d: restore of part %v: %w", n, part, err)
 		}
+		r.ck.replayed += s.RestoreStats().ChangelogRecords
 		st, err := registerModel(s, r.w.u)
 		if err == nil {
 			err = st.checkOwned(m)
@@ -238,5 +254,73 @@ func (r *modelRun) rescale(int32) error {
 	if err != nil {
 		return fmt.Errorf("rescale: scale-in of %d parts: %w", n, err)
 	}
+	return r.replaceStore(s, dir, m)
+}
+
+// materialize forces a materialization and waits for it (Engine.Materialize): the next
+// checkpoint stores the log after it on top of its tables, and that checkpoint's completion
+// truncates the generations before it. With the changelog off it must be refused.
+func (r *modelRun) materialize(int32) error {
+	if r.ck.st == nil {
+		return nil
+	}
+	if err := r.invalidate(); err != nil { // the cut seals the active segment: a write
+		return err
+	}
+	err := r.st.s.e.Materialize(context.Background())
+	if !r.changelog {
+		if !errors.Is(err, engine.ErrNoCheckpoint) {
+			return fmt.Errorf("materialize with the changelog off: %v, want ErrNoCheckpoint", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("materialize: %w", err)
+	}
+	r.ck.materializations++
+	if st := r.st.s.ChangelogStats(); !st.Enabled || st.Materializations == 0 || st.MaterializationRunning {
+		return fmt.Errorf("after Materialize: %+v", st)
+	}
+	return nil
+}
+
+// changelogToggle restores the newest durable checkpoint (cut one first if there is none)
+// into a Store with the changelog switched on↔off and goes on with it: a checkpoint of either
+// kind restores into a Store of either kind (ChangelogOptions: "A Store may switch it on or
+// off across a restore").
+func (r *modelRun) changelogToggle(int32) error {
+	if r.ck.st == nil {
+		return nil
+	}
+	if err := r.ckSettle(); err != nil {
+		return err
+	}
+	if _, ok := r.ck.durable[r.ck.last]; !ok {
+		if err := r.checkpoint(0); err != nil {
+			return err
+		}
+		if err := r.ckSettle(); err != nil {
+			return err
+		}
+	}
+	m, ok := r.ck.durable[r.ck.last]
+	if !ok {
+		return nil // the checkpoint failed (an injected fault): nothing to restore
+	}
+	if err := r.invalidate(); err != nil {
+		return err
+	}
+	r.changelog = !r.changelog
+	if err := r.ckInit(); err != nil { // the options of the new Store
+		return err
+	}
+	dir := r.ckDir()
+	o := r.opts
+	o.Checkpoint.RestoreMode = Claim
+	s, err := Restore(dir, o, r.ck.st, r.ck.handles[r.ck.last])
+	if err != nil {
+		return fmt.Errorf("restore of checkpoint %d with the changelog on %v: %w", r.ck.last, r.changelog, err)
+	}
+	r.ck.toggles++
 	return r.replaceStore(s, dir, m)
 }

@@ -457,6 +457,8 @@ const (
 	stepCkNotify    // wait for it, then complete it (or abort it)
 	stepRestore     // restore the newest durable checkpoint and go on with it
 	stepRescale     // restore it into 1, 2 or 3 Stores, check them, scale them back into one
+	stepMaterialize // force a changelog materialization (refused with the changelog off)
+	stepClToggle    // restore the newest durable checkpoint with the changelog switched on↔off
 	numSteps
 )
 
@@ -505,6 +507,8 @@ var modelSteps = [numSteps]stepDef{
 	stepCkNotify:    {"checkpoint-notify", false, (*modelRun).ckNotify},
 	stepRestore:     {"restore", false, (*modelRun).restoreStep},
 	stepRescale:     {"rescale", false, (*modelRun).rescale},
+	stepMaterialize: {"materialize", false, (*modelRun).materialize},
+	stepClToggle:    {"changelog-toggle", false, (*modelRun).changelogToggle},
 }
 
 // modelWeights are the relative frequencies of the step kinds.
@@ -572,10 +576,14 @@ type modelRun struct {
 	mem       *vfs.MemFS   // nil: not crashable
 	fault     *vfs.FaultFS // nil: no fault injection
 	persisted *model
+	// changelog: the open Store has the changelog on (ckInit sets its options; the
+	// changelog-toggle step flips it across a restore).
+	changelog bool
 
 	ck                                                          ckRun // checkpoints (model_ckpt_test.go)
 	counts                                                      [numSteps]int
-	total                                                       StoreStats // stats of the Stores closed so far
+	clCounts                                                    [numSteps]int // steps begun with the changelog on
+	total                                                       StoreStats    // stats of the Stores closed so far
 	budgetFails, cacheChecks, cachedSeen, invalid, noSpaceFails int
 }
 
@@ -614,6 +622,9 @@ func (r *modelRun) step() error {
 		panic(fmt.Sprintf("strata: model: step %s needs a Store", modelSteps[k].name))
 	}
 	r.counts[k]++
+	if r.changelog {
+		r.clCounts[k]++
+	}
 	if err := modelSteps[k].run(r, r.pick()); err != nil {
 		return fmt.Errorf("%s: %w", modelSteps[k].name, err)
 	}
@@ -1231,6 +1242,10 @@ type modelConfig struct {
 	slow int
 	// forced lifecycle steps: each runs once, at its fraction of the run, whatever the draws.
 	forced []stepKind
+	// changelog: the Store starts with the changelog on (CheckpointOptions.Changelog).
+	changelog bool
+	// mustChangelog: steps that must have run at least once with the changelog on.
+	mustChangelog []stepKind
 	// must: what the run must have exercised (checked at the end).
 	// (SliceTable compactions are only required where no push-down empties the SliceTable
 	// often.)
@@ -1287,6 +1302,30 @@ var modelConfigs = []modelConfig{
 		},
 		forced:    []stepKind{stepReopen, stepCheckpoint, stepNoSpace, stepRescale, stepCrash, stepRestore},
 		mustEvict: true, mustLSMCompact: true, mustRowCache: true,
+	},
+	{
+		// The memfs configuration with the changelog on (CheckpointOptions.Changelog): every
+		// write also logged, checkpoints of the log's tail on top of materializations forced
+		// by a step, truncation at completion; the toggle step restores into a Store with the
+		// changelog switched on or off, so checkpoints of both kinds are restored both ways.
+		name: "changelog",
+		dir:  "mem",
+		opts: Options{MaxParallelism: 64, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2,
+			BlockCacheSize: 1 << 20, RowCacheSize: 8 << 10},
+		adjust: func(o *engine.Options) {
+			o.EvictionBatch, o.BucketBits, o.EvictionWatermark = 16<<10, 2, 0
+			o.MaxListPiece, o.ListEagerBytes, o.MapChunk = 200, 64, 2
+		},
+		workload: func(int) *modelWorkload {
+			return &modelWorkload{u: plainUniverse("key-%d", 40, "", "w1", "w2", "window-3"), maxVal: 300, hot: true,
+				weights: dirWeights.with(3, stepMaterialize).with(1, stepClToggle)}
+		},
+		changelog: true,
+		forced: []stepKind{stepCheckpoint, stepMaterialize, stepCheckpoint, stepCkNotify, stepCrash, stepRestore,
+			stepClToggle, stepReopen, stepClToggle, stepRescale, stepNoSpace},
+		mustChangelog: []stepKind{stepCheckpoint, stepCkNotify, stepMaterialize, stepRestore, stepRescale, stepCrash,
+			stepReopen, stepNoSpace, stepClToggle},
+		mustEvict: true, mustRowCache: true,
 	},
 	{
 		// A row cache of one set (every key collides), MaxParallelism 1, keys and values
@@ -1401,6 +1440,9 @@ func TestModel(t *testing.T) {
 					k := cfg.forced[forced]
 					forced++
 					r.counts[k]++
+					if r.changelog {
+						r.clCounts[k]++
+					}
 					if err := modelSteps[k].run(r, 0); err != nil {
 						fail("%s (forced): %v", modelSteps[k].name, err)
 					}
@@ -1411,6 +1453,32 @@ func TestModel(t *testing.T) {
 				if r.op%2000 == 1999 {
 					if err := r.checkEvery(); err != nil {
 						fail("check of every slot: %v", err)
+					}
+				}
+			}
+			if cfg.changelog {
+				// Every step of mustChangelog runs at least once with the changelog on: the
+				// draws may have left one to a Store with it off (toggles); run it now.
+				for _, k := range cfg.mustChangelog {
+					if r.clCounts[k] > 0 {
+						continue
+					}
+					t.Logf("%s: %s not drawn with the changelog on: run at the end", cfg.name, modelSteps[k].name)
+					var pre []stepKind
+					if !r.changelog {
+						pre = append(pre, stepClToggle)
+					}
+					if k == stepCkNotify {
+						pre = append(pre, stepCheckpoint)
+					}
+					for _, k := range append(pre, k) {
+						r.counts[k]++
+						if r.changelog {
+							r.clCounts[k]++
+						}
+						if err := modelSteps[k].run(r, 0); err != nil {
+							fail("%s (at the end): %v", modelSteps[k].name, err)
+						}
 					}
 				}
 			}
@@ -1456,13 +1524,27 @@ func TestModel(t *testing.T) {
 					fail("the run never ran %s", modelSteps[k].name)
 				}
 			}
+			if cfg.changelog {
+				t.Logf("%s: changelog: %d materializations, %d toggles, %d changelog records replayed by restores",
+					cfg.name, r.ck.materializations, r.ck.toggles, r.ck.replayed)
+				for _, k := range cfg.mustChangelog {
+					if r.clCounts[k] == 0 {
+						fail("the run never ran %s with the changelog on", modelSteps[k].name)
+					}
+				}
+				if r.ck.materializations == 0 || r.ck.toggles == 0 || r.ck.replayed == 0 {
+					fail("the run did not exercise the changelog: %d materializations, %d toggles, %d records replayed",
+						r.ck.materializations, r.ck.toggles, r.ck.replayed)
+				}
+			}
 		})
 	}
 }
 
 // newModelRunFor opens cfg's Store and returns a run over it.
 func newModelRunFor(t *testing.T, cfg modelConfig, rng *rand.Rand) *modelRun {
-	r := &modelRun{t: t, rng: rng, m: newModel(), pressure: cfg.pressure, opts: cfg.opts, adjust: cfg.adjust}
+	r := &modelRun{t: t, rng: rng, m: newModel(), pressure: cfg.pressure, opts: cfg.opts, adjust: cfg.adjust,
+		changelog: cfg.changelog}
 	switch cfg.dir {
 	case "":
 		if cfg.lower {

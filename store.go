@@ -3,6 +3,7 @@ package strata
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
@@ -94,10 +95,20 @@ func Open(dir string, opts Options) (*Store, error) { return open(dir, opts, nil
 // open is Open with a hook that adjusts the engine's options (tests: a lower tier, eviction
 // settings, bucket bits).
 func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err error) {
+	return openDir(dir, opts, adjust, false)
+}
+
+// openDir is open; restoring: dir is Restore's, whose RESTORING marker is expected.
+func openDir(dir string, opts Options, adjust func(*engine.Options), restoring bool) (s *Store, err error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	opts = opts.withDefaults()
+	if dir != "" && !restoring {
+		if _, err := opts.fs.Stat(filepath.Join(dir, restoringMarker)); err == nil {
+			return nil, fmt.Errorf("%w: %q (%s is present)", ErrRestoreIncomplete, dir, restoringMarker)
+		}
+	}
 	budget := opts.SharedBudget
 	if budget == nil {
 		budget = memory.NewBudget(opts.MemoryBudget)
