@@ -161,6 +161,7 @@ func clCrashWorkload(t *testing.T, fault *vfs.FaultFS, arm func()) (out clCrashO
 	}
 	out.restoreRecords = rs.RestoreStats().ChangelogRecords
 	if err := rs.Close(); err != nil {
+		rs.Discard() // a Close that fails for the crash keeps the Store open
 		return stop("close of the restored Store", err)
 	}
 	return out

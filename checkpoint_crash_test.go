@@ -85,6 +85,7 @@ func ckCrashWorkload(t *testing.T, fault *vfs.FaultFS, arm func()) (out ckCrashO
 		return stop("restore", err)
 	}
 	if err := s.Close(); err != nil {
+		s.Discard() // a Close that fails for the crash keeps the Store open
 		return stop("close of the restored Store", err)
 	}
 	return out

@@ -371,6 +371,13 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		removeRestored(fsys, dir)
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
+	// Whatever fails from here on (a damaged manifest, an incompatible registry) leaves dir as
+	// Restore found it.
+	defer func() {
+		if err != nil && s == nil {
+			removeRestored(fsys, dir)
+		}
+	}()
 	var sources []*checkpoint.Manifest
 	var used []CheckpointHandle
 	merged := &registry{maxP: d.MaxParallelism, kgStart: kg.Start, kgEnd: kg.End, nextID: 1, states: map[string]persistedState{}}
