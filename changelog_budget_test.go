@@ -15,10 +15,19 @@ import (
 // background work that frees it (as the FreshTable write does), not stop the Store: persisting
 // the changelog buffer alone frees nothing when the budget is full of the tiers. Found by
 // bench/cmd/flightdemo with -changelog under a 64 MiB budget (sticky "changelog append
-// failed: ... memory budget exhausted"). No background materialization runs here: one under
-// this load hits a different refusal (a FreshTable segment refused while it pins memory),
-// not this test's subject.
+// failed: ... memory budget exhausted"). With materializations every 50 ms, a FreshTable
+// segment refused while a materialization pins memory must wait for it likewise (its pins
+// count as background work in flight, and their release as memory given back).
 func TestChangelogFullBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		interval time.Duration
+	}{{"materializations=none", -1}, {"materializations=50ms", 50 * time.Millisecond}} {
+		t.Run(tc.name, func(t *testing.T) { testChangelogFullBudget(t, tc.interval) })
+	}
+}
+
+func testChangelogFullBudget(t *testing.T, interval time.Duration) {
 	dir := t.TempDir()
 	st, err := checkpoint.NewLocalStorage(filepath.Join(dir, "ck"))
 	if err != nil {
@@ -26,7 +35,7 @@ func TestChangelogFullBudget(t *testing.T) {
 	}
 	opts := Options{MemoryBudget: 64 << 20, SegmentSize: 16 << 20, BackpressureTimeout: 5 * time.Second,
 		Checkpoint: CheckpointOptions{Storage: st, Grace: checkpoint.NoGrace,
-			Changelog: &ChangelogOptions{MaterializationInterval: -1}}}
+			Changelog: &ChangelogOptions{MaterializationInterval: interval}}}
 	s, err := Open(filepath.Join(dir, "store"), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +57,7 @@ func TestChangelogFullBudget(t *testing.T) {
 		if err := v.Put(s.Key(kb[:]), val); err != nil {
 			t.Fatalf("write %d: %v (changelog %+v)", i, err, s.ChangelogStats())
 		}
-		if i%100_000 == 0 {
+		if i%20_000 == 0 {
 			if p != nil {
 				if _, err := p.Wait(ctx); err != nil {
 					t.Fatal(err)
