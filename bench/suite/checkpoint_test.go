@@ -131,6 +131,11 @@ func TestMain(m *testing.M) {
 	for _, st := range ckStates {
 		st.close()
 	}
+	for _, st := range clStates {
+		if st.s != nil {
+			st.s.Close()
+		}
+	}
 	if ckRoot != "" {
 		os.RemoveAll(ckRoot)
 	}

@@ -412,9 +412,9 @@ func (t *Engine) install() int {
 	}
 	// Checkpoints: their pins are released (deferred frees happen now).
 	if len(t.ck.running) > 0 || t.ck.gc != nil || t.cl != nil && t.cl.run != nil {
-		pinned := t.ck.memPinned()
+		pinned := t.memPinned()
 		t.installCheckpoints()
-		if t.ck.memPinned() < pinned {
+		if t.memPinned() < pinned {
 			n++ // memory was given back
 		}
 	}
@@ -457,6 +457,11 @@ func (t *Engine) inFlight() bool {
 	for _, p := range t.ck.running {
 		if !p.memReleased && !p.fin.Load() && !isDone(p.h) {
 			return true // its pins hold memory back until its memory table is written
+		}
+	}
+	if c := t.cl; c != nil && c.run != nil {
+		if p := c.run; !p.memReleased && !p.fin.Load() && !isDone(p.h) {
+			return true // a materialization's pins, likewise
 		}
 	}
 	return t.eviction != nil && !t.eviction.done.Load()

@@ -141,7 +141,8 @@ func (c *clState) roll(after uint64) (*clGen, error) {
 // logChange appends the write op, just applied to the FreshTable, to the changelog (Apply
 // step 4; doc.go, Changelog invariant 1). Its seq is the FreshTable's after the write (a write
 // may take several; every one is <= the next cut and > the previous one). A refusal for memory
-// persists the buffer on this goroutine and retries (backpressure) until
+// persists the buffer on this goroutine — or, when nothing was buffered, waits for background
+// work to free memory as a refused FreshTable write does (backpressure) — and retries until
 // Options.BackpressureTimeout; then, and for any other refusal, the engine stops with a sticky
 // error: the FreshTable holds a change the changelog lacks, which no checkpoint may miss.
 func (t *Engine) logChange(op *Op) error {
@@ -160,9 +161,21 @@ func (t *Engine) logChange(op *Op) error {
 			}
 			if time.Now().Before(deadline) {
 				t.bpWaits++
-				if _, perr := c.o.Writer.Persist(context.Background()); perr != nil {
+				r, perr := c.o.Writer.Persist(context.Background())
+				if perr != nil {
 					c.lastErr = perr
 					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				if r.Size > 0 {
+					continue // the buffer's charge is refunded
+				}
+				// Nothing buffered to free: the tiers fill the budget (the changelog, a
+				// writer's purpose, may not use the background reserve). Wait for the
+				// background work that frees it, as a refused FreshTable write does; only the
+				// owner installs it, so persisting alone would spin until the deadline.
+				if t.backpressure(err) != nil {
+					time.Sleep(time.Millisecond) // nothing in flight yet: a persist or pollChangelog may free some
 				}
 				continue
 			}

@@ -644,13 +644,17 @@ func (t *Engine) closeCheckpoints() {
 	}
 }
 
-// memPinned counts the running checkpoints that still pin memory.
-func (c *ckState) memPinned() int {
+// memPinned counts the running checkpoints and the running materialization that still pin
+// memory (install: a drop means memory was given back, which a waiting writer retries on).
+func (t *Engine) memPinned() int {
 	n := 0
-	for _, p := range c.running {
+	for _, p := range t.ck.running {
 		if !p.memReleased {
 			n++
 		}
+	}
+	if c := t.cl; c != nil && c.run != nil && !c.run.memReleased {
+		n++
 	}
 	return n
 }

@@ -21,7 +21,8 @@ import (
 // which checkpoints as the plain run does and reports on its standard output, one line each:
 //
 //	progress <events>                                  every 1024 rows
-//	checkpoint <id> <events> <sync-ns> <async-ns> <uploaded> <reused>   each completed checkpoint
+//	checkpoint <id> <events> <sync-ns> <async-ns> <uploaded> <reused> <mats> <log-bytes> <new>
+//	                                                   each completed checkpoint (ckRecord)
 //	done                                               the replay ended (it was not killed)
 //
 // The parent SIGKILLs the child at the first progress report at or past the kill point — a
@@ -55,8 +56,9 @@ func runChild(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	j.ck = &checkpointer{every: c.every, nextID: 1, onDone: func(r ckRecord) {
-		fmt.Fprintf(w, "checkpoint %d %d %d %d %d %d\n", r.ID, r.Events, r.SyncPause, r.AsyncDuration, r.Uploaded, r.Reused)
+	j.ck = &checkpointer{every: c.every, nextID: 1, storage: storage, onDone: func(r ckRecord) {
+		fmt.Fprintf(w, "checkpoint %d %d %d %d %d %d %d %d %d\n", r.ID, r.Events, r.SyncPause, r.AsyncDuration, r.Uploaded, r.Reused,
+			r.Mats, r.LogBytes, r.New)
 	}}
 	if err := j.replay(0, len(tr.Rows), func(events int) { fmt.Fprintf(w, "progress %d\n", events) }); err != nil {
 		return err
@@ -111,15 +113,15 @@ func killChild(args []string, killAfter int, out io.Writer) (killedAt int, taken
 				}
 				killed, killedAt = true, n
 			}
-		case f[0] == "checkpoint" && len(f) == 7:
-			var v [6]int64
+		case f[0] == "checkpoint" && len(f) == 10:
+			var v [9]int64
 			for i := range v {
 				if v[i], err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
 					perr = fmt.Errorf("child: bad line %q", sc.Text())
 				}
 			}
 			taken = append(taken, ckRecord{ID: uint64(v[0]), Events: int(v[1]), Stores: 1, SyncPause: time.Duration(v[2]),
-				AsyncDuration: time.Duration(v[3]), Uploaded: v[4], Reused: v[5], Child: true})
+				AsyncDuration: time.Duration(v[3]), Uploaded: v[4], Reused: v[5], Mats: v[6], LogBytes: v[7], New: v[8], Child: true})
 		case f[0] == "done":
 			done = true
 		default:

@@ -18,11 +18,16 @@
 // default budget on disk; the job prints its resident memory (VmRSS, peak VmHWM) beside the
 // budget and the bytes of the store's files.
 //
-// Checkpoints: the job checkpoints every -checkpoint-every events (default 250 000, so the 3M
-// flights take 11) into a checkpoint directory, asynchronously (the replay goes on during the
+// Checkpoints: the job checkpoints every -checkpoint-every events (default 50 000, so the 3M
+// flights take 59) into a checkpoint directory, asynchronously (the replay goes on during the
 // upload), with its input position: the row to resume from, and the little job memory the state
-// does not hold (position.go). It prints the sync pause and the async duration (p50/p99) and
-// the bytes uploaded per checkpoint. The replay is deterministic from a position: the state
+// does not hold (position.go). The changelog is on by default (-changelog=false: native
+// incremental checkpoints): a checkpoint stores the log's tail on top of the last
+// materialization, taken in the background every -materialize-every (default 2 s, a few per
+// run; -space-amplification starts them early). It prints the sync pause, the async duration
+// and their sum (p50/p99), the bytes per checkpoint (objects its manifest lists that the
+// previous one did not; mean, max), the materializations and the log's size since the last
+// one (strata.ChangelogStats). The replay is deterministic from a position: the state
 // after rows [0, i) plus the replay of [i, n) equals the replay of [0, n) (job invariant 3).
 //
 //   - -kill-after N runs the job in a child process (this executable again) and SIGKILLs it
@@ -41,6 +46,7 @@
 //	go run ./cmd/flightdemo -json ../testdata/flights-20k.json
 //	go run ./cmd/flightdemo -kill-after 1700000 # SIGKILL past 1.7M events, restore, finish, check
 //	go run ./cmd/flightdemo -rescale 2        # 1 -> 2 -> 1 Stores through checkpoints
+//	go run ./cmd/flightdemo -changelog=false  # native incremental checkpoints, no changelog
 //
 // It exits non-zero when the state disagrees with the plain Go map computation.
 package main
@@ -88,17 +94,20 @@ func main() {
 }
 
 type config struct {
-	data        string // parquet path
-	json        string // JSON path; replaces data when set
-	rows        int    // parquet rows to read, 0 = all
-	dir         string // store directory, "" = a temporary directory
-	budget      int64  // memory budget in bytes, 0 = Strata's default
-	scale       int    // K
-	prof        string // CPU profile of the replay, "" = none
-	checkpoints string // checkpoint directory, "" = a temporary directory
-	every       int    // events between checkpoints, 0 = none, -1 = the default
-	killAfter   int    // events after which the child is SIGKILLed, 0 = no kill
-	rescale     int    // parallelism to rescale to, 0 = none
+	data        string        // parquet path
+	json        string        // JSON path; replaces data when set
+	rows        int           // parquet rows to read, 0 = all
+	dir         string        // store directory, "" = a temporary directory
+	budget      int64         // memory budget in bytes, 0 = Strata's default
+	scale       int           // K
+	prof        string        // CPU profile of the replay, "" = none
+	checkpoints string        // checkpoint directory, "" = a temporary directory
+	every       int           // events between checkpoints, 0 = none, -1 = the default
+	killAfter   int           // events after which the child is SIGKILLed, 0 = no kill
+	rescale     int           // parallelism to rescale to, 0 = none
+	changelog   bool          // checkpoints with the changelog (strata.ChangelogOptions)
+	materialize time.Duration // changelog materialization interval
+	spaceAmp    float64       // changelog space-amplification cap, 0 = off
 }
 
 func parseFlags(args []string) (config, error) {
@@ -114,6 +123,9 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.checkpoints, "checkpoints", "", "checkpoint directory (default: a temporary directory, removed at exit)")
 	fs.IntVar(&c.every, "checkpoint-every", -1, fmt.Sprintf("checkpoint every `n` events (0 = never; default %d, or a twelfth of the events if that is less)", defaultCheckpointEvery))
 	fs.IntVar(&c.killAfter, "kill-after", 0, "run the job in a child process, SIGKILL it after `n` events, restore the last checkpoint and finish")
+	fs.BoolVar(&c.changelog, "changelog", true, "checkpoint with the changelog: each checkpoint stores the log's tail on top of a materialization taken in the background (false: native incremental checkpoints)")
+	fs.DurationVar(&c.materialize, "materialize-every", defaultMaterializeEvery, "with -changelog, the `interval` between materializations")
+	fs.Float64Var(&c.spaceAmp, "space-amplification", 0, "with -changelog, start a materialization early once the log exceeds (`cap` − 1) × the materialized size (0 = off; otherwise at least 1)")
 	fs.IntVar(&c.rescale, "rescale", 0, "at half the events, checkpoint and restore into `p` Stores splitting the key groups; at three quarters, back into one")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -123,6 +135,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.killAfter < 0 || c.rescale < 0 || c.rescale == 1 || c.rescale > maxParallelism {
 		return c, fmt.Errorf("-kill-after %d, -rescale %d: the kill point must be positive, the parallelism in [2, %d]", c.killAfter, c.rescale, maxParallelism)
+	}
+	if c.changelog && c.materialize <= 0 {
+		return c, fmt.Errorf("-materialize-every %v: must be positive", c.materialize)
 	}
 	if c.killAfter > 0 && c.rescale > 0 {
 		return c, errors.New("-kill-after and -rescale: one at a time")
@@ -167,7 +182,7 @@ func run(args []string, out io.Writer) (err error) {
 	n := len(tr.Rows)
 	events := n * c.scale
 	c.every = checkpointEvery(c.every, events)
-	ck := &checkpointer{every: c.every, nextID: 1}
+	ck := &checkpointer{every: c.every, nextID: 1, storage: storage}
 
 	// Every Store the run opens is released on the way out; the final one is closed (and so
 	// persisted) explicitly below, so Discard then only reports ErrClosed.
@@ -338,8 +353,12 @@ func run(args []string, out io.Writer) (err error) {
 	}
 	j.ck = ck
 
-	fmt.Fprintf(out, "replaying events %d to %d (scale %d) into %s, checkpoints every %d events into %s\n",
-		from*c.scale, events, c.scale, j.parts[0].store.Dir(), c.every, ckDir)
+	cl := "off"
+	if c.changelog {
+		cl = fmt.Sprintf("on, materializations every %v", c.materialize)
+	}
+	fmt.Fprintf(out, "replaying events %d to %d (scale %d) into %s, checkpoints every %d events into %s, changelog %s\n",
+		from*c.scale, events, c.scale, j.parts[0].store.Dir(), c.every, ckDir, cl)
 	if err := play(from, n); err != nil {
 		return err
 	}
@@ -363,7 +382,7 @@ func run(args []string, out io.Writer) (err error) {
 	modelTime := time.Since(t1)
 
 	report(out, j, got, replayed, elapsed, st, ms.HeapAlloc, modelTime)
-	printCheckpoints(out, c.every, ck.taken, restores)
+	printCheckpoints(out, c, ck.taken, restores)
 
 	t2 := time.Now()
 	lists, hdiffs, err := j.checkHistory(10)

@@ -313,41 +313,81 @@ func count(t *testing.T, s, re string) int {
 	return n
 }
 
+// changelogModes are the two ways the demo checkpoints: with the changelog (the default) and
+// without (native incremental checkpoints).
+var changelogModes = []struct {
+	name string
+	args []string
+}{{"changelog=on", []string{"-changelog=true"}}, {"changelog=off", []string{"-changelog=false"}}}
+
 // TestCheckpointsDefault: the plain run checkpoints about every twelfth of a small input, and
-// the checkpoints are incremental (they reuse what the previous one stored).
+// the checkpoints are incremental (they reuse what the previous one stored); with the
+// changelog on, it reports the log and its materializations, and a short materialization
+// interval makes some (each then the base of the next checkpoints).
 func TestCheckpointsDefault(t *testing.T) {
-	out := runOut(t, "-json", jsonPath)
-	if n := count(t, out, `checkpoints: (\d+) taken every`); n < 10 {
-		t.Errorf("%d checkpoints, want >= 10:\n%s", n, out)
-	}
-	for _, want := range []string{"sync pause", "async", "uploaded per checkpoint"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
+	for _, m := range changelogModes {
+		t.Run(m.name, func(t *testing.T) {
+			args := append([]string{"-json", jsonPath}, m.args...)
+			if m.name == "changelog=on" {
+				args = append(args, "-materialize-every", "20ms")
+			}
+			out := runOut(t, args...)
+			if n := count(t, out, `checkpoints: (\d+) taken every`); n < 10 {
+				t.Errorf("%d checkpoints, want >= 10:\n%s", n, out)
+			}
+			for _, want := range []string{"sync pause", "async", "duration", "bytes per checkpoint (objects not in the previous checkpoint)"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			if m.name == "changelog=off" {
+				if strings.Contains(out, "changelog:") || !strings.Contains(out, "native incremental") {
+					t.Errorf("-changelog=false: want native checkpoints and no changelog figures:\n%s", out)
+				}
+				return
+			}
+			if n := count(t, out, `changelog: (\d+) materializations`); n < 1 {
+				t.Errorf("no materialization at a 20 ms interval:\n%s", out)
+			}
+			if !strings.Contains(out, "log since the last materialization at a checkpoint") {
+				t.Errorf("output lacks the log's size:\n%s", out)
+			}
+		})
 	}
 }
 
 // TestKill SIGKILLs the child process in the middle of the 20k flights; the restored job must
 // resume from the child's last committed checkpoint (not from event 0: the interval makes
-// several before the kill) and still equal the model.
+// several before the kill) and still equal the model — with the changelog on (the restore
+// replays the log on top of the first checkpoint's materialization) and off.
 func TestKill(t *testing.T) {
-	out := runOut(t, "-json", jsonPath, "-checkpoint-every", "2000", "-kill-after", "11000")
-	if !strings.Contains(out, "signal: killed") {
-		t.Errorf("the child was not reported killed by a signal:\n%s", out)
-	}
-	if n := count(t, out, `it reported (\d+) checkpoints complete`); n < 3 {
-		t.Errorf("the child completed %d checkpoints before the kill, want >= 3:\n%s", n, out)
-	}
-	// The child's reported checkpoints are committed, so the restore starts at the last of them
-	// or at a later one (committed while the SIGKILL was on its way): a checkpoint position, so
-	// a multiple of the interval.
-	last := count(t, out, `checkpoints complete, the last \d+ at event (\d+)`)
-	at := count(t, out, `resuming at event (\d+)`)
-	if at < last || at%2000 != 0 {
-		t.Errorf("resumed at event %d, want a multiple of 2000 from the child's last reported checkpoint (event %d) on:\n%s", at, last, out)
-	}
-	if !strings.Contains(out, "by the killed child process") {
-		t.Errorf("checkpoint figures do not cover the child's:\n%s", out)
+	for _, m := range changelogModes {
+		t.Run(m.name, func(t *testing.T) {
+			out := runOut(t, append([]string{"-json", jsonPath, "-checkpoint-every", "2000", "-kill-after", "11000"}, m.args...)...)
+			if !strings.Contains(out, "signal: killed") {
+				t.Errorf("the child was not reported killed by a signal:\n%s", out)
+			}
+			if n := count(t, out, `it reported (\d+) checkpoints complete`); n < 3 {
+				t.Errorf("the child completed %d checkpoints before the kill, want >= 3:\n%s", n, out)
+			}
+			// The child's reported checkpoints are committed, so the restore starts at the last of
+			// them or at a later one (committed while the SIGKILL was on its way): a checkpoint
+			// position, so a multiple of the interval.
+			last := count(t, out, `checkpoints complete, the last \d+ at event (\d+)`)
+			at := count(t, out, `resuming at event (\d+)`)
+			if at < last || at%2000 != 0 {
+				t.Errorf("resumed at event %d, want a multiple of 2000 from the child's last reported checkpoint (event %d) on:\n%s", at, last, out)
+			}
+			if !strings.Contains(out, "by the killed child process") {
+				t.Errorf("checkpoint figures do not cover the child's:\n%s", out)
+			}
+			// The restored checkpoint is one of the child's third or later: with the changelog,
+			// the log since the first (its materialization) is replayed; without, none is.
+			records := count(t, out, `; (\d+) changelog records replayed\)`)
+			if on := m.name == "changelog=on"; on != (records > 0) {
+				t.Errorf("%s: %d changelog records replayed:\n%s", m.name, records, out)
+			}
+		})
 	}
 }
 
@@ -360,14 +400,19 @@ func TestKillBeforeFirstCheckpoint(t *testing.T) {
 }
 
 // TestRescale restores into 2 and 3 Stores splitting the key groups, then back into one, at
-// scale 2 (so route and origin keys of one flight often sit in different Stores).
+// scale 2 (so route and origin keys of one flight often sit in different Stores), with the
+// changelog on (materializing every 20 ms, so the rescaled Stores materialize too) and off.
 func TestRescale(t *testing.T) {
-	for _, p := range []string{"2", "3"} {
-		out := runOut(t, "-json", jsonPath, "-scale", "2", "-rescale", p)
-		for _, want := range []string{"scale out 1 -> " + p, "scale in " + p + " -> 1", "restore time:"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("-rescale %s: output lacks %q:\n%s", p, want, out)
-			}
+	for _, m := range changelogModes {
+		for _, p := range []string{"2", "3"} {
+			t.Run(m.name+"/p="+p, func(t *testing.T) {
+				out := runOut(t, append([]string{"-json", jsonPath, "-scale", "2", "-rescale", p, "-materialize-every", "20ms"}, m.args...)...)
+				for _, want := range []string{"scale out 1 -> " + p, "scale in " + p + " -> 1", "restore time:"} {
+					if !strings.Contains(out, want) {
+						t.Errorf("-rescale %s: output lacks %q:\n%s", p, want, out)
+					}
+				}
+			})
 		}
 	}
 }

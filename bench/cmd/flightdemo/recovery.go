@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"time"
 
@@ -17,9 +18,17 @@ import (
 const maxParallelism = strata.DefaultMaxParallelism
 
 // defaultCheckpointEvery is the default checkpoint interval in events: a 3 M-event run takes
-// 11 checkpoints. Inputs with fewer than 12 intervals of it checkpoint every twelfth of their
-// events instead, so that a small input checkpoints as often.
-const defaultCheckpointEvery = 250_000
+// 59 checkpoints, one every ~0.15 s at the demo's throughput on 2 cores — short, as the
+// changelog makes checkpoints cheap whatever the state's size. Inputs with fewer than 12
+// intervals of it checkpoint every twelfth of their events instead, so that a small input
+// checkpoints as often.
+const defaultCheckpointEvery = 50_000
+
+// defaultMaterializeEvery is the default time between changelog materializations: a few in
+// a ~10 s run, so that checkpoints move from one materialization to the next and truncation
+// runs (Flink's default, 10 minutes, would make every checkpoint of the demo list the first
+// materialization and the whole log since).
+const defaultMaterializeEvery = 2 * time.Second
 
 // checkpointEvery resolves the -checkpoint-every flag (-1: the default) for a run of events.
 func checkpointEvery(flag, events int) int {
@@ -47,6 +56,10 @@ func storeOptions(c config, storage checkpoint.Storage, kg *strata.KeyGroupRange
 		opts.SegmentSize = 16 << 20 // four segments at least in the budget
 	}
 	opts.Checkpoint = strata.CheckpointOptions{Storage: storage, Owner: ownerOf(kg), Retain: 1, RestoreMode: mode}
+	if c.changelog {
+		opts.Checkpoint.Changelog = &strata.ChangelogOptions{MaterializationInterval: c.materialize,
+			SpaceAmplificationCap: c.spaceAmp}
+	}
 	return opts
 }
 
@@ -60,6 +73,17 @@ type ckRecord struct {
 	SyncPause, AsyncDuration time.Duration
 	Uploaded, Reused         int64
 	Child                    bool // taken by the child process that was killed
+	// Mats is the number of changelog materializations the process's Stores had completed
+	// by this checkpoint (cumulative over every Store the process opened); LogBytes the
+	// changelog's bytes since the last materialization cut, summed over the job's Stores
+	// (ChangelogStats.LogBytes: what a restore replays on top of the materialization).
+	Mats, LogBytes int64
+	// New is the bytes of the objects (table files, changelog segments) the checkpoint's
+	// manifests list that the previous checkpoint of the same owner did not: what an
+	// incremental checkpoint stores anew, whether its upload or a background changelog
+	// persist before it wrote them. (With the changelog, CheckpointStats.UploadedBytes counts
+	// every segment listed since the materialization, persisted before or not.)
+	New int64
 }
 
 // checkpointer takes the job's checkpoints: every Store at one id and one input position (an
@@ -75,6 +99,40 @@ type checkpointer struct {
 
 	taken  []ckRecord
 	onDone func(ckRecord) // may be nil; sees every completed checkpoint
+
+	mats map[*strata.Store]int64 // materializations of every Store the job used, at its last checkpoint
+
+	storage checkpoint.Storage         // where the manifests are, for New
+	listed  map[string]map[string]bool // by owner: the objects of its last checkpoint
+}
+
+// newBytes returns the bytes of the objects the manifest of h lists that the previous
+// checkpoint of its owner did not (ckRecord.New), and remembers h's.
+func (c *checkpointer) newBytes(h strata.CheckpointHandle) (int64, error) {
+	m, err := checkpoint.ReadManifest(context.Background(), c.storage, h.Owner, h.ID)
+	if err != nil {
+		return 0, err
+	}
+	if c.listed == nil {
+		c.listed = map[string]map[string]bool{}
+	}
+	prev, cur := c.listed[h.Owner], map[string]bool{}
+	var n int64
+	for _, o := range m.Objects {
+		k, size := o.Name, o.Size
+		if o.Packed {
+			k, size = fmt.Sprintf("%s@%d", o.Name, o.Offset), o.Length
+		}
+		if cur[k] {
+			continue
+		}
+		cur[k] = true
+		if !prev[k] {
+			n += size
+		}
+	}
+	c.listed[h.Owner] = cur
+	return n, nil
 }
 
 // start begins checkpoint c.nextID of every Store of j at position row, after finishing the
@@ -116,13 +174,30 @@ func (c *checkpointer) finish(j *job) ([]strata.CheckpointHandle, error) {
 		r.AsyncDuration = max(r.AsyncDuration, h.Stats.AsyncDuration)
 		r.Uploaded += h.Stats.UploadedBytes
 		r.Reused += h.Stats.ReusedBytes
+		n, err := c.newBytes(h)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %d: %w", r.ID, err)
+		}
+		r.New += n
 		hs = append(hs, h)
 	}
 	c.pending = c.pending[:0]
+	if c.mats == nil {
+		c.mats = map[*strata.Store]int64{}
+	}
 	for _, p := range j.parts {
 		if err := p.store.NotifyCheckpointComplete(r.ID); err != nil {
 			return nil, fmt.Errorf("checkpoint %d: complete: %w", r.ID, err)
 		}
+		cs := p.store.ChangelogStats()
+		if cs.LastError != nil && cs.MaterializationFailures > 0 {
+			fmt.Fprintf(os.Stderr, "flightdemo: checkpoint %d: changelog: %v\n", r.ID, cs.LastError)
+		}
+		c.mats[p.store] = cs.Materializations
+		r.LogBytes += cs.LogBytes
+	}
+	for _, m := range c.mats {
+		r.Mats += m
 	}
 	c.taken = append(c.taken, r)
 	if c.onDone != nil {
@@ -148,6 +223,7 @@ type restoreRecord struct {
 	Bytes    int64         // table bytes restored, over the Stores
 	Tables   int
 	Linked   int
+	Records  int64 // changelog records replayed
 	Position position
 }
 
@@ -185,6 +261,7 @@ func restore(c config, storage checkpoint.Storage, rows int, dirs []string, kgs 
 		rec.Bytes += st.Bytes
 		rec.Tables += st.Tables
 		rec.Linked += st.Linked
+		rec.Records += st.ChangelogRecords
 		stores = append(stores, s)
 	}
 	rec.Took = time.Since(t0)
@@ -197,29 +274,38 @@ func printRestore(out io.Writer, what string, r restoreRecord) {
 	for _, h := range r.From {
 		from = append(from, fmt.Sprintf("%d of %s", h.ID, h.Owner))
 	}
-	fmt.Fprintf(out, "restore (%s): checkpoint %v into %d Store(s) in %v (%d tables, %.1f MiB, %d hard-linked); "+
+	fmt.Fprintf(out, "restore (%s): checkpoint %v into %d Store(s) in %v (%d tables, %.1f MiB, %d hard-linked; %d changelog records replayed); "+
 		"list lengths and the open day re-read from state in %v; resuming at event %d\n",
-		what, from, r.Stores, r.Took.Round(time.Microsecond), r.Tables, float64(r.Bytes)/(1<<20), r.Linked,
+		what, from, r.Stores, r.Took.Round(time.Microsecond), r.Tables, float64(r.Bytes)/(1<<20), r.Linked, r.Records,
 		r.Resume.Round(time.Microsecond), r.Position.Row*int(r.Position.K))
 }
 
 // printCheckpoints summarizes the checkpoints taken and the restores done.
-func printCheckpoints(out io.Writer, every int, taken []ckRecord, restores []restoreRecord) {
+func printCheckpoints(out io.Writer, c config, taken []ckRecord, restores []restoreRecord) {
+	every := c.every
 	if len(taken) == 0 {
 		fmt.Fprintf(out, "checkpoints: none taken (every %d events)\n", every)
 	} else {
 		child := 0
-		var sync, async []time.Duration
-		var up, reused, upMax int64
+		var sync, async, total []time.Duration
+		var up, reused, upMax, logSum, logMax, childMats, mats, fresh, freshMax int64
 		for _, r := range taken {
 			if r.Child {
 				child++
+				childMats = max(childMats, r.Mats)
+			} else {
+				mats = max(mats, r.Mats)
 			}
 			sync = append(sync, r.SyncPause)
 			async = append(async, r.AsyncDuration)
+			total = append(total, r.SyncPause+r.AsyncDuration)
 			up += r.Uploaded
 			reused += r.Reused
 			upMax = max(upMax, r.Uploaded)
+			fresh += r.New
+			freshMax = max(freshMax, r.New)
+			logSum += r.LogBytes
+			logMax = max(logMax, r.LogBytes)
 		}
 		by := ""
 		if child > 0 {
@@ -227,11 +313,33 @@ func printCheckpoints(out io.Writer, every int, taken []ckRecord, restores []res
 		}
 		n := int64(len(taken))
 		const mib = 1 << 20
-		fmt.Fprintf(out, "checkpoints: %d taken every %d events%s\n", len(taken), every, by)
+		kind := "native incremental (-changelog=false)"
+		if c.changelog {
+			kind = fmt.Sprintf("with the changelog, materialized every %v", c.materialize)
+			if c.spaceAmp > 0 {
+				kind += fmt.Sprintf(" or at space amplification %g", c.spaceAmp)
+			}
+		}
+		fmt.Fprintf(out, "checkpoints: %d taken every %d events, %s%s\n", len(taken), every, kind, by)
 		fmt.Fprintf(out, "  sync pause   p50 %10v  p99 %10v  max %10v\n", quantile(sync, 0.5), quantile(sync, 0.99), quantile(sync, 1))
 		fmt.Fprintf(out, "  async        p50 %10v  p99 %10v  max %10v\n", quantile(async, 0.5), quantile(async, 0.99), quantile(async, 1))
-		fmt.Fprintf(out, "  uploaded per checkpoint: mean %.1f MiB, max %.1f MiB; reused (incremental) mean %.1f MiB\n",
-			float64(up)/float64(n)/mib, float64(upMax)/mib, float64(reused)/float64(n)/mib)
+		fmt.Fprintf(out, "  duration     p50 %10v  p99 %10v  max %10v  (sync + async)\n", quantile(total, 0.5), quantile(total, 0.99), quantile(total, 1))
+		fmt.Fprintf(out, "  bytes per checkpoint (objects not in the previous checkpoint): mean %.2f MiB, max %.2f MiB\n",
+			float64(fresh)/float64(n)/mib, float64(freshMax)/mib)
+		what := "uploaded"
+		if c.changelog {
+			what = "listed beyond the materialization (log segments since it, persisted before or by the checkpoint)"
+		}
+		fmt.Fprintf(out, "  %s per checkpoint: mean %.2f MiB, max %.2f MiB; reused mean %.1f MiB\n",
+			what, float64(up)/float64(n)/mib, float64(upMax)/mib, float64(reused)/float64(n)/mib)
+		if c.changelog {
+			byChild := ""
+			if child > 0 {
+				byChild = fmt.Sprintf(" (%d by the killed child process, %d after the restore)", childMats, mats)
+			}
+			fmt.Fprintf(out, "  changelog: %d materializations%s; log since the last materialization at a checkpoint: mean %.2f MiB, max %.2f MiB, at the last %.2f MiB\n",
+				childMats+mats, byChild, float64(logSum)/float64(n)/mib, float64(logMax)/mib, float64(taken[len(taken)-1].LogBytes)/mib)
+		}
 	}
 	for _, r := range restores {
 		fmt.Fprintf(out, "restore time: %v into %d Store(s) from %d checkpoint(s) (+ %v re-reading the job's memory)\n",

@@ -296,7 +296,12 @@ func writeTables(md *bytes.Buffer, d *report.Data) {
 // (bench/suite/checkpoint_test.go), whose figures are pauses, bytes and restore times rather
 // than ns/op.
 func isCheckpointWorkload(w string) bool {
-	return strings.HasPrefix(w, "Checkpoint/") || strings.HasPrefix(w, "Restore/")
+	for _, p := range []string{"Checkpoint/", "Restore/", "ChangelogCheckpoint/", "ChangelogRestore/"} {
+		if strings.HasPrefix(w, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Targets of the checkpoint rows (the issue "Benchmarks: checkpoint sync pause and async
@@ -308,8 +313,20 @@ const (
 	ckRestoreRatio = 1.2
 )
 
+// Targets of the changelog rows (the issue "Benchmarks: Changelog on vs off"): with the
+// changelog, checkpoint duration p99 at every size within clP99Growth × the 256 MiB row's;
+// foreground updates/s at least clThroughput × the changelog-off row's; space amplification
+// (the last checkpoint's objects over the live state) at most clSpaceAmp; restore at most
+// clRestoreRatio × the changelog-off restore.
+const (
+	clP99Growth    = 1.5
+	clThroughput   = 0.9
+	clSpaceAmp     = 1.5
+	clRestoreRatio = 1.5
+)
+
 func writeCheckpoints(md *bytes.Buffer, d *report.Data) {
-	var ck, rs []string
+	var ck, rs, clc, clr []string
 	for _, n := range d.Order {
 		w, _, _, ok := report.Split(n)
 		switch {
@@ -318,9 +335,13 @@ func writeCheckpoints(md *bytes.Buffer, d *report.Data) {
 			ck = append(ck, n)
 		case strings.HasPrefix(w, "Restore/"):
 			rs = append(rs, n)
+		case strings.HasPrefix(w, "ChangelogCheckpoint/"):
+			clc = append(clc, n)
+		case strings.HasPrefix(w, "ChangelogRestore/"):
+			clr = append(clr, n)
 		}
 	}
-	if len(ck) == 0 && len(rs) == 0 {
+	if len(ck) == 0 && len(rs) == 0 && len(clc) == 0 && len(clr) == 0 {
 		return
 	}
 	med := func(n, unit string) string {
@@ -403,6 +424,78 @@ func writeCheckpoints(md *bytes.Buffer, d *report.Data) {
 			}
 			fmt.Fprintf(md, "| %s | %s | %s | %s | %s | %s | %s |\n", state, mode, med(n, "restore-ms"),
 				med(n, "subtask-max-ms"), x, sub, res)
+		}
+		md.WriteString("\n")
+	}
+	writeChangelog(md, d, clc, clr, med, mib, verdict)
+}
+
+// writeChangelog tables the changelog on/off rows (bench/suite/changelog_test.go) with their
+// targets (clP99Growth, clThroughput, clSpaceAmp, clRestoreRatio).
+func writeChangelog(md *bytes.Buffer, d *report.Data, clc, clr []string, med, mib func(n, unit string) string, verdict func(bool) string) {
+	if len(clc) > 0 {
+		fmt.Fprintf(md, "### Changelog on vs off\n\nThe same value state under a steady load of random-key updates on the task's "+
+			"goroutine, a checkpoint started every second while it runs (StartCheckpoint; waited for and completed when done, "+
+			"the load stalling only if one outlasts the interval); with the changelog, materializations start on the "+
+			"space-amplification cap. Duration is sync pause + async. Space amplification: the distinct objects the last "+
+			"checkpoint's manifest lists over the live state (keys × 116 B). Targets (changelog on): duration p99 within %g× "+
+			"the 256MiB row's at every size; updates/s ≥ %g × changelog off; space amplification ≤ %g.\n\n",
+			clP99Growth, clThroughput, clSpaceAmp)
+		md.WriteString("| row | changelog | ckpts | p50 ms | p99 ms | p99.9 ms | sync p99 ms | MiB/ckpt | space amp | updates/s | × off | mats | p99 growth | throughput | space amp |\n" +
+			"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n")
+		base, okBase := 0.0, false
+		for _, n := range clc {
+			w, _, row, _ := report.Split(n)
+			if mode := strings.TrimPrefix(row, "changelog="); mode == "on" && !okBase {
+				if strings.HasSuffix(w, "state=256MiB") {
+					base, okBase = d.Median(n, "ckpt-p99-ms")
+				}
+			}
+		}
+		for _, n := range clc {
+			w, _, row, _ := report.Split(n)
+			state := strings.TrimPrefix(w, "ChangelogCheckpoint/")
+			mode := strings.TrimPrefix(row, "changelog=")
+			x, growth, thr, amp := "–", "–", "–", "–"
+			if mode == "on" {
+				rate, ok1 := d.Median(n, "updates/s")
+				off, ok2 := d.Median(report.Join(w, "strata", "changelog=off"), "updates/s")
+				if ok1 && ok2 && off > 0 {
+					x = fmt.Sprintf("%.2f", rate/off)
+					thr = verdict(rate/off >= clThroughput)
+				}
+				if p99, ok := d.Median(n, "ckpt-p99-ms"); ok && okBase && base > 0 {
+					growth = fmt.Sprintf("%.2f× %s", p99/base, verdict(p99/base <= clP99Growth))
+				}
+				if a, ok := d.Median(n, "space-amp"); ok {
+					amp = verdict(a <= clSpaceAmp)
+				}
+			}
+			fmt.Fprintf(md, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+				state, mode, med(n, "ckpts"), med(n, "ckpt-p50-ms"), med(n, "ckpt-p99-ms"), med(n, "ckpt-p999-ms"),
+				med(n, "sync-p99-ms"), mib(n, "bytes/ckpt"), med(n, "space-amp"), med(n, "updates/s"), x, med(n, "mats"),
+				growth, thr, amp)
+		}
+		md.WriteString("\n")
+	}
+	if len(clr) > 0 {
+		fmt.Fprintf(md, "Changelog restore: the last checkpoint of the row above into a new directory (Open, changelog replay and a "+
+			"first read included). Target: changelog on ≤ %g × off.\n\n", clRestoreRatio)
+		md.WriteString("| row | changelog | restore ms | log records replayed | × off | result |\n|---|---|---:|---:|---:|---|\n")
+		for _, n := range clr {
+			w, _, row, _ := report.Split(n)
+			state := strings.TrimPrefix(w, "ChangelogRestore/")
+			mode := strings.TrimPrefix(row, "changelog=")
+			x, res := "–", "–"
+			if mode == "on" {
+				v, ok1 := d.Median(n, "restore-ms")
+				off, ok2 := d.Median(report.Join(w, "strata", "changelog=off"), "restore-ms")
+				if ok1 && ok2 && off > 0 {
+					x = fmt.Sprintf("%.2f", v/off)
+					res = verdict(v/off <= clRestoreRatio)
+				}
+			}
+			fmt.Fprintf(md, "| %s | %s | %s | %s | %s | %s |\n", state, mode, med(n, "restore-ms"), med(n, "log-records"), x, res)
 		}
 		md.WriteString("\n")
 	}
