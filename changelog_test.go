@@ -174,6 +174,13 @@ func TestChangelogRescale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if h.Stats.UploadedBytes == 0 {
+		t.Fatalf("changelog checkpoint 2 after 3000 writes stored nothing: %+v", h.Stats)
+	}
+	// Nothing written since: the next checkpoint lists the same segments and stores none.
+	if h3, err := r.st.s.Checkpoint(ctx, 3, nil); err != nil || h3.Stats.UploadedBytes != 0 || h3.Stats.ReusedBytes < h.Stats.UploadedBytes {
+		t.Fatalf("checkpoint 3 with no writes since 2: %+v, %v; want nothing uploaded, 2's segments reused", h3.Stats, err)
+	}
 	m := r.m.clone()
 	var total int64
 	for i := range 2 {

@@ -87,6 +87,12 @@ type clState struct {
 	lastErr          error
 }
 
+// clSegment names one changelog segment: its object and offset.
+type clSegment struct {
+	name string
+	off  int64
+}
+
 // clGen is one generation: a Log holding the records with seq > after.
 type clGen struct {
 	log   *changelog.Log
@@ -368,7 +374,7 @@ func (t *Engine) startChangelogCheckpoint(spec CheckpointSpec, start time.Time) 
 		panic("strata: invariant: a materialization's generation was truncated while it is the newest")
 	}
 	p := &PendingCheckpoint{spec: spec, start: start, base: m.tables, baseID: t.ck.baseID,
-		memReleased: true, seq: t.f.Seq(), mat: m, gens: slices.Clone(c.gens[i:])}
+		memReleased: true, seq: t.f.Seq(), mat: m, gens: slices.Clone(c.gens[i:]), clPrev: t.ck.clPrev}
 	t.ck.running = append(t.ck.running, p)
 	p.pause = time.Since(start)
 	h, err := t.sched.Submit(scheduler.Upload, "changelog checkpoint", func(ctx context.Context) error {
@@ -399,6 +405,7 @@ func (t *Engine) uploadChangelog(ctx context.Context, p *PendingCheckpoint) erro
 	p.tables = p.mat.tables
 	res := &p.res
 	res.ReusedObjects, res.ReusedBytes = len(p.mat.objects), p.mat.size
+	p.clNames = map[clSegment]bool{}
 	for _, g := range p.gens {
 		hs, err := g.log.Checkpoint(ctx, p.seq)
 		if err != nil {
@@ -410,8 +417,17 @@ func (t *Engine) uploadChangelog(ctx context.Context, p *PendingCheckpoint) erro
 			m.Objects = append(m.Objects, h)
 			t.ck.inflight.Add(h.Name)
 			p.inflight = append(p.inflight, h.Name)
-			res.UploadedObjects++
-			res.UploadedBytes += h.Length
+			// A segment the previous checkpoint listed already is reused, not uploaded again:
+			// what this one stored is the tail since then.
+			seg := clSegment{h.Name, h.Offset}
+			p.clNames[seg] = true
+			if p.clPrev[seg] {
+				res.ReusedObjects++
+				res.ReusedBytes += h.Length
+			} else {
+				res.UploadedObjects++
+				res.UploadedBytes += h.Length
+			}
 		}
 	}
 	name := checkpoint.ManifestName(spec.Owner, spec.ID)

@@ -99,6 +99,9 @@ type PendingCheckpoint struct {
 	gen      *clGen    // the generation opened at this cut (native cut, changelog on)
 	mat      *matState // a changelog checkpoint: the materialization it is based on
 	gens     []*clGen  // a changelog checkpoint: the generations it lists
+	// clPrev: the segments the previous changelog checkpoint listed (read by the task);
+	// clNames: those this one lists (written by the task, read by the owner after fin).
+	clPrev, clNames map[clSegment]bool
 }
 
 // Done is closed when the checkpoint is durable, has failed or was cancelled. Any goroutine.
@@ -133,6 +136,9 @@ type ckState struct {
 	checkpoints int64
 	failures    int64
 	hook        func() // SetCheckpointHook
+	// clPrev are the changelog segments the last durable changelog checkpoint listed (its
+	// successor counts them as reused).
+	clPrev map[clSegment]bool
 }
 
 // ErrCheckpointInProgress: a checkpoint is still uploading; Flink's default of one concurrent
@@ -238,6 +244,9 @@ func (t *Engine) installCheckpoints() {
 			continue
 		}
 		t.ck.checkpoints++
+		if p.clNames != nil {
+			t.ck.clPrev = p.clNames
+		}
 		if slices.Contains(t.ck.aborted, p.spec.ID) {
 			continue
 		}
