@@ -94,7 +94,9 @@ type Object struct {
 	// rescale.
 	KeyGroups KeyGroupRange
 	// MinOrder and MaxOrder bound the order hashes (base.OrderHash) of the covered entries,
-	// inclusive; MinOrder <= MaxOrder.
+	// inclusive; MinOrder <= MaxOrder. For a KindChangelog segment they bound its records'
+	// sequence numbers instead (package changelog, doc.go): a changelog segment holds records
+	// of many order hashes, and restore selects segments by KeyGroups and by sequence.
 	MinOrder, MaxOrder uint64
 	// Packed says the entry covers only [Offset, Offset+Length) of the object: one changelog
 	// object per persist per process holds the changes of all its stores (DESIGN §4, item 3;
