@@ -415,8 +415,7 @@ func (t *Engine) uploadChangelog(ctx context.Context, p *PendingCheckpoint) erro
 			h.KeyGroups.Start = max(h.KeyGroups.Start, spec.KeyGroups.Start)
 			h.KeyGroups.End = min(h.KeyGroups.End, spec.KeyGroups.End)
 			m.Objects = append(m.Objects, h)
-			t.ck.inflight.Add(h.Name)
-			p.inflight = append(p.inflight, h.Name)
+			t.hold(p, h.Name)
 			// A segment the previous checkpoint listed already is reused, not uploaded again:
 			// what this one stored is the tail since then.
 			seg := clSegment{h.Name, h.Offset}
@@ -430,16 +429,7 @@ func (t *Engine) uploadChangelog(ctx context.Context, p *PendingCheckpoint) erro
 			}
 		}
 	}
-	name := checkpoint.ManifestName(spec.Owner, spec.ID)
-	t.ck.inflight.Add(name)
-	p.inflight = append(p.inflight, name)
-	if err := checkpoint.Commit(ctx, spec.Storage, spec.Owner, m); err != nil {
-		return fmt.Errorf("strata: checkpoint %d: commit: %w", spec.ID, err)
-	}
-	res.Manifest = m
-	res.SyncPause = p.pause
-	res.AsyncDuration = time.Since(p.start) - p.pause
-	return nil
+	return t.commit(ctx, p, m)
 }
 
 // truncateChangelog runs when checkpoint id completes (CompleteCheckpoint, owner): the

@@ -389,8 +389,7 @@ func (t *Engine) upload(ctx context.Context, p *PendingCheckpoint) error {
 			if ok {
 				res.ReusedObjects++
 				res.ReusedBytes += o.Size
-				t.ck.inflight.Add(o.Name)
-				p.inflight = append(p.inflight, o.Name)
+				t.hold(p, o.Name)
 			} else {
 				crc, size, err := checkpoint.FileCRC(t.ck.tmpFS, tb.Path)
 				if err != nil {
@@ -398,8 +397,7 @@ func (t *Engine) upload(ctx context.Context, p *PendingCheckpoint) error {
 				}
 				o = checkpoint.Object{Name: checkpoint.SharedName(spec.Owner, spec.KeyGroups, spec.ID, "sst"),
 					Kind: checkpoint.KindTable, Size: size, CRC: crc}
-				t.ck.inflight.Add(o.Name)
-				p.inflight = append(p.inflight, o.Name)
+				t.hold(p, o.Name)
 				if err := checkpoint.PutFile(ctx, spec.Storage, o.Name, t.ck.tmpFS, tb.Path); err != nil {
 					return fmt.Errorf("strata: checkpoint %d: %w", spec.ID, err)
 				}
@@ -414,8 +412,7 @@ func (t *Engine) upload(ctx context.Context, p *PendingCheckpoint) error {
 		}
 	}
 	if mt != nil {
-		t.ck.inflight.Add(mt.Name)
-		p.inflight = append(p.inflight, mt.Name)
+		t.hold(p, mt.Name)
 		if err := checkpoint.PutFile(ctx, spec.Storage, mt.Name, t.ck.tmpFS, mtPath); err != nil {
 			return fmt.Errorf("strata: checkpoint %d: memory table: %w", spec.ID, err)
 		}
@@ -428,12 +425,25 @@ func (t *Engine) upload(ctx context.Context, p *PendingCheckpoint) error {
 		res.Manifest = m
 		return nil
 	}
-	name := checkpoint.ManifestName(spec.Owner, spec.ID)
+	return t.commit(ctx, p, m)
+}
+
+// hold puts name in the in-flight set (GC keeps it) until p's pins are released.
+func (t *Engine) hold(p *PendingCheckpoint, name string) {
 	t.ck.inflight.Add(name)
 	p.inflight = append(p.inflight, name)
+}
+
+// commit writes m as checkpoint p's manifest with create-if-absent (the commit point; the
+// caller stored every object it names) and fills p's result. Both kinds of checkpoint, native
+// and changelog, end here.
+func (t *Engine) commit(ctx context.Context, p *PendingCheckpoint, m *checkpoint.Manifest) error {
+	spec := &p.spec
+	t.hold(p, checkpoint.ManifestName(spec.Owner, spec.ID))
 	if err := checkpoint.Commit(ctx, spec.Storage, spec.Owner, m); err != nil {
 		return fmt.Errorf("strata: checkpoint %d: commit: %w", spec.ID, err)
 	}
+	res := &p.res
 	res.Manifest = m
 	res.SyncPause = p.pause
 	res.AsyncDuration = time.Since(p.start) - p.pause
