@@ -171,6 +171,11 @@ func ownerOf(opts *Options) string {
 // referenced, not stored again; the memory tiers at the cut are stored as one table. It
 // becomes the base of later checkpoints only once completed (NotifyCheckpointComplete).
 //
+// The cut installs finished background work and seals the active segment: like a write, it
+// ends the validity of values read through aliasing codecs (package doc, invariant 2).
+// PendingCheckpoint.Wait, NotifyCheckpointComplete, NotifyCheckpointAborted, WaitCheckpointGC
+// and the stats do not: they release pins and record results, and move no state.
+//
 // Errors: ErrNoCheckpointStorage, ErrCheckpointInProgress, ErrInvalidOptions (id 0), a sticky
 // background failure, ErrMemoryBudget, ErrClosed.
 func (s *Store) StartCheckpoint(id uint64, inputPosition []byte) (*PendingCheckpoint, error) {

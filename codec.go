@@ -28,8 +28,9 @@ var (
 	// Bytes stores a []byte as is. Decode returns b itself (capacity clipped to its length, so
 	// an append by the caller copies): a value read through Bytes aliases the store's memory
 	// and is valid until the next write to the Store (any state's Put, Add, Update, Remove,
-	// Clear or MergeNamespaces, and WaitBackground and Close): reads never move memory, so
-	// other reads in between leave it intact. Copy it to keep it longer.
+	// Clear or MergeNamespaces, StartCheckpoint, Checkpoint, WaitBackground and Close): reads,
+	// checkpoint waits and notifications never move memory, so they leave it intact. Copy it
+	// to keep it longer.
 	Bytes Codec[[]byte] = bytesCodec{}
 	// String stores the UTF-8 (or any) bytes of a string; Decode copies.
 	String Codec[string] = stringCodec{}

@@ -49,8 +49,9 @@
 //     builds with -race or -tags invariants panic on overlapping use.
 //  2. Bytes returned by aliasing codecs (Bytes) and list iterators read the Store's memory in
 //     place and are valid until the next write to the Store — any state's Put, Add, Update,
-//     Remove, Clear or MergeNamespaces, and WaitBackground and Close — however many reads come
-//     between (a list iterator also until the next Get or MergeNamespaces on its state, which
+//     Remove, Clear or MergeNamespaces, and StartCheckpoint, Checkpoint, WaitBackground and
+//     Close — however many reads come between (waiting for a checkpoint, notifying its
+//     completion or abort and reading stats do not end it) (a list iterator also until the next Get or MergeNamespaces on its state, which
 //     reuse its buffer).
 //  3. A key group is computed exactly as Flink's KeyGroupRangeAssignment, and a state
 //     operation on a Key outside the Store's range fails with ErrKeyGroupOutOfRange.

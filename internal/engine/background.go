@@ -411,12 +411,8 @@ func (t *Engine) install() int {
 		t.noteL0()
 	}
 	// Checkpoints: their pins are released (deferred frees happen now).
-	if len(t.ck.running) > 0 || t.ck.gc != nil || t.cl != nil && t.cl.run != nil {
-		pinned := t.memPinned()
-		t.installCheckpoints()
-		if t.memPinned() < pinned {
-			n++ // memory was given back
-		}
+	if t.settleCheckpoints() {
+		n++ // memory was given back
 	}
 	if n > 0 {
 		t.noCompact = false

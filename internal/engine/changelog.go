@@ -512,7 +512,7 @@ func (t *Engine) ChangelogStats() ChangelogStats {
 	if c == nil {
 		return ChangelogStats{}
 	}
-	t.install()
+	t.settleCheckpoints()
 	s := ChangelogStats{Enabled: true, Generations: len(c.gens), LogBytes: c.logBytes,
 		Materializations: c.materializations, MaterializationFailures: c.matFailures,
 		MaterializationRunning: c.run != nil, Persists: c.persists, LastError: c.lastErr}

@@ -211,8 +211,21 @@ func (t *Engine) WaitCheckpoint(ctx context.Context, p *PendingCheckpoint) (Chec
 	case <-ctx.Done():
 		return CheckpointResult{}, ctx.Err()
 	}
-	t.install()
+	t.settleCheckpoints()
 	return p.res, p.err
+}
+
+// settleCheckpoints installs what finished checkpoints, materializations and checkpoint GC
+// left — pins released, results recorded — and nothing of the tiers, so values a read handed
+// out stay valid (invariant 2): a pin only defers the free of what an install (at a write)
+// already took out of every read's reach. It reports whether memory was given back. Owner.
+func (t *Engine) settleCheckpoints() bool {
+	if len(t.ck.running) == 0 && t.ck.gc == nil && (t.cl == nil || t.cl.run == nil) {
+		return false
+	}
+	pinned := t.memPinned()
+	t.installCheckpoints()
+	return t.memPinned() < pinned
 }
 
 // installCheckpoints releases the pins of finished checkpoints and records the durable ones as
@@ -539,7 +552,7 @@ func (t *Engine) memoryTable(ctx context.Context, p *PendingCheckpoint) (_ *chec
 // it fills). An id this engine did not write (before a restart) only advances LastCompleted.
 // Owner goroutine only.
 func (t *Engine) CompleteCheckpoint(id uint64, s checkpoint.Storage, gc checkpoint.GCOptions) {
-	t.install()
+	t.settleCheckpoints()
 	if tables, ok := t.ck.pending[id]; ok {
 		t.ck.base, t.ck.baseID = tables, id
 	}
@@ -568,7 +581,7 @@ func (t *Engine) AbortCheckpoint(id uint64, s checkpoint.Storage, gc checkpoint.
 		}
 	}
 	delete(t.ck.pending, id)
-	t.install()
+	t.settleCheckpoints()
 	t.scheduleGC(s, gc)
 }
 
@@ -623,7 +636,7 @@ func (t *Engine) submitGC(r *gcRun) {
 func (t *Engine) WaitGC() error {
 	for t.ck.gc != nil {
 		<-t.ck.gc.Done()
-		t.install()
+		t.settleCheckpoints()
 	}
 	err := t.ck.lastGC
 	t.ck.lastGC = nil

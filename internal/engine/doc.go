@@ -212,7 +212,9 @@
 //     retries, read arena reset, installs, L0 stall), the FreshTable write with backpressure, the row-cache write-through, after
 //     (queue transforms). A new OpKind must be handled by Engine.write (TestApplyEveryOp).
 //  2. Reads never install and never write: values, list batches and map entries a read returns
-//     stay valid until the next Apply (or WaitBackground, Persist, Close). A long list in the
+//     stay valid until the next Apply (or StartCheckpoint, Materialize, WaitBackground,
+//     Persist, Close). WaitCheckpoint, CompleteCheckpoint, AbortCheckpoint, WaitGC and
+//     ChangelogStats only settle checkpoints (settleCheckpoints: pins, results), never tiers. A long list in the
 //     lower tier is returned as places (LowerList) whose pieces are read one at a time; the
 //     places, too, are valid only until then (LowerList.Valid; ErrIteratorInvalidated after).
 //  3. Installs keep every tier's data in age order (protocol items 1, 3, 5), so reading newest

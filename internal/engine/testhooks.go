@@ -86,3 +86,6 @@ func (t *Engine) RowCacheLen() int {
 // memory table (tests hold the memory pins with it). nil removes it. Owner goroutine, with no
 // checkpoint running.
 func (t *Engine) SetCheckpointHook(hook func()) { t.ck.hook = hook }
+
+// Finished reports whether background work has finished that the next install would take.
+func (t *Engine) Finished() bool { return t.ready.Load() > 0 }
