@@ -56,6 +56,44 @@ func NewChangelogWriter(o ChangelogWriterOptions) (*ChangelogWriter, error) {
 // Stores first.
 func (w *ChangelogWriter) Close() { w.w.Close() }
 
+// ChangelogCache fetches each changelog object once for all the Stores of a process that
+// restore from it (CheckpointOptions.ChangelogCache), whatever their number: the fix of
+// FLINK-27155, where every operator of a TaskManager downloaded the same changelog file again.
+// A rescaled restore reads one old Store's objects from several new Stores, and a shared
+// ChangelogWriter puts many Stores' records in one object; with the cache each object is
+// fetched whole, once, into a local directory, and read from there by every Store. Objects
+// are kept while a restore reads them (reference counts) and for an idle timeout after.
+// Create one per process, like a SharedBudget; safe for concurrent use by Stores restoring
+// on different goroutines.
+type ChangelogCache struct{ c *engine.ChangelogCache }
+
+// ChangelogCacheStats are a ChangelogCache's figures: objects fetched and their bytes, reads
+// served by an object another restore fetched (hits), evictions, and the entries and bytes
+// held on local disk now.
+type ChangelogCacheStats = engine.ChangelogCacheStats
+
+// NewChangelogCache returns a ChangelogCache keeping its files in dir (created if missing;
+// files an earlier process left there are removed). idle is how long an object no restore
+// reads stays cached: 0 deletes it at once, negative means 10 minutes (Flink's default
+// local-cache idle timeout). Errors: ErrInvalidOptions for an empty dir; the file system's.
+func NewChangelogCache(dir string, idle time.Duration) (*ChangelogCache, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("%w: NewChangelogCache: no directory", ErrInvalidOptions)
+	}
+	c, err := engine.NewChangelogCache(dir, idle)
+	if err != nil {
+		return nil, err
+	}
+	return &ChangelogCache{c: c}, nil
+}
+
+// Stats returns the cache's figures.
+func (c *ChangelogCache) Stats() ChangelogCacheStats { return c.c.Stats() }
+
+// Close deletes the cached files; those a restore still reads go when it ends. Restores
+// started after Close fail to read the changelog. Errors: a failure to remove a file.
+func (c *ChangelogCache) Close() error { return c.c.Close() }
+
 // ChangelogOptions turn the changelog on (CheckpointOptions.Changelog; nil: off). A Store may
 // switch it on or off across a restore: Restore replays a checkpoint's log either way.
 type ChangelogOptions struct {
@@ -133,5 +171,9 @@ func changelogEngineOptions(opts *Options, budget *Budget) (*engine.ChangelogOpt
 // groups (Restore, after the tables; engine.ReplayChangelog).
 func (s *Store) replayChangelog(ctx context.Context, storage checkpoint.Storage, sources []*checkpoint.Manifest) (int64, error) {
 	kg := *s.opts.KeyGroups
-	return s.e.ReplayChangelog(ctx, storage, sources, checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)})
+	var cache *engine.ChangelogCache
+	if c := s.opts.Checkpoint.ChangelogCache; c != nil {
+		cache = c.c
+	}
+	return s.e.ReplayChangelog(ctx, storage, cache, sources, checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)})
 }

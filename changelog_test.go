@@ -3,9 +3,13 @@ package strata
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -255,5 +259,106 @@ func TestChangelogSharedWriterAndCap(t *testing.T) {
 			t.Fatalf("part %d: %v", i, err)
 		}
 		rr.st.s.Close()
+	}
+}
+
+// countGets counts the reads of changelog objects, whole and ranged, per name.
+type countGets struct {
+	checkpoint.Storage
+	mu           sync.Mutex
+	whole, parts map[string]int
+}
+
+func (c *countGets) Get(ctx context.Context, name string) ([]byte, error) {
+	c.count(c.whole, name)
+	return c.Storage.Get(ctx, name)
+}
+
+func (c *countGets) GetRange(ctx context.Context, name string, off, n int64) ([]byte, error) {
+	c.count(c.parts, name)
+	return c.Storage.GetRange(ctx, name, off, n)
+}
+
+func (c *countGets) count(m map[string]int, name string) {
+	if strings.Contains(name, "/changelog/") {
+		c.mu.Lock()
+		m[name]++
+		c.mu.Unlock()
+	}
+}
+
+// TestChangelogRestoreCache: three Stores restoring one Store's changelog checkpoint (a
+// scale-out) through one ChangelogCache fetch each changelog object once, whole, and read
+// none in ranges (FLINK-27155); each Store holds exactly its key groups' state. Without the
+// cache every Store reads every object's footer and spans.
+func TestChangelogRestoreCache(t *testing.T) {
+	ctx := context.Background()
+	const maxP = 128
+	e := newCkEnv(t, vfs.Default(), t.TempDir(), maxP)
+	e.opts.Checkpoint.Changelog = &ChangelogOptions{MaterializationInterval: -1}
+	r := e.open(nil)
+	defer r.st.s.Close()
+	r.writes(raceScale(3000))
+	if _, err := r.st.s.Checkpoint(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.st.s.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	r.writes(raceScale(3000))
+	h, err := r.st.s.Checkpoint(ctx, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.m.clone()
+	for _, cached := range []bool{true, false} {
+		cs := &countGets{Storage: e.st, whole: map[string]int{}, parts: map[string]int{}}
+		o := e.opts
+		if cached {
+			c, err := NewChangelogCache(filepath.Join(e.root, "cache"), time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			o.Checkpoint.ChangelogCache = c
+		}
+		var records int64
+		for i := range 3 {
+			kg := ComputeKeyGroupRangeForOperatorIndex(maxP, 3, i)
+			o.KeyGroups = &kg
+			s, err := Restore(e.newDir(), o, cs, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := e.run(s)
+			p.m = m.clone()
+			if err := p.st.checkOwned(p.m); err != nil {
+				t.Fatalf("cached %v, part %d (%v): %v", cached, i, kg, err)
+			}
+			records += s.RestoreStats().ChangelogRecords
+			s.Close()
+		}
+		if records == 0 || len(cs.whole)+len(cs.parts) == 0 {
+			t.Fatalf("cached %v: %d records replayed, %d objects read: the test restored no changelog", cached, records, len(cs.whole)+len(cs.parts))
+		}
+		if cached {
+			for name, n := range cs.whole {
+				if n != 1 {
+					t.Errorf("%s fetched %d times by three restores through one cache", name, n)
+				}
+			}
+			if len(cs.parts) != 0 {
+				t.Errorf("ranged reads of changelog objects past the cache: %v", cs.parts)
+			}
+			if st := o.Checkpoint.ChangelogCache.Stats(); st.Fetches != int64(len(cs.whole)) || st.Hits < 2*st.Fetches {
+				t.Errorf("cache stats %+v for %d objects and three restores", st, len(cs.whole))
+			}
+		} else {
+			for name, n := range cs.parts {
+				if n < 3 {
+					t.Errorf("without the cache, %s read %d times by three restores (each should read it)", name, n)
+				}
+			}
+		}
 	}
 }

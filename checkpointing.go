@@ -72,6 +72,11 @@ type CheckpointOptions struct {
 	// store the log's tail on top of a materialization taken in the background. nil: off,
 	// every checkpoint is a native incremental one. Needs Storage.
 	Changelog *ChangelogOptions
+	// ChangelogCache, when not nil, is the process's cache through which Restore reads
+	// the changelog objects of the checkpoints it restores (each fetched once per process,
+	// see ChangelogCache). nil: Restore reads them from Storage, each object's footer and the
+	// spans of its key groups once per Restore.
+	ChangelogCache *ChangelogCache
 }
 
 // CheckpointHandle identifies a durable checkpoint of one Store: what Restore needs, with the
@@ -433,6 +438,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		used = append(used, h)
 		lastID = max(lastID, h.ID)
 	}
+	t0 := time.Now()
 	res, err := engine.Restore(ctx, fsys, dir, d.MaxParallelism, ckKG, storage, sources, merged.encode())
 	if err != nil {
 		removeRestored(fsys, dir)
@@ -462,7 +468,11 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		s.e.SetCheckpointBase(lastID, s.restoredOwn, nil) // the first checkpoint is full (NO_CLAIM)
 	}
 	s.restoreStats = RestoreStats{Bytes: res.Bytes, Tables: len(res.Tables), Linked: res.Linked, Copied: res.Copied, Skipped: res.Skipped}
+	t1 := time.Now()
+	s.restoreStats.TablesTime = t1.Sub(t0)
 	n, err := s.replayChangelog(ctx, storage, sources)
+	t2 := time.Now()
+	s.restoreStats.ReplayTime = t2.Sub(t1)
 	if err != nil {
 		s.Discard()
 		removeRestored(fsys, dir)
@@ -479,6 +489,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 			removeRestored(fsys, dir)
 			return nil, fmt.Errorf("strata: restore into %q: persisting the replayed changelog: %w", dir, err)
 		}
+		s.restoreStats.PersistTime = time.Since(t2)
 	}
 	if err := fsys.Remove(filepath.Join(dir, restoringMarker)); err == nil {
 		err = syncDir(fsys, dir)
@@ -500,6 +511,10 @@ type RestoreStats struct {
 	// ChangelogRecords is the number of changelog records replayed (checkpoints taken with
 	// the changelog on).
 	ChangelogRecords int64
+	// The phases' wall times: TablesTime fetches and imports the table objects (links or
+	// copies, CRC checks), ReplayTime applies the changelog records, PersistTime makes the
+	// replayed records durable in the directory (zero without records).
+	TablesTime, ReplayTime, PersistTime time.Duration
 }
 
 // RestoreStats returns what Restore did to create the Store (zero for a Store from Open).

@@ -55,6 +55,13 @@ func (r *modelRun) ckInit() error {
 	if r.changelog {
 		// Materializations only when the step forces one (the run stays replayable).
 		r.opts.Checkpoint.Changelog = &ChangelogOptions{MaterializationInterval: -1}
+		// Restores read the log through a cache that deletes an object at its last release.
+		c, err := NewChangelogCache(r.t.TempDir(), 0)
+		if err != nil {
+			return err
+		}
+		r.t.Cleanup(func() { c.Close() })
+		r.opts.Checkpoint.ChangelogCache = c
 	}
 	return nil
 }

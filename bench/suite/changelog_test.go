@@ -356,7 +356,11 @@ func benchChangelogRestore(b *testing.B, st *clState) {
 		}
 		took = append(took, int64(time.Since(t0)))
 		b.StopTimer()
-		records = s.RestoreStats().ChangelogRecords
+		rs := s.RestoreStats()
+		records = rs.ChangelogRecords
+		es := s.Stats()
+		b.Logf("restore %d: tables %v, replay %v (%d records), persist %v; backpressure %d waits %v, L0 stalls %d",
+			i, rs.TablesTime, rs.ReplayTime, records, rs.PersistTime, es.BackpressureWaits, time.Duration(es.BackpressureNanos), es.L0Stalls)
 		// Discard: closing would persist the restored state, which no restore measures.
 		s.Discard()
 		os.RemoveAll(dir)

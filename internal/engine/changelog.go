@@ -76,6 +76,10 @@ type clState struct {
 	lastCut  time.Time // the last materialization cut (or Open)
 	logBytes int64     // record bytes appended since the last materialization cut
 	n        uint32    // writes since the last PersistDue check
+	// replaying: ReplayChangelog is applying restored records; Apply does not log them again
+	// (a restoring Store has no materialization, so its first checkpoint is native and holds
+	// them), and no materialization starts meanwhile.
+	replaying bool
 
 	persist     *scheduler.Handle
 	persistDone atomic.Bool
@@ -559,6 +563,17 @@ type (
 	ChangelogWriterOptions = changelog.WriterOptions
 )
 
+// ChangelogCache is package changelog's Cache, for the root package.
+type ChangelogCache = changelog.Cache
+
+// ChangelogCacheStats are package changelog's CacheStats.
+type ChangelogCacheStats = changelog.CacheStats
+
+// NewChangelogCache is changelog.NewCache.
+func NewChangelogCache(dir string, idle time.Duration) (*ChangelogCache, error) {
+	return changelog.NewCache(dir, idle)
+}
+
 // NewChangelogWriter is changelog.NewWriter.
 func NewChangelogWriter(o ChangelogWriterOptions) (*ChangelogWriter, error) {
 	return changelog.NewWriter(o)
@@ -567,9 +582,24 @@ func NewChangelogWriter(o ChangelogWriterOptions) (*ChangelogWriter, error) {
 // ReplayChangelog applies the changelog segments listed by sources (restored manifests) to
 // the engine, for the key groups kg: every record with seq <= its manifest's LastSeq, in seq
 // order, through Apply (Restore, after the tables; doc.go, "Changelog": the segments a
-// manifest lists all come after its materialization). It returns the records applied.
+// manifest lists all come after its materialization), read through cache when not nil
+// (each object fetched once per process). With the changelog on, the records are
+// not logged again: the restoring Store has no materialization yet, so its first checkpoint
+// is native and holds them. It returns the records applied.
 // Errors: ReplayRange's (ErrCorruption naming the object, the storage's), Apply's. Owner only.
-func (t *Engine) ReplayChangelog(ctx context.Context, s checkpoint.Storage, sources []*checkpoint.Manifest, kg checkpoint.KeyGroupRange) (records int64, err error) {
+func (t *Engine) ReplayChangelog(ctx context.Context, s checkpoint.Storage, cache *ChangelogCache, sources []*checkpoint.Manifest, kg checkpoint.KeyGroupRange) (records int64, err error) {
+	if cache != nil {
+		r := cache.Reader(s)
+		defer r.Close()
+		s = r
+	}
+	if c := t.cl; c != nil {
+		if len(c.mats) > 0 || c.run != nil {
+			return 0, errors.New("strata: invariant: changelog replay into a Store that has a materialization")
+		}
+		c.replaying = true
+		defer func() { c.replaying = false }()
+	}
 	for _, m := range sources {
 		var segs []checkpoint.Object
 		for _, o := range m.Objects {

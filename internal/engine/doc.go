@@ -203,7 +203,8 @@
 // first checkpoint of a Store (no materialization yet) is native and is its first
 // materialization. Restore loads the tables and replays every listed segment, records with
 // seq <= LastSeq of the Store's key groups, through Apply: nothing to know about M, so the
-// manifest format is unchanged. When a checkpoint completes, the generations before its
+// manifest format is unchanged. Replayed records are not logged again: the restored Store has
+// no materialization, so its first checkpoint is native (a materialization) and holds them. When a checkpoint completes, the generations before its
 // materialization are closed (truncation) and older materializations release their objects.
 //
 // # Invariants
@@ -228,8 +229,8 @@
 //     removed. One checkpoint runs at a time.
 //  7. A checkpoint's manifest is committed only after every object it names is durable, with
 //     create-if-absent; the base moves only on completion.
-//  8. Changelog: every change Apply made to the FreshTable is, before Apply returns, in the
-//     newest generation's Log with a seq above the last materialization cut and at most the
+//  8. Changelog: every change Apply made to the FreshTable (but a restore's replay, while the
+//     Store has no materialization) is, before Apply returns, in the newest generation's Log with a seq above the last materialization cut and at most the
 //     FreshTable's seq (TestChangelogEveryOp covers each OpKind). A durable materialization's
 //     objects, and every segment a Log references (WriterOptions.InFlight, own writer), are in
 //     flight until truncation, so GC never takes what a later checkpoint will list.

@@ -98,7 +98,7 @@ func (t *Engine) Apply(op Op) error {
 			return err
 		}
 	}
-	if t.cl != nil {
+	if t.cl != nil && !t.cl.replaying {
 		if err := t.logChange(&op); err != nil {
 			return err
 		}

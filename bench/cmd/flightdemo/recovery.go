@@ -224,6 +224,8 @@ type restoreRecord struct {
 	Tables   int
 	Linked   int
 	Records  int64 // changelog records replayed
+	Fetched  int64 // changelog objects fetched through the restore's ChangelogCache
+	Hits     int64 // reads of them served to another Store by the cache
 	Position position
 }
 
@@ -249,8 +251,22 @@ func restore(c config, storage checkpoint.Storage, rows int, dirs []string, kgs 
 	rec.Position = pos
 	var stores []*strata.Store
 	t0 := time.Now()
+	// One changelog cache for the process: each changelog object fetched once, whatever the
+	// number of Stores restoring from it (kept for the default idle timeout; deleted at Close).
+	cacheDir, err := os.MkdirTemp("", "flightdemo-clcache-")
+	if err != nil {
+		return nil, rec, err
+	}
+	defer os.RemoveAll(cacheDir)
+	cache, err := strata.NewChangelogCache(cacheDir, -1)
+	if err != nil {
+		return nil, rec, err
+	}
+	defer cache.Close()
 	for i, kg := range kgs {
-		s, err := strata.Restore(dirs[i], storeOptions(c, storage, kg, mode), storage, hs...)
+		o := storeOptions(c, storage, kg, mode)
+		o.Checkpoint.ChangelogCache = cache
+		s, err := strata.Restore(dirs[i], o, storage, hs...)
 		if err != nil {
 			for _, s := range stores {
 				s.Discard()
@@ -265,6 +281,8 @@ func restore(c config, storage checkpoint.Storage, rows int, dirs []string, kgs 
 		stores = append(stores, s)
 	}
 	rec.Took = time.Since(t0)
+	cs := cache.Stats()
+	rec.Fetched, rec.Hits = cs.Fetches, cs.Hits
 	return stores, rec, nil
 }
 
@@ -274,9 +292,10 @@ func printRestore(out io.Writer, what string, r restoreRecord) {
 	for _, h := range r.From {
 		from = append(from, fmt.Sprintf("%d of %s", h.ID, h.Owner))
 	}
-	fmt.Fprintf(out, "restore (%s): checkpoint %v into %d Store(s) in %v (%d tables, %.1f MiB, %d hard-linked; %d changelog records replayed); "+
+	fmt.Fprintf(out, "restore (%s): checkpoint %v into %d Store(s) in %v (%d tables, %.1f MiB, %d hard-linked; %d changelog records replayed, "+
+		"%d changelog objects fetched once for all Stores, %d reads shared); "+
 		"list lengths and the open day re-read from state in %v; resuming at event %d\n",
-		what, from, r.Stores, r.Took.Round(time.Microsecond), r.Tables, float64(r.Bytes)/(1<<20), r.Linked, r.Records,
+		what, from, r.Stores, r.Took.Round(time.Microsecond), r.Tables, float64(r.Bytes)/(1<<20), r.Linked, r.Records, r.Fetched, r.Hits,
 		r.Resume.Round(time.Microsecond), r.Position.Row*int(r.Position.K))
 }
 
