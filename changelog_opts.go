@@ -169,7 +169,7 @@ func changelogEngineOptions(opts *Options, budget *Budget) (*engine.ChangelogOpt
 
 // replayChangelog applies the changelog segments of restored checkpoints to s, for its key
 // groups (Restore, after the tables; engine.ReplayChangelog).
-func (s *Store) replayChangelog(ctx context.Context, storage checkpoint.Storage, sources []*checkpoint.Manifest) (int64, error) {
+func (s *Store) replayChangelog(ctx context.Context, storage checkpoint.Storage, sources []*checkpoint.Manifest) (applied, skipped int64, err error) {
 	kg := *s.opts.KeyGroups
 	var cache *engine.ChangelogCache
 	if c := s.opts.Checkpoint.ChangelogCache; c != nil {

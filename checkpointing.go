@@ -470,7 +470,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	s.restoreStats = RestoreStats{Bytes: res.Bytes, Tables: len(res.Tables), Linked: res.Linked, Copied: res.Copied, Skipped: res.Skipped}
 	t1 := time.Now()
 	s.restoreStats.TablesTime = t1.Sub(t0)
-	n, err := s.replayChangelog(ctx, storage, sources)
+	n, skipped, err := s.replayChangelog(ctx, storage, sources)
 	t2 := time.Now()
 	s.restoreStats.ReplayTime = t2.Sub(t1)
 	if err != nil {
@@ -478,7 +478,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		removeRestored(fsys, dir)
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
-	s.restoreStats.ChangelogRecords = n
+	s.restoreStats.ChangelogRecords, s.restoreStats.ChangelogSkipped = n, skipped
 	if n > 0 {
 		// The replayed records are in the memory tiers only; the directory's persist point
 		// (engine.Restore's) holds the tables alone. Persist, as Close would, so that a crash
@@ -509,8 +509,10 @@ type RestoreStats struct {
 	Bytes                           int64
 	Tables, Linked, Copied, Skipped int
 	// ChangelogRecords is the number of changelog records replayed (checkpoints taken with
-	// the changelog on).
-	ChangelogRecords int64
+	// the changelog on); ChangelogSkipped the records not replayed because a later record
+	// of the same key overwrites them (a Put after a Put, a map entry written again, a
+	// clear after appends).
+	ChangelogRecords, ChangelogSkipped int64
 	// The phases' wall times: TablesTime fetches and imports the table objects (links or
 	// copies, CRC checks), ReplayTime applies the changelog records, PersistTime makes the
 	// replayed records durable in the directory (zero without records).

@@ -45,11 +45,38 @@ func Replay(ctx context.Context, s checkpoint.Storage, segs []checkpoint.Object,
 // Errors: a *base.CorruptionError naming the object and offset for damage or a handle that
 // does not match the footer; the Storage's errors wrapped with the object's name.
 func ReplayRange(ctx context.Context, s checkpoint.Storage, segs []checkpoint.Object, kg KeyGroupRange, from, to uint64, visit func(*Record) error) error {
+	b, err := Collect(ctx, s, segs, kg, from, to)
+	if err != nil {
+		return err
+	}
+	var r Record
+	for i := range b.Len() {
+		if err := b.Record(i, &r); err != nil {
+			return err
+		}
+		if err := visit(&r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Batch is the checked records of a Collect, in sequence-number order, held in the byte
+// spans read (about the bytes replayed). Read-only: safe for concurrent readers.
+type Batch struct {
+	spans [][]byte
+	recs  []recordRef
+}
+
+// Collect reads and checks what ReplayRange would visit and returns it as a Batch, so that a
+// caller can look at every record before applying any (a restore drops the ones a later
+// record supersedes). Errors: ReplayRange's.
+func Collect(ctx context.Context, s checkpoint.Storage, segs []checkpoint.Object, kg KeyGroupRange, from, to uint64) (*Batch, error) {
 	byName := map[string][]checkpoint.Object{}
 	var names []string
 	for _, h := range segs {
 		if h.Kind != checkpoint.KindChangelog || !h.Packed {
-			return fmt.Errorf("changelog: replay: %s is not a packed changelog segment (kind %s, packed %v)", h.Name, h.Kind, h.Packed)
+			return nil, fmt.Errorf("changelog: replay: %s is not a packed changelog segment (kind %s, packed %v)", h.Name, h.Kind, h.Packed)
 		}
 		if _, ok := byName[h.Name]; !ok {
 			names = append(names, h.Name)
@@ -57,26 +84,29 @@ func ReplayRange(ctx context.Context, s checkpoint.Storage, segs []checkpoint.Ob
 		byName[h.Name] = append(byName[h.Name], h)
 	}
 	slices.Sort(names)
-	var recs []recordRef
-	var spans [][]byte
+	b := &Batch{}
 	for _, name := range names {
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
-		if err := readObjectSegments(ctx, s, name, byName[name], kg, from, to, &spans, &recs); err != nil {
-			return err
+		if err := readObjectSegments(ctx, s, name, byName[name], kg, from, to, &b.spans, &b.recs); err != nil {
+			return nil, err
 		}
 	}
-	sort.SliceStable(recs, func(i, j int) bool { return recs[i].seq < recs[j].seq })
-	var r Record
-	for i := range recs {
-		rr := &recs[i]
-		if _, err := decodeRecord("", 0, spans[rr.span][rr.off:], &r); err != nil {
-			return fmt.Errorf("strata: invariant: a checked record no longer decodes: %w", err)
-		}
-		if err := visit(&r); err != nil {
-			return err
-		}
+	sort.SliceStable(b.recs, func(i, j int) bool { return b.recs[i].seq < b.recs[j].seq })
+	return b, nil
+}
+
+// Len returns the number of records.
+func (b *Batch) Len() int { return len(b.recs) }
+
+// Record decodes record i (0 <= i < Len, in seq order) into r; r's byte slices alias the
+// Batch and stay valid as long as it does. The records were checked by Collect: an error
+// here is a broken invariant (memory damaged since).
+func (b *Batch) Record(i int, r *Record) error {
+	rr := &b.recs[i]
+	if _, err := decodeRecord("", 0, b.spans[rr.span][rr.off:], r); err != nil {
+		return fmt.Errorf("strata: invariant: a checked changelog record no longer decodes: %w", err)
 	}
 	return nil
 }

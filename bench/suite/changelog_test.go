@@ -359,8 +359,8 @@ func benchChangelogRestore(b *testing.B, st *clState) {
 		rs := s.RestoreStats()
 		records = rs.ChangelogRecords
 		es := s.Stats()
-		b.Logf("restore %d: tables %v, replay %v (%d records), persist %v; backpressure %d waits %v, L0 stalls %d",
-			i, rs.TablesTime, rs.ReplayTime, records, rs.PersistTime, es.BackpressureWaits, time.Duration(es.BackpressureNanos), es.L0Stalls)
+		b.Logf("restore %d: tables %v, replay %v (%d records, %d skipped), persist %v; backpressure %d waits %v, L0 stalls %d",
+			i, rs.TablesTime, rs.ReplayTime, records, rs.ChangelogSkipped, rs.PersistTime, es.BackpressureWaits, time.Duration(es.BackpressureNanos), es.L0Stalls)
 		// Discard: closing would persist the restored state, which no restore measures.
 		s.Discard()
 		os.RemoveAll(dir)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/strata-db/strata/changelog"
 	"github.com/strata-db/strata/checkpoint"
-	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/memory"
 	"github.com/strata-db/strata/scheduler"
 )
@@ -585,20 +584,21 @@ func NewChangelogWriter(o ChangelogWriterOptions) (*ChangelogWriter, error) {
 // manifest lists all come after its materialization), read through cache when not nil
 // (each object fetched once per process). With the changelog on, the records are
 // not logged again: the restoring Store has no materialization yet, so its first checkpoint
-// is native and holds them. It returns the records applied.
+// is native and holds them. Records a later one supersedes are skipped (replayKeep). It
+// returns the records applied and skipped.
 // Errors: ReplayRange's (ErrCorruption naming the object, the storage's), Apply's. Owner only.
-func (t *Engine) ReplayChangelog(ctx context.Context, s checkpoint.Storage, cache *ChangelogCache, sources []*checkpoint.Manifest, kg checkpoint.KeyGroupRange) (records int64, err error) {
+func (t *Engine) ReplayChangelog(ctx context.Context, s checkpoint.Storage, cache *ChangelogCache, sources []*checkpoint.Manifest, kg checkpoint.KeyGroupRange) (applied, skipped int64, err error) {
+	if c := t.cl; c != nil {
+		if len(c.mats) > 0 || c.run != nil {
+			return 0, 0, errors.New("strata: invariant: changelog replay into a Store that has a materialization")
+		}
+		c.replaying = true
+		defer func() { c.replaying = false }()
+	}
 	if cache != nil {
 		r := cache.Reader(s)
 		defer r.Close()
 		s = r
-	}
-	if c := t.cl; c != nil {
-		if len(c.mats) > 0 || c.run != nil {
-			return 0, errors.New("strata: invariant: changelog replay into a Store that has a materialization")
-		}
-		c.replaying = true
-		defer func() { c.replaying = false }()
 	}
 	for _, m := range sources {
 		var segs []checkpoint.Object
@@ -611,22 +611,11 @@ func (t *Engine) ReplayChangelog(ctx context.Context, s checkpoint.Storage, cach
 		if len(segs) == 0 || lo > hi {
 			continue
 		}
-		r := changelog.KeyGroupRange{Start: lo, End: hi}
-		err := changelog.ReplayRange(ctx, s, segs, r, 0, m.LastSeq, func(rec *changelog.Record) error {
-			h, _, ok := base.HashCompositeKey(rec.Key)
-			if !ok {
-				return base.Corrupt(segs[0].Name, -1, nil, "changelog record of seq %d has no composite key", rec.Seq)
-			}
-			op := Op{Kind: OpKind(rec.Kind), Hash: h, Key: rec.Key, UserKey: rec.UserKey, Value: rec.Value}
-			if op.Kind == OpMapPut || op.Kind == OpMapRemove {
-				op.UserHash = base.HashUserKey(rec.UserKey)
-			}
-			records++
-			return t.Apply(op)
-		})
+		a, k, err := t.replaySource(ctx, s, m, segs, changelog.KeyGroupRange{Start: lo, End: hi})
+		applied, skipped = applied+a, skipped+k
 		if err != nil {
-			return records, fmt.Errorf("strata: restore of checkpoint %d: changelog: %w", m.ID, err)
+			return applied, skipped, replayError(m.ID, err)
 		}
 	}
-	return records, nil
+	return applied, skipped, nil
 }
