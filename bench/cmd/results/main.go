@@ -53,6 +53,7 @@ func main() {
 	out := flag.String("out", "RESULTS.md", "report to write")
 	rawPath := flag.String("raw", "results/bench.txt", "where to keep the raw benchmark output")
 	reuse := flag.Bool("reuse", false, "do not run the suite; rebuild the report from -raw")
+	merge := flag.Bool("merge", false, "run only -bench and replace those benchmarks' rows in -raw, keeping the others")
 	profTime := flag.String("proftime", "3s", "-benchtime of each profiled workload (0 skips profiles)")
 	flag.Parse()
 
@@ -90,6 +91,18 @@ func main() {
 			fatalf("benchmark run failed: %v", err)
 		}
 		raw = buf.Bytes()
+		if *merge {
+			old, err := os.ReadFile(*rawPath)
+			if err != nil {
+				fatalf("-merge: %v", err)
+			}
+			if st, err := os.Stat(*rawPath); err == nil {
+				mergedFrom = st.ModTime().UTC().Format("2006-01-02 15:04 UTC")
+			}
+			var names []string
+			raw, names = mergeRaw(old, raw)
+			mergedNames = names
+		}
 		must(os.MkdirAll(filepath.Dir(*rawPath), 0o755))
 		must(os.WriteFile(*rawPath, raw, 0o644))
 		must(os.WriteFile(machinePath, []byte(machine), 0o644))
@@ -117,6 +130,11 @@ func main() {
 	} else {
 		fmt.Fprintf(&md, "Suite run: %s.\n\n", runFor.Round(time.Second))
 	}
+	if *merge {
+		fmt.Fprintf(&md, "Merged run (-merge): the rows of %s are from this run; every other row is from the run "+
+			"that wrote %s before (last changed %s), on the same machine type.\n\n",
+			strings.Join(mergedNames, ", "), *rawPath, mergedFrom)
+	}
 	md.WriteString(machine)
 	md.WriteString(setupText(*count, *benchtime))
 	writeGates(&md, d)
@@ -129,6 +147,53 @@ func main() {
 	}
 	must(os.WriteFile(*out, md.Bytes(), 0o644))
 	logf("wrote %s (%d bytes) in %s", *out, md.Len(), time.Since(started).Round(time.Second))
+}
+
+// mergedNames and mergedFrom describe a -merge run for the report's header.
+var mergedNames []string
+var mergedFrom string
+
+// mergeRaw returns the raw output old with every line of the top-level benchmarks that
+// fresh ran (results, --- BENCH/SKIP/FAIL lines and the log lines after them) replaced by
+// fresh's output, and those benchmarks' names.
+func mergeRaw(old, fresh []byte) ([]byte, []string) {
+	top := func(name string) string {
+		name, _, _ = strings.Cut(name, "/")
+		if i := strings.LastIndexByte(name, '-'); i > 0 && strings.Trim(name[i+1:], "0123456789") == "" {
+			name = name[:i]
+		}
+		return name
+	}
+	owner := func(line, cur string) string {
+		for _, p := range []string{"--- BENCH: ", "--- SKIP: ", "--- FAIL: "} {
+			if rest, ok := strings.CutPrefix(line, p); ok {
+				return top(strings.Fields(rest + " x")[0])
+			}
+		}
+		switch {
+		case strings.HasPrefix(line, "Benchmark"):
+			return top(strings.Fields(line)[0])
+		case strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t"):
+			return cur
+		}
+		return ""
+	}
+	ran := map[string]bool{}
+	cur := ""
+	for _, line := range strings.Split(string(fresh), "\n") {
+		if cur = owner(line, cur); cur != "" {
+			ran[cur] = true
+		}
+	}
+	var out bytes.Buffer
+	cur = ""
+	for _, line := range strings.Split(strings.TrimRight(string(old), "\n"), "\n") {
+		if cur = owner(line, cur); !ran[cur] {
+			out.WriteString(line + "\n")
+		}
+	}
+	out.Write(fresh)
+	return out.Bytes(), slices.Sorted(maps.Keys(ran))
 }
 
 // progress echoes benchmark result lines to stderr while the suite runs.
