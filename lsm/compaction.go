@@ -68,7 +68,9 @@ func (j *CompactionJob) String() string {
 
 // PickCompaction returns the most urgent compaction, or nil if none is due
 // (doc.go, "Compaction"): L0 scores len(L0)/L0CompactionTrigger, L1+ score
-// their bytes / (BaseLevelBytes · LevelSizeRatio^(l-1)); the highest score
+// their bytes / (BaseLevelBytes · LevelSizeRatio^(l-1)), and the deepest
+// level above the bottom at least its space-amplification score
+// (Options.MaxSpaceAmplification); the highest score
 // >= 1 whose input and output levels are not busy with another job wins. An
 // L0 job takes every L0 file; an Li job takes one file (round robin by Order)
 // and the overlapping files of Li+1. Owner only; the job must be handed to
@@ -78,6 +80,25 @@ func (d *DB) PickCompaction() *CompactionJob {
 		return nil
 	}
 	v := d.current
+	// Space amplification: the deepest non-empty level above the bottom is due
+	// when the levels above the bottom outgrow (MaxSpaceAmplification − 1) × it.
+	ampLevel, ampScore := -1, 0.0
+	if amp := d.opts.MaxSpaceAmplification; amp > 1 {
+		bottom := len(v.levels) - 1
+		for bottom > 0 && len(v.levels[bottom]) == 0 {
+			bottom--
+		}
+		var above int64
+		for l := 0; l < bottom; l++ {
+			if b := v.levelBytes(l); b > 0 {
+				above += b
+				ampLevel = l
+			}
+		}
+		if bb := v.levelBytes(bottom); ampLevel >= 0 && bb > 0 {
+			ampScore = float64(above) / float64(bb) / (amp - 1)
+		}
+	}
 	best, bestScore := -1, 1.0
 	for l := 0; l < len(v.levels)-1; l++ {
 		if d.busy[l] || d.busy[l+1] || len(v.levels[l]) == 0 {
@@ -88,6 +109,9 @@ func (d *DB) PickCompaction() *CompactionJob {
 			score = float64(len(v.levels[0])) / float64(d.opts.L0CompactionTrigger)
 		} else {
 			score = float64(v.levelBytes(l)) / d.opts.maxLevelBytes(l)
+		}
+		if l == ampLevel {
+			score = max(score, ampScore)
 		}
 		if score >= bestScore {
 			best, bestScore = l, score

@@ -357,7 +357,11 @@
 // # Compaction
 //
 // PickCompaction scores levels: L0 by file count / L0CompactionTrigger, level
-// l >= 1 by bytes / (BaseLevelBytes · LevelSizeRatio^(l-1)); the highest score
+// l >= 1 by bytes / (BaseLevelBytes · LevelSizeRatio^(l-1)), and the deepest
+// non-empty level above the bottom also by (bytes above the bottom / bottom
+// bytes) / (MaxSpaceAmplification − 1), so the DB's size stays within
+// MaxSpaceAmplification × its bottom level once data reached it (updates in
+// place would otherwise keep their old versions in the bottom); the highest score
 // >= 1 wins among levels whose input and output level are not busy (a job
 // marks both busy from pick to install, so concurrent jobs touch disjoint
 // level pairs, e.g. L0→L1 beside L3→L4). An L0 job takes every L0 file plus

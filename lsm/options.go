@@ -88,6 +88,18 @@ type Options struct {
 	// compaction for good). Default base.MaxListPiece (1 MiB); must not be
 	// negative.
 	MaxListPiece int
+	// MaxSpaceAmplification bounds the DB's size over its live data, as
+	// RocksDB's universal compaction bounds it (max_size_amplification_percent),
+	// applied to leveled compaction: the bytes of every level above the bottom
+	// (the deepest level holding data) are at most MaxSpaceAmplification − 1
+	// times the bottom's, else the deepest non-empty level above the bottom is
+	// due for compaction into the next (score: their ratio over
+	// MaxSpaceAmplification − 1), so updates reach the bottom and replace the
+	// versions they supersede. Static level targets alone let a state updated in
+	// place keep L1's and L2's versions beside the bottom's (2× and more).
+	// Default DefaultMaxSpaceAmplification; below 1 after defaults: off
+	// (negative turns it off).
+	MaxSpaceAmplification float64
 }
 
 // Defaults of Options.
@@ -96,6 +108,9 @@ const (
 	DefaultLevelSizeRatio      = 10
 	DefaultBaseLevelBytes      = 64 << 20
 	DefaultNumLevels           = 7
+	// DefaultMaxSpaceAmplification is Options.MaxSpaceAmplification's default:
+	// levels above the bottom hold at most a quarter of its bytes.
+	DefaultMaxSpaceAmplification = 1.25
 	DefaultTargetFileSize      = 8 << 20
 	DefaultMaxManifestBytes    = 4 << 20
 	// MaxDefaultOpenFiles caps DefaultMaxOpenFiles (Pebble's default
@@ -179,6 +194,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxListPiece == 0 {
 		o.MaxListPiece = base.MaxListPiece
+	}
+	if o.MaxSpaceAmplification == 0 {
+		o.MaxSpaceAmplification = DefaultMaxSpaceAmplification
 	}
 	if o.MaxOpenFiles == 0 {
 		o.MaxOpenFiles = DefaultMaxOpenFiles()
