@@ -308,8 +308,12 @@ func benchChangelogCheckpoint(b *testing.B, st *clState) {
 		}
 	}
 	s := st.s.Stats()
-	b.Logf("changelog=%s after %d checkpoints: %d updates; manifest %d MiB of tables + %d MiB of log over %d MiB live; LSM %d files %d MiB",
-		clMode(st.on), st.last.ID, updates, tables>>20, logs>>20, int64(live)>>20, s.LSMFiles, s.LSMBytes>>20)
+	var levels []int64
+	for _, b := range s.LSMLevelBytes {
+		levels = append(levels, b>>20)
+	}
+	b.Logf("changelog=%s after %d checkpoints: %d updates; manifest %d MiB of tables + %d MiB of log over %d MiB live; LSM %d files %d MiB (MiB by level %v)",
+		clMode(st.on), st.last.ID, updates, tables>>20, logs>>20, int64(live)>>20, s.LSMFiles, s.LSMBytes>>20, levels[:7])
 }
 
 func BenchmarkChangelogRestore(b *testing.B) {

@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/strata-db/strata/lsm"
+
 // Stats describes the memory, contents and background work of an engine (strata.StoreStats). Sizes are bytes.
 // Go heap memory (registrations, scratch buffers) is not included.
 type Stats struct {
@@ -37,8 +39,12 @@ type Stats struct {
 
 	// The LsmStore (all zero for a Store in memory only). Evictions above count its L0
 	// installs during operation; Close adds PersistFiles more.
-	LSMFiles       int   // table files in all levels
-	LSMBytes       int64 // bytes of those files
+	LSMFiles int   // table files in all levels
+	LSMBytes int64 // bytes of those files
+	// LSMLevelBytes are the bytes of each level, L0 first (a fixed array: Stats allocates
+	// nothing); the levels above the deepest non-empty one over it is the LsmStore's space
+	// amplification (lsm.Options.MaxSpaceAmplification bounds it).
+	LSMLevelBytes  [lsm.MaxLevels]int64
 	L0Files        int   // files in L0
 	LSMCompactions int64 // LSM compactions installed since Open
 	// Flushes counts sealed segments written straight to the LsmStore as L0 files (a budget too
@@ -130,9 +136,10 @@ func (t *Engine) Stats() Stats {
 	}
 	if t.db != nil {
 		m := t.db.Metrics()
-		for _, l := range m.Levels {
+		for i, l := range m.Levels {
 			st.LSMFiles += l.Files
 			st.LSMBytes += l.Bytes
+			st.LSMLevelBytes[i] = l.Bytes
 		}
 		st.L0Files = m.Levels[0].Files
 		st.LSMCompactions = m.Compactions
