@@ -13,6 +13,11 @@ import (
 // state, and Restore redistributes it over the new parallelism (Options.SubtaskIndex and
 // Options.Parallelism). Operator and keyed states share one namespace of names per Store.
 // Like every state, use it from the Store's goroutine only.
+//
+// A write that grows operator state charges the budget; when the budget is full it waits for
+// background work to free memory, as a keyed write does (backpressure, at most
+// Options.BackpressureTimeout, then ErrMemoryBudget), so like any write it may end the
+// validity of values read through aliasing codecs (package doc, invariant 2).
 
 // OperatorListDescriptor describes an operator list state: a list of elements of type T per
 // subtask, as Flink's ListStateDescriptor given to OperatorStateStore.getListState or

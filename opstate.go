@@ -193,8 +193,11 @@ func (st *opState) owned() [][]byte {
 }
 
 // opCharge accounts delta counted bytes of operator state: a growth is checked against
-// MaxOperatorStateSize and charged to the budget (ErrOperatorStateTooLarge, ErrMemoryBudget:
-// nothing changes), a shrink refunded.
+// MaxOperatorStateSize and charged to the budget, a shrink refunded. A charge the budget
+// refuses waits for background work to free memory as a refused keyed write does
+// (backpressure, at most Options.BackpressureTimeout): operator state is charged as a writer's
+// purpose, which the FreshTable's segments may have filled. Errors: ErrOperatorStateTooLarge,
+// ErrMemoryBudget (after the wait), the backpressure's; nothing is charged then.
 func (s *Store) opCharge(delta int64) error {
 	switch {
 	case delta < 0:
@@ -204,8 +207,14 @@ func (s *Store) opCharge(delta int64) error {
 			return fmt.Errorf("%w: %d bytes more would make %d, the bound is %d", ErrOperatorStateTooLarge,
 				delta, s.opBytes+delta, MaxOperatorStateSize)
 		}
-		if err := s.budget.Charge(delta, memory.PurposeOperatorState); err != nil {
-			return fmt.Errorf("strata: operator state of %d bytes more: %w", delta, err)
+		for {
+			err := s.budget.Charge(delta, memory.PurposeOperatorState)
+			if err == nil {
+				break
+			}
+			if err = s.e.Backpressure(err); err != nil {
+				return fmt.Errorf("strata: operator state of %d bytes more: %w", delta, err)
+			}
 		}
 	}
 	s.opBytes += delta
