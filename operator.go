@@ -45,6 +45,7 @@ type OperatorListDescriptor[T any] struct {
 //
 // Elements are encoded by the codec when written and decoded by Get. Values of aliasing codecs
 // (Bytes) point into the state's element, which is never changed in place: do not modify them.
+// Use from the Store's goroutine only.
 type OperatorListState[T any] struct {
 	s     *Store
 	st    *opState
@@ -216,7 +217,7 @@ type BroadcastDescriptor[K, V any] struct {
 // new subtask one copy, that of one old subtask (Flink's repartitionBroadcastState: new
 // subtask i takes the (i mod m)-th of the m copies), never a merge, since all are equal.
 // Entries are encoded by the codecs when written and decoded when read; iteration is in the
-// order of the encoded keys.
+// order of the encoded keys. Use from the Store's goroutine only.
 type BroadcastState[K, V any] struct {
 	s    *Store
 	st   *opState
