@@ -170,7 +170,8 @@ func ownerOf(opts *Options) string {
 // The checkpoint is incremental: table files already in the last completed checkpoint are
 // referenced, not stored again; the memory tiers at the cut are stored as one table. It
 // becomes the base of later checkpoints only once completed (NotifyCheckpointComplete). The
-// operator state (operator.go) is encoded in the cut and stored whole in the manifest, with
+// operator state (operator.go) is encoded in the cut (O(its size), at most
+// MaxOperatorStateSize) and stored whole in the manifest, with
 // the Store's SubtaskIndex and Parallelism — with the changelog on too, as Flink's changelog
 // backend snapshots operator state fully at every checkpoint; of a union list, only the
 // elements the subtask owns.
