@@ -407,9 +407,6 @@ func decodeOps(file string, b []byte, ck bool) (*opSnapshot, error) {
 				if st.recv != nil {
 					st.recv = append(st.recv, flags != 0)
 				}
-				if e == nil {
-					e = []byte{}
-				}
 				st.elems = append(st.elems, e)
 			}
 		}
