@@ -19,8 +19,16 @@ type ckCrashOutcome struct {
 	err      error
 }
 
-// ckCrashWorkload, over fault (a MemFS): a Store with state in all three tiers, checkpoint 1
-// completed and collected; then, with the crash point armed (arm), checkpoint 2 (cut, upload,
+// ckCrashWorkloadDef is the workload of TestCheckpointCrash: crashWorkloadDef's with the
+// operator state steps (an even-split list, a union list, a broadcast map in every checkpoint).
+func ckCrashWorkloadDef() *modelWorkload {
+	w := crashWorkloadDef(false)
+	w.weights = w.weights.withOps()
+	return w
+}
+
+// ckCrashWorkload, over fault (a MemFS): a Store with keyed state in all three tiers and
+// operator state, checkpoint 1 completed and collected; then, with the crash point armed (arm), checkpoint 2 (cut, upload,
 // commit), its completion and GC (checkpoint 1 deleted), and a restore of checkpoint 2 into
 // a new directory. Background work is quiet during the armed part (evictions only when asked),
 // so its writes are the same in every run.
@@ -32,7 +40,7 @@ func ckCrashWorkload(t *testing.T, fault *vfs.FaultFS, arm func()) (out ckCrashO
 	}
 	opts, adjust := lsmModelOptions(fault)
 	opts.Checkpoint = CheckpointOptions{Storage: st, Owner: "crash", Grace: checkpoint.NoGrace}
-	r := &modelRun{t: t, w: crashWorkloadDef(false), rng: rand.New(rand.NewPCG(5, 7)), m: newModel(), dir: "/db",
+	r := &modelRun{t: t, w: ckCrashWorkloadDef(), rng: rand.New(rand.NewPCG(5, 7)), m: newModel(), dir: "/db",
 		opts: opts, adjust: adjust, fault: fault}
 	if err := r.openStore(); err != nil {
 		t.Fatal(err)
@@ -93,7 +101,7 @@ func ckCrashWorkload(t *testing.T, fault *vfs.FaultFS, arm func()) (out ckCrashO
 
 // TestCheckpointCrash crashes at every write of a checkpoint (upload, commit), its
 // completion's GC and a restore: after each crash the newest committed checkpoint restores
-// exactly (checkpoint 2 once its manifest is durable — never a part of it — else checkpoint
+// exactly, operator state included (checkpoint 2 once its manifest is durable — never a part of it — else checkpoint
 // 1), nothing of a failed checkpoint is left after the next GC, and a torn restore is redone.
 func TestCheckpointCrash(t *testing.T) {
 	var base, total int64
@@ -103,6 +111,9 @@ func TestCheckpointCrash(t *testing.T) {
 		total = fault.Count(vfs.WriteOps)
 		if out.stage != "" || !out.durable2 {
 			t.Fatalf("the workload without a crash stopped at %s: %v", out.stage, out.err)
+		}
+		if len(out.m1.opl)+len(out.m1.opu) == 0 || len(out.m2.opl)+len(out.m2.opu) == 0 || len(out.m2.opb) == 0 {
+			t.Fatalf("checkpoints without operator state: %v %v %v", out.m2.opl, out.m2.opu, out.m2.opb)
 		}
 	}
 	w := total - base
@@ -150,9 +161,13 @@ func TestCheckpointCrash(t *testing.T) {
 		if err != nil {
 			fail("restore of checkpoint %d: %v", latest.ID, err)
 		}
-		ms, err := registerModel(s, crashWorkloadDef(false).u)
+		r := &modelRun{w: ckCrashWorkloadDef()}
+		ms, err := r.register(s)
 		if err == nil {
 			err = ms.checkAll(want)
+		}
+		if err == nil {
+			err = ms.checkOps(want)
 		}
 		if err != nil {
 			s.Close()

@@ -174,7 +174,12 @@ func ownerOf(opts *Options) string {
 //
 // The checkpoint is incremental: table files already in the last completed checkpoint are
 // referenced, not stored again; the memory tiers at the cut are stored as one table. It
-// becomes the base of later checkpoints only once completed (NotifyCheckpointComplete).
+// becomes the base of later checkpoints only once completed (NotifyCheckpointComplete). The
+// operator state (operator.go) is encoded in the cut (O(its size), at most
+// MaxOperatorStateSize) and stored whole in the manifest, with
+// the Store's SubtaskIndex and Parallelism — with the changelog on too, as Flink's changelog
+// backend snapshots operator state fully at every checkpoint; of a union list, only the
+// elements the subtask owns.
 //
 // The cut installs finished background work and seals the active segment: like a write, it
 // ends the validity of values read through aliasing codecs (package doc, invariant 2).
@@ -201,7 +206,7 @@ func (s *Store) StartCheckpoint(id uint64, inputPosition []byte) (*PendingCheckp
 	kg := *s.opts.KeyGroups
 	p, err := s.e.StartCheckpoint(engine.CheckpointSpec{ID: id, Storage: s.opts.Checkpoint.Storage, Owner: s.owner(),
 		Epoch: s.epoch, MaxParallelism: s.maxP, KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)},
-		Registry: s.encodeRegistry(), InputPosition: slices.Clone(inputPosition)})
+		Registry: s.encodeRegistry(), InputPosition: slices.Clone(inputPosition), OperatorState: s.opSnapshot().encode(true)})
 	if err != nil {
 		return nil, fmt.Errorf("strata: checkpoint %d: %w", id, err)
 	}
@@ -346,12 +351,25 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 // checkpoints go to opts.Checkpoint.Storage (default: storage), as opts.Checkpoint.RestoreMode
 // says (NoClaim by default).
 //
+// Operator state (operator.go) is redistributed as Flink's RoundRobinOperatorStateRepartitioner
+// does, by the new subtask's opts.SubtaskIndex and opts.Parallelism and the old subtasks'
+// indices and parallelism recorded in the checkpoints: an even-split list gets its contiguous
+// share of the old lists concatenated in old subtask order (each subtask keeps its own list
+// when the parallelism is unchanged), a union list the whole concatenation (owning its share
+// of it), a broadcast state one old subtask's copy. For that, give Restore the handles of
+// EVERY subtask of the old job, as Flink gives every new subtask all old operator state
+// handles: those whose key groups do not overlap opts.KeyGroups are read for their operator
+// state only (their manifests, not their tables).
+//
 // Errors: ErrInvalidOptions (opts, or dir "" — a Store in memory only cannot be restored
 // into — or not empty, or CLAIM mode with a checkpoint holding key groups outside
 // opts.KeyGroups); ErrMaxParallelismMismatch when a handle was written with another
 // MaxParallelism (key groups would not line up; Flink refuses it too); ErrOverlappingHandles
 // when two handles cover one key group of opts.KeyGroups; ErrIncompatibleState when their
-// state registries disagree (one name, two kinds or codecs; one id, two names);
+// state registries or operator states disagree (one name, two kinds or codecs; one id, two
+// names); ErrIncompleteOperatorState when the handles hold operator list state but are not
+// one of each old subtask; ErrOperatorStateTooLarge when the Store's share exceeds
+// MaxOperatorStateSize;
 // checkpoint.ErrNotFound, ErrCorruption (a damaged manifest or object, named), the storage's
 // errors and Open's. On error dir is left without a Store (what Restore wrote is removed).
 func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...CheckpointHandle) (s *Store, err error) {
@@ -393,6 +411,8 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	merged := &registry{maxP: d.MaxParallelism, kgStart: kg.Start, kgEnd: kg.End, nextID: 1, states: map[string]persistedState{}}
 	byID := map[uint16]string{}
 	var epoch, lastID uint64
+	var opSrcs []opSource
+	var noOps []string
 	for _, h := range handles {
 		m, err := checkpoint.ReadManifest(ctx, storage, h.Owner, h.ID)
 		if err != nil {
@@ -403,6 +423,17 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 				ErrMaxParallelismMismatch, h.ID, h.Owner, m.MaxParallelism, d.MaxParallelism)
 		}
 		epoch = max(epoch, m.Epoch)
+		// Operator state comes from every checkpoint given, whatever its key groups.
+		what := fmt.Sprintf("checkpoint %d of %q", h.ID, h.Owner)
+		if len(m.OperatorState) == 0 {
+			noOps = append(noOps, what)
+		} else {
+			o, err := decodeOps(checkpoint.ManifestName(h.Owner, h.ID)+" (operator state)", m.OperatorState, true)
+			if err != nil {
+				return nil, fmt.Errorf("strata: restore of %s: %w", what, err)
+			}
+			opSrcs = append(opSrcs, opSource{snap: o, what: what})
+		}
 		lo, hi := max(int(m.KeyGroups.Start), kg.Start), min(int(m.KeyGroups.End), kg.End)
 		if lo > hi {
 			continue // nothing of ours
@@ -438,6 +469,23 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		used = append(used, h)
 		lastID = max(lastID, h.ID)
 	}
+	ops, err := redistributeOps(opSrcs, noOps, d.SubtaskIndex, d.Parallelism)
+	if err != nil {
+		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
+	}
+	total := int64(0)
+	for _, st := range ops.states {
+		if p, ok := merged.states[st.name]; ok {
+			return nil, fmt.Errorf("%w: %q is a keyed %v state in one checkpoint, an %v state in another",
+				ErrIncompatibleState, st.name, p.kind, st.kind)
+		}
+		total += st.cost
+	}
+	if total > MaxOperatorStateSize {
+		return nil, fmt.Errorf("%w: the restored operator state of subtask %d of %d counts %d bytes, the bound is %d",
+			ErrOperatorStateTooLarge, d.SubtaskIndex, d.Parallelism, total, MaxOperatorStateSize)
+	}
+	merged.ops = ops
 	t0 := time.Now()
 	res, err := engine.Restore(ctx, fsys, dir, d.MaxParallelism, ckKG, storage, sources, merged.encode())
 	if err != nil {
@@ -484,7 +532,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		// (engine.Restore's) holds the tables alone. Persist, as Close would, so that a crash
 		// after Restore returns reopens dir to the checkpoint's state, not to its
 		// materialization's (TestModel/changelog, crash after a restore).
-		if err := s.e.Persist(s.encodeRegistry()); err != nil {
+		if err := s.e.Persist(s.persistMeta()); err != nil {
 			s.Discard()
 			removeRestored(fsys, dir)
 			return nil, fmt.Errorf("strata: restore into %q: persisting the replayed changelog: %w", dir, err)

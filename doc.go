@@ -22,6 +22,20 @@
 //	ReducingState[T]     Get / Add / Clear / MergeNamespaces         (Flink ReducingState)
 //	AggregatingState     Get / Add / Clear / MergeNamespaces         (Flink AggregatingState)
 //
+// Operator state — the non-keyed state of a subtask, Flink's OperatorStateBackend — is
+// registered the same way (operator.go), in the same namespace of names:
+//
+//	OperatorListState[T] Get / Add / AddAll / Update / Clear         (Flink operator ListState;
+//	                     NewOperatorListState: even-split, NewUnionListState: union)
+//	BroadcastState[K, V] Get / Put / PutAll / Remove / Contains / Entries / Clear
+//	                                                                 (Flink BroadcastState)
+//
+// It is small and lives on the Go heap, counted and charged to the memory budget
+// (memory.PurposeOperatorState) up to MaxOperatorStateSize; checkpoints store it whole in their
+// manifest and Restore redistributes it by Options.SubtaskIndex and Options.Parallelism, as
+// Flink's RoundRobinOperatorStateRepartitioner (a union list stored once, not once per
+// subtask).
+//
 // Absent keys read as (zero, false, nil), where Flink returns null. Go values have no null,
 // so ValueState.Put stores whatever the codec encodes (a nil []byte reads back as an empty,
 // present value) where Flink's update(null) clears: use Clear.

@@ -99,6 +99,17 @@ var (
 	// ErrNoCheckpoint is returned by LatestCheckpoint when no checkpoint is committed under
 	// the owner.
 	ErrNoCheckpoint = errors.New("strata: no checkpoint")
+	// ErrIncompleteOperatorState is returned by Restore when the checkpoints it was given hold
+	// operator list state (even-split or union) but are not one checkpoint of each subtask of
+	// the old job — subtask indices 0..P-1 once each, of one parallelism P, all of manifest
+	// format version 3 —: the lists cannot be redistributed without every old subtask's
+	// (Flink hands every new subtask the handles of all old ones). Pass every old subtask's
+	// handle, and set Options.SubtaskIndex and Options.Parallelism on the Stores that write
+	// them.
+	ErrIncompleteOperatorState = errors.New("strata: operator state needs the checkpoints of every old subtask")
+	// ErrOperatorStateTooLarge is returned by operator state writes, and by Restore, that
+	// would take a Store's operator state beyond MaxOperatorStateSize; nothing changes.
+	ErrOperatorStateTooLarge = errors.New("strata: operator state too large")
 	// ErrRestoreIncomplete is returned by Open when the directory holds a Restore that did not
 	// finish (the process died during it): its state may lack part of the checkpoint, such as
 	// the changelog replayed on top of the tables. Empty the directory and restore again.

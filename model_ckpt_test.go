@@ -35,6 +35,8 @@ type ckRun struct {
 	materializations int
 	toggles          int
 	replayed         int64
+	// opSplits counts the rescale parts that checked a share of a list of several elements.
+	opSplits int
 }
 
 // ckInit gives a run with a directory its checkpoint storage, on the run's file system.
@@ -157,7 +159,7 @@ func (r *modelRun) replaceStore(s *Store, dir string, m *model) error {
 	if err := r.st.s.Discard(); err != nil && !errors.Is(err, vfs.ErrCrashed) {
 		return fmt.Errorf("discard before a restore: %w", err)
 	}
-	st, err := registerModel(s, r.w.u)
+	st, err := r.register(s)
 	if err != nil {
 		s.Close()
 		return err
@@ -207,8 +209,10 @@ func splitRange(kg KeyGroupRange, n int) []KeyGroupRange {
 }
 
 // rescale restores the newest durable checkpoint into 1, 2 or 3 Stores splitting the run's key
-// groups, checks each against the model (its own key groups read as the model, the others
-// refused), checkpoints each part and restores the parts into one Store, which the run goes
+// groups, as subtasks 0..n-1 of parallelism n, checks each against the model (its own key
+// groups read as the model, the others refused; its even split of the operator list, the whole
+// union list and broadcast map), checkpoints each part and restores the parts into one Store
+// (subtask 0 of 1: the parts' lists concatenated, each union element once), which the run goes
 // on with.
 func (r *modelRun) rescale(int32) error {
 	if r.ck.st == nil {
@@ -232,6 +236,7 @@ func (r *modelRun) rescale(int32) error {
 	for i, part := range splitRange(kg, n) {
 		o := r.opts
 		o.KeyGroups = &part
+		o.Parallelism, o.SubtaskIndex = n, i
 		o.Checkpoint.Owner = fmt.Sprintf("model-part-%d-%d", r.ck.rescales, i)
 		dir := r.ckDir()
 		s, err := Restore(dir, o, r.ck.st, r.ck.handles[r.ck.last])
@@ -239,9 +244,15 @@ func (r *modelRun) rescale(int32) error {
 			return fmt.Errorf("rescale to %d: restore of part %v: %w", n, part, err)
 		}
 		r.ck.replayed += s.RestoreStats().ChangelogRecords
-		st, err := registerModel(s, r.w.u)
+		st, err := r.register(s)
 		if err == nil {
 			err = st.checkOwned(m)
+		}
+		if err == nil {
+			err = st.checkOpShare(m, i, n)
+			if n > 1 && len(m.opl) > 1 {
+				r.ck.opSplits++
+			}
 		}
 		if err == nil {
 			var h CheckpointHandle

@@ -1,8 +1,9 @@
 package strata
 
 // The model: one plain-Go model of the five state kinds (value, list, map, reducing,
-// aggregating) over a universe of keys × namespaces, one random step generator, and one place
-// that compares the Store with the model (modelStates.checkSlot). TestModel drives it over
+// aggregating) over a universe of keys × namespaces, and of the operator states (an even-split
+// list, a union list, a broadcast map), one random step generator, and the places that compare
+// the Store with the model (modelStates.checkSlot, modelStates.checkOps). TestModel drives it over
 // several configurations; the crash, fault, damage and SIGKILL tests (crash_test.go,
 // attack_*_test.go) drive the same model with write-only workloads.
 //
@@ -131,17 +132,22 @@ type model struct {
 	mp  map[int32]map[uint8]int64
 	red map[int32]int64
 	agg map[int32]avgAcc
+	// Operator state of a Store of parallelism 1, which holds it all: the even-split list, the
+	// union list, the broadcast map (by user key index).
+	opl, opu []int64
+	opb      map[uint8]int64
 }
 
 func newModel() *model {
 	return &model{val: map[int32]mval{}, lst: map[int32][]int64{}, mp: map[int32]map[uint8]int64{},
-		red: map[int32]int64{}, agg: map[int32]avgAcc{}}
+		red: map[int32]int64{}, agg: map[int32]avgAcc{}, opb: map[uint8]int64{}}
 }
 
 // clone returns a deep copy (the model as of a persist point).
 func (m *model) clone() *model {
 	c := &model{val: maps.Clone(m.val), lst: map[int32][]int64{}, mp: map[int32]map[uint8]int64{},
-		red: maps.Clone(m.red), agg: maps.Clone(m.agg)}
+		red: maps.Clone(m.red), agg: maps.Clone(m.agg), opl: slices.Clone(m.opl), opu: slices.Clone(m.opu),
+		opb: maps.Clone(m.opb)}
 	for k, v := range m.lst {
 		c.lst[k] = slices.Clone(v)
 	}
@@ -281,6 +287,68 @@ type modelStates struct {
 	red *ReducingState[int64]
 	agg *AggregatingState[int64, avgAcc, float64]
 	vb  []byte
+	// Operator states (registerOps; nil when the workload has no operator state steps).
+	opl, opu *OperatorListState[int64]
+	opb      *BroadcastState[string, int64]
+}
+
+// registerOps registers the model's operator states: an even-split list, a union list and a
+// broadcast map.
+func (st *modelStates) registerOps() error {
+	var err error
+	if st.opl, err = NewOperatorListState(st.s, OperatorListDescriptor[int64]{Name: "model-op-list", Codec: Int64}); err != nil {
+		return err
+	}
+	if st.opu, err = NewUnionListState(st.s, OperatorListDescriptor[int64]{Name: "model-op-union", Codec: Int64}); err != nil {
+		return err
+	}
+	st.opb, err = NewBroadcastState(st.s, BroadcastDescriptor[string, int64]{Name: "model-op-broadcast", KeyCodec: String, ValueCodec: Int64})
+	return err
+}
+
+// checkOps compares the operator states with m (a Store of parallelism 1: all of it).
+func (st *modelStates) checkOps(m *model) error {
+	return st.checkOpShare(m, 0, 1)
+}
+
+// checkOpShare compares the operator states of subtask index of parallelism with what a
+// restore of m (written at parallelism 1) gives it: its even split of the list (the model has
+// one even-split state: the split's round starts at subtask 0), the whole union, the whole
+// broadcast map.
+func (st *modelStates) checkOpShare(m *model, index, parallelism int) error {
+	if st.opl == nil {
+		return nil
+	}
+	sh := refShares(len(m.opl), parallelism)[index]
+	for _, c := range []struct {
+		name string
+		l    *OperatorListState[int64]
+		want []int64
+	}{{"even-split", st.opl, m.opl[sh[0]:sh[1]]}, {"union", st.opu, m.opu}} {
+		got, err := c.l.Get()
+		if err != nil {
+			return fmt.Errorf("operator %s list: %w", c.name, err)
+		}
+		if !slices.Equal(got, c.want) {
+			return fmt.Errorf("%w: subtask %d of %d: operator %s list = %v, model %v", errMismatch, index, parallelism, c.name, got, c.want)
+		}
+	}
+	seq, errf := st.opb.Entries()
+	got := map[uint8]int64{}
+	for k, v := range seq {
+		u := slices.Index(modelUserKeys[:], k)
+		if u < 0 {
+			return fmt.Errorf("%w: broadcast state: key %q", errMismatch, k)
+		}
+		got[uint8(u)] = v
+	}
+	if err := errf(); err != nil {
+		return fmt.Errorf("broadcast state: %w", err)
+	}
+	if !maps.Equal(got, m.opb) {
+		return fmt.Errorf("%w: subtask %d of %d: broadcast state = %v, model %v", errMismatch, index, parallelism, got, m.opb)
+	}
+	return nil
 }
 
 func registerModel(s *Store, u *universe) (*modelStates, error) {
@@ -435,7 +503,14 @@ const (
 	stepAggAdd
 	stepAggClear
 	stepAggMerge
+	stepOpAdd    // operator list (even-split or union) Add
+	stepOpAddAll // operator list AddAll
+	stepOpUpdate // operator list Update
+	stepOpClear  // operator list Clear
+	stepBcPut    // broadcast state Put
+	stepBcRemove // broadcast state Remove
 	// Steps that need a Store.
+	stepOpRead      // every operator state
 	stepValTooLarge // a refused Put changes nothing
 	stepMapIterate  // iterate, removing and updating entries
 	stepRead        // every state of one slot
@@ -486,6 +561,13 @@ var modelSteps = [numSteps]stepDef{
 	stepAggAdd:      {"aggregating-add", true, (*modelRun).aggAdd},
 	stepAggClear:    {"aggregating-clear", true, (*modelRun).aggClear},
 	stepAggMerge:    {"aggregating-merge", true, (*modelRun).aggMerge},
+	stepOpAdd:       {"op-list-add", true, (*modelRun).opAdd},
+	stepOpAddAll:    {"op-list-add-all", true, (*modelRun).opAddAll},
+	stepOpUpdate:    {"op-list-update", true, (*modelRun).opUpdate},
+	stepOpClear:     {"op-list-clear", true, (*modelRun).opClear},
+	stepBcPut:       {"broadcast-put", true, (*modelRun).bcPut},
+	stepBcRemove:    {"broadcast-remove", true, (*modelRun).bcRemove},
+	stepOpRead:      {"op-read", false, func(r *modelRun, _ int32) error { return r.st.checkOps(r.m) }},
 	stepValTooLarge: {"value-too-large", false, (*modelRun).valTooLarge},
 	stepMapIterate:  {"map-iterate", false, (*modelRun).mapIterate},
 	stepRead:        {"read", false, (*modelRun).read},
@@ -529,6 +611,12 @@ var writeWeights = modelWeights{
 	stepRedClear: 10, stepRedMerge: 20, stepAggAdd: 70, stepAggClear: 10, stepAggMerge: 20,
 }
 
+// withOps adds the operator state steps to w (their states are registered on every Store of a
+// workload that draws them: modelWorkload.hasOps).
+func (w modelWeights) withOps() modelWeights {
+	return w.with(8, stepOpAdd, stepBcPut).with(3, stepOpAddAll, stepOpUpdate, stepBcRemove, stepOpRead).with(1, stepOpClear)
+}
+
 // readWeights are the reads, read-only checks and the in-memory tier moves.
 var readWeights = writeWeights.with(5, stepValTooLarge).with(20, stepMapIterate).with(150, stepRead).
 	with(40, stepReadMapKey).with(60, stepReadBurst).with(40, stepListHeld).with(10, stepCheckHeld).
@@ -541,6 +629,19 @@ type modelWorkload struct {
 	maxVal  int  // values up to maxVal bytes, and around the row cache's slot limit
 	bigVals bool // half the values 256 KiB..1 MiB (budget pressure)
 	hot     bool // half the steps on one of a few slots (repeated reads hit the row cache)
+}
+
+// hasOps reports whether w draws operator state steps (its Stores register the operator states).
+func (w *modelWorkload) hasOps() bool { return w.weights[stepOpAdd] > 0 }
+
+// register registers the model's states on s (the operator states too when the workload has
+// them).
+func (r *modelRun) register(s *Store) (*modelStates, error) {
+	st, err := registerModel(s, r.w.u)
+	if err == nil && r.w.hasOps() {
+		err = st.registerOps()
+	}
+	return st, err
 }
 
 // attackWorkload is the write-only workload of the attack tests: every write but the merges
@@ -829,6 +930,58 @@ func (r *modelRun) aggAdd(slot int32) error {
 	})
 }
 
+// opList returns the operator list state and its model: the union list or the even-split one.
+func (r *modelRun) opList(union bool) (*OperatorListState[int64], *[]int64) {
+	if union {
+		if r.st == nil {
+			return nil, &r.m.opu
+		}
+		return r.st.opu, &r.m.opu
+	}
+	if r.st == nil {
+		return nil, &r.m.opl
+	}
+	return r.st.opl, &r.m.opl
+}
+
+func (r *modelRun) opAdd(slot int32) error {
+	l, m := r.opList(r.rng.IntN(2) == 0)
+	x := r.rng.Int64N(1 << 40)
+	return r.write(slot, func() error { return l.Add(x) }, func() { *m = append(*m, x) })
+}
+
+func (r *modelRun) opAddAll(slot int32) error {
+	l, m := r.opList(r.rng.IntN(2) == 0)
+	xs := r.elems(r.rng.IntN(4))
+	return r.write(slot, func() error { return l.AddAll(xs) }, func() { *m = append(*m, xs...) })
+}
+
+func (r *modelRun) opUpdate(slot int32) error {
+	l, m := r.opList(r.rng.IntN(2) == 0)
+	xs := r.elems(r.rng.IntN(5))
+	return r.write(slot, func() error { return l.Update(xs) }, func() {
+		*m = nil
+		if len(xs) > 0 {
+			*m = slices.Clone(xs)
+		}
+	})
+}
+
+func (r *modelRun) opClear(slot int32) error {
+	l, m := r.opList(r.rng.IntN(2) == 0)
+	return r.write(slot, func() error { return l.Clear() }, func() { *m = nil })
+}
+
+func (r *modelRun) bcPut(slot int32) error {
+	u, x := uint8(r.rng.IntN(len(modelUserKeys))), r.rng.Int64N(1000)-500
+	return r.write(slot, func() error { return r.st.opb.Put(modelUserKeys[u], x) }, func() { r.m.opb[u] = x })
+}
+
+func (r *modelRun) bcRemove(slot int32) error {
+	u := uint8(r.rng.IntN(len(modelUserKeys)))
+	return r.write(slot, func() error { return r.st.opb.Remove(modelUserKeys[u]) }, func() { delete(r.m.opb, u) })
+}
+
 func (r *modelRun) aggClear(slot int32) error {
 	return r.write(slot, func() error { return r.st.agg.Clear(r.st.key(slot)) }, func() { delete(r.m.agg, slot) })
 }
@@ -1104,7 +1257,7 @@ func (r *modelRun) openStore() error {
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
 	}
-	if r.st, err = registerModel(s, r.w.u); err != nil {
+	if r.st, err = r.register(s); err != nil {
 		s.Close()
 		return err
 	}
@@ -1125,9 +1278,12 @@ func (r *modelRun) addStats() {
 	r.total.PersistFiles += st.PersistFiles
 }
 
-// checkEvery checks every slot and the row cache.
+// checkEvery checks every slot, the operator states and the row cache.
 func (r *modelRun) checkEvery() error {
 	if err := r.st.checkAll(r.m); err != nil {
+		return err
+	}
+	if err := r.st.checkOps(r.m); err != nil {
 		return err
 	}
 	return r.checkCache()
@@ -1252,8 +1408,9 @@ type modelConfig struct {
 	mustCompact, mustEvict, mustLSMCompact, mustRowCache, mustPressure bool
 }
 
-// dirWeights add the steps of a Store with a directory.
-var dirWeights = readWeights.with(15, stepEvict, stepEvictDrain, stepCheckCache).with(12, stepPushDown).
+// dirWeights add the steps of a Store with a directory (and the operator state steps, which
+// checkpoints, restores and rescales carry).
+var dirWeights = readWeights.withOps().with(15, stepEvict, stepEvictDrain, stepCheckCache).with(12, stepPushDown).
 	with(2, stepReopen, stepCrash, stepNoSpace).with(6, stepCheckpoint, stepCkNotify).with(1, stepRestore, stepRescale)
 
 var modelConfigs = []modelConfig{
@@ -1264,7 +1421,7 @@ var modelConfigs = []modelConfig{
 		opts:   Options{MaxParallelism: 64, MemoryBudget: 1 << 30, SegmentSize: 16 << 20, BackgroundWorkers: 2},
 		adjust: func(o *engine.Options) { o.BucketBits = 2 },
 		workload: func(int) *modelWorkload {
-			return &modelWorkload{u: plainUniverse("key-%d", 40, "", "w1", "w2", "window-3"), maxVal: 48, weights: readWeights}
+			return &modelWorkload{u: plainUniverse("key-%d", 40, "", "w1", "w2", "window-3"), maxVal: 48, weights: readWeights.withOps()}
 		},
 		mustCompact: true,
 	},
@@ -1510,11 +1667,14 @@ func TestModel(t *testing.T) {
 					tot.RowCacheHits, tot.RowCacheMisses, r.cachedSeen)
 			}
 			if cfg.dir != "" {
-				t.Logf("%s: checkpoints: %d cut, %d durable kept, %d failed; %d restores, %d rescales", cfg.name, r.ck.id,
-					len(r.ck.durable), r.ck.failed, r.ck.restores, r.ck.rescales)
+				t.Logf("%s: checkpoints: %d cut, %d durable kept, %d failed; %d restores, %d rescales (%d parts checked a share of an operator list)",
+					cfg.name, r.ck.id, len(r.ck.durable), r.ck.failed, r.ck.restores, r.ck.rescales, r.ck.opSplits)
 				if r.ck.rescales == 0 {
 					fail("the run rescaled nothing")
 				}
+			}
+			if r.w.hasOps() && (r.counts[stepOpAdd] == 0 || r.counts[stepBcPut] == 0 || r.counts[stepOpRead] == 0) {
+				fail("the run did not exercise the operator state")
 			}
 			if cfg.mustPressure && tot.BackpressureWaits+tot.Flushes+int64(r.budgetFails) == 0 {
 				fail("the run saw no budget pressure")

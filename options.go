@@ -41,10 +41,22 @@ type Options struct {
 
 	// KeyGroups is the range of key groups this Store owns, usually
 	// ComputeKeyGroupRangeForOperatorIndex(MaxParallelism, parallelism, subtaskIndex).
-	// nil means all key groups [0, MaxParallelism-1]. Both ends must lie in
+	// nil means that range for Parallelism and SubtaskIndex — all key groups
+	// [0, MaxParallelism-1] when Parallelism is 0 or 1. Both ends must lie in
 	// [0, MaxParallelism-1] with Start <= End. A pointer, because KeyGroupRange{0, 0} (only
 	// key group 0) is a valid range and cannot double as "unset".
 	KeyGroups *KeyGroupRange
+
+	// SubtaskIndex and Parallelism are the Store's operator subtask and the number of
+	// subtasks of its operator (Flink's RuntimeContext getIndexOfThisSubtask and
+	// getNumberOfParallelSubtasks): 0 <= SubtaskIndex < Parallelism <= MaxParallelism.
+	// Defaults 0 and 1 (a job of one subtask). They place the Store's operator state: its
+	// checkpoints record them, and Restore gives the Store its share of the old subtasks'
+	// even-split lists, its owned part of their union lists and one copy of their broadcast
+	// state by them (operator.go). Keyed state goes by KeyGroups alone. A Store reopened with
+	// Open must keep them (ErrIncompatibleStore), as its key groups; rescaling is a Restore.
+	SubtaskIndex int
+	Parallelism  int
 
 	// MemoryBudget is the hard limit, in bytes, on the memory the Store maps outside the Go
 	// heap. Default 1 GiB (DefaultMemoryBudget). Must be at least MinMemoryBudget(SegmentSize)
@@ -173,6 +185,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: Options.MaxParallelism = %d: must be in [1, %d] (0 for the default %d)",
 			ErrInvalidOptions, o.MaxParallelism, UpperBoundMaxParallelism, DefaultMaxParallelism)
 	}
+	if p := d.Parallelism; p < 1 || p > maxP || o.SubtaskIndex < 0 || o.SubtaskIndex >= p {
+		return fmt.Errorf("%w: Options.Parallelism = %d, Options.SubtaskIndex = %d: must satisfy 0 <= SubtaskIndex < Parallelism <= MaxParallelism (%d) (Parallelism 0 for the default 1)",
+			ErrInvalidOptions, o.Parallelism, o.SubtaskIndex, maxP)
+	}
 	if r := o.KeyGroups; r != nil {
 		if r.Start < 0 || r.End >= maxP || r.Start > r.End {
 			return fmt.Errorf("%w: Options.KeyGroups = %v: must satisfy 0 <= Start <= End < MaxParallelism (%d)",
@@ -259,8 +275,16 @@ func (o Options) withDefaults() Options {
 	if o.MaxParallelism == 0 {
 		o.MaxParallelism = DefaultMaxParallelism
 	}
+	if o.Parallelism == 0 {
+		o.Parallelism = 1
+	}
 	if o.KeyGroups == nil {
 		o.KeyGroups = &KeyGroupRange{Start: 0, End: o.MaxParallelism - 1}
+		if p, i, maxP := o.Parallelism, o.SubtaskIndex, o.MaxParallelism; maxP >= 1 && maxP <= UpperBoundMaxParallelism &&
+			p >= 1 && p <= maxP && i >= 0 && i < p {
+			r := ComputeKeyGroupRangeForOperatorIndex(maxP, p, i)
+			o.KeyGroups = &r
+		}
 	} else {
 		r := *o.KeyGroups
 		o.KeyGroups = &r

@@ -12,31 +12,39 @@ import (
 
 // Persistence (Store.Close, Open over an existing directory): the engine persists its tiers
 // (internal/engine, persist.go); what the root adds is the state registry below, the persist
-// point's opaque metadata.
+// point's opaque metadata, which also carries the operator state (opstate.go) so that it is
+// persisted atomically with the keyed state.
 //
 // Registry (the persist point's metadata). All integers little endian, varints unsigned:
 //
 //	0          8         10   11   12         16
 //	+----------+---------+----+----+----------+--------------------------+-----------+
 //	| magic    | version | ck | 0  | length   | payload (length bytes)   | crc32c    |
-//	| STRATARG | u16 = 1 | =1 |    | u32      |                          | u32       |
+//	| STRATARG | u16 = 2 | =1 |    | u32      |                          | u32       |
 //	+----------+---------+----+----+----------+--------------------------+-----------+
 //	ck 1 = CRC32C (Castagnoli); crc32c covers every byte before it.
 //
 //	payload: maxParallelism, keyGroupStart, keyGroupEnd, nextID, count (varints), then
 //	count states, each: id (varint), kind (u8: 1 value, 2 list, 3 map, 4 reducing,
 //	5 aggregating; part of the format), name, codec 0, codec 1 (each a varint length
-//	and bytes; a codec is its Go type's identity, see codecID; "" for none).
+//	and bytes; a codec is its Go type's identity, see codecID; "" for none); then, in
+//	version 2 only, opLen (varint, at least 1) and the operator state blob (opLen bytes,
+//	opstate.go, its directory form).
 //
-// Checked in the order magic, version, checksum type, length, CRC, payload; each failure is an
-// ErrCorruption with ErrBadMagic, ErrFormatVersion, ErrTruncated or ErrChecksum (a bad payload:
-// ErrCorruption alone).
+// Version 1 is version 2 without the operator state: encode writes version 1 when the Store
+// has no operator state (so a registry without one, and the registry every checkpoint
+// manifest carries, keep their version 1 bytes) and version 2 otherwise; decodeRegistry reads
+// both. Checked in the order magic, version, checksum type, length, CRC, payload; each failure
+// is an ErrCorruption with ErrBadMagic, ErrFormatVersion, ErrTruncated or ErrChecksum (a bad
+// payload: ErrCorruption alone; a bad operator state blob: decodeOps's error). Golden files:
+// testdata/registry-v1.bin, testdata/registry-v2.bin.
 
 const (
-	registryMagic   = "STRATARG"
-	registryVersion = 1 // part of the format; do not change
-	registryCRC32C  = 1 // checksum type; part of the format
-	registryHeader  = 16
+	registryMagic    = "STRATARG"
+	registryVersion1 = 1 // no operator state; part of the format; do not change
+	registryVersion  = 2 // with operator state; part of the format; do not change
+	registryCRC32C   = 1 // checksum type; part of the format
+	registryHeader   = 16
 )
 
 // persistedState is a state of the registry recovered by Open: registering its name again must
@@ -66,9 +74,25 @@ func codecID(c any) string {
 	return ptr + t.String()
 }
 
-// encodeRegistry returns the registry blob of the Store: every state registered now and every
-// state recovered from disk that was not registered again (its data is still there).
-func (s *Store) encodeRegistry() []byte {
+// persistMeta returns the metadata of the Store's persist point: its registry with its
+// operator state, if it has any (Close, Restore).
+func (s *Store) persistMeta() []byte {
+	if len(s.ops) == 0 {
+		return s.encodeRegistry()
+	}
+	r := s.registry()
+	r.ops = s.opSnapshot()
+	return r.encode()
+}
+
+// encodeRegistry returns the registry blob of the Store, without operator state (a checkpoint
+// manifest's, which carries the operator state in a field of its own): every state registered
+// now and every state recovered from disk that was not registered again (its data is still
+// there).
+func (s *Store) encodeRegistry() []byte { return s.registry().encode() }
+
+// registry returns the Store's keyed state registry.
+func (s *Store) registry() *registry {
 	kg := *s.opts.KeyGroups
 	r := &registry{maxP: int(s.maxP), kgStart: kg.Start, kgEnd: kg.End, nextID: s.nextID,
 		states: make(map[string]persistedState, len(s.states)+len(s.persisted))}
@@ -80,10 +104,11 @@ func (s *Store) encodeRegistry() []byte {
 			r.states[name] = p
 		}
 	}
-	return r.encode()
+	return r
 }
 
-// encode returns the registry blob of r (layout above), states in id order.
+// encode returns the registry blob of r (layout above), states in id order: version 2 with
+// r.ops, in its directory form, when r.ops has states, version 1 otherwise.
 func (r *registry) encode() []byte {
 	type rec struct {
 		name string
@@ -106,9 +131,16 @@ func (r *registry) encode() []byte {
 			p = append(p, str...)
 		}
 	}
+	version := uint16(registryVersion1)
+	if r.ops != nil && len(r.ops.states) > 0 {
+		version = registryVersion
+		ob := r.ops.encode(false)
+		p = binary.AppendUvarint(p, uint64(len(ob)))
+		p = append(p, ob...)
+	}
 	b := make([]byte, registryHeader, registryHeader+len(p)+4)
 	copy(b, registryMagic)
-	binary.LittleEndian.PutUint16(b[8:], registryVersion)
+	binary.LittleEndian.PutUint16(b[8:], version)
 	b[10] = registryCRC32C
 	binary.LittleEndian.PutUint32(b[12:], uint32(len(p)))
 	b = append(b, p...)
@@ -120,6 +152,7 @@ type registry struct {
 	maxP, kgStart, kgEnd int
 	nextID               uint32
 	states               map[string]persistedState
+	ops                  *opSnapshot // the operator state (version 2); nil: none
 }
 
 // decodeRegistry decodes a registry blob; errors are *base.CorruptionError values naming the
@@ -138,8 +171,9 @@ func decodeRegistry(b []byte) (*registry, error) {
 	if len(b) < registryHeader {
 		return nil, bad(ErrTruncated, 0, "%d bytes, shorter than the header", len(b))
 	}
-	if v := binary.LittleEndian.Uint16(b[8:]); v != registryVersion {
-		return nil, bad(ErrFormatVersion, 8, "version %d, this Strata reads %d", v, registryVersion)
+	version := binary.LittleEndian.Uint16(b[8:])
+	if version != registryVersion1 && version != registryVersion {
+		return nil, bad(ErrFormatVersion, 8, "version %d, this Strata reads %d and %d", version, registryVersion1, registryVersion)
 	}
 	if b[10] != registryCRC32C || b[11] != 0 {
 		return nil, bad(nil, 10, "checksum type %d, reserved byte %d", b[10], b[11])
@@ -208,6 +242,22 @@ func decodeRegistry(b []byte) (*registry, error) {
 		}
 		ids[uint16(id)] = true
 		r.states[name] = persistedState{id: uint16(id), kind: kind, codecs: [2]string{c0, c1}}
+	}
+	if version == registryVersion {
+		at := off
+		l, ok := uv()
+		if !ok || l == 0 || l > uint64(len(p)) {
+			return nil, bad(nil, at, "bad operator state length")
+		}
+		ops, err := decodeOps("operator state in the state registry", p[:l], false)
+		if err != nil {
+			return nil, err
+		}
+		if len(ops.states) == 0 {
+			return nil, bad(nil, at, "version 2 without operator state")
+		}
+		r.ops = ops
+		p, off = p[l:], off+int(l)
 	}
 	if len(p) != 0 {
 		return nil, bad(nil, off, "%d bytes after the last state", len(p))

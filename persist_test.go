@@ -312,7 +312,8 @@ func TestCorruptFiles(t *testing.T) {
 }
 
 // TestRegistryDecode: the registry blob round-trips, and every damage is a typed error, never
-// a panic: each truncation, each flipped bit, another version.
+// a panic: each truncation, each flipped bit (of version 1, and of version 2 with operator
+// state), another version.
 func TestRegistryDecode(t *testing.T) {
 	s := openTest(t, Options{})
 	must(NewValueState(s, ValueDescriptor[int64]{Name: "a", Codec: Int64}))
@@ -325,25 +326,35 @@ func TestRegistryDecode(t *testing.T) {
 	if len(r.states) != 2 || r.states["b"].kind != kindMap || r.states["a"].codecs[0] != "github.com/strata-db/strata.int64Codec" || r.nextID != 3 {
 		t.Fatalf("decoded %+v", r)
 	}
-	for n := range len(blob) {
-		if _, err := decodeRegistry(blob[:n]); !errors.Is(err, ErrCorruption) {
-			t.Fatalf("truncated to %d: %v", n, err)
-		}
+	bc := must(NewBroadcastState(s, BroadcastDescriptor[string, int64]{Name: "c", KeyCodec: String, ValueCodec: Int64}))
+	must(0, bc.Put("k", 1))
+	blob2 := s.persistMeta()
+	if r2, err := decodeRegistry(blob2); err != nil || r2.ops == nil || len(r2.ops.states) != 1 || r2.ops.states[0].m["k"] == nil {
+		t.Fatalf("version 2 decoded %+v, %v", r2, err)
 	}
-	for i := range len(blob) * 8 {
-		b := bytes.Clone(blob)
-		b[i/8] ^= 1 << (i % 8)
-		if _, err := decodeRegistry(b); !errors.Is(err, ErrCorruption) {
-			t.Fatalf("bit %d flipped: %v", i, err)
+	for v, blob := range [][]byte{blob, blob2} {
+		for n := range len(blob) {
+			if _, err := decodeRegistry(blob[:n]); !errors.Is(err, ErrCorruption) {
+				t.Fatalf("version %d truncated to %d: %v", v+1, n, err)
+			}
+		}
+		for i := range len(blob) * 8 {
+			b := bytes.Clone(blob)
+			b[i/8] ^= 1 << (i % 8)
+			if _, err := decodeRegistry(b); !errors.Is(err, ErrCorruption) {
+				t.Fatalf("version %d, bit %d flipped: %v", v+1, i, err)
+			}
 		}
 	}
 	b := bytes.Clone(blob)
-	b[8] = 2
+	b[8] = 3
 	if _, err := decodeRegistry(b); !errors.Is(err, ErrFormatVersion) {
-		t.Fatalf("version 2: %v", err)
+		t.Fatalf("version 3: %v", err)
 	}
 }
 
+// FuzzRegistryDecode: decodeRegistry never panics, and never returns a nil registry without
+// an error, on damaged registries of both versions.
 func FuzzRegistryDecode(f *testing.F) {
 	s, err := Open("", Options{MemoryBudget: 32 << 20, SegmentSize: 16 << 20})
 	if err != nil {
@@ -351,6 +362,9 @@ func FuzzRegistryDecode(f *testing.F) {
 	}
 	must(NewListState(s, ListDescriptor[int64]{Name: "l", Codec: Int64}))
 	f.Add(s.encodeRegistry())
+	u := must(NewUnionListState(s, OperatorListDescriptor[int64]{Name: "u", Codec: Int64}))
+	must(0, u.AddAll([]int64{1, 2}))
+	f.Add(s.persistMeta()) // version 2, with operator state
 	s.Close()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if r, err := decodeRegistry(b); err == nil && r == nil {

@@ -58,6 +58,9 @@ func register[S any](s *Store, name string, kind stateKind, codecs [2]any, mk fu
 			return nil, fmt.Errorf("%w: state %q: nil codec", ErrIncompatibleState, name)
 		}
 	}
+	if st, ok := s.ops[name]; ok {
+		return nil, fmt.Errorf("%w: state %q is %v state, requested as %v state", ErrIncompatibleState, name, st.kind, kind)
+	}
 	if r, ok := s.states[name]; ok {
 		if r.kind != kind {
 			return nil, fmt.Errorf("%w: state %q is registered as %v state, requested as %v state",

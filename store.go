@@ -11,7 +11,8 @@ import (
 )
 
 // Store is the keyed state of one operator subtask: the states registered on it (value, list,
-// map, reducing, aggregating), over the key groups in Options.KeyGroups.
+// map, reducing, aggregating), over the key groups in Options.KeyGroups, and its operator
+// state (operator list, union list and broadcast state, operator.go).
 //
 // Concurrency: a Store and its states are used by one goroutine at a time (the task's), like
 // a Flink task thread; they keep per-store scratch buffers so that get and put allocate
@@ -61,6 +62,11 @@ type Store struct {
 	states    map[string]*registration
 	nextID    uint32
 	persisted map[string]persistedState // the registry recovered by Open (nil: none)
+
+	// Operator state (operator.go, opstate.go): registered and restored states by name, and
+	// the bytes charged for them to budget (memory.PurposeOperatorState).
+	ops     map[string]*opState
+	opBytes int64
 
 	// Scratch buffers, reused by every operation (one goroutine at a time).
 	kbuf    []byte    // composite key of the current operation
@@ -161,6 +167,7 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 		budget:   budget,
 		e:        e,
 		states:   make(map[string]*registration),
+		ops:      make(map[string]*opState),
 		nextID:   1,
 		kbuf:     make([]byte, 0, 256),
 		ubuf:     make([]byte, 0, 64),
@@ -168,6 +175,12 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 	}
 	if reg != nil {
 		s.persisted, s.nextID = reg.states, reg.nextID
+		if reg.ops != nil {
+			if err := s.loadOps(reg.ops); err != nil {
+				s.opCharge(-s.opBytes)
+				return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
+			}
+		}
 	}
 	return s, nil
 }
@@ -200,7 +213,7 @@ func (s *Store) Close() error {
 	defer s.guard.exit()
 	var err error
 	if s.e.HasDisk() {
-		if err = s.e.Persist(s.encodeRegistry()); err != nil {
+		if err = s.e.Persist(s.persistMeta()); err != nil {
 			err = fmt.Errorf("strata: close %q: persisting the state: %w", s.dir, err)
 			if engine.Transient(err) {
 				return err
@@ -208,6 +221,7 @@ func (s *Store) Close() error {
 		}
 	}
 	s.closed, s.liveMaxP = true, ^uint32(0)
+	s.opCharge(-s.opBytes)
 	return errors.Join(err, s.e.Close())
 }
 
@@ -226,6 +240,7 @@ func (s *Store) Discard() error {
 	s.guard.enter()
 	defer s.guard.exit()
 	s.closed, s.liveMaxP = true, ^uint32(0)
+	s.opCharge(-s.opBytes)
 	return s.e.Close()
 }
 

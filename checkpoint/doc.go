@@ -31,8 +31,8 @@
 //     If-None-Match: *). Create of a manifest that exists fails with ErrExists: someone else
 //     committed that id, and the caller (a zombie) stops.
 //  3. The manifest records every object's name, size, CRC32C, key-group and order range, the
-//     range of a packed object it covers and a table's LSM level, and the Store's last
-//     sequence number, so restore chooses objects by key-group range, checks them without
+//     range of a packed object it covers and a table's LSM level, the Store's last sequence
+//     number and its operator state (small: it travels inside the manifest), so restore chooses objects by key-group range, checks them without
 //     trusting the storage's listing, and rebuilds the LSM's shape and sequence numbering.
 //  4. Nothing is counted: GC recomputes reachability from the manifests each time.
 //
@@ -58,12 +58,12 @@
 // Names are validated (ValidateName): "/"-separated non-empty segments of [A-Za-z0-9._-], none
 // beginning with '.', relative, at most 1024 bytes; a bad one is a *NameError (ErrInvalidName).
 //
-// # Manifest layout (format version 2)
+// # Manifest layout (format version 3)
 //
 //	0          8         10   11   12         16
 //	+----------+---------+----+----+----------+---------------------------+---------+
 //	| magic    | version | ck | 0  | length   | payload (length bytes)    | crc32c  |
-//	| STRATACK | u16 = 2 | =1 |    | u32      |                           | u32     |
+//	| STRATACK | u16 = 3 | =1 |    | u32      |                           | u32     |
 //	+----------+---------+----+----+----------+---------------------------+---------+
 //	all integers little endian; ck 1 = CRC32C (Castagnoli); crc32c covers every byte
 //	before it (header and payload); length <= 256 MiB.
@@ -76,10 +76,17 @@
 //	|        | 0 none |        | i64       |       | u16   | u16   | 0 none  |
 //	+--------+--------+--------+-----------+-------+-------+-------+---------+
 //	48
-//	+--------+-----------------+--------+------------------+--------+----------------+
-//	| regLen | state registry  | posLen | input position   | count  | count objects  |
-//	| u32    | (opaque)        | u32    | (opaque)         | u32    |                |
-//	+--------+-----------------+--------+------------------+--------+----------------+
+//	+--------+-----------------+--------+------------------+-------+----------------+
+//	| regLen | state registry  | posLen | input position   | opLen | operator state |
+//	| u32    | (opaque)        | u32    | (opaque)         | u32   | (opaque)       |
+//	+--------+-----------------+--------+------------------+-------+----------------+
+//	+--------+----------------+
+//	| count  | count objects  |
+//	| u32    |                |
+//	+--------+----------------+
+//	operator state: the root package's operator state blob (magic STRATAOP, its own version
+//	and CRC32C; the root's opstate.go draws it), the Store's operator list, union list and
+//	broadcast state at the cut.
 //
 //	object (52 bytes + name):
 //	0      1       2        4         4+n      +8       +12      +14      +16
@@ -105,13 +112,15 @@
 //	       length are 0 otherwise
 //	level  the LSM level 0..15 the table held in the Store; 0 unless kind is table
 //
-// Format version 1 is the same without lastSeq (its fixed payload fields end at byte 40, the
-// registry length follows kg end) and without levels (flags bits 1..7 must be 0). Encode
-// writes only version 2; DecodeManifest reads both, a version 1 manifest with LastSeq 0 and
-// every Level 0.
+// Format version 2 is the same without opLen and the operator state (the object count follows
+// the input position). Format version 1 is version 2 without lastSeq (its fixed payload fields
+// end at byte 40, the registry length follows kg end) and without levels (flags bits 1..7 must
+// be 0). Encode writes only version 3; DecodeManifest reads all three, a version 1 manifest
+// with LastSeq 0 and every Level 0, a version 1 or 2 one with no operator state (a restore
+// sees no operator state in it, as in a checkpoint of a Store that had none).
 //
 // Checked in the order magic (base.ErrBadMagic; fewer than 8 bytes: base.ErrTruncated), header
-// size (base.ErrTruncated), version 1 or 2 (base.ErrFormatVersion), checksum type
+// size (base.ErrTruncated), version 1, 2 or 3 (base.ErrFormatVersion), checksum type
 // (base.ErrChecksumType), reserved byte, length (base.ErrTruncated if the bytes end early),
 // CRC32C (base.ErrChecksum), then the payload (a field running past it: base.ErrTruncated; a
 // rule broken: base.ErrCorruption alone) — each a *base.CorruptionError naming the object and
@@ -119,10 +128,10 @@
 // < maxP; blobs <= 64 MiB; names valid; kind known; flag bits known in the manifest's version;
 // level 0 unless a table; size >= 0; minOrder <= maxOrder; offset and length 0 unless packed,
 // inside the object if packed; no byte after the last object. Every field has one fixed-width
-// encoding, so a version 2 manifest that decodes re-encodes to the same bytes, and a version 1
-// one re-encodes to a version 2 manifest that decodes to the same Manifest
-// (FuzzManifestDecode checks both). The golden files testdata/MANIFEST-v1 and
-// testdata/MANIFEST-v2 pin the formats: a change needs a new version and a new golden file.
+// encoding, so a version 3 manifest that decodes re-encodes to the same bytes, and a version 1
+// or 2 one re-encodes to a version 3 manifest that decodes to the same Manifest
+// (FuzzManifestDecode checks both). The golden files testdata/MANIFEST-v1, MANIFEST-v2 and
+// MANIFEST-v3 pin the formats: a change needs a new version and a new golden file.
 //
 // # DirStorage protocol
 //

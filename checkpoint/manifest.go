@@ -14,12 +14,13 @@ import (
 const (
 	manifestMagic    = "STRATACK"
 	manifestVersion1 = 1 // no LastSeq, no levels; read only; part of the format; do not change
-	manifestVersion  = 2 // what Encode writes; part of the format; do not change
+	manifestVersion2 = 2 // no operator state; read only; part of the format; do not change
+	manifestVersion  = 3 // what Encode writes; part of the format; do not change
 	manifestCRC32C   = 1 // checksum type 1 = CRC32C; part of the format; do not change
 	manifestHeader   = 16
-	manifestFixed    = 48 // fixed payload fields before the registry (version 2)
+	manifestFixed    = 48 // fixed payload fields before the registry (versions 2 and 3)
 	manifestFixedV1  = 40 // the same in version 1, which lacks LastSeq
-	objectFixed      = 52 // bytes of an object entry besides its name (both versions)
+	objectFixed      = 52 // bytes of an object entry besides its name (every version)
 
 	// MaxLevel is the largest LSM level an Object may record (levels are 0..MaxLevel): the
 	// level takes the 4 high bits of an object's flags byte.
@@ -28,7 +29,8 @@ const (
 	// MaxManifestPayload bounds a manifest's payload (256 MiB), so a damaged length cannot make
 	// a reader allocate more.
 	MaxManifestPayload = 256 << 20
-	// MaxBlob bounds the state registry and the input position (64 MiB each).
+	// MaxBlob bounds the state registry, the input position and the operator state (64 MiB
+	// each).
 	MaxBlob = 64 << 20
 	// MaxParallelismLimit is the largest MaxParallelism a manifest may record (1<<15, Flink's
 	// UPPER_BOUND_MAX_PARALLELISM).
@@ -66,7 +68,8 @@ func (k ObjectKind) String() string {
 func (k ObjectKind) valid() bool { return k >= KindTable && k <= KindOther }
 
 // The flags byte of an object entry; part of the format. Version 1 knows only flagPacked
-// (every other bit 0); version 2 adds the level in bits 4..7 and keeps bits 1..3 zero.
+// (every other bit 0); version 2 adds the level in bits 4..7 and keeps bits 1..3 zero, and
+// version 3 keeps version 2's flags.
 const (
 	flagPacked     = 1 << 0
 	flagLevelShift = 4
@@ -140,6 +143,12 @@ type Manifest struct {
 	// InputPosition is the job's source position (e.g. Kafka offsets) at the cut, opaque here;
 	// at most MaxBlob bytes. Empty decodes as nil.
 	InputPosition []byte
+	// OperatorState is the Store's operator and broadcast state at the cut (the root package's
+	// operator state blob), opaque here: small, so it lives in the manifest rather than in an
+	// object of its own, and a restore that reads the manifests of every old subtask has it
+	// without another read. At most MaxBlob bytes. Empty decodes as nil; version 1 and 2
+	// manifests lack it.
+	OperatorState []byte
 	// Objects lists every object the checkpoint needs, in the writer's order. One object may
 	// appear several times with different Packed ranges.
 	Objects []Object
@@ -165,8 +174,10 @@ func (m *Manifest) Validate() error {
 		return bad("Registry of %d bytes, more than %d", len(m.Registry), MaxBlob)
 	case len(m.InputPosition) > MaxBlob:
 		return bad("InputPosition of %d bytes, more than %d", len(m.InputPosition), MaxBlob)
+	case len(m.OperatorState) > MaxBlob:
+		return bad("OperatorState of %d bytes, more than %d", len(m.OperatorState), MaxBlob)
 	}
-	size := manifestFixed + 12 + len(m.Registry) + len(m.InputPosition)
+	size := manifestFixed + 16 + len(m.Registry) + len(m.InputPosition) + len(m.OperatorState)
 	for i := range m.Objects {
 		if err := m.checkObject(&m.Objects[i]); err != nil {
 			return bad("object %d: %v", i, err)
@@ -205,15 +216,16 @@ func (m *Manifest) checkObject(o *Object) error {
 	return nil
 }
 
-// Encode returns the manifest's bytes in format version 2 (doc.go, "Manifest layout"), or
+// Encode returns the manifest's bytes in format version 3 (doc.go, "Manifest layout"), or
 // Validate's error. Encoding is canonical: every field has one fixed-width encoding, so
-// decoding a version 2 manifest and encoding it gives back the same bytes (a version 1
-// manifest comes back as version 2, with LastSeq and levels 0).
+// decoding a version 3 manifest and encoding it gives back the same bytes (a version 1 or 2
+// manifest comes back as version 3, with what it lacks zero: LastSeq and levels 0, no
+// operator state).
 func (m *Manifest) Encode() ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	n := manifestFixed + 12 + len(m.Registry) + len(m.InputPosition)
+	n := manifestFixed + 16 + len(m.Registry) + len(m.InputPosition) + len(m.OperatorState)
 	for i := range m.Objects {
 		n += objectFixed + len(m.Objects[i].Name)
 	}
@@ -235,6 +247,8 @@ func (m *Manifest) Encode() ([]byte, error) {
 	b = append(b, m.Registry...)
 	b = le.AppendUint32(b, uint32(len(m.InputPosition)))
 	b = append(b, m.InputPosition...)
+	b = le.AppendUint32(b, uint32(len(m.OperatorState)))
+	b = append(b, m.OperatorState...)
 	b = le.AppendUint32(b, uint32(len(m.Objects)))
 	for i := range m.Objects {
 		o := &m.Objects[i]
@@ -260,8 +274,8 @@ func (m *Manifest) Encode() ([]byte, error) {
 	return le.AppendUint32(b, crc32.Checksum(b, base.CRC32C)), nil
 }
 
-// DecodeManifest decodes a manifest's bytes, format version 1 or 2 (a version 1 manifest
-// decodes with LastSeq and every Level 0); file names it in errors (the object's name). It
+// DecodeManifest decodes a manifest's bytes, format version 1, 2 or 3 (a version 1 manifest
+// decodes with LastSeq and every Level 0, a version 1 or 2 one without OperatorState); file names it in errors (the object's name). It
 // checks, in this order, each failure its own cause inside a *base.CorruptionError naming file
 // and the byte offset (errors.Is(err, base.ErrCorruption) for all): the magic
 // (base.ErrBadMagic; base.ErrTruncated if fewer than 8 bytes), the header's size
@@ -285,8 +299,8 @@ func DecodeManifest(file string, b []byte) (*Manifest, error) {
 		return nil, bad(base.ErrTruncated, 0, "%d bytes, shorter than the header and checksum", len(b))
 	}
 	version := le.Uint16(b[8:])
-	if version != manifestVersion1 && version != manifestVersion {
-		return nil, bad(base.ErrFormatVersion, 8, "format version %d, this code reads %d and %d", version, manifestVersion1, manifestVersion)
+	if version < manifestVersion1 || version > manifestVersion {
+		return nil, bad(base.ErrFormatVersion, 8, "format version %d, this code reads %d to %d", version, manifestVersion1, manifestVersion)
 	}
 	if c := b[10]; c != manifestCRC32C {
 		return nil, bad(base.ErrChecksumType, 10, "checksum type %d, want %d (CRC32C)", c, manifestCRC32C)
@@ -318,7 +332,7 @@ func DecodeManifest(file string, b []byte) (*Manifest, error) {
 	m.MaxParallelism = d.u32()
 	m.KeyGroups.Start = d.u16()
 	m.KeyGroups.End = d.u16()
-	if version == manifestVersion {
+	if version >= manifestVersion2 {
 		m.LastSeq = d.u64()
 	}
 	if d.short {
@@ -332,7 +346,11 @@ func DecodeManifest(file string, b []byte) (*Manifest, error) {
 	case m.KeyGroups.Start > m.KeyGroups.End || uint32(m.KeyGroups.End) >= m.MaxParallelism:
 		return nil, bad(nil, manifestHeader+36, "key groups [%d, %d] not inside [0, %d)", m.KeyGroups.Start, m.KeyGroups.End, m.MaxParallelism)
 	}
-	for _, blob := range []*[]byte{&m.Registry, &m.InputPosition} {
+	blobs := []*[]byte{&m.Registry, &m.InputPosition, &m.OperatorState}
+	if version < manifestVersion {
+		blobs = blobs[:2]
+	}
+	for _, blob := range blobs {
 		off := d.off
 		l := d.u32()
 		if d.short {

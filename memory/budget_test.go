@@ -24,7 +24,8 @@ func TestPurposeString(t *testing.T) {
 		{PurposeBlockCache, "block-cache"},
 		{PurposeOther, "other"},
 		{PurposeChangelog, "changelog"},
-		{NumPurposes, "purpose(6)"},
+		{PurposeOperatorState, "operator-state"},
+		{NumPurposes, "purpose(7)"},
 		{255, "purpose(255)"},
 	}
 	for _, tt := range tests {

@@ -56,8 +56,9 @@
 //     reused segment holds its previous owner's bytes, and the FreshTable must initialise what it
 //     reads (zeroing 64 MiB per recycle would cost more than the mmap it saves).
 //  8. The reserve (AddReserve) is kept for the background tiers: a mapping or free-list segment
-//     for a writer's purpose (FreshTable data or index) is granted only while the committed
-//     bytes, Used − Pooled (free-list segments are there for the background tiers to take),
+//     for a writer's purpose (FreshTable data or index; a Charge of the changelog or operator
+//     state) is granted only while the committed bytes, Used − Pooled (free-list segments are
+//     there for the background tiers to take),
 //     stay at or below Limit − Reserve afterwards; the other purposes may go up to Limit, and
 //     nobody beyond it (invariant 1). So after a writer is refused, a transform can still map
 //     the slices that will free the writer's segment.

@@ -9,26 +9,28 @@ type Purpose uint8
 
 // Accounting purposes. NumPurposes is the number of valid purposes, not a purpose itself.
 const (
-	PurposeFreshData  Purpose = iota // FreshTable data segments (from a Pool)
-	PurposeFreshIndex                // FreshTable hash indices (Budget.Map)
-	PurposeSlice                     // SliceTable slices (later)
-	PurposeBlockCache                // LSM block cache (later)
-	PurposeOther                     // anything else
-	PurposeChangelog                 // changelog (DSTL) buffers on the Go heap (Budget.Charge)
-	NumPurposes                      // number of valid purposes; not a valid Purpose
+	PurposeFreshData     Purpose = iota // FreshTable data segments (from a Pool)
+	PurposeFreshIndex                   // FreshTable hash indices (Budget.Map)
+	PurposeSlice                        // SliceTable slices (later)
+	PurposeBlockCache                   // LSM block cache (later)
+	PurposeOther                        // anything else
+	PurposeChangelog                    // changelog (DSTL) buffers on the Go heap (Budget.Charge)
+	PurposeOperatorState                // operator and broadcast state on the Go heap (Budget.Charge)
+	NumPurposes                         // number of valid purposes; not a valid Purpose
 )
 
 var purposeNames = [NumPurposes]string{
-	PurposeFreshData:  "fresh-data",
-	PurposeFreshIndex: "fresh-index",
-	PurposeSlice:      "slice",
-	PurposeBlockCache: "block-cache",
-	PurposeOther:      "other",
-	PurposeChangelog:  "changelog",
+	PurposeFreshData:     "fresh-data",
+	PurposeFreshIndex:    "fresh-index",
+	PurposeSlice:         "slice",
+	PurposeBlockCache:    "block-cache",
+	PurposeOther:         "other",
+	PurposeChangelog:     "changelog",
+	PurposeOperatorState: "operator-state",
 }
 
 // String returns the purpose's metric label ("fresh-data", "fresh-index", "slice",
-// "block-cache", "other", "changelog"), or "purpose(N)" for an invalid value.
+// "block-cache", "other", "changelog", "operator-state"), or "purpose(N)" for an invalid value.
 func (p Purpose) String() string {
 	if p < NumPurposes {
 		return purposeNames[p]
@@ -40,8 +42,9 @@ func (p Purpose) String() string {
 func (p Purpose) valid() bool { return p < NumPurposes }
 
 // usesReserve reports whether mappings for p may take the budget's reserve (see
-// Budget.AddReserve): every purpose except the writers' (FreshTable data and index, and the
-// changelog buffer, which grows with every write as the FreshTable does).
+// Budget.AddReserve): every purpose except the writers' (FreshTable data and index, the
+// changelog buffer, which grows with every write as the FreshTable does, and operator state,
+// which the task's writes grow and no background work frees).
 func (p Purpose) usesReserve() bool {
-	return p != PurposeFreshData && p != PurposeFreshIndex && p != PurposeChangelog
+	return p != PurposeFreshData && p != PurposeFreshIndex && p != PurposeChangelog && p != PurposeOperatorState
 }

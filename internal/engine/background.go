@@ -547,6 +547,15 @@ func (t *Engine) backpressure(err error) error {
 	}
 }
 
+// Backpressure is the write path's wait for memory (backpressure) offered to a write outside
+// the engine: the root's operator state, held on the Go heap and charged to the budget. After
+// such a write was refused with err (ErrMemoryBudget), it installs finished background work or
+// waits for work in flight that frees memory, at most Options.BackpressureTimeout, and returns
+// nil when the write should be retried; otherwise the error to fail with (err on timeout or
+// when nothing can free memory, a sticky background failure, ErrNoSpace). Like a write, it
+// may install. Owner goroutine only.
+func (t *Engine) Backpressure(err error) error { return t.backpressure(err) }
+
 // memoryError is the error of a write that waited for memory in vain: err (ErrMemoryBudget),
 // naming the background failure that is being retried, if any, without wrapping it — the
 // write did not fail for it.

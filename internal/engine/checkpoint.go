@@ -52,6 +52,10 @@ type CheckpointSpec struct {
 	KeyGroups      checkpoint.KeyGroupRange
 	Registry       []byte
 	InputPosition  []byte
+	// OperatorState is the root's operator state blob at the cut, written into the manifest of
+	// every checkpoint, native or changelog (Flink's changelog backend snapshots operator state
+	// fully at each checkpoint too). Materializations ignore it.
+	OperatorState []byte
 }
 
 // CheckpointResult describes a durable checkpoint.
@@ -367,7 +371,7 @@ func (t *Engine) upload(ctx context.Context, p *PendingCheckpoint) error {
 	spec := &p.spec
 	m := &checkpoint.Manifest{ID: spec.ID, Parent: p.baseID, Epoch: spec.Epoch,
 		CreatedUnixMilli: p.start.UnixMilli(), MaxParallelism: spec.MaxParallelism, KeyGroups: spec.KeyGroups,
-		Registry: spec.Registry, InputPosition: spec.InputPosition, LastSeq: p.seq}
+		Registry: spec.Registry, InputPosition: spec.InputPosition, OperatorState: spec.OperatorState, LastSeq: p.seq}
 	p.tables = map[uint64]checkpoint.Object{}
 	res := &p.res
 	// The memory table first, into a local file: then the memory the cut pinned is released
