@@ -247,7 +247,8 @@
 // lower tier's iterators of new tables; nothing per key or per entry. Cost: a step merges
 // every entry of every state between two positions (the tiers are ordered by order hash, not
 // by state), so a scan of one state reads all of them; plus, when the active segment was
-// written since the last step, sorting the records appended.
+// written since the last step, sorting the records appended as a new run of its index (runs
+// merged geometrically: O(log n) sorts per record over a scan, not one per step).
 //
 // # Invariants
 //

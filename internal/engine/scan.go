@@ -36,9 +36,14 @@ import (
 // the active segment it indexes at each step only the records appended since the last
 // (fresh.Table.ScanSegments, EntriesFrom), as a new sorted run of that segment, and decodes
 // every record again when it reads it (fresh.SealedSegment.LiveEntryAt skips one marked dead
-// since; a value rewritten in place shows its new bytes). A segment with more than
-// maxSegRuns runs is sorted again as one, dropping its dead records. The index of a segment
-// that left the read path (transformed, flushed) is dropped before anything is read.
+// since; a value rewritten in place shows its new bytes). Records behind the position (a key
+// the scan finished: ApplyToAllKeys' function rewriting the key it visits) are not indexed, as
+// no later step reads them. The newest two runs of a segment are
+// sorted again as one, without their dead records, while the newer is at least half the size
+// of the older (or there are more than maxSegRuns): run sizes fall geometrically, so over a
+// scan whose caller writes between steps each record is sorted O(log n) times. The index of
+// a segment that left the read path (transformed, flushed) is dropped before anything is
+// read.
 
 // ScanSpec selects what a Scan yields: the composite keys of one state id, of one namespace
 // or all, inside a key-group range.
@@ -53,9 +58,9 @@ type ScanSpec struct {
 	KeyGroups checkpoint.KeyGroupRange
 }
 
-// maxSegRuns is the number of sorted runs of one FreshTable segment's index above which the
-// scan sorts the segment again as one run.
-const maxSegRuns = 4
+// maxSegRuns bounds the sorted runs of one FreshTable segment's index (index merges the
+// newest runs earlier when their sizes do not fall geometrically).
+const maxSegRuns = 8
 
 // scanHeapRecs is the largest record index (in bytes) a scan keeps on the Go heap; a larger
 // one is mapped outside the heap (memory.MapScratch), as a transform's sort buffer.
@@ -411,13 +416,19 @@ func (s *Scan) refresh() error {
 }
 
 // index adds the records of g's segment past g.upto to its index as a new sorted run, and
-// sorts the index again as one run when it has too many.
+// merges its newest runs (below).
 func (s *Scan) index(g *scanSeg) error {
 	end := uint32(g.h.DataBytes())
 	if end <= g.upto {
 		return nil
 	}
 	start := len(g.recs.r)
+	// A first guess of the records appended, as segmentEntries makes (mapped pages cost
+	// nothing until touched): growing by doubling copied the index and faulted in new
+	// mappings several times per segment.
+	if err := g.recs.reserve(start + int(end-g.upto)/24); err != nil {
+		return err
+	}
 	it := g.h.EntriesFrom(g.upto)
 	for it.Next() {
 		e := it.Entry()
@@ -426,6 +437,9 @@ func (s *Scan) index(g *scanSeg) error {
 			return base.Corrupt("", -1, nil, "malformed composite key %x", e.Key)
 		}
 		r := segRec{order: base.OrderHash(kg, s.t.stride, h), hash: h, off: it.Offset(), kref: it.KeyRef()}
+		if s.started && (r.order < s.posOrder || r.order == s.posOrder && bytes.Compare(e.Key, s.pos) <= 0) {
+			continue // behind the position: no later step reads it (ApplyToAllKeys' own writes)
+		}
 		if n := len(e.UserKey); n > 0 {
 			var p [8]byte
 			copy(p[:], e.UserKey)
@@ -446,28 +460,55 @@ func (s *Scan) index(g *scanSeg) error {
 		return err
 	}
 	g.runs = append(g.runs, start)
-	if len(g.runs) <= maxSegRuns {
-		return nil
-	}
-	// Too many runs: one again, without the records dead since they were indexed.
-	live := g.recs.r[:0]
-	for _, r := range g.recs.r {
-		_, ok, err := g.h.LiveEntryAt(r.off)
-		if err != nil {
+	// Merge the newest two runs while the newest is at least half the size of the one before
+	// it, or there are too many: run sizes then fall geometrically, and a record is sorted
+	// again O(log n) times over the scan, not once per step (an ApplyToAllKeys whose function
+	// writes appends a run per step).
+	for n := len(g.runs); n > 1; n = len(g.runs) {
+		prev, last := g.runs[n-2], g.runs[n-1]
+		if 2*(len(g.recs.r)-last) < last-prev && n <= maxSegRuns {
+			break
+		}
+		// One run from prev on, without the records dead since they were indexed or behind
+		// the position.
+		live := g.recs.r[:prev]
+		for _, r := range g.recs.r[prev:] {
+			if r.order < s.posOrder {
+				continue
+			}
+			_, ok, err := g.h.LiveEntryAt(r.off)
+			if err != nil {
+				return err
+			}
+			if ok {
+				live = append(live, r)
+			}
+		}
+		g.recs.r = live
+		g.runs = g.runs[:n-1]
+		if err := s.sort(g.h, live[prev:]); err != nil {
 			return err
 		}
-		if ok {
-			live = append(live, r)
-		}
 	}
-	g.recs.r = live
-	g.runs = append(g.runs[:0], 0)
-	return s.sort(g.h, live)
+	return nil
 }
 
-// sort sorts recs (live records of seg) in entry order, as a transform does.
+// sort sorts recs (live records of seg) in entry order, as a transform does. The radix sort's
+// scratch is the transforms' (Engine.sb.tmp, already mapped and faulted in) when no transform
+// holds it — the sort ends before the step does — else the scan's own.
 func (s *Scan) sort(seg *fresh.SealedSegment, recs []segRec) error {
 	if len(recs) >= 64 {
+		if sb := &s.t.sb; sb.busy.CompareAndSwap(false, true) {
+			tmp, err := sb.tmp.grow(sb.tmp.recs(), len(recs))
+			if err == nil {
+				radixSortSegRecs(recs, tmp)
+			}
+			sb.busy.Store(false)
+			if err != nil {
+				return err
+			}
+			return sortEqualOrders(seg, recs)
+		}
 		if err := s.tmp.reserve(len(recs)); err != nil {
 			return err
 		}
@@ -545,11 +586,12 @@ func firstOrder(recs []segRec, order uint64) int {
 // scanRunIter is the base.Iterator over one sorted run of a segment's index: it decodes each
 // record when it reaches it and skips the ones dead since they were indexed.
 type scanRunIter struct {
-	h    *fresh.SealedSegment
-	recs []segRec
-	i    int
-	e    base.Entry
-	err  error
+	h       *fresh.SealedSegment
+	recs    []segRec
+	i       int
+	e       base.Entry
+	err     error
+	touched byte // keeps the touches' loads alive (segIter)
 }
 
 func (it *scanRunIter) Next() bool {
@@ -557,6 +599,9 @@ func (it *scanRunIter) Next() bool {
 		it.i++
 		if it.i >= len(it.recs) {
 			return false
+		}
+		if it.i%touchBatch == 0 { // overlap the cache misses of a batch, as a transform does
+			it.touched ^= touchRecs(it.h, it.recs[it.i:min(it.i+touchBatch, len(it.recs))])
 		}
 		r := &it.recs[it.i]
 		e, live, err := it.h.LiveEntryAt(r.off)
