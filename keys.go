@@ -70,8 +70,11 @@ const countBatch = 8192
 // damaged file, with its name and offset) and I/O errors of the LsmStore.
 //
 // Cost: a scan reads every entry of every state of the Store between the keys it yields (the
-// tiers are ordered by key group and hash, not by state) and allocates one arena per 1024
-// keys, nothing per key.
+// tiers are ordered by key group and hash, not by state), and sorts the FreshTable's records
+// as a transform does (about 0.6 µs per key in the FreshTable, 0.1 µs in the SliceTable:
+// BenchmarkKeys). It allocates one arena per 1024 keys and about twenty times per scan,
+// nothing per key (TestKeysAllocs); it holds the batch and an index of the FreshTable's
+// records (40 bytes each, mapped outside the Go heap when large).
 func (s *Store) Keys(st State, ns []byte) (iter.Seq[Key], func() error) {
 	var err error
 	return func(yield func(Key) bool) {
@@ -94,7 +97,8 @@ func (s *Store) KeysAndNamespaces(st State) (iter.Seq[Key], func() error) {
 // Flink's test backends for one state: one per (key, namespace) with state for value,
 // reducing, aggregating and list state (a list counts once, whatever its length), one per live
 // user key for map state (a map of n entries counts n). O(entries of the Store) (it scans
-// them, as Keys); allocation-free but for one arena per 8192 keys. Errors as Keys.
+// them, as Keys); it allocates one arena per 8192 keys and about twenty times per scan.
+// Errors as Keys.
 func (s *Store) NumEntries(st State) (int64, error) {
 	b, err := s.scanState(st)
 	if err != nil {

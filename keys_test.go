@@ -571,3 +571,38 @@ func TestKeysErrors(t *testing.T) {
 		t.Fatalf("the error does not name the state: %v", errf())
 	}
 }
+
+// TestKeysAllocs pins what a scan allocates: one arena per batch of 1024 keys and a few
+// allocations per scan, nothing per key, whether the keys are in the FreshTable or the
+// SliceTable (the figures of keys.go's and engine/doc.go's "Allocation").
+func TestKeysAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own; allocations are pinned in normal builds")
+	}
+	s := openTest(t, Options{})
+	v := must(NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64}))
+	const n = 20 * scanBatch
+	for i := range n {
+		must(0, v.Put(s.Key(fmt.Appendf(nil, "key-%06d", i)), int64(i)))
+	}
+	pass := func() {
+		seq, errf := s.Keys(v, nil)
+		c := 0
+		for range seq {
+			c++
+		}
+		if err := errf(); err != nil || c != n {
+			t.Fatalf("Keys: %d keys, %v", c, err)
+		}
+	}
+	for _, tier := range []string{"fresh", "slices"} {
+		if tier == "slices" {
+			must(0, s.seal())
+			must(0, s.WaitBackground())
+		}
+		pass() // the first scan sizes the engine's buffers
+		if a, most := testing.AllocsPerRun(5, pass), float64(n/scanBatch+20); a > most {
+			t.Errorf("%s: a pass over %d keys allocates %v times, want at most %v", tier, n, a, most)
+		}
+	}
+}

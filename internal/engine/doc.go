@@ -244,7 +244,9 @@
 // between steps never wait for a scan. Engine.Close ends every open scan (ErrClosed).
 //
 // Allocation: per step one arena for the batch's keys and, when the tiers changed, the
-// lower tier's iterators of new tables; nothing per key or per entry. Cost: a step merges
+// lower tier's iterators of new tables; per scan about twenty (the Scan, its batch buffers
+// sized once, a segment's index); nothing per key or per entry (the root's TestKeysAllocs).
+// Cost: a step merges
 // every entry of every state between two positions (the tiers are ordered by order hash, not
 // by state), so a scan of one state reads all of them; plus, when the active segment was
 // written since the last step, sorting the records appended as a new run of its index (runs

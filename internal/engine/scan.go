@@ -134,6 +134,10 @@ func (s *Scan) Next(limit int) ([][]byte, []int64, error) {
 		return nil, nil, s.err
 	}
 	limit = max(limit, 1)
+	if cap(s.ends) < limit { // sized once, not grown key by key
+		s.ends, s.cnts, s.keys = make([]int, 0, limit), make([]int64, 0, limit), make([][]byte, 0, limit)
+		s.stage = make([]byte, 0, 32*limit)
+	}
 	s.stage, s.ends, s.cnts = s.stage[:0], s.ends[:0], s.cnts[:0]
 	if err := s.step(limit); err != nil {
 		s.err = err
