@@ -60,10 +60,12 @@ const countBatch = 8192
 //
 // Concurrency: from the Store's goroutine only, like every state operation. The loop body may
 // read and write the Store, this state included: the scan reads the tiers in steps of up to
-// 1024 keys, each a fresh merge started after the last key it finished, so no key is yielded
-// twice and a key that has state throughout the loop is yielded; a key given state or
-// cleared during the loop, ahead of the scan, is yielded or not as its state is when the scan
-// reaches it (FLINK-9060). Each range starts a new scan.
+// 1024 keys, each a fresh merge started after the last key it read, so no key is yielded
+// twice and a key that has state throughout the loop is yielded (FLINK-9060). A key given
+// state or cleared during the loop is yielded or not as its state was when the scan read it:
+// a key behind the scan is not seen again, one ahead is seen as it is then — and the scan
+// reads up to a batch ahead of the loop body, so a key the body clears may still come (as a
+// RocksDB iterator's snapshot would yield it). Each range starts a new scan.
 //
 // Errors (from the error function): ErrIncompatibleState when st is nil or registered on
 // another Store; ErrClosed (also when the Store is closed in the loop); ErrCorruption (a
@@ -127,8 +129,8 @@ func (s *Store) NumEntries(st State) (int64, error) {
 // of the Store — while the scan goes on (FLINK-9060: deleting the state of the key visited
 // does not make the scan skip or repeat a key). Each key is visited once; which keys are
 // visited follows Keys: every key that has state from the start to its visit, and of the keys
-// that get or lose state during the call ahead of the scan, those that have it when the scan
-// reaches them.
+// that get or lose state during the call, those that had it when the scan read them (up to a
+// batch of 1024 keys ahead of fn).
 //
 // fn's error stops the scan and is returned as it is; otherwise the errors are Keys' (wrapped,
 // naming the state). From the Store's goroutine only.
