@@ -73,7 +73,7 @@ const countBatch = 8192
 //
 // Cost: a scan reads every entry of every state of the Store between the keys it yields (the
 // tiers are ordered by key group and hash, not by state), and sorts the FreshTable's records
-// as a transform does (about 0.6 µs per key in the FreshTable, 0.1 µs in the SliceTable:
+// as a transform does (about 0.5 µs per key in the FreshTable, 0.1 µs in the SliceTable:
 // BenchmarkKeys). It allocates one arena per 1024 keys and about twenty times per scan,
 // nothing per key (TestKeysAllocs); it holds the batch and an index of the FreshTable's
 // records (40 bytes each, mapped outside the Go heap when large).
