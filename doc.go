@@ -36,6 +36,14 @@
 // Flink's RoundRobinOperatorStateRepartitioner (a union list stored once, not once per
 // subtask).
 //
+// The backend-level key operations of Flink's KeyedStateBackend take a registered state
+// (keys.go); they scan every tier in steps of a bounded batch, so the loop may write:
+//
+//	Store.Keys(state, ns)                each key with state in namespace ns, once  (getKeys)
+//	Store.KeysAndNamespaces(state)       each (key, namespace) with state, once     (getKeysAndNamespaces)
+//	Store.NumEntries(state)              live entries; a map's are its user keys    (numKeyValueStateEntries)
+//	Store.ApplyToAllKeys(ns, state, fn)  fn may clear or rewrite each key's state   (applyToAllKeys)
+//
 // Absent keys read as (zero, false, nil), where Flink returns null. Go values have no null,
 // so ValueState.Put stores whatever the codec encodes (a nil []byte reads back as an empty,
 // present value) where Flink's update(null) clears: use Clear.

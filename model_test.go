@@ -534,6 +534,8 @@ const (
 	stepRescale     // restore it into 1, 2 or 3 Stores, check them, scale them back into one
 	stepMaterialize // force a changelog materialization (refused with the changelog off)
 	stepClToggle    // restore the newest durable checkpoint with the changelog switched on↔off
+	stepKeys        // Keys, KeysAndNamespaces and NumEntries of every state against the model (keys_model_test.go)
+	stepApplyKeys   // ApplyToAllKeys of one state and namespace, clearing or rewriting visited keys
 	numSteps
 )
 
@@ -591,6 +593,8 @@ var modelSteps = [numSteps]stepDef{
 	stepRescale:     {"rescale", false, (*modelRun).rescale},
 	stepMaterialize: {"materialize", false, (*modelRun).materialize},
 	stepClToggle:    {"changelog-toggle", false, (*modelRun).changelogToggle},
+	stepKeys:        {"keys", false, (*modelRun).keys},
+	stepApplyKeys:   {"apply-to-all-keys", false, (*modelRun).applyKeys},
 }
 
 // modelWeights are the relative frequencies of the step kinds.
@@ -620,7 +624,7 @@ func (w modelWeights) withOps() modelWeights {
 // readWeights are the reads, read-only checks and the in-memory tier moves.
 var readWeights = writeWeights.with(5, stepValTooLarge).with(20, stepMapIterate).with(150, stepRead).
 	with(40, stepReadMapKey).with(60, stepReadBurst).with(40, stepListHeld).with(10, stepCheckHeld).
-	with(8, stepSeal).with(3, stepDrain).with(3, stepWait)
+	with(8, stepSeal).with(3, stepDrain).with(3, stepWait).with(8, stepKeys).with(5, stepApplyKeys)
 
 // modelWorkload is how steps are drawn: over which universe, with which weights and values.
 type modelWorkload struct {

@@ -228,6 +228,28 @@
 // tested directly: checksums of every sealed segment, taken when it is
 // sealed, are compared after random writes (TestSealedEntriesModel).
 //
+// # Scans
+//
+// The engine's key scan (Flink's getKeys, applyToAllKeys) walks every
+// segment in entry order through an index of record offsets that it sorts
+// itself and keeps across steps, with writes in between (ScanSegments,
+// scan.go). A sealed segment's handle never changes. The active segment
+// is read through a view that ScanSegments refreshes at each step: the
+// scan indexes only the records appended since the last view
+// (EntriesFrom its old length) and decodes every indexed record again when
+// it reads it (LiveEntryAt), so a value rewritten in place shows its new
+// bytes and a record marked FlagDead since is skipped. That is sound
+// because an offset in a segment on the read path always starts the same
+// record with the same key (invariants 1 and 5: records are only appended;
+// an in-place write keeps a record's key and size, and its class: a value
+// or tombstone stays a value or tombstone, a map entry an entry or entry
+// tombstone, a chunk a chunk), and flags change in place only in ways that
+// keep a record an entry or make it dead: FlagDead, FlagTomb on a map
+// entry removed in place, FlagBase on a chunk ListReplace rewrote; a map
+// header's FlagBase, the one flag that decides whether a record is an
+// entry at all, is set only when the header is appended. Views are
+// owner-only and die with the next write.
+//
 // # Maps (KMAP)
 //
 // MapIter walks segments newest first and, inside one, the header's chain

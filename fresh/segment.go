@@ -55,6 +55,7 @@ type segment struct {
 	growAt uint32 // count at which the index doubles (7/8 of slots)
 	sealed bool
 	handle *SealedSegment // made by Table.Sealed
+	view   *SealedSegment // the active segment's view (ScanSegments), owner only
 
 	records      int64 // records appended
 	deadRecords  int64 // records marked FlagDead

@@ -315,6 +315,9 @@ func TestImport(t *testing.T) {
 // no read reaches an entry outside its table's range.
 func checkImported(t *testing.T, d *DB, c importCase) {
 	t.Helper()
+	if err := checkIter(d, rand.New(rand.NewPCG(1, 2))); err != nil {
+		t.Fatal(err)
+	}
 	byNum := map[uint64]ImportTable{}
 	for _, it := range c.tables {
 		byNum[it.Num] = it

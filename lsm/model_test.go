@@ -156,6 +156,9 @@ func runModel(t *testing.T, rng *rand.Rand, round int) {
 			if err := diffAll(d, m, g.keys); err != nil {
 				t.Fatalf("step %d: %v", step, err)
 			}
+			if err := checkIter(d, rng); err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			}
 		}
 		if msg := d.current.checkLevels(); msg != "" {
 			t.Fatalf("step %d: %s", step, msg)

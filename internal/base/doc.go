@@ -198,6 +198,17 @@ type Iterator interface {
 	Err() error
 }
 
+// ScanIter is an Iterator over a tier's entries in an order range that a
+// key scan (Flink's getKeys) positions once per step and uses between two
+// changes of the tier: Release ends a step — what the walk pinned is let
+// go, its buffers are kept for the next positioning — and Close drops it.
+// Entries are valid until the next Next, Release or Close.
+type ScanIter interface {
+	Iterator
+	Release()
+	Close() error
+}
+
 // KeyGroupOf returns the key group a composite key begins with (big-endian
 // uint16). It reports false when key is shorter than 2 bytes.
 func KeyGroupOf(key []byte) (uint16, bool) {

@@ -207,6 +207,52 @@
 // no materialization, so its first checkpoint is native (a materialization) and holds them. When a checkpoint completes, the generations before its
 // materialization are closed (truncation) and older materializations release their objects.
 //
+// # Key scans (scan.go)
+//
+// Flink's KeyedStateBackend#getKeys, getKeysAndNamespaces and applyToAllKeys need every key of
+// a state: one merged, ordered walk over all tiers (Scan). Sources, newest first: each
+// FreshTable segment (sealed ones and the active one) through the scan's own sorted index of
+// its records, the SliceTable (slice.Cursor: bucket by bucket, a bucket's runs merged), the
+// lower tier (LowerTier.Scan: lsm.Iter, every level merged, each table clipped to its range).
+// One base.MergingIter puts them in entry order, so the versions of one composite key (a run)
+// arrive together, newest first, and a run is resolved as the merge rules say (base doc,
+// rules 1, 2, 5): the newest key-level version decides a value or list key (a tombstone hides
+// older tiers; a list with an operand on top has elements whatever lies below), a map lives
+// while one user key's newest version is an entry newer than the map's newest clear. A run
+// yields its composite key once, with its live entries counted: list pieces and map entries
+// collapse into their key. Only runs of the scan's state id, namespace (compared exactly, after
+// the key's length prefix: a namespace that is a prefix of another never matches, FLINK-8679)
+// and key groups count; the order hash puts key group before key group, so the walk goes key
+// group by key group, and it starts and stops at the order hashes of the scan's key groups.
+//
+// Concurrency: a scan runs in steps (Scan.Next), each on the owner goroutine between two
+// writes, reading the tiers in place like a point read — nothing is installed during a step,
+// so nothing needs a pin. A step materializes a batch of at most a given number of keys into
+// a new Go-heap arena and ends at a run boundary; it remembers the last composite key it
+// finished. Between steps the owner may write (the root's ApplyToAllKeys calls the user's
+// function for each key of the batch, which may clear or rewrite state), and installs happen
+// as always. The next step merges the tiers as they are then, from the position on: no key is
+// visited twice, a key live before the scan and after its step is visited, and a key written
+// or cleared ahead of the position is seen as it is when the walk reaches it (FLINK-9060:
+// deleting while iterating neither skips nor repeats).
+//
+// Between steps a scan holds: its position and batch; for each FreshTable segment on the read
+// path, its sorted index (a 40-byte segRec per live record, as a transform's sort: on the Go
+// heap up to 1 MiB, mapped outside it and outside the budget above; indexes of segments that
+// left the read path are dropped at the next step, before anything is read) and the segment's
+// handle; the lower tier's walk with its read buffers (256 KiB per L0 file and per level,
+// lsm.Iter) but no pinned version. Nothing of the tiers' memory is held or deferred, so writes
+// between steps never wait for a scan. Engine.Close ends every open scan (ErrClosed).
+//
+// Allocation: per step one arena for the batch's keys and, when the tiers changed, the
+// lower tier's iterators of new tables; per scan about twenty (the Scan, its batch buffers
+// sized once, a segment's index); nothing per key or per entry (the root's TestKeysAllocs).
+// Cost: a step merges
+// every entry of every state between two positions (the tiers are ordered by order hash, not
+// by state), so a scan of one state reads all of them; plus, when the active segment was
+// written since the last step, sorting the records appended as a new run of its index (runs
+// merged geometrically: O(log n) sorts per record over a scan, not one per step).
+//
 // # Invariants
 //
 //  1. Every state change goes through Apply: before (sticky error or pending full disk, due
@@ -234,4 +280,10 @@
 //     FreshTable's seq (TestChangelogEveryOp covers each OpKind). A durable materialization's
 //     objects, and every segment a Log references (WriterOptions.InFlight, own writer), are in
 //     flight until truncation, so GC never takes what a later checkpoint will list.
+//  9. Key scans: a step reads the tiers only (reads never install, invariant 2) and is
+//     bracketed by writes, so it sees every datum in exactly one tier (invariant 3); between
+//     steps a scan holds no pin, no tier memory and no offset into a segment that left the
+//     read path (refresh drops such indexes before reading), and its position only grows, so
+//     no composite key is yielded twice. Each composite key yielded has live state of the
+//     scan's state id, exact namespace and key groups at the time of its step.
 package engine

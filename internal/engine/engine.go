@@ -109,9 +109,10 @@ type Engine struct {
 	readErr   error // the error of the last read that returned failed (takeErr)
 	noCompact bool  // a compaction failed for memory: none until an install frees some
 
-	openIters int    // map iterations open (deferring installs)
-	deferred  int    // writes that deferred installs since the last install
-	epoch     uint64 // bumped by every install; an open iteration of an older epoch is invalid
+	scans     []*Scan // key scans open (scan.go): closed with the engine
+	openIters int     // map iterations open (deferring installs)
+	deferred  int     // writes that deferred installs since the last install
+	epoch     uint64  // bumped by every install; an open iteration of an older epoch is invalid
 
 	// Counters for Stats.
 	transforms       int64
@@ -501,6 +502,7 @@ func (t *Engine) Seal() error {
 // reserve back to the budget and releases the segment pool. It persists nothing (Persist
 // does). Owner goroutine only; the engine must not be used after.
 func (t *Engine) Close() error {
+	t.closeScans()
 	errs := []error{t.sched.Close()}
 	t.closeCheckpoints()
 	if t.sb.busy.CompareAndSwap(false, true) { // no task runs now; else leave it mapped

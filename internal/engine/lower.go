@@ -47,9 +47,20 @@ type LowerTier interface {
 	// key's versions newest first, until visit returns false. A caller walks a large map in
 	// chunks: it stops at a user key and calls again from it.
 	MapRange(order uint64, mapKey, from []byte, visit func(*base.Entry) bool) error
+	// Scan positions a walk over every version the tier holds with an order hash in [lo, hi],
+	// in entry order (Order, Key, UserKey ascending, Seq descending; nothing resolved), and
+	// returns it: it, reused when not nil (a key scan walks the tier once per step), or a new
+	// one. The walk pins what it reads until its Release (the end of the step) and must not
+	// be used across an Install or a compaction's install. Errors as Get.
+	Scan(it LowerScan, lo, hi uint64) (LowerScan, error)
 	// Close releases the tier (the Store closes it after its own tiers).
 	Close() error
 }
+
+// LowerScan is a walk of the lower tier in entry order (LowerTier.Scan), used by the owner
+// between two writes. Entries are valid until the next Next. Release ends a step (the walk
+// keeps its buffers for the next LowerTier.Scan); Close drops it.
+type LowerScan = base.ScanIter
 
 // evictSink adapts a LowerTier to the base.Sink that slice.Eviction.Run feeds, keeping the
 // pending run for the owner's install. One per eviction job; used by that job's task only

@@ -57,6 +57,23 @@ func (l *lsmTier) MapRange(order uint64, mapKey, from []byte, visit func(*base.E
 	return lowerError(l.db.MapRange(order, mapKey, from, visit))
 }
 
+func (l *lsmTier) Scan(it LowerScan, lo, hi uint64) (LowerScan, error) {
+	s, _ := it.(*lsmScan)
+	if s == nil {
+		s = &lsmScan{it: l.db.NewIter()}
+	}
+	return s, lowerError(s.it.Reset(lo, hi))
+}
+
+// lsmScan is the LowerScan of lsmTier: an lsm.Iter with the Store's errors.
+type lsmScan struct{ it *lsm.Iter }
+
+func (s *lsmScan) Next() bool         { return s.it.Next() }
+func (s *lsmScan) Entry() *base.Entry { return s.it.Entry() }
+func (s *lsmScan) Err() error         { return lowerError(s.it.Err()) }
+func (s *lsmScan) Release()           { s.it.Release() }
+func (s *lsmScan) Close() error       { return s.it.Close() }
+
 // Close closes the DB, then the cache its readers used.
 func (l *lsmTier) Close() error {
 	err := lowerError(l.db.Close())

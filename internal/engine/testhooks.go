@@ -89,3 +89,6 @@ func (t *Engine) SetCheckpointHook(hook func()) { t.ck.hook = hook }
 
 // Finished reports whether background work has finished that the next install would take.
 func (t *Engine) Finished() bool { return t.ready.Load() > 0 }
+
+// OpenScans returns the number of key scans open (not closed).
+func (t *Engine) OpenScans() int { return len(t.scans) }

@@ -116,6 +116,13 @@ func (it *Iter) SeekGE(order uint64) {
 	it.off = len(it.blk.data)
 }
 
+// Reset points it before the first entry of r, keeping its buffers: a walk
+// over the files of one level reads them one after the other through one
+// buffer. Any earlier error is forgotten.
+func (it *Iter) Reset(r *Reader) {
+	*it = Iter{r: r, buf: it.buf[:0], lastOf: -1, lastBuf: it.lastBuf[:0]}
+}
+
 // Close releases the iterator's buffer. The iterator must not be used
 // afterwards. It returns nil.
 func (it *Iter) Close() error {

@@ -138,6 +138,42 @@ func (m *MemLower) MapRange(order uint64, mapKey, from []byte, visit func(*base.
 	return nil
 }
 
+// Scan walks every version with an order hash in [lo, hi] in entry order (engine.LowerTier):
+// a sorted copy, taken now.
+func (m *MemLower) Scan(it base.ScanIter, lo, hi uint64) (base.ScanIter, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, _ := it.(*memScan)
+	if s == nil {
+		s = &memScan{}
+	}
+	s.ents, s.i = s.ents[:0], -1
+	for _, vs := range m.versions {
+		for _, e := range vs {
+			if e.Order >= lo && e.Order <= hi {
+				s.ents = append(s.ents, e)
+			}
+		}
+	}
+	slices.SortFunc(s.ents, func(a, b base.Entry) int { return base.Compare(&a, &b) })
+	return s, nil
+}
+
+// memScan is MemLower's engine.LowerScan.
+type memScan struct {
+	ents []base.Entry
+	i    int
+}
+
+func (s *memScan) Next() bool {
+	s.i++
+	return s.i < len(s.ents)
+}
+func (s *memScan) Entry() *base.Entry { return &s.ents[s.i] }
+func (s *memScan) Err() error         { return nil }
+func (s *memScan) Release()           { s.ents = s.ents[:0]; s.i = -1 }
+func (s *memScan) Close() error       { s.Release(); return nil }
+
 // Close marks the tier closed (engine.LowerTier).
 func (m *MemLower) Close() error {
 	m.mu.Lock()
