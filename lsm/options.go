@@ -111,8 +111,8 @@ const (
 	// DefaultMaxSpaceAmplification is Options.MaxSpaceAmplification's default:
 	// levels above the bottom hold at most a quarter of its bytes.
 	DefaultMaxSpaceAmplification = 1.25
-	DefaultTargetFileSize      = 8 << 20
-	DefaultMaxManifestBytes    = 4 << 20
+	DefaultTargetFileSize        = 8 << 20
+	DefaultMaxManifestBytes      = 4 << 20
 	// MaxDefaultOpenFiles caps DefaultMaxOpenFiles (Pebble's default
 	// MaxOpenFiles is 1000 too).
 	MaxDefaultOpenFiles = 1000
