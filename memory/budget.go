@@ -47,7 +47,7 @@ func (b *Budget) Limit() int64 { return b.limit }
 
 // AddReserve changes the reserve by delta bytes and returns the new reserve. The reserve is the
 // part of the limit that the writers' purposes (PurposeFreshData, PurposeFreshIndex, and the
-// heap charges of PurposeChangelog and PurposeOperatorState) may not take: a mapping or free-list segment for them is refused with ErrMemoryBudget once it would
+// heap charges of PurposeChangelog and PurposeOperatorState, and PurposeTimers) may not take: a mapping or free-list segment for them is refused with ErrMemoryBudget once it would
 // take the budget's committed bytes above Limit − Reserve, while the background tiers'
 // purposes (PurposeSlice, PurposeBlockCache, PurposeOther) may use the whole limit. A store adds
 // the memory one transform of a sealed segment needs when it opens (and subtracts it when it

@@ -25,7 +25,8 @@ func TestPurposeString(t *testing.T) {
 		{PurposeOther, "other"},
 		{PurposeChangelog, "changelog"},
 		{PurposeOperatorState, "operator-state"},
-		{NumPurposes, "purpose(7)"},
+		{PurposeTimers, "timers"},
+		{NumPurposes, "purpose(8)"},
 		{255, "purpose(255)"},
 	}
 	for _, tt := range tests {

@@ -8,7 +8,7 @@
 //     to one Purpose. It holds bytes and 32-bit offsets only, never Go pointers, so the garbage
 //     collector neither scans it nor keeps anything alive through it.
 //   - Purpose: what a region is for (FreshTable data, FreshTable index, slices, block cache,
-//     other); the Budget keeps one counter per purpose for metrics.
+//     timers, other); the Budget keeps one counter per purpose for metrics.
 //   - Segment: a Region of a fixed size (16, 32 or 64 MiB) handed out by a Pool; the unit in
 //     which the FreshTable fills, seals and recycles memory.
 //   - Free list: up to MaxFree returned segments a Pool keeps mapped for the next Get.
@@ -56,8 +56,8 @@
 //     reused segment holds its previous owner's bytes, and the FreshTable must initialise what it
 //     reads (zeroing 64 MiB per recycle would cost more than the mmap it saves).
 //  8. The reserve (AddReserve) is kept for the background tiers: a mapping or free-list segment
-//     for a writer's purpose (FreshTable data or index; a Charge of the changelog or operator
-//     state) is granted only while the committed bytes, Used − Pooled (free-list segments are
+//     for a writer's purpose (FreshTable data or index, timer queues; a Charge of the changelog
+//     or operator state) is granted only while the committed bytes, Used − Pooled (free-list segments are
 //     there for the background tiers to take),
 //     stay at or below Limit − Reserve afterwards; the other purposes may go up to Limit, and
 //     nobody beyond it (invariant 1). So after a writer is refused, a transform can still map

@@ -16,6 +16,7 @@ const (
 	PurposeOther                        // anything else
 	PurposeChangelog                    // changelog (DSTL) buffers on the Go heap (Budget.Charge)
 	PurposeOperatorState                // operator and broadcast state on the Go heap (Budget.Charge)
+	PurposeTimers                       // timer queues: per key group heaps, sets and arenas (Budget.Map)
 	NumPurposes                         // number of valid purposes; not a valid Purpose
 )
 
@@ -27,10 +28,11 @@ var purposeNames = [NumPurposes]string{
 	PurposeOther:         "other",
 	PurposeChangelog:     "changelog",
 	PurposeOperatorState: "operator-state",
+	PurposeTimers:        "timers",
 }
 
 // String returns the purpose's metric label ("fresh-data", "fresh-index", "slice",
-// "block-cache", "other", "changelog", "operator-state"), or "purpose(N)" for an invalid value.
+// "block-cache", "other", "changelog", "operator-state", "timers"), or "purpose(N)" for an invalid value.
 func (p Purpose) String() string {
 	if p < NumPurposes {
 		return purposeNames[p]
@@ -43,8 +45,9 @@ func (p Purpose) valid() bool { return p < NumPurposes }
 
 // usesReserve reports whether mappings for p may take the budget's reserve (see
 // Budget.AddReserve): every purpose except the writers' (FreshTable data and index, the
-// changelog buffer, which grows with every write as the FreshTable does, and operator state,
-// which the task's writes grow and no background work frees).
+// changelog buffer, which grows with every write as the FreshTable does, and operator state
+// and timers, which the task's writes grow and no background work frees).
 func (p Purpose) usesReserve() bool {
-	return p != PurposeFreshData && p != PurposeFreshIndex && p != PurposeChangelog && p != PurposeOperatorState
+	return p != PurposeFreshData && p != PurposeFreshIndex && p != PurposeChangelog && p != PurposeOperatorState &&
+		p != PurposeTimers
 }

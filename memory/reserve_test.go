@@ -32,6 +32,9 @@ func TestReserve(t *testing.T) {
 	if _, err := b.Map(ps, PurposeFreshIndex); !errors.Is(err, ErrMemoryBudget) {
 		t.Fatalf("index page in the reserve: %v, want ErrMemoryBudget", err)
 	}
+	if _, err := b.Map(ps, PurposeTimers); !errors.Is(err, ErrMemoryBudget) {
+		t.Fatalf("timer page in the reserve: %v, want ErrMemoryBudget", err)
+	}
 	sl, err := p.Get(PurposeSlice)
 	if err != nil {
 		t.Fatalf("slice segment in the reserve: %v", err)
