@@ -1,0 +1,146 @@
+// Package timer keeps the timers of Strata's timer services outside the Go heap, one queue per
+// time domain of a service, partitioned by key group, as Flink's InternalTimerServiceImpl keeps
+// its event-time and processing-time queues (KeyGroupPartitionedPriorityQueue over one
+// HeapPriorityQueueSet per key group). It imports memory/ and internal/base only; the root
+// package composes it (the typed TimerService) and the engine writes its snapshots into
+// checkpoints.
+//
+// # Terms
+//
+//   - Timer: (key group, key, namespace, timestamp), plus the key's 32-bit hash (the hash its
+//     key group was assigned from, so the key comes back with the host's partitioning). At
+//     most one timer per (key, namespace, timestamp) in a queue: adding it again is a no-op.
+//   - Queue: the timers of one time domain (event time or processing time) of one service,
+//     over a fixed range of key groups. Its order is (timestamp, key group, h, key,
+//     namespace), h being Hash of the key's and namespace's 64-bit hashes and the timestamp:
+//     fixed by the timer's bytes, so the same on every run, after restores and rescales —
+//     not registration order (Flink's heap queue leaves ties unspecified).
+//   - Group: one key group's part of a queue: one memory.Region (PurposeTimers), mapped when
+//     the key group gets its first timer, holding an open-addressing set, a 4-ary min-heap and
+//     an arena of records.
+//   - Record: a timer's bytes in the arena, addressed by its offset (a ref; 0 = none), in a
+//     slot of its size class (multiples of 8 bytes up to 256, powers of two above). A record
+//     is written once and never moves until a rebuild copies the live ones. The slot of a
+//     popped timer, or of a ghost once it leaves the heap, goes on its class's free list and
+//     is reused by the next record of that class, so firing and registering at a steady rate
+//     neither grows the arena nor needs compaction.
+//   - Ghost: a heap entry whose record was deleted (Delete marks the record dead and leaves
+//     the entry; deleting from the middle of a heap would need the entry's position, which
+//     every swap would have to write back into the record).
+//   - Rebuild: a group's region replaced by a new one sized for its live timers (headroom
+//     ×1.5), live records copied in heap order, ghosts dropped, free lists emptied, the set
+//     rebuilt. Growth, shrinking and thawing (below) are all rebuilds.
+//   - Snapshot: the groups of some queues frozen at a cut (Freeze), written in the background
+//     as one section per key group (WriteTo), released by the owner (Release).
+//
+// # Group region
+//
+//	0                   8·setCap    +48            +16·heapCap                       len
+//	+-------------------+-----------+--------------+-----------------------------------+
+//	| set: setCap slots | (padding) | heap: heapCap| arena: 8 reserved bytes, then     |
+//	|                   |           | entries      | record slots up to alen           |
+//	+-------------------+-----------+--------------+-----------------------------------+
+//	the padding puts the four children of every heap node in one cache line
+//
+//	slot (8 bytes)             heap entry (16 bytes)
+//	+--------+--------+        +-----------+--------+--------+
+//	| h u32  | ref u32|        | ts i64    | h u32  | ref u32|
+//	+--------+--------+        +-----------+--------+--------+
+//	ref 0: empty               children of i: 4i+1..4i+4, 64 bytes, one cache line
+//
+//	record (16 bytes + key + namespace; also the section format's timer, byte for byte)
+//	0           8          12       14         16       16+k
+//	+-----------+----------+--------+----------+--------+-----------+
+//	| ts i64    | keyHash  | keyLen | D|nsLen  | key    | namespace |
+//	|           | i32      | u16    | 1|15 bits|        |           |
+//	+-----------+----------+--------+----------+--------+-----------+
+//	little endian; D: dead (deleted); a live record has D = 0.
+//
+// The set is linear probing from h & (setCap−1), with backward-shift deletion (no
+// tombstones); a slot matches on h first and only then reads the record. It holds exactly the
+// live timers, at most 3/4 full. The heap holds the live timers and the ghosts.
+//
+// # Order across key groups
+//
+// A Queue keeps its non-empty groups in a binary heap (on the Go heap, O(key groups)) ordered
+// by (timestamp of the group's first timer, key group), as Flink's
+// KeyGroupPartitionedPriorityQueue keeps a heap of the key groups' heads. Peek and Pop read
+// its top; a change of a group's first timer re-sifts the group.
+//
+// # Snapshots (copy on write)
+//
+// Freeze marks every group with timers as frozen by the snapshot and records a view of its
+// region (heap entries [0, n), arena): O(key groups), nothing copied. While frozen, the owner
+// never writes that region: the first change of a frozen group (Add, Delete, Pop) rebuilds
+// it into a new region first and hands the old one to the snapshot, which releases it once
+// released itself. So a background WriteTo reads immutable memory, and the cut costs nothing
+// per timer. A group not changed before Release is simply unfrozen.
+//
+// # Section format (a checkpoint's timer object holds one per key group; the Store's directory
+// file holds a sequence of them)
+//
+//	0          8         10   11   12         16     18   20      24
+//	+----------+---------+----+----+----------+------+----+-------+-------------+--------+
+//	| magic    | version | ck | 0  | length   | kg   | 0  | count | count blocks| crc32c |
+//	| STRATATM | u16 = 1 | =1 |    | u32      | u16  | u16| u32   |             | u32    |
+//	+----------+---------+----+----+----------+------+----+-------+-------------+--------+
+//	little endian; ck 1 = CRC32C (Castagnoli); length counts the payload, from kg to the last
+//	block's end; crc32c covers every byte before it.
+//
+//	block: the timers of one service in one time domain
+//	0         2        2+n      3+n    4+n     8+n
+//	+---------+--------+--------+------+-------+----------------------+
+//	| nameLen | name   | domain | 0    | count | count timers          |
+//	| u16     |        | u8     | u8   | u32   | (records, as above)   |
+//	+---------+--------+--------+------+-------+----------------------+
+//	domain: 0 event time, 1 processing time (part of the format; do not change)
+//
+// Rules: count >= 1 blocks, in strictly increasing (name, domain) order; names not empty;
+// every block holds at least one timer; a timer's D bit is 0; no byte after the last block.
+// Every field has one encoding, so a section that decodes re-encodes (AppendSection, timers in
+// their stored order) to the same bytes (FuzzSectionDecode). Checked in the order magic
+// (ErrBadMagic; fewer than 8 bytes: ErrTruncated), header size (ErrTruncated), version
+// (ErrFormatVersion), checksum type (ErrChecksumType), reserved byte, length (ErrTruncated if
+// the bytes end early), CRC32C (ErrChecksum), then the payload (a field running past it:
+// ErrTruncated; a rule broken: ErrCorruption alone) — each a *base.CorruptionError naming the
+// file and the byte offset. Whether the key group and the timers' key hashes fit the reader's
+// key groups, and whether a timer occurs twice, the caller checks (the decoder knows no
+// MaxParallelism). testdata/section-v1.bin is the golden file. A snapshot writes timers in
+// heap order, not sorted: a restore re-heaps them anyway.
+//
+// # Invariants
+//
+//  1. A queue is used by one goroutine at a time (the owner); only a Snapshot's WriteTo runs
+//     elsewhere, and it reads only frozen regions.
+//  2. The set holds exactly the live timers of its group, one slot each, at most 3/4 of
+//     setCap; every live timer has exactly one heap entry; a ghost's record is marked dead and
+//     is in no slot. A record is never written after it was appended, but for its D bit;
+//     every arena slot below alen is either referenced by one heap entry or on one free list.
+//  3. The heap is a 4-ary min-heap in the queue's order, and its root, when n > 0, is live
+//     (every removal pops the ghosts that reach the root). So n == 0 iff live == 0, and the
+//     group's first timer is heap[0].
+//  4. The queue's group heap holds exactly the groups with n > 0, ordered by (heap[0].ts, key
+//     group); group.pos is the group's index in it, −1 when absent.
+//  5. Memory: every group region is mapped through the queue's Budget (PurposeTimers, a
+//     writer's purpose: never the transform reserve). After a removal, a region larger than a
+//     page has slots in use of at least a quarter of its arena's high-water mark and no more
+//     ghosts than live timers, or it is rebuilt (a refused rebuild is tried at the next
+//     removal); a group without timers gives its region up unless it is one page. So a group
+//     holds O(live timers) bytes: about 1.5 × (16 + slot + 16) + 8 to 16 bytes per timer
+//     after a rebuild (BenchmarkQueue reports it), at least one page per group with timers.
+//     On the Go heap: a *group (about 250 bytes) per key group that ever had a timer, and the
+//     group heap.
+//  6. A change that fails (ErrMemoryBudget from a growth or a thaw) changes nothing.
+//  7. A frozen region is not written by the owner; it is released exactly once, by the
+//     snapshot's Release or, if the group rebuilt meanwhile, by the snapshot (it owns it
+//     then). One snapshot at a time may freeze a group (a second Freeze of a frozen group is
+//     a broken invariant).
+//
+// # What is not promised
+//
+// Timers are not ordered by registration. The queue does not check that timestamps grow or
+// that a watermark never goes back: the root does what Flink's InternalTimerServiceImpl does.
+// A group's rebuild maps its new region before releasing the old one, so a key group holding
+// most of the timers needs twice its size for a moment (MaxParallelism 1 with millions of
+// timers).
+package timer
