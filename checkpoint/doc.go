@@ -32,7 +32,8 @@
 //     committed that id, and the caller (a zombie) stops.
 //  3. The manifest records every object's name, size, CRC32C, key-group and order range, the
 //     range of a packed object it covers and a table's LSM level, the Store's last sequence
-//     number and its operator state (small: it travels inside the manifest), so restore chooses objects by key-group range, checks them without
+//     number and its operator state (small: it travels inside the manifest), and one entry
+//     per key group of its timers, so restore chooses objects by key-group range, checks them without
 //     trusting the storage's listing, and rebuilds the LSM's shape and sequence numbering.
 //  4. Nothing is counted: GC recomputes reachability from the manifests each time.
 //
@@ -58,12 +59,12 @@
 // Names are validated (ValidateName): "/"-separated non-empty segments of [A-Za-z0-9._-], none
 // beginning with '.', relative, at most 1024 bytes; a bad one is a *NameError (ErrInvalidName).
 //
-// # Manifest layout (format version 3)
+// # Manifest layout (format version 4)
 //
 //	0          8         10   11   12         16
 //	+----------+---------+----+----+----------+---------------------------+---------+
 //	| magic    | version | ck | 0  | length   | payload (length bytes)    | crc32c  |
-//	| STRATACK | u16 = 3 | =1 |    | u32      |                           | u32     |
+//	| STRATACK | u16 = 4 | =1 |    | u32      |                           | u32     |
 //	+----------+---------+----+----+----------+---------------------------+---------+
 //	all integers little endian; ck 1 = CRC32C (Castagnoli); crc32c covers every byte
 //	before it (header and payload); length <= 256 MiB.
@@ -100,8 +101,11 @@
 //	| minOrder | maxOrder | offset   | length   |
 //	| u64      | u64      | u64      | u64      |
 //	+----------+----------+----------+----------+
-//	kind: 1 table, 2 changelog, 3 other (part of the format; do not change)
+//	kind: 1 table, 2 changelog, 3 other, 4 timers (part of the format; do not change)
 //	size: of the whole object; crc32c: of the bytes the entry covers
+//	timers: one key group's timer section (package timer's format, STRATATM), packed with
+//	the other key groups' in one object per checkpoint; kg start = kg end; minOrder and
+//	maxOrder: its first and last timestamps, sign bit flipped
 //
 //	flags:
 //	  7   6   5   4   3   2   1   0
@@ -112,26 +116,30 @@
 //	       length are 0 otherwise
 //	level  the LSM level 0..15 the table held in the Store; 0 unless kind is table
 //
-// Format version 2 is the same without opLen and the operator state (the object count follows
-// the input position). Format version 1 is version 2 without lastSeq (its fixed payload fields
-// end at byte 40, the registry length follows kg end) and without levels (flags bits 1..7 must
-// be 0). Encode writes only version 3; DecodeManifest reads all three, a version 1 manifest
-// with LastSeq 0 and every Level 0, a version 1 or 2 one with no operator state (a restore
-// sees no operator state in it, as in a checkpoint of a Store that had none).
+// Format version 3 is the same without kind 4 (a version 3 reader refuses timer entries, so a
+// checkpoint with timers is never restored without them). Format version 2 is version 3
+// without opLen and the operator state (the object count follows the input position). Format
+// version 1 is version 2 without lastSeq (its fixed payload fields end at byte 40, the
+// registry length follows kg end) and without levels (flags bits 1..7 must be 0). Encode
+// writes only version 4; DecodeManifest reads all four, a version 1 manifest with LastSeq 0
+// and every Level 0, a version 1 or 2 one with no operator state (a restore sees no operator
+// state in it, as in a checkpoint of a Store that had none), a version 1 to 3 one without
+// timers.
 //
 // Checked in the order magic (base.ErrBadMagic; fewer than 8 bytes: base.ErrTruncated), header
-// size (base.ErrTruncated), version 1, 2 or 3 (base.ErrFormatVersion), checksum type
+// size (base.ErrTruncated), version 1 to 4 (base.ErrFormatVersion), checksum type
 // (base.ErrChecksumType), reserved byte, length (base.ErrTruncated if the bytes end early),
 // CRC32C (base.ErrChecksum), then the payload (a field running past it: base.ErrTruncated; a
 // rule broken: base.ErrCorruption alone) — each a *base.CorruptionError naming the object and
 // the byte offset. The rules: id >= 1; 1 <= maxP <= 32768; every key-group range start <= end
-// < maxP; blobs <= 64 MiB; names valid; kind known; flag bits known in the manifest's version;
-// level 0 unless a table; size >= 0; minOrder <= maxOrder; offset and length 0 unless packed,
-// inside the object if packed; no byte after the last object. Every field has one fixed-width
-// encoding, so a version 3 manifest that decodes re-encodes to the same bytes, and a version 1
-// or 2 one re-encodes to a version 3 manifest that decodes to the same Manifest
-// (FuzzManifestDecode checks both). The golden files testdata/MANIFEST-v1, MANIFEST-v2 and
-// MANIFEST-v3 pin the formats: a change needs a new version and a new golden file.
+// < maxP; blobs <= 64 MiB; names valid; kind known in the manifest's version; flag bits known
+// in the manifest's version; level 0 unless a table; one key group per timers entry; size >=
+// 0; minOrder <= maxOrder; offset and length 0 unless packed, inside the object if packed; no
+// byte after the last object. Every field has one fixed-width encoding, so a version 4
+// manifest that decodes re-encodes to the same bytes, and a version 1 to 3 one re-encodes to a
+// version 4 manifest that decodes to the same Manifest (FuzzManifestDecode checks both). The
+// golden files testdata/MANIFEST-v1 to MANIFEST-v4 pin the formats: a change needs a new
+// version and a new golden file.
 //
 // # DirStorage protocol
 //

@@ -15,10 +15,11 @@ const (
 	manifestMagic    = "STRATACK"
 	manifestVersion1 = 1 // no LastSeq, no levels; read only; part of the format; do not change
 	manifestVersion2 = 2 // no operator state; read only; part of the format; do not change
-	manifestVersion  = 3 // what Encode writes; part of the format; do not change
+	manifestVersion3 = 3 // no timer objects (kind 4); read only; part of the format; do not change
+	manifestVersion  = 4 // what Encode writes; part of the format; do not change
 	manifestCRC32C   = 1 // checksum type 1 = CRC32C; part of the format; do not change
 	manifestHeader   = 16
-	manifestFixed    = 48 // fixed payload fields before the registry (versions 2 and 3)
+	manifestFixed    = 48 // fixed payload fields before the registry (versions 2 to 4)
 	manifestFixedV1  = 40 // the same in version 1, which lacks LastSeq
 	objectFixed      = 52 // bytes of an object entry besides its name (every version)
 
@@ -50,9 +51,13 @@ const (
 	KindChangelog ObjectKind = 2
 	// KindOther is anything else the engine stores (a copied mutable part, an index).
 	KindOther ObjectKind = 3
+	// KindTimers is the timers of one key group (KeyGroups.Start == End): one section of the
+	// timer package's format (STRATATM), packed in the checkpoint's timer object with the
+	// other key groups' sections. Format version 4 and later.
+	KindTimers ObjectKind = 4
 )
 
-// String returns "table", "changelog", "other" or "kind(<n>)".
+// String returns "table", "changelog", "other", "timers" or "kind(<n>)".
 func (k ObjectKind) String() string {
 	switch k {
 	case KindTable:
@@ -61,15 +66,17 @@ func (k ObjectKind) String() string {
 		return "changelog"
 	case KindOther:
 		return "other"
+	case KindTimers:
+		return "timers"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-func (k ObjectKind) valid() bool { return k >= KindTable && k <= KindOther }
+func (k ObjectKind) valid() bool { return k >= KindTable && k <= KindTimers }
 
 // The flags byte of an object entry; part of the format. Version 1 knows only flagPacked
 // (every other bit 0); version 2 adds the level in bits 4..7 and keeps bits 1..3 zero, and
-// version 3 keeps version 2's flags.
+// versions 3 and 4 keep version 2's flags.
 const (
 	flagPacked     = 1 << 0
 	flagLevelShift = 4
@@ -99,7 +106,9 @@ type Object struct {
 	// MinOrder and MaxOrder bound the order hashes (base.OrderHash) of the covered entries,
 	// inclusive; MinOrder <= MaxOrder. For a KindChangelog segment they bound its records'
 	// sequence numbers instead (package changelog, doc.go): a changelog segment holds records
-	// of many order hashes, and restore selects segments by KeyGroups and by sequence.
+	// of many order hashes, and restore selects segments by KeyGroups and by sequence. A
+	// KindTimers section's are the smallest and largest timestamp it holds, as uint64 of the
+	// int64 with its sign bit flipped (so the order is the timestamps').
 	MinOrder, MaxOrder uint64
 	// Packed says the entry covers only [Offset, Offset+Length) of the object: one changelog
 	// object per persist per process holds the changes of all its stores (DESIGN §4, item 3;
@@ -212,15 +221,17 @@ func (m *Manifest) checkObject(o *Object) error {
 		return fmt.Errorf("level %d above %d", o.Level, MaxLevel)
 	case o.Level != 0 && o.Kind != KindTable:
 		return fmt.Errorf("level %d on a %s object (only tables have levels)", o.Level, o.Kind)
+	case o.Kind == KindTimers && o.KeyGroups.Start != o.KeyGroups.End:
+		return fmt.Errorf("timers of key groups [%d, %d] (one key group per entry)", o.KeyGroups.Start, o.KeyGroups.End)
 	}
 	return nil
 }
 
-// Encode returns the manifest's bytes in format version 3 (doc.go, "Manifest layout"), or
+// Encode returns the manifest's bytes in format version 4 (doc.go, "Manifest layout"), or
 // Validate's error. Encoding is canonical: every field has one fixed-width encoding, so
-// decoding a version 3 manifest and encoding it gives back the same bytes (a version 1 or 2
-// manifest comes back as version 3, with what it lacks zero: LastSeq and levels 0, no
-// operator state).
+// decoding a version 4 manifest and encoding it gives back the same bytes (a version 1, 2 or
+// 3 manifest comes back as version 4, with what it lacks zero: LastSeq and levels 0, no
+// operator state; a version 3 one as its own bytes with the version changed).
 func (m *Manifest) Encode() ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
@@ -274,8 +285,9 @@ func (m *Manifest) Encode() ([]byte, error) {
 	return le.AppendUint32(b, crc32.Checksum(b, base.CRC32C)), nil
 }
 
-// DecodeManifest decodes a manifest's bytes, format version 1, 2 or 3 (a version 1 manifest
-// decodes with LastSeq and every Level 0, a version 1 or 2 one without OperatorState); file names it in errors (the object's name). It
+// DecodeManifest decodes a manifest's bytes, format version 1 to 4 (a version 1 manifest
+// decodes with LastSeq and every Level 0, a version 1 or 2 one without OperatorState, and
+// only version 4 may hold KindTimers objects); file names it in errors (the object's name). It
 // checks, in this order, each failure its own cause inside a *base.CorruptionError naming file
 // and the byte offset (errors.Is(err, base.ErrCorruption) for all): the magic
 // (base.ErrBadMagic; base.ErrTruncated if fewer than 8 bytes), the header's size
@@ -347,7 +359,7 @@ func DecodeManifest(file string, b []byte) (*Manifest, error) {
 		return nil, bad(nil, manifestHeader+36, "key groups [%d, %d] not inside [0, %d)", m.KeyGroups.Start, m.KeyGroups.End, m.MaxParallelism)
 	}
 	blobs := []*[]byte{&m.Registry, &m.InputPosition, &m.OperatorState}
-	if version < manifestVersion {
+	if version < manifestVersion3 {
 		blobs = blobs[:2]
 	}
 	for _, blob := range blobs {
@@ -398,6 +410,9 @@ func DecodeManifest(file string, b []byte) (*Manifest, error) {
 		}
 		if flags&^knownFlags != 0 {
 			return nil, bad(nil, off+1, "object %d: unknown flags %#x in format version %d", i, flags, version)
+		}
+		if o.Kind == KindTimers && version < manifestVersion {
+			return nil, bad(nil, off, "object %d: unknown kind %d in format version %d", i, o.Kind, version)
 		}
 		o.Packed = flags&flagPacked != 0
 		o.Level = (flags & flagLevelMask) >> flagLevelShift

@@ -18,7 +18,7 @@ import (
 	"github.com/strata-db/strata/internal/base"
 )
 
-var updateGolden = flag.Bool("update", false, "TestGoldenManifestV3: rewrite testdata/MANIFEST-v3 (MANIFEST-v1 and MANIFEST-v2 are frozen: Encode writes only version 3)")
+var updateGolden = flag.Bool("update", false, "TestGoldenManifestV4: rewrite testdata/MANIFEST-v4 (MANIFEST-v1 to MANIFEST-v3 are frozen: Encode writes only version 4)")
 
 // goldenManifest is the fixed content of testdata/MANIFEST-v1: every field version 1 has set,
 // each kind of object, a packed changelog range, an object of another owner (NO_CLAIM),
@@ -68,7 +68,32 @@ func goldenManifestV3() *Manifest {
 	return m
 }
 
-// v2Bytes rewrites the version 3 bytes of a manifest without operator state as version 2:
+// goldenManifestV4 is the fixed content of testdata/MANIFEST-v4: goldenManifestV3 with the
+// timer sections of two key groups packed in one object (timestamps' sign bits flipped into
+// the order range: a negative first timestamp and a positive last one).
+func goldenManifestV4() *Manifest {
+	m := goldenManifestV3()
+	const name = "job-a/chk-00000000000000000042/00032-00063-0000000000000005.tmr"
+	m.Objects = append(m.Objects,
+		Object{Name: name, Kind: KindTimers, Size: 700, CRC: 0x7157a11d, KeyGroups: KeyGroupRange{Start: 33, End: 33},
+			MinOrder: 0x7fffffffffffff00, MaxOrder: 0x8000000000001000, Packed: true, Offset: 0, Length: 300},
+		Object{Name: name, Kind: KindTimers, Size: 700, CRC: 0x00c0ffee, KeyGroups: KeyGroupRange{Start: 63, End: 63},
+			MinOrder: 0x8000000000000000, MaxOrder: 0x8000000000000000, Packed: true, Offset: 300, Length: 400},
+	)
+	return m
+}
+
+// v3Bytes rewrites the version 4 bytes of a manifest without timer objects as version 3: the
+// same bytes with the version set, resealed. That the result is MANIFEST-v3 byte for byte
+// (TestGoldenManifestV3) pins version 3 as "version 4 without timers".
+func v3Bytes(v4 []byte) []byte {
+	b := append([]byte(nil), v4...)
+	binary.LittleEndian.PutUint16(b[8:], manifestVersion3)
+	return reseal(b)
+}
+
+// v2Bytes rewrites the version 4 (or 3) bytes of a manifest without operator state or timers
+// as version 2:
 // drop the 4 bytes of the (zero) operator state length after the input position, set the
 // version, reseal. That the result is MANIFEST-v2 byte for byte (TestGoldenManifestV2) pins
 // version 2 as "version 3 without operator state", which lets tests build version 2 input.
@@ -167,17 +192,58 @@ func TestGoldenManifestV2(t *testing.T) {
 	}
 }
 
-// TestGoldenManifestV3: format version 3 encodes goldenManifestV3 to exactly
-// testdata/MANIFEST-v3, and the file decodes back to it. If the encoding check fails, the
-// format changed: bump the version and add a new golden file rather than regenerating this
-// one. -update (re)creates it.
+// TestGoldenManifestV3: testdata/MANIFEST-v3, written by the version 3 encoder, still decodes
+// to goldenManifestV3, is its version 4 encoding with the version changed, and re-encodes as
+// version 4 to the same Manifest. The file is frozen: Encode writes only version 4, so -update
+// does not touch it.
 func TestGoldenManifestV3(t *testing.T) {
 	want := goldenManifestV3()
+	path := filepath.Join("testdata", "MANIFEST-v3")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := binary.LittleEndian.Uint16(b[8:]); v != 3 {
+		t.Fatalf("%s has format version %d", path, v)
+	}
+	got, err := DecodeManifest("MANIFEST-v3", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("decoded golden manifest:\n got %+v\nwant %+v", got, want)
+	}
+	v4, err := got.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := DecodeManifest("v4", v4); err != nil || !reflect.DeepEqual(again, want) {
+		t.Errorf("version 3 re-encoded as version 4 decodes to %+v, %v", again, err)
+	}
+	if v3 := v3Bytes(v4); !bytes.Equal(v3, b) {
+		t.Errorf("version 4 relabelled is not %s:\n got %x\nwant %x", path, v3, b)
+	}
+	// A timer entry in a version 3 manifest is an unknown kind.
+	withTimers, err := goldenManifestV4().Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeManifest("v3", v3Bytes(withTimers)); !errors.Is(err, base.ErrCorruption) {
+		t.Errorf("a version 3 manifest with timer objects decodes: %v", err)
+	}
+}
+
+// TestGoldenManifestV4: format version 4 encodes goldenManifestV4 to exactly
+// testdata/MANIFEST-v4, and the file decodes back to it. If the encoding check fails, the
+// format changed: bump the version and add a new golden file rather than regenerating this
+// one. -update (re)creates it.
+func TestGoldenManifestV4(t *testing.T) {
+	want := goldenManifestV4()
 	fresh, err := want.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join("testdata", "MANIFEST-v3")
+	path := filepath.Join("testdata", "MANIFEST-v4")
 	if *updateGolden {
 		if err := os.WriteFile(path, fresh, 0o644); err != nil {
 			t.Fatal(err)
@@ -190,7 +256,7 @@ func TestGoldenManifestV3(t *testing.T) {
 	if !bytes.Equal(b, fresh) {
 		t.Errorf("the encoder no longer produces %s byte for byte: the format changed\n got %x\nwant %x", path, fresh, b)
 	}
-	got, err := DecodeManifest("MANIFEST-v3", b)
+	got, err := DecodeManifest("MANIFEST-v4", b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,6 +286,7 @@ func TestManifestRoundTrip(t *testing.T) {
 		{"golden", *goldenManifest()},
 		{"golden v2", *goldenManifestV2()},
 		{"golden v3", *goldenManifestV3()},
+		{"golden v4", *goldenManifestV4()},
 		{"operator state only", Manifest{ID: 7, MaxParallelism: 3, OperatorState: []byte{0}}},
 		{"every blob", Manifest{ID: 8, MaxParallelism: 3, Registry: []byte("r"), InputPosition: []byte("ip"),
 			OperatorState: bytes.Repeat([]byte{0xa5}, 4097)}},
@@ -245,6 +312,13 @@ func TestManifestRoundTrip(t *testing.T) {
 			b2, err := got.Encode()
 			if err != nil || !bytes.Equal(b, b2) {
 				t.Fatalf("re-encoding differs: %v", err)
+			}
+			if slices.ContainsFunc(tc.m.Objects, func(o Object) bool { return o.Kind == KindTimers }) {
+				return // not expressible in version 3
+			}
+			got3, err := DecodeManifest("m", v3Bytes(b))
+			if err != nil || !reflect.DeepEqual(got3, &tc.m) {
+				t.Fatalf("version 3 round trip:\n got %+v %v\nwant %+v", got3, err, tc.m)
 			}
 			if tc.m.OperatorState != nil {
 				return // not expressible in version 2
@@ -284,7 +358,9 @@ func TestManifestValidate(t *testing.T) {
 		{"key groups outside", func(m *Manifest) { m.KeyGroups = KeyGroupRange{Start: 0, End: 8} }},
 		{"bad name", func(m *Manifest) { m.Objects[0].Name = "../x" }},
 		{"kind 0", func(m *Manifest) { m.Objects[0].Kind = 0 }},
-		{"kind 4", func(m *Manifest) { m.Objects[0].Kind = 4 }},
+		{"kind 5", func(m *Manifest) { m.Objects[0].Kind = 5 }},
+		{"timers of two key groups", func(m *Manifest) { m.Objects[0].Kind = KindTimers; m.Objects[0].KeyGroups.End = 1 }},
+		{"level on a timers object", func(m *Manifest) { m.Objects[0].Kind = KindTimers; m.Objects[0].Level = 1 }},
 		{"negative size", func(m *Manifest) { m.Objects[0].Size = -1 }},
 		{"object key groups outside", func(m *Manifest) { m.Objects[0].KeyGroups.End = 8 }},
 		{"order inverted", func(m *Manifest) { m.Objects[0].MinOrder = 2; m.Objects[0].MaxOrder = 1 }},
@@ -396,7 +472,7 @@ func TestManifestCorruption(t *testing.T) {
 		{"bad magic", edit(set(0, 'X')), base.ErrBadMagic, 0},
 		{"header only", good[:16], base.ErrTruncated, 0},
 		{"version 0", edit(set(8, 0)), base.ErrFormatVersion, 8},
-		{"version 4", edit(set(8, 4)), base.ErrFormatVersion, 8},
+		{"version 5", edit(set(8, 5)), base.ErrFormatVersion, 8},
 		{"version 0x0102", edit(set(8, 2, 1)), base.ErrFormatVersion, 8},
 		// Version 3 bytes labelled version 1: lastSeq's low half is read as the registry length.
 		{"version 3 payload as version 1", reseal(edit(set(8, 1))), nil, p + manifestFixedV1},
@@ -422,6 +498,8 @@ func TestManifestCorruption(t *testing.T) {
 		{"payload cut in lastSeq", reseal(append(append([]byte(nil), good[:p+44]...), 0, 0, 0, 0)), base.ErrTruncated, p + 40},
 		{"object count too large", reseal(edit(set(obj0-4, 0xff, 0xff, 0, 0))), base.ErrTruncated, int64(obj0 - 4)},
 		{"unknown kind", reseal(edit(set(obj0, 9))), nil, int64(obj0)},
+		{"timers kind in version 3", reseal(edit(func(b []byte) []byte { b[8] = 3; b[obj0] = byte(KindTimers); return b })), nil, int64(obj0)},
+		{"timers of two key groups", reseal(edit(set(chlog, byte(KindTimers)))), nil, int64(chlog)},
 		{"v2 flag bit 1", reseal(edit(set(obj0+1, 0x02))), nil, int64(obj0 + 1)},
 		{"v2 flag bit 2", reseal(edit(set(obj0+1, 0x04))), nil, int64(obj0 + 1)},
 		{"v2 flag bit 3 beside a level", reseal(edit(set(obj0+1, 0x68))), nil, int64(obj0 + 1)},
@@ -495,7 +573,7 @@ func TestCommitAndRead(t *testing.T) {
 // also tried resealed (length and CRC recomputed), so that the fuzzer reaches the payload
 // checks behind the checksum.
 func FuzzManifestDecode(f *testing.F) {
-	for _, name := range []string{"MANIFEST-v1", "MANIFEST-v2", "MANIFEST-v3"} {
+	for _, name := range []string{"MANIFEST-v1", "MANIFEST-v2", "MANIFEST-v3", "MANIFEST-v4"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
@@ -503,12 +581,16 @@ func FuzzManifestDecode(f *testing.F) {
 		f.Add(b)
 	}
 	for _, m := range []*Manifest{{ID: 1, MaxParallelism: 1}, goldenManifest(), goldenManifestV2(), goldenManifestV3(),
-		{ID: 2, MaxParallelism: 2, OperatorState: []byte("op")}} {
+		goldenManifestV4(), {ID: 2, MaxParallelism: 2, OperatorState: []byte("op")}} {
 		b, err := m.Encode()
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b)
+		if slices.ContainsFunc(m.Objects, func(o Object) bool { return o.Kind == KindTimers }) {
+			continue
+		}
+		f.Add(v3Bytes(b))
 		if m.OperatorState != nil {
 			continue
 		}
@@ -536,13 +618,16 @@ func FuzzManifestDecode(f *testing.F) {
 				if !bytes.Equal(out, in) {
 					t.Fatalf("re-encoding differs:\n in %x\nout %x", in, out)
 				}
-			case manifestVersion1, manifestVersion2:
+			case manifestVersion1, manifestVersion2, manifestVersion3:
 				again, err := DecodeManifest("fuzz", out)
 				if err != nil || !reflect.DeepEqual(again, m) {
-					t.Fatalf("version %d re-encoded as version 3 decodes to %+v, %v; want %+v", v, again, err, m)
+					t.Fatalf("version %d re-encoded as version 4 decodes to %+v, %v; want %+v", v, again, err, m)
 				}
-				old := v2Bytes(out)
-				if v == manifestVersion1 {
+				old := v3Bytes(out)
+				switch v {
+				case manifestVersion2:
+					old = v2Bytes(out)
+				case manifestVersion1:
 					old = v1Bytes(out)
 				}
 				if !bytes.Equal(old, in) {
