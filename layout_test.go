@@ -19,7 +19,8 @@ import (
 //   - a tier never imports another tier (lsm/sstable is part of the lsm tier);
 //   - memory/, scheduler/ and asm_arm64/ import nothing of this module;
 //   - internal/base imports nothing of this module (it is what every tier shares);
-//   - checkpoint/ (public: storage, manifests, GC) depends on internal/base and internal/vfs only.
+//   - checkpoint/ (public: storage, manifests, GC) depends on internal/base and internal/vfs only;
+//   - timer/ (the off-heap timer queues) depends on memory/ and internal/base only.
 func TestImportRules(t *testing.T) {
 	if testing.Short() && os.Getenv("STRATA_EMULATED") != "" {
 		t.Skip("needs the go command of the host (runs in the host's test run)")
@@ -83,6 +84,12 @@ func TestImportRules(t *testing.T) {
 				for _, d := range ours(p.Deps) {
 					if d != mod+"/internal/base" && d != mod+"/internal/vfs" && !strings.HasPrefix(d, mod+"/checkpoint") {
 						t.Errorf("GOARCH=%s: %s depends on %s (checkpoint may use internal/base and internal/vfs only)", arch, p.ImportPath, d)
+					}
+				}
+			case p.ImportPath == mod+"/timer":
+				for _, d := range ours(p.Deps) {
+					if d != mod+"/memory" && d != mod+"/internal/base" {
+						t.Errorf("GOARCH=%s: %s depends on %s (timer may use memory and internal/base only)", arch, p.ImportPath, d)
 					}
 				}
 			case leaf[p.ImportPath]:

@@ -8,6 +8,7 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"math"
 
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/memory"
@@ -101,12 +102,15 @@ func (s *Snapshot) Release() {
 }
 
 // Section is where WriteTo wrote the section of one key group: bytes [Offset, Offset+Length)
-// of its output, with their CRC32C and the number of timers.
+// of its output, with their CRC32C, the number of timers and their smallest and largest
+// timestamps.
 type Section struct {
 	KeyGroup       int
 	Offset, Length int64
 	CRC            uint32
 	Timers         int
+	MinTimestamp   int64
+	MaxTimestamp   int64
 }
 
 // sectionWriter writes through a buffer, counting bytes and the running section's CRC32C.
@@ -163,7 +167,7 @@ func (s *Snapshot) WriteTo(ctx context.Context, w io.Writer) ([]Section, error) 
 		if payload > MaxSectionPayload {
 			return nil, fmt.Errorf("timer: key group %d: a section of %d bytes, more than %d", kg, payload, int64(MaxSectionPayload))
 		}
-		sec := Section{KeyGroup: kg, Offset: sw.off, Timers: timers}
+		sec := Section{KeyGroup: kg, Offset: sw.off, Timers: timers, MinTimestamp: math.MaxInt64, MaxTimestamp: math.MinInt64}
 		sw.crc.Reset()
 		copy(sw.b[:], sectionMagic)
 		le.PutUint16(sw.b[8:], sectionVersion)
@@ -196,6 +200,7 @@ func (s *Snapshot) WriteTo(ctx context.Context, w io.Writer) ([]Section, error) 
 				}
 				sz := recSize(int(le.Uint16(hdr[12:])), int(nsl))
 				sw.write(fg.arena[e.ref : int(e.ref)+sz])
+				sec.MinTimestamp, sec.MaxTimestamp = min(sec.MinTimestamp, e.ts), max(sec.MaxTimestamp, e.ts)
 				written++
 				if count++; count%4096 == 0 {
 					if err := ctx.Err(); err != nil {

@@ -378,6 +378,11 @@ func (t *Engine) startChangelogCheckpoint(spec CheckpointSpec, start time.Time) 
 	}
 	p := &PendingCheckpoint{spec: spec, start: start, base: m.tables, baseID: t.ck.baseID,
 		memReleased: true, seq: t.f.Seq(), mat: m, gens: slices.Clone(c.gens[i:]), clPrev: t.ck.clPrev}
+	if spec.Timers != nil {
+		// Timers are snapshotted whole at every checkpoint, changelog ones too: they are not
+		// logged (doc.go, "Timers"). The frozen timers are the checkpoint's only memory pin.
+		p.timers, p.memReleased = spec.Timers(), false
+	}
 	t.ck.running = append(t.ck.running, p)
 	p.pause = time.Since(start)
 	h, err := t.sched.Submit(scheduler.Upload, "changelog checkpoint", func(ctx context.Context) error {
@@ -388,6 +393,7 @@ func (t *Engine) startChangelogCheckpoint(spec CheckpointSpec, start time.Time) 
 	})
 	if err != nil {
 		t.ck.running = t.ck.running[:len(t.ck.running)-1]
+		t.releaseMemory(p)
 		return nil, err
 	}
 	p.h = h
@@ -403,6 +409,14 @@ func (t *Engine) uploadChangelog(ctx context.Context, p *PendingCheckpoint) erro
 		Registry: spec.Registry, InputPosition: spec.InputPosition, OperatorState: spec.OperatorState, LastSeq: p.seq}
 	if h := t.ck.hook; h != nil {
 		h()
+	}
+	tm, tmPath, err := t.timerObject(ctx, p)
+	t.memWritten(p)
+	if tmPath != "" {
+		defer t.ck.tmpFS.Remove(tmPath)
+	}
+	if err != nil {
+		return fmt.Errorf("strata: checkpoint %d: timers: %w", spec.ID, err)
 	}
 	m.Objects = slices.Clone(p.mat.objects)
 	p.tables = p.mat.tables
@@ -431,6 +445,9 @@ func (t *Engine) uploadChangelog(ctx context.Context, p *PendingCheckpoint) erro
 				res.UploadedBytes += h.Length
 			}
 		}
+	}
+	if err := t.putTimers(ctx, p, m, tm, tmPath); err != nil {
+		return err
 	}
 	return t.commit(ctx, p, m)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/strata-db/strata/lsm/sstable"
 	"github.com/strata-db/strata/scheduler"
 	"github.com/strata-db/strata/slice"
+	"github.com/strata-db/strata/timer"
 )
 
 // Native checkpoints (doc.go, "Checkpoints").
@@ -56,6 +57,13 @@ type CheckpointSpec struct {
 	// every checkpoint, native or changelog (Flink's changelog backend snapshots operator state
 	// fully at each checkpoint too). Materializations ignore it.
 	OperatorState []byte
+	// Timers, when not nil, freezes the root's timers at the cut (timer.Freeze): called once
+	// the checkpoint is accepted, on the owner goroutine, right after the tiers are pinned (a
+	// changelog checkpoint: after its sequence number is taken), so the timers are exactly
+	// those of the cut. The upload writes them as one object of one section per key group,
+	// at every checkpoint, native or changelog (a full snapshot each time: doc.go, "Timers");
+	// the snapshot is released with the memory pins. Materializations ignore it.
+	Timers func() *timer.Snapshot
 }
 
 // CheckpointResult describes a durable checkpoint.
@@ -86,6 +94,7 @@ type PendingCheckpoint struct {
 	memDone atomic.Bool
 
 	// Owner-only pins, released at install.
+	timers      *timer.Snapshot // frozen at the cut (spec.Timers), released with the memory pins
 	segs        []*fresh.SealedSegment
 	ssnap       *slice.Snapshot
 	lsnap       *lsm.Snapshot
@@ -189,6 +198,9 @@ func (t *Engine) StartCheckpoint(spec CheckpointSpec) (*PendingCheckpoint, error
 	p := &PendingCheckpoint{spec: spec, start: start, base: t.ck.base, baseID: t.ck.baseID}
 	if err := t.cut(p); err != nil {
 		return nil, err
+	}
+	if spec.Timers != nil {
+		p.timers = spec.Timers()
 	}
 	t.ck.running = append(t.ck.running, p)
 	p.pause = time.Since(start)
@@ -334,9 +346,15 @@ func (t *Engine) releaseMemory(p *PendingCheckpoint) {
 		return
 	}
 	p.memReleased = true
-	t.sl.ReleaseSnapshot(p.ssnap)
-	t.f.UnpinSealed()
+	if p.ssnap != nil { // a native cut's (a changelog checkpoint pins only its timers)
+		t.sl.ReleaseSnapshot(p.ssnap)
+		t.f.UnpinSealed()
+	}
 	p.segs, p.ssnap = nil, nil
+	if p.timers != nil {
+		p.timers.Release()
+		p.timers = nil
+	}
 }
 
 // orderRange returns the order hashes of key groups r: [r.Start·stride, (r.End+1)·stride − 1].
@@ -380,17 +398,20 @@ func (t *Engine) upload(ctx context.Context, p *PendingCheckpoint) error {
 		h()
 	}
 	mt, mtPath, err := t.memoryTable(ctx, p)
-	p.memDone.Store(true)
-	t.ready.Add(1)
-	select {
-	case t.wake <- struct{}{}:
-	default:
-	}
 	if mtPath != "" {
 		defer t.ck.tmpFS.Remove(mtPath)
 	}
 	if err != nil {
+		t.memWritten(p)
 		return fmt.Errorf("strata: checkpoint %d: memory table: %w", spec.ID, err)
+	}
+	tm, tmPath, err := t.timerObject(ctx, p)
+	t.memWritten(p)
+	if tmPath != "" {
+		defer t.ck.tmpFS.Remove(tmPath)
+	}
+	if err != nil {
+		return fmt.Errorf("strata: checkpoint %d: timers: %w", spec.ID, err)
 	}
 	klo, khi := t.orderRange(spec.KeyGroups)
 	if p.lsnap != nil {
@@ -438,11 +459,77 @@ func (t *Engine) upload(ctx context.Context, p *PendingCheckpoint) error {
 		res.UploadedBytes += mt.Size
 		res.MemoryBytes = mt.Size
 	}
+	if err := t.putTimers(ctx, p, m, tm, tmPath); err != nil {
+		return err
+	}
 	if p.noCommit { // a materialization: its tables are listed by later checkpoints
 		res.Manifest = m
 		return nil
 	}
 	return t.commit(ctx, p, m)
+}
+
+// memWritten tells the owner that p's memory pins (and its timers) may go: what they hold is in
+// local files now, or the upload failed (task).
+func (t *Engine) memWritten(p *PendingCheckpoint) {
+	p.memDone.Store(true)
+	t.ready.Add(1)
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// timerObject writes p's frozen timers into a local file, one section per key group with
+// timers (timer.Snapshot.WriteTo), and returns the manifest entries they are to become (one per
+// key group, packed in one object) and the file's path; nil and "" without timers (task).
+func (t *Engine) timerObject(ctx context.Context, p *PendingCheckpoint) (_ []checkpoint.Object, path string, err error) {
+	if p.timers == nil || p.timers.Timers() == 0 {
+		return nil, "", nil
+	}
+	fsys, dir := t.ck.tmpFS, t.ck.tmpDir
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", lowerError(err)
+	}
+	path = filepath.Join(dir, fmt.Sprintf("%020d-%016x.tmr", p.spec.ID, rand.Uint64()))
+	f, err := fsys.Create(path)
+	if err != nil {
+		return nil, "", lowerError(err)
+	}
+	secs, err := p.timers.WriteTo(ctx, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		fsys.Remove(path)
+		return nil, "", lowerError(err)
+	}
+	spec := &p.spec
+	last := secs[len(secs)-1]
+	name := checkpoint.PrivateName(spec.Owner, spec.ID, spec.KeyGroups, "tmr")
+	objs := make([]checkpoint.Object, len(secs))
+	for i, sec := range secs {
+		kg := checkpoint.KeyGroupRange{Start: uint16(sec.KeyGroup), End: uint16(sec.KeyGroup)}
+		objs[i] = checkpoint.Object{Name: name, Kind: checkpoint.KindTimers, Size: last.Offset + last.Length, CRC: sec.CRC,
+			KeyGroups: kg, MinOrder: uint64(sec.MinTimestamp) ^ 1<<63, MaxOrder: uint64(sec.MaxTimestamp) ^ 1<<63,
+			Packed: true, Offset: sec.Offset, Length: sec.Length}
+	}
+	return objs, path, nil
+}
+
+// putTimers stores the timer object written at path and adds its entries tm to m (task).
+func (t *Engine) putTimers(ctx context.Context, p *PendingCheckpoint, m *checkpoint.Manifest, tm []checkpoint.Object, path string) error {
+	if len(tm) == 0 {
+		return nil
+	}
+	t.hold(p, tm[0].Name)
+	if err := checkpoint.PutFile(ctx, p.spec.Storage, tm[0].Name, t.ck.tmpFS, path); err != nil {
+		return fmt.Errorf("strata: checkpoint %d: timers: %w", p.spec.ID, err)
+	}
+	m.Objects = append(m.Objects, tm...)
+	p.res.UploadedObjects++
+	p.res.UploadedBytes += tm[0].Size
+	return nil
 }
 
 // hold puts name in the in-flight set (GC keeps it) until p's pins are released.

@@ -207,6 +207,28 @@
 // no materialization, so its first checkpoint is native (a materialization) and holds them. When a checkpoint completes, the generations before its
 // materialization are closed (truncation) and older materializations release their objects.
 //
+// # Timers (checkpoint.go)
+//
+// The root's timer services keep their timers in package timer's queues (one per time domain
+// of a service, per key group a set, a heap and an arena in one region outside the Go heap,
+// memory.PurposeTimers); the engine meets them only at checkpoints. CheckpointSpec.Timers
+// freezes them at the cut — right after the tiers are pinned, or after a changelog
+// checkpoint's sequence number is taken — copy on write, O(key groups): a group changed
+// later is copied by its change, the frozen region released with the snapshot. The upload
+// writes them first, beside the memory table, into one local file of one section per key
+// group (timer.Snapshot.WriteTo), then releases them with the memory pins (memDone: a writer
+// short of memory waits for that, as for the memory table), stores the file as one private
+// object (PutFile) and lists one KindTimers entry per key group (manifest v4: packed range,
+// CRC32C of the section, the key group). A restore picks the entries of its key groups (the
+// root reads them: checkpointing.go).
+//
+// Every checkpoint stores the timers whole, changelog checkpoints too: timer changes are not
+// logged. A changelog checkpoint then restores exactly the timers of its cut without a replay
+// rule for them (a timer fires outside the FreshTable's sequence numbering, so a log of timer
+// changes would need an order of its own), at a cost of O(timers) bytes uploaded per
+// checkpoint, written in the background; timers are small beside keyed state (tens of bytes
+// each). Materializations do not store them.
+//
 // # Key scans (scan.go)
 //
 // Flink's KeyedStateBackend#getKeys, getKeysAndNamespaces and applyToAllKeys need every key of
