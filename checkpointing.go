@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
+	"github.com/strata-db/strata/timer"
 )
 
 // Checkpoints, completion, retention and restore with rescaling — Flink's checkpointing of a
@@ -206,7 +208,8 @@ func (s *Store) StartCheckpoint(id uint64, inputPosition []byte) (*PendingCheckp
 	kg := *s.opts.KeyGroups
 	p, err := s.e.StartCheckpoint(engine.CheckpointSpec{ID: id, Storage: s.opts.Checkpoint.Storage, Owner: s.owner(),
 		Epoch: s.epoch, MaxParallelism: s.maxP, KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)},
-		Registry: s.encodeRegistry(), InputPosition: slices.Clone(inputPosition), OperatorState: s.opSnapshot().encode(true)})
+		Registry: s.encodeRegistry(), InputPosition: slices.Clone(inputPosition), OperatorState: s.opSnapshot().encode(true),
+		Timers: s.freezeTimers()})
 	if err != nil {
 		return nil, fmt.Errorf("strata: checkpoint %d: %w", id, err)
 	}
@@ -527,12 +530,19 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
 	s.restoreStats.ChangelogRecords, s.restoreStats.ChangelogSkipped = n, skipped
-	if n > 0 {
-		// The replayed records are in the memory tiers only; the directory's persist point
-		// (engine.Restore's) holds the tables alone. Persist, as Close would, so that a crash
-		// after Restore returns reopens dir to the checkpoint's state, not to its
+	nt, err := s.restoreTimers(ctx, storage, sources)
+	if err != nil {
+		s.Discard()
+		removeRestored(fsys, dir)
+		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
+	}
+	s.restoreStats.Timers = nt
+	if n > 0 || nt > 0 {
+		// The replayed records and the timers are in memory only; the directory's persist
+		// point (engine.Restore's) holds the tables alone. Persist, as Close would, so that a
+		// crash after Restore returns reopens dir to the checkpoint's state, not to its
 		// materialization's (TestModel/changelog, crash after a restore).
-		if err := s.e.Persist(s.persistMeta()); err != nil {
+		if err := s.persistAll(); err != nil {
 			s.Discard()
 			removeRestored(fsys, dir)
 			return nil, fmt.Errorf("strata: restore into %q: persisting the replayed changelog: %w", dir, err)
@@ -561,10 +571,82 @@ type RestoreStats struct {
 	// of the same key overwrites them (a Put after a Put, a map entry written again, a
 	// clear after appends).
 	ChangelogRecords, ChangelogSkipped int64
+	// Timers is the number of timers restored (of the Store's key groups, every service and
+	// time domain).
+	Timers int
 	// The phases' wall times: TablesTime fetches and imports the table objects (links or
 	// copies, CRC checks), ReplayTime applies the changelog records, PersistTime makes the
-	// replayed records durable in the directory (zero without records).
+	// replayed records and the timers durable in the directory (zero without either).
 	TablesTime, ReplayTime, PersistTime time.Duration
+}
+
+// restoreTimers puts the timers of the Store's key groups that sources hold into its timer
+// services (Restore, after Open made a service of every timer service the registries name):
+// each checkpoint's timer object is read once, the span of the sections of the Store's key
+// groups, and each section checked against its manifest entry (size, CRC32C, key group)
+// before it is decoded. It returns the number of timers restored. Errors: ErrCorruption
+// naming the object and offset; the storage's; ErrMemoryBudget.
+func (s *Store) restoreTimers(ctx context.Context, storage checkpoint.Storage, sources []*checkpoint.Manifest) (int, error) {
+	kg := *s.opts.KeyGroups
+	byObj := map[string][]checkpoint.Object{}
+	var names []string
+	for _, m := range sources {
+		for _, o := range m.Objects {
+			k := int(o.KeyGroups.Start)
+			if o.Kind != checkpoint.KindTimers || k < kg.Start || k > kg.End || o.KeyGroups.Start < m.KeyGroups.Start || o.KeyGroups.End > m.KeyGroups.End {
+				continue
+			}
+			if _, ok := byObj[o.Name]; !ok {
+				names = append(names, o.Name)
+			}
+			byObj[o.Name] = append(byObj[o.Name], o)
+		}
+	}
+	before := 0
+	for _, c := range s.timers {
+		before += c.q[eventTime].Len() + c.q[processingTime].Len()
+	}
+	for _, name := range names {
+		parts := byObj[name]
+		lo, hi := parts[0].Offset, parts[0].Offset+parts[0].Length
+		if !parts[0].Packed {
+			lo, hi = 0, parts[0].Size
+		}
+		for _, o := range parts {
+			if o.Packed {
+				lo, hi = min(lo, o.Offset), max(hi, o.Offset+o.Length)
+			} else {
+				lo, hi = 0, max(hi, o.Size)
+			}
+		}
+		b, err := storage.GetRange(ctx, name, lo, hi-lo)
+		if err != nil {
+			return 0, fmt.Errorf("timers %s: %w", name, err)
+		}
+		for _, o := range parts {
+			off, n := o.Offset, o.Length
+			if !o.Packed {
+				off, n = 0, o.Size
+			}
+			sec := b[off-lo : off-lo+n]
+			if crc := crc32c(sec); crc != o.CRC {
+				return 0, base.Corrupt(name, off, ErrChecksum, "timers of key group %d: crc32c %#08x, the manifest says %#08x", o.KeyGroups.Start, crc, o.CRC)
+			}
+			k, used, err := timer.DecodeSection(name, off, sec, s.loadTimer(name))
+			if err != nil {
+				return 0, err
+			}
+			if k != int(o.KeyGroups.Start) || used != len(sec) {
+				return 0, base.Corrupt(name, off, nil, "a section of key group %d and %d bytes where the manifest lists key group %d and %d bytes",
+					k, used, o.KeyGroups.Start, len(sec))
+			}
+		}
+	}
+	after := 0
+	for _, c := range s.timers {
+		after += c.q[eventTime].Len() + c.q[processingTime].Len()
+	}
+	return after - before, nil
 }
 
 // RestoreStats returns what Restore did to create the Store (zero for a Store from Open).

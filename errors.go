@@ -110,6 +110,10 @@ var (
 	// ErrOperatorStateTooLarge is returned by operator state writes, and by Restore, that
 	// would take a Store's operator state beyond MaxOperatorStateSize; nothing changes.
 	ErrOperatorStateTooLarge = errors.New("strata: operator state too large")
+	// ErrTimerServiceBusy is returned by a TimerService's Register and Delete inside its own
+	// ForEach callback, and by its advances inside its ForEach callback or inside a callback of
+	// an advance of the same time domain (Flink's timer service leaves these undefined).
+	ErrTimerServiceBusy = errors.New("strata: timer service busy")
 	// ErrRestoreIncomplete is returned by Open when the directory holds a Restore that did not
 	// finish (the process died during it): its state may lack part of the checkpoint, such as
 	// the changelog replayed on top of the tables. Empty the directory and restore again.

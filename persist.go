@@ -12,37 +12,43 @@ import (
 
 // Persistence (Store.Close, Open over an existing directory): the engine persists its tiers
 // (internal/engine, persist.go); what the root adds is the state registry below, the persist
-// point's opaque metadata, which also carries the operator state (opstate.go) so that it is
-// persisted atomically with the keyed state.
+// point's opaque metadata, which also carries the operator state (opstate.go) and names the
+// timer file (timers.go), so that both are persisted atomically with the keyed state.
 //
 // Registry (the persist point's metadata). All integers little endian, varints unsigned:
 //
 //	0          8         10   11   12         16
 //	+----------+---------+----+----+----------+--------------------------+-----------+
 //	| magic    | version | ck | 0  | length   | payload (length bytes)   | crc32c    |
-//	| STRATARG | u16 = 2 | =1 |    | u32      |                          | u32       |
+//	| STRATARG | u16 = 3 | =1 |    | u32      |                          | u32       |
 //	+----------+---------+----+----+----------+--------------------------+-----------+
 //	ck 1 = CRC32C (Castagnoli); crc32c covers every byte before it.
 //
 //	payload: maxParallelism, keyGroupStart, keyGroupEnd, nextID, count (varints), then
 //	count states, each: id (varint), kind (u8: 1 value, 2 list, 3 map, 4 reducing,
-//	5 aggregating; part of the format), name, codec 0, codec 1 (each a varint length
-//	and bytes; a codec is its Go type's identity, see codecID; "" for none); then, in
-//	version 2 only, opLen (varint, at least 1) and the operator state blob (opLen bytes,
-//	opstate.go, its directory form).
+//	5 aggregating, 6 timer service; part of the format), name, codec 0, codec 1 (each a
+//	varint length and bytes; a codec is its Go type's identity, see codecID; "" for none;
+//	a timer service's codec 0 is its namespace codec's); then opLen (varint; 0: no
+//	operator state) and the operator state blob (opLen bytes, opstate.go, its directory
+//	form); then the timer file: nameLen (varint; 0: none), name ("TIMERS-" and 16 lower-case
+//	hex digits, a file of the Store's directory), size (varint, at least 1) and crc32c (u32)
+//	of the whole file (size and crc absent when nameLen is 0).
 //
-// Version 1 is version 2 without the operator state: encode writes version 1 when the Store
-// has no operator state (so a registry without one, and the registry every checkpoint
-// manifest carries, keep their version 1 bytes) and version 2 otherwise; decodeRegistry reads
-// both. Checked in the order magic, version, checksum type, length, CRC, payload; each failure
-// is an ErrCorruption with ErrBadMagic, ErrFormatVersion, ErrTruncated or ErrChecksum (a bad
-// payload: ErrCorruption alone; a bad operator state blob: decodeOps's error). Golden files:
-// testdata/registry-v1.bin, testdata/registry-v2.bin.
+// Version 2 is version 3 without kind 6 and without the timer file, and its opLen is at least
+// 1; version 1 is version 2 without opLen and the operator state. encode writes the lowest
+// version that holds the registry — 3 with a timer service or a timer file, else 2 with
+// operator state, else 1 — so a registry without timers, and every checkpoint manifest's
+// registry of a Store without timer services, keep their old bytes; decodeRegistry reads all
+// three. Checked in the order magic, version, checksum type, length, CRC, payload; each
+// failure is an ErrCorruption with ErrBadMagic, ErrFormatVersion, ErrTruncated or ErrChecksum
+// (a bad payload: ErrCorruption alone; a bad operator state blob: decodeOps's error). Golden
+// files: testdata/registry-v1.bin, registry-v2.bin, registry-v3.bin.
 
 const (
 	registryMagic    = "STRATARG"
 	registryVersion1 = 1 // no operator state; part of the format; do not change
-	registryVersion  = 2 // with operator state; part of the format; do not change
+	registryVersion2 = 2 // with operator state; part of the format; do not change
+	registryVersion  = 3 // with timer services and the timer file; part of the format; do not change
 	registryCRC32C   = 1 // checksum type; part of the format
 	registryHeader   = 16
 )
@@ -75,13 +81,13 @@ func codecID(c any) string {
 }
 
 // persistMeta returns the metadata of the Store's persist point: its registry with its
-// operator state, if it has any (Close, Restore).
-func (s *Store) persistMeta() []byte {
-	if len(s.ops) == 0 {
-		return s.encodeRegistry()
-	}
+// operator state, if it has any, naming the timer file tf (Close, Restore; zero: none).
+func (s *Store) persistMeta(tf timerFileRef) []byte {
 	r := s.registry()
-	r.ops = s.opSnapshot()
+	if len(s.ops) > 0 {
+		r.ops = s.opSnapshot()
+	}
+	r.timerFile = tf
 	return r.encode()
 }
 
@@ -107,8 +113,9 @@ func (s *Store) registry() *registry {
 	return r
 }
 
-// encode returns the registry blob of r (layout above), states in id order: version 2 with
-// r.ops, in its directory form, when r.ops has states, version 1 otherwise.
+// encode returns the registry blob of r (layout above), states in id order, in the lowest
+// version that holds it: 3 with a timer service or file, 2 with r.ops (in its directory
+// form) having states, 1 otherwise.
 func (r *registry) encode() []byte {
 	type rec struct {
 		name string
@@ -132,11 +139,29 @@ func (r *registry) encode() []byte {
 		}
 	}
 	version := uint16(registryVersion1)
-	if r.ops != nil && len(r.ops.states) > 0 {
+	hasOps := r.ops != nil && len(r.ops.states) > 0
+	if hasOps {
+		version = registryVersion2
+	}
+	if r.timerFile.name != "" || slices.ContainsFunc(recs, func(x rec) bool { return x.kind == kindTimerService }) {
 		version = registryVersion
-		ob := r.ops.encode(false)
+	}
+	if version >= registryVersion2 {
+		var ob []byte
+		if hasOps {
+			ob = r.ops.encode(false)
+		}
 		p = binary.AppendUvarint(p, uint64(len(ob)))
 		p = append(p, ob...)
+	}
+	if version == registryVersion {
+		f := r.timerFile
+		p = binary.AppendUvarint(p, uint64(len(f.name)))
+		if f.name != "" {
+			p = append(p, f.name...)
+			p = binary.AppendUvarint(p, uint64(f.size))
+			p = binary.LittleEndian.AppendUint32(p, f.crc)
+		}
 	}
 	b := make([]byte, registryHeader, registryHeader+len(p)+4)
 	copy(b, registryMagic)
@@ -152,7 +177,8 @@ type registry struct {
 	maxP, kgStart, kgEnd int
 	nextID               uint32
 	states               map[string]persistedState
-	ops                  *opSnapshot // the operator state (version 2); nil: none
+	ops                  *opSnapshot  // the operator state (versions 2 and 3); nil: none
+	timerFile            timerFileRef // the timer file (version 3); zero: none
 }
 
 // decodeRegistry decodes a registry blob; errors are *base.CorruptionError values naming the
@@ -172,8 +198,8 @@ func decodeRegistry(b []byte) (*registry, error) {
 		return nil, bad(ErrTruncated, 0, "%d bytes, shorter than the header", len(b))
 	}
 	version := binary.LittleEndian.Uint16(b[8:])
-	if version != registryVersion1 && version != registryVersion {
-		return nil, bad(ErrFormatVersion, 8, "version %d, this Strata reads %d and %d", version, registryVersion1, registryVersion)
+	if version < registryVersion1 || version > registryVersion {
+		return nil, bad(ErrFormatVersion, 8, "version %d, this Strata reads %d to %d", version, registryVersion1, registryVersion)
 	}
 	if b[10] != registryCRC32C || b[11] != 0 {
 		return nil, bad(nil, 10, "checksum type %d, reserved byte %d", b[10], b[11])
@@ -220,6 +246,7 @@ func decodeRegistry(b []byte) (*registry, error) {
 	r := &registry{maxP: int(hdr[0]), kgStart: int(hdr[1]), kgEnd: int(hdr[2]), nextID: uint32(hdr[3]),
 		states: make(map[string]persistedState, hdr[4])}
 	ids := make(map[uint16]bool, hdr[4])
+	timers := false // a timer service seen
 	for range hdr[4] {
 		at := off
 		id, ok := uv()
@@ -228,9 +255,10 @@ func decodeRegistry(b []byte) (*registry, error) {
 		}
 		kind := stateKind(p[0])
 		p, off = p[1:], off+1
-		if kind < kindValue || kind > kindAggregating {
+		if !(kind >= kindValue && kind <= kindAggregating || version == registryVersion && kind == kindTimerService) {
 			return nil, bad(nil, at, "bad state kind %d", kind)
 		}
+		timers = timers || kind == kindTimerService
 		name, ok1 := str()
 		c0, ok2 := str()
 		c1, ok3 := str()
@@ -243,21 +271,41 @@ func decodeRegistry(b []byte) (*registry, error) {
 		ids[uint16(id)] = true
 		r.states[name] = persistedState{id: uint16(id), kind: kind, codecs: [2]string{c0, c1}}
 	}
-	if version == registryVersion {
+	if version >= registryVersion2 {
 		at := off
 		l, ok := uv()
-		if !ok || l == 0 || l > uint64(len(p)) {
+		if !ok || (l == 0 && version == registryVersion2) || l > uint64(len(p)) {
 			return nil, bad(nil, at, "bad operator state length")
 		}
-		ops, err := decodeOps("operator state in the state registry", p[:l], false)
-		if err != nil {
-			return nil, err
+		if l > 0 {
+			ops, err := decodeOps("operator state in the state registry", p[:l], false)
+			if err != nil {
+				return nil, err
+			}
+			if len(ops.states) == 0 {
+				return nil, bad(nil, at, "an operator state blob without operator state")
+			}
+			r.ops = ops
+			p, off = p[l:], off+int(l)
 		}
-		if len(ops.states) == 0 {
-			return nil, bad(nil, at, "version 2 without operator state")
+	}
+	if version == registryVersion {
+		at := off
+		name, ok := str()
+		if !ok {
+			return nil, bad(nil, at, "bad timer file name")
 		}
-		r.ops = ops
-		p, off = p[l:], off+int(l)
+		if name != "" {
+			size, ok := uv()
+			if !ok || !validTimerFile(name) || size == 0 || size > 1<<50 || len(p) < 4 {
+				return nil, bad(nil, at, "bad timer file %q", name)
+			}
+			r.timerFile = timerFileRef{name: name, size: int64(size), crc: binary.LittleEndian.Uint32(p)}
+			p, off = p[4:], off+4
+		}
+		if !timers && name == "" {
+			return nil, bad(nil, at, "version 3 without timer services or timer file")
+		}
 	}
 	if len(p) != 0 {
 		return nil, bad(nil, off, "%d bytes after the last state", len(p))

@@ -312,8 +312,8 @@ func TestCorruptFiles(t *testing.T) {
 }
 
 // TestRegistryDecode: the registry blob round-trips, and every damage is a typed error, never
-// a panic: each truncation, each flipped bit (of version 1, and of version 2 with operator
-// state), another version.
+// a panic: each truncation, each flipped bit (of version 1, of version 2 with operator state,
+// of version 3 with a timer service and a timer file), another version.
 func TestRegistryDecode(t *testing.T) {
 	s := openTest(t, Options{})
 	must(NewValueState(s, ValueDescriptor[int64]{Name: "a", Codec: Int64}))
@@ -328,11 +328,16 @@ func TestRegistryDecode(t *testing.T) {
 	}
 	bc := must(NewBroadcastState(s, BroadcastDescriptor[string, int64]{Name: "c", KeyCodec: String, ValueCodec: Int64}))
 	must(0, bc.Put("k", 1))
-	blob2 := s.persistMeta()
+	blob2 := s.persistMeta(timerFileRef{})
 	if r2, err := decodeRegistry(blob2); err != nil || r2.ops == nil || len(r2.ops.states) != 1 || r2.ops.states[0].m["k"] == nil {
 		t.Fatalf("version 2 decoded %+v, %v", r2, err)
 	}
-	for v, blob := range [][]byte{blob, blob2} {
+	strTimers(t, s, "timers")
+	blob3 := s.persistMeta(timerFileRef{name: "TIMERS-00000000000000ff", size: 77, crc: 0xfeedf00d})
+	if r3, err := decodeRegistry(blob3); err != nil || r3.timerFile.size != 77 || r3.states["timers"].kind != kindTimerService {
+		t.Fatalf("version 3 decoded %+v, %v", r3, err)
+	}
+	for v, blob := range [][]byte{blob, blob2, blob3} {
 		for n := range len(blob) {
 			if _, err := decodeRegistry(blob[:n]); !errors.Is(err, ErrCorruption) {
 				t.Fatalf("version %d truncated to %d: %v", v+1, n, err)
@@ -347,9 +352,9 @@ func TestRegistryDecode(t *testing.T) {
 		}
 	}
 	b := bytes.Clone(blob)
-	b[8] = 3
+	b[8] = 4
 	if _, err := decodeRegistry(b); !errors.Is(err, ErrFormatVersion) {
-		t.Fatalf("version 3: %v", err)
+		t.Fatalf("version 4: %v", err)
 	}
 }
 
@@ -364,7 +369,9 @@ func FuzzRegistryDecode(f *testing.F) {
 	f.Add(s.encodeRegistry())
 	u := must(NewUnionListState(s, OperatorListDescriptor[int64]{Name: "u", Codec: Int64}))
 	must(0, u.AddAll([]int64{1, 2}))
-	f.Add(s.persistMeta()) // version 2, with operator state
+	f.Add(s.persistMeta(timerFileRef{})) // version 2, with operator state
+	strTimers(f, s, "t")
+	f.Add(s.persistMeta(timerFileRef{name: "TIMERS-0000000000000001", size: 1, crc: 2})) // version 3
 	s.Close()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if r, err := decodeRegistry(b); err == nil && r == nil {

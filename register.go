@@ -12,6 +12,10 @@ const (
 	kindMap         stateKind = 3
 	kindReducing    stateKind = 4
 	kindAggregating stateKind = 5
+	// kindTimerService is a timer service (timers.go): registered by name like a state, with
+	// its namespace codec, so it survives Close and Open and travels with checkpoints; it
+	// keeps no data in the tiers (its id names none). Registry version 3 and later.
+	kindTimerService stateKind = 6
 )
 
 func (k stateKind) String() string {
@@ -26,6 +30,8 @@ func (k stateKind) String() string {
 		return "reducing"
 	case kindAggregating:
 		return "aggregating"
+	case kindTimerService:
+		return "timer service"
 	}
 	return fmt.Sprintf("stateKind(%d)", uint8(k))
 }

@@ -68,6 +68,11 @@ type Store struct {
 	ops     map[string]*opState
 	opBytes int64
 
+	// Timer services (timers.go), registered or restored, by name; the timer file the
+	// directory's persist point names.
+	timers    map[string]*timerCore
+	timerFile timerFileRef
+
 	// Scratch buffers, reused by every operation (one goroutine at a time).
 	kbuf    []byte    // composite key of the current operation
 	ubuf    []byte    // encoded map user key
@@ -181,8 +186,40 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 				return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
 			}
 		}
+		for name, p := range reg.states {
+			if p.kind == kindTimerService {
+				s.timerCore(name, p.codecs[0])
+			}
+		}
+		if err := s.loadTimerFile(reg.timerFile); err != nil {
+			s.opCharge(-s.opBytes)
+			err = errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
+			s.closeTimers()
+			return nil, err
+		}
+		s.timerFile = reg.timerFile
+		if dir != "" {
+			s.removeStrayTimerFiles(reg.timerFile.name)
+		}
 	}
 	return s, nil
+}
+
+// persistAll writes the timer file, then the persist point naming it with the registry and
+// the operator state (e.Persist: the tiers into the LsmStore), and removes the timer files it
+// does not name (Close, Restore). On error the previous persist point stands; a timer file
+// written for it is removed by the next Close or Open.
+func (s *Store) persistAll() error {
+	tf, err := s.writeTimerFile()
+	if err != nil {
+		return err
+	}
+	if err := s.e.Persist(s.persistMeta(tf)); err != nil {
+		return err
+	}
+	s.timerFile = tf
+	s.removeStrayTimerFiles(tf.name)
+	return nil
 }
 
 // Close persists the Store's state, if it has a directory, and releases it. It waits for the
@@ -213,7 +250,7 @@ func (s *Store) Close() error {
 	defer s.guard.exit()
 	var err error
 	if s.e.HasDisk() {
-		if err = s.e.Persist(s.persistMeta()); err != nil {
+		if err = s.persistAll(); err != nil {
 			err = fmt.Errorf("strata: close %q: persisting the state: %w", s.dir, err)
 			if engine.Transient(err) {
 				return err
@@ -222,7 +259,9 @@ func (s *Store) Close() error {
 	}
 	s.closed, s.liveMaxP = true, ^uint32(0)
 	s.opCharge(-s.opBytes)
-	return errors.Join(err, s.e.Close())
+	err = errors.Join(err, s.e.Close())
+	s.closeTimers() // after the engine: no checkpoint upload reads them any more
+	return err
 }
 
 // Discard releases the Store without persisting anything: the writes since the last Close that
@@ -241,7 +280,9 @@ func (s *Store) Discard() error {
 	defer s.guard.exit()
 	s.closed, s.liveMaxP = true, ^uint32(0)
 	s.opCharge(-s.opBytes)
-	return s.e.Close()
+	err := s.e.Close()
+	s.closeTimers()
+	return err
 }
 
 // WaitBackground waits until the background work queued so far has finished and installs it:

@@ -51,7 +51,9 @@ type frozenGroup struct {
 // (Service, Domain) order with names of 1..65535 bytes. O(key groups); nothing is copied.
 // A group already frozen by a snapshot not yet released is a broken invariant (one snapshot
 // at a time: the engine runs one checkpoint at a time). Owner goroutine.
-func Freeze(srcs []Source) *Snapshot {
+func Freeze(srcs []Source) *Snapshot { return capture(srcs, true) }
+
+func capture(srcs []Source, freeze bool) *Snapshot {
 	s := &Snapshot{}
 	for i, src := range srcs {
 		if src.Service == "" || len(src.Service) > 0xffff ||
@@ -63,10 +65,12 @@ func Freeze(srcs []Source) *Snapshot {
 			if g == nil || g.live == 0 {
 				continue
 			}
-			if g.frozen != nil {
-				panic(fmt.Sprintf("strata: invariant: key group %d of timer service %q frozen twice", g.kg, src.Service))
+			if freeze {
+				if g.frozen != nil {
+					panic(fmt.Sprintf("strata: invariant: key group %d of timer service %q frozen twice", g.kg, src.Service))
+				}
+				g.frozen = s
 			}
-			g.frozen = s
 			fs.groups = append(fs.groups, frozenGroup{g: g, kg: g.kg, heap: g.heap[:g.n], arena: g.arena,
 				live: g.live, bytes: g.recBytes})
 			s.timers += g.live
@@ -75,6 +79,12 @@ func Freeze(srcs []Source) *Snapshot {
 	}
 	return s
 }
+
+// Capture returns a snapshot of srcs (ordered as for Freeze) that freezes nothing: it reads
+// the queues' regions in place, so it is valid only until the queues next change — for a
+// WriteTo on the owner goroutine right away (the Store's timer file at Close), beside a
+// snapshot of a checkpoint still being written. Release it like any snapshot.
+func Capture(srcs []Source) *Snapshot { return capture(srcs, false) }
 
 // Timers returns the number of timers frozen.
 func (s *Snapshot) Timers() int { return s.timers }
