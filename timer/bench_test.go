@@ -36,9 +36,10 @@ func BenchmarkQueue(b *testing.B) {
 			}
 			buf := make([]byte, 0, 64)
 			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
+			i := 0
+			for b.Loop() {
 				push(pending + i)
+				i++
 				var ok bool
 				var err error
 				var t Timer
@@ -48,7 +49,6 @@ func BenchmarkQueue(b *testing.B) {
 				}
 				next = t.Timestamp
 			}
-			b.StopTimer()
 			b.ReportMetric(float64(budget.UsedBy(memory.PurposeTimers))/float64(q.Len()), "B/timer")
 		})
 	}

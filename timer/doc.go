@@ -16,17 +16,27 @@
 //     fixed by the timer's bytes, so the same on every run, after restores and rescales —
 //     not registration order (Flink's heap queue leaves ties unspecified).
 //   - Group: one key group's part of a queue: one memory.Region (PurposeTimers), mapped when
-//     the key group gets its first timer, holding an open-addressing set, a 4-ary min-heap and
-//     an arena of records.
+//     the key group gets its first timer, holding an open-addressing set, an entry array and
+//     an arena of records. The entry array holds the near entries at its front, a 4-ary
+//     min-heap of the timers with timestamps up to the group's boundary, and the far entries
+//     at its back, unordered, the timers after it.
+//   - Refill: when the near heap runs empty, one streaming pass over the far entries moves
+//     those up to a new boundary to the front and heapifies them: all of them when there are
+//     at most 512, else those below a timestamp sampled (64 samples) so that about 1024 move.
+//     So a registration beyond the boundary is an append, and the heap a pop sifts through
+//     stays small enough to be cached whatever the number of timers (a lazy calendar queue
+//     in front of the heap; 10 M timers in 128 key groups keep about 1 000 near entries per
+//     group, not 78 000).
 //   - Record: a timer's bytes in the arena, addressed by its offset (a ref; 0 = none), in a
 //     slot of its size class (multiples of 8 bytes up to 256, powers of two above). A record
 //     is written once and never moves until a rebuild copies the live ones. The slot of a
 //     popped timer, or of a ghost once it leaves the heap, goes on its class's free list and
 //     is reused by the next record of that class, so firing and registering at a steady rate
 //     neither grows the arena nor needs compaction.
-//   - Ghost: a heap entry whose record was deleted (Delete marks the record dead and leaves
-//     the entry; deleting from the middle of a heap would need the entry's position, which
-//     every swap would have to write back into the record).
+//   - Ghost: an entry (near or far) whose record was deleted (Delete marks the record dead and
+//     leaves the entry; deleting from the middle of a heap would need the entry's position,
+//     which every swap would have to write back into the record). A refill moves far ghosts
+//     near like any entry; the near heap drops them when they reach its top.
 //   - Rebuild: a group's region replaced by a new one sized for its live timers (headroom
 //     ×1.5), live records copied in heap order, ghosts dropped, free lists emptied, the set
 //     rebuilt. Growth, shrinking and thawing (below) are all rebuilds.
@@ -35,11 +45,12 @@
 //
 // # Group region
 //
-//	0                   8·setCap    +48            +16·heapCap                       len
-//	+-------------------+-----------+--------------+-----------------------------------+
-//	| set: setCap slots | (padding) | heap: heapCap| arena: 8 reserved bytes, then     |
-//	|                   |           | entries      | record slots up to alen           |
-//	+-------------------+-----------+--------------+-----------------------------------+
+//	0                   8·setCap    +48                   +16·cap                       len
+//	+-------------------+-----------+---------------------+-----------------------------+
+//	| set: setCap slots | (padding) | entries: near heap  | arena: 8 reserved bytes,    |
+//	|                   |           | [0,n) … far [cap−f, | then record slots up to     |
+//	|                   |           | cap)                | alen                        |
+//	+-------------------+-----------+---------------------+-----------------------------+
 //	the padding puts the four children of every heap node in one cache line
 //
 //	slot (8 bytes)             heap entry (16 bytes)
@@ -58,7 +69,8 @@
 //
 // The set is linear probing from h & (setCap−1), with backward-shift deletion (no
 // tombstones); a slot matches on h first and only then reads the record. It holds exactly the
-// live timers, at most 3/4 full. The heap holds the live timers and the ghosts.
+// live timers, at most 3/4 full. The near and far entries hold the live timers and the
+// ghosts.
 //
 // # Order across key groups
 //
@@ -113,14 +125,15 @@
 //  1. A queue is used by one goroutine at a time (the owner); only a Snapshot's WriteTo runs
 //     elsewhere, and it reads only frozen regions.
 //  2. The set holds exactly the live timers of its group, one slot each, at most 3/4 of
-//     setCap; every live timer has exactly one heap entry; a ghost's record is marked dead and
-//     is in no slot. A record is never written after it was appended, but for its D bit;
-//     every arena slot below alen is either referenced by one heap entry or on one free list.
-//  3. The heap is a 4-ary min-heap in the queue's order, and its root, when n > 0, is live
-//     (every removal pops the ghosts that reach the root). So n == 0 iff live == 0, and the
-//     group's first timer is heap[0].
+//     setCap; every live timer has exactly one entry, near or far; a ghost's record is marked
+//     dead and is in no slot. A record is never written after it was appended, but for its D
+//     bit; every arena slot below alen is either referenced by one entry or on one free list.
+//  3. Near entries have ts <= boundary < the far entries' ts. The near entries are a 4-ary
+//     min-heap in the queue's order, and its root, when n > 0, is live (every removal pops
+//     the ghosts that reach the root, then refills an empty near heap from the far entries).
+//     So n == 0 iff live == 0 (and then f == 0), and the group's first timer is heap[0].
 //  4. The queue's group heap holds exactly the groups with n > 0, ordered by (heap[0].ts, key
-//     group); group.pos is the group's index in it, −1 when absent.
+//     group); Queue.pos[key group − kgStart] is the group's index in it, −1 when absent.
 //  5. Memory: every group region is mapped through the queue's Budget (PurposeTimers, a
 //     writer's purpose: never the transform reserve). After a removal, a region larger than a
 //     page has slots in use of at least a quarter of its arena's high-water mark and no more

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"os"
+	"slices"
 	"unsafe"
 
 	"github.com/strata-db/strata/memory"
@@ -120,9 +122,12 @@ type group struct {
 	set    []slot
 	heap   []entry
 	arena  []byte
-	n      int // heap entries, ghosts included
-	live   int // timers (set entries)
-	ghosts int // heap entries whose record was deleted
+	n      int // near entries (the heap at the front of heap[]), ghosts included
+	f      int // far entries (unordered, at the back of heap[]), ghosts included
+	// boundary splits the timers: near holds those with ts <= boundary, far the others.
+	boundary int64
+	live     int // timers (set entries)
+	ghosts   int // near and far entries whose record was deleted
 	// Arena: slots are taken from the free list of their size class, else at alen (the
 	// high-water mark; the first arenaBase bytes are reserved); a popped timer's slot, or a
 	// ghost's once it leaves the heap, goes back to its list (its first 4 bytes link the next).
@@ -131,7 +136,6 @@ type group struct {
 	recBytes  int // record bytes of the live timers (a section holds exactly these)
 	slotBytes int // arena bytes of the slots of live timers and ghosts
 	frozen    *Snapshot
-	pos       int   // index in Queue.heads; -1: absent
 	touch     int64 // keeps siftDown's early loads from being optimized away
 }
 
@@ -142,7 +146,8 @@ type Queue struct {
 	budget  *memory.Budget
 	kgStart int
 	groups  []*group // by key group − kgStart; nil until its first timer
-	heads   []*group // binary heap of the non-empty groups
+	heads   []head  // binary heap of the non-empty groups
+	pos     []int32 // by key group − kgStart: the group's index in heads; -1: absent
 	live    int
 	mapped  int64 // bytes of the groups' regions (frozen ones handed to a snapshot excluded)
 	closed  bool
@@ -154,7 +159,11 @@ func NewQueue(b *memory.Budget, kgStart, kgCount int) *Queue {
 	if b == nil || kgStart < 0 || kgCount < 1 {
 		panic(fmt.Sprintf("strata: invariant: timer.NewQueue(%v, %d, %d)", b, kgStart, kgCount))
 	}
-	return &Queue{budget: b, kgStart: kgStart, groups: make([]*group, kgCount)}
+	q := &Queue{budget: b, kgStart: kgStart, groups: make([]*group, kgCount), pos: make([]int32, kgCount)}
+	for i := range q.pos {
+		q.pos[i] = -1
+	}
+	return q
 }
 
 // Len returns the number of timers.
@@ -261,16 +270,31 @@ func (g *group) removeSlot(i int) {
 	g.set[i] = slot{}
 }
 
-// less is the queue's order within a group: (ts, h, key, namespace).
-func (g *group) less(a, b entry) bool {
-	if a.ts != b.ts {
-		return a.ts < b.ts
-	}
-	if a.h != b.h {
-		return a.h < b.h
-	}
-	return g.cmpBytes(a.ref, b.ref) < 0
+// less is the queue's order within a group: (ts, h, key, namespace). The first two compares
+// inline; equal (ts, h) — a rare hash tie — goes to the records.
+func (g *group) less(a, b *entry) bool {
+	c := cmpTSH(a, b)
+	return c < 0 || c == 0 && g.tieLess(a.ref, b.ref)
 }
+
+// cmpTSH compares two entries by (ts, h): the order but for ties, which the hot loops break
+// with tieLess (cmpTSH inlines; less does not).
+func cmpTSH(a, b *entry) int {
+	switch {
+	case a.ts < b.ts:
+		return -1
+	case a.ts > b.ts:
+		return 1
+	case a.h < b.h:
+		return -1
+	case a.h > b.h:
+		return 1
+	}
+	return 0
+}
+
+//go:noinline
+func (g *group) tieLess(a, b uint32) bool { return g.cmpBytes(a, b) < 0 }
 
 // cmpBytes compares the keys, then the namespaces, of two records.
 func (g *group) cmpBytes(a, b uint32) int {
@@ -288,7 +312,7 @@ func (g *group) siftUp(i int) {
 	e := h[i]
 	for i > 0 {
 		p := (i - 1) / arity
-		if !g.less(e, h[p]) {
+		if c := cmpTSH(&e, &h[p]); c > 0 || c == 0 && !g.tieLess(e.ref, h[p].ref) {
 			break
 		}
 		h[i] = h[p]
@@ -298,7 +322,8 @@ func (g *group) siftUp(i int) {
 }
 
 func (g *group) siftDown(i int) {
-	h, n := g.heap, g.n
+	h := g.heap[:g.n]
+	n := len(h)
 	e := h[i]
 	var touch int64
 	for {
@@ -306,18 +331,33 @@ func (g *group) siftDown(i int) {
 		if c >= n {
 			break
 		}
-		// Load the grandchildren's cache lines now: the next level's line is one of them, and
-		// the four loads overlap with this level's compares instead of waiting after them.
-		if gc := arity*c + 1; gc+3*arity < n {
-			touch += h[gc].ts + h[gc+arity].ts + h[gc+2*arity].ts + h[gc+3*arity].ts
-		}
 		m := c
-		for k := c + 1; k < c+arity && k < n; k++ {
-			if g.less(h[k], h[m]) {
-				m = k
+		if c+arity <= n {
+			// Load the grandchildren's cache lines now: the next level's line is one of them,
+			// and the four loads overlap with this level's compares instead of following them.
+			if gc := arity*c + 1; gc+3*arity < n {
+				touch += h[gc].ts + h[gc+arity].ts + h[gc+2*arity].ts + h[gc+3*arity].ts
+			}
+			c4 := h[c : c+arity : c+arity]
+			m01, m23 := 0, 2
+			if x := cmpTSH(&c4[1], &c4[0]); x < 0 || x == 0 && g.tieLess(c4[1].ref, c4[0].ref) {
+				m01 = 1
+			}
+			if x := cmpTSH(&c4[3], &c4[2]); x < 0 || x == 0 && g.tieLess(c4[3].ref, c4[2].ref) {
+				m23 = 3
+			}
+			if x := cmpTSH(&c4[m23], &c4[m01]); x < 0 || x == 0 && g.tieLess(c4[m23].ref, c4[m01].ref) {
+				m01 = m23
+			}
+			m += m01
+		} else {
+			for k := c + 1; k < n; k++ {
+				if x := cmpTSH(&h[k], &h[m]); x < 0 || x == 0 && g.tieLess(h[k].ref, h[m].ref) {
+					m = k
+				}
 			}
 		}
-		if !g.less(h[m], e) {
+		if x := cmpTSH(&h[m], &e); x > 0 || x == 0 && !g.tieLess(h[m].ref, e.ref) {
 			break
 		}
 		h[i] = h[m]
@@ -386,22 +426,26 @@ func (g *group) heapify() {
 
 // rebuild replaces g's region with one sized for its live timers plus extraLive timers of
 // extraBytes record bytes (doc.go, "Rebuild"); with no timers and no extra, g gives its region
-// up. Errors: ErrMemoryBudget, ErrGroupFull; nothing changes then.
+// up. Near entries stay near, far ones far, ghosts are dropped. Errors: ErrMemoryBudget,
+// ErrGroupFull; nothing changes then.
 func (q *Queue) rebuild(g *group, extraLive, extraBytes int) error {
 	L := g.live + extraLive
 	if L == 0 {
 		q.dropRegion(g)
-		g.set, g.heap, g.arena, g.n, g.ghosts, g.alen, g.slotBytes, g.free = nil, nil, nil, 0, 0, 0, 0, [numClasses]uint32{}
+		g.set, g.heap, g.arena, g.n, g.f, g.ghosts, g.alen, g.slotBytes, g.free = nil, nil, nil, 0, 0, 0, 0, 0, [numClasses]uint32{}
 		return nil
 	}
+	near, far := g.near(), g.far()
 	// The live slots' bytes (ghosts are dropped) and the extra timer's.
 	B := g.slotBytes
 	if g.ghosts > 0 {
 		B = 0
-		for _, e := range g.heap[:g.n] {
-			if _, _, kl, nl, dead := g.record(e.ref); !dead {
-				_, ss := slotClass(recSize(kl, nl))
-				B += ss
+		for _, part := range [2][]entry{near, far} {
+			for _, e := range part {
+				if _, _, kl, nl, dead := g.record(e.ref); !dead {
+					_, ss := slotClass(recSize(kl, nl))
+					B += ss
+				}
 			}
 		}
 	}
@@ -433,39 +477,107 @@ func (q *Queue) rebuild(g *group, extraLive, extraBytes int) error {
 	if len(arena) > maxArena {
 		arena = arena[:maxArena]
 	}
-	n, alen, slots := 0, arenaBase, 0
+	alen, slots, live := arenaBase, 0, 0
 	mask := setCap - 1
-	for _, e := range g.heap[:g.n] {
-		_, _, kl, nl, dead := g.record(e.ref)
-		if dead {
-			continue
+	// copyLive copies the live entries of part, with their records, to heap[at], heap[at+step], …
+	copyLive := func(part []entry, at, step int) int {
+		k := 0
+		for _, e := range part {
+			_, _, kl, nl, dead := g.record(e.ref)
+			if dead {
+				continue
+			}
+			sz := recSize(kl, nl)
+			_, ss := slotClass(sz)
+			copy(arena[alen:alen+sz], g.arena[e.ref:int(e.ref)+sz])
+			e.ref = uint32(alen)
+			alen += ss
+			slots += ss
+			heap[at+k*step] = e
+			k++
+			i := int(e.h) & mask
+			for set[i].ref != 0 {
+				i = (i + 1) & mask
+			}
+			set[i] = slot{e.h, e.ref}
 		}
-		sz := recSize(kl, nl)
-		_, ss := slotClass(sz)
-		copy(arena[alen:alen+sz], g.arena[e.ref:int(e.ref)+sz])
-		e.ref = uint32(alen)
-		alen += ss
-		slots += ss
-		heap[n] = e
-		n++
-		i := int(e.h) & mask
-		for set[i].ref != 0 {
-			i = (i + 1) & mask
-		}
-		set[i] = slot{e.h, e.ref}
+		return k
 	}
-	if n != g.live {
-		panic(fmt.Sprintf("strata: invariant: key group %d holds %d live timers, counted %d", g.kg, n, g.live))
+	n := copyLive(near, 0, 1)
+	f := copyLive(far, heapCap-1, -1)
+	live = n + f
+	if live != g.live || (n == 0 && f > 0) {
+		panic(fmt.Sprintf("strata: invariant: key group %d holds %d+%d live timers, counted %d", g.kg, n, f, g.live))
 	}
-	ghosts := g.ghosts > 0
+	nearGhosts := n < len(near)
 	q.dropRegion(g)
-	g.r, g.set, g.heap, g.arena, g.n, g.ghosts, g.alen, g.slotBytes = r, set, heap, arena, n, 0, alen, slots
+	g.r, g.set, g.heap, g.arena, g.n, g.f, g.ghosts, g.alen, g.slotBytes = r, set, heap, arena, n, f, 0, alen, slots
 	g.free = [numClasses]uint32{}
 	q.mapped += int64(len(mem))
-	if ghosts {
+	if nearGhosts {
 		g.heapify()
 	}
 	return nil
+}
+
+// near returns the near entries: the heap.
+func (g *group) near() []entry { return g.heap[:g.n] }
+
+// far returns the far entries, unordered.
+func (g *group) far() []entry { return g.heap[len(g.heap)-g.f:] }
+
+// Refill sizes: a far part of at most refillAll entries moves near whole; a larger one gives
+// the near heap about refillTarget entries, the timers below a timestamp sampled from it.
+const (
+	refillAll    = 512
+	refillTarget = 1024
+	refillSample = 64
+)
+
+// settle restores invariant 3 after a removal from the near heap: ghosts leave its top, and
+// an empty near heap takes the first part of the far entries (refill) while there are any.
+func (g *group) settle() {
+	for {
+		g.cleanTop()
+		if g.n > 0 || g.f == 0 {
+			return
+		}
+		g.refill()
+	}
+}
+
+// refill moves the far entries with timestamps up to a new boundary into the (empty) near
+// heap: all of them when there are few, else those below a sampled timestamp that leaves
+// about refillTarget near. One streaming pass over the far entries, no record read.
+func (g *group) refill() {
+	far := g.far()
+	b := int64(math.MinInt64)
+	if len(far) <= refillAll {
+		for _, e := range far {
+			b = max(b, e.ts)
+		}
+	} else {
+		var sample [refillSample]int64
+		step := len(far) / refillSample
+		for i := range sample {
+			sample[i] = far[i*step].ts
+		}
+		slices.Sort(sample[:])
+		k := min(refillSample-1, refillSample*refillTarget/len(far))
+		b = sample[k]
+	}
+	// Partition the far entries in place, those up to b first, and move them to the front
+	// (copy handles the overlap when the far part fills more than half the array).
+	n := 0
+	for j := range far {
+		if far[j].ts <= b {
+			far[n], far[j] = far[j], far[n]
+			n++
+		}
+	}
+	copy(g.heap[:n], far[:n])
+	g.n, g.f, g.boundary = n, len(far)-n, b
+	g.heapify()
 }
 
 // dropRegion lets g's region go: to the snapshot that froze it, or back to the budget.
@@ -487,7 +599,7 @@ func (q *Queue) dropRegion(g *group) {
 // bytes when sz > 0 (a rebuild if g is frozen or full).
 func (q *Queue) writable(g *group, sz int) error {
 	if g.frozen == nil && g.r != nil {
-		if sz == 0 || (g.live+1 <= len(g.set)*3/4 && g.n < len(g.heap) && g.canAlloc(sz)) {
+		if sz == 0 || (g.live+1 <= len(g.set)*3/4 && g.n+g.f < len(g.heap) && g.canAlloc(sz)) {
 			return nil
 		}
 	}
@@ -508,10 +620,19 @@ func (q *Queue) Add(kg int, h uint32, keyHash int32, key, ns []byte, ts int64) (
 		return false, fmt.Errorf("%w: key of %d bytes, namespace of %d", ErrTooLarge, len(key), len(ns))
 	}
 	g := q.group(kg)
+	sz := recSize(len(key), len(ns))
+	if g.r != nil {
+		// Start the loads of the set's home slot and of the slot the record will take, so
+		// that their cache misses overlap.
+		t := int64(g.set[int(h)&(len(g.set)-1)].ref)
+		if c, _ := slotClass(sz); g.free[c] != 0 {
+			t += int64(g.arena[g.free[c]])
+		}
+		g.touch += t
+	}
 	if i, _ := g.find(h, key, ns, ts); i >= 0 {
 		return false, nil
 	}
-	sz := recSize(len(key), len(ns))
 	if err := q.writable(g, sz); err != nil {
 		return false, err
 	}
@@ -526,11 +647,19 @@ func (q *Queue) Add(kg int, h uint32, keyHash int32, key, ns []byte, ts int64) (
 	copy(b[recHeader+len(key):], ns)
 	g.recBytes += sz
 	g.insertSlot(h, ref)
+	g.live++
+	q.live++
+	if g.n == 0 { // then no far entry either (invariant 3)
+		g.boundary = ts
+	}
+	if ts > g.boundary {
+		g.f++
+		g.heap[len(g.heap)-g.f] = entry{ts, h, ref}
+		return true, nil
+	}
 	g.heap[g.n] = entry{ts, h, ref}
 	g.n++
 	g.siftUp(g.n - 1)
-	g.live++
-	q.live++
 	if g.heap[0].ref == ref {
 		q.fix(g)
 	}
@@ -548,7 +677,7 @@ func (q *Queue) group(kg int) *group {
 	}
 	g := q.groups[i]
 	if g == nil {
-		g = &group{kg: kg, pos: -1}
+		g = &group{kg: kg}
 		q.groups[i] = g
 	}
 	return g
@@ -591,7 +720,7 @@ func (q *Queue) Delete(kg int, h uint32, key, ns []byte, ts int64) (bool, error)
 	g.live--
 	q.live--
 	if g.heap[0].ref == ref {
-		g.cleanTop()
+		g.settle()
 		q.fix(g)
 	}
 	q.maybeShrink(g)
@@ -617,7 +746,7 @@ func (q *Queue) Peek() (int64, bool) {
 	if len(q.heads) == 0 {
 		return 0, false
 	}
-	return q.heads[0].heap[0].ts, true
+	return q.heads[0].ts, true
 }
 
 // Pop removes the first timer if its timestamp is at most limit, copies its key and namespace
@@ -628,16 +757,23 @@ func (q *Queue) Pop(limit int64, buf []byte) (Timer, []byte, bool, error) {
 	if len(q.heads) == 0 {
 		return Timer{}, buf, false, nil
 	}
-	g := q.heads[0]
-	if g.heap[0].ts > limit {
+	if q.heads[0].ts > limit {
 		return Timer{}, buf, false, nil
 	}
+	g := q.groups[q.heads[0].kg]
 	if g.frozen != nil {
 		if err := q.writable(g, 0); err != nil {
 			return Timer{}, buf, false, err
 		}
 	}
 	e := g.heap[0]
+	// Start the loads of the timer's set slot and of the heap's second and third levels
+	// before its record's: their cache misses overlap.
+	touch := int64(g.set[int(e.h)&(len(g.set)-1)].ref)
+	for c := arity + 1; c < g.n && c <= arity*arity+1; c += arity {
+		touch += g.heap[c].ts
+	}
+	g.touch += touch
 	ts, keyHash, kl, nl, _ := g.record(e.ref)
 	p := int(e.ref) + recHeader
 	buf = append(buf[:0], g.arena[p:p+kl+nl]...)
@@ -648,7 +784,7 @@ func (q *Queue) Pop(limit int64, buf []byte) (Timer, []byte, bool, error) {
 	g.recBytes -= recSize(kl, nl)
 	g.live--
 	q.live--
-	g.cleanTop()
+	g.settle()
 	q.fix(g)
 	q.maybeShrink(g)
 	return t, buf, true, nil
@@ -668,8 +804,11 @@ func (q *Queue) Next(c *Cursor, buf []byte) (Timer, []byte, bool) {
 		if g == nil {
 			continue
 		}
-		for c.i < g.n {
+		for c.i < g.n+g.f {
 			e := g.heap[c.i]
+			if c.i >= g.n {
+				e = g.heap[len(g.heap)-1-(c.i-g.n)]
+			}
 			c.i++
 			ts, keyHash, kl, nl, dead := g.record(e.ref)
 			if dead {
@@ -692,85 +831,95 @@ func (q *Queue) Close() {
 	for _, g := range q.groups {
 		if g != nil {
 			q.dropRegion(g)
-			g.set, g.heap, g.arena, g.n, g.live, g.ghosts = nil, nil, nil, 0, 0, 0
+			g.set, g.heap, g.arena, g.n, g.f, g.live, g.ghosts = nil, nil, nil, 0, 0, 0, 0
 		}
 	}
 	q.heads, q.live, q.closed = nil, 0, true
 }
 
+// head is a non-empty group in the queue's group heap: its first timer's timestamp and its
+// key group − kgStart, so that the heap's compares and moves stay in two small arrays.
+type head struct {
+	ts int64
+	kg int32
+}
+
 // headLess orders groups by their first timer's timestamp, then key group.
-func headLess(a, b *group) bool {
-	ta, tb := a.heap[0].ts, b.heap[0].ts
-	if ta != tb {
-		return ta < tb
-	}
-	return a.kg < b.kg
+func headLess(a, b *head) bool {
+	return a.ts < b.ts || a.ts == b.ts && a.kg < b.kg
 }
 
 // fix restores invariant 4 for g after its first timer changed.
 func (q *Queue) fix(g *group) {
 	h := q.heads
+	k := int32(g.kg - q.kgStart)
+	i := int(q.pos[k])
 	if g.n == 0 {
-		i := g.pos
 		if i < 0 {
 			return
 		}
 		last := len(h) - 1
-		h[i], h[last] = h[last], h[i]
-		h[i].pos = i
+		h[i] = h[last]
+		q.pos[h[i].kg] = int32(i)
 		q.heads = h[:last]
-		g.pos = -1
+		q.pos[k] = -1
 		if i < last {
 			q.headDown(i)
 			q.headUp(i)
 		}
 		return
 	}
-	if g.pos < 0 {
-		g.pos = len(h)
-		q.heads = append(h, g)
-		q.headUp(g.pos)
+	ts := g.heap[0].ts
+	if i < 0 {
+		q.pos[k] = int32(len(h))
+		q.heads = append(h, head{ts: ts, kg: k})
+		q.headUp(len(h))
 		return
 	}
-	q.headDown(g.pos)
-	q.headUp(g.pos)
+	old := h[i].ts
+	h[i].ts = ts
+	if ts > old {
+		q.headDown(i)
+	} else if ts < old {
+		q.headUp(i)
+	}
 }
 
 func (q *Queue) headUp(i int) {
 	h := q.heads
-	g := h[i]
+	x := h[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if !headLess(g, h[p]) {
+		if !headLess(&x, &h[p]) {
 			break
 		}
 		h[i] = h[p]
-		h[i].pos = i
+		q.pos[h[i].kg] = int32(i)
 		i = p
 	}
-	h[i] = g
-	g.pos = i
+	h[i] = x
+	q.pos[x.kg] = int32(i)
 }
 
 func (q *Queue) headDown(i int) {
 	h := q.heads
 	n := len(h)
-	g := h[i]
+	x := h[i]
 	for {
 		c := 2*i + 1
 		if c >= n {
 			break
 		}
-		if c+1 < n && headLess(h[c+1], h[c]) {
+		if c+1 < n && headLess(&h[c+1], &h[c]) {
 			c++
 		}
-		if !headLess(h[c], g) {
+		if !headLess(&h[c], &x) {
 			break
 		}
 		h[i] = h[c]
-		h[i].pos = i
+		q.pos[h[i].kg] = int32(i)
 		i = c
 	}
-	h[i] = g
-	g.pos = i
+	h[i] = x
+	q.pos[x.kg] = int32(i)
 }

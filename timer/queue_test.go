@@ -97,9 +97,15 @@ func checkQueue(t testing.TB, q *Queue) {
 			t.Fatalf("key group %d: %d slots, %d live, set of %d", g.kg, slots, g.live, len(g.set))
 		}
 		liveEntries, ghosts, slotBytes, recBytes := 0, 0, 0, 0
-		for i, e := range g.heap[:g.n] {
-			if i > 0 && g.less(e, g.heap[(i-1)/arity]) {
+		if g.n == 0 && g.f > 0 {
+			t.Fatalf("key group %d: %d far entries and no near one", g.kg, g.f)
+		}
+		for i, e := range append(slices.Clone(g.near()), g.far()...) {
+			if i < g.n && i > 0 && g.less(&e, &g.heap[(i-1)/arity]) {
 				t.Fatalf("key group %d: heap order broken at %d", g.kg, i)
+			}
+			if (i < g.n) != (e.ts <= g.boundary) {
+				t.Fatalf("key group %d: entry %d (near: %v) at %d, boundary %d", g.kg, i, i < g.n, e.ts, g.boundary)
 			}
 			_, _, kl, nl, dead := g.record(e.ref)
 			_, ss := slotClass(recSize(kl, nl))
@@ -143,10 +149,11 @@ func checkQueue(t testing.TB, q *Queue) {
 				t.Fatalf("key group %d: a ghost at the top", g.kg)
 			}
 			nonEmpty++
-			if g.pos < 0 || q.heads[g.pos] != g {
-				t.Fatalf("key group %d: pos %d not in the group heap", g.kg, g.pos)
+			pos := q.pos[g.kg-q.kgStart]
+			if pos < 0 || q.heads[pos].ts != g.heap[0].ts || int(q.heads[pos].kg) != g.kg-q.kgStart {
+				t.Fatalf("key group %d: pos %d not in the group heap", g.kg, pos)
 			}
-		} else if g.pos >= 0 {
+		} else if q.pos[g.kg-q.kgStart] >= 0 {
 			t.Fatalf("key group %d: empty but in the group heap", g.kg)
 		}
 		live += g.live
@@ -155,7 +162,7 @@ func checkQueue(t testing.TB, q *Queue) {
 		t.Fatalf("%d live (queue says %d), %d non-empty groups (heap %d)", live, q.live, nonEmpty, len(q.heads))
 	}
 	for i := 1; i < len(q.heads); i++ {
-		if headLess(q.heads[i], q.heads[(i-1)/2]) {
+		if headLess(&q.heads[i], &q.heads[(i-1)/2]) {
 			t.Fatalf("group heap order broken at %d", i)
 		}
 	}

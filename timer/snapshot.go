@@ -41,7 +41,8 @@ type frozenSource struct {
 type frozenGroup struct {
 	g     *group
 	kg    int
-	heap  []entry // [0, n)
+	near  []entry // the heap's [0, n)
+	far   []entry // and its far entries
 	arena []byte
 	live  int
 	bytes int // live record bytes
@@ -71,13 +72,29 @@ func capture(srcs []Source, freeze bool) *Snapshot {
 				}
 				g.frozen = s
 			}
-			fs.groups = append(fs.groups, frozenGroup{g: g, kg: g.kg, heap: g.heap[:g.n], arena: g.arena,
+			fs.groups = append(fs.groups, frozenGroup{g: g, kg: g.kg, near: g.near(), far: g.far(), arena: g.arena,
 				live: g.live, bytes: g.recBytes})
 			s.timers += g.live
 		}
 		s.srcs = append(s.srcs, fs)
 	}
 	return s
+}
+
+// entries returns the near entries followed by the far ones (an iterator: no allocation).
+func (fg *frozenGroup) entries() func(yield func(int, entry) bool) {
+	return func(yield func(int, entry) bool) {
+		for i, e := range fg.near {
+			if !yield(i, e) {
+				return
+			}
+		}
+		for i, e := range fg.far {
+			if !yield(len(fg.near)+i, e) {
+				return
+			}
+		}
+	}
 }
 
 // Capture returns a snapshot of srcs (ordered as for Freeze) that freezes nothing: it reads
@@ -202,7 +219,7 @@ func (s *Snapshot) WriteTo(ctx context.Context, w io.Writer) ([]Section, error) 
 			le.PutUint32(sw.b[2:], uint32(fg.live))
 			sw.write(sw.b[:6])
 			written := 0
-			for _, e := range fg.heap {
+			for _, e := range fg.entries() {
 				hdr := fg.arena[e.ref : e.ref+recHeader]
 				nsl := le.Uint16(hdr[14:])
 				if nsl&deadBit != 0 {
