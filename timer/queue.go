@@ -117,13 +117,13 @@ var _ [1]struct{} = [slotSize - 7]struct{}{}   // slot is 8 bytes
 
 // group is one key group's timers of a queue (doc.go).
 type group struct {
-	kg     int
-	r      *memory.Region // nil: no region (no timers)
-	set    []slot
-	heap   []entry
-	arena  []byte
-	n      int // near entries (the heap at the front of heap[]), ghosts included
-	f      int // far entries (unordered, at the back of heap[]), ghosts included
+	kg    int
+	r     *memory.Region // nil: no region (no timers)
+	set   []slot
+	heap  []entry
+	arena []byte
+	n     int // near entries (the heap at the front of heap[]), ghosts included
+	f     int // far entries (unordered, at the back of heap[]), ghosts included
 	// boundary splits the timers: near holds those with ts <= boundary, far the others.
 	boundary int64
 	live     int // timers (set entries)
@@ -146,8 +146,8 @@ type Queue struct {
 	budget  *memory.Budget
 	kgStart int
 	groups  []*group // by key group − kgStart; nil until its first timer
-	heads   []head  // binary heap of the non-empty groups
-	pos     []int32 // by key group − kgStart: the group's index in heads; -1: absent
+	heads   []head   // binary heap of the non-empty groups
+	pos     []int32  // by key group − kgStart: the group's index in heads; -1: absent
 	live    int
 	mapped  int64 // bytes of the groups' regions (frozen ones handed to a snapshot excluded)
 	closed  bool
