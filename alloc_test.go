@@ -68,3 +68,37 @@ func TestAllocsOtherStates(t *testing.T) {
 		}
 	}
 }
+
+// TestAllocsTimers pins 0 allocations per timer registration, deletion and firing (the
+// callback gets a Key over the service's buffer and the Int64 namespace decoded), once the
+// key groups' regions and the buffers have grown.
+func TestAllocsTimers(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own; allocations are pinned in normal builds")
+	}
+	s := openTest(t, Options{})
+	ts := must(NewTimerService(s, TimerServiceDescriptor[int64]{Name: "t", NamespaceCodec: Int64}))
+	keys := make([]Key, 64)
+	for i := range keys {
+		keys[i] = s.Key([]byte{byte(i), 'k', 'e', 'y', 0, 0, 0, 0})
+	}
+	var now, sum int64
+	fire := func(x Timer[int64]) error { sum += x.Namespace + int64(len(x.Key.Bytes())); return nil }
+	step := func() {
+		now++
+		k := keys[now%64]
+		_ = ts.RegisterEventTimeTimer(k, now, now+100)
+		_ = ts.RegisterProcessingTimeTimer(k, now, now+100)
+		_ = ts.DeleteProcessingTimeTimer(k, now, now+100)
+		_ = ts.AdvanceWatermark(now, fire)
+	}
+	for range 5000 {
+		step()
+	}
+	if a := testing.AllocsPerRun(2000, step); a != 0 {
+		t.Errorf("register, delete and fire: %v allocs/op, want 0", a)
+	}
+	if ts.NumEventTimeTimers() != 100 {
+		t.Fatalf("%d pending timers", ts.NumEventTimeTimers())
+	}
+}
