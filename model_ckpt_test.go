@@ -249,6 +249,9 @@ func (r *modelRun) rescale(int32) error {
 			err = st.checkOwned(m)
 		}
 		if err == nil {
+			err = st.checkTimers(m)
+		}
+		if err == nil {
 			err = st.checkOpShare(m, i, n)
 			if n > 1 && len(m.opl) > 1 {
 				r.ck.opSplits++

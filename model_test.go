@@ -136,18 +136,22 @@ type model struct {
 	// union list, the broadcast map (by user key index).
 	opl, opu []int64
 	opb      map[uint8]int64
+	// The pending timers of the timer service, by time domain (timer.EventTime,
+	// timer.ProcessingTime).
+	tm [2]map[mtimer]bool
 }
 
 func newModel() *model {
 	return &model{val: map[int32]mval{}, lst: map[int32][]int64{}, mp: map[int32]map[uint8]int64{},
-		red: map[int32]int64{}, agg: map[int32]avgAcc{}, opb: map[uint8]int64{}}
+		red: map[int32]int64{}, agg: map[int32]avgAcc{}, opb: map[uint8]int64{},
+		tm: [2]map[mtimer]bool{{}, {}}}
 }
 
 // clone returns a deep copy (the model as of a persist point).
 func (m *model) clone() *model {
 	c := &model{val: maps.Clone(m.val), lst: map[int32][]int64{}, mp: map[int32]map[uint8]int64{},
 		red: maps.Clone(m.red), agg: maps.Clone(m.agg), opl: slices.Clone(m.opl), opu: slices.Clone(m.opu),
-		opb: maps.Clone(m.opb)}
+		opb: maps.Clone(m.opb), tm: [2]map[mtimer]bool{maps.Clone(m.tm[0]), maps.Clone(m.tm[1])}}
 	for k, v := range m.lst {
 		c.lst[k] = slices.Clone(v)
 	}
@@ -290,6 +294,8 @@ type modelStates struct {
 	// Operator states (registerOps; nil when the workload has no operator state steps).
 	opl, opu *OperatorListState[int64]
 	opb      *BroadcastState[string, int64]
+	// The timer service (registerTimers; nil when the workload has no timer steps).
+	tim *TimerService[string]
 }
 
 // registerOps registers the model's operator states: an even-split list, a union list and a
@@ -536,6 +542,10 @@ const (
 	stepClToggle    // restore the newest durable checkpoint with the changelog switched on↔off
 	stepKeys        // Keys, KeysAndNamespaces and NumEntries of every state against the model (keys_model_test.go)
 	stepApplyKeys   // ApplyToAllKeys of one state and namespace, clearing or rewriting visited keys
+	stepTimerReg    // register an event-time or processing-time timer (model_timers_test.go)
+	stepTimerDel    // delete one, pending or not
+	stepTimerFire   // advance the watermark or processing time: every due timer fires once, in order
+	stepTimerCheck  // every pending timer of both domains against the model
 	numSteps
 )
 
@@ -595,6 +605,10 @@ var modelSteps = [numSteps]stepDef{
 	stepClToggle:    {"changelog-toggle", false, (*modelRun).changelogToggle},
 	stepKeys:        {"keys", false, (*modelRun).keys},
 	stepApplyKeys:   {"apply-to-all-keys", false, (*modelRun).applyKeys},
+	stepTimerReg:    {"timer-register", false, (*modelRun).timerRegister},
+	stepTimerDel:    {"timer-delete", false, (*modelRun).timerDelete},
+	stepTimerFire:   {"timer-advance", false, (*modelRun).timerAdvance},
+	stepTimerCheck:  {"timer-check", false, func(r *modelRun, _ int32) error { return r.st.checkTimers(r.m) }},
 }
 
 // modelWeights are the relative frequencies of the step kinds.
@@ -621,6 +635,12 @@ func (w modelWeights) withOps() modelWeights {
 	return w.with(8, stepOpAdd, stepBcPut).with(3, stepOpAddAll, stepOpUpdate, stepBcRemove, stepOpRead).with(1, stepOpClear)
 }
 
+// withTimers adds the timer steps to w (the timer service is registered on every Store of a
+// workload that draws them: modelWorkload.hasTimers).
+func (w modelWeights) withTimers() modelWeights {
+	return w.with(40, stepTimerReg).with(8, stepTimerDel).with(10, stepTimerFire).with(2, stepTimerCheck)
+}
+
 // readWeights are the reads, read-only checks and the in-memory tier moves.
 var readWeights = writeWeights.with(5, stepValTooLarge).with(20, stepMapIterate).with(150, stepRead).
 	with(40, stepReadMapKey).with(60, stepReadBurst).with(40, stepListHeld).with(10, stepCheckHeld).
@@ -638,12 +658,18 @@ type modelWorkload struct {
 // hasOps reports whether w draws operator state steps (its Stores register the operator states).
 func (w *modelWorkload) hasOps() bool { return w.weights[stepOpAdd] > 0 }
 
+// hasTimers reports whether w draws timer steps (its Stores register the timer service).
+func (w *modelWorkload) hasTimers() bool { return w.weights[stepTimerReg] > 0 }
+
 // register registers the model's states on s (the operator states too when the workload has
 // them).
 func (r *modelRun) register(s *Store) (*modelStates, error) {
 	st, err := registerModel(s, r.w.u)
 	if err == nil && r.w.hasOps() {
 		err = st.registerOps()
+	}
+	if err == nil && r.w.hasTimers() {
+		err = st.registerTimers()
 	}
 	return st, err
 }
@@ -686,6 +712,7 @@ type modelRun struct {
 	changelog bool
 
 	ck                                                          ckRun // checkpoints (model_ckpt_test.go)
+	timers                                                      timerCounts
 	counts                                                      [numSteps]int
 	clCounts                                                    [numSteps]int // steps begun with the changelog on
 	total                                                       StoreStats    // stats of the Stores closed so far
@@ -1290,6 +1317,9 @@ func (r *modelRun) checkEvery() error {
 	if err := r.st.checkOps(r.m); err != nil {
 		return err
 	}
+	if err := r.st.checkTimers(r.m); err != nil {
+		return err
+	}
 	return r.checkCache()
 }
 
@@ -1414,7 +1444,7 @@ type modelConfig struct {
 
 // dirWeights add the steps of a Store with a directory (and the operator state steps, which
 // checkpoints, restores and rescales carry).
-var dirWeights = readWeights.withOps().with(15, stepEvict, stepEvictDrain, stepCheckCache).with(12, stepPushDown).
+var dirWeights = readWeights.withOps().withTimers().with(15, stepEvict, stepEvictDrain, stepCheckCache).with(12, stepPushDown).
 	with(2, stepReopen, stepCrash, stepNoSpace).with(6, stepCheckpoint, stepCkNotify).with(1, stepRestore, stepRescale)
 
 var modelConfigs = []modelConfig{
@@ -1679,6 +1709,13 @@ func TestModel(t *testing.T) {
 			}
 			if r.w.hasOps() && (r.counts[stepOpAdd] == 0 || r.counts[stepBcPut] == 0 || r.counts[stepOpRead] == 0) {
 				fail("the run did not exercise the operator state")
+			}
+			if r.w.hasTimers() {
+				t.Logf("%s: timers: %d registered, %d fired (%d inside a callback that registered them), %d deleted, %d pending at the end",
+					cfg.name, r.timers.registered, r.timers.fired, r.timers.sameAdvance, r.timers.deleted, len(r.m.tm[0])+len(r.m.tm[1]))
+				if r.timers.fired == 0 || r.timers.sameAdvance == 0 || r.timers.deleted == 0 {
+					fail("the run did not exercise the timers: %+v", r.timers)
+				}
 			}
 			if cfg.mustPressure && tot.BackpressureWaits+tot.Flushes+int64(r.budgetFails) == 0 {
 				fail("the run saw no budget pressure")
