@@ -20,10 +20,11 @@ type ckCrashOutcome struct {
 }
 
 // ckCrashWorkloadDef is the workload of TestCheckpointCrash: crashWorkloadDef's with the
-// operator state steps (an even-split list, a union list, a broadcast map in every checkpoint).
+// operator state steps (an even-split list, a union list, a broadcast map in every checkpoint)
+// and the timer steps (event-time and processing-time timers in every checkpoint).
 func ckCrashWorkloadDef() *modelWorkload {
 	w := crashWorkloadDef(false)
-	w.weights = w.weights.withOps()
+	w.weights = w.weights.withOps().withTimers()
 	return w
 }
 
@@ -101,7 +102,7 @@ func ckCrashWorkload(t *testing.T, fault *vfs.FaultFS, arm func()) (out ckCrashO
 
 // TestCheckpointCrash crashes at every write of a checkpoint (upload, commit), its
 // completion's GC and a restore: after each crash the newest committed checkpoint restores
-// exactly, operator state included (checkpoint 2 once its manifest is durable — never a part of it — else checkpoint
+// exactly, operator state and timers included (checkpoint 2 once its manifest is durable — never a part of it — else checkpoint
 // 1), nothing of a failed checkpoint is left after the next GC, and a torn restore is redone.
 func TestCheckpointCrash(t *testing.T) {
 	var base, total int64
@@ -114,6 +115,11 @@ func TestCheckpointCrash(t *testing.T) {
 		}
 		if len(out.m1.opl)+len(out.m1.opu) == 0 || len(out.m2.opl)+len(out.m2.opu) == 0 || len(out.m2.opb) == 0 {
 			t.Fatalf("checkpoints without operator state: %v %v %v", out.m2.opl, out.m2.opu, out.m2.opb)
+		}
+		for _, m := range []*model{out.m1, out.m2} {
+			if len(m.tm[0]) == 0 || len(m.tm[1]) == 0 {
+				t.Fatalf("a checkpoint without timers of both domains: %d, %d", len(m.tm[0]), len(m.tm[1]))
+			}
 		}
 	}
 	w := total - base
@@ -168,6 +174,9 @@ func TestCheckpointCrash(t *testing.T) {
 		}
 		if err == nil {
 			err = ms.checkOps(want)
+		}
+		if err == nil {
+			err = ms.checkTimers(want)
 		}
 		if err != nil {
 			s.Close()

@@ -545,7 +545,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		if err := s.persistAll(); err != nil {
 			s.Discard()
 			removeRestored(fsys, dir)
-			return nil, fmt.Errorf("strata: restore into %q: persisting the replayed changelog: %w", dir, err)
+			return nil, fmt.Errorf("strata: restore into %q: persisting the replayed changelog and the timers: %w", dir, err)
 		}
 		s.restoreStats.PersistTime = time.Since(t2)
 	}
@@ -688,13 +688,19 @@ func syncDir(fsys vfs.FS, dir string) error {
 	return err
 }
 
-// removeRestored removes what a failed Restore wrote under dir (dir/lsm and its files, the
-// RESTORING marker).
+// removeRestored removes what a failed Restore wrote under dir (dir/lsm and its files, timer
+// files, the RESTORING marker).
 func removeRestored(fsys interface {
 	List(string) ([]string, error)
 	Remove(string) error
 }, dir string) {
 	defer fsys.Remove(filepath.Join(dir, restoringMarker))
+	names, _ := fsys.List(dir)
+	for _, n := range names {
+		if validTimerFile(n) {
+			fsys.Remove(filepath.Join(dir, n))
+		}
+	}
 	for _, sub := range []string{"lsm", "checkpoint-tmp"} {
 		p := dir + "/" + sub
 		names, _ := fsys.List(p)

@@ -24,11 +24,12 @@ func lsmModelOptions(fs vfs.FS) (Options, func(*engine.Options)) {
 }
 
 // crashWorkloadDef is the workload of TestCrash and TestNoSpace: every write and read, and
-// (TestCrash) seals, drains and evictions into the LsmStore.
+// (TestCrash) seals, drains and evictions into the LsmStore, and timers (each Close writes a
+// timer file before its persist point).
 func crashWorkloadDef(tiers bool) *modelWorkload {
 	w := readWeights.with(0, stepSeal, stepDrain, stepWait)
 	if tiers {
-		w = w.with(8, stepSeal).with(4, stepDrain, stepEvictDrain).with(6, stepEvict)
+		w = w.with(8, stepSeal).with(4, stepDrain, stepEvictDrain).with(6, stepEvict).withTimers()
 	}
 	return &modelWorkload{u: plainUniverse("key-%d", 40, "", "w1", "w2", "window-3"), maxVal: 48, weights: w}
 }
@@ -93,8 +94,8 @@ func crashWorkload(t *testing.T, fault *vfs.FaultFS, seed int64, opsPerSession i
 // LsmStore, Close, reopen) at its n-th file-system write, for every n up to the number of
 // writes a run without a crash makes (every third n under -short), including the writes inside
 // Open and Close; the crash clone (only synced bytes and directory entries) must reopen, and
-// every read (value, list, map, reducing, aggregating state) must give the model's state as
-// of the last Close that returned.
+// every read (value, list, map, reducing, aggregating state, pending timers) must give the
+// model's state as of the last Close that returned.
 func TestCrash(t *testing.T) {
 	const seed = 42
 	ops := 600
@@ -124,15 +125,24 @@ func TestCrash(t *testing.T) {
 			t.Fatalf("crash at write %d (after %d closes): reopen: %v", n, closes, err)
 		}
 		st, err := registerModel(s, crashWorkloadDef(true).u)
+		if err == nil {
+			err = st.registerTimers()
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if maybe != nil && st.checkAll(maybe) != nil {
+		check := func(m *model) error {
+			if err := st.checkAll(m); err != nil {
+				return err
+			}
+			return st.checkTimers(m)
+		}
+		if maybe != nil && check(maybe) != nil {
 			maybe = nil
 		}
 		if maybe != nil {
 			ambiguous++
-		} else if err := st.checkAll(persisted); err != nil {
+		} else if err := check(persisted); err != nil {
 			t.Fatalf("crash at write %d (after %d closes): %v", n, closes, err)
 		}
 		if err := s.Close(); err != nil {
