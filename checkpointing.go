@@ -181,7 +181,9 @@ func ownerOf(opts *Options) string {
 // MaxOperatorStateSize) and stored whole in the manifest, with
 // the Store's SubtaskIndex and Parallelism — with the changelog on too, as Flink's changelog
 // backend snapshots operator state fully at every checkpoint; of a union list, only the
-// elements the subtask owns.
+// elements the subtask owns. The timers (timers.go) are frozen in the cut (copy on write:
+// O(key groups), nothing copied per timer until a key group's timers next change) and stored
+// whole as one section per key group, at every checkpoint, changelog ones too.
 //
 // The cut installs finished background work and seals the active segment: like a write, it
 // ends the validity of values read through aliasing codecs (package doc, invariant 2).
@@ -363,6 +365,12 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 // EVERY subtask of the old job, as Flink gives every new subtask all old operator state
 // handles: those whose key groups do not overlap opts.KeyGroups are read for their operator
 // state only (their manifests, not their tables).
+//
+// Timers (timers.go) move with their key groups: the Store gets exactly the timers of
+// opts.KeyGroups the checkpoints hold (each checkpoint's timer object read once, the sections
+// of its key groups checked against their manifest entries), under their timer services,
+// which come back registered by name as the states do (RestoreStats.Timers counts them). The
+// watermark and processing time start again at math.MinInt64, as in Flink.
 //
 // Errors: ErrInvalidOptions (opts, or dir "" — a Store in memory only cannot be restored
 // into — or not empty, or CLAIM mode with a checkpoint holding key groups outside

@@ -36,6 +36,20 @@
 // Flink's RoundRobinOperatorStateRepartitioner (a union list stored once, not once per
 // subtask).
 //
+// Timers — Flink's InternalTimerService — are registered by name the same way (timers.go),
+// typed by their namespace codec, and kept per key group outside the Go heap, charged to the
+// memory budget (package timer):
+//
+//	TimerService[N]      RegisterEventTimeTimer / RegisterProcessingTimeTimer /
+//	                     DeleteEventTimeTimer / DeleteProcessingTimeTimer /
+//	                     AdvanceWatermark / AdvanceProcessingTime (fire due timers, in
+//	                     timestamp order, through a callback that gets a Key usable with the
+//	                     states) / CurrentWatermark / NumEventTimeTimers / ForEach…Timer
+//
+// The caller drives time: there is no clock and no goroutine. Timers are part of every
+// checkpoint (a section per key group; restored and rescaled with their key groups) and of
+// what Close persists.
+//
 // The backend-level key operations of Flink's KeyedStateBackend take a registered state
 // (keys.go); they scan every tier in steps of a bounded batch, so the loop may write:
 //

@@ -143,7 +143,9 @@ func (t *TimerService[N]) Name() string { return t.b.name }
 // (the timer's is ns). Registering a timer that is pending does nothing. Errors:
 // ErrKeyGroupOutOfRange, ErrClosed, ErrKeyTooLarge (a key over 65535 bytes or a namespace
 // encoding over 32767), ErrMemoryBudget (after waiting for background work to free memory,
-// as a keyed write does), ErrTimerServiceBusy (inside ForEach).
+// as a keyed write does), ErrTimerServiceBusy (inside ForEach), timer.ErrGroupFull (a key
+// group's timers beyond 4 GiB). Nothing changes on error. Cost: a set probe and an append or
+// a short sift in memory outside the Go heap; no allocation.
 func (t *TimerService[N]) RegisterEventTimeTimer(k Key, ns N, ts int64) error {
 	return t.register("register event-time timer", eventTime, k, ns, ts)
 }
@@ -238,19 +240,19 @@ func (t *TimerService[N]) register(op string, d timer.Domain, k Key, ns N, ts in
 	s.guard.enter()
 	defer s.guard.exit()
 	if err := s.check(k); err != nil {
-		return t.b.wrap(op, err)
+		return t.wrap(op, err)
 	}
 	if t.c.iter > 0 {
-		return t.b.wrap(op, fmt.Errorf("%w: inside ForEach", ErrTimerServiceBusy))
+		return t.wrap(op, fmt.Errorf("%w: inside ForEach", ErrTimerServiceBusy))
 	}
 	if err := t.encodeNS(k, ns); err != nil {
-		return t.b.wrap(op, err)
+		return t.wrap(op, err)
 	}
 	h := timer.Hash(k.kh, base.HashNamespace(t.nsbuf), ts)
 	for {
 		_, err := t.c.q[d].Add(int(k.kg), h, k.hash, k.b, t.nsbuf, ts)
 		if err = s.timerRetry(err); err != errRetry {
-			return t.b.wrapNil(op, err)
+			return t.wrapNil(op, err)
 		}
 	}
 }
@@ -260,10 +262,10 @@ func (t *TimerService[N]) delete(op string, d timer.Domain, k Key, ns N, ts int6
 	s.guard.enter()
 	defer s.guard.exit()
 	if err := s.check(k); err != nil {
-		return t.b.wrap(op, err)
+		return t.wrap(op, err)
 	}
 	if t.c.iter > 0 {
-		return t.b.wrap(op, fmt.Errorf("%w: inside ForEach", ErrTimerServiceBusy))
+		return t.wrap(op, fmt.Errorf("%w: inside ForEach", ErrTimerServiceBusy))
 	}
 	if err := t.encodeNS(k, ns); err != nil {
 		return nil // no such timer can be pending
@@ -272,7 +274,7 @@ func (t *TimerService[N]) delete(op string, d timer.Domain, k Key, ns N, ts int6
 	for {
 		_, err := t.c.q[d].Delete(int(k.kg), h, k.b, t.nsbuf, ts)
 		if err = s.timerRetry(err); err != errRetry {
-			return t.b.wrapNil(op, err)
+			return t.wrapNil(op, err)
 		}
 	}
 }
@@ -292,28 +294,35 @@ func (s *Store) timerRetry(err error) error {
 	return errRetry
 }
 
+// wrap adds the operation and the service's name to an error from below (error path only).
+//
+//go:noinline
+func (t *TimerService[N]) wrap(op string, err error) error {
+	return fmt.Errorf("strata: %s (timer service %q): %w", op, t.b.name, err)
+}
+
 // wrapNil is wrap for an error that may be nil.
-func (b *stateBase) wrapNil(op string, err error) error {
+func (t *TimerService[N]) wrapNil(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return b.wrap(op, err)
+	return t.wrap(op, err)
 }
 
 func (t *TimerService[N]) advance(op string, d timer.Domain, to int64, fn func(Timer[N]) error) error {
 	s, c := t.b.s, t.c
 	if s.closed {
-		return t.b.wrap(op, ErrClosed)
+		return t.wrap(op, ErrClosed)
 	}
 	if c.iter > 0 || c.busy[d] {
-		return t.b.wrap(op, fmt.Errorf("%w: %s inside a callback of this service", ErrTimerServiceBusy, op))
+		return t.wrap(op, fmt.Errorf("%w: %s inside a callback of this service", ErrTimerServiceBusy, op))
 	}
 	c.now[d] = to
 	c.busy[d] = true
 	defer func() { c.busy[d] = false }()
 	for {
 		if s.closed {
-			return t.b.wrap(op, ErrClosed)
+			return t.wrap(op, ErrClosed)
 		}
 		s.guard.enter()
 		tm, buf, ok, err := c.q[d].Pop(to, t.fbuf)
@@ -324,7 +333,7 @@ func (t *TimerService[N]) advance(op string, d timer.Domain, to int64, fn func(T
 			if err == errRetry {
 				continue
 			}
-			return t.b.wrap(op, err)
+			return t.wrap(op, err)
 		}
 		s.guard.exit()
 		if !ok {
@@ -332,7 +341,7 @@ func (t *TimerService[N]) advance(op string, d timer.Domain, to int64, fn func(T
 		}
 		x, err := t.timerOf(tm)
 		if err != nil {
-			return t.b.wrap(op, err)
+			return t.wrap(op, err)
 		}
 		if err := fn(x); err != nil {
 			return err
@@ -358,14 +367,14 @@ func (t *TimerService[N]) forEach(d timer.Domain, fn func(Timer[N]) error) error
 	s, c := t.b.s, t.c
 	op := "for each " + d.String() + " timer"
 	if s.closed {
-		return t.b.wrap(op, ErrClosed)
+		return t.wrap(op, ErrClosed)
 	}
 	c.iter++
 	defer func() { c.iter-- }()
 	var cur timer.Cursor
 	for {
 		if s.closed {
-			return t.b.wrap(op, ErrClosed)
+			return t.wrap(op, ErrClosed)
 		}
 		s.guard.enter()
 		tm, buf, ok := c.q[d].Next(&cur, t.ibuf)
@@ -376,7 +385,7 @@ func (t *TimerService[N]) forEach(d timer.Domain, fn func(Timer[N]) error) error
 		}
 		x, err := t.timerOf(tm)
 		if err != nil {
-			return t.b.wrap(op, err)
+			return t.wrap(op, err)
 		}
 		if err := fn(x); err != nil {
 			return err

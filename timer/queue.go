@@ -48,9 +48,9 @@ const (
 
 var (
 	// ErrTooLarge: a key longer than MaxKeyLen or a namespace longer than MaxNamespaceLen.
-	ErrTooLarge = errors.New("timer: key or namespace too large")
+	ErrTooLarge = errors.New("timer key or namespace too large")
 	// ErrGroupFull: a key group's records would pass 4 GiB.
-	ErrGroupFull = errors.New("timer: key group holds 4 GiB of timers")
+	ErrGroupFull = errors.New("a key group's timers reach 4 GiB")
 )
 
 // Timer is one timer as the queue gives it out. Key and Namespace alias memory the call that

@@ -192,7 +192,7 @@ func (s *Snapshot) WriteTo(ctx context.Context, w io.Writer) ([]Section, error) 
 			}
 		}
 		if payload > MaxSectionPayload {
-			return nil, fmt.Errorf("timer: key group %d: a section of %d bytes, more than %d", kg, payload, int64(MaxSectionPayload))
+			return nil, fmt.Errorf("the timers of key group %d take %d bytes, more than a section holds (%d)", kg, payload, int64(MaxSectionPayload))
 		}
 		sec := Section{KeyGroup: kg, Offset: sw.off, Timers: timers, MinTimestamp: math.MaxInt64, MaxTimestamp: math.MinInt64}
 		sw.crc.Reset()
