@@ -582,6 +582,7 @@ type crcWriter struct {
 	crc uint32
 }
 
+// Write writes p to the underlying writer and adds what it took to the CRC.
 func (w *crcWriter) Write(p []byte) (int, error) {
 	n, err := w.w.Write(p)
 	w.crc = crc32.Update(w.crc, base.CRC32C, p[:n])

@@ -220,7 +220,10 @@
 // short of memory waits for that, as for the memory table), stores the file as one private
 // object (PutFile) and lists one KindTimers entry per key group (manifest v4: packed range,
 // CRC32C of the section, the key group). A restore picks the entries of its key groups (the
-// root reads them: checkpointing.go).
+// root reads them: checkpointing.go). Not inside the memory table: its entries are imported
+// into the restored LsmStore as keyed state, so timers there would have to be found again by
+// a scan of every tier at each restore and kept out of the tiers' reads and compactions; as
+// sections they are read straight into the timer queues, one range read per checkpoint.
 //
 // Every checkpoint stores the timers whole, changelog checkpoints too: timer changes are not
 // logged. A changelog checkpoint then restores exactly the timers of its cut without a replay
