@@ -67,15 +67,18 @@ type Options struct {
 	//
 	// Inside the budget: the FreshTable's segments and hash indices, the SliceTable's slices
 	// (and the reserve that lets one transform build its slices), the LsmStore's block cache
-	// and the row cache. When it is full, writers wait for background work (backpressure) and
-	// then fail with ErrMemoryBudget; the budget is never exceeded.
+	// and the row cache, the timers (about 75 to 85 bytes per timer with 8-byte keys and
+	// namespaces, at least a page per key group with timers: timers.go).
+	// When it is full, writers wait for background work (backpressure) and then fail with
+	// ErrMemoryBudget; the budget is never exceeded.
 	//
 	// Outside it, bounded whatever the shape of the state (one huge list or map, millions of
 	// namespaces): on the Go heap, the LsmStore's table indexes and bloom filters (about 0.1%
 	// of the data on disk) and the buffers of its reads and compactions (a block, at most one
 	// list piece of 1 MiB per read); one list piece (up to 1 MiB) per open ListIterator of a
 	// long list in the LsmStore, which streams piece by piece; one chunk of about 1024 entries
-	// per open map iteration reaching the LsmStore; mapped outside the heap and reused, the
+	// per open map iteration reaching the LsmStore; a few hundred bytes per key group per
+	// timer service (its queues' bookkeeping); mapped outside the heap and reused, the
 	// sort buffer of the one transform or flush in flight (about 80 bytes per entry of a
 	// segment, records and scratch); and the Go runtime itself. Reads
 	// of state that is all in memory allocate nothing. The process's peak resident memory
