@@ -128,8 +128,8 @@ func TestCheckpointCrash(t *testing.T) {
 		t.Fatalf("only %d writes: the workload does not reach the storage", w)
 	}
 	step := int64(1)
-	if testing.Short() && w > 150 {
-		step = w / 150 // about 150 crash points in -short
+	if n := int64(raceScale(150)); testing.Short() && w > n {
+		step = w / n // about 150 crash points in -short (a quarter of that with -race)
 	}
 	ctx := context.Background()
 	stages := map[string]int{}

@@ -1673,6 +1673,28 @@ func TestModel(t *testing.T) {
 					}
 				}
 			}
+			// The operator state and timer steps the checks below require run at the end if the
+			// draws left them out (a short run: -race and a slow configuration draw about 1000
+			// steps, of which a weight-3 step is absent one run in twenty).
+			var must []stepKind
+			if r.w.hasOps() {
+				must = append(must, stepOpAdd, stepBcPut, stepOpRead)
+			}
+			for _, k := range must {
+				if r.counts[k] == 0 {
+					t.Logf("%s: %s not drawn: run at the end", cfg.name, modelSteps[k].name)
+					r.counts[k]++
+					if err := modelSteps[k].run(r, 0); err != nil {
+						fail("%s (at the end): %v", modelSteps[k].name, err)
+					}
+				}
+			}
+			if r.w.hasTimers() && r.timers.fired == 0 {
+				t.Logf("%s: no timer fired: register a due one and advance at the end", cfg.name)
+				if err := r.timerFinale(); err != nil {
+					fail("timers at the end: %v", err)
+				}
+			}
 			if err := r.finish(); err != nil {
 				fail("%v", err)
 			}
@@ -1713,7 +1735,9 @@ func TestModel(t *testing.T) {
 			if r.w.hasTimers() {
 				t.Logf("%s: timers: %d registered, %d fired (%d inside a callback that registered them), %d deleted, %d pending at the end",
 					cfg.name, r.timers.registered, r.timers.fired, r.timers.sameAdvance, r.timers.deleted, len(r.m.tm[0])+len(r.m.tm[1]))
-				if r.timers.fired == 0 || r.timers.sameAdvance == 0 || r.timers.deleted == 0 {
+				// A short run (-race, a slow configuration) fires a few dozen timers: a callback
+				// registering a due one and a delete of a pending one are then not certain.
+				if r.timers.fired == 0 || r.timers.registered > 200 && (r.timers.sameAdvance == 0 || r.timers.deleted == 0) {
 					fail("the run did not exercise the timers: %+v", r.timers)
 				}
 			}

@@ -249,3 +249,25 @@ func (r *modelRun) timerAdvance(int32) error {
 	}
 	return nil
 }
+
+// timerFinale registers an event-time timer due now and advances the watermark to fire it
+// (TestModel, when a short run's draws fired none).
+func (r *modelRun) timerFinale() error {
+	slot := r.pick()
+	ts := r.st.timerNow(int(timer.EventTime))
+	if err := r.write(slot, func() error { return r.st.timerRegister(int(timer.EventTime), slot, ts) }, func() {
+		r.m.tm[timer.EventTime][mtimer{slot, ts}] = true
+		r.timers.registered++
+	}); err != nil {
+		return err
+	}
+	for r.timers.fired == 0 {
+		if err := r.timerAdvance(0); err != nil {
+			return err
+		}
+		if len(r.m.tm[0])+len(r.m.tm[1]) == 0 && r.timers.fired == 0 {
+			return errors.New("no timer pending and none fired")
+		}
+	}
+	return nil
+}
