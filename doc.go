@@ -89,11 +89,17 @@
 //     (ErrCorruption) or a broken invariant stops it (Store, "Failures of background work").
 //
 
+// # Durability
+//
+// Close persists a Store's directory; between Closes, checkpoints (StartCheckpoint, to a
+// checkpoint.Storage; incremental, or the changelog's tail on top of a materialization with
+// CheckpointOptions.Changelog) are what survives a crash: Restore builds a Store from the
+// checkpoints of one or more Stores for any key-group range (rescaling). A Store in memory
+// only (dir "") drops its state on Close unless checkpointed.
+//
 // # Not yet
 //
-// Checkpoints, the changelog, restore with rescaling and TTL come in later issues; until then
-// a crash loses the writes since the last Close. A Store in memory only (dir "") drops its
-// state on Close.
+// TTL and timers come with issue 13.
 //
 // # Example
 //
