@@ -122,8 +122,11 @@ func TestCheckpointCrash(t *testing.T) {
 		t.Fatalf("only %d writes: the workload does not reach the storage", w)
 	}
 	step := int64(1)
-	if testing.Short() && w > 150 {
-		step = w / 150 // about 150 crash points in -short
+	if n := int64(raceScale(150)); (testing.Short() || raceEnabled) && w > n {
+		// About 150 crash points in -short, a quarter with -race (whose run is about the
+		// background work racing the checkpoint); every one otherwise (scripts/test.sh runs
+		// the crash tests without -race for that).
+		step = w / n
 	}
 	ctx := context.Background()
 	stages := map[string]int{}
