@@ -190,14 +190,16 @@ func TestCompactionFilter(t *testing.T) {
 	opts := smallOptions(fs)
 	var mu sync.Mutex
 	sawBottom := map[bool]int{}
-	opts.Filter = func(e *base.Entry, bottom bool) bool {
-		mu.Lock()
-		sawBottom[bottom]++
-		mu.Unlock()
-		if string(e.Value) == "expired" {
-			return true
+	opts.NewFilter = func() CompactionFilter {
+		return func(e *base.Entry, bottom bool) (base.Decision, *base.Entry) {
+			mu.Lock()
+			sawBottom[bottom]++
+			mu.Unlock()
+			if string(e.Value) == "expired" {
+				return base.FilterDrop, nil
+			}
+			return DefaultFilter(e, bottom)
 		}
-		return DefaultFilter(e, bottom)
 	}
 	d, err := Open(opts)
 	if err != nil {
