@@ -28,8 +28,9 @@ type MapDescriptor[UK, UV any] struct {
 // the expired entries they meet and remove them (writes), see TTLConfig.
 type MapState[UK, UV any] struct {
 	stateBase
-	kc Codec[UK]
-	vc Codec[UV]
+	kc  Codec[UK]
+	vc  Codec[UV]
+	eit MapIterator[UK, UV] // IsEmpty's iteration with a TTL
 }
 
 // NewMapState registers d on s, or returns the map state registered under d.Name before (same
@@ -237,9 +238,11 @@ func (m *MapState[UK, UV]) Remove(k Key, uk UK) error {
 // iteration does).
 func (m *MapState[UK, UV]) IsEmpty(k Key) (bool, error) {
 	if m.ttl != nil {
-		// Flink's !iterator().hasNext(): expired entries met on the way are removed.
-		var it MapIterator[UK, UV]
-		m.iterator(k, &it)
+		// Flink's !iterator().hasNext(): expired entries met on the way are removed. The
+		// iterator is the state's own, for its buffers (IsEmpty calls no user code).
+		it := &m.eit
+		*it = MapIterator[UK, UV]{mk: it.mk[:0], kept: it.kept[:0]}
+		m.iterator(k, it)
 		empty := !it.Next()
 		it.it.Close()
 		if err := it.Err(); err != nil {

@@ -342,8 +342,10 @@ func (b *stateBase) cleanKey(ck []byte) error {
 // timestamp), valid until the next write. Inside the guard.
 func (b *stateBase) ttlGet(key []byte, h uint64) ([]byte, status, error) {
 	s, t := b.s, b.ttl
-	if err := b.ttlAccess(); err != nil {
-		return nil, failed, err
+	if t.incr > 0 {
+		if err := b.ttlAccess(); err != nil {
+			return nil, failed, err
+		}
 	}
 	raw, st := s.e.Get(h, key)
 	if st != found {

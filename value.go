@@ -43,9 +43,6 @@ func NewValueState[T any](s *Store, d ValueDescriptor[T]) (*ValueState[T], error
 // TTLReturnExpiredIfNotCleanedUp it is returned this once), TTLOnReadAndWrite rewrites the
 // value's time; both make Get a write, which may also fail with ErrMemoryBudget.
 func (v *ValueState[T]) Get(k Key) (T, bool, error) {
-	if v.ttl != nil {
-		return getKV(&v.stateBase, v.codec, k)
-	}
 	s := v.s
 	var zero T
 	key, h, err := s.begin(k, v.id)
@@ -53,7 +50,14 @@ func (v *ValueState[T]) Get(k Key) (T, bool, error) {
 		s.guard.exit()
 		return zero, false, v.wrap("get", err)
 	}
-	b, st := s.e.Get(h, key)
+	var b []byte
+	var st status
+	if v.ttl == nil {
+		b, st = s.e.Get(h, key)
+	} else if b, st, err = v.ttlGet(key, h); err != nil {
+		s.guard.exit()
+		return zero, false, v.wrap("get", err)
+	}
 	if st != found {
 		s.guard.exit()
 		if st == failed {

@@ -66,6 +66,27 @@ func (s *ttlShared) snapshotFilter() *base.TTLFilter {
 	return &base.TTLFilter{Table: tab, Snapshot: true, Counters: &s.snapshot}
 }
 
+// expired reports whether v, the value of composite key key, belongs to a state with a TTL
+// (TTLValue layout) and has expired by the clock: the row cache never returns such a value
+// (rowcache.go, invariant 4). A read of a state without a TTL costs an atomic load and a
+// table lookup; the clock is read only for TTL states.
+func (s *ttlShared) expired(key, v []byte) bool {
+	tab := s.table.Load()
+	if tab == nil {
+		return false
+	}
+	id, ok := base.StateID(key)
+	if !ok {
+		return false
+	}
+	st, ok := tab.State(id)
+	if !ok || st.Layout != base.TTLValue {
+		return false
+	}
+	ts, ok := base.TS(v)
+	return ok && base.Expired(ts, st.TTL, tab.Now())
+}
+
 // CompactLSM compacts every level of the LsmStore into the next, top down, until all the data
 // is in the last level, on the owner
 // goroutine, whether due or not (tests: a TTL cleanup that must reach the bottom). It waits
