@@ -305,9 +305,9 @@ type modelStates struct {
 	opl, opu *OperatorListState[int64]
 	opb      *BroadcastState[string, int64]
 	// TTL states (registerTTL; nil when the workload has none) and the run's clock.
-	tv  *ValueState[int64]
-	tl  *ListState[int64]
-	tm  *MapState[string, int64]
+	tv      *ValueState[int64]
+	tl      *ListState[int64]
+	tm      *MapState[string, int64]
 	tr      *ReducingState[int64]
 	now     func() int64
 	expired *int // counts the TTL values the model's reads found expired
