@@ -67,12 +67,14 @@ func (l *ListState[T]) Add(k Key, x T) error {
 	if err != nil {
 		return l.wrap("add", err)
 	}
-	// Encode after a reserved varint header, then write the header right before the element.
-	buf := append(s.vbuf[:0], make([]byte, binary.MaxVarintLen64)...)
 	if l.ttl != nil {
 		if err := l.ttlAccess(); err != nil {
 			return l.wrap("add", err)
 		}
+	}
+	// Encode after a reserved varint header, then write the header right before the element.
+	buf := append(s.vbuf[:0], make([]byte, binary.MaxVarintLen64)...)
+	if l.ttl != nil {
 		buf = base.AppendTS(buf, s.clock())
 	}
 	buf = l.codec.Append(buf, x)

@@ -225,11 +225,15 @@ const ttlBatch = 1024
 // state access: it checks the next IncrementalSize keys of the cursor, removing what has
 // expired. Inside the guard (after begin); it leaves the Store's key scratch (kbuf) alone.
 func (b *stateBase) ttlAccess() error {
-	t := b.ttl
-	if t.incr == 0 {
+	if b.ttl.incr == 0 {
 		return nil
 	}
-	s := b.s
+	return b.ttlCleanup()
+}
+
+// ttlCleanup is ttlAccess's work when incremental cleanup is on.
+func (b *stateBase) ttlCleanup() error {
+	t, s := b.ttl, b.s
 	restarted := false
 	for range t.incr {
 		for t.pos == len(t.keys) {
@@ -342,10 +346,8 @@ func (b *stateBase) cleanKey(ck []byte) error {
 // timestamp), valid until the next write. Inside the guard.
 func (b *stateBase) ttlGet(key []byte, h uint64) ([]byte, status, error) {
 	s, t := b.s, b.ttl
-	if t.incr > 0 {
-		if err := b.ttlAccess(); err != nil {
-			return nil, failed, err
-		}
+	if err := b.ttlAccess(); err != nil {
+		return nil, failed, err
 	}
 	raw, st := s.e.Get(h, key)
 	if st != found {
