@@ -38,7 +38,7 @@ func NewAggregatingState[IN, ACC, OUT any](s *Store, d AggregatingDescriptor[IN,
 	if d.CreateAccumulator == nil || d.Add == nil || d.GetResult == nil || d.Merge == nil {
 		return nil, stateError(d.Name, "nil aggregate function")
 	}
-	return register(s, d.Name, kindAggregating, [2]any{d.AccCodec, nil}, d.TTL, func(b stateBase) *AggregatingState[IN, ACC, OUT] {
+	return registerTTL(s, d.Name, kindAggregating, [2]any{d.AccCodec, nil}, d.TTL, func(b stateBase) *AggregatingState[IN, ACC, OUT] {
 		return &AggregatingState[IN, ACC, OUT]{stateBase: b, codec: d.AccCodec, fn: d}
 	})
 }

@@ -49,7 +49,7 @@ type ListState[T any] struct {
 // NewListState registers d on s, or returns the list state registered under d.Name before
 // (same codec). Errors: ErrIncompatibleState (another kind, codec or type), ErrClosed.
 func NewListState[T any](s *Store, d ListDescriptor[T]) (*ListState[T], error) {
-	return register(s, d.Name, kindList, [2]any{d.Codec, nil}, d.TTL, func(b stateBase) *ListState[T] {
+	return registerTTL(s, d.Name, kindList, [2]any{d.Codec, nil}, d.TTL, func(b stateBase) *ListState[T] {
 		return &ListState[T]{stateBase: b, codec: d.Codec, lbuf: make([][]byte, 0, 8)}
 	})
 }

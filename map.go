@@ -36,7 +36,7 @@ type MapState[UK, UV any] struct {
 // NewMapState registers d on s, or returns the map state registered under d.Name before (same
 // codecs). Errors: ErrIncompatibleState (another kind, codec or type), ErrClosed.
 func NewMapState[UK, UV any](s *Store, d MapDescriptor[UK, UV]) (*MapState[UK, UV], error) {
-	return register(s, d.Name, kindMap, [2]any{d.KeyCodec, d.ValueCodec}, d.TTL, func(b stateBase) *MapState[UK, UV] {
+	return registerTTL(s, d.Name, kindMap, [2]any{d.KeyCodec, d.ValueCodec}, d.TTL, func(b stateBase) *MapState[UK, UV] {
 		return &MapState[UK, UV]{stateBase: b, kc: d.KeyCodec, vc: d.ValueCodec}
 	})
 }

@@ -302,7 +302,13 @@ func decodeRegistry(b []byte) (*registry, error) {
 
 // checkPersisted checks a registration against the recovered registry and returns the id the
 // state's data is stored under (0 when the name is new).
-func (s *Store) checkPersisted(name string, kind stateKind, codecs [2]any, ttl bool) (uint16, error) {
+func (s *Store) checkPersisted(name string, kind stateKind, codecs [2]any) (uint16, error) {
+	return s.checkPersistedTTL(name, kind, codecs, false)
+}
+
+// checkPersistedTTL is checkPersisted of a state with a TTL (ttl) or without: the stored
+// state must have the same TTL flag.
+func (s *Store) checkPersistedTTL(name string, kind stateKind, codecs [2]any, ttl bool) (uint16, error) {
 	p, ok := s.persisted[name]
 	if !ok {
 		return 0, nil

@@ -39,7 +39,7 @@ func NewReducingState[T any](s *Store, d ReducingDescriptor[T]) (*ReducingState[
 	if d.Reduce == nil {
 		return nil, stateError(d.Name, "nil Reduce")
 	}
-	return register(s, d.Name, kindReducing, [2]any{d.Codec, nil}, d.TTL, func(b stateBase) *ReducingState[T] {
+	return registerTTL(s, d.Name, kindReducing, [2]any{d.Codec, nil}, d.TTL, func(b stateBase) *ReducingState[T] {
 		return &ReducingState[T]{stateBase: b, codec: d.Codec, reduce: d.Reduce}
 	})
 }

@@ -45,10 +45,17 @@ type registration struct {
 }
 
 // register returns the state registered under name, creating it with mk when the name is
+// new: registerTTL without a TTL, for kinds of state that take no TTL option (the keyed
+// state kinds pass their descriptor's TTL to registerTTL).
+func register[S any](s *Store, name string, kind stateKind, codecs [2]any, mk func(b stateBase) *S) (*S, error) {
+	return registerTTL(s, name, kind, codecs, nil, mk)
+}
+
+// registerTTL returns the state registered under name, creating it with mk when the name is
 // new. A name registered with another kind, other codecs, other type parameters or with a TTL
 // where it had none (or the reverse) fails with ErrIncompatibleState; an invalid ttl with
 // ErrInvalidOptions.
-func register[S any](s *Store, name string, kind stateKind, codecs [2]any, ttl *TTLConfig, mk func(b stateBase) *S) (*S, error) {
+func registerTTL[S any](s *Store, name string, kind stateKind, codecs [2]any, ttl *TTLConfig, mk func(b stateBase) *S) (*S, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
@@ -88,7 +95,7 @@ func register[S any](s *Store, name string, kind stateKind, codecs [2]any, ttl *
 		}
 		return st, nil
 	}
-	id, err := s.checkPersisted(name, kind, codecs, ttl.enabled())
+	id, err := s.checkPersistedTTL(name, kind, codecs, ttl.enabled())
 	if err != nil {
 		return nil, err
 	}

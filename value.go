@@ -30,7 +30,7 @@ type ValueState[T any] struct {
 // (same codec). It fails with ErrIncompatibleState when the name is registered with another
 // kind, codec or type, and with ErrClosed on a closed Store.
 func NewValueState[T any](s *Store, d ValueDescriptor[T]) (*ValueState[T], error) {
-	return register(s, d.Name, kindValue, [2]any{d.Codec, nil}, d.TTL, func(b stateBase) *ValueState[T] {
+	return registerTTL(s, d.Name, kindValue, [2]any{d.Codec, nil}, d.TTL, func(b stateBase) *ValueState[T] {
 		return &ValueState[T]{stateBase: b, codec: d.Codec}
 	})
 }
