@@ -27,24 +27,31 @@ import (
 //	payload: maxParallelism, keyGroupStart, keyGroupEnd, nextID, count (varints), then
 //	count states, each: id (varint), kind (u8: 1 value, 2 list, 3 map, 4 reducing,
 //	5 aggregating; part of the format), name, codec 0, codec 1 (each a varint length
-//	and bytes; a codec is its Go type's identity, see codecID; "" for none); then, in
-//	version 2 only, opLen (varint, at least 1) and the operator state blob (opLen bytes,
-//	opstate.go, its directory form).
+//	and bytes; a codec is its Go type's identity, see codecID; "" for none), and, in
+//	version 3 only, flags (u8: bit 0 = the state has a TTL, its values carry timestamps,
+//	ttl.go; the other bits 0); then, in version 2, opLen (varint, at least 1) and the
+//	operator state blob (opLen bytes, opstate.go, its directory form); in version 3, opLen
+//	(varint, 0 for no operator state) and the blob.
 //
-// Version 1 is version 2 without the operator state: encode writes version 1 when the Store
-// has no operator state (so a registry without one, and the registry every checkpoint
-// manifest carries, keep their version 1 bytes) and version 2 otherwise; decodeRegistry reads
-// both. Checked in the order magic, version, checksum type, length, CRC, payload; each failure
-// is an ErrCorruption with ErrBadMagic, ErrFormatVersion, ErrTruncated or ErrChecksum (a bad
-// payload: ErrCorruption alone; a bad operator state blob: decodeOps's error). Golden files:
-// testdata/registry-v1.bin, testdata/registry-v2.bin.
+// Version 1 is version 2 without the operator state, and version 2 is version 3 without state
+// flags: encode writes version 3 when a state has a TTL, else version 2 when the Store has
+// operator state, else version 1 (so a registry without either, and the registry every
+// checkpoint manifest of such a Store carries, keep their older bytes); decodeRegistry reads
+// all three. Checked in the order magic, version, checksum type, length, CRC, payload; each
+// failure is an ErrCorruption with ErrBadMagic, ErrFormatVersion, ErrTruncated or ErrChecksum
+// (a bad payload: ErrCorruption alone; a bad operator state blob: decodeOps's error). Golden
+// files: testdata/registry-v1.bin, testdata/registry-v2.bin, testdata/registry-v3.bin.
 
 const (
 	registryMagic    = "STRATARG"
 	registryVersion1 = 1 // no operator state; part of the format; do not change
-	registryVersion  = 2 // with operator state; part of the format; do not change
+	registryVersion2 = 2 // with operator state; part of the format; do not change
+	registryVersion  = 3 // with state flags (TTL); part of the format; do not change
 	registryCRC32C   = 1 // checksum type; part of the format
 	registryHeader   = 16
+
+	// registryFlagTTL is the state flag of a state with a TTL (version 3). Part of the format.
+	registryFlagTTL = 1
 )
 
 // persistedState is a state of the registry recovered by Open: registering its name again must
@@ -53,6 +60,7 @@ type persistedState struct {
 	id     uint16
 	kind   stateKind
 	codecs [2]string
+	ttl    bool // the state's values carry TTL timestamps
 }
 
 // codecID is a codec's identity in the registry: the import path and name of its Go type
@@ -97,7 +105,7 @@ func (s *Store) registry() *registry {
 	r := &registry{maxP: int(s.maxP), kgStart: kg.Start, kgEnd: kg.End, nextID: s.nextID,
 		states: make(map[string]persistedState, len(s.states)+len(s.persisted))}
 	for name, reg := range s.states {
-		r.states[name] = persistedState{reg.id, reg.kind, [2]string{codecID(reg.codecs[0]), codecID(reg.codecs[1])}}
+		r.states[name] = persistedState{reg.id, reg.kind, [2]string{codecID(reg.codecs[0]), codecID(reg.codecs[1])}, reg.ttl != nil}
 	}
 	for name, p := range s.persisted {
 		if _, ok := s.states[name]; !ok {
@@ -107,16 +115,25 @@ func (s *Store) registry() *registry {
 	return r
 }
 
-// encode returns the registry blob of r (layout above), states in id order: version 2 with
-// r.ops, in its directory form, when r.ops has states, version 1 otherwise.
+// encode returns the registry blob of r (layout above), states in id order: version 3 when a
+// state has a TTL, else version 2 with r.ops, in its directory form, when r.ops has states,
+// else version 1.
 func (r *registry) encode() []byte {
 	type rec struct {
 		name string
 		persistedState
 	}
 	recs := make([]rec, 0, len(r.states))
+	version := uint16(registryVersion1)
 	for name, p := range r.states {
 		recs = append(recs, rec{name, p})
+		if p.ttl {
+			version = registryVersion
+		}
+	}
+	hasOps := r.ops != nil && len(r.ops.states) > 0
+	if hasOps && version == registryVersion1 {
+		version = registryVersion2
 	}
 	slices.SortFunc(recs, func(a, b rec) int { return int(a.id) - int(b.id) })
 	p := make([]byte, 0, 64+32*len(recs))
@@ -130,13 +147,21 @@ func (r *registry) encode() []byte {
 			p = binary.AppendUvarint(p, uint64(len(str)))
 			p = append(p, str...)
 		}
+		if version == registryVersion {
+			var flags byte
+			if r.ttl {
+				flags |= registryFlagTTL
+			}
+			p = append(p, flags)
+		}
 	}
-	version := uint16(registryVersion1)
-	if r.ops != nil && len(r.ops.states) > 0 {
-		version = registryVersion
+	switch {
+	case hasOps:
 		ob := r.ops.encode(false)
 		p = binary.AppendUvarint(p, uint64(len(ob)))
 		p = append(p, ob...)
+	case version == registryVersion:
+		p = binary.AppendUvarint(p, 0)
 	}
 	b := make([]byte, registryHeader, registryHeader+len(p)+4)
 	copy(b, registryMagic)
@@ -172,8 +197,8 @@ func decodeRegistry(b []byte) (*registry, error) {
 		return nil, bad(ErrTruncated, 0, "%d bytes, shorter than the header", len(b))
 	}
 	version := binary.LittleEndian.Uint16(b[8:])
-	if version != registryVersion1 && version != registryVersion {
-		return nil, bad(ErrFormatVersion, 8, "version %d, this Strata reads %d and %d", version, registryVersion1, registryVersion)
+	if version != registryVersion1 && version != registryVersion2 && version != registryVersion {
+		return nil, bad(ErrFormatVersion, 8, "version %d, this Strata reads %d to %d", version, registryVersion1, registryVersion)
 	}
 	if b[10] != registryCRC32C || b[11] != 0 {
 		return nil, bad(nil, 10, "checksum type %d, reserved byte %d", b[10], b[11])
@@ -240,24 +265,34 @@ func decodeRegistry(b []byte) (*registry, error) {
 		if _, dup := r.states[name]; dup {
 			return nil, bad(nil, at, "state %q twice", name)
 		}
+		var ttl bool
+		if version == registryVersion {
+			if len(p) == 0 || p[0]&^registryFlagTTL != 0 {
+				return nil, bad(nil, off, "bad state flags")
+			}
+			ttl = p[0]&registryFlagTTL != 0
+			p, off = p[1:], off+1
+		}
 		ids[uint16(id)] = true
-		r.states[name] = persistedState{id: uint16(id), kind: kind, codecs: [2]string{c0, c1}}
+		r.states[name] = persistedState{id: uint16(id), kind: kind, codecs: [2]string{c0, c1}, ttl: ttl}
 	}
-	if version == registryVersion {
+	if version == registryVersion2 || version == registryVersion {
 		at := off
 		l, ok := uv()
-		if !ok || l == 0 || l > uint64(len(p)) {
+		if !ok || l > uint64(len(p)) || (l == 0 && version == registryVersion2) {
 			return nil, bad(nil, at, "bad operator state length")
 		}
-		ops, err := decodeOps("operator state in the state registry", p[:l], false)
-		if err != nil {
-			return nil, err
+		if l > 0 {
+			ops, err := decodeOps("operator state in the state registry", p[:l], false)
+			if err != nil {
+				return nil, err
+			}
+			if len(ops.states) == 0 {
+				return nil, bad(nil, at, "operator state length without operator state")
+			}
+			r.ops = ops
+			p, off = p[l:], off+int(l)
 		}
-		if len(ops.states) == 0 {
-			return nil, bad(nil, at, "version 2 without operator state")
-		}
-		r.ops = ops
-		p, off = p[l:], off+int(l)
 	}
 	if len(p) != 0 {
 		return nil, bad(nil, off, "%d bytes after the last state", len(p))
@@ -268,6 +303,12 @@ func decodeRegistry(b []byte) (*registry, error) {
 // checkPersisted checks a registration against the recovered registry and returns the id the
 // state's data is stored under (0 when the name is new).
 func (s *Store) checkPersisted(name string, kind stateKind, codecs [2]any) (uint16, error) {
+	return s.checkPersistedTTL(name, kind, codecs, false)
+}
+
+// checkPersistedTTL is checkPersisted of a state with a TTL (ttl) or without: the stored
+// state must have the same TTL flag.
+func (s *Store) checkPersistedTTL(name string, kind stateKind, codecs [2]any, ttl bool) (uint16, error) {
 	p, ok := s.persisted[name]
 	if !ok {
 		return 0, nil
@@ -279,6 +320,11 @@ func (s *Store) checkPersisted(name string, kind stateKind, codecs [2]any) (uint
 	if c0, c1 := codecID(codecs[0]), codecID(codecs[1]); c0 != p.codecs[0] || c1 != p.codecs[1] {
 		return 0, fmt.Errorf("%w: state %q is stored with codec %s/%s, requested with %s/%s",
 			ErrIncompatibleState, name, p.codecs[0], p.codecs[1], c0, c1)
+	}
+	if p.ttl != ttl {
+		// Its values are stored with (or without) timestamps: as Flink's TtlStateFactory, which
+		// refuses the serializer change, the TTL cannot be switched on or off across a restore.
+		return 0, fmt.Errorf("%w: state %q is stored %s, requested %s", ErrIncompatibleState, name, withTTL(p.ttl), withTTL(ttl))
 	}
 	return p.id, nil
 }

@@ -2,9 +2,11 @@ package strata
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/strata-db/strata/internal/vfs"
 )
@@ -312,8 +314,8 @@ func TestCorruptFiles(t *testing.T) {
 }
 
 // TestRegistryDecode: the registry blob round-trips, and every damage is a typed error, never
-// a panic: each truncation, each flipped bit (of version 1, and of version 2 with operator
-// state), another version.
+// a panic: each truncation, each flipped bit (of version 1, of version 2 with operator state,
+// of version 3 with a TTL state, with and without operator state), another version.
 func TestRegistryDecode(t *testing.T) {
 	s := openTest(t, Options{})
 	must(NewValueState(s, ValueDescriptor[int64]{Name: "a", Codec: Int64}))
@@ -332,7 +334,16 @@ func TestRegistryDecode(t *testing.T) {
 	if r2, err := decodeRegistry(blob2); err != nil || r2.ops == nil || len(r2.ops.states) != 1 || r2.ops.states[0].m["k"] == nil {
 		t.Fatalf("version 2 decoded %+v, %v", r2, err)
 	}
-	for v, blob := range [][]byte{blob, blob2} {
+	// Version 3: a state with a TTL (and the operator state).
+	must(NewValueState(s, ValueDescriptor[int64]{Name: "t", Codec: Int64, TTL: &TTLConfig{TTL: time.Second}}))
+	blob3 := s.persistMeta()
+	if r3, err := decodeRegistry(blob3); err != nil || !r3.states["t"].ttl || r3.states["a"].ttl || r3.ops == nil {
+		t.Fatalf("version 3 decoded %+v, %v", r3, err)
+	}
+	if v := binary.LittleEndian.Uint16(blob3[8:]); v != 3 {
+		t.Fatalf("a registry with a TTL state is version %d", v)
+	}
+	for v, blob := range [][]byte{blob, blob2, blob3, s.encodeRegistry()} {
 		for n := range len(blob) {
 			if _, err := decodeRegistry(blob[:n]); !errors.Is(err, ErrCorruption) {
 				t.Fatalf("version %d truncated to %d: %v", v+1, n, err)
@@ -347,14 +358,14 @@ func TestRegistryDecode(t *testing.T) {
 		}
 	}
 	b := bytes.Clone(blob)
-	b[8] = 3
+	b[8] = 4
 	if _, err := decodeRegistry(b); !errors.Is(err, ErrFormatVersion) {
-		t.Fatalf("version 3: %v", err)
+		t.Fatalf("version 4: %v", err)
 	}
 }
 
 // FuzzRegistryDecode: decodeRegistry never panics, and never returns a nil registry without
-// an error, on damaged registries of both versions.
+// an error, on damaged registries of every version.
 func FuzzRegistryDecode(f *testing.F) {
 	s, err := Open("", Options{MemoryBudget: 32 << 20, SegmentSize: 16 << 20})
 	if err != nil {
@@ -365,6 +376,9 @@ func FuzzRegistryDecode(f *testing.F) {
 	u := must(NewUnionListState(s, OperatorListDescriptor[int64]{Name: "u", Codec: Int64}))
 	must(0, u.AddAll([]int64{1, 2}))
 	f.Add(s.persistMeta()) // version 2, with operator state
+	must(NewMapState(s, MapDescriptor[string, int64]{Name: "t", KeyCodec: String, ValueCodec: Int64, TTL: &TTLConfig{TTL: time.Hour}}))
+	f.Add(s.persistMeta())    // version 3, with a TTL state and operator state
+	f.Add(s.encodeRegistry()) // version 3 without operator state
 	s.Close()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if r, err := decodeRegistry(b); err == nil && r == nil {
