@@ -1,6 +1,9 @@
 package strata
 
-import "github.com/strata-db/strata/internal/engine"
+import (
+	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/engine"
+)
 
 // AggregatingDescriptor describes an aggregating state: an accumulator of type ACC per key and
 // namespace that Add folds inputs IN into and Get turns into an OUT, as Flink's
@@ -13,10 +16,15 @@ type AggregatingDescriptor[IN, ACC, OUT any] struct {
 	Add               func(in IN, acc ACC) ACC // adds an input (AggregateFunction.add)
 	GetResult         func(acc ACC) OUT        // the result of an accumulator (AggregateFunction.getResult)
 	Merge             func(a, b ACC) ACC       // merges two accumulators (AggregateFunction.merge)
+	// TTL, when not nil, gives the accumulator a time to live (TTLConfig, Flink's
+	// StateTtlConfig); nil: it never expires.
+	TTL *TTLConfig
 }
 
 // AggregatingState keeps one accumulator per key and namespace, as Flink's AggregatingState
-// (and InternalMergingState for MergeNamespaces). Use from the Store's goroutine only.
+// (and InternalMergingState for MergeNamespaces). Use from the Store's goroutine only. With a
+// TTL (AggregatingDescriptor.TTL), Get and Add follow Flink's TtlAggregatingState: see
+// TTLConfig (a Get may write).
 type AggregatingState[IN, ACC, OUT any] struct {
 	stateBase
 	codec Codec[ACC]
@@ -30,7 +38,7 @@ func NewAggregatingState[IN, ACC, OUT any](s *Store, d AggregatingDescriptor[IN,
 	if d.CreateAccumulator == nil || d.Add == nil || d.GetResult == nil || d.Merge == nil {
 		return nil, stateError(d.Name, "nil aggregate function")
 	}
-	return register(s, d.Name, kindAggregating, [2]any{d.AccCodec, nil}, func(b stateBase) *AggregatingState[IN, ACC, OUT] {
+	return registerTTL(s, d.Name, kindAggregating, [2]any{d.AccCodec, nil}, d.TTL, func(b stateBase) *AggregatingState[IN, ACC, OUT] {
 		return &AggregatingState[IN, ACC, OUT]{stateBase: b, codec: d.AccCodec, fn: d}
 	})
 }
@@ -47,8 +55,8 @@ func (a *AggregatingState[IN, ACC, OUT]) Get(k Key) (OUT, bool, error) {
 	return a.fn.GetResult(acc), true, nil
 }
 
-// Add adds in to the accumulator of k (created with CreateAccumulator when absent), as Flink's
-// AggregatingState.add. Errors: ErrKeyGroupOutOfRange, ErrClosed, ErrCorruption,
+// Add adds in to the accumulator of k (created with CreateAccumulator when absent — or, with
+// a TTL, expired: Flink's TtlAggregateFunction.add), as Flink's AggregatingState.add. Errors: ErrKeyGroupOutOfRange, ErrClosed, ErrCorruption,
 // ErrKeyTooLarge, ErrValueTooLarge, ErrMemoryBudget.
 func (a *AggregatingState[IN, ACC, OUT]) Add(k Key, in IN) error {
 	s := a.s
@@ -57,19 +65,38 @@ func (a *AggregatingState[IN, ACC, OUT]) Add(k Key, in IN) error {
 	if err != nil {
 		return a.wrap("add", err)
 	}
-	var acc ACC
-	if b, st := s.e.Get(h, key); st == found {
-		var err error
-		if acc, err = a.codec.Decode(b); err != nil {
+	var now int64
+	if a.ttl != nil {
+		if err := a.ttlAccess(); err != nil {
 			return a.wrap("add", err)
+		}
+		now = s.clock()
+	}
+	var acc ACC
+	have := false
+	if b, st := s.e.Get(h, key); st == found {
+		b, ok, err := a.unexpired(b, now)
+		if err != nil {
+			return a.wrap("add", err)
+		}
+		if ok {
+			if acc, err = a.codec.Decode(b); err != nil {
+				return a.wrap("add", err)
+			}
+			have = true
 		}
 	} else if st == failed {
 		return a.wrap("add", s.e.TakeErr())
-	} else {
+	}
+	if !have {
 		acc = a.fn.CreateAccumulator()
 	}
 	acc = a.fn.Add(in, acc)
-	s.vbuf = a.codec.Append(s.vbuf[:0], acc)
+	s.vbuf = s.vbuf[:0]
+	if a.ttl != nil {
+		s.vbuf = base.AppendTS(s.vbuf, now)
+	}
+	s.vbuf = a.codec.Append(s.vbuf, acc)
 	if err := s.apply(engine.OpPut, key, h, nil, s.vbuf); err != nil {
 		return a.wrap("add", err)
 	}

@@ -1,6 +1,10 @@
 package strata
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+	"time"
+)
 
 // TestAllocsValueState pins 0 allocations per ValueState Get and Put (the hot path), with the
 // Int64 and Bytes codecs and a reused Key, on a table that already holds the key.
@@ -100,5 +104,62 @@ func TestAllocsTimers(t *testing.T) {
 	}
 	if ts.NumEventTimeTimers() != 100 {
 		t.Fatalf("%d pending timers", ts.NumEventTimeTimers())
+	}
+}
+
+// TestAllocsTTL pins 0 allocations for the TTL hot paths (TTLOnCreateAndWrite and
+// TTLOnReadAndWrite, values that have not expired, the default clock): value Get and Put, list
+// Add and Get, map Get, Put and iteration, reducing and aggregating Add and Get.
+func TestAllocsTTL(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own; allocations are pinned in normal builds")
+	}
+	s := openTest(t, Options{})
+	for _, up := range []TTLUpdateType{TTLOnCreateAndWrite, TTLOnReadAndWrite} {
+		cfg := &TTLConfig{TTL: time.Hour, UpdateType: up}
+		p := fmt.Sprint(up)
+		v := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v" + p, Codec: Bytes, TTL: cfg}))
+		l := must(NewListState(s, ListDescriptor[int64]{Name: "l" + p, Codec: Int64, TTL: cfg}))
+		m := must(NewMapState(s, MapDescriptor[uint64, int64]{Name: "m" + p, KeyCodec: Uint64, ValueCodec: Int64, TTL: cfg}))
+		r := must(NewReducingState(s, ReducingDescriptor[int64]{Name: "r" + p, Codec: Int64, TTL: cfg, Reduce: func(a, b int64) int64 { return a + b }}))
+		a := must(NewAggregatingState(s, AggregatingDescriptor[int64, avgAcc, float64]{Name: "a" + p, AccCodec: avgCodec{}, TTL: cfg,
+			CreateAccumulator: func() avgAcc { return avgAcc{} },
+			Add:               func(in int64, a avgAcc) avgAcc { return avgAcc{a.sum + in, a.n + 1} },
+			GetResult:         func(a avgAcc) float64 { return float64(a.sum) },
+			Merge:             func(a, b avgAcc) avgAcc { return avgAcc{a.sum + b.sum, a.n + b.n} }}))
+		k := s.Key([]byte("0123456789abcdef"))
+		val := []byte("8 bytes!")
+		must(0, v.Put(k, val))
+		must(0, l.Add(k, 1))
+		must(0, m.Put(k, 1, 1))
+		var n int64
+		for name, f := range map[string]func(){
+			"Value/Put": func() { _ = v.Put(k, val) },
+			"Value/Get": func() { x, _, _ := v.Get(k); n += int64(len(x)) },
+			"List/Add":  func() { _ = l.Add(k, 2) },
+			"List/Get": func() {
+				it := l.Get(k)
+				for it.Next() {
+					n += it.Value()
+				}
+			},
+			"Map/Put":         func() { _ = m.Put(k, 1, n) },
+			"Map/Get":         func() { x, _, _ := m.Get(k, 1); n += x },
+			"Map/Contains":    func() { _, _ = m.Contains(k, 1) },
+			"Map/IsEmpty":     func() { _, _ = m.IsEmpty(k) },
+			"Reducing/Add":    func() { _ = r.Add(k, 1) },
+			"Reducing/Get":    func() { x, _, _ := r.Get(k); n += x },
+			"Aggregating/Add": func() { _ = a.Add(k, 1) },
+			"Aggregating/Get": func() { x, _, _ := a.Get(k); n += int64(x) },
+		} {
+			if name == "List/Get" && up == TTLOnReadAndWrite {
+				must(0, l.Clear(k)) // keep the list short: each Get rewrites it
+				must(0, l.Add(k, 1))
+			}
+			f() // grow scratch buffers
+			if a := testing.AllocsPerRun(200, f); a != 0 {
+				t.Errorf("%v %s: %v allocs/op, want 0", up, name, a)
+			}
+		}
 	}
 }

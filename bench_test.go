@@ -3,7 +3,10 @@ package strata
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"runtime"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Benchmarks compare each state operation with a Go map doing the same work on the same keys
@@ -344,6 +347,132 @@ func setupGoMap(bk *benchKeys) map[string]map[string][]byte {
 			m[string(mk)] = inner
 		}
 		inner[string(ukBytes(uk))] = append([]byte(nil), benchVal...)
+	}
+	return m
+}
+
+// BenchmarkTTL measures what a TTL costs on the hot paths: each operation on a state without
+// a TTL (ttl=off), with one and the default clock (ttl=on), and with one and a clock that costs
+// an atomic load (ttl=on-cheapclock: the TTL work itself, without the clock read), on the
+// same 100K keys in the same run, in the FreshTable. The values never expire (TTL 1 h). Besides
+// wall time it reports cpu-ns/op, the CPU time of the benchmark's thread per operation
+// (Linux), which other load on the machine does not inflate.
+// DESIGN §5's target: ttl=on at most 15% slower than ttl=off.
+func BenchmarkTTL(b *testing.B) {
+	bk := getBenchKeys(100_000)
+	var tick atomic.Int64
+	tick.Store(time.Now().UnixMilli())
+	type setup func(s *Store, ttl *TTLConfig) func(i int32)
+	ops := []struct {
+		name  string
+		setup setup
+	}{
+		{"ValueGet", func(s *Store, ttl *TTLConfig) func(int32) {
+			v := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes, TTL: ttl}))
+			for i := range int32(bk.n) {
+				must(0, v.Put(s.Key(bk.key(i)), benchVal))
+			}
+			return func(i int32) {
+				x, _, _ := v.Get(s.Key(bk.key(i)))
+				sink += len(x)
+			}
+		}},
+		{"ValuePut", func(s *Store, ttl *TTLConfig) func(int32) {
+			v := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes, TTL: ttl}))
+			for i := range int32(bk.n) {
+				must(0, v.Put(s.Key(bk.key(i)), benchVal))
+			}
+			return func(i int32) {
+				if err := v.Put(s.Key(bk.key(i)), benchVal); err != nil {
+					panic(err)
+				}
+			}
+		}},
+		{"ListAdd", func(s *Store, ttl *TTLConfig) func(int32) {
+			l := must(NewListState(s, ListDescriptor[[]byte]{Name: "l", Codec: Bytes, TTL: ttl}))
+			return func(i int32) {
+				if err := l.Add(s.Key(bk.key(i)), benchVal); err != nil {
+					panic(err)
+				}
+			}
+		}},
+		{"ListGet", func(s *Store, ttl *TTLConfig) func(int32) {
+			l := must(NewListState(s, ListDescriptor[[]byte]{Name: "l", Codec: Bytes, TTL: ttl}))
+			for range benchListLen {
+				for i := range int32(bk.n) {
+					must(0, l.Add(s.Key(bk.key(i)), benchVal))
+				}
+			}
+			return func(i int32) {
+				it := l.Get(s.Key(bk.key(i)))
+				for it.Next() {
+					sink += len(it.Value())
+				}
+			}
+		}},
+		{"MapPut", func(s *Store, ttl *TTLConfig) func(int32) {
+			m := ttlBenchMap(s, bk, ttl)
+			return func(i int32) {
+				mk, uk := benchMapKey(bk, i)
+				if err := m.Put(s.Key(mk), uk, benchVal); err != nil {
+					panic(err)
+				}
+			}
+		}},
+		{"MapGet", func(s *Store, ttl *TTLConfig) func(int32) {
+			m := ttlBenchMap(s, bk, ttl)
+			return func(i int32) {
+				mk, uk := benchMapKey(bk, i)
+				x, _, _ := m.Get(s.Key(mk), uk)
+				sink += len(x)
+			}
+		}},
+	}
+	for _, o := range ops {
+		for _, mode := range []string{"off", "on", "on-cheapclock"} {
+			var op func(int32)
+			var s *Store
+			b.Run("op="+o.name+"/ttl="+mode+"/keys=100K", func(b *testing.B) {
+				if op == nil {
+					opts := Options{MemoryBudget: 8 << 30, SegmentSize: 64 << 20}
+					var ttl *TTLConfig
+					if mode != "off" {
+						ttl = &TTLConfig{TTL: time.Hour}
+					}
+					if mode == "on-cheapclock" {
+						opts.Clock = tick.Load
+					}
+					s = must(Open("", opts))
+					op = o.setup(s, ttl)
+				}
+				b.ReportAllocs()
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				b.ResetTimer()
+				cpu0 := threadCPU()
+				j := 0
+				for range b.N {
+					op(bk.order[j])
+					if j++; j == bk.n {
+						j = 0
+					}
+				}
+				if cpu := threadCPU() - cpu0; cpu > 0 {
+					b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+				}
+			})
+			if s != nil {
+				s.Close()
+			}
+		}
+	}
+}
+
+func ttlBenchMap(s *Store, bk *benchKeys, ttl *TTLConfig) *MapState[uint64, []byte] {
+	m := must(NewMapState(s, MapDescriptor[uint64, []byte]{Name: "m", KeyCodec: Uint64, ValueCodec: Bytes, TTL: ttl}))
+	for i := range int32(bk.n) {
+		mk, uk := benchMapKey(bk, i)
+		must(0, m.Put(s.Key(mk), uk, benchVal))
 	}
 	return m
 }

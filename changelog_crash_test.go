@@ -216,8 +216,10 @@ func TestChangelogCrash(t *testing.T) {
 		t.Fatalf("only %d writes: the workload does not reach the storage", w)
 	}
 	step := int64(1)
-	if n := int64(raceScale(150)); testing.Short() && w > n {
-		step = w / n // about 150 crash points in -short (a quarter with -race)
+	if n := int64(raceScale(150)); (testing.Short() || raceEnabled) && w > n {
+		// About 150 crash points in -short, a quarter with -race; every one otherwise
+		// (scripts/test.sh runs the crash tests without -race for that).
+		step = w / n
 	}
 	ctx := context.Background()
 	stages := map[string]int{}

@@ -58,6 +58,12 @@
 //	Store.NumEntries(state)              live entries; a map's are its user keys    (numKeyValueStateEntries)
 //	Store.ApplyToAllKeys(ns, state, fn)  fn may clear or rewrite each key's state   (applyToAllKeys)
 //
+// A descriptor's TTL field (TTLConfig, Flink's StateTtlConfig) gives a state a time to live:
+// each value, list element and map entry carries the processing time of its last write
+// (Options.Clock, milliseconds) and expires TTL after it, exactly as Flink's TTL states decide
+// (ttl.go); reads remove what they find expired, compactions and (optionally) checkpoints and
+// each access clean up the rest.
+//
 // Absent keys read as (zero, false, nil), where Flink returns null. Go values have no null,
 // so ValueState.Put stores whatever the codec encodes (a nil []byte reads back as an empty,
 // present value) where Flink's update(null) clears: use Clear.
@@ -87,8 +93,12 @@
 //     place and are valid until the next write to the Store — any state's Put, Add, Update,
 //     Remove, Clear or MergeNamespaces, and StartCheckpoint, Checkpoint, WaitBackground and
 //     Close — however many reads come between (waiting for a checkpoint, notifying its
-//     completion or abort and reading stats do not end it) (a list iterator also until the next Get or MergeNamespaces on its state, which
-//     reuse its buffer).
+//     completion or abort and reading stats do not end it) (a list iterator also until the
+//     next Get or MergeNamespaces on its state, which reuse its buffer). A read of a state with
+//     a TTL is a write when it removes expired data, renews a timestamp (TTLOnReadAndWrite)
+//     or runs incremental cleanup (TTLCleanup.IncrementalSize), as Flink's TTL states write
+//     on read: it ends the validity of what was read before it, and what it returns is valid
+//     until the next write (a copy, or decoded from what it wrote).
 //  3. A key group is computed exactly as Flink's KeyGroupRangeAssignment, and a state
 //     operation on a Key outside the Store's range fails with ErrKeyGroupOutOfRange.
 //  4. Memory beyond the budget is refused with ErrMemoryBudget, never taken.
@@ -102,12 +112,21 @@
 //     persist for such a fault leaves the Store open for another Close. Only damage
 //     (ErrCorruption) or a broken invariant stops it (Store, "Failures of background work").
 //
-
+// # Durability
+//
+// Close persists a Store's directory; between Closes, checkpoints (StartCheckpoint, to a
+// checkpoint.Storage; incremental, or the changelog's tail on top of a materialization with
+// CheckpointOptions.Changelog) are what survives a crash: Restore builds a Store from the
+// checkpoints of one or more Stores for any key-group range (rescaling). A Store in memory
+// only (dir "") drops its state on Close unless checkpointed.
+//
 // # Not yet
 //
-// Checkpoints, the changelog, restore with rescaling and TTL come in later issues; until then
-// a crash loses the writes since the last Close. A Store in memory only (dir "") drops its
-// state on Close.
+// TTL: expired data of keys that are never read again is removed only when a compaction
+// rewrites it (or a checkpoint with TTLCleanup.FullSnapshot leaves it out, or incremental
+// cleanup reaches it); a background sweep that bounds how long it stays (DESIGN §3, §5) is
+// not built yet, and neither is Flink's per-record incremental cleanup
+// (runCleanupForEveryRecord: a Store has no per-record hook).
 //
 // # Example
 //

@@ -2,11 +2,14 @@ package strata
 
 import (
 	"bytes"
+	"encoding/binary"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 )
 
 var updateGolden = flag.Bool("update", false, "TestGoldenRegistryV1: rewrite testdata/registry-v1.bin")
@@ -65,5 +68,49 @@ func TestGoldenRegistryV1(t *testing.T) {
 	}}
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("%s decodes to\n%+v\nwant\n%+v", path, r, want)
+	}
+}
+
+// TestGoldenRegistryV3: a registry with TTL states (persist.go, registryVersion 3: a flags
+// byte per state) encodes to exactly testdata/registry-v3.bin, without and with operator
+// state, and decodes back; run with -update to (re)create the files.
+func TestGoldenRegistryV3(t *testing.T) {
+	s := openTest(t, Options{MaxParallelism: 256, KeyGroups: &KeyGroupRange{Start: 3, End: 200}})
+	ttl := &TTLConfig{TTL: time.Hour}
+	must(NewValueState(s, ValueDescriptor[[]byte]{Name: "value", Codec: Bytes, TTL: ttl}))
+	must(NewListState(s, ListDescriptor[int64]{Name: "list", Codec: Int64}))
+	must(NewMapState(s, MapDescriptor[string, int64]{Name: "map", KeyCodec: String, ValueCodec: Int64, TTL: ttl}))
+	must(NewReducingState(s, ReducingDescriptor[int64]{Name: "reducing", Codec: Int64, TTL: &TTLConfig{TTL: time.Hour, UpdateType: TTLUpdateDisabled},
+		Reduce: func(a, b int64) int64 { return a + b }}))
+	s.persisted = map[string]persistedState{
+		"old": {id: 7, kind: kindList, codecs: [2]string{"acme/job.Row", ""}, ttl: true},
+	}
+	s.nextID = 9
+	const pkg = "github.com/strata-db/strata."
+	want := map[string]persistedState{
+		"value":    {id: 1, kind: kindValue, codecs: [2]string{pkg + "bytesCodec", ""}, ttl: true},
+		"list":     {id: 2, kind: kindList, codecs: [2]string{pkg + "int64Codec", ""}},
+		"map":      {id: 3, kind: kindMap, codecs: [2]string{pkg + "stringCodec", pkg + "int64Codec"}, ttl: true},
+		"reducing": {id: 4, kind: kindReducing, codecs: [2]string{pkg + "int64Codec", ""}},
+		"old":      {id: 7, kind: kindList, codecs: [2]string{"acme/job.Row", ""}, ttl: true},
+	}
+	for _, c := range []struct {
+		path string
+		ops  *opSnapshot
+	}{{"testdata/registry-v3.bin", nil}, {"testdata/registry-v3-ops.bin", goldenOpSnapshot()}} {
+		r := s.registry()
+		r.ops = c.ops
+		golden := goldenFile(t, c.path, r.encode())
+		if v := binary.LittleEndian.Uint16(golden[8:]); v != 3 {
+			t.Fatalf("%s: version %d", c.path, v)
+		}
+		got, err := decodeRegistry(golden)
+		if err != nil {
+			t.Fatalf("decoding %s: %v", c.path, err)
+		}
+		if !maps.Equal(got.states, want) || got.nextID != 9 || got.maxP != 256 || (c.ops != nil) != (got.ops != nil) ||
+			(c.ops != nil && !opEqual(got.ops, c.ops)) {
+			t.Fatalf("%s decodes to %+v", c.path, got)
+		}
 	}
 }

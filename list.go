@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
 )
 
@@ -12,6 +14,9 @@ import (
 type ListDescriptor[T any] struct {
 	Name  string   // unique per Store
 	Codec Codec[T] // element codec, required
+	// TTL, when not nil, gives each element a time to live (TTLConfig, Flink's
+	// StateTtlConfig); nil: elements never expire.
+	TTL *TTLConfig
 }
 
 // ListState is a list of elements per key and namespace, as Flink's ListState (and
@@ -25,18 +30,26 @@ type ListDescriptor[T any] struct {
 //	+----------------------+---------------------+----------------------+-----
 //
 // so batches concatenate into batches (appends and merges copy bytes, never re-encode).
+// With a TTL (ListDescriptor.TTL) an element's bytes are its 8-byte big-endian timestamp and
+// then its codec bytes (base.TTLList), and Get follows Flink's TtlListState (TTLConfig).
 // Use from the Store's goroutine only.
 type ListState[T any] struct {
 	stateBase
 	codec Codec[T]
 	lbuf  [][]byte         // batches of the last Get
 	low   engine.LowerList // the last Get's pieces in the LsmStore, when read one at a time
+	// TTL: the last Get's own copies (ReturnExpired, OnReadAndWrite), and its composite key
+	// for the iterator that clears a list found all expired.
+	tbuf, wbuf []byte
+	ck         []byte
+	ch         uint64
+	one        [1][]byte
 }
 
 // NewListState registers d on s, or returns the list state registered under d.Name before
 // (same codec). Errors: ErrIncompatibleState (another kind, codec or type), ErrClosed.
 func NewListState[T any](s *Store, d ListDescriptor[T]) (*ListState[T], error) {
-	return register(s, d.Name, kindList, [2]any{d.Codec, nil}, func(b stateBase) *ListState[T] {
+	return registerTTL(s, d.Name, kindList, [2]any{d.Codec, nil}, d.TTL, func(b stateBase) *ListState[T] {
 		return &ListState[T]{stateBase: b, codec: d.Codec, lbuf: make([][]byte, 0, 8)}
 	})
 }
@@ -54,8 +67,16 @@ func (l *ListState[T]) Add(k Key, x T) error {
 	if err != nil {
 		return l.wrap("add", err)
 	}
+	if l.ttl != nil {
+		if err := l.ttlAccess(); err != nil {
+			return l.wrap("add", err)
+		}
+	}
 	// Encode after a reserved varint header, then write the header right before the element.
 	buf := append(s.vbuf[:0], make([]byte, binary.MaxVarintLen64)...)
+	if l.ttl != nil {
+		buf = base.AppendTS(buf, s.clock())
+	}
 	buf = l.codec.Append(buf, x)
 	s.vbuf = buf
 	var hdr [binary.MaxVarintLen64]byte
@@ -68,11 +89,20 @@ func (l *ListState[T]) Add(k Key, x T) error {
 	return nil
 }
 
-// appendElems appends the framed encodings of xs to dst, using s.ubuf as element scratch.
+// appendElems appends the framed encodings of xs to dst, using s.ubuf as element scratch;
+// with a TTL, each element stamped now.
 func (l *ListState[T]) appendElems(dst []byte, xs []T) []byte {
 	s := l.s
+	var now int64
+	if l.ttl != nil {
+		now = s.clock()
+	}
 	for i := range xs {
-		s.ubuf = l.codec.Append(s.ubuf[:0], xs[i])
+		s.ubuf = s.ubuf[:0]
+		if l.ttl != nil {
+			s.ubuf = base.AppendTS(s.ubuf, now)
+		}
+		s.ubuf = l.codec.Append(s.ubuf, xs[i])
 		dst = binary.AppendUvarint(dst, uint64(len(s.ubuf)))
 		dst = append(dst, s.ubuf...)
 	}
@@ -91,6 +121,11 @@ func (l *ListState[T]) AddAll(k Key, xs []T) error {
 	defer s.guard.exit()
 	if err != nil {
 		return l.wrap("add all", err)
+	}
+	if l.ttl != nil {
+		if err := l.ttlAccess(); err != nil {
+			return l.wrap("add all", err)
+		}
 	}
 	if len(xs) == 0 {
 		return nil
@@ -113,6 +148,11 @@ func (l *ListState[T]) Update(k Key, xs []T) error {
 	defer s.guard.exit()
 	if err != nil {
 		return l.wrap("update", err)
+	}
+	if l.ttl != nil {
+		if err := l.ttlAccess(); err != nil {
+			return l.wrap("update", err)
+		}
 	}
 	if len(xs) == 0 {
 		err = s.apply(engine.OpListDelete, key, h, nil, nil)
@@ -199,12 +239,24 @@ func (s *Store) checkElems(batch []byte) error {
 // it, not the list. Elements already yielded stay valid until the next write, as for any
 // list; an iterator of a list streamed so that is advanced after a write (or WaitBackground)
 // stops with ErrIteratorInvalidated instead of reading pieces that may be gone.
+//
+// With a TTL, Get follows Flink's TtlListState (TTLConfig): the iterator skips expired
+// elements, and when the whole list has expired, the Next that reaches its end without
+// having yielded an element removes the list (a write). With TTLReturnExpiredIfNotCleanedUp
+// or TTLOnReadAndWrite, Get reads the whole list at once (no streaming; as Flink collects
+// it): a list found all expired is removed by Get and, with TTLReturnExpiredIfNotCleanedUp,
+// iterated from Get's own copy; TTLOnReadAndWrite rewrites the unexpired elements with the
+// current time (a write) and iterates what it wrote (or, returning expired elements too, a
+// copy of the list as found). Those copies are valid until the next Get on this state.
 func (l *ListState[T]) Get(k Key) ListIterator[T] {
 	s := l.s
 	key, h, err := s.begin(k, l.id)
 	defer s.guard.exit()
 	if err != nil {
 		return ListIterator[T]{err: l.wrap("get", err)}
+	}
+	if l.ttl != nil {
+		return l.getTTL(key, h)
 	}
 	var st status
 	l.lbuf, st, _ = s.e.ListGet(h, key, l.lbuf[:0], &l.low)
@@ -231,6 +283,11 @@ func (l *ListState[T]) Clear(k Key) error {
 	if err != nil {
 		return l.wrap("clear", err)
 	}
+	if l.ttl != nil {
+		if err := l.ttlAccess(); err != nil {
+			return l.wrap("clear", err)
+		}
+	}
 	if err := s.apply(engine.OpListDelete, key, h, nil, nil); err != nil {
 		return l.wrap("clear", err)
 	}
@@ -250,6 +307,11 @@ func (l *ListState[T]) MergeNamespaces(k Key, target []byte, sources ...[]byte) 
 	defer s.guard.exit()
 	if err := s.check(k); err != nil {
 		return l.wrap("merge namespaces", err)
+	}
+	if l.ttl != nil {
+		if err := l.ttlAccess(); err != nil {
+			return l.wrap("merge namespaces", err)
+		}
 	}
 	acc, present := s.bufs[0][:0], s.present[:0]
 	defer func() {
@@ -291,6 +353,110 @@ func (l *ListState[T]) MergeNamespaces(k Key, target []byte, sources ...[]byte) 
 	return nil
 }
 
+// getTTL is Get of a list with a TTL (see Get); inside the guard, key in the key scratch.
+func (l *ListState[T]) getTTL(key []byte, h uint64) ListIterator[T] {
+	s, t := l.s, l.ttl
+	if err := l.ttlAccess(); err != nil {
+		return ListIterator[T]{err: l.wrap("get", err)}
+	}
+	eager := t.returnExpired || t.onRead
+	var low *engine.LowerList
+	if !eager {
+		low = &l.low
+	}
+	var st status
+	l.lbuf, st, _ = s.e.ListGet(h, key, l.lbuf[:0], low)
+	if st != found {
+		if st == failed {
+			return ListIterator[T]{err: l.wrap("get", s.e.TakeErr())}
+		}
+		return ListIterator[T]{}
+	}
+	now := s.clock()
+	it := ListIterator[T]{s: s, codec: l.codec, batches: l.lbuf, name: l.name, ttl: true, ttlMs: t.ms, now: now}
+	if !eager {
+		// Lazy, as Flink's IteratorWithCleanup: skip expired elements; the end clears a list
+		// that had no unexpired one.
+		if l.low.Pending() {
+			it.low = &l.low
+		}
+		l.ck, l.ch = append(l.ck[:0], key...), h
+		it.clr, it.seq = l, s.e.Seq()
+		return it
+	}
+	live, dead := 0, 0
+	for _, b := range l.lbuf {
+		n, ok := base.CountExpired(b, t.ms, now)
+		if !ok {
+			return ListIterator[T]{err: fmt.Errorf("%w: list state %q: bad element framing", ErrCorruption, l.name)}
+		}
+		dead += n
+		live += elemCount(b) - n
+	}
+	// With expired elements to return, iterate a copy of the list as found.
+	if t.returnExpired && dead > 0 {
+		l.tbuf = l.tbuf[:0]
+		for _, b := range l.lbuf {
+			l.tbuf = append(l.tbuf, b...)
+		}
+		l.one[0] = l.tbuf
+		it.batches, it.all = l.one[:], true
+	}
+	switch {
+	case live == 0:
+		if err := s.apply(engine.OpListDelete, key, h, nil, nil); err != nil {
+			return ListIterator[T]{err: l.wrap("get", err)}
+		}
+		if !t.returnExpired {
+			return ListIterator[T]{}
+		}
+	case t.onRead:
+		// Flink's TtlListState.updateTs: the unexpired elements, stamped now, replace the list.
+		l.wbuf = l.wbuf[:0]
+		for _, b := range l.lbuf {
+			l.wbuf = restamp(l.wbuf, b, t.ms, now)
+		}
+		clear(l.lbuf)
+		if err := s.writeList(h, key, l.wbuf, true); err != nil {
+			return ListIterator[T]{err: l.wrap("get", err)}
+		}
+		if !it.all {
+			l.one[0] = l.wbuf
+			it.batches = l.one[:]
+		}
+	default:
+		it.all = t.returnExpired
+	}
+	return it
+}
+
+// elemCount returns the number of elements of a well-formed list batch.
+func elemCount(b []byte) int {
+	n := 0
+	for len(b) > 0 {
+		ln, m := binary.Uvarint(b)
+		b = b[m+int(ln):]
+		n++
+	}
+	return n
+}
+
+// restamp appends the elements of a well-formed TTL list batch that are not expired at now to
+// dst, each with its timestamp replaced by now.
+func restamp(dst, b []byte, ttl, now int64) []byte {
+	for len(b) > 0 {
+		ln, m := binary.Uvarint(b)
+		e := b[m : m+int(ln)]
+		b = b[m+int(ln):]
+		if ts, _ := base.TS(e); !base.Expired(ts, ttl, now) {
+			dst = binary.AppendUvarint(dst, ln)
+			dst = base.AppendTS(dst, now)
+			dst = append(dst, e[base.TSLen:]...)
+		}
+	}
+	return dst
+}
+
 // ListIterator iterates the elements of one list, as returned by ListState.Get:
 //
 //	it := list.Get(k)
@@ -309,6 +475,15 @@ type ListIterator[T any] struct {
 	v       T
 	err     error
 	name    string
+	// TTL (ListState.Get of a list with a TTL): elements carry timestamps; expired ones are
+	// skipped unless all; clr, if set, is the state whose list the end clears when no element
+	// was unexpired — if the Store's sequence number is still seq (nothing written since).
+	ttl        bool
+	all        bool
+	seen, live bool
+	ttlMs, now int64
+	clr        *ListState[T]
+	seq        uint64
 }
 
 // Next advances to the next element and reports whether there is one. It returns false at
@@ -326,6 +501,7 @@ func (it *ListIterator[T]) Next() bool {
 		it.low = nil
 		return false
 	}
+again:
 	for len(it.cur) == 0 {
 		if it.low != nil && it.low.Pending() {
 			if it.cur, it.err = it.low.Next(); it.err != nil {
@@ -335,6 +511,9 @@ func (it *ListIterator[T]) Next() bool {
 			continue
 		}
 		if len(it.batches) == 0 {
+			if it.clr != nil && it.seen && !it.live {
+				it.end()
+			}
 			return false
 		}
 		it.cur, it.batches = it.batches[0], it.batches[1:]
@@ -346,6 +525,20 @@ func (it *ListIterator[T]) Next() bool {
 	}
 	elem := it.cur[m : m+int(n)]
 	it.cur = it.cur[m+int(n):]
+	if it.ttl {
+		ts, ok := base.TS(elem)
+		if !ok {
+			it.err = it.corrupt()
+			return false
+		}
+		it.seen = true
+		if !base.Expired(ts, it.ttlMs, it.now) {
+			it.live = true
+		} else if !it.all {
+			goto again
+		}
+		elem = elem[base.TSLen:]
+	}
 	v, err := it.codec.Decode(elem)
 	if err != nil {
 		it.err = fmt.Errorf("strata: list state %q: %w", it.name, err)
@@ -353,6 +546,25 @@ func (it *ListIterator[T]) Next() bool {
 	}
 	it.v = v
 	return true
+}
+
+// end clears a list whose elements all expired (Flink's IteratorWithCleanup.cleanupIfEmpty),
+// once; no element was yielded, so the write invalidates nothing the iteration returned.
+//
+//go:noinline
+func (it *ListIterator[T]) end() {
+	l := it.clr
+	it.clr = nil
+	s := it.s
+	if s.e.Seq() != it.seq {
+		return // the Store was written since Get: the list may not be as read
+	}
+	s.guard.enter()
+	err := s.apply(engine.OpListDelete, l.ck, l.ch, nil, nil)
+	s.guard.exit()
+	if err != nil {
+		it.err = fmt.Errorf("strata: list state %q: %w", it.name, err)
+	}
 }
 
 //go:noinline

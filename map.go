@@ -1,10 +1,10 @@
 package strata
 
 import (
-	"github.com/strata-db/strata/internal/engine"
 	"iter"
 
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/engine"
 )
 
 // MapDescriptor describes a map state: a map from user keys UK to values UV per key and
@@ -13,22 +13,30 @@ type MapDescriptor[UK, UV any] struct {
 	Name       string    // unique per Store
 	KeyCodec   Codec[UK] // user-key codec, required; equal user keys must encode equally
 	ValueCodec Codec[UV] // value codec, required
+	// TTL, when not nil, gives each entry a time to live (TTLConfig, Flink's
+	// StateTtlConfig); nil: entries never expire.
+	TTL *TTLConfig
 }
 
 // MapState is a map of user keys to values per key and namespace, as Flink's MapState.
 // Each (key, namespace) map is a nested index in the FreshTable, so Get, Put and Remove of one
 // user key touch only that entry. User keys are hashed with go-metro, independently of the
 // xxh3 key hash. Use from the Store's goroutine only.
+//
+// With a TTL (MapDescriptor.TTL) each entry's value carries its last write time
+// (base.TTLMap), and Get, Contains, IsEmpty and iteration follow Flink's TtlMapState: they skip
+// the expired entries they meet and remove them (writes), see TTLConfig.
 type MapState[UK, UV any] struct {
 	stateBase
-	kc Codec[UK]
-	vc Codec[UV]
+	kc  Codec[UK]
+	vc  Codec[UV]
+	eit MapIterator[UK, UV] // IsEmpty's iteration with a TTL
 }
 
 // NewMapState registers d on s, or returns the map state registered under d.Name before (same
 // codecs). Errors: ErrIncompatibleState (another kind, codec or type), ErrClosed.
 func NewMapState[UK, UV any](s *Store, d MapDescriptor[UK, UV]) (*MapState[UK, UV], error) {
-	return register(s, d.Name, kindMap, [2]any{d.KeyCodec, d.ValueCodec}, func(b stateBase) *MapState[UK, UV] {
+	return registerTTL(s, d.Name, kindMap, [2]any{d.KeyCodec, d.ValueCodec}, d.TTL, func(b stateBase) *MapState[UK, UV] {
 		return &MapState[UK, UV]{stateBase: b, kc: d.KeyCodec, vc: d.ValueCodec}
 	})
 }
@@ -45,7 +53,15 @@ func (m *MapState[UK, UV]) Get(k Key, uk UK) (UV, bool, error) {
 		return zero, false, m.wrap("get", err)
 	}
 	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
-	b, st := s.e.MapGet(hm, mk, base.HashUserKey(s.ubuf), s.ubuf)
+	var b []byte
+	var st status
+	if m.ttl != nil {
+		if b, st, err = m.getTTL(mk, hm); err != nil {
+			return zero, false, m.wrap("get", err)
+		}
+	} else {
+		b, st = s.e.MapGet(hm, mk, base.HashUserKey(s.ubuf), s.ubuf)
+	}
 	if st != found {
 		if st == failed {
 			return zero, false, m.wrap("get", s.e.TakeErr())
@@ -69,11 +85,71 @@ func (m *MapState[UK, UV]) Contains(k Key, uk UK) (bool, error) {
 		return false, m.wrap("contains", err)
 	}
 	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
-	_, st := s.e.MapGet(hm, mk, base.HashUserKey(s.ubuf), s.ubuf)
+	var st status
+	if m.ttl != nil {
+		if _, st, err = m.getTTL(mk, hm); err != nil {
+			return false, m.wrap("contains", err)
+		}
+	} else {
+		_, st = s.e.MapGet(hm, mk, base.HashUserKey(s.ubuf), s.ubuf)
+	}
 	if st == failed {
 		return false, m.wrap("contains", s.e.TakeErr())
 	}
 	return st == found, nil
+}
+
+// getTTL reads the entry of the user key in s.ubuf in map mk (hash hm) of a map with a TTL,
+// as Flink's TtlMapState.getWrapped: an expired entry is removed (and returned, copied, only
+// with TTLReturnExpiredIfNotCleanedUp), an unexpired one returned, rewritten with the current
+// time first with TTLOnReadAndWrite. It returns the codec bytes, valid until the next write.
+// Inside the guard.
+func (m *MapState[UK, UV]) getTTL(mk []byte, hm uint64) ([]byte, status, error) {
+	s, t := m.s, m.ttl
+	if err := m.ttlAccess(); err != nil {
+		return nil, failed, err
+	}
+	raw, st := s.e.MapGet(hm, mk, base.HashUserKey(s.ubuf), s.ubuf)
+	if st != found {
+		if st == failed {
+			return nil, failed, s.e.TakeErr()
+		}
+		return nil, st, nil
+	}
+	ts, ok := base.TS(raw)
+	if !ok {
+		return nil, failed, m.shortTTL(len(raw))
+	}
+	now := s.clock()
+	if base.Expired(ts, t.ms, now) {
+		return m.expiredEntry(mk, hm, raw)
+	}
+	if t.onRead {
+		s.vbuf = append(base.AppendTS(s.vbuf[:0], now), raw[base.TSLen:]...)
+		if err := s.apply(engine.OpMapPut, mk, hm, s.ubuf, s.vbuf); err != nil {
+			return nil, failed, err
+		}
+		return s.vbuf[base.TSLen:], found, nil
+	}
+	return raw[base.TSLen:], found, nil
+}
+
+// expiredEntry removes the expired entry of the user key in s.ubuf (value raw) and returns
+// a copy of its codec bytes with TTLReturnExpiredIfNotCleanedUp, or absent.
+//
+//go:noinline
+func (m *MapState[UK, UV]) expiredEntry(mk []byte, hm uint64, raw []byte) ([]byte, status, error) {
+	var keep []byte
+	if m.ttl.returnExpired {
+		keep = append([]byte{}, raw[base.TSLen:]...)
+	}
+	if err := m.s.apply(engine.OpMapRemove, mk, hm, m.s.ubuf, nil); err != nil {
+		return nil, failed, err
+	}
+	if keep == nil {
+		return nil, absent, nil
+	}
+	return keep, found, nil
 }
 
 // Put sets user key uk to uv in the map of k, as Flink's MapState.put. Errors:
@@ -88,11 +164,19 @@ func (m *MapState[UK, UV]) Put(k Key, uk UK, uv UV) error {
 	return m.put(mk, hm, uk, uv)
 }
 
-// put writes uk = uv into the map mk (hash hm), inside a begin/exit of the guard.
+// put writes uk = uv into the map mk (hash hm), inside a begin/exit of the guard; with a TTL,
+// stamped with the clock.
 func (m *MapState[UK, UV]) put(mk []byte, hm uint64, uk UK, uv UV) error {
 	s := m.s
+	s.vbuf = s.vbuf[:0]
+	if m.ttl != nil {
+		if err := m.ttlAccess(); err != nil {
+			return m.wrap("put", err)
+		}
+		s.vbuf = base.AppendTS(s.vbuf, s.clock())
+	}
 	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
-	s.vbuf = m.vc.Append(s.vbuf[:0], uv)
+	s.vbuf = m.vc.Append(s.vbuf, uv)
 	if err := s.apply(engine.OpMapPut, mk, hm, s.ubuf, s.vbuf); err != nil {
 		return m.wrap("put", err)
 	}
@@ -136,6 +220,11 @@ func (m *MapState[UK, UV]) Remove(k Key, uk UK) error {
 	if err != nil {
 		return m.wrap("remove", err)
 	}
+	if m.ttl != nil {
+		if err := m.ttlAccess(); err != nil {
+			return m.wrap("remove", err)
+		}
+	}
 	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
 	if err := s.apply(engine.OpMapRemove, mk, hm, s.ubuf, nil); err != nil {
 		return m.wrap("remove", err)
@@ -145,8 +234,22 @@ func (m *MapState[UK, UV]) Remove(k Key, uk UK) error {
 
 // IsEmpty reports whether the map of k has no entry, as Flink's MapState.isEmpty: true for an
 // absent or cleared map and after every entry was removed. Errors: ErrKeyGroupOutOfRange,
-// ErrClosed.
+// ErrClosed. With a TTL, true when every entry has expired (IsEmpty then removes them, as an
+// iteration does).
 func (m *MapState[UK, UV]) IsEmpty(k Key) (bool, error) {
+	if m.ttl != nil {
+		// Flink's !iterator().hasNext(): expired entries met on the way are removed. The
+		// iterator is the state's own, for its buffers (IsEmpty calls no user code).
+		it := &m.eit
+		*it = MapIterator[UK, UV]{mk: it.mk[:0], kept: it.kept[:0]}
+		m.iterator(k, it)
+		empty := !it.Next()
+		it.it.Close()
+		if err := it.Err(); err != nil {
+			return false, m.wrap("is empty", err)
+		}
+		return empty, nil
+	}
 	s := m.s
 	mk, hm, err := s.begin(k, m.id)
 	defer s.guard.exit()
@@ -171,6 +274,11 @@ func (m *MapState[UK, UV]) Clear(k Key) error {
 	defer s.guard.exit()
 	if err != nil {
 		return m.wrap("clear", err)
+	}
+	if m.ttl != nil {
+		if err := m.ttlAccess(); err != nil {
+			return m.wrap("clear", err)
+		}
 	}
 	if err := s.apply(engine.OpMapClear, mk, hm, nil, nil); err != nil {
 		return m.wrap("clear", err)
@@ -197,6 +305,12 @@ func (m *MapState[UK, UV]) iterator(k Key, it *MapIterator[UK, UV]) {
 	if err != nil {
 		it.err = m.wrap("iterate", err)
 		return
+	}
+	if m.ttl != nil {
+		if err := m.ttlAccess(); err != nil {
+			it.err = m.wrap("iterate", err)
+			return
+		}
 	}
 	it.mk = append(it.mk[:0], mk...)
 	it.hm = hm
@@ -287,6 +401,11 @@ type MapIterator[UK, UV any] struct {
 	has bool   // there is a current entry (Next returned true and Remove was not called)
 	seq uint64 // the table's sequence number when Next moved to the current entry
 	err error
+	// TTL: the current entry was expired and is removed already; its user key and value
+	// (without the timestamp) are copies in kept (TTLReturnExpiredIfNotCleanedUp).
+	gone bool
+	kept []byte
+	kuk  int // len of the user key at the start of kept
 }
 
 // Next advances to the next entry and reports whether there is one; false at the end and
@@ -301,23 +420,76 @@ func (it *MapIterator[UK, UV]) Next() bool {
 	}
 	it.m.s.guard.enter()
 	ok := it.it.Next()
+	if ok && it.m.ttl != nil {
+		ok = it.nextTTL()
+	}
 	it.seq = it.m.s.e.Seq()
 	it.m.s.guard.exit()
 	it.ok, it.has = ok, ok
-	if !ok && it.it.Err() != nil {
+	if !ok && it.err == nil && it.it.Err() != nil {
 		it.err = it.m.wrap("iterate", it.it.Err())
 	}
 	return ok
 }
 
+// nextTTL applies the TTL to the entry the engine iterator is on and the ones after, as the
+// EntriesIterator of Flink's TtlMapState: an expired entry is removed (and is the current
+// entry, from a copy, with TTLReturnExpiredIfNotCleanedUp; otherwise the iteration moves on),
+// an unexpired one is the current entry, rewritten with the current time first with
+// TTLOnReadAndWrite. It reports whether there is a current entry. Inside the guard.
+func (it *MapIterator[UK, UV]) nextTTL() bool {
+	s, t := it.m.s, it.m.ttl
+	now := s.clock()
+	it.gone = false
+	for {
+		raw := it.it.Value()
+		ts, ok := base.TS(raw)
+		if !ok {
+			it.err = it.m.wrap("iterate", it.m.shortTTL(len(raw)))
+			return false
+		}
+		s.ubuf = append(s.ubuf[:0], it.it.UserKey()...)
+		if base.Expired(ts, t.ms, now) {
+			if t.returnExpired {
+				it.kept = append(append(it.kept[:0], s.ubuf...), raw[base.TSLen:]...)
+				it.kuk = len(s.ubuf)
+			}
+			if err := s.apply(engine.OpMapRemove, it.mk, it.hm, s.ubuf, nil); err != nil {
+				it.err = it.m.wrap("iterate", err)
+				return false
+			}
+			if t.returnExpired {
+				it.gone = true
+				return true
+			}
+		} else {
+			if t.onRead {
+				s.vbuf = append(base.AppendTS(s.vbuf[:0], now), raw[base.TSLen:]...)
+				if err := s.apply(engine.OpMapPut, it.mk, it.hm, s.ubuf, s.vbuf); err != nil {
+					it.err = it.m.wrap("iterate", err)
+					return false
+				}
+			}
+			return true
+		}
+		if !it.it.Next() {
+			return false
+		}
+	}
+}
+
 // Key returns the current user key, decoded (zero UK without a current entry or after a
 // decode error, see Err).
 func (it *MapIterator[UK, UV]) Key() UK {
-	if !it.ok || it.closed() || it.invalid() {
+	if !it.ok || it.closed() || (!it.gone && it.invalid()) {
 		var zero UK
 		return zero
 	}
-	uk, err := it.m.kc.Decode(it.it.UserKey())
+	ukb := it.it.UserKey()
+	if it.gone {
+		ukb = it.kept[:it.kuk]
+	}
+	uk, err := it.m.kc.Decode(ukb)
 	if err != nil && it.err == nil {
 		it.err = it.m.wrap("iterate", err)
 	}
@@ -332,10 +504,20 @@ func (it *MapIterator[UK, UV]) Key() UK {
 // Values of aliasing codecs (Bytes) are valid until the next write to the Store.
 func (it *MapIterator[UK, UV]) Value() UV {
 	var zero UV
+	if it.gone && it.ok && !it.closed() {
+		uv, err := it.m.vc.Decode(it.kept[it.kuk:])
+		if err != nil && it.err == nil {
+			it.err = it.m.wrap("iterate", err)
+		}
+		return uv
+	}
 	if !it.ok || it.closed() || it.invalid() {
 		return zero
 	}
 	b := it.it.Value()
+	if it.m.ttl != nil {
+		b = b[base.TSLen:] // nextTTL checked its length
+	}
 	if s := it.m.s; s.e.Seq() != it.seq {
 		s.guard.enter()
 		uk := it.it.UserKey() // user-key bytes are never rewritten in place
@@ -348,6 +530,15 @@ func (it *MapIterator[UK, UV]) Value() UV {
 			return zero
 		}
 		b = v
+		if it.m.ttl != nil {
+			if len(b) < base.TSLen {
+				if it.err == nil {
+					it.err = it.m.wrap("iterate", it.m.shortTTL(len(b)))
+				}
+				return zero
+			}
+			b = b[base.TSLen:]
+		}
 	}
 	uv, err := it.m.vc.Decode(b)
 	if err != nil && it.err == nil {

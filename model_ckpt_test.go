@@ -225,6 +225,7 @@ func (r *modelRun) rescale(int32) error {
 	if !ok {
 		return nil
 	}
+	m = m.clone() // TTL reads of the parts change it; the checkpoint stays as it was
 	if err := r.invalidate(); err != nil {
 		return err
 	}

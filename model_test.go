@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,25 +139,37 @@ type model struct {
 	opb      map[uint8]int64
 	// The pending timers of the timer service, by time domain (timer.EventTime,
 	// timer.ProcessingTime).
-	tm [2]map[mtimer]bool
+	tim [2]map[mtimer]bool
+	// TTL states (model_ttl_test.go), each value with its timestamp.
+	tv map[int32]tsv
+	tl map[int32][]tsv
+	tm map[int32]map[uint8]tsv
+	tr map[int32]tsv
 }
 
 func newModel() *model {
 	return &model{val: map[int32]mval{}, lst: map[int32][]int64{}, mp: map[int32]map[uint8]int64{},
-		red: map[int32]int64{}, agg: map[int32]avgAcc{}, opb: map[uint8]int64{},
-		tm: [2]map[mtimer]bool{{}, {}}}
+		red: map[int32]int64{}, agg: map[int32]avgAcc{}, opb: map[uint8]int64{}, tim: [2]map[mtimer]bool{{}, {}},
+		tv: map[int32]tsv{}, tl: map[int32][]tsv{}, tm: map[int32]map[uint8]tsv{}, tr: map[int32]tsv{}}
 }
 
 // clone returns a deep copy (the model as of a persist point).
 func (m *model) clone() *model {
 	c := &model{val: maps.Clone(m.val), lst: map[int32][]int64{}, mp: map[int32]map[uint8]int64{},
 		red: maps.Clone(m.red), agg: maps.Clone(m.agg), opl: slices.Clone(m.opl), opu: slices.Clone(m.opu),
-		opb: maps.Clone(m.opb), tm: [2]map[mtimer]bool{maps.Clone(m.tm[0]), maps.Clone(m.tm[1])}}
+		opb: maps.Clone(m.opb), tim: [2]map[mtimer]bool{maps.Clone(m.tim[0]), maps.Clone(m.tim[1])}}
 	for k, v := range m.lst {
 		c.lst[k] = slices.Clone(v)
 	}
 	for k, v := range m.mp {
 		c.mp[k] = maps.Clone(v)
+	}
+	c.tv, c.tr, c.tl, c.tm = maps.Clone(m.tv), maps.Clone(m.tr), map[int32][]tsv{}, map[int32]map[uint8]tsv{}
+	for k, v := range m.tl {
+		c.tl[k] = slices.Clone(v)
+	}
+	for k, v := range m.tm {
+		c.tm[k] = maps.Clone(v)
 	}
 	return c
 }
@@ -296,6 +309,13 @@ type modelStates struct {
 	opb      *BroadcastState[string, int64]
 	// The timer service (registerTimers; nil when the workload has no timer steps).
 	tim *TimerService[string]
+	// TTL states (registerTTL; nil when the workload has none) and the run's clock.
+	tv      *ValueState[int64]
+	tl      *ListState[int64]
+	tm      *MapState[string, int64]
+	tr      *ReducingState[int64]
+	now     func() int64
+	expired *int // counts the TTL values the model's reads found expired
 }
 
 // registerOps registers the model's operator states: an even-split list, a union list and a
@@ -407,6 +427,18 @@ type heldValue struct {
 // read are appended to held when it is not nil. It returns the Store's error, or errMismatch
 // with the details.
 func (st *modelStates) checkSlot(m *model, slot int32, held *[]heldValue) error {
+	if st.tv != nil {
+		// TTL reads may write: the values held so far must be intact now, and are dead after.
+		if held != nil {
+			if err := heldIntact(*held); err != nil {
+				return err
+			}
+			*held = (*held)[:0]
+		}
+		if err := st.checkTTL(m, slot); err != nil {
+			return err
+		}
+	}
 	k := st.key(slot)
 	v, ok, err := st.val.Get(k)
 	if err != nil {
@@ -546,6 +578,9 @@ const (
 	stepTimerDel    // delete one, pending or not
 	stepTimerFire   // advance the watermark or processing time: every due timer fires once, in order
 	stepTimerCheck  // every pending timer of both domains against the model
+	stepTTLWrite    // a write of a TTL state (model_ttl_test.go): stamped with the clock
+	stepTTLRead     // every TTL state of one slot: the model applies expiry (reads may write)
+	stepClock       // the clock jumps forward, often to just before, at or after an expiry
 	numSteps
 )
 
@@ -609,6 +644,9 @@ var modelSteps = [numSteps]stepDef{
 	stepTimerDel:    {"timer-delete", false, (*modelRun).timerDelete},
 	stepTimerFire:   {"timer-advance", false, (*modelRun).timerAdvance},
 	stepTimerCheck:  {"timer-check", false, func(r *modelRun, _ int32) error { return r.st.checkTimers(r.m) }},
+	stepTTLWrite:    {"ttl-write", true, (*modelRun).ttlWrite},
+	stepTTLRead:     {"ttl-read", false, (*modelRun).ttlRead},
+	stepClock:       {"clock-jump", true, (*modelRun).clockJump},
 }
 
 // modelWeights are the relative frequencies of the step kinds.
@@ -653,6 +691,7 @@ type modelWorkload struct {
 	maxVal  int  // values up to maxVal bytes, and around the row cache's slot limit
 	bigVals bool // half the values 256 KiB..1 MiB (budget pressure)
 	hot     bool // half the steps on one of a few slots (repeated reads hit the row cache)
+	ttl     bool // TTL states and a clock (model_ttl_test.go)
 }
 
 // hasOps reports whether w draws operator state steps (its Stores register the operator states).
@@ -670,6 +709,9 @@ func (r *modelRun) register(s *Store) (*modelStates, error) {
 	}
 	if err == nil && r.w.hasTimers() {
 		err = st.registerTimers()
+	}
+	if err == nil && r.w.ttl {
+		err = st.registerTTL(r.now.Load, &r.ttlExpired)
 	}
 	return st, err
 }
@@ -711,12 +753,14 @@ type modelRun struct {
 	// changelog-toggle step flips it across a restore).
 	changelog bool
 
-	ck                                                          ckRun // checkpoints (model_ckpt_test.go)
+	now                                                         *atomic.Int64 // the clock of TTL workloads (Options.Clock)
+	ck                                                          ckRun         // checkpoints (model_ckpt_test.go)
 	timers                                                      timerCounts
 	counts                                                      [numSteps]int
 	clCounts                                                    [numSteps]int // steps begun with the changelog on
 	total                                                       StoreStats    // stats of the Stores closed so far
 	budgetFails, cacheChecks, cachedSeen, invalid, noSpaceFails int
+	ttlExpired                                                  int // TTL values found expired by the model's reads
 }
 
 // runSession runs ops write steps of session n (its own rng) on m and, when st is set, on st.
@@ -1149,8 +1193,11 @@ func (r *modelRun) listHeld(slot int32) error {
 }
 
 // checkHeld: every value handed out since the last write still holds what it held.
-func (r *modelRun) checkHeld() error {
-	for _, h := range r.held {
+func (r *modelRun) checkHeld() error { return heldIntact(r.held) }
+
+// heldIntact: every value of held still holds what it held when it was read.
+func heldIntact(held []heldValue) error {
+	for _, h := range held {
 		if !bytes.Equal(h.got, h.want) {
 			return fmt.Errorf("%w: slot %d: a value handed out before the next write changed: %s, want %s",
 				errMismatch, h.slot, shortBytes(h.got), shortBytes(h.want))
@@ -1194,6 +1241,12 @@ func (r *modelRun) checkCache() error {
 		add(r.st.red.id, "reducing", ok, Int64.Append(nil, rv))
 		av, ok := r.m.agg[slot]
 		add(r.st.agg.id, "aggregating", ok, avgCodec{}.Append(nil, av))
+		if r.st.tv != nil { // TTL values are cached with their timestamps
+			tv, ok := r.m.tv[slot]
+			add(r.st.tv.id, "ttl-value", ok, Int64.Append(base.AppendTS(nil, tv.ts), tv.v))
+			tr, ok := r.m.tr[slot]
+			add(r.st.tr.id, "ttl-reducing", ok, Int64.Append(base.AppendTS(nil, tr.ts), tr.v))
+		}
 	}
 	return r.st.s.e.CheckRowCache(func(ck, cv []byte) error {
 		e, ok := exp[string(ck)]
@@ -1201,6 +1254,11 @@ func (r *modelRun) checkCache() error {
 			return fmt.Errorf("%w: row cache holds a key of no value-like state: %x", errMismatch, ck)
 		}
 		if !e.present {
+			// TTL cleanup in compactions may have removed an expired value the cache still
+			// holds (rowcache.go, invariant 4); it is never returned.
+			if ts, ok := base.TS(cv); ok && strings.HasPrefix(e.kind, "ttl-") && base.Expired(ts, modelTTL, r.now.Load()) {
+				return nil
+			}
 			return fmt.Errorf("%w: row cache holds slot %d %s = %x, which the model says is absent (a stale entry)", errMismatch, e.slot, e.kind, cv)
 		}
 		if !bytes.Equal(cv, e.enc) {
@@ -1307,10 +1365,17 @@ func (r *modelRun) addStats() {
 	r.total.RowCacheHits += st.RowCacheHits
 	r.total.RowCacheMisses += st.RowCacheMisses
 	r.total.PersistFiles += st.PersistFiles
+	r.total.TTLCompactionEntries += st.TTLCompactionEntries
+	r.total.TTLSnapshotEntries += st.TTLSnapshotEntries
 }
 
 // checkEvery checks every slot, the operator states and the row cache.
 func (r *modelRun) checkEvery() error {
+	if r.st.tv != nil { // TTL reads may write: check the values held, forget them
+		if err := r.invalidate(); err != nil {
+			return err
+		}
+	}
 	if err := r.st.checkAll(r.m); err != nil {
 		return err
 	}
@@ -1440,6 +1505,8 @@ type modelConfig struct {
 	// (SliceTable compactions are only required where no push-down empties the SliceTable
 	// often.)
 	mustCompact, mustEvict, mustLSMCompact, mustRowCache, mustPressure bool
+	// mustTTL: TTL steps ran, and compactions and checkpoints removed expired data.
+	mustTTL bool
 }
 
 // dirWeights add the steps of a Store with a directory (and the operator state steps, which
@@ -1517,6 +1584,26 @@ var modelConfigs = []modelConfig{
 		mustChangelog: []stepKind{stepCheckpoint, stepCkNotify, stepMaterialize, stepRestore, stepRescale, stepCrash,
 			stepReopen, stepNoSpace, stepClToggle},
 		mustEvict: true, mustRowCache: true,
+	},
+	{
+		// The memfs configuration with TTL states (model_ttl_test.go) and a clock that jumps:
+		// expiry on read, cleanup in compactions and full snapshots, timestamps across
+		// checkpoints, restores, rescales, reopens and crashes. No full-disk Close: a TTL read
+		// that removes expired data is a write, which a full disk refuses.
+		name: "ttl",
+		dir:  "mem",
+		opts: Options{MaxParallelism: 64, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2,
+			BlockCacheSize: 1 << 20, RowCacheSize: 8 << 10},
+		adjust: func(o *engine.Options) {
+			o.EvictionBatch, o.BucketBits, o.EvictionWatermark = 16<<10, 2, 0
+			o.MaxListPiece, o.ListEagerBytes, o.MapChunk = 200, 64, 2
+		},
+		workload: func(int) *modelWorkload {
+			return &modelWorkload{u: plainUniverse("key-%d", 40, "", "w1", "w2", "window-3"), maxVal: 300, hot: true, ttl: true,
+				weights: dirWeights.with(0, stepNoSpace).with(150, stepTTLWrite).with(60, stepTTLRead).with(25, stepClock)}
+		},
+		forced:    []stepKind{stepReopen, stepCheckpoint, stepRescale, stepCrash, stepRestore},
+		mustEvict: true, mustLSMCompact: true, mustRowCache: true, mustTTL: true,
 	},
 	{
 		// A row cache of one set (every key collides), MaxParallelism 1, keys and values
@@ -1734,11 +1821,19 @@ func TestModel(t *testing.T) {
 			}
 			if r.w.hasTimers() {
 				t.Logf("%s: timers: %d registered, %d fired (%d inside a callback that registered them), %d deleted, %d pending at the end",
-					cfg.name, r.timers.registered, r.timers.fired, r.timers.sameAdvance, r.timers.deleted, len(r.m.tm[0])+len(r.m.tm[1]))
+					cfg.name, r.timers.registered, r.timers.fired, r.timers.sameAdvance, r.timers.deleted, len(r.m.tim[0])+len(r.m.tim[1]))
 				// A short run (-race, a slow configuration) fires a few dozen timers: a callback
 				// registering a due one and a delete of a pending one are then not certain.
 				if r.timers.fired == 0 || r.timers.registered > 200 && (r.timers.sameAdvance == 0 || r.timers.deleted == 0) {
 					fail("the run did not exercise the timers: %+v", r.timers)
+				}
+			}
+			if cfg.mustTTL {
+				t.Logf("%s: TTL: %d expired entries removed by compactions, %d by checkpoints; %d expiries seen by reads",
+					cfg.name, tot.TTLCompactionEntries, tot.TTLSnapshotEntries, r.ttlExpired)
+				if r.counts[stepTTLWrite] == 0 || r.counts[stepClock] == 0 || tot.TTLCompactionEntries == 0 ||
+					tot.TTLSnapshotEntries == 0 || r.ttlExpired == 0 {
+					fail("the run did not exercise TTL")
 				}
 			}
 			if cfg.mustPressure && tot.BackpressureWaits+tot.Flushes+int64(r.budgetFails) == 0 {
@@ -1787,6 +1882,11 @@ func newModelRunFor(t *testing.T, cfg modelConfig, rng *rand.Rand) *modelRun {
 	}
 	maxP := r.opts.MaxParallelism
 	r.w = cfg.workload(maxP)
+	if r.w.ttl {
+		r.now = new(atomic.Int64)
+		r.now.Store(modelClockStart)
+		r.opts.Clock = r.now.Load
+	}
 	r.persisted = r.m.clone()
 	if err := r.ckInit(); err != nil {
 		t.Fatal(err)

@@ -60,7 +60,7 @@ func (st *modelStates) checkTimers(m *model) error {
 	}
 	for d := range 2 {
 		want := map[mtimer]bool{}
-		for x := range m.tm[d] {
+		for x := range m.tim[d] {
 			if st.owns(x.slot) {
 				want[x] = true
 			}
@@ -144,17 +144,17 @@ func (r *modelRun) timerRegister(slot int32) error {
 	d := r.rng.IntN(2)
 	ts := r.st.timerNow(d) - 3 + r.rng.Int64N(40)
 	return r.write(slot, func() error { return r.st.timerRegister(d, slot, ts) }, func() {
-		r.m.tm[d][mtimer{slot, ts}] = true
+		r.m.tim[d][mtimer{slot, ts}] = true
 		r.timers.registered++
 	})
 }
 
 // pendingTimer draws one of the model's pending timers of domain d, or false.
 func (r *modelRun) pendingTimer(d int) (mtimer, bool) {
-	if len(r.m.tm[d]) == 0 {
+	if len(r.m.tim[d]) == 0 {
 		return mtimer{}, false
 	}
-	xs := slices.SortedFunc(maps.Keys(r.m.tm[d]), func(a, b mtimer) int {
+	xs := slices.SortedFunc(maps.Keys(r.m.tim[d]), func(a, b mtimer) int {
 		return cmp.Or(cmp.Compare(a.slot, b.slot), cmp.Compare(a.ts, b.ts))
 	})
 	return xs[r.rng.IntN(len(xs))], true
@@ -168,10 +168,10 @@ func (r *modelRun) timerDelete(slot int32) error {
 		x = mtimer{slot, r.st.timerNow(d) + r.rng.Int64N(40)}
 	}
 	return r.write(x.slot, func() error { return r.st.timerDelete(d, x.slot, x.ts) }, func() {
-		if r.m.tm[d][x] {
+		if r.m.tim[d][x] {
 			r.timers.deleted++
 		}
-		delete(r.m.tm[d], x)
+		delete(r.m.tim[d], x)
 	})
 }
 
@@ -194,7 +194,7 @@ func (r *modelRun) timerAdvance(int32) error {
 		got := mtimer{slot, x.Timestamp}
 		var want mtimer
 		found := false
-		for y := range r.m.tm[d] {
+		for y := range r.m.tim[d] {
 			if y.ts <= to && (!found || st.timerCmp(y, want) < 0) {
 				want, found = y, true
 			}
@@ -202,7 +202,7 @@ func (r *modelRun) timerAdvance(int32) error {
 		if !found || got != want {
 			return fmt.Errorf("%w: %v advance to %d fired %v, the model's next due timer is %v (%v)", errMismatch, timer.Domain(d), to, got, want, found)
 		}
-		delete(r.m.tm[d], got)
+		delete(r.m.tim[d], got)
 		r.timers.fired++
 		if inCallback[got] {
 			r.timers.sameAdvance++
@@ -210,7 +210,7 @@ func (r *modelRun) timerAdvance(int32) error {
 		if r.rng.IntN(3) == 0 {
 			y := mtimer{r.pick(), x.Timestamp - 2 + r.rng.Int64N(to-x.Timestamp+12)}
 			if err := st.timerRegister(d, y.slot, y.ts); err == nil {
-				r.m.tm[d][y] = true
+				r.m.tim[d][y] = true
 				r.timers.registered++
 				inCallback[y] = true
 			} else if !r.budgetOK(err) {
@@ -221,7 +221,7 @@ func (r *modelRun) timerAdvance(int32) error {
 			dd := r.rng.IntN(2)
 			if y, ok := r.pendingTimer(dd); ok {
 				if err := st.timerDelete(dd, y.slot, y.ts); err == nil {
-					delete(r.m.tm[dd], y)
+					delete(r.m.tim[dd], y)
 					r.timers.deleted++
 				} else if !r.budgetOK(err) {
 					return fmt.Errorf("delete inside a callback: %w", err)
@@ -242,7 +242,7 @@ func (r *modelRun) timerAdvance(int32) error {
 		}
 		return err
 	}
-	for y := range r.m.tm[d] {
+	for y := range r.m.tim[d] {
 		if y.ts <= to {
 			return fmt.Errorf("%w: %v advance to %d left due timer %v pending", errMismatch, timer.Domain(d), to, y)
 		}
@@ -256,7 +256,7 @@ func (r *modelRun) timerFinale() error {
 	slot := r.pick()
 	ts := r.st.timerNow(int(timer.EventTime))
 	if err := r.write(slot, func() error { return r.st.timerRegister(int(timer.EventTime), slot, ts) }, func() {
-		r.m.tm[timer.EventTime][mtimer{slot, ts}] = true
+		r.m.tim[timer.EventTime][mtimer{slot, ts}] = true
 		r.timers.registered++
 	}); err != nil {
 		return err
@@ -265,7 +265,7 @@ func (r *modelRun) timerFinale() error {
 		if err := r.timerAdvance(0); err != nil {
 			return err
 		}
-		if len(r.m.tm[0])+len(r.m.tm[1]) == 0 && r.timers.fired == 0 {
+		if len(r.m.tim[0])+len(r.m.tim[1]) == 0 && r.timers.fired == 0 {
 			return errors.New("no timer pending and none fired")
 		}
 	}

@@ -155,6 +155,17 @@ type Options struct {
 	// Must not be negative.
 	MaxOpenFiles int
 
+	// Clock is the processing time that TTL states (TTLConfig) stamp values with and judge
+	// expiry by: milliseconds since the epoch, as Flink's TtlTimeProvider. nil means the
+	// default: time.Now().UnixMilli() read once at Open, advanced by the monotonic clock after
+	// (it never goes back while the Store is open, and costs one monotonic clock read). Tests
+	// drive it. It is called on the Store's goroutine and on its background workers
+	// (compactions and checkpoints clean up expired data by it), so it must be safe for
+	// concurrent use, and it should never go back (TTLConfig). Read per TTL operation only:
+	// a Store without TTL states never calls it but in background work, which reads it only
+	// for TTL states.
+	Clock func() int64
+
 	// Checkpoint configures checkpoints: where they go (Storage), the lineage's name (Owner),
 	// retention (Retain) and the restore mode (see CheckpointOptions). The zero value has no
 	// storage: the Store cannot checkpoint, but works otherwise.

@@ -20,37 +20,46 @@ import (
 //	0          8         10   11   12         16
 //	+----------+---------+----+----+----------+--------------------------+-----------+
 //	| magic    | version | ck | 0  | length   | payload (length bytes)   | crc32c    |
-//	| STRATARG | u16 = 3 | =1 |    | u32      |                          | u32       |
+//	| STRATARG | u16 1-4 | =1 |    | u32      |                          | u32       |
 //	+----------+---------+----+----+----------+--------------------------+-----------+
 //	ck 1 = CRC32C (Castagnoli); crc32c covers every byte before it.
 //
 //	payload: maxParallelism, keyGroupStart, keyGroupEnd, nextID, count (varints), then
 //	count states, each: id (varint), kind (u8: 1 value, 2 list, 3 map, 4 reducing,
-//	5 aggregating, 6 timer service; part of the format), name, codec 0, codec 1 (each a
-//	varint length and bytes; a codec is its Go type's identity, see codecID; "" for none;
-//	a timer service's codec 0 is its namespace codec's); then opLen (varint; 0: no
-//	operator state) and the operator state blob (opLen bytes, opstate.go, its directory
-//	form); then the timer file: nameLen (varint; 0: none), name ("TIMERS-" and 16 lower-case
-//	hex digits, a file of the Store's directory), size (varint, at least 1) and crc32c (u32)
-//	of the whole file (size and crc absent when nameLen is 0).
+//	5 aggregating, 6 timer service (version 4 only); part of the format), name, codec 0,
+//	codec 1 (each a varint length and bytes; a codec is its Go type's identity, see codecID;
+//	"" for none; a timer service's codec 0 is its namespace codec's), and, in versions 3
+//	and 4, flags (u8: bit 0 = the state has a TTL, its values carry timestamps, ttl.go; the
+//	other bits 0); then, in versions 2 to 4, opLen (varint; at least 1 in version 2, 0 for
+//	no operator state in versions 3 and 4) and the operator state blob (opLen bytes,
+//	opstate.go, its directory form); then, in version 4 only, the timer file: nameLen
+//	(varint; 0: none), name ("TIMERS-" and 16 lower-case hex digits, a file of the Store's
+//	directory), size (varint, at least 1) and crc32c (u32) of the whole file (size and crc
+//	absent when nameLen is 0).
 //
-// Version 2 is version 3 without kind 6 and without the timer file, and its opLen is at least
-// 1; version 1 is version 2 without opLen and the operator state. encode writes the lowest
-// version that holds the registry — 3 with a timer service or a timer file, else 2 with
-// operator state, else 1 — so a registry without timers, and every checkpoint manifest's
-// registry of a Store without timer services, keep their old bytes; decodeRegistry reads all
-// three. Checked in the order magic, version, checksum type, length, CRC, payload; each
-// failure is an ErrCorruption with ErrBadMagic, ErrFormatVersion, ErrTruncated or ErrChecksum
-// (a bad payload: ErrCorruption alone; a bad operator state blob: decodeOps's error). Golden
-// files: testdata/registry-v1.bin, registry-v2.bin, registry-v3.bin.
+// Version 1 is version 2 without opLen and the operator state; version 2 is version 3
+// without state flags, and its opLen is at least 1; version 3 is version 4 without kind 6 and
+// without the timer file. encode writes the lowest version that holds the registry — 4 with
+// a timer service or a timer file, else 3 when a state has a TTL, else 2 with operator
+// state, else 1 — so a registry without timers and TTLs, and the registry every checkpoint
+// manifest of such a Store carries, keep their older bytes; decodeRegistry reads all four.
+// Checked in the order magic, version, checksum type, length, CRC, payload; each failure is
+// an ErrCorruption with ErrBadMagic, ErrFormatVersion, ErrTruncated or ErrChecksum (a bad
+// payload: ErrCorruption alone; a bad operator state blob: decodeOps's error). Golden files:
+// testdata/registry-v1.bin, registry-v2.bin, registry-v3.bin, registry-v3-ops.bin,
+// registry-v4.bin.
 
 const (
 	registryMagic    = "STRATARG"
 	registryVersion1 = 1 // no operator state; part of the format; do not change
 	registryVersion2 = 2 // with operator state; part of the format; do not change
-	registryVersion  = 3 // with timer services and the timer file; part of the format; do not change
+	registryVersion3 = 3 // with state flags (TTL); part of the format; do not change
+	registryVersion  = 4 // with timer services and the timer file; part of the format; do not change
 	registryCRC32C   = 1 // checksum type; part of the format
 	registryHeader   = 16
+
+	// registryFlagTTL is the state flag of a state with a TTL (versions 3 and 4). Part of the format.
+	registryFlagTTL = 1
 )
 
 // persistedState is a state of the registry recovered by Open: registering its name again must
@@ -59,6 +68,7 @@ type persistedState struct {
 	id     uint16
 	kind   stateKind
 	codecs [2]string
+	ttl    bool // the state's values carry TTL timestamps
 }
 
 // codecID is a codec's identity in the registry: the import path and name of its Go type
@@ -103,7 +113,7 @@ func (s *Store) registry() *registry {
 	r := &registry{maxP: int(s.maxP), kgStart: kg.Start, kgEnd: kg.End, nextID: s.nextID,
 		states: make(map[string]persistedState, len(s.states)+len(s.persisted))}
 	for name, reg := range s.states {
-		r.states[name] = persistedState{reg.id, reg.kind, [2]string{codecID(reg.codecs[0]), codecID(reg.codecs[1])}}
+		r.states[name] = persistedState{reg.id, reg.kind, [2]string{codecID(reg.codecs[0]), codecID(reg.codecs[1])}, reg.ttl != nil}
 	}
 	for name, p := range s.persisted {
 		if _, ok := s.states[name]; !ok {
@@ -114,16 +124,30 @@ func (s *Store) registry() *registry {
 }
 
 // encode returns the registry blob of r (layout above), states in id order, in the lowest
-// version that holds it: 3 with a timer service or file, 2 with r.ops (in its directory
-// form) having states, 1 otherwise.
+// version that holds it: 4 with a timer service or file, else 3 when a state has a TTL, else
+// 2 with r.ops (in its directory form) having states, else 1.
 func (r *registry) encode() []byte {
 	type rec struct {
 		name string
 		persistedState
 	}
 	recs := make([]rec, 0, len(r.states))
+	version := uint16(registryVersion1)
+	hasOps := r.ops != nil && len(r.ops.states) > 0
+	if hasOps {
+		version = registryVersion2
+	}
+	if r.timerFile.name != "" {
+		version = registryVersion
+	}
 	for name, p := range r.states {
 		recs = append(recs, rec{name, p})
+		switch {
+		case p.kind == kindTimerService:
+			version = registryVersion
+		case p.ttl:
+			version = max(version, registryVersion3)
+		}
 	}
 	slices.SortFunc(recs, func(a, b rec) int { return int(a.id) - int(b.id) })
 	p := make([]byte, 0, 64+32*len(recs))
@@ -137,14 +161,13 @@ func (r *registry) encode() []byte {
 			p = binary.AppendUvarint(p, uint64(len(str)))
 			p = append(p, str...)
 		}
-	}
-	version := uint16(registryVersion1)
-	hasOps := r.ops != nil && len(r.ops.states) > 0
-	if hasOps {
-		version = registryVersion2
-	}
-	if r.timerFile.name != "" || slices.ContainsFunc(recs, func(x rec) bool { return x.kind == kindTimerService }) {
-		version = registryVersion
+		if version >= registryVersion3 {
+			var flags byte
+			if r.ttl {
+				flags |= registryFlagTTL
+			}
+			p = append(p, flags)
+		}
 	}
 	if version >= registryVersion2 {
 		var ob []byte
@@ -177,8 +200,8 @@ type registry struct {
 	maxP, kgStart, kgEnd int
 	nextID               uint32
 	states               map[string]persistedState
-	ops                  *opSnapshot  // the operator state (versions 2 and 3); nil: none
-	timerFile            timerFileRef // the timer file (version 3); zero: none
+	ops                  *opSnapshot  // the operator state (versions 2 to 4); nil: none
+	timerFile            timerFileRef // the timer file (version 4); zero: none
 }
 
 // decodeRegistry decodes a registry blob; errors are *base.CorruptionError values naming the
@@ -268,8 +291,16 @@ func decodeRegistry(b []byte) (*registry, error) {
 		if _, dup := r.states[name]; dup {
 			return nil, bad(nil, at, "state %q twice", name)
 		}
+		var ttl bool
+		if version >= registryVersion3 {
+			if len(p) == 0 || p[0]&^registryFlagTTL != 0 {
+				return nil, bad(nil, off, "bad state flags")
+			}
+			ttl = p[0]&registryFlagTTL != 0
+			p, off = p[1:], off+1
+		}
 		ids[uint16(id)] = true
-		r.states[name] = persistedState{id: uint16(id), kind: kind, codecs: [2]string{c0, c1}}
+		r.states[name] = persistedState{id: uint16(id), kind: kind, codecs: [2]string{c0, c1}, ttl: ttl}
 	}
 	if version >= registryVersion2 {
 		at := off
@@ -304,7 +335,7 @@ func decodeRegistry(b []byte) (*registry, error) {
 			p, off = p[4:], off+4
 		}
 		if !timers && name == "" {
-			return nil, bad(nil, at, "version 3 without timer services or timer file")
+			return nil, bad(nil, at, "version 4 without timer services or timer file")
 		}
 	}
 	if len(p) != 0 {
@@ -316,6 +347,12 @@ func decodeRegistry(b []byte) (*registry, error) {
 // checkPersisted checks a registration against the recovered registry and returns the id the
 // state's data is stored under (0 when the name is new).
 func (s *Store) checkPersisted(name string, kind stateKind, codecs [2]any) (uint16, error) {
+	return s.checkPersistedTTL(name, kind, codecs, false)
+}
+
+// checkPersistedTTL is checkPersisted of a state with a TTL (ttl) or without: the stored
+// state must have the same TTL flag.
+func (s *Store) checkPersistedTTL(name string, kind stateKind, codecs [2]any, ttl bool) (uint16, error) {
 	p, ok := s.persisted[name]
 	if !ok {
 		return 0, nil
@@ -327,6 +364,11 @@ func (s *Store) checkPersisted(name string, kind stateKind, codecs [2]any) (uint
 	if c0, c1 := codecID(codecs[0]), codecID(codecs[1]); c0 != p.codecs[0] || c1 != p.codecs[1] {
 		return 0, fmt.Errorf("%w: state %q is stored with codec %s/%s, requested with %s/%s",
 			ErrIncompatibleState, name, p.codecs[0], p.codecs[1], c0, c1)
+	}
+	if p.ttl != ttl {
+		// Its values are stored with (or without) timestamps: as Flink's TtlStateFactory, which
+		// refuses the serializer change, the TTL cannot be switched on or off across a restore.
+		return 0, fmt.Errorf("%w: state %q is stored %s, requested %s", ErrIncompatibleState, name, withTTL(p.ttl), withTTL(ttl))
 	}
 	return p.id, nil
 }

@@ -2,9 +2,11 @@ package strata
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/strata-db/strata/internal/vfs"
 )
@@ -313,7 +315,8 @@ func TestCorruptFiles(t *testing.T) {
 
 // TestRegistryDecode: the registry blob round-trips, and every damage is a typed error, never
 // a panic: each truncation, each flipped bit (of version 1, of version 2 with operator state,
-// of version 3 with a timer service and a timer file), another version.
+// of version 3 with a TTL state, with and without operator state, of version 4 with a timer
+// service and a timer file, and without either operator state or timer file), another version.
 func TestRegistryDecode(t *testing.T) {
 	s := openTest(t, Options{})
 	must(NewValueState(s, ValueDescriptor[int64]{Name: "a", Codec: Int64}))
@@ -332,34 +335,51 @@ func TestRegistryDecode(t *testing.T) {
 	if r2, err := decodeRegistry(blob2); err != nil || r2.ops == nil || len(r2.ops.states) != 1 || r2.ops.states[0].m["k"] == nil {
 		t.Fatalf("version 2 decoded %+v, %v", r2, err)
 	}
-	strTimers(t, s, "timers")
-	blob3 := s.persistMeta(timerFileRef{name: "TIMERS-00000000000000ff", size: 77, crc: 0xfeedf00d})
-	if r3, err := decodeRegistry(blob3); err != nil || r3.timerFile.size != 77 || r3.states["timers"].kind != kindTimerService {
+	// Version 3: a state with a TTL (and the operator state).
+	must(NewValueState(s, ValueDescriptor[int64]{Name: "t", Codec: Int64, TTL: &TTLConfig{TTL: time.Second}}))
+	blob3 := s.persistMeta(timerFileRef{})
+	if r3, err := decodeRegistry(blob3); err != nil || !r3.states["t"].ttl || r3.states["a"].ttl || r3.ops == nil {
 		t.Fatalf("version 3 decoded %+v, %v", r3, err)
 	}
-	for v, blob := range [][]byte{blob, blob2, blob3} {
+	if v := binary.LittleEndian.Uint16(blob3[8:]); v != 3 {
+		t.Fatalf("a registry with a TTL state is version %d", v)
+	}
+	blob3n := s.encodeRegistry() // version 3 without operator state
+	// Version 4: a timer service and a timer file (with the TTL state and the operator state).
+	strTimers(t, s, "timers")
+	blob4 := s.persistMeta(timerFileRef{name: "TIMERS-00000000000000ff", size: 77, crc: 0xfeedf00d})
+	if r4, err := decodeRegistry(blob4); err != nil || r4.timerFile.size != 77 || r4.states["timers"].kind != kindTimerService ||
+		!r4.states["t"].ttl || r4.states["timers"].ttl || r4.ops == nil {
+		t.Fatalf("version 4 decoded %+v, %v", r4, err)
+	}
+	if v := binary.LittleEndian.Uint16(blob4[8:]); v != 4 {
+		t.Fatalf("a registry with a timer service is version %d", v)
+	}
+	blob4n := s.encodeRegistry() // version 4 without operator state and timer file
+	for j, blob := range [][]byte{blob, blob2, blob3, blob3n, blob4, blob4n} {
+		v := []string{"1", "2", "3", "3 without operator state", "4", "4 without operator state and timer file"}[j]
 		for n := range len(blob) {
 			if _, err := decodeRegistry(blob[:n]); !errors.Is(err, ErrCorruption) {
-				t.Fatalf("version %d truncated to %d: %v", v+1, n, err)
+				t.Fatalf("version %s truncated to %d: %v", v, n, err)
 			}
 		}
 		for i := range len(blob) * 8 {
 			b := bytes.Clone(blob)
 			b[i/8] ^= 1 << (i % 8)
 			if _, err := decodeRegistry(b); !errors.Is(err, ErrCorruption) {
-				t.Fatalf("version %d, bit %d flipped: %v", v+1, i, err)
+				t.Fatalf("version %s, bit %d flipped: %v", v, i, err)
 			}
 		}
 	}
 	b := bytes.Clone(blob)
-	b[8] = 4
+	b[8] = 5
 	if _, err := decodeRegistry(b); !errors.Is(err, ErrFormatVersion) {
-		t.Fatalf("version 4: %v", err)
+		t.Fatalf("version 5: %v", err)
 	}
 }
 
 // FuzzRegistryDecode: decodeRegistry never panics, and never returns a nil registry without
-// an error, on damaged registries of both versions.
+// an error, on damaged registries of every version.
 func FuzzRegistryDecode(f *testing.F) {
 	s, err := Open("", Options{MemoryBudget: 32 << 20, SegmentSize: 16 << 20})
 	if err != nil {
@@ -370,8 +390,12 @@ func FuzzRegistryDecode(f *testing.F) {
 	u := must(NewUnionListState(s, OperatorListDescriptor[int64]{Name: "u", Codec: Int64}))
 	must(0, u.AddAll([]int64{1, 2}))
 	f.Add(s.persistMeta(timerFileRef{})) // version 2, with operator state
-	strTimers(f, s, "t")
-	f.Add(s.persistMeta(timerFileRef{name: "TIMERS-0000000000000001", size: 1, crc: 2})) // version 3
+	must(NewMapState(s, MapDescriptor[string, int64]{Name: "t", KeyCodec: String, ValueCodec: Int64, TTL: &TTLConfig{TTL: time.Hour}}))
+	f.Add(s.persistMeta(timerFileRef{})) // version 3, with a TTL state and operator state
+	f.Add(s.encodeRegistry())            // version 3 without operator state
+	strTimers(f, s, "timers")
+	f.Add(s.persistMeta(timerFileRef{name: "TIMERS-0000000000000001", size: 1, crc: 2})) // version 4
+	f.Add(s.encodeRegistry())                                                            // version 4 without operator state and timer file
 	s.Close()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if r, err := decodeRegistry(b); err == nil && r == nil {

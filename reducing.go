@@ -3,6 +3,7 @@ package strata
 import (
 	"bytes"
 
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
 )
 
@@ -11,6 +12,9 @@ import (
 type ReducingDescriptor[T any] struct {
 	Name  string   // unique per Store
 	Codec Codec[T] // required
+	// TTL, when not nil, gives the value a time to live (TTLConfig, Flink's
+	// StateTtlConfig); nil: it never expires.
+	TTL *TTLConfig
 	// Reduce combines the stored value a with the added value b (Flink's
 	// ReduceFunction.reduce(value1, value2)); required. It must not use the Store, and must not
 	// modify a in place when the codec aliases the Store's memory (Bytes): return a new value.
@@ -20,7 +24,8 @@ type ReducingDescriptor[T any] struct {
 // ReducingState keeps one value per key and namespace that Add folds new values into, as
 // Flink's ReducingState (and InternalMergingState for MergeNamespaces). Add is a
 // read-modify-write in place when the encoding does not grow. Use from the Store's goroutine
-// only.
+// only. With a TTL (ReducingDescriptor.TTL), Get and Add follow Flink's TtlReducingState and
+// TtlReduceFunction: see TTLConfig (a Get may write).
 type ReducingState[T any] struct {
 	stateBase
 	codec  Codec[T]
@@ -34,7 +39,7 @@ func NewReducingState[T any](s *Store, d ReducingDescriptor[T]) (*ReducingState[
 	if d.Reduce == nil {
 		return nil, stateError(d.Name, "nil Reduce")
 	}
-	return register(s, d.Name, kindReducing, [2]any{d.Codec, nil}, func(b stateBase) *ReducingState[T] {
+	return registerTTL(s, d.Name, kindReducing, [2]any{d.Codec, nil}, d.TTL, func(b stateBase) *ReducingState[T] {
 		return &ReducingState[T]{stateBase: b, codec: d.Codec, reduce: d.Reduce}
 	})
 }
@@ -46,8 +51,8 @@ func (r *ReducingState[T]) Get(k Key) (T, bool, error) {
 	return getKV(&r.stateBase, r.codec, k)
 }
 
-// Add folds x into the value of k: Reduce(old, x), or x when there is no value, as Flink's
-// ReducingState.add. Errors: ErrKeyGroupOutOfRange, ErrClosed, ErrCorruption, ErrKeyTooLarge,
+// Add folds x into the value of k: Reduce(old, x), or x when there is no value (or, with a
+// TTL, it has expired: Flink's TtlReduceFunction), as Flink's ReducingState.add. Errors: ErrKeyGroupOutOfRange, ErrClosed, ErrCorruption, ErrKeyTooLarge,
 // ErrValueTooLarge, ErrMemoryBudget.
 func (r *ReducingState[T]) Add(k Key, x T) error {
 	s := r.s
@@ -56,16 +61,31 @@ func (r *ReducingState[T]) Add(k Key, x T) error {
 	if err != nil {
 		return r.wrap("add", err)
 	}
-	if b, st := s.e.Get(h, key); st == found {
-		old, err := r.codec.Decode(b)
-		if err != nil {
+	var now int64
+	if r.ttl != nil {
+		if err := r.ttlAccess(); err != nil {
 			return r.wrap("add", err)
 		}
-		x = r.reduce(old, x)
+		now = s.clock()
+	}
+	if b, st := s.e.Get(h, key); st == found {
+		if b, ok, err := r.unexpired(b, now); err != nil {
+			return r.wrap("add", err)
+		} else if ok {
+			old, err := r.codec.Decode(b)
+			if err != nil {
+				return r.wrap("add", err)
+			}
+			x = r.reduce(old, x)
+		}
 	} else if st == failed {
 		return r.wrap("add", s.e.TakeErr())
 	}
-	s.vbuf = r.codec.Append(s.vbuf[:0], x)
+	s.vbuf = s.vbuf[:0]
+	if r.ttl != nil {
+		s.vbuf = base.AppendTS(s.vbuf, now)
+	}
+	s.vbuf = r.codec.Append(s.vbuf, x)
 	if err := s.apply(engine.OpPut, key, h, nil, s.vbuf); err != nil {
 		return r.wrap("add", err)
 	}
@@ -90,6 +110,25 @@ func (r *ReducingState[T]) MergeNamespaces(k Key, target []byte, sources ...[]by
 	return mergeKV(&r.stateBase, r.codec, r.reduce, k, target, sources)
 }
 
+// unexpired returns the codec bytes of a stored value b as a read-modify-write (Add) sees it
+// at now: b itself without a TTL; with one, b without its timestamp, and ok false when it has
+// expired — unless the state returns expired values (TTLReturnExpiredIfNotCleanedUp), as
+// Flink's AbstractTtlDecorator.getUnexpired. ErrCorruption when b has no timestamp.
+func (b *stateBase) unexpired(v []byte, now int64) ([]byte, bool, error) {
+	t := b.ttl
+	if t == nil {
+		return v, true, nil
+	}
+	ts, ok := base.TS(v)
+	if !ok {
+		return nil, false, b.shortTTL(len(v))
+	}
+	if !t.returnExpired && base.Expired(ts, t.ms, now) {
+		return nil, false, nil
+	}
+	return v[base.TSLen:], true, nil
+}
+
 // getKV is Get of a KV-table state.
 func getKV[T any](b *stateBase, c Codec[T], k Key) (T, bool, error) {
 	s := b.s
@@ -99,7 +138,16 @@ func getKV[T any](b *stateBase, c Codec[T], k Key) (T, bool, error) {
 	if err != nil {
 		return zero, false, b.wrap("get", err)
 	}
-	raw, st := s.e.Get(h, key)
+	var raw []byte
+	var st status
+	if b.ttl != nil {
+		raw, st, err = b.ttlGet(key, h)
+		if err != nil {
+			return zero, false, b.wrap("get", err)
+		}
+	} else {
+		raw, st = s.e.Get(h, key)
+	}
 	if st != found {
 		if st == failed {
 			return zero, false, b.wrap("get", s.e.TakeErr())
@@ -111,20 +159,6 @@ func getKV[T any](b *stateBase, c Codec[T], k Key) (T, bool, error) {
 		return zero, false, b.wrap("get", err)
 	}
 	return x, true, nil
-}
-
-// clearKV is Clear of a KV-table state.
-func clearKV(b *stateBase, k Key) error {
-	s := b.s
-	key, h, err := s.begin(k, b.id)
-	defer s.guard.exit()
-	if err != nil {
-		return b.wrap("clear", err)
-	}
-	if err := s.apply(engine.OpDelete, key, h, nil, nil); err != nil {
-		return b.wrap("clear", err)
-	}
-	return nil
 }
 
 // repeated reports whether sources[i] equals an earlier source (merged once, as Flink, which
@@ -148,6 +182,12 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 	defer s.guard.exit()
 	if err := s.check(k); err != nil {
 		return b.wrap("merge namespaces", err)
+	}
+	if b.ttl != nil {
+		if err := mergeKVTTL(b, c, merge, k, target, sources); err != nil {
+			return b.wrap("merge namespaces", err)
+		}
+		return nil
 	}
 	acc, src, tmp := s.bufs[0][:0], s.bufs[1][:0], s.bufs[2][:0]
 	present := s.present[:0]
@@ -218,6 +258,126 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 	}
 	if err := s.apply(engine.OpPut, key, h, nil, acc); err != nil {
 		return err
+	}
+	for _, i := range present {
+		key, h := s.compose(k.In(sources[i]), b.id)
+		if err := s.apply(engine.OpDelete, key, h, nil, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mergeKVTTL is mergeKV of a state with a TTL, as Flink's heap merging state with its TTL
+// function (AbstractHeapMergingState.mergeNamespaces over TtlReduceFunction.reduce or
+// TtlAggregateFunction.merge): the present sources fold in order — the first as it is stored,
+// timestamp included; each next one with ttlMerge — and the result merges into the target
+// (target first). ttlMerge(a, b) of two stored values takes their unexpired parts (an expired
+// value counts only with TTLReturnExpiredIfNotCleanedUp): both give merge(a, b), one gives
+// itself, each stamped now; none gives nothing, and the fold goes on from the next source. A
+// target whose merge gives nothing is cleared. Every present source is cleared, after the
+// target is written. Inside the guard, after check; values are copied out of the tables
+// before anything is written, as in mergeKV.
+func mergeKVTTL[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target []byte, sources [][]byte) error {
+	s := b.s
+	if err := b.ttlAccess(); err != nil {
+		return err
+	}
+	now := s.clock()
+	acc, src, tmp := s.bufs[0][:0], s.bufs[1][:0], s.bufs[2][:0]
+	present := s.present[:0]
+	defer func() {
+		s.bufs = [3][]byte{acc, src, tmp}
+		s.present = present
+	}()
+	// step sets acc = ttlMerge(acc, src), or ttlMerge(src, acc) with targetFirst; ok is false
+	// when that gives nothing.
+	step := func(targetFirst bool) (ok bool, err error) {
+		x, y := acc, src
+		if targetFirst {
+			x, y = src, acc
+		}
+		ux, okx, err := b.unexpired(x, now)
+		if err != nil {
+			return false, err
+		}
+		uy, oky, err := b.unexpired(y, now)
+		if err != nil {
+			return false, err
+		}
+		tmp = base.AppendTS(tmp[:0], now)
+		switch {
+		case okx && oky:
+			vx, err := c.Decode(ux)
+			if err != nil {
+				return false, err
+			}
+			vy, err := c.Decode(uy)
+			if err != nil {
+				return false, err
+			}
+			tmp = c.Append(tmp, merge(vx, vy))
+		case okx:
+			tmp = append(tmp, ux...)
+		case oky:
+			tmp = append(tmp, uy...)
+		default:
+			return false, nil
+		}
+		acc, tmp = tmp, acc
+		return true, nil
+	}
+	have := false
+	for i, ns := range sources {
+		if bytes.Equal(ns, target) || repeated(sources, i) {
+			continue
+		}
+		key, h := s.compose(k.In(ns), b.id)
+		raw, st := s.e.Get(h, key)
+		if st == failed {
+			return s.e.TakeErr()
+		}
+		if st != found {
+			continue
+		}
+		present = append(present, i)
+		src = append(src[:0], raw...)
+		if !have {
+			if _, _, err := b.unexpired(src, now); err != nil {
+				return err
+			}
+			acc, src = src, acc
+			have = true
+			continue
+		}
+		var err error
+		if have, err = step(false); err != nil {
+			return err
+		}
+	}
+	if len(present) == 0 {
+		return nil
+	}
+	key, h := s.compose(k.In(target), b.id)
+	if have {
+		if raw, st := s.e.Get(h, key); st == found {
+			src = append(src[:0], raw...)
+			var err error
+			if have, err = step(true); err != nil {
+				return err
+			}
+		} else if st == failed {
+			return s.e.TakeErr()
+		}
+		var err error
+		if have {
+			err = s.apply(engine.OpPut, key, h, nil, acc)
+		} else {
+			err = s.apply(engine.OpDelete, key, h, nil, nil)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	for _, i := range present {
 		key, h := s.compose(k.In(sources[i]), b.id)

@@ -14,7 +14,7 @@ const (
 	kindAggregating stateKind = 5
 	// kindTimerService is a timer service (timers.go): registered by name like a state, with
 	// its namespace codec, so it survives Close and Open and travels with checkpoints; it
-	// keeps no data in the tiers (its id names none). Registry version 3 and later.
+	// keeps no data in the tiers (its id names none). Registry version 4 and later.
 	kindTimerService stateKind = 6
 )
 
@@ -40,24 +40,38 @@ func (k stateKind) String() string {
 // reserved.
 const maxStates = 1<<16 - 1
 
-// registration is one registered state: its name, kind, id, codecs and the state object.
+// registration is one registered state: its name, kind, id, codecs, TTL and the state object.
 type registration struct {
 	name   string
 	kind   stateKind
 	id     uint16
 	codecs [2]any
-	state  any // *ValueState[T], *ListState[T], ...
+	ttl    *ttlState // nil: no TTL
+	state  any       // *ValueState[T], *ListState[T], ...
 }
 
 // register returns the state registered under name, creating it with mk when the name is
-// new. A name registered with another kind, other codecs or other type parameters fails with
-// ErrIncompatibleState.
+// new: registerTTL without a TTL, for kinds of state that take no TTL option (the keyed
+// state kinds pass their descriptor's TTL to registerTTL).
 func register[S any](s *Store, name string, kind stateKind, codecs [2]any, mk func(b stateBase) *S) (*S, error) {
+	return registerTTL(s, name, kind, codecs, nil, mk)
+}
+
+// registerTTL returns the state registered under name, creating it with mk when the name is
+// new. A name registered with another kind, other codecs, other type parameters or with a TTL
+// where it had none (or the reverse) fails with ErrIncompatibleState; an invalid ttl with
+// ErrInvalidOptions.
+func registerTTL[S any](s *Store, name string, kind stateKind, codecs [2]any, ttl *TTLConfig, mk func(b stateBase) *S) (*S, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
 	if name == "" {
 		return nil, fmt.Errorf("%w: empty state name", ErrIncompatibleState)
+	}
+	if ttl != nil {
+		if err := ttl.validate(name); err != nil {
+			return nil, err
+		}
 	}
 	for i, c := range codecs {
 		if c == nil && (i == 0 || kind == kindMap) {
@@ -76,6 +90,10 @@ func register[S any](s *Store, name string, kind stateKind, codecs [2]any, mk fu
 			return nil, fmt.Errorf("%w: state %q is registered with codec %T/%T, requested with %T/%T",
 				ErrIncompatibleState, name, r.codecs[0], r.codecs[1], codecs[0], codecs[1])
 		}
+		if (r.ttl != nil) != ttl.enabled() {
+			return nil, fmt.Errorf("%w: state %q is registered %s, requested %s",
+				ErrIncompatibleState, name, withTTL(r.ttl != nil), withTTL(ttl.enabled()))
+		}
 		st, ok := r.state.(*S)
 		if !ok {
 			return nil, fmt.Errorf("%w: state %q is registered as %T, requested as %T",
@@ -83,7 +101,7 @@ func register[S any](s *Store, name string, kind stateKind, codecs [2]any, mk fu
 		}
 		return st, nil
 	}
-	id, err := s.checkPersisted(name, kind, codecs)
+	id, err := s.checkPersistedTTL(name, kind, codecs, ttl.enabled())
 	if err != nil {
 		return nil, err
 	}
@@ -94,16 +112,32 @@ func register[S any](s *Store, name string, kind stateKind, codecs [2]any, mk fu
 		id = uint16(s.nextID)
 		s.nextID++
 	}
-	st := mk(stateBase{s: s, id: id, name: name})
-	s.states[name] = &registration{name: name, kind: kind, id: id, codecs: codecs, state: st}
+	var ts *ttlState
+	if ttl.enabled() {
+		ts = newTTLState(ttl, kind)
+	}
+	st := mk(stateBase{s: s, id: id, name: name, ttl: ts})
+	s.states[name] = &registration{name: name, kind: kind, id: id, codecs: codecs, ttl: ts, state: st}
+	if ts != nil {
+		s.setTTLTable()
+	}
 	return st, nil
 }
 
-// stateBase is what every state holds: its Store, id and name.
+// withTTL names a TTL flag in errors.
+func withTTL(on bool) string {
+	if on {
+		return "with a TTL"
+	}
+	return "without a TTL"
+}
+
+// stateBase is what every state holds: its Store, id, name and TTL.
 type stateBase struct {
 	s    *Store
 	id   uint16
 	name string
+	ttl  *ttlState // nil: the state has no TTL
 }
 
 // Name returns the name the state was registered under.

@@ -60,6 +60,7 @@ type Store struct {
 	restoreStats RestoreStats
 
 	states    map[string]*registration
+	clock     func() int64 // Options.Clock, or wallClock
 	nextID    uint32
 	persisted map[string]persistedState // the registry recovered by Open (nil: none)
 
@@ -177,6 +178,10 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 		kbuf:     make([]byte, 0, 256),
 		ubuf:     make([]byte, 0, 64),
 		vbuf:     make([]byte, 0, 256),
+		clock:    opts.Clock,
+	}
+	if s.clock == nil {
+		s.clock = wallClock()
 	}
 	if reg != nil {
 		s.persisted, s.nextID = reg.states, reg.nextID

@@ -33,7 +33,7 @@ import (
 //     move with their key groups when rescaling;
 //   - the Store's directory (Close, Open): the same sections in one file,
 //     "TIMERS-<16 hex digits>", written and synced before the persist point that names it
-//     (its name, size and CRC32C are in the state registry, version 3: persist.go), so a
+//     (its name, size and CRC32C are in the state registry, version 4: persist.go), so a
 //     crash reopens to the timers of the last Close with its keyed state; the file of the
 //     previous Close is removed after the persist point, stray ones at Open.
 //

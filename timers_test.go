@@ -711,34 +711,43 @@ func TestTimerCorruptionCauses(t *testing.T) {
 	}
 }
 
-// TestGoldenRegistryV3: the state registry with a timer service and a timer file (persist.go,
-// version 3; with operator state too) encodes to exactly testdata/registry-v3.bin and decodes
-// back; a registry with timer services but no operator state is version 3 with opLen 0; one
-// without timers keeps its version 1 or 2 bytes.
-func TestGoldenRegistryV3(t *testing.T) {
+// TestGoldenRegistryV4: the state registry with a timer service and a timer file (persist.go,
+// version 4; with operator state and a state with a TTL too) encodes to exactly
+// testdata/registry-v4.bin and decodes back; a registry with timer services but no operator
+// state is version 4 with opLen 0; one without timers keeps its version 1, 2 or 3 bytes.
+func TestGoldenRegistryV4(t *testing.T) {
 	s := goldenRegistryStore(t)
 	v1 := s.encodeRegistry()
 	strTimers(t, s, "timers") // id 9
 	r := s.registry()
+	old := r.states["old"]
+	old.ttl = true // the state flags of version 3 are in version 4 too
+	r.states["old"] = old
 	r.ops = goldenOpSnapshot()
 	r.timerFile = timerFileRef{name: "TIMERS-0123456789abcdef", size: 1 << 40, crc: 0xdeadbeef}
-	golden := goldenFile(t, "testdata/registry-v3.bin", r.encode())
+	golden := goldenFile(t, "testdata/registry-v4.bin", r.encode())
 	got, err := decodeRegistry(golden)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !opEqual(got.ops, r.ops) || !maps.Equal(got.states, r.states) || got.nextID != 10 || got.timerFile != r.timerFile ||
 		got.states["timers"] != (persistedState{id: 9, kind: kindTimerService, codecs: [2]string{"github.com/strata-db/strata.stringCodec", ""}}) {
-		t.Fatalf("registry-v3.bin decodes to %+v", got)
+		t.Fatalf("registry-v4.bin decodes to %+v", got)
 	}
-	if v := golden[8]; v != 3 {
+	if v := golden[8]; v != 4 {
 		t.Fatalf("version %d", v)
 	}
 	r.ops, r.timerFile = nil, timerFileRef{}
-	if b := r.encode(); b[8] != 3 {
+	if b := r.encode(); b[8] != 4 {
 		t.Fatalf("a registry with a timer service is version %d", b[8])
-	} else if got, err := decodeRegistry(b); err != nil || got.ops != nil || got.timerFile.name != "" {
-		t.Fatalf("version 3 without operator state: %+v, %v", got, err)
+	} else if got, err := decodeRegistry(b); err != nil || got.ops != nil || got.timerFile.name != "" || !got.states["old"].ttl {
+		t.Fatalf("version 4 without operator state: %+v, %v", got, err)
+	}
+	noTimers := *r
+	noTimers.states = maps.Clone(r.states)
+	delete(noTimers.states, "timers")
+	if b := noTimers.encode(); b[8] != 3 {
+		t.Fatalf("a registry with a TTL state and no timers is version %d", b[8])
 	}
 	if v1[8] != 1 {
 		t.Fatal("goldenRegistryStore's registry is not version 1")

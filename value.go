@@ -1,16 +1,26 @@
 package strata
 
-import "github.com/strata-db/strata/internal/engine"
+import (
+	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/engine"
+)
 
 // ValueDescriptor describes a value state: a single value of type T per key and namespace,
 // as Flink's ValueStateDescriptor.
 type ValueDescriptor[T any] struct {
 	Name  string   // unique per Store
 	Codec Codec[T] // required
+	// TTL, when not nil, gives the value a time to live (TTLConfig, Flink's
+	// StateTtlConfig); nil: it never expires.
+	TTL *TTLConfig
 }
 
 // ValueState is a single value per key and namespace, as Flink's ValueState. Get and Put
 // allocate nothing beyond what the codec allocates. Use from the Store's goroutine only.
+//
+// With a TTL (ValueDescriptor.TTL) the value carries its last write time; Get of an expired
+// value removes it (a write, as in Flink's TtlValueState), and with TTLOnReadAndWrite every
+// successful Get rewrites the value's time (a write too): see TTLConfig.
 type ValueState[T any] struct {
 	stateBase
 	codec Codec[T]
@@ -20,7 +30,7 @@ type ValueState[T any] struct {
 // (same codec). It fails with ErrIncompatibleState when the name is registered with another
 // kind, codec or type, and with ErrClosed on a closed Store.
 func NewValueState[T any](s *Store, d ValueDescriptor[T]) (*ValueState[T], error) {
-	return register(s, d.Name, kindValue, [2]any{d.Codec, nil}, func(b stateBase) *ValueState[T] {
+	return registerTTL(s, d.Name, kindValue, [2]any{d.Codec, nil}, d.TTL, func(b stateBase) *ValueState[T] {
 		return &ValueState[T]{stateBase: b, codec: d.Codec}
 	})
 }
@@ -28,7 +38,10 @@ func NewValueState[T any](s *Store, d ValueDescriptor[T]) (*ValueState[T], error
 // Get returns the value of k (key and namespace) and true, or the zero T and false when k has
 // no value, as Flink's ValueState.value() returning null. Errors: ErrKeyGroupOutOfRange,
 // ErrClosed, ErrCorruption from the codec. A value decoded by an aliasing codec (Bytes) is
-// valid until the next write to the Store.
+// valid until the next write to the Store. With a TTL, Get follows Flink's TtlValueState
+// (TTLConfig): an expired value reads as absent and is removed (with
+// TTLReturnExpiredIfNotCleanedUp it is returned this once), TTLOnReadAndWrite rewrites the
+// value's time; both make Get a write, which may also fail with ErrMemoryBudget.
 func (v *ValueState[T]) Get(k Key) (T, bool, error) {
 	s := v.s
 	var zero T
@@ -37,7 +50,14 @@ func (v *ValueState[T]) Get(k Key) (T, bool, error) {
 		s.guard.exit()
 		return zero, false, v.wrap("get", err)
 	}
-	b, st := s.e.Get(h, key)
+	var b []byte
+	var st status
+	if v.ttl == nil {
+		b, st = s.e.Get(h, key)
+	} else if b, st, err = v.ttlGet(key, h); err != nil {
+		s.guard.exit()
+		return zero, false, v.wrap("get", err)
+	}
 	if st != found {
 		s.guard.exit()
 		if st == failed {
@@ -55,7 +75,7 @@ func (v *ValueState[T]) Get(k Key) (T, bool, error) {
 
 // Put sets the value of k, as Flink's ValueState.update (a nil-like value is stored as
 // encoded; use Clear to remove). Errors: ErrKeyGroupOutOfRange, ErrClosed, ErrKeyTooLarge,
-// ErrValueTooLarge, ErrMemoryBudget.
+// ErrValueTooLarge, ErrMemoryBudget. With a TTL the value is stamped with Options.Clock.
 func (v *ValueState[T]) Put(k Key, x T) error {
 	s := v.s
 	key, h, err := s.begin(k, v.id)
@@ -63,7 +83,15 @@ func (v *ValueState[T]) Put(k Key, x T) error {
 		s.guard.exit()
 		return v.wrap("put", err)
 	}
-	s.vbuf = v.codec.Append(s.vbuf[:0], x)
+	s.vbuf = s.vbuf[:0]
+	if v.ttl != nil {
+		if err := v.ttlAccess(); err != nil {
+			s.guard.exit()
+			return v.wrap("put", err)
+		}
+		s.vbuf = base.AppendTS(s.vbuf, s.clock())
+	}
+	s.vbuf = v.codec.Append(s.vbuf, x)
 	err = s.apply(engine.OpPut, key, h, nil, s.vbuf)
 	s.guard.exit()
 	if err != nil {
@@ -75,14 +103,24 @@ func (v *ValueState[T]) Put(k Key, x T) error {
 // Clear removes the value of k, as Flink's State.clear. Clearing an absent value is not an
 // error. Errors: ErrKeyGroupOutOfRange, ErrClosed, ErrMemoryBudget.
 func (v *ValueState[T]) Clear(k Key) error {
-	s := v.s
-	key, h, err := s.begin(k, v.id)
+	return clearKV(&v.stateBase, k)
+}
+
+// clearKV is Clear of a KV-table state.
+func clearKV(b *stateBase, k Key) error {
+	s := b.s
+	key, h, err := s.begin(k, b.id)
 	defer s.guard.exit()
 	if err != nil {
-		return v.wrap("clear", err)
+		return b.wrap("clear", err)
+	}
+	if b.ttl != nil {
+		if err := b.ttlAccess(); err != nil {
+			return b.wrap("clear", err)
+		}
 	}
 	if err := s.apply(engine.OpDelete, key, h, nil, nil); err != nil {
-		return v.wrap("clear", err)
+		return b.wrap("clear", err)
 	}
 	return nil
 }

@@ -42,6 +42,7 @@ type JobStats struct {
 	EntriesIn   int64 // entries read from the inputs
 	EntriesOut  int64 // entries written
 	Dropped     int64 // entries the compaction filter dropped
+	Rewritten   int64 // entries the compaction filter rewrote (TTL: expired data)
 	Clipped     int64 // entries of the inputs outside their table's clip range, dropped unread (doc.go, "Clipping")
 	BytesRead   int64 // bytes of input files
 	BytesOut    int64 // bytes of output files
@@ -222,14 +223,9 @@ func (j *CompactionJob) run(ctx context.Context) error {
 	// The merge rules are base.Resolver's (doc.go, "Merge rules"); the
 	// compaction filter decides which tombstones go (DefaultFilter: at the
 	// bottom), so the resolver itself drops none.
-	filter, bottom := d.opts.Filter, j.bottom
+	filter, bottom := d.opts.NewFilter(), j.bottom
 	r := base.Resolver{Bottom: bottom, MaxList: d.opts.MaxListPiece}
-	r.Filter = func(e *base.Entry) (base.Decision, *base.Entry) {
-		if filter(e, bottom) {
-			return base.FilterDrop, nil
-		}
-		return base.FilterKeep, nil
-	}
+	r.Filter = func(e *base.Entry) (base.Decision, *base.Entry) { return filter(e, bottom) }
 	out := d.newOutput()
 	r.Emit = func(e *base.Entry) error {
 		if out.open && out.w.EstimatedSize() >= d.opts.TargetFileSize {
@@ -273,7 +269,7 @@ func (j *CompactionJob) run(ctx context.Context) error {
 		}
 		j.outputs = append(j.outputs, t)
 	}
-	j.stats.Dropped = r.Stats().Dropped
+	j.stats.Dropped, j.stats.Rewritten = r.Stats().Dropped, r.Stats().Rewritten
 	if len(j.outputs) > 0 {
 		if err := syncDir(d.fs, d.dir); err != nil {
 			return err

@@ -184,20 +184,27 @@ func TestCompactionCancelled(t *testing.T) {
 }
 
 // TestCompactionFilter: the filter sees bottom = true only when no deeper
-// level overlaps, and what it drops is gone.
+// level overlaps, what it drops is gone, and what it rewrites is written.
 func TestCompactionFilter(t *testing.T) {
 	fs := vfs.NewMem()
 	opts := smallOptions(fs)
 	var mu sync.Mutex
 	sawBottom := map[bool]int{}
-	opts.Filter = func(e *base.Entry, bottom bool) bool {
-		mu.Lock()
-		sawBottom[bottom]++
-		mu.Unlock()
-		if string(e.Value) == "expired" {
-			return true
+	opts.NewFilter = func() CompactionFilter {
+		return func(e *base.Entry, bottom bool) (base.Decision, *base.Entry) {
+			mu.Lock()
+			sawBottom[bottom]++
+			mu.Unlock()
+			if string(e.Value) == "expired" {
+				return base.FilterDrop, nil
+			}
+			if string(e.Value) == "rewrite" {
+				r := *e
+				r.Value = []byte("rewritten")
+				return base.FilterRewrite, &r
+			}
+			return DefaultFilter(e, bottom)
 		}
-		return DefaultFilter(e, bottom)
 	}
 	d, err := Open(opts)
 	if err != nil {
@@ -217,6 +224,7 @@ func TestCompactionFilter(t *testing.T) {
 		{Order: 1, Seq: 1, Kind: base.KindValue, Key: []byte("a"), Value: []byte("keep")},
 		{Order: 2, Seq: 2, Kind: base.KindValue, Key: []byte("b"), Value: []byte("expired")},
 		{Order: 3, Seq: 3, Kind: base.KindTombstone, Key: []byte("c")},
+		{Order: 4, Seq: 4, Kind: base.KindValue, Key: []byte("d"), Value: []byte("rewrite")},
 	})
 	j := d.CompactLevel(0)
 	if !j.Bottom() {
@@ -228,8 +236,13 @@ func TestCompactionFilter(t *testing.T) {
 	if err := d.InstallCompaction(j); err != nil {
 		t.Fatal(err)
 	}
-	if st := j.Stats(); st.Dropped != 2 || st.EntriesOut != 1 {
+	if st := j.Stats(); st.Dropped != 2 || st.Rewritten != 1 || st.EntriesOut != 2 {
 		t.Fatalf("stats %+v", st)
+	}
+	var rw []string
+	d.Get(4, []byte("d"), nil, func(e *base.Entry) bool { rw = append(rw, string(e.Value)); return true })
+	if len(rw) != 1 || rw[0] != "rewritten" {
+		t.Fatalf("the rewritten entry reads %q", rw)
 	}
 	// Move it down to L2, then compact new L0 data into L1: not bottom.
 	j = d.CompactLevel(1)

@@ -423,8 +423,10 @@
 // (engine.ListGet) loads one piece at a time. The compaction filter then sees
 // each survivor with bottom (base.Filter adapts it): DefaultFilter drops
 // tombstones (KindTombstone, KindMapEntryTombstone) at the bottom and only
-// there, so the resolver's own DropTombstones stays off. The TTL work
-// installs a filter that also drops expired values.
+// there, so the resolver's own DropTombstones stays off. A Store with TTL
+// states installs a filter (Options.NewFilter, one per job) that also drops
+// expired values at the bottom, turns them into tombstones above it and
+// rewrites list batches without their expired elements (base.TTLFilter).
 //
 // # Failed manifest writes
 //

@@ -10,24 +10,32 @@ import (
 
 // CompactionFilter decides, for each entry a compaction is about to write
 // (after merging: only the newest version of each key and user key survives),
-// whether to drop it. bottom reports that no level below the compaction's
-// output level holds data in the compaction's Order range, so dropping a
-// tombstone cannot resurrect anything. The filter runs on compaction
-// goroutines (CompactionJob.Run): it must be safe for concurrent use and must
-// not keep e or its slices after returning.
+// whether to keep it, drop it or write another entry in its place
+// (base.Decision; a rewrite keeps the entry's Order, Key, UserKey and Seq,
+// base.Filter). bottom reports that no level below the compaction's output
+// level holds data in the compaction's Order range, so dropping a tombstone
+// cannot resurrect anything. A filter serves one compaction job on that job's
+// goroutine (CompactionJob.Run; Options.NewFilter makes one per job), so it
+// may keep scratch memory across calls; it must not keep e or its slices, and
+// a rewritten entry need only stay valid until its next call.
 //
-// A filter may drop any value, list or map entry (the TTL work drops expired
-// ones); it must drop a tombstone only when bottom is true. DefaultFilter is
-// used when Options.Filter is nil; a custom filter that wants tombstones
-// collected calls it first. The hook plays the role of RocksDB's
-// CompactionFilter that Flink's TTL compaction cleanup installs
+// A filter may drop or rewrite any value, list or map entry (the TTL cleanup
+// drops expired values at the bottom and turns them into tombstones above it,
+// and rewrites list batches without their expired elements:
+// base.TTLFilter); it must drop a tombstone only when bottom is true.
+// DefaultFilter is used when Options.NewFilter is nil; a custom filter that
+// wants tombstones collected calls it first. The hook plays the role of
+// RocksDB's CompactionFilter that Flink's TTL compaction cleanup installs
 // (FlinkCompactionFilter).
-type CompactionFilter func(e *base.Entry, bottom bool) (drop bool)
+type CompactionFilter func(e *base.Entry, bottom bool) (base.Decision, *base.Entry)
 
 // DefaultFilter drops tombstones (KindTombstone, KindMapEntryTombstone) at the
 // bottom and keeps everything else.
-func DefaultFilter(e *base.Entry, bottom bool) bool {
-	return bottom && (e.Kind == base.KindTombstone || e.Kind == base.KindMapEntryTombstone)
+func DefaultFilter(e *base.Entry, bottom bool) (base.Decision, *base.Entry) {
+	if bottom && (e.Kind == base.KindTombstone || e.Kind == base.KindMapEntryTombstone) {
+		return base.FilterDrop, nil
+	}
+	return base.FilterKeep, nil
 }
 
 // Options configures a DB. Zero fields take the defaults named in their
@@ -69,8 +77,11 @@ type Options struct {
 	// MaxManifestBytes is the manifest size in bytes past which the next edit
 	// starts a new manifest holding a snapshot; default 4 MiB.
 	MaxManifestBytes int64
-	// Filter is the compaction filter; default DefaultFilter.
-	Filter CompactionFilter
+	// NewFilter returns the compaction filter of one compaction job; it is
+	// called once per job, on the job's goroutine, so it must be safe for
+	// concurrent use (the filters it returns need not be). Default: a
+	// function returning DefaultFilter.
+	NewFilter func() CompactionFilter
 	// MaxOpenFiles is the number of table files the DB keeps open at most
 	// (doc.go, "Table cache"): a table's index and filter stay in memory, but
 	// its file descriptor is closed, least recently used first, while more
@@ -189,8 +200,8 @@ func (o Options) withDefaults() Options {
 	if o.MaxManifestBytes == 0 {
 		o.MaxManifestBytes = DefaultMaxManifestBytes
 	}
-	if o.Filter == nil {
-		o.Filter = DefaultFilter
+	if o.NewFilter == nil {
+		o.NewFilter = func() CompactionFilter { return DefaultFilter }
 	}
 	if o.MaxListPiece == 0 {
 		o.MaxListPiece = base.MaxListPiece

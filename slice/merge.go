@@ -142,7 +142,9 @@ func runBytes(r *run) int64 {
 // versions, resolves list operands over a base (or over nothing when
 // nothing lies below) in pieces of up to Options.MaxListMerge bytes, drops entries
 // hidden by a map's clear, and drops tombstones only when the inputs end
-// the chain and no lower tier holds data (invariant 10). It is a pure
+// the chain and no lower tier holds data (invariant 10); then the
+// Options.NewFilter's filter, if any, keeps, drops or rewrites each entry
+// (TTL: expired data). It is a pure
 // function of immutable slices and the thread-safe allocator, meant for a
 // background job; it checks ctx every 256 entries. Errors: ctx.Err(), a
 // wrapped memory.ErrMemoryBudget, ErrJob if run twice; on error the job
@@ -156,6 +158,9 @@ func (c *Compaction) Run(ctx context.Context) error {
 	// Slice memory is immutable while the job runs, so the resolver keeps
 	// pointers into it (Stable) instead of copying.
 	res := &base.Resolver{Bottom: c.drop, DropTombstones: c.drop, MaxList: c.maxList, Stable: true, Emit: b.add}
+	if nf := c.t.opts.NewFilter; nf != nil {
+		res.Filter = nf(c.drop)
+	}
 	m := newMergeIter(c.inputs)
 	for n := 0; m.Next(); n++ {
 		if n&255 == 255 {

@@ -61,6 +61,14 @@ type Options struct {
 	// table, so compaction keeps tombstones even at the end of a chain.
 	// The table also assumes it from its first eviction on.
 	LowerTier bool
+	// NewFilter, if set, returns the base.Filter of one memory compaction
+	// (base.Resolver.Filter: keep, drop or rewrite each resolved entry, rule
+	// 7), called once per job on the job's goroutine, so it must be safe for
+	// concurrent use; bottom says the job's inputs end their chain with no
+	// lower tier below (Compaction drops tombstones then). A nil result, or a
+	// nil NewFilter, filters nothing. The TTL cleanup drops expired data with
+	// it (base.TTLFilter).
+	NewFilter func(bottom bool) base.Filter
 	// Now is the clock for slice ages (monotonic); default: time since New.
 	// Tests inject a manual clock. Read on installs and picks only.
 	Now func() time.Duration

@@ -555,7 +555,8 @@ func (t *Engine) commit(ctx context.Context, p *PendingCheckpoint, m *checkpoint
 }
 
 // memoryTable writes the pinned slices and sealed segments as one local table file in entry
-// order (every version kept) and returns the object it is to become and the file's path (the
+// order (every version kept; with TTL states that clean up in full snapshots, each expired
+// version as a tombstone and each list batch without its expired elements: ttl.go) and returns the object it is to become and the file's path (the
 // caller stores it, then removes the file); nil and "" when the memory tiers were empty.
 func (t *Engine) memoryTable(ctx context.Context, p *PendingCheckpoint) (_ *checkpoint.Object, path string, err error) {
 	srcs := []base.Iterator{p.ssnap.Iter()}
@@ -590,10 +591,19 @@ func (t *Engine) memoryTable(ctx context.Context, p *PendingCheckpoint) (_ *chec
 		}
 	}()
 	w := sstable.NewWriter(f, sstable.WriterOptions{})
+	ttl := t.ttl.snapshotFilter() // TTL cleanup in full snapshots (ttl.go)
 	var lo, hi uint64
 	n := 0
 	for it.Next() {
 		e := it.Entry()
+		if ttl != nil {
+			switch d, ne := ttl.Filter(e); d {
+			case base.FilterDrop:
+				continue
+			case base.FilterRewrite:
+				e = ne
+			}
+		}
 		if n == 0 {
 			lo = e.Order
 		}

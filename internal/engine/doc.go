@@ -278,6 +278,27 @@
 // written since the last step, sorting the records appended as a new run of its index (runs
 // merged geometrically: O(log n) sorts per record over a scan, not one per step).
 //
+// # TTL (ttl.go)
+//
+// The engine stores TTL values as any value (the root puts the timestamps in: base.TTL*); it
+// takes part in TTL only to clean up. The root gives it a table of the states with a TTL
+// (SetTTL: TTL, where the timestamps are, which cleanups the state wants) and the clock, as an
+// immutable base.TTLTable behind an atomic pointer that background jobs load when they start:
+//
+//	slice compaction   slice.Options.NewFilter → base.TTLFilter per job (bottom: the chain's
+//	                   end with no lower tier)
+//	LSM compaction     lsm.Options.NewFilter → DefaultFilter, then base.TTLFilter per job
+//	checkpoint         the memory table (memoryTable) through a TTLFilter that is never at the
+//	                   bottom (the tables of the checkpoint lie below it)
+//	row cache          a cached TTL value that has expired is a miss (rowcache.go, invariant 4)
+//
+// A filter drops expired values, map entries and whole list batches where nothing older lies
+// below, turns them into tombstones elsewhere (so no older version resurfaces), and rewrites
+// list batches without their expired elements; it reads the clock at its first TTL entry and
+// again every QueryEvery entries (Flink's queryTimeAfterNumEntries). What it removed is
+// counted in Stats (TTLCompaction*, TTLSnapshot*). Reads never judge expiry here: the root
+// does, and its removals are ordinary writes through Apply.
+//
 // # Invariants
 //
 //  1. Every state change goes through Apply: before (sticky error or pending full disk, due
@@ -311,4 +332,9 @@
 //     read path (refresh drops such indexes before reading), and its position only grows, so
 //     no composite key is yielded twice. Each composite key yielded has live state of the
 //     scan's state id, exact namespace and key groups at the time of its step.
+//  10. TTL cleanup (compactions, the checkpoint memory table) removes only what has expired
+//     by the clock when it runs, and replaces a removed version by a tombstone wherever an
+//     older version may lie below: with a clock that never goes back, no read can tell
+//     whether cleanup ran, except that an expired value not yet removed may still be returned
+//     with Flink's ReturnExpiredIfNotCleanedUp.
 package engine

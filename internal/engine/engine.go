@@ -109,10 +109,11 @@ type Engine struct {
 	readErr   error // the error of the last read that returned failed (takeErr)
 	noCompact bool  // a compaction failed for memory: none until an install frees some
 
-	scans     []*Scan // key scans open (scan.go): closed with the engine
-	openIters int     // map iterations open (deferring installs)
-	deferred  int     // writes that deferred installs since the last install
-	epoch     uint64  // bumped by every install; an open iteration of an older epoch is invalid
+	ttl       *ttlShared // TTL cleanup (ttl.go): the table and counters jobs share
+	scans     []*Scan    // key scans open (scan.go): closed with the engine
+	openIters int        // map iterations open (deferring installs)
+	deferred  int        // writes that deferred installs since the last install
+	epoch     uint64     // bumped by every install; an open iteration of an older epoch is invalid
 
 	// Counters for Stats.
 	transforms       int64
@@ -229,6 +230,7 @@ type Options struct {
 	// logged, checkpoints list the last materialization and the log after it.
 	Changelog *ChangelogOptions
 
+	ttl      *ttlShared
 	lowWater int64  // SliceTable HighWatermark when there is a lower tier
 	startSeq uint64 // the FreshTable's first write gets startSeq+1 (Open: the persisted one)
 	db       *lsm.DB
@@ -250,6 +252,7 @@ type Recovered struct {
 // another engine holds Dir; I/O errors. On error nothing is left open and the directory is left
 // as it was.
 func Open(o Options) (e *Engine, rec Recovered, err error) {
+	o.ttl = &ttlShared{}
 	pool, err := memory.NewPool(o.Budget, o.SegmentSize)
 	if err != nil {
 		return nil, rec, err
@@ -304,7 +307,8 @@ func openLSM(o Options) (*lsmTier, Recovered, error) {
 		lt.cache = c
 	}
 	db, err := lsm.Open(lsm.Options{FS: fs, Dir: filepath.Join(o.Dir, "lsm"), Name: "lsm", Cache: lt.cache,
-		MaxOpenFiles: o.MaxOpenFiles, TargetFileSize: o.TableSize, MaxListPiece: o.MaxListPiece})
+		MaxOpenFiles: o.MaxOpenFiles, TargetFileSize: o.TableSize, MaxListPiece: o.MaxListPiece,
+		NewFilter: o.ttl.lsmFilter})
 	if err != nil {
 		if lt.cache != nil {
 			lt.cache.Close()
@@ -364,7 +368,11 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 	// per run, and in Phase 1 (no eviction) the whole state must fit the budget, so memory
 	// matters more than the write amplification of merging early. (The SliceTable's default,
 	// 4, was measured for read latency.)
-	so := slice.Options{Allocator: alloc, BucketBits: bits, CompactionThreshold: compactionThreshold, MaxListMerge: o.MaxListPiece}
+	if o.ttl == nil {
+		o.ttl = &ttlShared{}
+	}
+	so := slice.Options{Allocator: alloc, BucketBits: bits, CompactionThreshold: compactionThreshold, MaxListMerge: o.MaxListPiece,
+		NewFilter: o.ttl.sliceFilter}
 	if o.Lower != nil {
 		so.LowerTier, so.HighWatermark, so.EvictionBatch = true, o.lowWater, o.EvictionBatch
 	}
@@ -415,6 +423,7 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 		l0Stop:     o.L0StopWrites,
 		mapChunk:   cmp.Or(o.MapChunk, lowMapChunk),
 		db:         o.db,
+		ttl:        o.ttl,
 		wake:       make(chan struct{}, 1),
 	}
 	t.lr.eagerMax = cmp.Or(o.ListEagerBytes, lowListEager)

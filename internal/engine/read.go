@@ -19,9 +19,11 @@ func (t *Engine) Get(h uint64, key []byte) ([]byte, status) {
 	}
 	if t.low != nil {
 		if t.rc != nil {
-			if v, ok := t.rc.get(order, key); ok {
+			if v, ok := t.rc.get(order, key); ok && !t.ttl.expired(key, v) {
 				t.rcHits++
 				return t.lr.copy(v), found
+			} else if ok {
+				t.rc.drop(order, key) // expired: the lower tier says whether it is still there
 			}
 			t.rcMisses++
 		}

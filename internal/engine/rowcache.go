@@ -39,6 +39,14 @@ import (
 //     moves down).
 //  3. Hits are copied into the lower reader's arena: a value handed out stays valid until the
 //     next write even if its slot is replaced by a later read (a read may insert).
+//  4. TTL: a value of a state with a TTL is cached with its timestamp, and TTL cleanup in
+//     compactions may drop it or turn it into a tombstone (ttl.go) without a write — the
+//     one change to a key's newest version that bypasses invariant 2. It only ever removes
+//     what has expired, and a cached value that has expired by the clock is never returned:
+//     Get drops it and reads the lower tier, which says whether it is still there (Flink's
+//     ReturnExpiredIfNotCleanedUp depends on that). So the cache may hold an expired copy of
+//     a key that cleanup removed (until the key's next write, read or eviction of its slot),
+//     never return one, and never hold a live value that is not the key's newest.
 //
 // Owner goroutine only (reads and writes of the Store); nothing in the background touches it.
 type rowCache struct {

@@ -94,6 +94,17 @@ type Stats struct {
 	TableCacheMisses int64
 	OutOfFiles       int64
 
+	// TTL cleanup (doc.go, "TTL"): values, map entries and list elements of states with a
+	// TTL that slice and LSM compactions (TTLCompactionEntries, with their value bytes
+	// TTLCompactionBytes) and checkpoints' memory tables (TTLSnapshotEntries,
+	// TTLSnapshotBytes) removed since Open because they had expired — dropped, or replaced
+	// by a tombstone that keeps only the key. Reads and incremental cleanup remove expired
+	// data by writes, which are not counted here.
+	TTLCompactionEntries int64
+	TTLCompactionBytes   int64
+	TTLSnapshotEntries   int64
+	TTLSnapshotBytes     int64
+
 	// Checkpoints (doc.go, "Checkpoints"): made durable and failed since Open; the one
 	// running (0 or 1); PinnedBytes is the memory the running checkpoint keeps from being
 	// reused (slices and sealed segments freed since its cut, still counted in BudgetUsed).
@@ -159,5 +170,7 @@ func (t *Engine) Stats() Stats {
 	st.Checkpoints, st.CheckpointFailures, st.CheckpointsRunning = t.ck.checkpoints, t.ck.failures, len(t.ck.running)
 	st.PinnedBytes = ts.PinnedBytes + ss.PinnedBytes
 	st.CheckpointGCRuns, st.CheckpointGCFailures, st.CheckpointGCDeleted = t.ck.gcRuns, t.ck.gcFails, t.ck.gcDel
+	st.TTLCompactionEntries, st.TTLCompactionBytes = t.ttl.compaction.Entries.Load(), t.ttl.compaction.Bytes.Load()
+	st.TTLSnapshotEntries, st.TTLSnapshotBytes = t.ttl.snapshot.Entries.Load(), t.ttl.snapshot.Bytes.Load()
 	return st
 }

@@ -383,7 +383,7 @@ func TestKill(t *testing.T) {
 			}
 			// The restored checkpoint is one of the child's third or later: with the changelog,
 			// the log since the first (its materialization) is replayed; without, none is.
-			records := count(t, out, `; (\d+) changelog records replayed\)`)
+			records := count(t, out, `; (\d+) changelog records replayed,`)
 			if on := m.name == "changelog=on"; on != (records > 0) {
 				t.Errorf("%s: %d changelog records replayed:\n%s", m.name, records, out)
 			}

@@ -1,0 +1,297 @@
+package base
+
+import (
+	"encoding/binary"
+	"math"
+	"sync/atomic"
+)
+
+// TTL (time to live): the expiry encoding every tier's cleanup shares, as Flink's TtlValue.
+//
+// A state registered with a TTL stores, with each value, the processing time in milliseconds
+// since the epoch at which it was last written (or read, with Flink's OnReadAndWrite): an
+// 8-byte big-endian prefix (TSLen) before the codec bytes, where the value's layout puts it:
+//
+//	TTLValue (value, reducing, aggregating state): the KindValue's value
+//	+-------------------+--------------------+
+//	| ts int64 BE (8 B) | codec bytes        |
+//	+-------------------+--------------------+
+//
+//	TTLList (list state): every element of a list batch (KindListBase, KindListAppend)
+//	+---------------------+-------------------+-------------+---------------------+-----
+//	| uvarint 8+len(e0)   | ts0 int64 BE      | e0 bytes    | uvarint 8+len(e1)   | ...
+//	+---------------------+-------------------+-------------+---------------------+-----
+//
+//	TTLMap (map state): every KindMapEntry's value, as TTLValue
+//
+// States without a TTL store their values as they are: no prefix, no cost. Part of the slice,
+// file and checkpoint formats; do not change.
+//
+// Expiry is Flink's TtlUtils.expired with its overflow guard: a value stamped ts expires at
+// ts + ttl, saturated at math.MaxInt64, and is expired at every now at or after that instant
+// (Expired). The tiers and the engine know nothing else of TTL: a compaction, a checkpoint's
+// memory table and the root's incremental cleanup drop what TTLFilter says has expired.
+
+// TSLen is the length of the timestamp prefix of a TTL value or list element.
+const TSLen = 8
+
+// TTLLayout says where a state's values carry their timestamps. The values are in-memory
+// only (the registry stores a TTL flag; the layout follows from the state's kind).
+type TTLLayout uint8
+
+const (
+	// TTLNone: the state has no TTL.
+	TTLNone TTLLayout = iota
+	// TTLValue: a KindValue's value starts with the timestamp (value, reducing, aggregating).
+	TTLValue
+	// TTLList: every element of a list batch starts with its timestamp.
+	TTLList
+	// TTLMap: every KindMapEntry's value starts with the timestamp.
+	TTLMap
+)
+
+// Expired reports whether a value stamped ts (milliseconds) with a time to live of ttl
+// milliseconds (> 0) is expired at now: ts + ttl <= now, where ts + ttl saturates at
+// math.MaxInt64 — exactly Flink's TtlUtils.expired(ts, ttl, now), whose
+// getExpirationTimestamp adds min(ttl, MaxInt64 − ts) to a positive ts (a negative ts cannot
+// overflow). Expiry is inclusive: at now == ts + ttl the value is expired.
+func Expired(ts, ttl, now int64) bool {
+	if ts > 0 && ttl > math.MaxInt64-ts {
+		return math.MaxInt64 <= now
+	}
+	return ts+ttl <= now
+}
+
+// TS returns the timestamp of a TTL value or element (its first TSLen bytes, big endian);
+// ok is false when b is shorter.
+func TS(b []byte) (ts int64, ok bool) {
+	if len(b) < TSLen {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(b)), true
+}
+
+// AppendTS appends the TSLen-byte big-endian timestamp ts to dst.
+func AppendTS(dst []byte, ts int64) []byte {
+	return binary.BigEndian.AppendUint64(dst, uint64(ts))
+}
+
+// TTLState is what the cleanup needs of one state with a TTL.
+type TTLState struct {
+	TTL    int64     // time to live in milliseconds, > 0
+	Layout TTLLayout // where the timestamps are
+	// Compaction: slice and LSM compactions drop the state's expired data.
+	Compaction bool
+	// Snapshot: a checkpoint's memory table leaves the state's expired data out.
+	Snapshot bool
+	// QueryEvery: a compaction reads the clock again after this many entries of the state
+	// (Flink's queryTimeAfterNumEntries); > 0.
+	QueryEvery int
+}
+
+// TTLTable is the TTL of every state of a Store by state id, and the clock: immutable once
+// made (NewTTLTable), so background jobs read it without locks; the owner replaces the
+// whole table when a state with a TTL is registered.
+type TTLTable struct {
+	now    func() int64
+	states []TTLState // by state id; TTL 0: no TTL
+	any    [2]bool    // some state cleans up in compactions, in snapshots
+}
+
+// NewTTLTable returns the table of states (by state id) with the clock now, which returns
+// milliseconds since the epoch and is called from background goroutines (it must be safe for
+// concurrent use). States with a zero TTL or TTLNone are left out.
+func NewTTLTable(now func() int64, states map[uint16]TTLState) *TTLTable {
+	t := &TTLTable{now: now}
+	for id, st := range states {
+		if st.TTL <= 0 || st.Layout == TTLNone {
+			continue
+		}
+		if int(id) >= len(t.states) {
+			t.states = append(t.states, make([]TTLState, int(id)+1-len(t.states))...)
+		}
+		if st.QueryEvery <= 0 {
+			st.QueryEvery = 1000
+		}
+		t.states[id] = st
+		t.any[0] = t.any[0] || st.Compaction
+		t.any[1] = t.any[1] || st.Snapshot
+	}
+	return t
+}
+
+// State returns the TTL of state id, if it has one.
+func (t *TTLTable) State(id uint16) (TTLState, bool) {
+	if t == nil || int(id) >= len(t.states) || t.states[id].TTL == 0 {
+		return TTLState{}, false
+	}
+	return t.states[id], true
+}
+
+// Cleans reports whether some state of the table cleans up in snapshots (snapshot) or in
+// compactions.
+func (t *TTLTable) Cleans(snapshot bool) bool {
+	if snapshot {
+		return t.any[1]
+	}
+	return t.any[0]
+}
+
+// Now reads the table's clock.
+func (t *TTLTable) Now() int64 { return t.now() }
+
+// StateID returns the state id of a composite key (AppendCompositeKey); ok is false when key
+// is too short to be one.
+func StateID(key []byte) (uint16, bool) {
+	if len(key) < 5 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint16(key[2:]), true
+}
+
+// TTLCounters count what TTL cleanup removed; shared by the jobs of one Store (atomic).
+type TTLCounters struct {
+	// Entries counts values, map entries and list elements that were dropped or turned into
+	// tombstones because they had expired.
+	Entries atomic.Int64
+	// Bytes counts the bytes of values and elements removed (value bytes; the keys of the
+	// tombstones that replace them stay).
+	Bytes atomic.Int64
+}
+
+// TTLFilter is the Filter (Resolver.Filter) that removes expired data, for one compaction or
+// one checkpoint's memory table — one job, one goroutine; make one per job. For each entry of
+// a state with a TTL (by the state id in its key) whose cleanup the use selects (Compaction or
+// Snapshot), it reads the timestamps against the clock (read once at the first such entry and
+// again after QueryEvery entries of a state, Flink's queryTimeAfterNumEntries) and:
+//
+//	KindValue (TTLValue) expired        → dropped at the bottom, else a KindTombstone
+//	KindMapEntry (TTLMap) expired       → dropped at the bottom, else a KindMapEntryTombstone
+//	list batch (TTLList), some expired  → rewritten without them; with none left, a
+//	                                      KindListAppend is dropped and a KindListBase
+//	                                      dropped at the bottom, else a KindTombstone
+//
+// Above the bottom an expired version becomes a tombstone rather than vanish, as RocksDB turns
+// what a compaction filter removes into a deletion: it goes on hiding the older versions below
+// it, so a read never sees an older version come back (whatever its timestamp). Data whose
+// bytes do not parse (too short, bad framing) is kept as it is: a read reports it.
+//
+// With a clock that never goes back, what the filter removes was expired for every later
+// read, so no read can tell whether the filter ran: it only saves space.
+type TTLFilter struct {
+	Table    *TTLTable
+	Bottom   bool         // nothing older lies below the output: drop rather than tombstone
+	Snapshot bool         // the checkpoint use (TTLState.Snapshot), not compaction
+	Counters *TTLCounters // where the removals are counted; nil: not counted
+
+	now   int64
+	since int  // entries of TTL states judged since the clock was read
+	read  bool // the clock was read
+	out   Entry
+	buf   []byte
+}
+
+// Filter is the Resolver's Filter (and, with Bottom set per job, an LSM compaction's): it
+// keeps, drops or rewrites e as the type's doc says. The rewritten entry and its bytes are
+// valid until the next call.
+func (f *TTLFilter) Filter(e *Entry) (Decision, *Entry) {
+	id, ok := StateID(e.Key)
+	if !ok {
+		return FilterKeep, nil
+	}
+	st, ok := f.Table.State(id)
+	if !ok || (f.Snapshot && !st.Snapshot) || (!f.Snapshot && !st.Compaction) {
+		return FilterKeep, nil
+	}
+	switch {
+	case e.Kind == KindValue && st.Layout == TTLValue, e.Kind == KindMapEntry && st.Layout == TTLMap:
+		ts, ok := TS(e.Value)
+		if !ok || !Expired(ts, st.TTL, f.clock(&st)) {
+			return FilterKeep, nil
+		}
+		f.count(1, len(e.Value))
+		if f.Bottom {
+			return FilterDrop, nil
+		}
+		f.out = *e
+		f.out.Value = nil
+		f.out.Kind = KindTombstone
+		if e.Kind == KindMapEntry {
+			f.out.Kind = KindMapEntryTombstone
+		}
+		return FilterRewrite, &f.out
+	case (e.Kind == KindListBase || e.Kind == KindListAppend) && st.Layout == TTLList:
+		return f.list(e, &st)
+	}
+	return FilterKeep, nil
+}
+
+// clock returns the time to judge an entry of st by, reading the clock at the first entry
+// and after st.QueryEvery entries.
+func (f *TTLFilter) clock(st *TTLState) int64 {
+	if !f.read || f.since >= st.QueryEvery {
+		f.now, f.since, f.read = f.Table.Now(), 0, true
+	}
+	f.since++
+	return f.now
+}
+
+func (f *TTLFilter) count(entries, bytes int) {
+	if c := f.Counters; c != nil {
+		c.Entries.Add(int64(entries))
+		c.Bytes.Add(int64(bytes))
+	}
+}
+
+// list filters the elements of a list batch.
+func (f *TTLFilter) list(e *Entry, st *TTLState) (Decision, *Entry) {
+	now := f.clock(st)
+	expired, ok := CountExpired(e.Value, st.TTL, now)
+	if !ok || expired == 0 {
+		return FilterKeep, nil
+	}
+	f.buf = AppendUnexpired(f.buf[:0], e.Value, st.TTL, now)
+	f.count(expired, len(e.Value)-len(f.buf))
+	if len(f.buf) == 0 {
+		if e.Kind == KindListAppend || f.Bottom {
+			return FilterDrop, nil
+		}
+		f.out = *e
+		f.out.Kind, f.out.Value = KindTombstone, nil
+		return FilterRewrite, &f.out
+	}
+	f.out = *e
+	f.out.Value = f.buf
+	return FilterRewrite, &f.out
+}
+
+// CountExpired returns the number of expired elements of a TTL list batch (TTLList) at now;
+// ok is false when the framing is broken or an element is shorter than its timestamp.
+func CountExpired(batch []byte, ttl, now int64) (expired int, ok bool) {
+	for len(batch) > 0 {
+		n, m := binary.Uvarint(batch)
+		if m <= 0 || n > uint64(len(batch)-m) || n < TSLen {
+			return 0, false
+		}
+		ts := int64(binary.BigEndian.Uint64(batch[m:]))
+		if Expired(ts, ttl, now) {
+			expired++
+		}
+		batch = batch[m+int(n):]
+	}
+	return expired, true
+}
+
+// AppendUnexpired appends the framed elements of a well-formed TTL list batch (CountExpired
+// said ok) that are not expired at now to dst, unchanged, in order.
+func AppendUnexpired(dst, batch []byte, ttl, now int64) []byte {
+	for len(batch) > 0 {
+		n, m := binary.Uvarint(batch)
+		end := m + int(n)
+		if !Expired(int64(binary.BigEndian.Uint64(batch[m:])), ttl, now) {
+			dst = append(dst, batch[:end]...)
+		}
+		batch = batch[end:]
+	}
+	return dst
+}

@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/lsm"
+)
+
+// TTL cleanup in the tiers (doc.go, "TTL"): the root package gives the engine a table of the
+// states with a TTL (SetTTL: each state's TTL, the layout of its timestamps, which cleanups it
+// wants) and the clock; slice compactions, LSM compactions and a checkpoint's memory table run
+// every entry through a base.TTLFilter made from the table current when the job starts.
+
+// ttlShared is what the owner shares with background jobs about TTL: the current table
+// (replaced whole, never changed in place) and the counters of what cleanup removed.
+type ttlShared struct {
+	table atomic.Pointer[base.TTLTable]
+	// Compaction: slice and LSM compactions; Snapshot: checkpoints' memory tables.
+	compaction, snapshot base.TTLCounters
+}
+
+// SetTTL installs tab as the TTL of the engine's states: the jobs started from now on clean
+// up as it says (a job in flight keeps the table it started with). nil: no state has a TTL.
+// Owner goroutine only; tab must not change afterwards.
+func (t *Engine) SetTTL(tab *base.TTLTable) { t.ttl.table.Store(tab) }
+
+// sliceFilter is the SliceTable's Options.NewFilter: a TTL filter for one memory compaction,
+// or nil when no state cleans up in compactions.
+func (s *ttlShared) sliceFilter(bottom bool) base.Filter {
+	tab := s.table.Load()
+	if tab == nil || !tab.Cleans(false) {
+		return nil
+	}
+	f := &base.TTLFilter{Table: tab, Bottom: bottom, Counters: &s.compaction}
+	return f.Filter
+}
+
+// lsmFilter is the LsmStore's Options.NewFilter: DefaultFilter (tombstones at the bottom),
+// then the TTL filter of the job.
+func (s *ttlShared) lsmFilter() lsm.CompactionFilter {
+	tab := s.table.Load()
+	if tab == nil || !tab.Cleans(false) {
+		return lsm.DefaultFilter
+	}
+	f := &base.TTLFilter{Table: tab, Counters: &s.compaction}
+	return func(e *base.Entry, bottom bool) (base.Decision, *base.Entry) {
+		if d, ne := lsm.DefaultFilter(e, bottom); d != base.FilterKeep {
+			return d, ne
+		}
+		f.Bottom = bottom
+		return f.Filter(e)
+	}
+}
+
+// snapshotFilter returns the filter of a checkpoint's memory table, or nil when no state
+// cleans up in snapshots. The memory table keeps every version (it lies above the checkpoint's
+// tables), so the filter judges each version alone, never at the bottom: an expired value or
+// map entry becomes a tombstone, a list batch loses its expired elements.
+func (s *ttlShared) snapshotFilter() *base.TTLFilter {
+	tab := s.table.Load()
+	if tab == nil || !tab.Cleans(true) {
+		return nil
+	}
+	return &base.TTLFilter{Table: tab, Snapshot: true, Counters: &s.snapshot}
+}
+
+// expired reports whether v, the value of composite key key, belongs to a state with a TTL
+// (TTLValue layout) and has expired by the clock: the row cache never returns such a value
+// (rowcache.go, invariant 4). A read of a state without a TTL costs an atomic load and a
+// table lookup; the clock is read only for TTL states.
+func (s *ttlShared) expired(key, v []byte) bool {
+	tab := s.table.Load()
+	if tab == nil {
+		return false
+	}
+	id, ok := base.StateID(key)
+	if !ok {
+		return false
+	}
+	st, ok := tab.State(id)
+	if !ok || st.Layout != base.TTLValue {
+		return false
+	}
+	ts, ok := base.TS(v)
+	return ok && base.Expired(ts, st.TTL, tab.Now())
+}
+
+// CompactLSM compacts every level of the LsmStore into the next, top down, until all the data
+// is in the last level, on the owner
+// goroutine, whether due or not (tests: a TTL cleanup that must reach the bottom). It waits
+// for the background work first. Errors: a job's; nil without an LsmStore.
+func (t *Engine) CompactLSM() error {
+	if err := t.WaitBackground(); err != nil {
+		return err
+	}
+	if t.db == nil {
+		return nil
+	}
+	for l := 0; l < lsm.MaxLevels-1; l++ {
+		for {
+			j := t.db.CompactLevel(l)
+			if j == nil {
+				break
+			}
+			err := j.Run(context.Background())
+			if ierr := t.db.InstallCompaction(j); err == nil {
+				err = ierr
+			}
+			if err != nil {
+				return err
+			}
+			t.lsmCompactions++
+		}
+	}
+	t.noteL0()
+	t.bumpEpoch()
+	return nil
+}

@@ -1,0 +1,13 @@
+package strata
+
+import "golang.org/x/sys/unix"
+
+// threadCPU returns the CPU time (ns) of the calling OS thread: benchmarks that lock their
+// goroutine to a thread report it beside wall time, which a busy machine inflates.
+func threadCPU() int64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return ts.Nano()
+}

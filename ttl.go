@@ -1,0 +1,400 @@
+package strata
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/engine"
+)
+
+// TTLConfig gives a state a time to live, as Flink's StateTtlConfig: set it on a descriptor
+// (ValueDescriptor.TTL, ListDescriptor.TTL, …; nil: the state never expires). Each value —
+// each list element, each map entry — carries the processing time (Options.Clock, in
+// milliseconds) at which it was last written, or read with TTLOnReadAndWrite, as Flink's
+// TtlValue; it expires once TTL has passed since then:
+//
+//	expired  ⇔  ts + min(TTL, MaxInt64 − ts) <= now          (Flink's TtlUtils.expired)
+//
+// Expiry is inclusive (a value stamped ts with a TTL of 10 ms is expired at ts+10) and
+// saturating (a timestamp near MaxInt64 never overflows into the past). What each state does:
+//
+//   - ValueState, ReducingState, AggregatingState: one timestamp per value. Get of an expired
+//     value removes it and reports it absent (or, with TTLReturnExpiredIfNotCleanedUp, returns
+//     it this once); Add to an expired reducing or aggregating value starts afresh (Reduce is
+//     not called; a new accumulator is created), as Flink's TtlReduceFunction and
+//     TtlAggregateFunction — except with TTLReturnExpiredIfNotCleanedUp, where, as in Flink,
+//     the expired value still present is folded into.
+//   - ListState: one timestamp per element (Add, AddAll and Update stamp each). Get skips
+//     expired elements (TTLReturnExpiredIfNotCleanedUp: yields them); a list whose elements
+//     have all expired is removed by the Get that finds it so — it is absent, not an empty
+//     list (FLINK-21413) — as Flink's TtlListState. MergeNamespaces moves elements with their
+//     timestamps.
+//   - MapState: one timestamp per entry. Get, Contains, IsEmpty, Iterator, Entries, Keys and
+//     Values skip expired entries and remove each they meet, as Flink's TtlMapState (with
+//     TTLReturnExpiredIfNotCleanedUp they return it once while removing it).
+//
+// Reads that write: a read that removes expired data, or refreshes a timestamp
+// (TTLOnReadAndWrite), or runs incremental cleanup (TTLCleanup.IncrementalSize) writes to the
+// Store, as Flink's TTL states do: like any write it ends the validity of values and list
+// iterators read before it (doc.go, invariant 2) and may fail as a write fails
+// (ErrMemoryBudget). The value such a read returns is its own copy or is decoded from what it
+// wrote, and stays valid until the next write.
+//
+// Cleanup of data nobody reads (TTLCleanup): compactions of slices and of the LsmStore drop
+// expired data (on by default, as Flink's RocksDB compaction filter); checkpoints can leave it
+// out (FullSnapshot); each access can check a few more keys (IncrementalSize). Keys,
+// KeysAndNamespaces and NumEntries count expired data not yet removed, as Flink's getKeys.
+// Expired data of keys that are never read again and never compacted stays until then: a
+// background sweep with a bound on the time it stays is not built yet.
+//
+// Restore: each state's TTL flag is stored with the state (registry, checkpoints): a state
+// stored with a TTL must be registered with one, and one stored without must be registered
+// without (ErrIncompatibleState; Flink's TtlStateFactory refuses that serializer change too).
+// TTL, UpdateType, Visibility and Cleanup may change from one run to the next; stored
+// timestamps are kept, so the time a Store was closed or a checkpoint waited counts toward
+// expiry. Re-registering a name in one run keeps the first registration's TTLConfig.
+//
+// The clock should not go back: what compactions and checkpoints removed was expired by the
+// clock when they ran, and a clock set back could make such a value live again for a read
+// that did not see the removal (the default clock, Options.Clock, never goes back while the
+// Store is open).
+type TTLConfig struct {
+	// TTL is the time to live: at least 1 ms (ErrInvalidOptions otherwise), counted in whole
+	// milliseconds (rounded down), as Flink's StateTtlConfig.newBuilder(ttl).
+	TTL time.Duration
+	// UpdateType says which accesses renew a value's timestamp: TTLOnCreateAndWrite (the
+	// default), TTLOnReadAndWrite, or TTLUpdateDisabled (the state has no TTL at all).
+	UpdateType TTLUpdateType
+	// Visibility says whether an expired value not yet removed is returned:
+	// TTLNeverReturnExpired (the default) or TTLReturnExpiredIfNotCleanedUp.
+	Visibility TTLVisibility
+	// Cleanup selects how expired data that is not read is removed (see TTLCleanup).
+	Cleanup TTLCleanup
+}
+
+// TTLUpdateType says which accesses renew a value's timestamp, as Flink's
+// StateTtlConfig.UpdateType.
+type TTLUpdateType uint8
+
+const (
+	// TTLOnCreateAndWrite renews the timestamp on writes only (Put, Add, AddAll, Update,
+	// MergeNamespaces): Flink's OnCreateAndWrite. The default.
+	TTLOnCreateAndWrite TTLUpdateType = iota
+	// TTLOnReadAndWrite renews it on successful reads too (a read of an unexpired value, list
+	// or map entry rewrites it with the current time): Flink's OnReadAndWrite.
+	TTLOnReadAndWrite
+	// TTLUpdateDisabled turns the TTL off: the state stores no timestamps and never expires,
+	// as Flink's UpdateType.Disabled (StateTtlConfig.isEnabled false). Registering a state so
+	// is registering it without a TTL.
+	TTLUpdateDisabled
+)
+
+// TTLVisibility says whether an expired value that is still stored is returned, as Flink's
+// StateTtlConfig.StateVisibility.
+type TTLVisibility uint8
+
+const (
+	// TTLNeverReturnExpired: an expired value is never returned (it reads as absent and the
+	// read removes it): Flink's NeverReturnExpired. The default.
+	TTLNeverReturnExpired TTLVisibility = iota
+	// TTLReturnExpiredIfNotCleanedUp: an expired value that no cleanup has removed yet is
+	// returned by the read that finds it, which removes it: Flink's
+	// ReturnExpiredIfNotCleanedUp.
+	TTLReturnExpiredIfNotCleanedUp
+)
+
+// TTLCleanup selects the cleanup of expired data besides reads, as the cleanup strategies of
+// Flink's StateTtlConfig. The zero value cleans up in compactions only.
+type TTLCleanup struct {
+	// FullSnapshot leaves expired data out of checkpoints: the part of a native checkpoint
+	// that the Store writes from memory (its slices and FreshTable segments, "the memory
+	// table") carries an expired value or map entry as a tombstone and a list without its
+	// expired elements, judged by the clock when the checkpoint's upload writes it, as
+	// Flink's cleanupFullSnapshot. Table files of the LsmStore go into a checkpoint as they
+	// are (incremental checkpoints share them; compactions clean them), and changelog
+	// checkpoints carry the log as written. The running Store is not changed.
+	FullSnapshot bool
+	// IncrementalSize is the number of the state's keys (key and namespace) that each access
+	// to the state — any of its reads or writes — checks first, removing their expired
+	// values, list elements and map entries, as Flink's cleanupIncrementally(cleanupSize,
+	// false). The keys come from a key scan of the state (Store.Keys' walk, a batch of 1024
+	// keys at a time) that starts over at its end, so every key is checked once per about
+	// (keys / IncrementalSize) accesses. 0: off (the default). Must not be negative. An
+	// access with it on is a write (see TTLConfig) and allocates once per batch.
+	IncrementalSize int
+	// NoCompaction keeps compactions from removing the state's expired data, which they do by
+	// default, as Flink's cleanupInRocksdbCompactFilter (on by default since Flink 1.14):
+	// memory compactions of slices and LSM compactions drop expired values and map entries
+	// (or turn them into tombstones where older data lies below) and rewrite list batches
+	// without their expired elements (Stats: TTLCompactionEntries, TTLCompactionBytes).
+	NoCompaction bool
+	// QueryTimeAfterNumEntries is the number of the state's entries a compaction judges
+	// before it reads the clock again, as Flink's queryTimeAfterNumEntries. 0: 1000 (the
+	// default). Must not be negative.
+	QueryTimeAfterNumEntries int
+}
+
+// validate checks c for state name: ErrInvalidOptions naming the bad field.
+func (c *TTLConfig) validate(name string) error {
+	bad := func(field string, v any, want string) error {
+		return fmt.Errorf("%w: state %q: TTLConfig.%s = %v: %s", ErrInvalidOptions, name, field, v, want)
+	}
+	switch {
+	case c.TTL < time.Millisecond:
+		return bad("TTL", c.TTL, "must be at least 1ms")
+	case c.UpdateType > TTLUpdateDisabled:
+		return bad("UpdateType", c.UpdateType, "must be TTLOnCreateAndWrite, TTLOnReadAndWrite or TTLUpdateDisabled")
+	case c.Visibility > TTLReturnExpiredIfNotCleanedUp:
+		return bad("Visibility", c.Visibility, "must be TTLNeverReturnExpired or TTLReturnExpiredIfNotCleanedUp")
+	case c.Cleanup.IncrementalSize < 0:
+		return bad("Cleanup.IncrementalSize", c.Cleanup.IncrementalSize, "must not be negative")
+	case c.Cleanup.QueryTimeAfterNumEntries < 0:
+		return bad("Cleanup.QueryTimeAfterNumEntries", c.Cleanup.QueryTimeAfterNumEntries, "must not be negative")
+	}
+	return nil
+}
+
+// enabled reports whether c gives a state timestamps (nil or TTLUpdateDisabled: no).
+func (c *TTLConfig) enabled() bool { return c != nil && c.UpdateType != TTLUpdateDisabled }
+
+// ttlState is the TTL of one registered state at run time (stateBase.ttl; nil: no TTL).
+type ttlState struct {
+	ms            int64 // TTL in milliseconds
+	onRead        bool  // TTLOnReadAndWrite
+	returnExpired bool  // TTLReturnExpiredIfNotCleanedUp
+	layout        base.TTLLayout
+	cfg           TTLConfig
+
+	// Incremental cleanup (TTLCleanup.IncrementalSize).
+	incr int
+	sc   *engine.Scan // the cursor; nil: start a new scan at the next access
+	keys [][]byte     // the cursor's current batch of composite keys
+	pos  int          // next key of keys to check
+	lb   [][]byte     // list batches of a checked key
+	buf  []byte       // rewritten list of a checked key; expired user keys of a map
+	offs []int        // ends of the user keys in buf
+}
+
+func layoutOf(k stateKind) base.TTLLayout {
+	switch k {
+	case kindList:
+		return base.TTLList
+	case kindMap:
+		return base.TTLMap
+	}
+	return base.TTLValue
+}
+
+func newTTLState(c *TTLConfig, kind stateKind) *ttlState {
+	return &ttlState{ms: c.TTL.Milliseconds(), onRead: c.UpdateType == TTLOnReadAndWrite,
+		returnExpired: c.Visibility == TTLReturnExpiredIfNotCleanedUp, layout: layoutOf(kind), cfg: *c,
+		incr: c.Cleanup.IncrementalSize}
+}
+
+// wallClock is the default Options.Clock: milliseconds since the epoch, read as the wall
+// clock at Open plus the monotonic time since — time.Now().UnixMilli() that never goes back
+// while the Store is open (a wall clock set back by NTP would revive values cleanup already
+// judged expired) and costs one monotonic clock read instead of two clock reads.
+func wallClock() func() int64 {
+	start := time.Now()
+	ns := start.UnixNano()
+	return func() int64 { return (ns + int64(time.Since(start))) / int64(time.Millisecond) }
+}
+
+// setTTLTable gives the engine the TTL of every registered state with one (its compactions
+// and checkpoints clean up by it).
+func (s *Store) setTTLTable() {
+	m := map[uint16]base.TTLState{}
+	for _, r := range s.states {
+		if r.ttl == nil {
+			continue
+		}
+		t := r.ttl
+		m[r.id] = base.TTLState{TTL: t.ms, Layout: t.layout, Compaction: !t.cfg.Cleanup.NoCompaction,
+			Snapshot: t.cfg.Cleanup.FullSnapshot, QueryEvery: t.cfg.Cleanup.QueryTimeAfterNumEntries}
+	}
+	s.e.SetTTL(base.NewTTLTable(s.clock, m))
+}
+
+// ttlBatch is the number of keys a step of incremental cleanup's cursor reads.
+const ttlBatch = 1024
+
+// ttlAccess runs a state's incremental cleanup, as Flink's TtlIncrementalCleanup on every
+// state access: it checks the next IncrementalSize keys of the cursor, removing what has
+// expired. Inside the guard (after begin); it leaves the Store's key scratch (kbuf) alone.
+func (b *stateBase) ttlAccess() error {
+	if b.ttl.incr == 0 {
+		return nil
+	}
+	return b.ttlCleanup()
+}
+
+// ttlCleanup is ttlAccess's work when incremental cleanup is on.
+func (b *stateBase) ttlCleanup() error {
+	t, s := b.ttl, b.s
+	restarted := false
+	for range t.incr {
+		for t.pos == len(t.keys) {
+			if t.sc == nil {
+				if restarted {
+					return nil // fewer keys than IncrementalSize: each checked once
+				}
+				restarted = true
+				t.sc = s.e.NewScan(engine.ScanSpec{State: b.id, AnyNamespace: true,
+					KeyGroups: checkpoint.KeyGroupRange{Start: uint16(s.kgStart), End: uint16(s.kgStart + s.kgSpan)}})
+			}
+			keys, _, err := t.sc.Next(ttlBatch)
+			if err != nil {
+				t.sc.Close()
+				t.sc, t.keys, t.pos = nil, nil, 0
+				return err
+			}
+			t.keys, t.pos = keys, 0
+			if len(keys) == 0 { // the end: start over (at most once per access)
+				t.sc.Close()
+				t.sc = nil
+			}
+		}
+		ck := t.keys[t.pos]
+		t.pos++
+		if err := b.cleanKey(ck); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cleanKey removes the expired data of the state's composite key ck, as Flink's
+// TtlStateSnapshotTransformer/getUnexpiredOrNull does for incremental cleanup: an expired
+// value, the expired elements of a list (the list when none is left), the expired entries of
+// a map.
+func (b *stateBase) cleanKey(ck []byte) error {
+	s, t := b.s, b.ttl
+	h, _, ok := base.HashCompositeKey(ck)
+	if !ok {
+		return fmt.Errorf("%w: malformed composite key %x", ErrCorruption, ck)
+	}
+	now := s.clock()
+	switch t.layout {
+	case base.TTLValue:
+		raw, st := s.e.Get(h, ck)
+		if st == failed {
+			return s.e.TakeErr()
+		}
+		if ts, ok := base.TS(raw); st == found && ok && base.Expired(ts, t.ms, now) {
+			return s.apply(engine.OpDelete, ck, h, nil, nil)
+		}
+	case base.TTLList:
+		var st status
+		t.lb, st, _ = s.e.ListGet(h, ck, t.lb[:0], nil)
+		if st == failed {
+			return s.e.TakeErr()
+		}
+		if st != found {
+			return nil
+		}
+		n := 0
+		for _, bt := range t.lb {
+			e, ok := base.CountExpired(bt, t.ms, now)
+			if !ok {
+				return fmt.Errorf("%w: list state %q: bad element framing", ErrCorruption, b.name)
+			}
+			n += e
+		}
+		if n == 0 {
+			return nil
+		}
+		t.buf = t.buf[:0]
+		for _, bt := range t.lb {
+			t.buf = base.AppendUnexpired(t.buf, bt, t.ms, now)
+		}
+		clear(t.lb)
+		if len(t.buf) == 0 {
+			return s.apply(engine.OpListDelete, ck, h, nil, nil)
+		}
+		return s.writeList(h, ck, t.buf, true)
+	case base.TTLMap:
+		t.buf, t.offs = t.buf[:0], t.offs[:0]
+		it := s.e.MapIter(h, ck)
+		for it.Next() {
+			if ts, ok := base.TS(it.Value()); ok && base.Expired(ts, t.ms, now) {
+				t.buf = append(t.buf, it.UserKey()...)
+				t.offs = append(t.offs, len(t.buf))
+			}
+		}
+		it.Close()
+		if err := it.Err(); err != nil {
+			return err
+		}
+		start := 0
+		for _, end := range t.offs {
+			if err := s.apply(engine.OpMapRemove, ck, h, t.buf[start:end], nil); err != nil {
+				return err
+			}
+			start = end
+		}
+	}
+	return nil
+}
+
+// ttlGet reads the value of a TTL value-like state at key (hash h), as Flink's
+// AbstractTtlDecorator.getWithTtlCheckAndUpdate: an expired value is removed (and returned,
+// copied, only with TTLReturnExpiredIfNotCleanedUp); an unexpired one is returned, rewritten
+// with the current time first with TTLOnReadAndWrite. It returns the codec bytes (without the
+// timestamp), valid until the next write. Inside the guard.
+func (b *stateBase) ttlGet(key []byte, h uint64) ([]byte, status, error) {
+	s, t := b.s, b.ttl
+	if err := b.ttlAccess(); err != nil {
+		return nil, failed, err
+	}
+	raw, st := s.e.Get(h, key)
+	if st != found {
+		if st == failed {
+			return nil, failed, s.e.TakeErr()
+		}
+		return nil, st, nil
+	}
+	ts, ok := base.TS(raw)
+	if !ok {
+		return nil, failed, b.shortTTL(len(raw))
+	}
+	now := s.clock()
+	if base.Expired(ts, t.ms, now) {
+		return b.expiredValue(key, h, raw)
+	}
+	if t.onRead {
+		s.vbuf = append(base.AppendTS(s.vbuf[:0], now), raw[base.TSLen:]...)
+		if err := s.apply(engine.OpPut, key, h, nil, s.vbuf); err != nil {
+			return nil, failed, err
+		}
+		return s.vbuf[base.TSLen:], found, nil
+	}
+	return raw[base.TSLen:], found, nil
+}
+
+// expiredValue removes the expired value raw of key and returns a copy of its codec bytes
+// with TTLReturnExpiredIfNotCleanedUp, or absent (the rare path: it allocates).
+//
+//go:noinline
+func (b *stateBase) expiredValue(key []byte, h uint64, raw []byte) ([]byte, status, error) {
+	var keep []byte
+	if b.ttl.returnExpired {
+		keep = append([]byte{}, raw[base.TSLen:]...)
+	}
+	if err := b.s.apply(engine.OpDelete, key, h, nil, nil); err != nil {
+		return nil, failed, err
+	}
+	if keep == nil {
+		return nil, absent, nil
+	}
+	return keep, found, nil
+}
+
+// shortTTL is the error of a TTL value shorter than its timestamp.
+//
+//go:noinline
+func (b *stateBase) shortTTL(n int) error {
+	return fmt.Errorf("%w: %s state %q: a value of %d bytes has no TTL timestamp", ErrCorruption, "TTL", b.name, n)
+}
