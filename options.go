@@ -157,9 +157,13 @@ type Options struct {
 
 	// Clock is the processing time that TTL states (TTLConfig) stamp values with and judge
 	// expiry by: milliseconds since the epoch, as Flink's TtlTimeProvider. nil means the
-	// default: time.Now().UnixMilli() read once at Open, advanced by the monotonic clock after
-	// (it never goes back while the Store is open, and costs one monotonic clock read). Tests
-	// drive it. It is called on the Store's goroutine and on its background workers
+	// default, a coarse clock: the wall clock read once per process, advanced by the monotonic
+	// clock (it never goes back) and published every millisecond by one process-wide ticker
+	// goroutine (scheduler.AcquireClock) that runs while some open Store has a TTL state. A
+	// read costs one atomic load (a clock read per TTL operation would cost as much as the
+	// operation) and lags the wall clock by up to a millisecond — tens of milliseconds when
+	// every P is busy. Set Clock to func() int64 { return time.Now().UnixMilli() } for the
+	// exact wall clock at ~25–60 ns per TTL operation. Tests drive it. It is called on the Store's goroutine and on its background workers
 	// (compactions and checkpoints clean up expired data by it), so it must be safe for
 	// concurrent use, and it should never go back (TTLConfig). Read per TTL operation only:
 	// a Store without TTL states never calls it but in background work, which reads it only

@@ -60,7 +60,9 @@ type Store struct {
 	restoreStats RestoreStats
 
 	states    map[string]*registration
-	clock     func() int64 // Options.Clock, or wallClock
+	clock     func() int64 // Options.Clock, or wallClock until the first TTL state, then the coarse clock
+	coarse    bool         // clock is the default: the first TTL state switches it to the coarse clock
+	unclock   func()       // releases the coarse clock's hold (nil: none held)
 	nextID    uint32
 	persisted map[string]persistedState // the registry recovered by Open (nil: none)
 
@@ -181,7 +183,7 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 		clock:    opts.Clock,
 	}
 	if s.clock == nil {
-		s.clock = wallClock()
+		s.clock, s.coarse = wallClock(), true
 	}
 	if reg != nil {
 		s.persisted, s.nextID = reg.states, reg.nextID
@@ -266,6 +268,7 @@ func (s *Store) Close() error {
 	s.opCharge(-s.opBytes)
 	err = errors.Join(err, s.e.Close())
 	s.closeTimers() // after the engine: no checkpoint upload reads them any more
+	s.releaseClock()
 	return err
 }
 
@@ -287,6 +290,7 @@ func (s *Store) Discard() error {
 	s.opCharge(-s.opBytes)
 	err := s.e.Close()
 	s.closeTimers()
+	s.releaseClock()
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -1354,5 +1355,53 @@ func TestTTLListStreamed(t *testing.T) {
 	}
 	if it.Err() != nil || !slices.Equal(got, []string{"live"}) {
 		t.Fatal(got, it.Err())
+	}
+}
+
+// TestTTLDefaultClock: a Store on the default clock switches to the coarse clock when its first
+// TTL state registers (a Store without one holds no ticker), stamps by the wall clock within
+// the coarse clock's lag, expires by it, and lets the ticker go at Close and at Discard.
+func TestTTLDefaultClock(t *testing.T) {
+	for _, end := range []string{"Close", "Discard"} {
+		t.Run(end, func(t *testing.T) {
+			deadline := time.Now().Add(2 * time.Second)
+			base := runtime.NumGoroutine()
+			s := must(Open("", Options{}))
+			plain := must(NewValueState(s, ValueDescriptor[int64]{Name: "plain", Codec: Int64}))
+			must(0, plain.Put(s.Key([]byte("k")), 1))
+			if s.unclock != nil {
+				t.Fatal("a Store without TTL states holds the coarse clock")
+			}
+			v := must(NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64, TTL: &TTLConfig{TTL: 30 * time.Millisecond}}))
+			if s.unclock == nil {
+				t.Fatal("the first TTL state did not switch to the coarse clock")
+			}
+			if d := time.Now().UnixMilli() - s.clock(); d < -1 || d > 50 {
+				t.Fatalf("the coarse clock is %d ms off the wall clock", d)
+			}
+			k := s.Key([]byte("k"))
+			must(0, v.Put(k, 7))
+			if x, ok, err := v.Get(k); err != nil || !ok || x != 7 {
+				t.Fatalf("Get right after Put: %v %v %v", x, ok, err)
+			}
+			stamped := s.clock()
+			for s.clock() < stamped+30 && time.Now().Before(deadline) {
+				time.Sleep(2 * time.Millisecond)
+			}
+			if _, ok, err := v.Get(k); err != nil || ok {
+				t.Fatalf("Get after the TTL passed on the coarse clock: ok=%v err=%v", ok, err)
+			}
+			if end == "Close" {
+				must(0, s.Close())
+			} else {
+				must(0, s.Discard())
+			}
+			for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if n := runtime.NumGoroutine(); n > base {
+				t.Fatalf("goroutines after %s: %d, before Open: %d (the clock's ticker?)", end, n, base)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 // Package scheduler runs Strata's background work — FreshTable transforms, slice and LSM
 // compactions, evictions, changelog and checkpoint uploads — on a bounded set of worker
-// goroutines, by priority class, with cancellation and pprof labels. It is the only Strata
+// goroutines, by priority class, with cancellation and pprof labels, and keeps the coarse
+// millisecond clock of state TTL (AcquireClock). It is the only Strata
 // package that starts goroutines, and Close waits for every one of them. It imports only the
 // standard library.
 //
@@ -47,7 +48,9 @@
 //     started by New, and a replacement for a worker whose task called runtime.Goexit
 //     (started before the old one is counted out, so there are always exactly Workers until
 //     Close). Context cancellation starts none: every task context is a child of one base
-//     context made with context.WithCancel.
+//     context made with context.WithCancel. Beside the workers, the process-wide coarse
+//     clock (AcquireClock, clock.go) runs one ticker goroutine while it is held, and its
+//     last release waits for it to return.
 //  2. Priority. A worker that takes a task takes the oldest queued task of the
 //     lowest-numbered Class whose queue is non-empty and whose running count is below its
 //     class limit. So, with one worker, ready tasks run in class order Transform, Compaction,
