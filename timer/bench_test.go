@@ -12,7 +12,7 @@ import (
 
 // BenchmarkQueue: one op is an Add and a Pop with pending timers already queued over 128 key
 // groups (8-byte keys, 8-byte namespaces, timestamps spread over ten times the pending
-// count), the queue level of the root's BenchmarkTimers.
+// count), the queue level of the bench suite's BenchmarkTimers.
 func BenchmarkQueue(b *testing.B) {
 	for _, pending := range []int{100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("pending=%d", pending), func(b *testing.B) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/strata-db/strata"
 	"github.com/zeebo/xxh3"
@@ -80,6 +81,11 @@ type Config struct {
 	Disk bool
 	// SegmentSize is Strata's Options.SegmentSize (0: its default, 64 MiB).
 	SegmentSize int
+	// TTL, when positive, gives Strata's value, list and map states a TTLConfig with this
+	// time to live and Flink's defaults otherwise (update on create and write, never return
+	// expired, compaction cleanup), on Strata's default clock. The other implementations
+	// have no TTL and ignore it.
+	TTL time.Duration
 }
 
 // Names lists the implementations in the order the benchmarks run them;

@@ -34,13 +34,17 @@ func openStrata(cfg Config) (*strataStore, error) {
 		return nil, err
 	}
 	st := &strataStore{s: s, dir: dir}
-	if st.v, err = strata.NewValueState(s, strata.ValueDescriptor[[]byte]{Name: "value", Codec: strata.Bytes}); err != nil {
+	var ttl *strata.TTLConfig
+	if cfg.TTL > 0 {
+		ttl = &strata.TTLConfig{TTL: cfg.TTL}
+	}
+	if st.v, err = strata.NewValueState(s, strata.ValueDescriptor[[]byte]{Name: "value", Codec: strata.Bytes, TTL: ttl}); err != nil {
 		return nil, err
 	}
-	if st.l, err = strata.NewListState(s, strata.ListDescriptor[[]byte]{Name: "list", Codec: strata.Bytes}); err != nil {
+	if st.l, err = strata.NewListState(s, strata.ListDescriptor[[]byte]{Name: "list", Codec: strata.Bytes, TTL: ttl}); err != nil {
 		return nil, err
 	}
-	if st.m, err = strata.NewMapState(s, strata.MapDescriptor[[]byte, []byte]{Name: "map", KeyCodec: strata.Bytes, ValueCodec: strata.Bytes}); err != nil {
+	if st.m, err = strata.NewMapState(s, strata.MapDescriptor[[]byte, []byte]{Name: "map", KeyCodec: strata.Bytes, ValueCodec: strata.Bytes, TTL: ttl}); err != nil {
 		return nil, err
 	}
 	return st, nil

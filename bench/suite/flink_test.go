@@ -158,13 +158,3 @@ func BenchmarkFlinkMap(b *testing.B) {
 		})
 	})
 }
-
-// BenchmarkFlinkTTL stands for the TTL variants of Flink's benchmarks
-// (ttl/Ttl{Value,List,Map}StateBenchmark).
-func BenchmarkFlinkTTL(b *testing.B) {
-	for _, kind := range []string{"value", "list", "map"} {
-		b.Run("state="+kind, func(b *testing.B) {
-			b.Skip("the peers have no TTL variant yet (the root's BenchmarkTTL measures Strata's TTL overhead)")
-		})
-	}
-}

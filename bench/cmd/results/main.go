@@ -140,10 +140,13 @@ func main() {
 	writeGates(&md, d)
 	writeTables(&md, d)
 	writeCheckpoints(&md, d)
+	writeTTLTimers(&md, d)
 	writeSkips(&md, d)
 	writeBenchstat(&md, *rawPath)
 	if *profTime != "0" {
 		writeProfiles(&md, bin, *profTime)
+	} else if *merge {
+		keepProfiles(&md, *out)
 	}
 	must(os.WriteFile(*out, md.Bytes(), 0o644))
 	logf("wrote %s (%d bytes) in %s", *out, md.Len(), time.Since(started).Round(time.Second))
@@ -357,11 +360,12 @@ func writeTables(md *bytes.Buffer, d *report.Data) {
 	}
 }
 
-// isCheckpointWorkload reports whether workload w is one of the checkpoint and restore rows
-// (bench/suite/checkpoint_test.go), whose figures are pauses, bytes and restore times rather
-// than ns/op.
+// isCheckpointWorkload reports whether workload w is one of the rows tabled by their own
+// figures rather than against peers: checkpoint and restore (bench/suite/checkpoint_test.go,
+// changelog_test.go: pauses, bytes and restore times), TTL on vs off and timers
+// (bench/suite/ttl_test.go: Strata only, the peers have neither).
 func isCheckpointWorkload(w string) bool {
-	for _, p := range []string{"Checkpoint/", "Restore/", "ChangelogCheckpoint/", "ChangelogRestore/"} {
+	for _, p := range []string{"Checkpoint/", "Restore/", "ChangelogCheckpoint/", "ChangelogRestore/", "FlinkTTL/", "Timers/"} {
 		if strings.HasPrefix(w, p) {
 			return true
 		}
@@ -564,6 +568,104 @@ func writeChangelog(md *bytes.Buffer, d *report.Data, clc, clr []string, med, mi
 		}
 		md.WriteString("\n")
 	}
+}
+
+// Targets of the TTL and timer rows (the issue "TTL …, timers …: Benchmarks"): ttl=on at
+// most ttlOverhead slower than ttl=off per op; at least timersPerCore timers registered and
+// fired per second of one core's CPU, at 1M and at 10M pending.
+const (
+	ttlOverhead   = 0.15
+	timersPerCore = 1e6
+)
+
+// writeTTLTimers tables the TTL on/off rows and the timer rows (bench/suite/ttl_test.go).
+func writeTTLTimers(md *bytes.Buffer, d *report.Data) {
+	var ttl, tm []string
+	for _, n := range d.Order {
+		w, _, _, ok := report.Split(n)
+		switch {
+		case !ok:
+		case strings.HasPrefix(w, "FlinkTTL/") && strings.HasSuffix(w, "/ttl=on"):
+			ttl = append(ttl, n)
+		case strings.HasPrefix(w, "Timers/"):
+			tm = append(tm, n)
+		}
+	}
+	verdict := func(ok bool) string {
+		if ok {
+			return "pass"
+		}
+		return "**MISS**"
+	}
+	if len(ttl) > 0 {
+		fmt.Fprintf(md, "### TTL on vs off\n\nFlink's TTL state benchmarks (ttl/Ttl{Value,List,Map}StateBenchmark): the ops of the "+
+			"value, list and map rows above on Strata's states without a TTL and with one (1 h, never reached; Flink's defaults; "+
+			"the default clock), in the same run. The peers have no TTL. Target: ttl=on ≤ %.0f %% slower than ttl=off.\n\n", ttlOverhead*100)
+		md.WriteString("| state | op | ttl=off ns/op | ttl=on ns/op | on ÷ off | allocs/op (on) | result |\n|---|---|---:|---:|---:|---:|---|\n")
+		for _, n := range ttl {
+			w, _, row, _ := report.Split(n)
+			state := strings.TrimSuffix(strings.TrimPrefix(w, "FlinkTTL/state="), "/ttl=on")
+			on, ok1 := d.Median(n, "ns/op")
+			off, ok2 := d.Median(report.Join(strings.TrimSuffix(w, "/ttl=on")+"/ttl=off", "strata", row), "ns/op")
+			al, _ := d.Median(n, "allocs/op")
+			x, res := "–", "–"
+			if ok1 && ok2 && off > 0 {
+				x = fmt.Sprintf("%.2f", on/off)
+				res = verdict(on/off <= 1+ttlOverhead)
+			}
+			fmt.Fprintf(md, "| %s | %s | %s | %s | %s | %g | %s |\n", state, strings.TrimPrefix(row, "op="),
+				fnumOK(off, ok2), fnumOK(on, ok1), x, al, res)
+		}
+		md.WriteString("\n")
+	}
+	if len(tm) > 0 {
+		fmt.Fprintf(md, "### Timers\n\nFlink's InternalTimerService under a steady load: one op registers an event-time timer "+
+			"and advances the watermark by 1 ms, about one timer firing per op, with 1M or 10M pending. timers/cpu-s: "+
+			"timers registered and fired per second of the process's CPU time (one core's worth on this shared machine). "+
+			"Target: ≥ %.0f M timers/s per core, memory inside the budget (B/timer: budget bytes per pending timer, "+
+			"outside the Go heap).\n\n", timersPerCore/1e6)
+		md.WriteString("| pending | ns/op | timers/s | timers/cpu-s | B/timer | allocs/op | result |\n|---|---:|---:|---:|---:|---:|---|\n")
+		for _, n := range tm {
+			w, _, _, _ := report.Split(n)
+			rate, ok := d.Median(n, "timers/cpu-s")
+			ns, _ := d.Median(n, "ns/op")
+			wall, _ := d.Median(n, "timers/s")
+			bt, _ := d.Median(n, "B/timer")
+			al, _ := d.Median(n, "allocs/op")
+			res := "–"
+			if ok {
+				res = verdict(rate >= timersPerCore)
+			}
+			fmt.Fprintf(md, "| %s | %s | %s | %s | %.1f | %g | %s |\n", strings.TrimPrefix(w, "Timers/pending="),
+				fnum(ns), fnum(wall), fnumOK(rate, ok), bt, al, res)
+		}
+		md.WriteString("\n")
+	}
+}
+
+// fnumOK is fnum(v), or "–" when !ok.
+func fnumOK(v float64, ok bool) string {
+	if !ok {
+		return "–"
+	}
+	return fnum(v)
+}
+
+// keepProfiles copies the profiles section of the report at path (a -merge run without
+// profiles keeps those of the run before it, marked as such).
+func keepProfiles(md *bytes.Buffer, path string) {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	const head = "## Profiles of the top Strata workloads\n"
+	i := bytes.Index(old, []byte(head))
+	if i < 0 {
+		return
+	}
+	md.WriteString(head)
+	md.WriteString("\n(Kept from the report this -merge run replaced: it took no profiles, -proftime 0.)\n")
+	md.Write(old[i+len(head):])
 }
 
 func writeSkips(md *bytes.Buffer, d *report.Data) {
