@@ -99,8 +99,12 @@ type Options struct {
 	SegmentSize int
 
 	// BackgroundWorkers is the number of goroutines the Store runs background work on
-	// (transforms of sealed segments into slices, memory compactions). 0 means the default,
-	// max(GOMAXPROCS/2, 1) (scheduler.DefaultWorkers). Must not be negative.
+	// (transforms of sealed segments into slices, compactions, evictions, uploads). 0 means
+	// the default, max(GOMAXPROCS/2, 1) (scheduler.DefaultWorkers). Must not be negative. A
+	// Store with checkpoint storage (Checkpoint.Storage) has one more goroutine that runs only
+	// uploads — checkpoint uploads, changelog persists, checkpoint GC — so that a checkpoint
+	// does not wait behind the compactions queued before it (they come first by priority):
+	// its duration stays that of its own upload whatever the state's size.
 	BackgroundWorkers int
 
 	// BackpressureTimeout bounds how long a write refused for memory waits for background work

@@ -138,6 +138,9 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 		L0StopWrites:        opts.L0StopWrites,
 		MaxOpenFiles:        opts.MaxOpenFiles,
 	}
+	if opts.Checkpoint.Storage != nil {
+		eo.UploadWorkers = 1 // uploads must not queue behind compactions (BackgroundWorkers)
+	}
 	if dir != "" {
 		eo.BlockCacheSize, eo.RowCacheSize, eo.EvictionWatermark = opts.budgetDefaults(budget.Limit(), budget.Limit()-budget.Used()-budget.Reserve())
 	}

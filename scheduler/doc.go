@@ -14,6 +14,9 @@
 //     bytes to checkpoint storage.
 //   - Worker: one of Options.Workers goroutines started by New. Workers take tasks; no
 //     goroutine is started per task.
+//   - Reserved worker: one of Options.Reserved[c] goroutines started by New that take tasks
+//     of class c only (an Upload lane beside the shared workers, so that checkpoint and
+//     changelog uploads do not queue behind compactions).
 //   - Handle: the caller's view of one task: Wait, Done, Cancel.
 //   - Class limit: Options.ClassLimits[c], an optional bound on tasks of class c running at
 //     once.
@@ -44,8 +47,9 @@
 //
 // # Invariants
 //
-//  1. Goroutines. The only goroutines the package starts are the Options.Workers workers
-//     started by New, and a replacement for a worker whose task called runtime.Goexit
+//  1. Goroutines. The only goroutines the package starts are the Options.Workers workers and
+//     the Options.Reserved workers started by New, and a replacement of the same kind for a
+//     worker whose task called runtime.Goexit
 //     (started before the old one is counted out, so there are always exactly Workers until
 //     Close). Context cancellation starts none: every task context is a child of one base
 //     context made with context.WithCancel. Beside the workers, the process-wide coarse
@@ -53,16 +57,20 @@
 //     last release waits for it to return.
 //  2. Priority. A worker that takes a task takes the oldest queued task of the
 //     lowest-numbered Class whose queue is non-empty and whose running count is below its
-//     class limit. So, with one worker, ready tasks run in class order Transform, Compaction,
-//     Eviction, Upload, and in submission order within a class. Priority is strict and not
+//     class limit; a reserved worker of class c takes the oldest queued task of c, under the
+//     same limit, and nothing else. So, with one worker and none reserved, ready tasks run
+//     in class order Transform, Compaction, Eviction, Upload, and in submission order within a class. Priority is strict and not
 //     preemptive: a running task is never interrupted for a more urgent one, and a class can
 //     wait indefinitely while higher classes keep every worker busy — a class limit on the
-//     higher class is the remedy.
-//  3. Bounds. At every instant at most Workers tasks run, and at most ClassLimits[c] tasks of
-//     class c (when that limit is non-zero).
+//     higher class, or a reserved worker for the lower, is the remedy.
+//  3. Bounds. At every instant at most Workers + ΣReserved tasks run, at most Workers +
+//     Reserved[c] of class c, and at most ClassLimits[c] of class c (when that limit is
+//     non-zero).
 //  4. No idle worker beside a runnable task. A task becomes runnable only when it is submitted
-//     or when a task of its (limited) class finishes. Submit wakes a parked worker; a finishing
-//     worker loops and takes the highest-priority runnable task itself, and wakes a parked
+//     or when a task of its (limited) class finishes. Submit wakes a parked worker of each kind
+//     that could take a runnable task (a shared one; a reserved one of a class with a
+//     runnable task — never a reserved worker for another class's task, which would lose
+//     the wake-up); a finishing worker loops and takes the highest-priority runnable task itself, and wakes a parked
 //     worker if its limited class still has queued tasks; a worker that takes a task wakes
 //     another if runnable tasks remain, so a wake-up consumed by a worker that lost the race
 //     for its task is passed on rather than lost.

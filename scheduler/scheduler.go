@@ -23,6 +23,13 @@ type Options struct {
 	// taking every worker: with Workers = 4 and ClassLimits[Transform] = 3 one worker is
 	// always left for the lower classes.
 	ClassLimits [NumClasses]int
+
+	// Reserved adds, per class, workers that run only tasks of that class (Reserved[Upload] =
+	// 1: one more goroutine that takes uploads only), beside the Workers, which take every
+	// class. A reserved worker keeps a lower class from waiting behind a busy higher one
+	// (invariant 2): uploads, mostly I/O, need not queue behind CPU-bound compactions. Class
+	// limits bind reserved workers too. Negative is invalid.
+	Reserved [NumClasses]int
 }
 
 // Validate returns nil or an error wrapping ErrInvalidOptions that names the bad field.
@@ -34,6 +41,11 @@ func (o Options) Validate() error {
 		if l < 0 {
 			return fmt.Errorf("%w: ClassLimits[%s] = %d, want >= 0 (0 = no limit)",
 				ErrInvalidOptions, Class(c), l)
+		}
+	}
+	for c, r := range o.Reserved {
+		if r < 0 {
+			return fmt.Errorf("%w: Reserved[%s] = %d, want >= 0", ErrInvalidOptions, Class(c), r)
 		}
 	}
 	return nil
@@ -50,8 +62,9 @@ func DefaultWorkers() int {
 // All methods are safe for concurrent use. Close must not be called from inside a task (it
 // would wait for itself).
 type Scheduler struct {
-	workers int
-	limits  [NumClasses]int // 0 = no limit
+	workers  int
+	reserved [NumClasses]int
+	limits   [NumClasses]int // 0 = no limit
 
 	// base is the parent of every task context; Close cancels it.
 	base       context.Context
@@ -64,6 +77,9 @@ type Scheduler struct {
 	cond    sync.Cond // signalled when a task may have become runnable, and on Close
 	closing bool
 	idle    int // workers waiting in cond.Wait
+	// rcond[c] parks the idle reserved workers of class c (ridle[c] of them).
+	rcond   [NumClasses]sync.Cond
+	ridle   [NumClasses]int
 	queues  [NumClasses]queue
 	running [NumClasses]int
 	stats   [NumClasses]ClassStats
@@ -112,21 +128,43 @@ func New(opts Options) (*Scheduler, error) {
 		n = DefaultWorkers()
 	}
 	s := &Scheduler{
-		workers: n,
-		limits:  opts.ClassLimits,
-		closed:  make(chan struct{}),
+		workers:  n,
+		reserved: opts.Reserved,
+		limits:   opts.ClassLimits,
+		closed:   make(chan struct{}),
 	}
 	s.cond.L = &s.mu
+	for c := range s.rcond {
+		s.rcond[c].L = &s.mu
+	}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
-	s.wg.Add(n)
 	for range n {
-		go s.worker()
+		s.wg.Add(1)
+		go s.worker(anyClass)
+	}
+	for c, r := range opts.Reserved {
+		for range r {
+			s.wg.Add(1)
+			go s.worker(Class(c))
+		}
 	}
 	return s, nil
 }
 
-// Workers returns the number of worker goroutines (the bound on tasks running at once).
+// anyClass is the class argument of a worker that takes every class.
+const anyClass = NumClasses
+
+// Workers returns the number of worker goroutines that take every class (Options.Workers).
+// The bound on tasks running at once is Workers plus the reserved workers (Reserved).
 func (s *Scheduler) Workers() int { return s.workers }
+
+// Reserved returns the number of reserved workers of class c (Options.Reserved[c]).
+func (s *Scheduler) Reserved(c Class) int {
+	if c >= NumClasses {
+		return 0
+	}
+	return s.reserved[c]
+}
 
 // Submit queues fn to run on a worker as a task of class c named name, and returns its
 // Handle. It never blocks on the task and never runs fn on the caller's goroutine.
@@ -153,9 +191,7 @@ func (s *Scheduler) Submit(c Class, name string, fn func(ctx context.Context) er
 	}
 	s.queues[c].push(h)
 	s.stats[c].Submitted++
-	if s.idle > 0 {
-		s.cond.Signal()
-	}
+	s.wakeLocked()
 	s.mu.Unlock()
 	return h, nil
 }
@@ -185,6 +221,9 @@ func (s *Scheduler) Close() error {
 	}
 	s.cancelBase() // cancels every running task's context (they are children of base)
 	s.cond.Broadcast()
+	for c := range s.rcond {
+		s.rcond[c].Broadcast()
+	}
 	s.mu.Unlock()
 	s.wg.Wait()
 	close(s.closed)
@@ -200,12 +239,17 @@ func (s *Scheduler) dropLocked(h *Handle) {
 	close(h.done)
 }
 
+// classRunnableLocked reports whether class c has a queued task and is below its limit.
+func (s *Scheduler) classRunnableLocked(c int) bool {
+	return s.queues[c].head != nil && (s.limits[c] == 0 || s.running[c] < s.limits[c])
+}
+
 // nextLocked unlinks and returns the first task of the highest-priority class that has a
-// queued task and is below its limit, or nil.
-func (s *Scheduler) nextLocked() *Handle {
+// queued task and is below its limit — of class only, for a reserved worker — or nil.
+func (s *Scheduler) nextLocked(only Class) *Handle {
 	for c := range s.queues {
-		q := &s.queues[c]
-		if q.head != nil && (s.limits[c] == 0 || s.running[c] < s.limits[c]) {
+		if (only == anyClass || Class(c) == only) && s.classRunnableLocked(c) {
+			q := &s.queues[c]
 			h := q.head
 			q.remove(h)
 			return h
@@ -214,55 +258,76 @@ func (s *Scheduler) nextLocked() *Handle {
 	return nil
 }
 
-// runnableLocked reports whether nextLocked would return a task.
+// runnableLocked reports whether a worker that takes every class would find a task.
 func (s *Scheduler) runnableLocked() bool {
 	for c := range s.queues {
-		if s.queues[c].head != nil && (s.limits[c] == 0 || s.running[c] < s.limits[c]) {
+		if s.classRunnableLocked(c) {
 			return true
 		}
 	}
 	return false
 }
 
+// wakeLocked wakes one parked worker of each kind that has a runnable task (invariant 4): a
+// reserved worker of each class with one, and a worker of every class. A worker woken for a
+// task another took parks again; a wake-up is never owed to a worker that cannot take the
+// task (a reserved worker is only woken for its own class).
+func (s *Scheduler) wakeLocked() {
+	for c := range s.rcond {
+		if s.ridle[c] > 0 && s.classRunnableLocked(c) {
+			s.rcond[c].Signal()
+		}
+	}
+	if s.idle > 0 && s.runnableLocked() {
+		s.cond.Signal()
+	}
+}
+
 // take blocks until a task may run and marks it running, or returns nil once Close was called.
-func (s *Scheduler) take() (*Handle, context.Context) {
+// only is the class of a reserved worker, or anyClass.
+func (s *Scheduler) take(only Class) (*Handle, context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
 		if s.closing {
 			return nil, nil
 		}
-		if h := s.nextLocked(); h != nil {
+		if h := s.nextLocked(only); h != nil {
 			ctx, cancel := context.WithCancel(s.base)
 			h.state = stateRunning
 			h.cancel = cancel
 			s.running[h.class]++
 			// A woken worker may have lost the race for the task it was woken for; pass
 			// the wake-up on so that no runnable task waits beside an idle worker.
-			if s.idle > 0 && s.runnableLocked() {
-				s.cond.Signal()
-			}
+			s.wakeLocked()
 			return h, ctx
 		}
-		s.idle++
-		s.cond.Wait()
-		s.idle--
+		if only == anyClass {
+			s.idle++
+			s.cond.Wait()
+			s.idle--
+		} else {
+			s.ridle[only]++
+			s.rcond[only].Wait()
+			s.ridle[only]--
+		}
 	}
 }
 
-func (s *Scheduler) worker() {
+// worker is the loop of a worker goroutine; only is its reserved class, or anyClass.
+func (s *Scheduler) worker(only Class) {
 	defer s.wg.Done()
 	for {
-		h, ctx := s.take()
+		h, ctx := s.take(only)
 		if h == nil {
 			return
 		}
-		s.execute(h, ctx)
+		s.execute(h, ctx, only)
 	}
 }
 
 // execute runs one task on the calling worker and completes it.
-func (s *Scheduler) execute(h *Handle, ctx context.Context) {
+func (s *Scheduler) execute(h *Handle, ctx context.Context, only Class) {
 	start := time.Now()
 	returned := false
 	defer func() {
@@ -274,7 +339,7 @@ func (s *Scheduler) execute(h *Handle, ctx context.Context) {
 		// this one's wg.Done runs, so the count cannot reach zero in between.
 		s.finish(h, ctx, fmt.Errorf("%w (task %s/%q)", ErrGoexit, h.class, h.name), time.Since(start))
 		s.wg.Add(1)
-		go s.worker()
+		go s.worker(only)
 	}()
 	err := s.call(h, ctx)
 	returned = true
@@ -318,8 +383,8 @@ func (s *Scheduler) finish(h *Handle, ctx context.Context, err error, d time.Dur
 	close(h.done)
 	// A limited class may have become runnable while this worker goes on to a
 	// higher-priority task; make sure an idle worker looks.
-	if s.limits[c] != 0 && s.idle > 0 && s.queues[c].head != nil {
-		s.cond.Signal()
+	if s.limits[c] != 0 {
+		s.wakeLocked()
 	}
 	s.mu.Unlock()
 }

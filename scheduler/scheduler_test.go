@@ -800,3 +800,67 @@ func BenchmarkSubmitWait(b *testing.B) {
 		})
 	})
 }
+
+// TestReserved: a reserved Upload worker runs an upload while the only shared worker is busy
+// with a compaction (invariant 2's remedy), never takes another class's task, and counts in
+// Stats; the goroutines are Workers + Reserved and all end at Close.
+func TestReserved(t *testing.T) {
+	waitNoLeak(t, runtime.NumGoroutine())
+	before := runtime.NumGoroutine()
+	var opts scheduler.Options
+	opts.Workers = 1
+	opts.Reserved[scheduler.Upload] = 1
+	s, err := scheduler.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := runtime.NumGoroutine(); got != before+2 {
+		t.Fatalf("goroutines: %d, want %d (1 shared + 1 reserved)", got, before+2)
+	}
+	if st := s.Stats(); st.Workers != 1 || st.Reserved[scheduler.Upload] != 1 || s.Reserved(scheduler.Upload) != 1 {
+		t.Fatalf("Stats: %+v", st)
+	}
+	release := make(chan struct{})
+	started := make(chan string, 3)
+	block := func(name string) func(context.Context) error {
+		return func(context.Context) error { started <- name; <-release; return nil }
+	}
+	c1, _ := s.Submit(scheduler.Compaction, "c1", block("c1"))
+	if got := <-started; got != "c1" {
+		t.Fatalf("started %q", got)
+	}
+	c2, _ := s.Submit(scheduler.Compaction, "c2", block("c2"))
+	up, _ := s.Submit(scheduler.Upload, "up", func(context.Context) error { started <- "up"; return nil })
+	select {
+	case got := <-started:
+		if got != "up" {
+			t.Fatalf("started %q beside the busy shared worker, want the upload (the reserved worker took a compaction?)", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upload did not start while the shared worker was busy")
+	}
+	if err := up.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-started:
+		t.Fatalf("%q started while the shared worker is still busy with c1", got)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	if err := c1.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitNoLeak(t, before)
+	var bad scheduler.Options
+	bad.Reserved[scheduler.Upload] = -1
+	if _, err := scheduler.New(bad); !errors.Is(err, scheduler.ErrInvalidOptions) {
+		t.Fatalf("Reserved -1: %v", err)
+	}
+}

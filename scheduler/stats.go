@@ -26,8 +26,10 @@ type ClassStats struct {
 // Stats is a snapshot of a Scheduler's counters, taken under its lock so the numbers are
 // consistent with each other.
 type Stats struct {
-	// Workers is the number of worker goroutines.
-	Workers int
+	// Workers is the number of worker goroutines that take every class; Reserved, per
+	// class, those that take only that class (Options.Reserved).
+	Workers  int
+	Reserved [NumClasses]int
 	// Busy is the number of workers running a task now (the sum of Classes[c].Running).
 	Busy int
 	// Classes holds the counters of each class, indexed by Class.
@@ -38,7 +40,7 @@ type Stats struct {
 func (s *Scheduler) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Workers: s.workers, Classes: s.stats}
+	st := Stats{Workers: s.workers, Reserved: s.reserved, Classes: s.stats}
 	for c := range st.Classes {
 		st.Classes[c].Queued = s.queues[c].n
 		st.Classes[c].Running = s.running[c]

@@ -188,6 +188,10 @@ type Options struct {
 	MaxParallelism int
 	// Workers is the number of background goroutines (0: scheduler.DefaultWorkers).
 	Workers int
+	// UploadWorkers adds goroutines that run only uploads — checkpoint uploads, changelog
+	// persists, checkpoint GC (scheduler.Options.Reserved[Upload]) — so that a checkpoint's
+	// duration does not include the compactions queued before it.
+	UploadWorkers int
 	// BackpressureTimeout bounds how long a write refused for memory, or stalled by L0, waits.
 	BackpressureTimeout time.Duration
 	// L0StopWrites: writers wait while the LsmStore has this many L0 files.
@@ -380,7 +384,9 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 	if err != nil {
 		return nil, errors.Join(err, f.Close())
 	}
-	sched, err := scheduler.New(scheduler.Options{Workers: o.Workers})
+	sopts := scheduler.Options{Workers: o.Workers}
+	sopts.Reserved[scheduler.Upload] = o.UploadWorkers
+	sched, err := scheduler.New(sopts)
 	if err != nil {
 		return nil, errors.Join(err, sl.Close(), f.Close())
 	}
