@@ -137,7 +137,7 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 		MaxOpenFiles:        opts.MaxOpenFiles,
 	}
 	if dir != "" {
-		eo.BlockCacheSize, eo.RowCacheSize, eo.EvictionWatermark = opts.budgetDefaults(budget.Limit(), budget.Limit()-budget.Used()-budget.Reserve())
+		eo.BlockCacheSize, eo.RowCacheSize, eo.EvictionWatermark, eo.EvictionRoom = opts.budgetDefaults(budget.Limit(), budget.Limit()-budget.Used()-budget.Reserve())
 	}
 	clo, err := changelogEngineOptions(&opts, budget)
 	if err != nil {

@@ -80,7 +80,8 @@ func (t *Engine) kick() {
 			t.submitRelocation(r)
 		}
 	}
-	if t.low != nil && (t.headFailed() || t.evictWater > 0 && t.sl.Stats().MemBytes > t.evictWater) {
+	if t.low != nil && (t.headFailed() || t.evictWater > 0 && t.sl.Stats().MemBytes > t.evictWater ||
+		t.evictRoom > 0 && t.budget.WriterRoom() < t.evictRoom) {
 		t.evict()
 	}
 	t.kickLSM()

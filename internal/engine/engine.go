@@ -82,6 +82,7 @@ type Engine struct {
 	bpTimeout   time.Duration // Options.BackpressureTimeout
 	maxCompact  int           // compactions in flight at most
 	evictWater  int64         // evict when the slices hold more bytes (0: only under backpressure)
+	evictRoom   int64         // evict when the writers' room in the budget is below it (0: never)
 	l0Stop      int           // writers wait while the LsmStore has this many L0 files
 	l0Files     int           // L0 files after the last LSM install
 	closing     bool          // Close has begun: no new background work is submitted
@@ -197,6 +198,11 @@ type Options struct {
 	// EvictionWatermark: slices above it are evicted to the lower tier (0: only under
 	// backpressure).
 	EvictionWatermark int64
+	// EvictionRoom: slices are evicted to the lower tier while the writers have less than
+	// this room left in the budget (memory.Budget.WriterRoom; 0: no such trigger). The root
+	// sets it to what the FreshTable's next segment needs, so that state that fits the budget
+	// is never evicted and eviction starts just before a writer would wait for memory.
+	EvictionRoom int64
 	// EvictionBatch is the SliceTable's eviction batch (0: slice.DefaultEvictionBatch).
 	EvictionBatch int64
 	// MaxOpenFiles bounds the LsmStore's open table files (lsm.Options.MaxOpenFiles; 0: the
@@ -420,6 +426,7 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 		bpTimeout:  o.BackpressureTimeout,
 		maxCompact: max(sched.Workers(), 1),
 		evictWater: o.EvictionWatermark,
+		evictRoom:  o.EvictionRoom,
 		l0Stop:     o.L0StopWrites,
 		mapChunk:   cmp.Or(o.MapChunk, lowMapChunk),
 		db:         o.db,
