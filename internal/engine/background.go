@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/fresh"
+	"github.com/strata-db/strata/lsm/sstable"
 	"github.com/strata-db/strata/memory"
 	"github.com/strata-db/strata/scheduler"
 	"github.com/strata-db/strata/slice"
@@ -81,12 +82,45 @@ func (t *Engine) kick() {
 		}
 	}
 	if t.low != nil && (t.headFailed() || t.evictWater > 0 && t.sl.Stats().MemBytes > t.evictWater ||
-		t.evictRoom > 0 && t.budget.WriterRoom() < t.evictRoom) {
+		t.evictRoom > 0 && t.budget.WriterRoom() < t.evictRoom+t.cachesWanted()) {
 		t.evict()
 	}
 	t.kickLSM()
 	if t.retrying > 0 {
 		t.settleRetries()
+	}
+}
+
+// cachesWanted returns the bytes of the LsmStore's caches still to be mapped (mapCaches) once
+// the lower tier holds data, 0 before: eviction makes room for them then.
+func (t *Engine) cachesWanted() int64 {
+	if t.evictions == 0 && t.flushes == 0 {
+		return 0
+	}
+	n := t.rowWant
+	if lt, ok := t.low.(*lsmTier); ok {
+		n += lt.cacheWant
+	}
+	return n
+}
+
+// mapCaches maps the LsmStore's block cache and the row cache (Options.BlockCacheSize,
+// RowCacheSize) that Open left unmapped because the LsmStore was empty, once an eviction or
+// flush gave it data — and only when the writers keep the room of the next segment
+// (EvictionRoom) beside them, so that the caches yield to state: until then the eviction
+// trigger (kick) counts them and evicts to make the room. A cache that cannot be mapped now
+// is tried again at the next install. Owner only.
+func (t *Engine) mapCaches() {
+	if lt, ok := t.low.(*lsmTier); ok && lt.cacheWant > 0 && t.budget.WriterRoom() >= t.evictRoom+lt.cacheWant {
+		if c, err := sstable.NewCache(t.budget, lt.cacheWant, 0); err == nil {
+			lt.db.SetCache(c)
+			lt.cache, lt.cacheWant = c, 0
+		}
+	}
+	if t.rowWant > 0 && t.budget.WriterRoom() >= t.evictRoom+t.rowWant {
+		if rc, err := newRowCache(t.budget, t.rowWant); err == nil {
+			t.rc, t.rowWant = rc, 0
+		}
 	}
 }
 
@@ -292,6 +326,7 @@ func (t *Engine) install() int {
 			t.bumpEpoch()
 			t.flushes++
 			t.noteL0()
+			t.mapCaches()
 		} else {
 			t.bumpEpoch()
 			if err := t.sl.Install(j.out); err != nil {
@@ -388,6 +423,7 @@ func (t *Engine) install() int {
 			n++
 			t.evictions++
 			t.noteL0()
+			t.mapCaches()
 		}
 	}
 	// LSM compactions, in any order (their level pairs are disjoint). They free no memory, so

@@ -83,6 +83,7 @@ type Engine struct {
 	maxCompact  int           // compactions in flight at most
 	evictWater  int64         // evict when the slices hold more bytes (0: only under backpressure)
 	evictRoom   int64         // evict when the writers' room in the budget is below it (0: never)
+	rowWant     int64         // bytes of the row cache to map once the lower tier holds data (mapCaches)
 	l0Stop      int           // writers wait while the LsmStore has this many L0 files
 	l0Files     int           // L0 files after the last LSM install
 	closing     bool          // Close has begun: no new background work is submitted
@@ -322,6 +323,13 @@ func openLSM(o Options) (*lsmTier, Recovered, error) {
 		return nil, Recovered{}, lowerError(err)
 	}
 	lt.db = db
+	if lt.cache != nil && db.Empty() {
+		// Nothing to cache yet: the cache takes its room in the budget only once the LsmStore
+		// holds data (mapCaches), so that state that fits in memory has the whole budget.
+		db.SetCache(nil)
+		lt.cache.Close()
+		lt.cache, lt.cacheWant = nil, o.BlockCacheSize
+	}
 	seq, meta, ok := db.PersistedMeta()
 	return lt, Recovered{Meta: meta, Seq: seq, OK: ok}, nil
 }
@@ -402,7 +410,10 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 	add = max(add, 0)
 	budget.AddReserve(add)
 	var rc *rowCache
-	if o.Lower != nil && o.RowCacheSize > 0 {
+	rowWant := int64(0)
+	if o.Lower != nil && o.RowCacheSize > 0 && o.db != nil && o.db.Empty() {
+		rowWant = o.RowCacheSize // mapped with the block cache, once the LsmStore holds data (mapCaches)
+	} else if o.Lower != nil && o.RowCacheSize > 0 {
 		if rc, err = newRowCache(budget, o.RowCacheSize); err != nil {
 			budget.AddReserve(-add)
 			return nil, errors.Join(fmt.Errorf("row cache of %d bytes: %w", o.RowCacheSize, err), sched.Close(), sl.Close(), f.Close())
@@ -427,6 +438,7 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 		maxCompact: max(sched.Workers(), 1),
 		evictWater: o.EvictionWatermark,
 		evictRoom:  o.EvictionRoom,
+		rowWant:    rowWant,
 		l0Stop:     o.L0StopWrites,
 		mapChunk:   cmp.Or(o.MapChunk, lowMapChunk),
 		db:         o.db,
