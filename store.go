@@ -87,7 +87,8 @@ type Store struct {
 // budget), and Close drops the state.
 //
 // With a directory, the Store keeps an LsmStore in dir/lsm and evicts its coldest slices there
-// once they pass Options.EvictionWatermark, so the state may be many times the memory budget.
+// once the budget lacks room for the FreshTable's next segment (or the slices pass
+// Options.EvictionWatermark), so the state may be many times the memory budget.
 // Close persists the whole state; Open over a directory a Store was closed in recovers it: the
 // LsmStore as of its last persist point (a Store that crashed, without Close, reopens to the
 // state of its last Close, never to a damaged one), the registered states (registering a name

@@ -106,18 +106,18 @@ func (t *Engine) cachesWanted() int64 {
 
 // mapCaches maps the LsmStore's block cache and the row cache (Options.BlockCacheSize,
 // RowCacheSize) that Open left unmapped because the LsmStore was empty, once an eviction or
-// flush gave it data — and only when the writers keep the room of the next segment
-// (EvictionRoom) beside them, so that the caches yield to state: until then the eviction
-// trigger (kick) counts them and evicts to make the room. A cache that cannot be mapped now
+// flush gave it data — and only from the writers' room (memory.Budget.WriterRoom), never from
+// the transform reserve: the eviction trigger (kick) counts them beside the next segment's
+// room and evicts to make it, so the caches yield to state. A cache that cannot be mapped now
 // is tried again at the next install. Owner only.
 func (t *Engine) mapCaches() {
-	if lt, ok := t.low.(*lsmTier); ok && lt.cacheWant > 0 && t.budget.WriterRoom() >= t.evictRoom+lt.cacheWant {
+	if lt, ok := t.low.(*lsmTier); ok && lt.cacheWant > 0 && t.budget.WriterRoom() >= lt.cacheWant {
 		if c, err := sstable.NewCache(t.budget, lt.cacheWant, 0); err == nil {
 			lt.db.SetCache(c)
 			lt.cache, lt.cacheWant = c, 0
 		}
 	}
-	if t.rowWant > 0 && t.budget.WriterRoom() >= t.evictRoom+t.rowWant {
+	if t.rowWant > 0 && t.budget.WriterRoom() >= t.rowWant {
 		if rc, err := newRowCache(t.budget, t.rowWant); err == nil {
 			t.rc, t.rowWant = rc, 0
 		}
