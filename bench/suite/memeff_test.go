@@ -80,7 +80,7 @@ func MinStrataBudget(tb testing.TB, kind string, keys int) (budget, state int64)
 	per := map[string]int64{"value": 124, "list": 124, "map": 204}[kind]
 	state = per * int64(keys)
 	lo, hi := state>>20, 2*state>>20 // lo fails (the state alone); hi doubles until it fits
-	var st strata.StoreStats // of the probe at hi
+	var st strata.StoreStats         // of the probe at hi
 	for {
 		ok, s := fitsStrata(tb, kind, keys, hi<<20)
 		if ok {
