@@ -204,7 +204,8 @@ type Options struct {
 	// sets it to what the FreshTable's next segment needs, so that state that fits the budget
 	// is never evicted and eviction starts just before a writer would wait for memory.
 	EvictionRoom int64
-	// EvictionBatch is the SliceTable's eviction batch (0: slice.DefaultEvictionBatch).
+	// EvictionBatch is the SliceTable's eviction batch (0: a quarter of EvictionWatermark or
+	// EvictionRoom, whichever is larger, between slice.DefaultEvictionBatch and 64 MiB).
 	EvictionBatch int64
 	// MaxOpenFiles bounds the LsmStore's open table files (lsm.Options.MaxOpenFiles; 0: the
 	// default, lsm.DefaultMaxOpenFiles()).
@@ -272,7 +273,9 @@ func Open(o Options) (e *Engine, rec Recovered, err error) {
 		rec = r
 		o.Lower, o.db, o.lowWater, o.startSeq = lt, lt.db, 1, r.Seq
 		if o.EvictionBatch == 0 {
-			o.EvictionBatch = min(max(o.EvictionWatermark/4, slice.DefaultEvictionBatch), 64<<20)
+			// A quarter of the watermark, or the room of a segment, that eviction keeps: one
+			// batch then frees what the next segment needs.
+			o.EvictionBatch = min(max(o.EvictionWatermark/4, o.EvictionRoom, slice.DefaultEvictionBatch), 64<<20)
 		}
 	} else if o.Lower != nil {
 		o.lowWater = o.LowWater
