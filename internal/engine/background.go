@@ -82,13 +82,28 @@ func (t *Engine) kick() {
 		}
 	}
 	if t.low != nil && (t.headFailed() || t.evictWater > 0 && t.sl.Stats().MemBytes > t.evictWater ||
-		t.evictRoom > 0 && t.budget.WriterRoom() < t.evictRoom+t.cachesWanted()) {
+		t.evictRoom > 0 && t.roomShort()) {
 		t.evict()
 	}
 	t.kickLSM()
 	if t.retrying > 0 {
 		t.settleRetries()
 	}
+}
+
+// roomShort reports whether the writers' room in the budget is below EvictionRoom and the
+// caches still to be mapped (cachesWanted). Memory a running checkpoint pins counts as room:
+// it comes back when the checkpoint ends, and evicting for it would only pin the evicted
+// slices too (they stay counted until the checkpoint ends), emptying the SliceTable for no
+// room; a writer that cannot wait for it gets backpressure, which evicts.
+func (t *Engine) roomShort() bool {
+	room := t.budget.WriterRoom()
+	need := t.evictRoom + t.cachesWanted()
+	if room >= need {
+		return false
+	}
+	room += t.f.Stats().PinnedBytes + t.sl.Stats().PinnedBytes // O(buckets + segments), when short only
+	return room < need
 }
 
 // cachesWanted returns the bytes of the LsmStore's caches still to be mapped (mapCaches) once
