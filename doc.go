@@ -75,7 +75,8 @@
 // under a hard memory.Budget; sealed segments are transformed in the background into the
 // sorted slices of a SliceTable (package slice); with a directory, the coldest slices — or,
 // when the budget is too small for slices, whole sealed segments — go to an LsmStore of files
-// (package lsm) once memory passes Options.EvictionWatermark. Reads fall through the tiers,
+// (package lsm) once the budget lacks room for the next segment (Options.EvictionWatermark).
+// Reads fall through the tiers,
 // newest first. A record's key is
 //
 //	[key group u16 BE][state id u16 BE][uvarint len(key)][key][namespace]

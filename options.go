@@ -14,7 +14,10 @@ import (
 const (
 	// DefaultMemoryBudget is the memory budget of a Store with its own budget: 1 GiB.
 	DefaultMemoryBudget = 1 << 30
-	// DefaultSegmentSize is the size of a FreshTable data segment: 64 MiB.
+	// DefaultSegmentSize is the largest default size of a FreshTable data segment: 64 MiB,
+	// from a 2 GiB budget. A smaller budget gets smaller segments by default
+	// (Options.SegmentSize: 1/32 of the budget's limit, 8 MiB at least; 32 MiB with the
+	// default budget).
 	DefaultSegmentSize = 64 << 20
 	// DefaultBackpressureTimeout is how long a write refused for memory waits at most.
 	DefaultBackpressureTimeout = 10 * time.Second
@@ -94,8 +97,16 @@ type Options struct {
 	// does not release the shared budget on Close.
 	SharedBudget *Budget
 
-	// SegmentSize is the size of a FreshTable data segment in bytes: 16, 32 or 64 MiB
-	// (16<<20, 32<<20, 64<<20). Default 64 MiB (DefaultSegmentSize).
+	// SegmentSize is the size of a FreshTable data segment in bytes: 8, 16, 32 or 64 MiB
+	// (8<<20, 16<<20, 32<<20, 64<<20). 0 means the default, chosen from the budget's limit
+	// (MemoryBudget, or SharedBudget's limit): the largest of the four sizes that is at most
+	// 1/32 of it, 8 MiB at least — 64 MiB (DefaultSegmentSize) from 2 GiB, 32 MiB from 1 GiB
+	// (the default budget), 16 MiB from 512 MiB, 8 MiB below. Segments cost the budget about
+	// four times their size besides the state (the active one, the room for the next, the
+	// reserve for a transform's output: bench MemoryEfficiency), so a fixed 64 MiB would keep
+	// most of a 256 MiB budget from the state; larger segments seal less often. A value or
+	// list batch may take a quarter of a segment (ErrValueTooLarge): set SegmentSize for
+	// values above 2 MiB under a budget below 512 MiB.
 	SegmentSize int
 
 	// BackgroundWorkers is the number of goroutines the Store runs background work on
@@ -134,11 +145,12 @@ type Options struct {
 
 	// EvictionWatermark is the memory in bytes held by the SliceTable's slices above which the
 	// Store evicts its coldest slices to the LsmStore (L0 files), in batches, in the
-	// background; writers that wait for memory also start an eviction whatever the slices
-	// hold. 0 means the default: half of what the budget's limit leaves after the block and row
-	// caches and three segments (the active segment, a sealed one and a transform's output), and at
-	// least one segment. Ignored by a Store in memory only (dir ""), which never evicts. Must
-	// not be negative.
+	// background. Whatever it is, the Store also evicts while the budget has less room left
+	// for writers than the FreshTable's next segment needs (MinMemoryBudget(SegmentSize)), and
+	// writers that wait for memory start an eviction. 0 means the default: no watermark, only
+	// that room, so that state that fits the budget stays in memory (nothing is evicted while
+	// the next segment fits) and eviction starts just before a writer would wait. Ignored by a
+	// Store in memory only (dir ""), which never evicts. Must not be negative.
 	EvictionWatermark int64
 
 	// L0StopWrites is the number of L0 files of the LsmStore at which writes wait for an L0
@@ -246,8 +258,8 @@ func (o Options) Validate() error {
 			ErrInvalidOptions, o.BlockCacheSize)
 	}
 	seg := d.SegmentSize
-	if seg != 16<<20 && seg != 32<<20 && seg != 64<<20 {
-		return fmt.Errorf("%w: Options.SegmentSize = %d: must be 16, 32 or 64 MiB (0 for the default 64 MiB)",
+	if seg != 8<<20 && seg != 16<<20 && seg != 32<<20 && seg != 64<<20 {
+		return fmt.Errorf("%w: Options.SegmentSize = %d: must be 8, 16, 32 or 64 MiB (0 for the default, from the budget)",
 			ErrInvalidOptions, o.SegmentSize)
 	}
 	if o.SharedBudget != nil {
@@ -280,6 +292,16 @@ func (o Options) Validate() error {
 // to disk and goes on within this budget.
 func MinMemoryBudget(segmentSize int) int64 { return int64(segmentSize) + int64(segmentSize)/4 }
 
+// defaultSegmentSize returns the default Options.SegmentSize for a budget of limit bytes: the
+// largest of 8, 16, 32 and 64 MiB that is at most limit/32, and 8 MiB when none is.
+func defaultSegmentSize(limit int64) int {
+	seg := DefaultSegmentSize
+	for seg > 8<<20 && int64(seg) > limit/32 {
+		seg >>= 1
+	}
+	return seg
+}
+
 // checkCaches refuses explicit cache sizes that leave the budget (limit bytes, named what)
 // below MinMemoryBudget for the FreshTable.
 func (o Options) checkCaches(limit int64, what string) error {
@@ -311,11 +333,15 @@ func (o Options) withDefaults() Options {
 		r := *o.KeyGroups
 		o.KeyGroups = &r
 	}
-	if o.SegmentSize == 0 {
-		o.SegmentSize = DefaultSegmentSize
-	}
 	if o.SharedBudget == nil && o.MemoryBudget == 0 { // Validate checks the default as any value
 		o.MemoryBudget = DefaultMemoryBudget
+	}
+	if o.SegmentSize == 0 {
+		limit := o.MemoryBudget
+		if o.SharedBudget != nil {
+			limit = o.SharedBudget.Limit()
+		}
+		o.SegmentSize = defaultSegmentSize(limit)
 	}
 	if o.BackpressureTimeout == 0 {
 		o.BackpressureTimeout = DefaultBackpressureTimeout
@@ -329,18 +355,19 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// budgetDefaults returns the block cache size, row cache size and eviction watermark for a
-// budget of limit bytes of which free are neither used nor reserved now (Options.BlockCacheSize,
-// RowCacheSize and EvictionWatermark after defaults; a cache is 0 when there is none). Default
+// budgetDefaults returns the block cache size, row cache size, eviction watermark and eviction
+// room (engine.Options) for a budget of limit bytes of which free are neither used nor reserved
+// now (Options.BlockCacheSize, RowCacheSize and EvictionWatermark after defaults; a cache is 0
+// when there is none, the watermark 0 when there is none). Default
 // cache sizes shrink so that free keeps room for a segment and its index beside them (a budget
 // near MinMemoryBudget, or a shared budget other stores hold much of); explicit sizes are as
 // given (Validate checked them against the limit).
-func (o Options) budgetDefaults(limit, free int64) (cache, rows, water int64) {
+func (o Options) budgetDefaults(limit, free int64) (cache, rows, water, room int64) {
 	seg := int64(o.SegmentSize)
-	room := max(free-seg-seg/4, 0) // what default caches may take
+	spare := max(free-seg-seg/4, 0) // what default caches may take
 	cache = o.BlockCacheSize
 	if cache == 0 {
-		cache = min(limit/DefaultBlockCacheDivisor, room/(1+DefaultRowCacheShare))
+		cache = min(limit/DefaultBlockCacheDivisor, spare/(1+DefaultRowCacheShare))
 		if cache < 16<<10 {
 			cache = 0 // below one block: no cache
 		}
@@ -348,16 +375,11 @@ func (o Options) budgetDefaults(limit, free int64) (cache, rows, water int64) {
 	cache = max(cache, 0)
 	rows = o.RowCacheSize
 	if rows == 0 {
-		rows = min(limit/DefaultBlockCacheDivisor*DefaultRowCacheShare, room/(1+DefaultRowCacheShare)*DefaultRowCacheShare)
+		rows = min(limit/DefaultBlockCacheDivisor*DefaultRowCacheShare, spare/(1+DefaultRowCacheShare)*DefaultRowCacheShare)
 		if rows < engine.MinRowCacheSize {
 			rows = 0
 		}
 	}
 	rows = max(rows, 0)
-	water = o.EvictionWatermark
-	if water == 0 {
-		seg := int64(o.SegmentSize)
-		water = max((limit-cache-rows-3*seg)/2, seg)
-	}
-	return cache, rows, water
+	return cache, rows, max(o.EvictionWatermark, 0), MinMemoryBudget(o.SegmentSize)
 }

@@ -26,7 +26,9 @@ func TestOptionsValidate(t *testing.T) {
 		{"range inverted", Options{KeyGroups: &KeyGroupRange{5, 4}}, "KeyGroups"},
 		{"range negative", Options{KeyGroups: &KeyGroupRange{-1, 4}}, "KeyGroups"},
 		{"budget negative", Options{MemoryBudget: -1}, "MemoryBudget"},
-		{"budget below segment", Options{MemoryBudget: 32 << 20}, "MemoryBudget"},
+		{"budget below segment", Options{MemoryBudget: 8 << 20}, "MemoryBudget"},
+		{"budget below explicit segment", Options{MemoryBudget: 64 << 20, SegmentSize: 64 << 20}, "MemoryBudget"},
+		{"small budget, default segment", Options{MemoryBudget: 32 << 20}, ""},
 		{"budget and shared", Options{MemoryBudget: 1 << 30, SharedBudget: shared}, "MemoryBudget"},
 		{"shared too small", Options{SharedBudget: small}, "SharedBudget"},
 		{"segment odd", Options{SegmentSize: 1 << 20}, "SegmentSize"},
@@ -55,8 +57,24 @@ func TestOptionsValidate(t *testing.T) {
 func TestOptionsDefaults(t *testing.T) {
 	o := Options{}.withDefaults()
 	if o.MaxParallelism != 128 || *o.KeyGroups != (KeyGroupRange{0, 127}) || o.MemoryBudget != 1<<30 ||
-		o.SegmentSize != 64<<20 {
+		o.SegmentSize != 32<<20 {
 		t.Fatalf("defaults: %+v", o)
+	}
+	// The default segment size follows the budget: 1/32 of its limit, 8 to 64 MiB.
+	for _, tc := range []struct {
+		budget int64
+		seg    int
+	}{{10 << 20, 8 << 20}, {256 << 20, 8 << 20}, {511 << 20, 8 << 20}, {512 << 20, 16 << 20},
+		{1<<30 - 1, 16 << 20}, {1 << 30, 32 << 20}, {2 << 30, 64 << 20}, {8 << 30, 64 << 20}} {
+		if got := (Options{MemoryBudget: tc.budget}).withDefaults().SegmentSize; got != tc.seg {
+			t.Errorf("MemoryBudget %d: default SegmentSize %d, want %d", tc.budget, got, tc.seg)
+		}
+		if got := (Options{SharedBudget: NewBudget(tc.budget)}).withDefaults().SegmentSize; got != tc.seg {
+			t.Errorf("SharedBudget %d: default SegmentSize %d, want %d", tc.budget, got, tc.seg)
+		}
+	}
+	if got := (Options{MemoryBudget: 256 << 20, SegmentSize: 64 << 20}).withDefaults().SegmentSize; got != 64<<20 {
+		t.Errorf("explicit SegmentSize changed to %d", got)
 	}
 	r := KeyGroupRange{1, 2}
 	o = Options{MaxParallelism: 4, KeyGroups: &r}.withDefaults()

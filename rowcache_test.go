@@ -369,15 +369,31 @@ func TestRowCacheAttackWriteThrough(t *testing.T) {
 // TestRowCacheAttackBudget: the row cache's memory is what the budget accounts for it (page
 // rounding included) and is given back at Close; stores sharing a budget account each their
 // own; a row cache larger than the budget fails Open with ErrMemoryBudget and leaves nothing
-// behind (budget, reserve, directory lock); a Store in memory only has none.
+// behind (budget, reserve, directory lock); a Store in memory only has none. A Store whose
+// LsmStore is empty maps no cache (they yield to state until there is something to cache).
 func TestRowCacheAttackBudget(t *testing.T) {
 	shared := NewBudget(256 << 20)
 	var stores []*Store
 	for i, rows := range []int64{0, 1000, 512, -1} {
-		s, err := open(fmt.Sprintf("/db%d", i), Options{SharedBudget: shared, SegmentSize: 16 << 20, RowCacheSize: rows,
-			fs: vfs.NewMem()}, nil)
+		opts := Options{SharedBudget: shared, SegmentSize: 16 << 20, RowCacheSize: rows, fs: vfs.NewMem()}
+		dir := fmt.Sprintf("/db%d", i)
+		s, err := open(dir, opts, nil)
 		if err != nil {
 			t.Fatalf("open %d (rows %d): %v", i, rows, err)
+		}
+		if st := s.Stats(); st.RowCacheBytes != 0 || st.BlockCacheBytes != 0 {
+			t.Errorf("store %d (rows %d), LsmStore empty: caches of %d + %d bytes mapped, want none",
+				i, rows, st.RowCacheBytes, st.BlockCacheBytes)
+		}
+		v := must(NewValueState(s, ValueDescriptor[string]{Name: "v", Codec: String}))
+		if err := v.Put(s.Key([]byte("k")), "x"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil { // persisted: the LsmStore holds data, the caches are mapped at Open
+			t.Fatal(err)
+		}
+		if s, err = open(dir, opts, nil); err != nil {
+			t.Fatalf("reopen %d (rows %d): %v", i, rows, err)
 		}
 		stores = append(stores, s)
 		st := s.Stats()

@@ -89,7 +89,8 @@ type Store struct {
 // budget), and Close drops the state.
 //
 // With a directory, the Store keeps an LsmStore in dir/lsm and evicts its coldest slices there
-// once they pass Options.EvictionWatermark, so the state may be many times the memory budget.
+// once the budget lacks room for the FreshTable's next segment (or the slices pass
+// Options.EvictionWatermark), so the state may be many times the memory budget.
 // Close persists the whole state; Open over a directory a Store was closed in recovers it: the
 // LsmStore as of its last persist point (a Store that crashed, without Close, reopens to the
 // state of its last Close, never to a damaged one), the registered states (registering a name
@@ -142,7 +143,7 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 		eo.UploadWorkers = 1 // uploads must not queue behind compactions (BackgroundWorkers)
 	}
 	if dir != "" {
-		eo.BlockCacheSize, eo.RowCacheSize, eo.EvictionWatermark = opts.budgetDefaults(budget.Limit(), budget.Limit()-budget.Used()-budget.Reserve())
+		eo.BlockCacheSize, eo.RowCacheSize, eo.EvictionWatermark, eo.EvictionRoom = opts.budgetDefaults(budget.Limit(), budget.Limit()-budget.Used()-budget.Reserve())
 	}
 	clo, err := changelogEngineOptions(&opts, budget)
 	if err != nil {

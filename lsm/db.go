@@ -33,6 +33,9 @@ type DB struct {
 	nextFile atomic.Uint64 // next file number (tables and manifests); WriteL0 and Run take numbers
 	lock     io.Closer     // the directory's LOCK, held from Open to Close
 	tc       *tableCache   // the open table files (tablecache.go); safe for concurrent use
+	// cache is the block cache of tables opened from now on: Options.Cache, or what SetCache
+	// set since (read by table opens on any goroutine).
+	cache atomic.Pointer[sstable.Cache]
 
 	// Owner-only state below.
 	closed  bool
@@ -101,6 +104,7 @@ func Open(opts Options) (*DB, error) {
 		compactPtr: make([]uint64, opts.NumLevels),
 		tc:         tc,
 	}
+	d.cache.Store(opts.Cache)
 	if err := d.fs.MkdirAll(d.dir, 0o755); err != nil {
 		return nil, ioError("create directory", d.dir, err)
 	}
@@ -315,7 +319,7 @@ func (d *DB) openTable(t *tableFile, manifest string) error {
 			st.Size(), filepath.Base(manifest), t.meta.Size)
 	}
 	t.cacheID = cacheIDs.Add(1)
-	r, err := sstable.Open(f, d.errName(t.name), t.meta.Size, d.opts.Cache, t.cacheID)
+	r, err := sstable.Open(f, d.errName(t.name), t.meta.Size, d.cache.Load(), t.cacheID)
 	if err != nil {
 		f.Close()
 		return err
@@ -600,6 +604,23 @@ func (d *DB) replaceCurrent(c current) error {
 // (the root closes the scheduler first); pending files and jobs not installed
 // are left on disk for the next Open to delete. Close releases the
 // directory's LOCK whatever else fails. A second Close returns base.ErrClosed.
+// SetCache makes c the block cache of every table the DB opens from now on (a table open
+// already keeps the cache it was opened with until the table cache closes it); nil means none.
+// A store that maps its cache only once the DB holds data (so that an empty LsmStore costs its
+// budget nothing) calls it before the first install. The caller keeps owning c: it must stay
+// open until the DB is closed. Owner only; safe with table opens running on other goroutines.
+func (d *DB) SetCache(c *sstable.Cache) { d.cache.Store(c) }
+
+// Empty reports whether the DB holds no table file. Owner only.
+func (d *DB) Empty() bool {
+	for _, l := range d.current.levels {
+		if len(l) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func (d *DB) Close() error {
 	if d.closed {
 		return base.ErrClosed

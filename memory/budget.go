@@ -68,6 +68,14 @@ func (b *Budget) AddReserve(delta int64) int64 {
 // Reserve returns the current reserve in bytes (see AddReserve).
 func (b *Budget) Reserve() int64 { return b.reserved.Load() }
 
+// WriterRoom returns the bytes the writers' purposes (PurposeFreshData, PurposeFreshIndex, …)
+// may still commit: Limit − Reserve − (Used − Pooled), as Map and a Pool's Get judge them
+// (segments on a Pool's free list are room: a Get reuses them); never negative. Safe for
+// concurrent use; the value may be stale by the time it is read.
+func (b *Budget) WriterRoom() int64 {
+	return max(b.limit-b.reserved.Load()-(b.used.Load()-b.pooled.Load()), 0)
+}
+
 // writerLimit returns the bytes purpose p may commit: the limit, less the reserve for the
 // writers' purposes.
 func (b *Budget) writerLimit(p Purpose) int64 {

@@ -18,13 +18,16 @@
 //	BenchmarkLargerThanMemory/keys=6100K/value=100B/budget=64MiB/impl=strata/dist=uniform/mix=C
 //	BenchmarkCheckpoint/state=256MiB/impl=pebble
 //	BenchmarkRestore/state=256MiB/impl=strata/mode=scaleout
+//	BenchmarkMemoryEfficiency/state=value/keys=1M/impl=strata
 //
 // Each leaf reports ns/op, B/op, allocs/op (b.ReportAllocs), ops/s and
 // p99-ns (b.ReportMetric). p99-ns is measured on every 64th operation only,
 // so that two clock reads per operation do not distort ns/op. The checkpoint
 // and restore leaves report their own figures instead (checkpoint_test.go):
 // an operation there is one checkpoint or one restore, and a leaf takes at
-// least 20 (3) of them whatever b.N, so that percentiles have samples.
+// least 20 (3) of them whatever b.N, so that percentiles have samples. A
+// memory-efficiency leaf is one search for the smallest budget that keeps a
+// state in memory and reports budget/state (memeff_test.go).
 //
 // # Invariants
 //

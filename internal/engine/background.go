@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/fresh"
+	"github.com/strata-db/strata/lsm/sstable"
 	"github.com/strata-db/strata/memory"
 	"github.com/strata-db/strata/scheduler"
 	"github.com/strata-db/strata/slice"
@@ -80,12 +81,61 @@ func (t *Engine) kick() {
 			t.submitRelocation(r)
 		}
 	}
-	if t.low != nil && (t.headFailed() || t.evictWater > 0 && t.sl.Stats().MemBytes > t.evictWater) {
+	if t.low != nil && (t.headFailed() || t.evictWater > 0 && t.sl.Stats().MemBytes > t.evictWater ||
+		t.evictRoom > 0 && t.roomShort()) {
 		t.evict()
 	}
 	t.kickLSM()
 	if t.retrying > 0 {
 		t.settleRetries()
+	}
+}
+
+// roomShort reports whether the writers' room in the budget is below EvictionRoom and the
+// caches still to be mapped (cachesWanted). Memory a running checkpoint pins counts as room:
+// it comes back when the checkpoint ends, and evicting for it would only pin the evicted
+// slices too (they stay counted until the checkpoint ends), emptying the SliceTable for no
+// room; a writer that cannot wait for it gets backpressure, which evicts.
+func (t *Engine) roomShort() bool {
+	room := t.budget.WriterRoom()
+	need := t.evictRoom + t.cachesWanted()
+	if room >= need {
+		return false
+	}
+	room += t.f.Stats().PinnedBytes + t.sl.Stats().PinnedBytes // O(buckets + segments), when short only
+	return room < need
+}
+
+// cachesWanted returns the bytes of the LsmStore's caches still to be mapped (mapCaches) once
+// the lower tier holds data, 0 before: eviction makes room for them then.
+func (t *Engine) cachesWanted() int64 {
+	if t.evictions == 0 && t.flushes == 0 {
+		return 0
+	}
+	n := t.rowWant
+	if lt, ok := t.low.(*lsmTier); ok {
+		n += lt.cacheWant
+	}
+	return n
+}
+
+// mapCaches maps the LsmStore's block cache and the row cache (Options.BlockCacheSize,
+// RowCacheSize) that Open left unmapped because the LsmStore was empty, once an eviction or
+// flush gave it data — and only from the writers' room (memory.Budget.WriterRoom), never from
+// the transform reserve: the eviction trigger (kick) counts them beside the next segment's
+// room and evicts to make it, so the caches yield to state. A cache that cannot be mapped now
+// is tried again at the next install. Owner only.
+func (t *Engine) mapCaches() {
+	if lt, ok := t.low.(*lsmTier); ok && lt.cacheWant > 0 && t.budget.WriterRoom() >= lt.cacheWant {
+		if c, err := sstable.NewCache(t.budget, lt.cacheWant, 0); err == nil {
+			lt.db.SetCache(c)
+			lt.cache, lt.cacheWant = c, 0
+		}
+	}
+	if t.rowWant > 0 && t.budget.WriterRoom() >= t.rowWant {
+		if rc, err := newRowCache(t.budget, t.rowWant); err == nil {
+			t.rc, t.rowWant = rc, 0
+		}
 	}
 }
 
@@ -291,6 +341,7 @@ func (t *Engine) install() int {
 			t.bumpEpoch()
 			t.flushes++
 			t.noteL0()
+			t.mapCaches()
 		} else {
 			t.bumpEpoch()
 			if err := t.sl.Install(j.out); err != nil {
@@ -387,6 +438,7 @@ func (t *Engine) install() int {
 			n++
 			t.evictions++
 			t.noteL0()
+			t.mapCaches()
 		}
 	}
 	// LSM compactions, in any order (their level pairs are disjoint). They free no memory, so

@@ -62,9 +62,13 @@
 //     tasks and installed by the owner like the others; while L0 holds Options.L0StopWrites
 //     files, writers wait for one (L0 stall).
 //
-// Eviction policy: above Options.EvictionWatermark bytes of slices, and whenever a writer waits
-// for memory or the head transform failed for it, the coldest units of the chains' oldest runs
-// are evicted (slice.Table.PickEviction, one batch in flight). A transform that fails for
+// Eviction policy: while the writers' room in the budget (memory.Budget.WriterRoom) is below
+// Options.EvictionRoom — the FreshTable's next segment — plus, once the lower tier holds data,
+// the caches still to be mapped (mapCaches: the block and row caches take budget only once
+// there is something below to cache); above Options.EvictionWatermark bytes of slices (when
+// set); and whenever a writer waits for memory or the head transform failed for it, the
+// coldest units of the chains' oldest runs are evicted (slice.Table.PickEviction, one batch
+// in flight). So state that fits the budget is never evicted. A transform that fails for
 // memory while the SliceTable is empty switches to flushes for the next flushProbe segments:
 // a budget that cannot hold a transform's slices beside the FreshTable (64 MiB with 16 MiB
 // segments) then runs as FreshTable → LsmStore.

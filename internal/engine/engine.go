@@ -82,6 +82,8 @@ type Engine struct {
 	bpTimeout   time.Duration // Options.BackpressureTimeout
 	maxCompact  int           // compactions in flight at most
 	evictWater  int64         // evict when the slices hold more bytes (0: only under backpressure)
+	evictRoom   int64         // evict when the writers' room in the budget is below it (0: never)
+	rowWant     int64         // bytes of the row cache to map once the lower tier holds data (mapCaches)
 	l0Stop      int           // writers wait while the LsmStore has this many L0 files
 	l0Files     int           // L0 files after the last LSM install
 	closing     bool          // Close has begun: no new background work is submitted
@@ -182,7 +184,7 @@ type Options struct {
 	FS vfs.FS
 	// Budget bounds the memory the engine maps (segments, indices, slices, caches).
 	Budget *memory.Budget
-	// SegmentSize is the FreshTable's data segment size: 16, 32 or 64 MiB.
+	// SegmentSize is the FreshTable's data segment size: 8, 16, 32 or 64 MiB.
 	SegmentSize int
 	// MaxParallelism is the number of key groups (order hashes are laid out by it).
 	MaxParallelism int
@@ -201,7 +203,13 @@ type Options struct {
 	// EvictionWatermark: slices above it are evicted to the lower tier (0: only under
 	// backpressure).
 	EvictionWatermark int64
-	// EvictionBatch is the SliceTable's eviction batch (0: slice.DefaultEvictionBatch).
+	// EvictionRoom: slices are evicted to the lower tier while the writers have less than
+	// this room left in the budget (memory.Budget.WriterRoom; 0: no such trigger). The root
+	// sets it to what the FreshTable's next segment needs, so that state that fits the budget
+	// is never evicted and eviction starts just before a writer would wait for memory.
+	EvictionRoom int64
+	// EvictionBatch is the SliceTable's eviction batch (0: a quarter of EvictionWatermark or
+	// EvictionRoom, whichever is larger, between slice.DefaultEvictionBatch and 64 MiB).
 	EvictionBatch int64
 	// MaxOpenFiles bounds the LsmStore's open table files (lsm.Options.MaxOpenFiles; 0: the
 	// default, lsm.DefaultMaxOpenFiles()).
@@ -269,7 +277,9 @@ func Open(o Options) (e *Engine, rec Recovered, err error) {
 		rec = r
 		o.Lower, o.db, o.lowWater, o.startSeq = lt, lt.db, 1, r.Seq
 		if o.EvictionBatch == 0 {
-			o.EvictionBatch = min(max(o.EvictionWatermark/4, slice.DefaultEvictionBatch), 64<<20)
+			// A quarter of the watermark, or the room of a segment, that eviction keeps: one
+			// batch then frees what the next segment needs.
+			o.EvictionBatch = min(max(o.EvictionWatermark/4, o.EvictionRoom, slice.DefaultEvictionBatch), 64<<20)
 		}
 	} else if o.Lower != nil {
 		o.lowWater = o.LowWater
@@ -320,6 +330,13 @@ func openLSM(o Options) (*lsmTier, Recovered, error) {
 		return nil, Recovered{}, lowerError(err)
 	}
 	lt.db = db
+	if lt.cache != nil && db.Empty() {
+		// Nothing to cache yet: the cache takes its room in the budget only once the LsmStore
+		// holds data (mapCaches), so that state that fits in memory has the whole budget.
+		db.SetCache(nil)
+		lt.cache.Close()
+		lt.cache, lt.cacheWant = nil, o.BlockCacheSize
+	}
 	seq, meta, ok := db.PersistedMeta()
 	return lt, Recovered{Meta: meta, Seq: seq, OK: ok}, nil
 }
@@ -362,8 +379,11 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 	bits := o.BucketBits
 	if bits == 0 {
 		// A transform leaves at most one partly filled block per bucket, so keep the buckets'
-		// blocks to a quarter of a segment: 256 buckets at 16 MiB, 1024 at 64 MiB.
+		// blocks to a quarter of a segment: 128 buckets at 8 MiB, 256 at 16 MiB, 1024 at 64 MiB.
 		bits = 8
+		if seg < 16<<20 {
+			bits = 7
+		}
 		for n := seg / (16 << 20); n > 1; n >>= 1 {
 			bits++
 		}
@@ -402,7 +422,10 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 	add = max(add, 0)
 	budget.AddReserve(add)
 	var rc *rowCache
-	if o.Lower != nil && o.RowCacheSize > 0 {
+	rowWant := int64(0)
+	if o.Lower != nil && o.RowCacheSize > 0 && o.db != nil && o.db.Empty() {
+		rowWant = o.RowCacheSize // mapped with the block cache, once the LsmStore holds data (mapCaches)
+	} else if o.Lower != nil && o.RowCacheSize > 0 {
 		if rc, err = newRowCache(budget, o.RowCacheSize); err != nil {
 			budget.AddReserve(-add)
 			return nil, errors.Join(fmt.Errorf("row cache of %d bytes: %w", o.RowCacheSize, err), sched.Close(), sl.Close(), f.Close())
@@ -426,6 +449,8 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 		bpTimeout:  o.BackpressureTimeout,
 		maxCompact: max(sched.Workers(), 1),
 		evictWater: o.EvictionWatermark,
+		evictRoom:  o.EvictionRoom,
+		rowWant:    rowWant,
 		l0Stop:     o.L0StopWrites,
 		mapChunk:   cmp.Or(o.MapChunk, lowMapChunk),
 		db:         o.db,

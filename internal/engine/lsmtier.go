@@ -21,6 +21,9 @@ import (
 type lsmTier struct {
 	db    *lsm.DB
 	cache *sstable.Cache // nil: no block cache
+	// cacheWant is the size of the block cache to map once the LsmStore holds data (0: none
+	// or mapped); Engine.mapCaches maps it.
+	cacheWant int64
 }
 
 func (l *lsmTier) Evict(it base.Iterator) (any, error) {

@@ -141,6 +141,7 @@ func main() {
 	writeTables(&md, d)
 	writeCheckpoints(&md, d)
 	writeTTLTimers(&md, d)
+	writeMemory(&md, d)
 	writeSkips(&md, d)
 	writeBenchstat(&md, *rawPath)
 	if *profTime != "0" {
@@ -305,8 +306,8 @@ func writeTables(md *bytes.Buffer, d *report.Data) {
 	names, rows, impls := d.Workloads()
 	md.WriteString("## Results\n\n")
 	for _, w := range names {
-		if isCheckpointWorkload(w) {
-			continue // writeCheckpoints tables them by their own figures
+		if isCheckpointWorkload(w) || strings.HasPrefix(w, "MemoryEfficiency/") {
+			continue // writeCheckpoints and writeMemory table them by their own figures
 		}
 		fmt.Fprintf(md, "### %s\n\n", w)
 		// Speedup matrix.
@@ -666,6 +667,46 @@ func keepProfiles(md *bytes.Buffer, path string) {
 	md.WriteString(head)
 	md.WriteString("\n(Kept from the report this -merge run replaced: it took no profiles, -proftime 0.)\n")
 	md.Write(old[i+len(head):])
+}
+
+// memTarget is the target of the memory-efficiency rows (issue 14, "Performance at equal
+// memory"): the budget Strata needs to keep a state all in memory, over the state's bytes.
+const memTarget = 1.5
+
+// writeMemory tables the MemoryEfficiency rows (bench/suite/memeff_test.go): per state kind,
+// the smallest budget that keeps the state in memory as a multiple of its bytes.
+func writeMemory(md *bytes.Buffer, d *report.Data) {
+	var rows []string
+	for _, n := range d.Order {
+		if w, _, _, ok := report.Split(n); ok && strings.HasPrefix(w, "MemoryEfficiency/") {
+			rows = append(rows, n)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	md.WriteString("## Memory efficiency\n\n")
+	fmt.Fprintf(md, "The smallest memory budget (whole MiB, by bisection) at which a Strata store on disk keeps the "+
+		"whole state in memory — after loading and WaitBackground nothing was evicted or flushed to the LsmStore — "+
+		"over the state's bytes N (keys + namespaces + values as written: 16 B key, 8 B namespace; value: 100 B; "+
+		"list: 10 × 10 B elements; map: 10 × (8 B user key + 10 B value)), every other option at its default. "+
+		"How: bench/suite/memeff_test.go. Target: budget ÷ N ≤ %g.\n\n", memTarget)
+	md.WriteString("| row | state MiB | budget MiB | budget ÷ state | target |\n|---|---:|---:|---:|---|\n")
+	for _, n := range rows {
+		w, _, _, _ := report.Split(n)
+		st, _ := d.Median(n, "state-MiB")
+		bu, _ := d.Median(n, "budget-MiB")
+		x, ok := d.Median(n, "budget/state")
+		res := "–"
+		if ok {
+			res = "pass"
+			if x > memTarget {
+				res = fmt.Sprintf("**MISS** (%.2f > %g)", x, memTarget)
+			}
+		}
+		fmt.Fprintf(md, "| %s | %.1f | %.0f | %.2f | %s |\n", strings.TrimPrefix(w, "MemoryEfficiency/"), st, bu, x, res)
+	}
+	md.WriteString("\n")
 }
 
 func writeSkips(md *bytes.Buffer, d *report.Data) {
