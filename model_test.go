@@ -1611,7 +1611,7 @@ var modelConfigs = []modelConfig{
 		name: "one-set",
 		dir:  "mem",
 		opts: Options{MaxParallelism: 1, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2,
-			BlockCacheSize: 1 << 20, RowCacheSize: 512},
+			BlockCacheSize: 1 << 20, RowCacheSize: engine.MinRowCacheSize},
 		adjust: func(o *engine.Options) { o.EvictionBatch, o.BucketBits, o.EvictionWatermark = 16<<10, 2, 0 },
 		workload: func(maxP int) *modelWorkload {
 			return &modelWorkload{u: edgeUniverse(maxP, nil), maxVal: 300, hot: true, weights: dirWeights}
@@ -1643,7 +1643,7 @@ var modelConfigs = []modelConfig{
 		name: "pressure",
 		dir:  "mem",
 		opts: Options{MaxParallelism: 128, MemoryBudget: 32 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2,
-			BlockCacheSize: 1 << 20, RowCacheSize: 1024, BackpressureTimeout: 2 * time.Second},
+			BlockCacheSize: 1 << 20, RowCacheSize: 2 * engine.MinRowCacheSize, BackpressureTimeout: 2 * time.Second},
 		adjust: func(o *engine.Options) { o.EvictionBatch, o.BucketBits, o.EvictionWatermark = 16<<10, 2, 0 },
 		workload: func(maxP int) *modelWorkload {
 			return &modelWorkload{u: edgeUniverse(maxP, nil), maxVal: 300, bigVals: true, hot: true,

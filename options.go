@@ -133,14 +133,16 @@ type Options struct {
 	BlockCacheSize int64
 
 	// RowCacheSize is the size in bytes of the row cache: values of value, reducing and
-	// aggregating state that point reads found in the LsmStore, kept in 128-byte slots (key
-	// and value up to 120 bytes together; longer ones are not cached), so that the hot keys
+	// aggregating state that point reads found in the LsmStore, kept in sets of 1 KiB whose
+	// entries take runs of 32-byte units (composite key and value up to 508 bytes together,
+	// engine.RowCacheMaxData; longer ones are not cached and are counted in
+	// StoreStats.RowCacheTooLarge), so that the hot keys
 	// of a skewed read load over state larger than memory are served from memory, as
 	// RocksDB's row cache does. Mapped at Open through the memory budget (counted with the
 	// block cache, memory.PurposeBlockCache), so it is part of MemoryBudget. A write to a cached
 	// key refreshes its copy (write-through), a clear drops it; lists and maps are not cached. 0 means the default, 3/32 of
 	// the budget's limit (DefaultRowCacheShare); negative means none. Ignored by a Store in
-	// memory only (dir ""). At least 512 bytes (one set of four slots) when positive.
+	// memory only (dir ""). At least 1024 bytes (one set) when positive.
 	RowCacheSize int64
 
 	// EvictionWatermark is the memory in bytes held by the SliceTable's slices above which the

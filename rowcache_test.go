@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
@@ -101,14 +103,14 @@ func openRowCacheStore(t *testing.T, mem *vfs.MemFS, rows int64) *Store {
 func TestRowCacheAttackHeldValues(t *testing.T) {
 	n := 12000 // two reads each: several MiB through the arena, past lowArenaMax
 	mem := vfs.NewMem()
-	s := openRowCacheStore(t, mem, 512)
+	s := openRowCacheStore(t, mem, engine.MinRowCacheSize)
 	val := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
 	lstA := must(NewListState(s, ListDescriptor[[]byte]{Name: "a", Codec: Bytes}))
 	lstB := must(NewListState(s, ListDescriptor[[]byte]{Name: "b", Codec: Bytes}))
 	keyOf := func(i int) []byte { return []byte(fmt.Sprintf("key-%06d", i)) }
 	valOf := func(i int) []byte {
-		// 0..130 bytes: key+value straddles the slot limit (composite key: 5 + 10 bytes);
-		// every fourth longer, to fill the arena.
+		// 0..130 bytes; every fourth 300..799 bytes, which straddles the row limit
+		// (composite key: 5 + 10 bytes, engine.RowCacheMaxData) and fills the arena.
 		n := i % 131
 		if i%4 == 3 {
 			n = 300 + i%500
@@ -128,7 +130,7 @@ func TestRowCacheAttackHeldValues(t *testing.T) {
 	if err := s.Close(); err != nil { // everything into the LsmStore
 		t.Fatal(err)
 	}
-	s = openRowCacheStore(t, mem, 512)
+	s = openRowCacheStore(t, mem, engine.MinRowCacheSize)
 	defer s.Close()
 	val = must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
 	lstA = must(NewListState(s, ListDescriptor[[]byte]{Name: "a", Codec: Bytes}))
@@ -153,7 +155,7 @@ func TestRowCacheAttackHeldValues(t *testing.T) {
 	wantHits := int64(0)
 	for i := range n {
 		read(i)
-		read(i) // a hit when cacheable: it was just inserted, the most recent slot of its set
+		read(i) // a hit when cacheable: it was just inserted, the newest entry of its set
 		if cacheable(i) {
 			wantHits++
 		}
@@ -174,7 +176,7 @@ func TestRowCacheAttackHeldValues(t *testing.T) {
 	if hits := after.RowCacheHits - before.RowCacheHits; hits != wantHits {
 		t.Errorf("row cache hits %d, want %d (one per cacheable key read twice in a row)", hits, wantHits)
 	}
-	if s.e.RowCacheLen() > engine.MinRowCacheSize/128 {
+	if s.e.RowCacheLen() > engine.RowCacheWays {
 		t.Errorf("one set holds %d entries", s.e.RowCacheLen())
 	}
 	for _, h := range hs {
@@ -374,7 +376,7 @@ func TestRowCacheAttackWriteThrough(t *testing.T) {
 func TestRowCacheAttackBudget(t *testing.T) {
 	shared := NewBudget(256 << 20)
 	var stores []*Store
-	for i, rows := range []int64{0, 1000, 512, -1} {
+	for i, rows := range []int64{0, 2000, 1024, -1} {
 		opts := Options{SharedBudget: shared, SegmentSize: 16 << 20, RowCacheSize: rows, fs: vfs.NewMem()}
 		dir := fmt.Sprintf("/db%d", i)
 		s, err := open(dir, opts, nil)
@@ -533,4 +535,128 @@ func TestRowCacheAttackWaitBackground(t *testing.T) {
 	if err := s.WaitBackground(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("WaitBackground on a closed Store: %v, want ErrClosed", err)
 	}
+}
+
+// pushDown moves everything of s into the LsmStore (seal, transform, evict every slice).
+func pushDown(t *testing.T, s *Store) {
+	t.Helper()
+	must(0, s.seal())
+	must(0, s.WaitBackground())
+	for i := 0; i < 100 && s.Stats().Slices > 0; i++ {
+		s.e.EvictNow()
+		must(0, s.WaitBackground())
+	}
+	if st := s.Stats(); st.Slices != 0 || st.SealedSegments != 0 || st.Records != 0 {
+		t.Fatalf("not all in the LsmStore: %+v", st)
+	}
+}
+
+// TestRowCacheRealisticRows: rows as a windowed job keeps them — a 16 B key in an 8 B namespace
+// (a 29 B composite key) with a 100 B value, with and without a TTL (8 B more) — read from the
+// LsmStore are hits from the second read on; a Put refreshes the cached copy (same size, and a
+// size that takes other units), a Clear drops it; values handed out stay intact while later
+// reads churn a small cache; a row longer than engine.RowCacheMaxData is never cached and is
+// counted; an expired TTL row is not returned and leaves the cache (invariant 4).
+func TestRowCacheRealisticRows(t *testing.T) {
+	var now atomic.Int64
+	now.Store(1000)
+	mem := vfs.NewMem()
+	open := func() *Store {
+		opts := Options{MaxParallelism: 128, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2,
+			BlockCacheSize: 1 << 20, RowCacheSize: 8 * engine.MinRowCacheSize, Clock: now.Load, fs: mem}
+		return must(open("/db", opts, func(o *engine.Options) { o.EvictionBatch, o.EvictionWatermark = 64<<10, 0 }))
+	}
+	s := open()
+	defer func() { s.Close() }()
+	ttl := &TTLConfig{TTL: time.Second}
+	val := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
+	tv := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "t", Codec: Bytes, TTL: ttl}))
+	ns := []byte("window01")
+	key := func(i int) Key { return s.Key(fmt.Appendf(nil, "user-%011d", i)).In(ns) }
+	if ck, _ := s.compose(key(0), val.id); len(ck) != 29 {
+		t.Fatalf("composite key of %d bytes, want 29", len(ck))
+	}
+	value := func(i, gen, n int) []byte { return bytes.Repeat([]byte{byte(i), byte(gen)}, n)[:n] }
+	const n = 400 // 8 sets of 6 rows: most of them churn
+	for i := range n {
+		must(0, val.Put(key(i), value(i, 0, 100)))
+		must(0, tv.Put(key(i), value(i, 0, 100)))
+	}
+	must(0, val.Put(s.Key([]byte("big")), value(0, 0, 600)))
+	pushDown(t, s)
+
+	hits := func() int64 { return s.Stats().RowCacheHits }
+	get := func(st *ValueState[[]byte], k Key, want []byte, wantOK, wantHit bool) []byte {
+		t.Helper()
+		h := hits()
+		got, ok, err := st.Get(k)
+		if err != nil || ok != wantOK || !bytes.Equal(got, want) {
+			t.Fatalf("get %q = %s %v %v, want %s %v", k.Bytes(), shortBytes(got), ok, err, shortBytes(want), wantOK)
+		}
+		if hit := hits() > h; hit != wantHit {
+			t.Fatalf("get %q: hit %v, want %v", k.Bytes(), hit, wantHit)
+		}
+		return got
+	}
+	type held struct{ got, want []byte }
+	var hs []held
+	for i := range n {
+		for _, st := range []*ValueState[[]byte]{val, tv} {
+			get(st, key(i), value(i, 0, 100), true, false)
+			hs = append(hs, held{get(st, key(i), value(i, 0, 100), true, true), value(i, 0, 100)})
+		}
+	}
+	for _, h := range hs { // held across 2n later reads that replaced most entries
+		if !bytes.Equal(h.got, h.want) {
+			t.Fatalf("a value handed out changed: %s, want %s", shortBytes(h.got), shortBytes(h.want))
+		}
+	}
+	// Too long: never cached, counted.
+	before := s.Stats().RowCacheTooLarge
+	get(val, s.Key([]byte("big")), value(0, 0, 600), true, false)
+	get(val, s.Key([]byte("big")), value(0, 0, 600), true, false)
+	if got := s.Stats().RowCacheTooLarge - before; got != 2 {
+		t.Fatalf("RowCacheTooLarge counted %d, want 2", got)
+	}
+
+	k := key(n - 1) // the last one read: cached
+	get(val, k, value(n-1, 0, 100), true, true)
+	// Write-through, same size: the FreshTable serves it, then the cache.
+	must(0, val.Put(k, value(n-1, 1, 100)))
+	get(val, k, value(n-1, 1, 100), true, false)
+	pushDown(t, s)
+	get(val, k, value(n-1, 1, 100), true, true)
+	// Write-through to a size of other units (100 → 300 → 8 bytes).
+	for gen, size := range []int{300, 8} {
+		must(0, val.Put(k, value(n-1, 2+gen, size)))
+		pushDown(t, s)
+		get(val, k, value(n-1, 2+gen, size), true, true)
+	}
+	// Clear drops it: absent before and after the tombstone moves down, never a hit.
+	must(0, val.Clear(k))
+	get(val, k, nil, false, false)
+	pushDown(t, s)
+	get(val, k, nil, false, false)
+	get(val, k, nil, false, false)
+	if err := s.e.CheckRowCache(func(ck, _ []byte) error {
+		if want, _ := s.compose(k, val.id); bytes.Equal(ck, want) {
+			return errors.New("a cleared key is cached")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// TTL (invariant 4): cached with its timestamp, a hit while live; expired, not returned and
+	// dropped from the cache.
+	kt := key(n - 2)
+	get(tv, kt, value(n-2, 0, 100), true, true)
+	cached := s.e.RowCacheLen()
+	now.Add(int64(time.Second / time.Millisecond))
+	get(tv, kt, nil, false, false)
+	if got := s.e.RowCacheLen(); got != cached-1 {
+		t.Fatalf("expired row: cache holds %d entries, want %d", got, cached-1)
+	}
+	get(tv, kt, nil, false, false)
+	must(0, s.e.CheckRowCache(func([]byte, []byte) error { return nil }))
 }

@@ -15,14 +15,40 @@ import (
 // cache holds about a hundred times more hot keys (the same reason RocksDB has a row cache).
 //
 // Layout: an off-heap region mapped through the memory budget (counted with the block cache,
-// memory.PurposeBlockCache), cut into sets of rowWays slots of rowSlot bytes. A slot is
+// memory.PurposeBlockCache), cut into sets of rowSet (1024) bytes; the set of a key comes from
+// its order hash (mixed). A set is a header of rowWays (16) little-endian u32 words, one per
+// entry, followed by rowUnits (30) units of rowUnit (32) bytes that hold the entries, each in a
+// run of consecutive units:
 //
-//	[tag u32][klen u8][vlen u8][ref u8][used u8] key value
+//	set:   0                              64                                         1024
+//	       +------------------------------+------------------------------------------+
+//	       | w0 w1 … w15  (u32 each)      | unit 0 | unit 1 | …              | unit 29 |
+//	       +------------------------------+------------------------------------------+
 //
-// with key and value together at most rowSlot-8 bytes (longer entries are not cached). The set
-// comes from the order hash (mixed); tag is the order hash's low 32 bits, 0 only in an empty
-// slot (a zero tag is stored as 1). Replacement is CLOCK within a set (ref set on a hit;
-// insertion takes an empty slot, else the first slot without ref, clearing the refs it passes).
+//	word:  bit 0       16      21       26    27       32
+//	       +-----------+-------+--------+-----+--------+
+//	       | tag (16)  | start | units  | ref | 0 (5)  |      0 = no entry
+//	       +-----------+-------+--------+-----+--------+
+//
+//	entry (at unit start, units = ⌈(4 + klen + vlen) / 32⌉, at most rowMaxUnits = 16):
+//	       [klen u16][vlen u16] key value (padding to the unit)
+//
+// so key and value together may take rowMaxData = 16×32−4 = 508 bytes; longer rows are not
+// cached (counted in tooLarge). A 29-byte composite key (16 B key, 8 B namespace) with a 100 B
+// value takes 5 units: 6 such rows per set, 160 bytes each. The tag is the order hash's low 16
+// bits (0 is stored as 1); a probe reads the set's header (one cache line), and for each word
+// whose tag matches, the entry's key, which it compares in full: two keys with equal order
+// hashes are never confused (a 128-bit fingerprint would spare the key bytes, but a collision
+// would return another key's value; verifying the key is what keeps that impossible).
+//
+// Words are dense and in insertion order: entries occupy w0…w(cnt−1), oldest first, and the
+// words after them are 0. Replacement is CLOCK over the entries of a set (a second-chance FIFO):
+// a hit sets ref; an insertion that lacks a free word or enough free units takes the oldest
+// entry, clears its ref and moves it to the end if it was set, else removes it, and repeats
+// until there is room (at most 2×16 steps: each step removes an entry or clears a ref). The new
+// entry then takes the lowest free run of its length; when the free units are enough but
+// scattered, the set is compacted first (entries slid down in unit order, their words updated):
+// a copy of at most 960 bytes, on the miss path only (after a read of the LsmStore).
 //
 // Invariants (what keeps it correct):
 //  1. It holds only KindValue entries that a read of the lower tier returned as the key's newest
@@ -30,148 +56,280 @@ import (
 //  2. Every write that can change a cached key's value goes through tiers.Put or tiers.Delete
 //     (value state, reducing and aggregating state, their merges and clears): Put refreshes a
 //     cached copy with the value it wrote once the FreshTable took it (write-through; it never
-//     adds a key, and a failed Put changes nothing), Delete drops the copy first (a failed
-//     Delete only costs a miss). A composite key belongs to one state, so list and map writes
+//     adds a key that was not cached, and a failed Put changes nothing), Delete drops the copy
+//     first (a failed Delete only costs a miss). A refresh that needs another number of units
+//     removes the entry and inserts it anew (which may evict others of its set); one longer than
+//     rowMaxData drops it. A composite key belongs to one state, so list and map writes
 //     never touch a cached key. Data reaches the lower tier only by flushes and evictions of
 //     records that such writes created, after they refreshed or dropped the key, and LSM
 //     compactions do not change what a read sees; so a cached value is always the key's
 //     newest (the write-through copy equals the record that shadows the lower tier until it
 //     moves down).
 //  3. Hits are copied into the lower reader's arena: a value handed out stays valid until the
-//     next write even if its slot is replaced by a later read (a read may insert).
+//     next write even if its entry is replaced, rewritten or moved by compaction of its set
+//     in a later read (a read may insert).
 //  4. TTL: a value of a state with a TTL is cached with its timestamp, and TTL cleanup in
 //     compactions may drop it or turn it into a tombstone (ttl.go) without a write — the
 //     one change to a key's newest version that bypasses invariant 2. It only ever removes
 //     what has expired, and a cached value that has expired by the clock is never returned:
 //     Get drops it and reads the lower tier, which says whether it is still there (Flink's
 //     ReturnExpiredIfNotCleanedUp depends on that). So the cache may hold an expired copy of
-//     a key that cleanup removed (until the key's next write, read or eviction of its slot),
+//     a key that cleanup removed (until the key's next write, read or eviction of its entry),
 //     never return one, and never hold a live value that is not the key's newest.
+//  5. Structure: in every set the words are dense, each entry's units lie inside the set's
+//     data units and overlap no other entry's, its units are exactly what its key and value
+//     need, and n is the number of words in use over all sets (CheckRowCache verifies all of
+//     it).
 //
 // Owner goroutine only (reads and writes of the Store); nothing in the background touches it.
 type rowCache struct {
-	region *memory.Region
-	mem    []byte
-	sets   uint64 // set index = (mixed order hash × sets) >> 64
-	n      int    // slots in use
+	region   *memory.Region
+	mem      []byte
+	sets     uint64 // set index = (mixed order hash × sets) >> 64
+	n        int    // entries in use
+	tooLarge int64  // rows not cached because key + value > rowMaxData
 }
 
 const (
-	rowSlot    = 128 // bytes per slot
-	rowWays    = 4   // slots per set
-	rowHdr     = 8
-	rowMaxData = rowSlot - rowHdr // key + value bytes a slot holds
+	rowSet      = 1024                              // bytes per set
+	rowWays     = 16                                // header words: entries per set at most
+	rowHdr      = rowWays * 4                       // bytes of the set header
+	rowUnit     = 32                                // bytes per unit
+	rowUnits    = (rowSet - rowHdr) / rowUnit       // data units per set
+	rowMaxUnits = 16                                // units of the longest entry
+	rowEntryHdr = 4                                 // klen u16, vlen u16
+	rowMaxData  = rowMaxUnits*rowUnit - rowEntryHdr // key + value bytes an entry holds
+
+	rowStartShift = 16
+	rowUnitsShift = 21
+	rowField      = 1<<5 - 1 // mask of the start and units fields
+	rowRef        = 1 << 26
+)
+
+// The fields must fit their bits, and the unit mask of a set its uint32.
+const (
+	_ = uint(rowField - rowUnits)
+	_ = uint(rowField - rowMaxUnits)
+	_ = uint(32 - rowUnits)
+	_ = uint(rowUnits - rowMaxUnits)
+	_ = uint(rowSet - rowHdr - rowUnits*rowUnit)
+	_ = uint(rowHdr - rowUnit) // the header is at least a unit: units stay aligned
 )
 
 // newRowCache maps a row cache of size bytes (rounded down to whole sets, at least one)
 // through budget. Errors: the budget's (memory.ErrMemoryBudget).
 func newRowCache(budget *memory.Budget, size int64) (*rowCache, error) {
-	sets := max(uint64(size)/(rowWays*rowSlot), 1)
-	r, err := budget.Map(int(sets*rowWays*rowSlot), memory.PurposeBlockCache)
+	sets := max(uint64(size)/rowSet, 1)
+	r, err := budget.Map(int(sets*rowSet), memory.PurposeBlockCache)
 	if err != nil {
 		return nil, err
 	}
 	return &rowCache{region: r, mem: r.Bytes(), sets: sets}, nil
 }
 
-// set returns the slots of the set of order.
+// set returns the bytes of the set of order.
 func (c *rowCache) set(order uint64) []byte {
 	i, _ := bits.Mul64(order*0x9e3779b97f4a7c15, c.sets)
-	const setBytes = rowWays * rowSlot
-	return c.mem[i*setBytes : (i+1)*setBytes : (i+1)*setBytes]
+	return c.mem[i*rowSet : (i+1)*rowSet : (i+1)*rowSet]
 }
 
 func rowTag(order uint64) uint32 {
-	if t := uint32(order); t != 0 {
+	if t := uint32(uint16(order)); t != 0 {
 		return t
 	}
 	return 1
 }
 
-// find returns the slot of (order, key) in set s, or nil.
-func rowFind(s []byte, tag uint32, key []byte) []byte {
-	for w := 0; w < rowWays; w++ {
-		sl := s[w*rowSlot : (w+1)*rowSlot]
-		if binary.LittleEndian.Uint32(sl) != tag || int(sl[4]) != len(key) {
+// rowUnitsFor returns the units an entry of klen + vlen bytes takes (more than rowMaxUnits:
+// not cached).
+func rowUnitsFor(klen, vlen int) int { return (rowEntryHdr + klen + vlen + rowUnit - 1) / rowUnit }
+
+func rowWord(s []byte, i int) uint32       { return binary.LittleEndian.Uint32(s[4*i:]) }
+func rowSetWord(s []byte, i int, w uint32) { binary.LittleEndian.PutUint32(s[4*i:], w) }
+func rowStart(w uint32) int                { return int(w >> rowStartShift & rowField) }
+func rowLen(w uint32) int                  { return int(w >> rowUnitsShift & rowField) }
+
+// rowEntry returns the bytes of the entry of word w in set s (its whole units).
+func rowEntry(s []byte, w uint32) []byte {
+	off := rowHdr + rowStart(w)*rowUnit
+	end := off + rowLen(w)*rowUnit
+	return s[off:end:end]
+}
+
+// rowFind returns the index of the word of (tag, key) in set s, or -1.
+func rowFind(s []byte, tag uint32, key []byte) int {
+	for i := range rowWays {
+		w := rowWord(s, i)
+		if w == 0 {
+			return -1 // words are dense
+		}
+		if w&0xffff != tag {
 			continue
 		}
-		if bytes.Equal(sl[rowHdr:rowHdr+len(key)], key) {
-			return sl
+		e := rowEntry(s, w)
+		if int(binary.LittleEndian.Uint16(e)) == len(key) && bytes.Equal(e[rowEntryHdr:rowEntryHdr+len(key)], key) {
+			return i
 		}
 	}
-	return nil
+	return -1
+}
+
+// rowScan returns the entries of set s, the units they take and the mask of those units.
+func rowScan(s []byte) (cnt, used int, mask uint32) {
+	for ; cnt < rowWays; cnt++ {
+		w := rowWord(s, cnt)
+		if w == 0 {
+			break
+		}
+		used += rowLen(w)
+		mask |= (1<<rowLen(w) - 1) << rowStart(w)
+	}
+	return cnt, used, mask
 }
 
 // get returns the cached value of (order, key), aliasing the cache (copy it before the next
-// insert), and marks the slot referenced.
+// insert), and marks the entry referenced.
 func (c *rowCache) get(order uint64, key []byte) ([]byte, bool) {
 	if c.n == 0 {
 		return nil, false
 	}
-	sl := rowFind(c.set(order), rowTag(order), key)
-	if sl == nil {
+	s := c.set(order)
+	i := rowFind(s, rowTag(order), key)
+	if i < 0 {
 		return nil, false
 	}
-	sl[6] = 1
-	k, v := rowHdr+int(sl[4]), int(sl[5])
-	return sl[k : k+v : k+v], true
+	w := rowWord(s, i)
+	rowSetWord(s, i, w|rowRef)
+	e := rowEntry(s, w)
+	k := rowEntryHdr + len(key)
+	v := k + int(binary.LittleEndian.Uint16(e[2:]))
+	return e[k:v:v], true
 }
 
-// put caches value for (order, key), replacing an older copy; entries longer than a slot are
-// not cached.
+// put caches value for (order, key), replacing an older copy; rows longer than rowMaxData
+// are not cached (counted in tooLarge).
 func (c *rowCache) put(order uint64, key, value []byte) {
-	if len(key)+len(value) > rowMaxData {
+	u := rowUnitsFor(len(key), len(value))
+	if u > rowMaxUnits {
+		c.tooLarge++
 		return
 	}
 	s, tag := c.set(order), rowTag(order)
-	sl := rowFind(s, tag, key)
-	if sl == nil {
-		sl = c.victim(s)
+	if i := rowFind(s, tag, key); i >= 0 {
+		if w := rowWord(s, i); rowLen(w) == u {
+			rowWrite(rowEntry(s, w), key, value)
+			return
+		}
+		c.remove(s, i)
 	}
-	if binary.LittleEndian.Uint32(sl) == 0 {
-		c.n++
-	}
-	binary.LittleEndian.PutUint32(sl, tag)
-	sl[4], sl[5], sl[6], sl[7] = byte(len(key)), byte(len(value)), 0, 1
-	copy(sl[rowHdr:], key)
-	copy(sl[rowHdr+len(key):], value)
+	c.insert(s, tag, key, value, u)
 }
 
-// victim returns the slot an insertion into set s takes (CLOCK, see the type's doc).
-func (c *rowCache) victim(s []byte) []byte {
-	for w := 0; w < rowWays; w++ {
-		if sl := s[w*rowSlot : (w+1)*rowSlot]; binary.LittleEndian.Uint32(sl) == 0 {
-			return sl
+// rowWrite writes the entry of key and value into e.
+func rowWrite(e, key, value []byte) {
+	binary.LittleEndian.PutUint16(e, uint16(len(key)))
+	binary.LittleEndian.PutUint16(e[2:], uint16(len(value)))
+	copy(e[rowEntryHdr:], key)
+	copy(e[rowEntryHdr+len(key):], value)
+}
+
+// remove forgets the entry of word i of set s.
+func (c *rowCache) remove(s []byte, i int) {
+	cnt, _, _ := rowScan(s)
+	copy(s[4*i:4*(cnt-1)], s[4*(i+1):4*cnt])
+	rowSetWord(s, cnt-1, 0)
+	c.n--
+}
+
+// insert adds the entry (tag, key, value) of u units to set s, which does not hold key,
+// replacing entries by CLOCK until there is room (see the type's doc).
+func (c *rowCache) insert(s []byte, tag uint32, key, value []byte, u int) {
+	cnt, used, mask := rowScan(s)
+	if cnt == rowWays || used+u > rowUnits {
+		for cnt == rowWays || used+u > rowUnits {
+			w := rowWord(s, 0)
+			copy(s[:4*(cnt-1)], s[4:4*cnt])
+			if w&rowRef != 0 {
+				rowSetWord(s, cnt-1, w&^rowRef) // second chance: to the end of the queue
+				continue
+			}
+			rowSetWord(s, cnt-1, 0)
+			cnt--
+			used -= rowLen(w)
+			c.n--
 		}
+		_, _, mask = rowScan(s)
 	}
-	for w := 0; w < rowWays; w++ {
-		sl := s[w*rowSlot : (w+1)*rowSlot]
-		if sl[6] == 0 {
-			return sl
+	start := rowFreeRun(mask, u)
+	if start < 0 {
+		rowCompact(s, cnt)
+		start = used
+	}
+	rowSetWord(s, cnt, tag|uint32(start)<<rowStartShift|uint32(u)<<rowUnitsShift)
+	rowWrite(s[rowHdr+start*rowUnit:], key, value)
+	c.n++
+}
+
+// rowFreeRun returns the first unit of the lowest run of u free units in a set whose units in
+// use are mask, or -1.
+func rowFreeRun(mask uint32, u int) int {
+	free := ^mask & (1<<rowUnits - 1)
+	r := free
+	for i := 1; i < u && r != 0; i++ {
+		r &= free >> i // bit p: units p … p+i free
+	}
+	if r == 0 {
+		return -1
+	}
+	return bits.TrailingZeros32(r)
+}
+
+// rowCompact slides the cnt entries of set s down to the first units, in unit order, so that
+// the free units follow them in one run.
+func rowCompact(s []byte, cnt int) {
+	var idx [rowWays]uint8
+	for i := range cnt { // insertion sort of the words by start
+		j := i
+		for ; j > 0 && rowStart(rowWord(s, int(idx[j-1]))) > rowStart(rowWord(s, i)); j-- {
+			idx[j] = idx[j-1]
 		}
-		sl[6] = 0
+		idx[j] = uint8(i)
 	}
-	return s[:rowSlot]
+	next := 0
+	for _, i := range idx[:cnt] {
+		w := rowWord(s, int(i))
+		if st := rowStart(w); st != next {
+			n := rowLen(w) * rowUnit
+			copy(s[rowHdr+next*rowUnit:], s[rowHdr+st*rowUnit:rowHdr+st*rowUnit+n])
+			rowSetWord(s, int(i), w&^(rowField<<rowStartShift)|uint32(next)<<rowStartShift)
+		}
+		next += rowLen(w)
+	}
 }
 
 // refresh replaces the cached value of (order, key), if cached, by value (write-through: a
 // key read from the lower tier and then rewritten is still served from the cache once the
-// write has moved down to the lower tier); a value too long for the slot drops the entry.
+// write has moved down to the lower tier); a value of other units moves the entry, one too
+// long drops it (invariant 2).
 func (c *rowCache) refresh(order uint64, key, value []byte) {
 	if c.n == 0 {
 		return
 	}
-	sl := rowFind(c.set(order), rowTag(order), key)
-	if sl == nil {
+	s, tag := c.set(order), rowTag(order)
+	i := rowFind(s, tag, key)
+	if i < 0 {
 		return
 	}
-	if len(key)+len(value) > rowMaxData {
-		clear(sl[:rowHdr])
-		c.n--
-		return
+	w := rowWord(s, i)
+	switch u := rowUnitsFor(len(key), len(value)); {
+	case u == rowLen(w):
+		rowWrite(rowEntry(s, w), key, value)
+	case u > rowMaxUnits:
+		c.remove(s, i)
+	default:
+		c.remove(s, i)
+		c.insert(s, tag, key, value, u)
 	}
-	sl[5] = byte(len(value))
-	copy(sl[rowHdr+len(key):], value)
 }
 
 // drop forgets (order, key) if cached (invariant 2: every value write calls it or refresh first).
@@ -179,19 +337,23 @@ func (c *rowCache) drop(order uint64, key []byte) {
 	if c.n == 0 {
 		return
 	}
-	if sl := rowFind(c.set(order), rowTag(order), key); sl != nil {
-		clear(sl[:rowHdr])
-		c.n--
+	s := c.set(order)
+	if i := rowFind(s, rowTag(order), key); i >= 0 {
+		c.remove(s, i)
 	}
 }
 
 // close releases the memory.
 func (c *rowCache) close() error { return c.region.Release() }
 
-// MinRowCacheSize is the smallest row cache in bytes: one set of rowWays slots of rowSlot bytes
+// MinRowCacheSize is the smallest row cache in bytes: one set of rowSet bytes
 // (strata.Options.RowCacheSize).
-const MinRowCacheSize = rowWays * rowSlot
+const MinRowCacheSize = rowSet
 
-// RowCacheMaxData is the most key + value bytes one row-cache slot holds; longer rows are not
+// RowCacheMaxData is the most key + value bytes one row-cache entry holds; longer rows are not
 // cached (tests size their rows by it).
 const RowCacheMaxData = rowMaxData
+
+// RowCacheWays is the most entries one set of the row cache holds (tests bound a one-set
+// cache by it).
+const RowCacheWays = rowWays

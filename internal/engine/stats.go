@@ -62,6 +62,9 @@ type Stats struct {
 	RowCacheBytes      int64 // memory of the row cache (inside the budget; Options.RowCacheSize)
 	RowCacheHits       int64 // value reads of the lower tier served by the row cache
 	RowCacheMisses     int64 // value reads that went to the lower tier (LsmStore)
+	// RowCacheTooLarge counts values read from the lower tier that the row cache did not take
+	// because key and value together exceed engine.RowCacheMaxData (508) bytes.
+	RowCacheTooLarge int64
 	// L0Stalls counts writes that waited because L0 had Options.L0StopWrites files or more;
 	// L0StallNanos is the time they waited in total.
 	L0Stalls     int64
@@ -166,6 +169,7 @@ func (t *Engine) Stats() Stats {
 	}
 	if rc := t.rc; rc != nil {
 		st.RowCacheBytes, st.RowCacheHits, st.RowCacheMisses = int64(len(rc.mem)), t.rcHits, t.rcMisses
+		st.RowCacheTooLarge = rc.tooLarge
 	}
 	st.Checkpoints, st.CheckpointFailures, st.CheckpointsRunning = t.ck.checkpoints, t.ck.failures, len(t.ck.running)
 	st.PinnedBytes = ts.PinnedBytes + ss.PinnedBytes

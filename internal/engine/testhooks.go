@@ -28,53 +28,75 @@ func (t *Engine) RowCacheSets() int {
 	return int(t.rc.sets)
 }
 
-// CheckRowCache walks every used slot of the row cache, checks its structure (lengths, the tag
-// and set of the key's order hash, the count of used slots) and calls visit with each cached
-// composite key and value (valid during the call). It returns the first error found, by the
-// walk or by visit.
+// CheckRowCache walks every entry of the row cache, checks its structure (rowcache.go,
+// invariant 5: dense words, units inside the set and disjoint, units exactly what key and value
+// need, the tag and set of the key's order hash, the count of entries) and calls visit with each
+// cached composite key and value (valid during the call). It returns the first error found, by
+// the walk or by visit.
 func (t *Engine) CheckRowCache(visit func(key, value []byte) error) error {
-	c := t.rc
-	if c == nil {
+	if t.rc == nil {
 		return nil
 	}
+	return t.rc.check(func(s []byte, tag uint32, ck, cv []byte) error {
+		h, _, ok := base.HashCompositeKey(ck)
+		if !ok {
+			return fmt.Errorf("row cache: malformed key %x", ck)
+		}
+		order := t.orderOf(ck, h)
+		if rowTag(order) != tag {
+			return fmt.Errorf("row cache: %x has tag %#x, want %#x", ck, tag, rowTag(order))
+		}
+		if set := t.rc.set(order); &set[0] != &s[0] {
+			return fmt.Errorf("row cache: %x not cached in its set", ck)
+		}
+		return visit(bytes.Clone(ck), cv)
+	})
+}
+
+// check walks every entry of c, checks the structure of its set (rowcache.go, invariant 5)
+// and calls visit with the entry's set, tag, key and value.
+func (c *rowCache) check(visit func(set []byte, tag uint32, key, value []byte) error) error {
 	used := 0
 	for si := uint64(0); si < c.sets; si++ {
-		for w := 0; w < rowWays; w++ {
-			off := (si*rowWays + uint64(w)) * rowSlot
-			sl := c.mem[off : off+rowSlot]
-			tag := uint32(sl[0]) | uint32(sl[1])<<8 | uint32(sl[2])<<16 | uint32(sl[3])<<24
-			if tag == 0 {
-				continue
+		s := c.mem[si*rowSet : (si+1)*rowSet]
+		var mask uint32
+		for i := range rowWays {
+			w := rowWord(s, i)
+			if w == 0 {
+				for j := i + 1; j < rowWays; j++ {
+					if rowWord(s, j) != 0 {
+						return fmt.Errorf("row cache set %d: word %d in use after the empty word %d", si, j, i)
+					}
+				}
+				break
 			}
 			used++
-			kl, vl := int(sl[4]), int(sl[5])
-			if kl+vl > rowMaxData {
-				return fmt.Errorf("row cache slot %d/%d: key %d + value %d bytes > %d", si, w, kl, vl, rowMaxData)
+			st, n := rowStart(w), rowLen(w)
+			if w>>27 != 0 || w&0xffff == 0 || n == 0 || n > rowMaxUnits || st+n > rowUnits {
+				return fmt.Errorf("row cache set %d word %d: %#x (start %d, %d units)", si, i, w, st, n)
 			}
-			ck, cv := sl[rowHdr:rowHdr+kl], sl[rowHdr+kl:rowHdr+kl+vl]
-			h, _, ok := base.HashCompositeKey(ck)
-			if !ok {
-				return fmt.Errorf("row cache slot %d/%d: malformed key %x", si, w, ck)
+			m := uint32(1<<n-1) << st
+			if mask&m != 0 {
+				return fmt.Errorf("row cache set %d word %d: units %d+%d overlap another entry", si, i, st, n)
 			}
-			order := t.orderOf(ck, h)
-			if rowTag(order) != tag {
-				return fmt.Errorf("row cache slot %d/%d of %x: tag %#x, want %#x", si, w, ck, tag, rowTag(order))
+			mask |= m
+			e := rowEntry(s, w)
+			kl, vl := int(e[0])|int(e[1])<<8, int(e[2])|int(e[3])<<8
+			if kl+vl > rowMaxData || rowUnitsFor(kl, vl) != n {
+				return fmt.Errorf("row cache set %d word %d: key %d + value %d bytes in %d units", si, i, kl, vl, n)
 			}
-			if set := c.set(order); &set[0] != &c.mem[si*rowWays*rowSlot] {
-				return fmt.Errorf("row cache: %x cached in set %d, not in its set", ck, si)
-			}
-			if err := visit(bytes.Clone(ck), cv); err != nil {
+			if err := visit(s, w&0xffff, e[rowEntryHdr:rowEntryHdr+kl], e[rowEntryHdr+kl:rowEntryHdr+kl+vl]); err != nil {
 				return err
 			}
 		}
 	}
 	if used != c.n {
-		return fmt.Errorf("row cache: %d slots used, n = %d", used, c.n)
+		return fmt.Errorf("row cache: %d entries, n = %d", used, c.n)
 	}
 	return nil
 }
 
-// RowCacheLen returns the number of used slots of the row cache (0 without one).
+// RowCacheLen returns the number of entries of the row cache (0 without one).
 func (t *Engine) RowCacheLen() int {
 	if t.rc == nil {
 		return 0
