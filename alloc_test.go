@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/strata-db/strata/internal/vfs"
 )
 
 // TestAllocsValueState pins 0 allocations per ValueState Get and Put (the hot path), with the
@@ -161,5 +163,39 @@ func TestAllocsTTL(t *testing.T) {
 				t.Errorf("%v %s: %v allocs/op, want 0", up, name, a)
 			}
 		}
+	}
+}
+
+// TestAllocsLowerTier pins 0 allocations per value Get that misses the memory tiers: served by
+// the row cache (a 29 B composite key with a 100 B value, hit after the first read), and read
+// from the LsmStore through the block cache (a row longer than the row cache takes), once the
+// lower reader's arena has grown.
+func TestAllocsLowerTier(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own; allocations are pinned in normal builds")
+	}
+	s := openRowCacheStore(t, vfs.NewMem(), 64<<10)
+	defer s.Close()
+	v := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
+	ns := []byte("window01")
+	hot := s.Key([]byte("0123456789abcdef")).In(ns)
+	big := s.Key([]byte("fedcba9876543210")).In(ns)
+	must(0, v.Put(hot, make([]byte, 100)))
+	must(0, v.Put(big, make([]byte, 600)))
+	pushDown(t, s)
+	var n int
+	before := s.Stats()
+	for name, f := range map[string]func(){
+		"RowCacheHit/Get": func() { x, _, _ := v.Get(hot); n += len(x) },
+		"LsmStore/Get":    func() { x, _, _ := v.Get(big); n += len(x) },
+	} {
+		f() // the row cache takes hot; the arena grows
+		if a := testing.AllocsPerRun(1000, f); a != 0 {
+			t.Errorf("%s: %v allocs/op, want 0", name, a)
+		}
+	}
+	if st := s.Stats(); st.RowCacheHits-before.RowCacheHits < 1000 || st.RowCacheTooLarge-before.RowCacheTooLarge < 1000 {
+		t.Fatalf("row cache hits %d, too large %d: the reads did not take the paths pinned",
+			st.RowCacheHits-before.RowCacheHits, st.RowCacheTooLarge-before.RowCacheTooLarge)
 	}
 }
