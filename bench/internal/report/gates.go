@@ -43,7 +43,8 @@ var Gates = func() []Gate {
 		Gate{Target: lm, Workload: "FlinkMap/keys=500K", Row: "op=get", Peer: "pebble", Min: 5},
 		Gate{Target: lm, Workload: "FlinkMap/keys=500K", Row: "op=put", Peer: "pebble", Min: 5})
 	for _, mix := range []string{"mix=C", "mix=A"} {
-		g = append(g, Gate{Target: ltm, Workload: LTMWorkload, Row: "dist=zipf0.99/" + mix, Peer: "pebble", Min: 3})
+		g = append(g, Gate{Target: ltm, Workload: LTMWorkload, Row: "dist=zipf0.99/" + mix, Peer: "pebble", Min: 3},
+			Gate{Target: ltm, Workload: LTMWindowedWorkload, Row: "dist=zipf0.99/" + mix, Peer: "pebble", Min: 3})
 	}
 	return g
 }()
@@ -51,6 +52,11 @@ var Gates = func() []Gate {
 // LTMWorkload is the larger-than-memory workload of bench/suite (6.1M keys ×
 // 110 B = 10× a 64 MiB budget).
 const LTMWorkload = "LargerThanMemory/keys=6100K/value=100B/budget=64MiB"
+
+// LTMWindowedWorkload is the same with the rows of a windowed job (16 B keys
+// in an 8 B namespace, 100 B values: 6.1M × 124 B ≈ 11× a 64 MiB budget;
+// issue 14: the row cache must hold such rows).
+const LTMWindowedWorkload = "LargerThanMemoryWindowed/keys=6100K/key=16B/ns=8B/value=100B/budget=64MiB"
 
 // Outcome is a gate's result.
 type Outcome struct {
