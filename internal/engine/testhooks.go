@@ -72,7 +72,7 @@ func (c *rowCache) check(visit func(set []byte, tag uint32, key, value []byte) e
 			}
 			used++
 			st, n := rowStart(w), rowLen(w)
-			if w>>27 != 0 || w&0xffff == 0 || n == 0 || n > rowMaxUnits || st+n > rowUnits {
+			if w>>28 != 0 || w&0xffff == 0 || n == 0 || n > rowMaxUnits || st+n > rowUnits {
 				return fmt.Errorf("row cache set %d word %d: %#x (start %d, %d units)", si, i, w, st, n)
 			}
 			m := uint32(1<<n-1) << st
