@@ -843,7 +843,7 @@ func (r *modelRun) write(slot int32, do func() error, apply func()) error {
 	return err
 }
 
-// value draws a value: often exactly at, one under or one over the row cache's slot limit for
+// value draws a value: often exactly at, one under or one over the row cache's entry limit for
 // slot's key, empty, or up to maxVal bytes.
 func (r *modelRun) value(slot int32) mval {
 	k, ns := r.w.u.kn(slot)
