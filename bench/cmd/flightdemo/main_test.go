@@ -20,7 +20,18 @@ import (
 var (
 	jsonPath    = filepath.Join("..", "..", "..", "testdata", "flights-20k.json")
 	parquetPath = filepath.Join("..", "..", "..", "testdata", "flights-3m.parquet")
+	airportsCSV = filepath.Join("..", "..", "..", "testdata", "airports.csv")
 )
+
+// testAirports returns the airports table of testdata.
+func testAirports(t *testing.T) map[string]airport {
+	t.Helper()
+	a, err := loadAirports(airportsCSV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
 
 // TestMain runs the child process of -kill-after when the test binary re-executes itself
 // (os.Executable is the test binary under go test).
@@ -43,13 +54,20 @@ type dayKey struct {
 // replayBoth replays tr at scale K through Strata and through the plain Go map model and
 // returns both results and both sets of closed (route key, day) maxima.
 func replayBoth(t *testing.T, tr *trace.Trace, K int) (got, want *results, gotDays, wantDays map[dayKey]int16, j *job) {
+	return replayBothBound(t, tr, K, defaultOutOfOrder)
+}
+
+// replayBothBound is replayBoth with the watermark's out-of-orderness bound.
+func replayBothBound(t *testing.T, tr *trace.Trace, K int, bound time.Duration) (got, want *results, gotDays, wantDays map[dayKey]int16, j *job) {
 	t.Helper()
-	store, err := strata.Open(t.TempDir(), strata.Options{})
+	clock := new(eventClock)
+	store, err := strata.Open(t.TempDir(), strata.Options{Clock: clock.now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	j, err = newJob(tr, K, store)
+	airports := testAirports(t)
+	j, err = newJob(tr, K, etConfig{Bound: bound, Clock: clock, Airports: airports}, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +85,7 @@ func replayBoth(t *testing.T, tr *trace.Trace, K int) (got, want *results, gotDa
 	if got, err = j.results(); err != nil {
 		t.Fatal(err)
 	}
-	want = runModel(tr, K, func(ki int, day uint32, v int16) { wantDays[dayKey{ki, day}] = v })
+	want = runModel(tr, K, airports, bound, func(ki int, day uint32, v int16) { wantDays[dayKey{ki, day}] = v })
 	if d := diff(got, want, 20); len(d) > 0 {
 		t.Errorf("Strata state differs from the plain Go map model:\n%s", strings.Join(d, "\n"))
 	}
@@ -175,7 +193,7 @@ func TestReplayScaled(t *testing.T) {
 	}
 	const K = 3
 	got, _, _, _, _ := replayBoth(t, tr, K)
-	base := runModel(tr, 1, nil)
+	base := runModel(tr, 1, testAirports(t), defaultOutOfOrder, nil)
 	ki := routeIndex(t, tr, "LAX-PHX")
 	if got.Stats[ki*K] != base.Stats[ki] {
 		t.Errorf("LAX-PHX#0: %+v, want the unscaled %+v", got.Stats[ki*K], base.Stats[ki])
@@ -221,7 +239,7 @@ func TestDiffDetects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := runModel(tr, 1, nil)
+	want := runModel(tr, 1, testAirports(t), defaultOutOfOrder, nil)
 	for name, mutate := range map[string]func(r *results){
 		"stats": func(r *results) { r.Stats[5].Sum++ },
 		"last":  func(r *results) { r.Last[5] = r.Last[5][1:] },
@@ -231,9 +249,13 @@ func TestDiffDetects(t *testing.T) {
 				break
 			}
 		},
-		"days": func(r *results) { r.Days.Sum++ },
+		"days":     func(r *results) { r.Days.Sum++ },
+		"windows":  func(r *results) { r.ET.WinDigest++ },
+		"states":   func(r *results) { r.ET.StateDelay[0]++ },
+		"sessions": func(r *results) { r.ET.Dur[3]++ },
+		"ttl":      func(r *results) { r.Expired++ },
 	} {
-		got := runModel(tr, 1, nil)
+		got := runModel(tr, 1, testAirports(t), defaultOutOfOrder, nil)
 		if d := diff(got, want, 5); len(d) != 0 {
 			t.Fatalf("%s: identical replays differ: %v", name, d)
 		}
@@ -419,7 +441,8 @@ func TestRescale(t *testing.T) {
 
 // TestPositionRoundTrip pins the input position's layout and its refusals.
 func TestPositionRoundTrip(t *testing.T) {
-	p := position{Rows: 20000, K: 2, Row: 1234, Day: 11323, Days: dayDigest{N: 7, Sum: 1 << 63}}
+	p := position{Rows: 20000, K: 2, Row: 1234, Day: 11323, Days: dayDigest{N: 7, Sum: 1 << 63}, MaxT: 978336000000, WM: -5}
+	p.Out.WinFired, p.Out.SessDigest, p.Out.Dur[192], p.Out.StateDelay[63] = 3, 1<<64-1, 9, -7
 	b := p.encode()
 	if len(b) != positionSize || b[0] != positionVersion {
 		t.Fatalf("encoded %d bytes, version %d", len(b), b[0])
@@ -433,7 +456,7 @@ func TestPositionRoundTrip(t *testing.T) {
 		rows, K int
 	}{
 		"empty":       {nil, 20000, 2},
-		"version":     {append([]byte{2}, b[1:]...), 20000, 2},
+		"version":     {append([]byte{1}, b[1:]...), 20000, 2},
 		"short":       {b[:positionSize-1], 20000, 2},
 		"other input": {b, 20001, 2},
 		"other scale": {b, 20000, 1},

@@ -86,6 +86,10 @@ type results struct {
 	Last  [][]int16              // per route key index: the last lastN delays, oldest first
 	Dests []map[string]destStats // per origin key index: destination IATA -> stats
 	Days  dayDigest
+	ET    etOut // what the event-time operators emitted (eventtime.go)
+	// Expired is the route keys seen whose activity (TTL 24 h of event time) had expired by
+	// the last event time.
+	Expired int
 }
 
 // ranked is one line of the worst-mean-delay list.
@@ -141,6 +145,16 @@ func diff(got, want *results, limit int) []string {
 	}
 	if got.Days != want.Days {
 		add("daily max digest %+v, want %+v", got.Days, want.Days)
+	}
+	if g, w := got.ET, want.ET; g != w {
+		add("windows: fired %d, late %d, digest %x; want %d, %d, %x", g.WinFired, g.WinLate, g.WinDigest, w.WinFired, w.WinLate, w.WinDigest)
+		add("sessions: fired %d, late %d, extended %d, merged %d, digest %x; want %d, %d, %d, %d, %x",
+			g.SessFired, g.SessLate, g.SessExtended, g.SessMerged, g.SessDigest, w.SessFired, w.SessLate, w.SessExtended, w.SessMerged, w.SessDigest)
+		add("per-state window figures equal %v, session durations equal %v; activity periods %d, want %d",
+			g.StateFlights == w.StateFlights && g.StateDelay == w.StateDelay, g.Dur == w.Dur, g.Periods, w.Periods)
+	}
+	if got.Expired != want.Expired {
+		add("routes expired (TTL): %d, want %d", got.Expired, want.Expired)
 	}
 	gw, ww := worstRoutes(got.Stats, 5, minFlights), worstRoutes(want.Stats, 5, minFlights)
 	if !slices.Equal(gw, ww) {
