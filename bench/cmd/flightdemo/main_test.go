@@ -277,7 +277,7 @@ func TestRunCLI(t *testing.T) {
 		if err := run(args, &out); err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, out.String())
 		}
-		for _, want := range []string{"events:", "agg.add", "day.close", "check: OK"} {
+		for _, want := range []string{"events:", "agg.add", "day.close", "windows:", "sessions:", "TTL:", "broadcast:", "check: OK"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%v: output lacks %q:\n%s", args, want, out.String())
 			}
@@ -400,6 +400,12 @@ func TestKill(t *testing.T) {
 			if at < last || at%2000 != 0 {
 				t.Errorf("resumed at event %d, want a multiple of 2000 from the child's last reported checkpoint (event %d) on:\n%s", at, last, out)
 			}
+			if n := count(t, out, `restored with the keyed state (\d+) times`); n != 1 {
+				t.Errorf("broadcast state restored %d times, want 1:\n%s", n, out)
+			}
+			if count(t, out, `windows: (\d+) \(route, UTC day\)`) == 0 || count(t, out, `sessions: (\d+) per destination`) == 0 {
+				t.Errorf("no windows or sessions fired:\n%s", out)
+			}
 			if !strings.Contains(out, "by the killed child process") {
 				t.Errorf("checkpoint figures do not cover the child's:\n%s", out)
 			}
@@ -428,7 +434,19 @@ func TestRescale(t *testing.T) {
 	for _, m := range changelogModes {
 		for _, p := range []string{"2", "3"} {
 			t.Run(m.name+"/p="+p, func(t *testing.T) {
-				out := runOut(t, append([]string{"-json", jsonPath, "-scale", "2", "-rescale", p, "-materialize-every", "20ms"}, m.args...)...)
+				// p=3 with a 2 h bound: late flights are dropped, and the model agrees across restores.
+				args := []string{"-json", jsonPath, "-scale", "2", "-rescale", p, "-materialize-every", "20ms"}
+				if p == "3" {
+					args = append(args, "-out-of-order", "2h")
+				}
+				out := runOut(t, append(args, m.args...)...)
+				// Broadcast state: one copy into each of the p Stores, then one into the last.
+				if want, _ := strconv.Atoi(p); count(t, out, `restored with the keyed state (\d+) times`) != want+1 {
+					t.Errorf("-rescale %s: broadcast state not restored into every Store:\n%s", p, out)
+				}
+				if late := count(t, out, `, (\d+) late flights dropped`); (p == "3") != (late > 0) {
+					t.Errorf("-rescale %s: %d late flights dropped:\n%s", p, late, out)
+				}
 				for _, want := range []string{"scale out 1 -> " + p, "scale in " + p + " -> 1", "restore time:"} {
 					if !strings.Contains(out, want) {
 						t.Errorf("-rescale %s: output lacks %q:\n%s", p, want, out)
