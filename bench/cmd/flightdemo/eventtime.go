@@ -206,6 +206,10 @@ type etPart struct {
 	sessT    *strata.TimerService[sessWin]                       // airport key, ns = window
 	active   *strata.ValueState[activity]                        // route key, TTL 24 h
 	airports *strata.BroadcastState[string, airport]
+
+	// The timer callbacks of this part, made once by attach (not a closure per advance).
+	fireWin  func(strata.Timer[uint64]) error
+	fireSess func(strata.Timer[sessWin]) error
 }
 
 func newETPart(s *strata.Store) (etPart, error) {
@@ -444,10 +448,10 @@ func (j *job) fireSession(p *part, tm strata.Timer[sessWin]) error {
 // advance moves the watermark of every part to wm, firing what is due.
 func (j *job) advance(wm int64) error {
 	for _, p := range j.parts {
-		if err := p.et.winT.AdvanceWatermark(wm, func(tm strata.Timer[uint64]) error { return j.fireWindow(p, tm) }); err != nil {
+		if err := p.et.winT.AdvanceWatermark(wm, p.et.fireWin); err != nil {
 			return fmt.Errorf("watermark %d: windows: %w", wm, err)
 		}
-		if err := p.et.sessT.AdvanceWatermark(wm, func(tm strata.Timer[sessWin]) error { return j.fireSession(p, tm) }); err != nil {
+		if err := p.et.sessT.AdvanceWatermark(wm, p.et.fireSess); err != nil {
 			return fmt.Errorf("watermark %d: sessions: %w", wm, err)
 		}
 	}

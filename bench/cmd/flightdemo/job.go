@@ -143,6 +143,8 @@ func (j *job) attach(stores ...*strata.Store) error {
 		if err != nil {
 			return err
 		}
+		p.et.fireWin = func(tm strata.Timer[uint64]) error { return j.fireWindow(p, tm) }
+		p.et.fireSess = func(tm strata.Timer[sessWin]) error { return j.fireSession(p, tm) }
 		j.parts = append(j.parts, p)
 	}
 	owner := func(k strata.Key) (uint8, error) {

@@ -12,6 +12,17 @@
 //	route, ns = day  ListState         every delay of the day, kept: the flight history, so the
 //	                                   state grows with days × routes × scale
 //
+// and the event-time operators (eventtime.go), on the departure in UTC (the local time shifted
+// by the origin's zone from the airports broadcast state) with a watermark -out-of-order (6 h,
+// the file's measured maximum) behind the latest event time:
+//
+//	route, ns = UTC day  AggregatingState  a tumbling day window, fired by an event-time timer
+//	destination airport  ValueState        the open session windows (Flink's MergingWindowSet)
+//	dest, ns = window    AggregatingState  a session's delays; sessions merge (MergeNamespaces)
+//	route                ValueState, TTL   the route's activity period: 24 h of event time
+//	                                       (Options.Clock is the latest event time)
+//	"airports"           BroadcastState    testdata/airports.csv: IATA -> city, state, position
+//
 // The store runs with a 64 MiB memory budget by default (-budget), so that the state outgrows
 // memory at a modest scale and the job exercises all three tiers: what does not fit the budget
 // is evicted to the LsmStore in the store's directory. At -scale 4 the state is about 4× the
