@@ -42,10 +42,14 @@ var opNames = [numOps]string{"agg.add", "list.add", "list.trim", "map.get", "map
 //  2. opened holds every route key index with a ReducingState value in namespace day, once;
 //     openedDay[ki] == day+1 exactly for those.
 //  3. Everything the replay of rows [i, n) depends on, besides the trace, is the state after
-//     rows [0, i) plus day and days: listLen and opened are re-derived from the state by resume
-//     (invariants 1 and 2 say how), and day and days travel in the checkpoint's input position
-//     (position.go). So a restore from a checkpoint at row i followed by the replay of [i, n)
-//     ends in the state and the digest of a replay of [0, n).
+//     rows [0, i) (keyed state, timers and the airports broadcast state) plus day, days and the
+//     event-time operators' largest event time, watermark and output (et.maxT, et.wm, et.out):
+//     listLen and opened are re-derived from the state by resume (invariants 1 and 2 say how),
+//     the zones from the broadcast state, and day, days, maxT, wm and out travel in the
+//     checkpoint's input position (position.go); et.regDay is a cache of registered timers
+//     (registering again is a no-op), cleared on restore. So a restore from a checkpoint at
+//     row i followed by the replay of [i, n) ends in the state and the digests of a replay of
+//     [0, n).
 type job struct {
 	tr *trace.Trace
 	K  int
@@ -317,7 +321,6 @@ func (j *job) replay(from, to int, progress func(events int)) error {
 		return err
 	}
 	return j.advance(math.MaxInt64) // the end of the input: Flink's final watermark
-
 }
 
 // event applies one flight copy with delay d (minutes) to route key ki and origin key oi.
