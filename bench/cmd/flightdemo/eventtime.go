@@ -36,10 +36,13 @@ import (
 //     with AggregatingState.MergeNamespaces, the merged windows' timers are deleted and one is
 //     registered at the cover's last millisecond. A flight is late when its window intersects
 //     no open window and its last millisecond is <= the watermark.
-//   - a 24 h TTL on per-route state: a ValueState per route key (the route's current activity
-//     period: its start and its flights) with TTLConfig{TTL: 24h}; the Stores' Options.Clock
-//     is the largest event time seen (so replays, restores and the Go model agree), so a
-//     route idle for 24 h of event time expires and its next flight starts a new period.
+//   - a 24 h TTL on per-route state: an AggregatingState per route key (the route's current
+//     activity period: its first event time and its flights) with TTLConfig{TTL: 24h}; the
+//     Stores' Options.Clock is the largest event time seen (so replays, restores and the Go
+//     model agree), so a route idle for 24 h of event time expires and its next flight starts
+//     a new period (an Add to an expired accumulator starts afresh, as Flink's
+//     TtlAggregateFunction). At the end the job reads every route's period back: expired, or
+//     live with its start and flights (results.Activity, a digest).
 //
 // Everything these operators emitted (etOut) travels in the checkpoint's input position, as a
 // transactional sink's pending output: the state after rows [0, i) plus etOut and the
@@ -92,22 +95,20 @@ type etOut struct {
 	SessMerged          uint64 // state windows merged into another (MergeNamespaces sources)
 	SessDigest          uint64 // sum of mix of (airport key, start, end, count, sum)
 	Dur                 [durBuckets]uint64
-
-	Periods uint64 // route activity periods started (a route's first flight, or one after 24 h idle)
 }
 
 func digest(a, b, c, d, e uint64) uint64 {
 	return mix64(a ^ mix64(b^mix64(c^mix64(d^mix64(e)))))
 }
 
-func (o *etOut) window(ki int, day int64, acc delayAcc, state int) {
+func (o *etOut) window(ki int, day int64, acc winAcc, state int) {
 	o.WinFired++
 	o.WinDigest += digest(uint64(ki), uint64(day), uint64(acc.Count), uint64(acc.Sum), uint64(acc.Max))
-	o.StateFlights[state] += acc.Count
+	o.StateFlights[state] += int64(acc.Count)
 	o.StateDelay[state] += acc.Sum
 }
 
-func (o *etOut) session(ai int, w sessWin, acc delayAcc) {
+func (o *etOut) session(ai int, w sessWin, acc winAcc) {
 	o.SessFired++
 	o.SessDigest += digest(uint64(ai), uint64(w.Start), uint64(w.End), uint64(acc.Count), uint64(acc.Sum))
 	o.Dur[min((w.End-sessionGap-w.Start)/durBucket, durBuckets-1)]++
@@ -130,6 +131,50 @@ func (o *etOut) durQuantile(q float64) time.Duration {
 		}
 	}
 	return (durBuckets - 1) * durBucket * time.Millisecond
+}
+
+// winAcc is the accumulator of the day and session windows: flights, the sum and the maximum
+// of their delays (minutes). 14 bytes encoded (winAccCodec), so the windows' state and
+// changelog stay small.
+type winAcc struct {
+	Count uint32
+	Sum   int64
+	Max   int16 // meaningful when Count > 0
+}
+
+func (a winAcc) add(d int16) winAcc {
+	if a.Count == 0 || d > a.Max {
+		a.Max = d
+	}
+	a.Count++
+	a.Sum += int64(d)
+	return a
+}
+
+func (a winAcc) merge(b winAcc) winAcc {
+	switch {
+	case a.Count == 0:
+		return b
+	case b.Count == 0:
+		return a
+	}
+	return winAcc{a.Count + b.Count, a.Sum + b.Sum, max(a.Max, b.Max)}
+}
+
+// winAccCodec encodes a winAcc as Count (u32), Sum (i64), Max (i16), big endian.
+type winAccCodec struct{}
+
+func (winAccCodec) Append(dst []byte, a winAcc) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, a.Count)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(a.Sum))
+	return binary.BigEndian.AppendUint16(dst, uint16(a.Max))
+}
+
+func (winAccCodec) Decode(b []byte) (winAcc, error) {
+	if len(b) != 14 {
+		return winAcc{}, fmt.Errorf("%w: window accumulator: %d bytes, want 14", errCodec, len(b))
+	}
+	return winAcc{binary.BigEndian.Uint32(b), int64(binary.BigEndian.Uint64(b[4:])), int16(binary.BigEndian.Uint16(b[12:]))}, nil
 }
 
 // sessWin is a session window [Start, End) in ms and its state window (the namespace its
@@ -176,8 +221,8 @@ func decodeSet(dst []sessEntry, b []byte) ([]sessEntry, error) {
 	return dst, nil
 }
 
-// activity is the per-route TTL'd value: the start (event time, ms) and the flights of the
-// route's current activity period.
+// activity is the per-route TTL'd accumulator: the start (event time, ms) and the flights of
+// the route's current activity period.
 type activity struct {
 	Start   int64
 	Flights uint32
@@ -190,6 +235,14 @@ func (activityCodec) Append(dst []byte, a activity) []byte {
 	return binary.BigEndian.AppendUint32(dst, a.Flights)
 }
 
+func (a activity) add(t int64) activity {
+	if a.Flights == 0 {
+		a.Start = t
+	}
+	a.Flights++
+	return a
+}
+
 func (activityCodec) Decode(b []byte) (activity, error) {
 	if len(b) != 12 {
 		return activity{}, fmt.Errorf("%w: activity: %d bytes, want 12", errCodec, len(b))
@@ -199,12 +252,12 @@ func (activityCodec) Decode(b []byte) (activity, error) {
 
 // etParts are the event-time states of one part (Store).
 type etPart struct {
-	win      *strata.AggregatingState[int16, delayAcc, delayAcc] // route key, ns = UTC day
+	win      *strata.AggregatingState[int16, winAcc, winAcc] // route key, ns = UTC day
 	winT     *strata.TimerService[uint64]                        // route key, ns = UTC day
-	sess     *strata.AggregatingState[int16, delayAcc, delayAcc] // airport key, ns = state window
+	sess     *strata.AggregatingState[int16, winAcc, winAcc] // airport key, ns = state window
 	sessSet  *strata.ValueState[[]byte]                          // airport key: the merging window set
 	sessT    *strata.TimerService[sessWin]                       // airport key, ns = window
-	active   *strata.ValueState[activity]                        // route key, TTL 24 h
+	active   *strata.AggregatingState[int64, activity, activity] // route key, TTL 24 h
 	airports *strata.BroadcastState[string, airport]
 
 	// The timer callbacks of this part, made once by attach (not a closure per advance).
@@ -215,14 +268,14 @@ type etPart struct {
 func newETPart(s *strata.Store) (etPart, error) {
 	var p etPart
 	var err error
-	agg := func(name string) strata.AggregatingDescriptor[int16, delayAcc, delayAcc] {
-		return strata.AggregatingDescriptor[int16, delayAcc, delayAcc]{
+	agg := func(name string) strata.AggregatingDescriptor[int16, winAcc, winAcc] {
+		return strata.AggregatingDescriptor[int16, winAcc, winAcc]{
 			Name:              name,
-			AccCodec:          accCodec{},
-			CreateAccumulator: func() delayAcc { return delayAcc{} },
-			Add:               func(in int16, acc delayAcc) delayAcc { return acc.add(in) },
-			GetResult:         func(acc delayAcc) delayAcc { return acc },
-			Merge:             func(a, b delayAcc) delayAcc { return a.merge(b) },
+			AccCodec:          winAccCodec{},
+			CreateAccumulator: func() winAcc { return winAcc{} },
+			Add:               func(in int16, acc winAcc) winAcc { return acc.add(in) },
+			GetResult:         func(acc winAcc) winAcc { return acc },
+			Merge:             func(a, b winAcc) winAcc { return a.merge(b) },
 		}
 	}
 	if p.win, err = strata.NewAggregatingState(s, agg("route-utc-day-window")); err != nil {
@@ -240,8 +293,16 @@ func newETPart(s *strata.Store) (etPart, error) {
 	if p.sessT, err = strata.NewTimerService(s, strata.TimerServiceDescriptor[sessWin]{Name: "dest-session-timers", NamespaceCodec: winCodec{}}); err != nil {
 		return p, err
 	}
-	if p.active, err = strata.NewValueState(s, strata.ValueDescriptor[activity]{
-		Name: "route-activity", Codec: activityCodec{}, TTL: &strata.TTLConfig{TTL: activeTTL},
+	if p.active, err = strata.NewAggregatingState(s, strata.AggregatingDescriptor[int64, activity, activity]{
+		Name:              "route-activity",
+		AccCodec:          activityCodec{},
+		CreateAccumulator: func() activity { return activity{} },
+		Add:               func(t int64, a activity) activity { return a.add(t) },
+		GetResult:         func(a activity) activity { return a },
+		Merge: func(a, b activity) activity {
+			return activity{Start: min(a.Start, b.Start), Flights: a.Flights + b.Flights}
+		},
+		TTL: &strata.TTLConfig{TTL: activeTTL},
 	}); err != nil {
 		return p, err
 	}
@@ -266,6 +327,11 @@ type etJob struct {
 	keyIdx map[string]int
 
 	restoredCopies int // broadcast states restored (one per Store per restore)
+
+	// sets[ai] is airport key ai's merging window set, as its ValueState holds it (job
+	// invariant 4): written through on every change, re-read from the state on restore,
+	// compared with the state at every session firing.
+	sets [][]sessEntry
 
 	set      []sessEntry
 	setBuf   []byte
@@ -299,17 +365,8 @@ func (j *job) etEvent(ki, ai int, t int64, d int16) error {
 	}
 
 	// Activity of the route, TTL 24 h of event time.
-	a, found, err := rp.et.active.Get(rk)
-	if err != nil {
-		return fmt.Errorf("activity get: %w", err)
-	}
-	if !found {
-		e.out.Periods++
-		a = activity{Start: t}
-	}
-	a.Flights++
-	if err := rp.et.active.Put(rk, a); err != nil {
-		return fmt.Errorf("activity put: %w", err)
+	if err := rp.et.active.Add(rk, t); err != nil {
+		return fmt.Errorf("activity add: %w", err)
 	}
 
 	// Session of the destination airport.
@@ -324,13 +381,8 @@ func (j *job) sessionAdd(ai int, t int64, d int16) error {
 	e := &j.et
 	k := j.originKeys[ai]
 	p := j.parts[j.originPart[ai]]
-	b, _, err := p.et.sessSet.Get(k)
-	if err != nil {
-		return err
-	}
-	if e.set, err = decodeSet(e.set, b); err != nil {
-		return err
-	}
+	e.set = e.sets[ai]
+	defer func() { e.sets[ai] = e.set }()
 	w := sessWin{t, t + sessionGap}
 	lo := sort.Search(len(e.set), func(i int) bool { return e.set[i].W.End >= w.Start })
 	hi := lo
@@ -421,9 +473,12 @@ func (j *job) fireSession(p *part, tm strata.Timer[sessWin]) error {
 	if err != nil {
 		return err
 	}
-	if e.set, err = decodeSet(e.set, b); err != nil {
-		return err
+	e.setBuf = appendSet(e.setBuf[:0], e.sets[ai])
+	if string(b) != string(e.setBuf) {
+		return fmt.Errorf("session timer of %q: the window set in state differs from the job's (%d and %d bytes)", tm.Key.Bytes(), len(b), len(e.setBuf))
 	}
+	e.set = e.sets[ai]
+	defer func() { e.sets[ai] = e.set }()
 	i := slices.IndexFunc(e.set, func(x sessEntry) bool { return x.W == tm.Namespace })
 	if i < 0 {
 		return fmt.Errorf("session timer of %q %v: not in the window set %v", tm.Key.Bytes(), tm.Namespace, e.set)
@@ -547,6 +602,15 @@ func (j *job) resumeET(pos position) error {
 	e := &j.et
 	e.maxT, e.wm, e.out = pos.MaxT, pos.WM, pos.Out
 	e.clock.set(e.maxT)
+	for ai, k := range j.originKeys {
+		b, _, err := j.parts[j.originPart[ai]].et.sessSet.Get(k)
+		if err != nil {
+			return fmt.Errorf("resume: %s: window set get: %w", originKeyName(j.tr, j.K, ai), err)
+		}
+		if j.et.sets[ai], err = decodeSet(j.et.sets[ai], b); err != nil {
+			return fmt.Errorf("resume: %s: %w", originKeyName(j.tr, j.K, ai), err)
+		}
+	}
 	if e.wm == math.MinInt64 {
 		return nil
 	}
@@ -607,8 +671,8 @@ func reportET(out io.Writer, j *job, got *results, airports int) {
 			routes++
 		}
 	}
-	fmt.Fprintf(out, "TTL: %d route activity periods (%d routes; %d restarted after %v idle, event time), %d routes expired at the end\n",
-		o.Periods, routes, int(o.Periods)-routes, activeTTL, got.Expired)
+	fmt.Fprintf(out, "TTL: %d of %d routes' activity expired at the end (idle for %v of event time); the %d live ones' current periods hold %.1f flights on average\n",
+		got.Expired, routes, activeTTL, routes-got.Expired, float64(got.ActFlights)/float64(max(routes-got.Expired, 1)))
 	fmt.Fprintf(out, "broadcast: %d airports in every Store's broadcast state; restored with the keyed state %d times\n",
 		airports, j.et.restoredCopies)
 }

@@ -50,6 +50,8 @@ var opNames = [numOps]string{"agg.add", "list.add", "list.trim", "map.get", "map
 //     (registering again is a no-op), cleared on restore. So a restore from a checkpoint at
 //     row i followed by the replay of [i, n) ends in the state and the digests of a replay of
 //     [0, n).
+//  4. et.sets[ai] equals the merging window set in airport key ai's ValueState (written
+//     through on every change; re-read by resume).
 type job struct {
 	tr *trace.Trace
 	K  int
@@ -118,7 +120,7 @@ func newJob(tr *trace.Trace, K int, ec etConfig, stores ...*strata.Store) (*job,
 	j.originPart = make([]uint8, len(j.originKeys))
 	j.trimBuf = make([]int16, 0, lastN+1)
 	j.et = etJob{bound: ec.Bound.Milliseconds(), maxT: math.MinInt64, wm: math.MinInt64, clock: ec.Clock,
-		regDay: make([]uint64, len(j.routeKeys)), keyIdx: map[string]int{}}
+		regDay: make([]uint64, len(j.routeKeys)), keyIdx: map[string]int{}, sets: make([][]sessEntry, len(j.originKeys))}
 	for ki, k := range j.routeKeys {
 		j.et.keyIdx[string(k.Bytes())] = ki
 	}
@@ -503,10 +505,13 @@ func (j *job) results() (*results, error) {
 			res.Stats[ki] = s
 			// The route's activity: expired when the route was idle for the TTL before the
 			// last event time (the clock).
-			if _, live, err := p.et.active.Get(k); err != nil {
+			if a, live, err := p.et.active.Get(k); err != nil {
 				return nil, fmt.Errorf("%s: activity get: %w", routeKeyName(j.tr, j.K, ki), err)
 			} else if !live {
 				res.Expired++
+			} else {
+				res.Activity += digest(uint64(ki), uint64(a.Start), uint64(a.Flights), 0, 0)
+				res.ActFlights += int64(a.Flights)
 			}
 		}
 		it := p.list.Get(k)

@@ -254,6 +254,7 @@ func TestDiffDetects(t *testing.T) {
 		"states":   func(r *results) { r.ET.StateDelay[0]++ },
 		"sessions": func(r *results) { r.ET.Dur[3]++ },
 		"ttl":      func(r *results) { r.Expired++ },
+		"activity": func(r *results) { r.Activity++ },
 	} {
 		got := runModel(tr, 1, testAirports(t), defaultOutOfOrder, nil)
 		if d := diff(got, want, 5); len(d) != 0 {

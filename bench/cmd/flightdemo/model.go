@@ -56,7 +56,7 @@ func runModel(tr *trace.Trace, K int, airports map[string]airport, bound time.Du
 	}
 	m.closeDay()
 	res := m.results()
-	res.ET, res.Expired = runETModel(tr, K, airports, bound)
+	res.ET, res.Expired, res.Activity, res.ActFlights = runETModel(tr, K, airports, bound)
 	return res
 }
 

@@ -24,15 +24,17 @@ type etModel struct {
 	wm    int64
 	out   etOut
 
-	windows map[int64]map[int]delayAcc // day -> route key index -> accumulator
-	sess    map[int][]modelSess        // airport key index -> open windows, by start
+	windows map[int64]map[int]winAcc // day -> route key index -> accumulator
+	sess    [][]modelSess              // by airport key index: the open windows, by start
 	ends    sessHeap                   // pending session ends, stale ones skipped
-	written map[int]int64              // route key index -> clock at the activity's last write
+	written []int64                    // by route key index: the clock at the activity's last write
+	seen    []bool                     // by route key index: written holds a time
+	period  []activity                 // by route key index: its current activity period
 }
 
 type modelSess struct {
 	W   sessWin
-	Acc delayAcc
+	Acc winAcc
 }
 
 type sessEnd struct {
@@ -55,11 +57,13 @@ func (h *sessHeap) Pop() any {
 }
 
 // runETModel replays tr at scale K with the airports table and the out-of-orderness bound;
-// it returns what the operators emitted and the number of route keys whose activity had
-// expired at the end.
-func runETModel(tr *trace.Trace, K int, airports map[string]airport, bound time.Duration) (etOut, int) {
+// it returns what the operators emitted, and the number of route keys whose activity had
+// expired at the end, the digest of the live ones' periods and their flights
+// (results.Expired, Activity, ActFlights).
+func runETModel(tr *trace.Trace, K int, airports map[string]airport, bound time.Duration) (out etOut, expired int, act uint64, actFlights int64) {
 	m := &etModel{tr: tr, K: K, bound: bound.Milliseconds(), maxT: math.MinInt64, wm: math.MinInt64,
-		windows: map[int64]map[int]delayAcc{}, sess: map[int][]modelSess{}, written: map[int]int64{}}
+		windows: map[int64]map[int]winAcc{}, sess: make([][]modelSess, len(tr.Airports)*K),
+		written: make([]int64, len(tr.Routes)*K), seen: make([]bool, len(tr.Routes)*K), period: make([]activity, len(tr.Routes)*K)}
 	for _, c := range tr.Airports {
 		a := airports[c] // every airport is in the table (the job checks)
 		m.zones = append(m.zones, zoneOf(a))
@@ -77,14 +81,20 @@ func runETModel(tr *trace.Trace, K int, airports map[string]airport, bound time.
 		}
 	}
 	m.advance(math.MaxInt64)
-	expired := 0
 	ttl := activeTTL.Milliseconds()
-	for _, w := range m.written {
+	for ki, w := range m.written {
+		if !m.seen[ki] {
+			continue
+		}
 		if m.maxT >= w+ttl {
 			expired++
+			continue
 		}
+		a := m.period[ki]
+		act += digest(uint64(ki), uint64(a.Start), uint64(a.Flights), 0, 0)
+		actFlights += int64(a.Flights)
 	}
-	return m.out, expired
+	return m.out, expired, act, actFlights
 }
 
 func (m *etModel) event(ki, ai int, t int64, d int16) {
@@ -94,16 +104,17 @@ func (m *etModel) event(ki, ai int, t int64, d int16) {
 	} else {
 		w := m.windows[day]
 		if w == nil {
-			w = map[int]delayAcc{}
+			w = map[int]winAcc{}
 			m.windows[day] = w
 		}
 		w[ki] = w[ki].add(d)
 	}
 
-	if w, ok := m.written[ki]; !ok || m.maxT >= w+activeTTL.Milliseconds() {
-		m.out.Periods++
+	if !m.seen[ki] || m.maxT >= m.written[ki]+activeTTL.Milliseconds() {
+		m.period[ki] = activity{} // a new period: the old one expired
 	}
-	m.written[ki] = m.maxT
+	m.period[ki] = m.period[ki].add(t)
+	m.written[ki], m.seen[ki] = m.maxT, true
 
 	set := m.sess[ai]
 	nw := sessWin{t, t + sessionGap}
@@ -118,7 +129,7 @@ func (m *etModel) event(ki, ai int, t int64, d int16) {
 			m.out.SessLate++
 			return
 		}
-		set = slices.Insert(set, lo, modelSess{W: nw, Acc: delayAcc{}.add(d)})
+		set = slices.Insert(set, lo, modelSess{W: nw, Acc: winAcc{}.add(d)})
 		heap.Push(&m.ends, sessEnd{nw.End - 1, ai, nw})
 	case hi-lo == 1 && set[lo].W.Start <= nw.Start && set[lo].W.End >= nw.End:
 		set[lo].Acc = set[lo].Acc.add(d)
