@@ -252,9 +252,9 @@ func (activityCodec) Decode(b []byte) (activity, error) {
 
 // etParts are the event-time states of one part (Store).
 type etPart struct {
-	win      *strata.AggregatingState[int16, winAcc, winAcc] // route key, ns = UTC day
+	win      *strata.AggregatingState[int16, winAcc, winAcc]     // route key, ns = UTC day
 	winT     *strata.TimerService[uint64]                        // route key, ns = UTC day
-	sess     *strata.AggregatingState[int16, winAcc, winAcc] // airport key, ns = state window
+	sess     *strata.AggregatingState[int16, winAcc, winAcc]     // airport key, ns = state window
 	sessSet  *strata.ValueState[[]byte]                          // airport key: the merging window set
 	sessT    *strata.TimerService[sessWin]                       // airport key, ns = window
 	active   *strata.AggregatingState[int64, activity, activity] // route key, TTL 24 h

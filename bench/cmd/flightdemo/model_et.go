@@ -25,11 +25,11 @@ type etModel struct {
 	out   etOut
 
 	windows map[int64]map[int]winAcc // day -> route key index -> accumulator
-	sess    [][]modelSess              // by airport key index: the open windows, by start
-	ends    sessHeap                   // pending session ends, stale ones skipped
-	written []int64                    // by route key index: the clock at the activity's last write
-	seen    []bool                     // by route key index: written holds a time
-	period  []activity                 // by route key index: its current activity period
+	sess    [][]modelSess            // by airport key index: the open windows, by start
+	ends    sessHeap                 // pending session ends, stale ones skipped
+	written []int64                  // by route key index: the clock at the activity's last write
+	seen    []bool                   // by route key index: written holds a time
+	period  []activity               // by route key index: its current activity period
 }
 
 type modelSess struct {
