@@ -19,8 +19,9 @@ import (
 //   - event time: the departure in UTC (airports.go: the local time at the origin, shifted by
 //     the origin's zone from the airports broadcast state); the watermark is the largest event
 //     time seen minus the out-of-orderness bound (-out-of-order, default 6 h: the measured
-//     maximum of the file, see airports.go), advanced after every row; at the end of the
-//     input it goes to +inf (Flink's final watermark), which fires every window left.
+//     maximum of the file, see airports.go), emitted every wmEvery rows (periodically, as
+//     Flink's autoWatermarkInterval does, but by rows so that replays agree); at the end of
+//     the input it goes to +inf (Flink's final watermark), which fires every window left.
 //   - tumbling windows of one UTC day per route key: an AggregatingState of delay statistics
 //     with the day as namespace, and an event-time timer per (route key, day) at the day's
 //     last millisecond (Flink's window.maxTimestamp()); the timer reads the window, emits it
@@ -55,6 +56,10 @@ const (
 
 	// defaultOutOfOrder is the default bound of the watermark: the file's measured maximum.
 	defaultOutOfOrder = 6 * time.Hour
+
+	// wmEvery is the watermark's period in rows: it advances after rows i with (i+1) %
+	// wmEvery == 0, about every 20 minutes of the data's event time.
+	wmEvery = 256
 
 	durBucket  = 15 * 60 * 1000 // ms: session durations are counted in 15-minute buckets
 	durBuckets = 193            // 0 .. 48 h, the last bucket holds the longer ones
@@ -315,6 +320,7 @@ func newETPart(s *strata.Store) (etPart, error) {
 // etJob is the job's memory for the event-time operators.
 type etJob struct {
 	bound int64 // out-of-orderness bound, ms
+	every int   // the watermark's period in rows
 	maxT  int64 // largest event time seen, math.MinInt64 before the first
 	wm    int64 // the watermark, math.MinInt64 before the first row
 	out   etOut
@@ -514,7 +520,16 @@ func (j *job) advance(wm int64) error {
 	return nil
 }
 
-// etRow runs the event-time operators for row i (every copy), then advances the watermark.
+// every returns the watermark's period in rows.
+func (ec etConfig) every() int {
+	if ec.Every > 0 {
+		return ec.Every
+	}
+	return wmEvery
+}
+
+// etRow runs the event-time operators for row i (every copy), then advances the watermark at
+// the end of a period of wmEvery rows.
 func (j *job) etRow(i int) error {
 	r := j.tr.Rows[i]
 	rt := j.tr.Routes[r.Route]
@@ -529,7 +544,7 @@ func (j *job) etRow(i int) error {
 			return fmt.Errorf("row %d copy %d: %w", i, k, err)
 		}
 	}
-	if wm := e.maxT - e.bound; wm > e.wm {
+	if wm := e.maxT - e.bound; (i+1)%e.every == 0 && wm > e.wm {
 		return j.advance(wm)
 	}
 	return nil

@@ -67,7 +67,8 @@ func TestOutOfOrderness(t *testing.T) {
 // and a flight from New York that arrives in the stream after both (its local time is later)
 // but lies between them in event time. With a 6 h bound the first session is still open: the
 // late flight bridges both, and their state windows merge (MergeNamespaces). With a 1 h bound
-// the first has fired: the flight only extends the second.
+// the first has fired: the flight only extends the second. The watermark advances after every
+// row.
 func TestSessionMerge(t *testing.T) {
 	local := func(s string) uint32 {
 		tm, _ := time.Parse("2006-01-02 15:04", s)
@@ -100,7 +101,7 @@ func TestSessionMerge(t *testing.T) {
 			return o.SessDigest
 		}},
 	} {
-		got, _, _, _, _ := replayBothBound(t, tr, 1, tc.bound)
+		got, _, _, _, _ := replayBothBound(t, tr, 1, tc.bound, 1)
 		o := got.ET
 		if o.SessFired != tc.fired || o.SessExtended != tc.extended || o.SessMerged != tc.merged || o.SessLate != 0 {
 			t.Errorf("bound %v: sessions fired %d, extended %d, merged %d, late %d; want %d, %d, %d, 0",
@@ -131,7 +132,7 @@ func TestLateAndExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, bound := range []time.Duration{2 * time.Hour, defaultOutOfOrder} {
-		got, _, _, _, _ := replayBothBound(t, tr, 1, bound)
+		got, _, _, _, _ := replayBothBound(t, tr, 1, bound, 0)
 		o := got.ET
 		late := bound < defaultOutOfOrder
 		if (o.WinLate > 0) != late || (o.SessLate > 0) != late {

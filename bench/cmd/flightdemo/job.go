@@ -94,6 +94,7 @@ type part struct {
 // etConfig configures the event-time operators of a job (eventtime.go).
 type etConfig struct {
 	Bound    time.Duration      // the watermark's out-of-orderness bound
+	Every    int                // the watermark's period in rows; 0: wmEvery
 	Clock    *eventClock        // the Stores' Options.Clock, which the job drives
 	Airports map[string]airport // fills the broadcast state of new Stores; nil when restoring
 }
@@ -119,7 +120,7 @@ func newJob(tr *trace.Trace, K int, ec etConfig, stores ...*strata.Store) (*job,
 	j.routePart = make([]uint8, len(j.routeKeys))
 	j.originPart = make([]uint8, len(j.originKeys))
 	j.trimBuf = make([]int16, 0, lastN+1)
-	j.et = etJob{bound: ec.Bound.Milliseconds(), maxT: math.MinInt64, wm: math.MinInt64, clock: ec.Clock,
+	j.et = etJob{bound: ec.Bound.Milliseconds(), every: ec.every(), maxT: math.MinInt64, wm: math.MinInt64, clock: ec.Clock,
 		regDay: make([]uint64, len(j.routeKeys)), keyIdx: map[string]int{}, sets: make([][]sessEntry, len(j.originKeys))}
 	for ki, k := range j.routeKeys {
 		j.et.keyIdx[string(k.Bytes())] = ki

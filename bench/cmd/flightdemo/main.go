@@ -404,7 +404,7 @@ func run(args []string, out io.Writer) (err error) {
 	st := store.Stats()
 
 	t1 := time.Now()
-	want := runModel(tr, c.scale, table, c.outOfOrder, nil)
+	want := runModel(tr, c.scale, fresh, nil)
 	modelTime := time.Since(t1)
 
 	report(out, j, got, replayed, elapsed, st, ms.HeapAlloc, modelTime)

@@ -54,11 +54,12 @@ type dayKey struct {
 // replayBoth replays tr at scale K through Strata and through the plain Go map model and
 // returns both results and both sets of closed (route key, day) maxima.
 func replayBoth(t *testing.T, tr *trace.Trace, K int) (got, want *results, gotDays, wantDays map[dayKey]int16, j *job) {
-	return replayBothBound(t, tr, K, defaultOutOfOrder)
+	return replayBothBound(t, tr, K, defaultOutOfOrder, 0)
 }
 
-// replayBothBound is replayBoth with the watermark's out-of-orderness bound.
-func replayBothBound(t *testing.T, tr *trace.Trace, K int, bound time.Duration) (got, want *results, gotDays, wantDays map[dayKey]int16, j *job) {
+// replayBothBound is replayBoth with the watermark's out-of-orderness bound and period in
+// rows (0: the default).
+func replayBothBound(t *testing.T, tr *trace.Trace, K int, bound time.Duration, every int) (got, want *results, gotDays, wantDays map[dayKey]int16, j *job) {
 	t.Helper()
 	clock := new(eventClock)
 	store, err := strata.Open(t.TempDir(), strata.Options{Clock: clock.now})
@@ -67,7 +68,8 @@ func replayBothBound(t *testing.T, tr *trace.Trace, K int, bound time.Duration) 
 	}
 	t.Cleanup(func() { store.Close() })
 	airports := testAirports(t)
-	j, err = newJob(tr, K, etConfig{Bound: bound, Clock: clock, Airports: airports}, store)
+	ec := etConfig{Bound: bound, Every: every, Clock: clock, Airports: airports}
+	j, err = newJob(tr, K, ec, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func replayBothBound(t *testing.T, tr *trace.Trace, K int, bound time.Duration) 
 	if got, err = j.results(); err != nil {
 		t.Fatal(err)
 	}
-	want = runModel(tr, K, airports, bound, func(ki int, day uint32, v int16) { wantDays[dayKey{ki, day}] = v })
+	want = runModel(tr, K, ec, func(ki int, day uint32, v int16) { wantDays[dayKey{ki, day}] = v })
 	if d := diff(got, want, 20); len(d) > 0 {
 		t.Errorf("Strata state differs from the plain Go map model:\n%s", strings.Join(d, "\n"))
 	}
@@ -193,7 +195,7 @@ func TestReplayScaled(t *testing.T) {
 	}
 	const K = 3
 	got, _, _, _, _ := replayBoth(t, tr, K)
-	base := runModel(tr, 1, testAirports(t), defaultOutOfOrder, nil)
+	base := runModel(tr, 1, etConfig{Bound: defaultOutOfOrder, Airports: testAirports(t)}, nil)
 	ki := routeIndex(t, tr, "LAX-PHX")
 	if got.Stats[ki*K] != base.Stats[ki] {
 		t.Errorf("LAX-PHX#0: %+v, want the unscaled %+v", got.Stats[ki*K], base.Stats[ki])
@@ -239,7 +241,7 @@ func TestDiffDetects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := runModel(tr, 1, testAirports(t), defaultOutOfOrder, nil)
+	want := runModel(tr, 1, etConfig{Bound: defaultOutOfOrder, Airports: testAirports(t)}, nil)
 	for name, mutate := range map[string]func(r *results){
 		"stats": func(r *results) { r.Stats[5].Sum++ },
 		"last":  func(r *results) { r.Last[5] = r.Last[5][1:] },
@@ -256,7 +258,7 @@ func TestDiffDetects(t *testing.T) {
 		"ttl":      func(r *results) { r.Expired++ },
 		"activity": func(r *results) { r.Activity++ },
 	} {
-		got := runModel(tr, 1, testAirports(t), defaultOutOfOrder, nil)
+		got := runModel(tr, 1, etConfig{Bound: defaultOutOfOrder, Airports: testAirports(t)}, nil)
 		if d := diff(got, want, 5); len(d) != 0 {
 			t.Fatalf("%s: identical replays differ: %v", name, d)
 		}

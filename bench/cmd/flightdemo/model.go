@@ -1,8 +1,6 @@
 package main
 
 import (
-	"time"
-
 	"github.com/strata-db/strata/bench/internal/trace"
 )
 
@@ -20,9 +18,9 @@ type model struct {
 	onDay func(ki int, day uint32, maxDelay int16)
 }
 
-// runModel replays tr at scale K, the event-time operators with the airports table and the
-// out-of-orderness bound; onDay (may be nil) sees every closed (route key, day, max).
-func runModel(tr *trace.Trace, K int, airports map[string]airport, bound time.Duration, onDay func(ki int, day uint32, maxDelay int16)) *results {
+// runModel replays tr at scale K, the event-time operators with ec (its airports table,
+// bound and watermark period); onDay (may be nil) sees every closed (route key, day, max).
+func runModel(tr *trace.Trace, K int, ec etConfig, onDay func(ki int, day uint32, maxDelay int16)) *results {
 	m := &model{
 		tr: tr, K: K,
 		stats: make(map[int]delayAcc),
@@ -56,7 +54,7 @@ func runModel(tr *trace.Trace, K int, airports map[string]airport, bound time.Du
 	}
 	m.closeDay()
 	res := m.results()
-	res.ET, res.Expired, res.Activity, res.ActFlights = runETModel(tr, K, airports, bound)
+	res.ET, res.Expired, res.Activity, res.ActFlights = runETModel(tr, K, ec)
 	return res
 }
 

@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/strata-db/strata/bench/internal/trace"
 )
@@ -17,6 +16,7 @@ type etModel struct {
 	tr    *trace.Trace
 	K     int
 	bound int64
+	every int
 	zones []zone
 	state []int
 	lt    localTime
@@ -56,12 +56,14 @@ func (h *sessHeap) Pop() any {
 	return x
 }
 
-// runETModel replays tr at scale K with the airports table and the out-of-orderness bound;
+// runETModel replays tr at scale K with ec's airports table, out-of-orderness bound and
+// watermark period;
 // it returns what the operators emitted, and the number of route keys whose activity had
 // expired at the end, the digest of the live ones' periods and their flights
 // (results.Expired, Activity, ActFlights).
-func runETModel(tr *trace.Trace, K int, airports map[string]airport, bound time.Duration) (out etOut, expired int, act uint64, actFlights int64) {
-	m := &etModel{tr: tr, K: K, bound: bound.Milliseconds(), maxT: math.MinInt64, wm: math.MinInt64,
+func runETModel(tr *trace.Trace, K int, ec etConfig) (out etOut, expired int, act uint64, actFlights int64) {
+	airports := ec.Airports
+	m := &etModel{tr: tr, K: K, bound: ec.Bound.Milliseconds(), every: ec.every(), maxT: math.MinInt64, wm: math.MinInt64,
 		windows: map[int64]map[int]winAcc{}, sess: make([][]modelSess, len(tr.Airports)*K),
 		written: make([]int64, len(tr.Routes)*K), seen: make([]bool, len(tr.Routes)*K), period: make([]activity, len(tr.Routes)*K)}
 	for _, c := range tr.Airports {
@@ -76,7 +78,7 @@ func runETModel(tr *trace.Trace, K int, airports map[string]airport, bound time.
 		for k := range K {
 			m.event(int(r.Route)*K+k, int(rt.Dest)*K+k, t, copyDelay(i, k, r.Delay))
 		}
-		if wm := m.maxT - m.bound; wm > m.wm {
+		if wm := m.maxT - m.bound; (i+1)%m.every == 0 && wm > m.wm {
 			m.advance(wm)
 		}
 	}
