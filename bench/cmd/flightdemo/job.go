@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/strata-db/strata"
@@ -41,10 +42,16 @@ var opNames = [numOps]string{"agg.add", "list.add", "list.trim", "map.get", "map
 //  2. opened holds every route key index with a ReducingState value in namespace day, once;
 //     openedDay[ki] == day+1 exactly for those.
 //  3. Everything the replay of rows [i, n) depends on, besides the trace, is the state after
-//     rows [0, i) plus day and days: listLen and opened are re-derived from the state by resume
-//     (invariants 1 and 2 say how), and day and days travel in the checkpoint's input position
-//     (position.go). So a restore from a checkpoint at row i followed by the replay of [i, n)
-//     ends in the state and the digest of a replay of [0, n).
+//     rows [0, i) (keyed state, timers and the airports broadcast state) plus day, days and the
+//     event-time operators' largest event time, watermark and output (et.maxT, et.wm, et.out):
+//     listLen and opened are re-derived from the state by resume (invariants 1 and 2 say how),
+//     the zones from the broadcast state, and day, days, maxT, wm and out travel in the
+//     checkpoint's input position (position.go); et.regDay is a cache of registered timers
+//     (registering again is a no-op), cleared on restore. So a restore from a checkpoint at
+//     row i followed by the replay of [i, n) ends in the state and the digests of a replay of
+//     [0, n).
+//  4. et.sets[ai] equals the merging window set in airport key ai's ValueState (written
+//     through on every change; re-read by resume).
 type job struct {
 	tr *trace.Trace
 	K  int
@@ -66,6 +73,8 @@ type job struct {
 
 	ck *checkpointer // nil: no checkpoints
 
+	et etJob // the event-time operators (eventtime.go)
+
 	sampleMask int // latency is sampled on events with index&sampleMask == 0
 	lat        [numOps]hist
 	trimBuf    []int16
@@ -79,11 +88,20 @@ type part struct {
 	dests *strata.MapState[string, destStats]
 	daily *strata.ReducingState[int16]
 	hist  *strata.ListState[int16] // route, ns = day: every delay of the day, kept
+	et    etPart                   // the event-time operators' states (eventtime.go)
+}
+
+// etConfig configures the event-time operators of a job (eventtime.go).
+type etConfig struct {
+	Bound    time.Duration      // the watermark's out-of-orderness bound
+	Every    int                // the watermark's period in rows; 0: wmEvery
+	Clock    *eventClock        // the Stores' Options.Clock, which the job drives
+	Airports map[string]airport // fills the broadcast state of new Stores; nil when restoring
 }
 
 // newJob builds every key of trace tr at scale K and registers the states on stores (see
-// attach); the stores must share one MaxParallelism.
-func newJob(tr *trace.Trace, K int, stores ...*strata.Store) (*job, error) {
+// attach); the stores must share one MaxParallelism and have ec.Clock as their clock.
+func newJob(tr *trace.Trace, K int, ec etConfig, stores ...*strata.Store) (*job, error) {
 	if len(stores) == 0 {
 		return nil, fmt.Errorf("flightdemo: a job needs a Store")
 	}
@@ -102,7 +120,18 @@ func newJob(tr *trace.Trace, K int, stores ...*strata.Store) (*job, error) {
 	j.routePart = make([]uint8, len(j.routeKeys))
 	j.originPart = make([]uint8, len(j.originKeys))
 	j.trimBuf = make([]int16, 0, lastN+1)
+	j.et = etJob{bound: ec.Bound.Milliseconds(), every: ec.every(), maxT: math.MinInt64, wm: math.MinInt64, clock: ec.Clock,
+		regDay: make([]uint64, len(j.routeKeys)), keyIdx: map[string]int{}, sets: make([][]sessEntry, len(j.originKeys))}
+	for ki, k := range j.routeKeys {
+		j.et.keyIdx[string(k.Bytes())] = ki
+	}
+	for oi, k := range j.originKeys {
+		j.et.keyIdx[string(k.Bytes())] = oi
+	}
 	if err := j.attach(stores...); err != nil {
+		return nil, err
+	}
+	if err := j.loadAirportsState(ec.Airports); err != nil {
 		return nil, err
 	}
 	return j, nil
@@ -121,6 +150,8 @@ func (j *job) attach(stores ...*strata.Store) error {
 		if err != nil {
 			return err
 		}
+		p.et.fireWin = func(tm strata.Timer[uint64]) error { return j.fireWindow(p, tm) }
+		p.et.fireSess = func(tm strata.Timer[sessWin]) error { return j.fireSession(p, tm) }
 		j.parts = append(j.parts, p)
 	}
 	owner := func(k strata.Key) (uint8, error) {
@@ -138,6 +169,7 @@ func (j *job) attach(stores ...*strata.Store) error {
 		}
 		return uint8(found), nil
 	}
+	clear(j.et.regDay) // the new Stores' timers are what they restored
 	var err error
 	for ki, k := range j.routeKeys {
 		if j.routePart[ki], err = owner(k); err != nil {
@@ -187,6 +219,9 @@ func newPart(store *strata.Store) (*part, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.et, err = newETPart(store); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -198,9 +233,16 @@ func (j *job) route(ki int) *part { return j.parts[j.routePart[ki]] }
 // digest of closed days from pos; every route key's list length (invariant 1) and the route
 // keys with a maximum in the open day (invariant 2) by reading them back.
 func (j *job) resume(pos position) error {
+	if err := j.loadAirportsState(nil); err != nil { // restored with the keyed state
+		return fmt.Errorf("resume: %w", err)
+	}
+	j.et.restoredCopies += len(j.parts)
 	j.day = pos.Day
 	j.dayNS = binary.BigEndian.AppendUint64(nil, uint64(pos.Day))
 	j.days = pos.Days
+	if err := j.resumeET(pos); err != nil {
+		return err
+	}
 	j.opened = j.opened[:0]
 	clear(j.openedDay)
 	for ki, k := range j.routeKeys {
@@ -268,6 +310,9 @@ func (j *job) replay(from, to int, progress func(events int)) error {
 			}
 			events++
 		}
+		if err := j.etRow(i); err != nil {
+			return err
+		}
 		if progress != nil && i&0x3ff == 0 {
 			progress(events)
 		}
@@ -275,7 +320,10 @@ func (j *job) replay(from, to int, progress func(events int)) error {
 	if to < len(rows) {
 		return nil
 	}
-	return j.closeDay(true)
+	if err := j.closeDay(true); err != nil {
+		return err
+	}
+	return j.advance(math.MaxInt64) // the end of the input: Flink's final watermark
 }
 
 // event applies one flight copy with delay d (minutes) to route key ki and origin key oi.
@@ -446,6 +494,7 @@ func (j *job) results() (*results, error) {
 		Last:  make([][]int16, len(j.routeKeys)),
 		Dests: make([]map[string]destStats, len(j.originKeys)),
 		Days:  j.days,
+		ET:    j.et.out,
 	}
 	for ki, k := range j.routeKeys {
 		p := j.route(ki)
@@ -455,6 +504,16 @@ func (j *job) results() (*results, error) {
 		}
 		if found {
 			res.Stats[ki] = s
+			// The route's activity: expired when the route was idle for the TTL before the
+			// last event time (the clock).
+			if a, live, err := p.et.active.Get(k); err != nil {
+				return nil, fmt.Errorf("%s: activity get: %w", routeKeyName(j.tr, j.K, ki), err)
+			} else if !live {
+				res.Expired++
+			} else {
+				res.Activity += digest(uint64(ki), uint64(a.Start), uint64(a.Flights), 0, 0)
+				res.ActFlights += int64(a.Flights)
+			}
 		}
 		it := p.list.Get(k)
 		for it.Next() {

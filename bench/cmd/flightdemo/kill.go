@@ -47,12 +47,16 @@ func runChild(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	table, _, err := loadAirportsTable(c)
+	if err != nil {
+		return err
+	}
 	store, err := strata.Open(c.dir, storeOptions(c, storage, nil, strata.NoClaim))
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	j, err := newJob(tr, c.scale, store)
+	j, err := newJob(tr, c.scale, etConfig{Bound: c.outOfOrder, Clock: c.clock, Airports: table}, store)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,17 @@
 //	route, ns = day  ListState         every delay of the day, kept: the flight history, so the
 //	                                   state grows with days × routes × scale
 //
+// and the event-time operators (eventtime.go), on the departure in UTC (the local time shifted
+// by the origin's zone from the airports broadcast state) with a watermark -out-of-order (6 h,
+// the file's measured maximum) behind the latest event time:
+//
+//	route, ns = UTC day  AggregatingState  a tumbling day window, fired by an event-time timer
+//	destination airport  ValueState        the open session windows (Flink's MergingWindowSet)
+//	dest, ns = window    AggregatingState  a session's delays; sessions merge (MergeNamespaces)
+//	route                ValueState, TTL   the route's activity period: 24 h of event time
+//	                                       (Options.Clock is the latest event time)
+//	"airports"           BroadcastState    testdata/airports.csv: IATA -> city, state, position
+//
 // The store runs with a 64 MiB memory budget by default (-budget), so that the state outgrows
 // memory at a modest scale and the job exercises all three tiers: what does not fit the budget
 // is evicted to the LsmStore in the store's directory. At -scale 4 the state is about 4× the
@@ -108,6 +119,9 @@ type config struct {
 	changelog   bool          // checkpoints with the changelog (strata.ChangelogOptions)
 	materialize time.Duration // changelog materialization interval
 	spaceAmp    float64       // changelog space-amplification cap, 0 = off
+	airports    string        // airports CSV path, "" = testdata/airports.csv
+	outOfOrder  time.Duration // the watermark's out-of-orderness bound
+	clock       *eventClock   // the Stores' Options.Clock (eventtime.go)
 }
 
 func parseFlags(args []string) (config, error) {
@@ -126,9 +140,15 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.changelog, "changelog", true, "checkpoint with the changelog: each checkpoint stores the log's tail on top of a materialization taken in the background (false: native incremental checkpoints)")
 	fs.DurationVar(&c.materialize, "materialize-every", defaultMaterializeEvery, "with -changelog, the `interval` between materializations")
 	fs.Float64Var(&c.spaceAmp, "space-amplification", 0, "with -changelog, start a materialization early once the log exceeds (`cap` − 1) × the materialized size (0 = off; otherwise at least 1)")
+	fs.StringVar(&c.airports, "airports", "", "airports CSV, the job's broadcast state (default: testdata/airports.csv of the repository)")
+	fs.DurationVar(&c.outOfOrder, "out-of-order", defaultOutOfOrder, "the watermark's out-of-orderness `bound`: the watermark is the largest event time seen minus it")
 	fs.IntVar(&c.rescale, "rescale", 0, "at half the events, checkpoint and restore into `p` Stores splitting the key groups; at three quarters, back into one")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	c.clock = new(eventClock)
+	if c.outOfOrder < 0 {
+		return c, fmt.Errorf("-out-of-order %v: must not be negative", c.outOfOrder)
 	}
 	if c.scale < 1 {
 		return c, fmt.Errorf("-scale %d: must be >= 1", c.scale)
@@ -156,8 +176,14 @@ func run(args []string, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "loaded %s: %d flights, %d airports, %d routes, trace %d bytes/row (%.2fs)\n",
-		src, len(tr.Rows), len(tr.Airports), len(tr.Routes), rowSize, time.Since(start).Seconds())
+	table, apath, err := loadAirportsTable(c)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "loaded %s: %d flights, %d airports, %d routes, trace %d bytes/row; %s: %d airports (%.2fs)\n",
+		src, len(tr.Rows), len(tr.Airports), len(tr.Routes), rowSize, apath, len(table), time.Since(start).Seconds())
+	fresh := etConfig{Bound: c.outOfOrder, Clock: c.clock, Airports: table}
+	fromCkpt := etConfig{Bound: c.outOfOrder, Clock: c.clock}
 
 	dir := c.dir
 	if dir == "" {
@@ -258,7 +284,7 @@ func run(args []string, out io.Writer) (err error) {
 				return err
 			}
 			opened = append(opened, s)
-			if j, err = newJob(tr, c.scale, s); err != nil {
+			if j, err = newJob(tr, c.scale, fresh, s); err != nil {
 				return err
 			}
 			break
@@ -271,7 +297,7 @@ func run(args []string, out io.Writer) (err error) {
 		if err != nil {
 			return err
 		}
-		if j, err = newJob(tr, c.scale, stores...); err != nil {
+		if j, err = newJob(tr, c.scale, fromCkpt, stores...); err != nil {
 			return err
 		}
 		if err := resume(stores, &r); err != nil {
@@ -290,7 +316,7 @@ func run(args []string, out io.Writer) (err error) {
 			return err
 		}
 		opened = append(opened, s)
-		if j, err = newJob(tr, c.scale, s); err != nil {
+		if j, err = newJob(tr, c.scale, fresh, s); err != nil {
 			return err
 		}
 		j.ck = ck
@@ -347,7 +373,7 @@ func run(args []string, out io.Writer) (err error) {
 			return err
 		}
 		opened = append(opened, s)
-		if j, err = newJob(tr, c.scale, s); err != nil {
+		if j, err = newJob(tr, c.scale, fresh, s); err != nil {
 			return err
 		}
 	}
@@ -378,10 +404,11 @@ func run(args []string, out io.Writer) (err error) {
 	st := store.Stats()
 
 	t1 := time.Now()
-	want := runModel(tr, c.scale, nil)
+	want := runModel(tr, c.scale, fresh, nil)
 	modelTime := time.Since(t1)
 
 	report(out, j, got, replayed, elapsed, st, ms.HeapAlloc, modelTime)
+	reportET(out, j, got, len(table))
 	printCheckpoints(out, c, ck.taken, restores)
 
 	t2 := time.Now()
@@ -410,7 +437,7 @@ func run(args []string, out io.Writer) (err error) {
 		}
 		return errors.New("check failed")
 	}
-	fmt.Fprintln(out, "check: OK (stats, last-10 lists, map entries, daily maxima, top-5 and every day's history equal the plain Go map computation)")
+	fmt.Fprintln(out, "check: OK (stats, last-10 lists, map entries, daily maxima, top-5, every day's history, the fired windows and sessions and the TTL expiries equal the plain Go computation)")
 	return nil
 }
 

@@ -20,7 +20,18 @@ import (
 var (
 	jsonPath    = filepath.Join("..", "..", "..", "testdata", "flights-20k.json")
 	parquetPath = filepath.Join("..", "..", "..", "testdata", "flights-3m.parquet")
+	airportsCSV = filepath.Join("..", "..", "..", "testdata", "airports.csv")
 )
+
+// testAirports returns the airports table of testdata.
+func testAirports(t *testing.T) map[string]airport {
+	t.Helper()
+	a, err := loadAirports(airportsCSV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
 
 // TestMain runs the child process of -kill-after when the test binary re-executes itself
 // (os.Executable is the test binary under go test).
@@ -43,13 +54,22 @@ type dayKey struct {
 // replayBoth replays tr at scale K through Strata and through the plain Go map model and
 // returns both results and both sets of closed (route key, day) maxima.
 func replayBoth(t *testing.T, tr *trace.Trace, K int) (got, want *results, gotDays, wantDays map[dayKey]int16, j *job) {
+	return replayBothBound(t, tr, K, defaultOutOfOrder, 0)
+}
+
+// replayBothBound is replayBoth with the watermark's out-of-orderness bound and period in
+// rows (0: the default).
+func replayBothBound(t *testing.T, tr *trace.Trace, K int, bound time.Duration, every int) (got, want *results, gotDays, wantDays map[dayKey]int16, j *job) {
 	t.Helper()
-	store, err := strata.Open(t.TempDir(), strata.Options{})
+	clock := new(eventClock)
+	store, err := strata.Open(t.TempDir(), strata.Options{Clock: clock.now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	j, err = newJob(tr, K, store)
+	airports := testAirports(t)
+	ec := etConfig{Bound: bound, Every: every, Clock: clock, Airports: airports}
+	j, err = newJob(tr, K, ec, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +87,7 @@ func replayBoth(t *testing.T, tr *trace.Trace, K int) (got, want *results, gotDa
 	if got, err = j.results(); err != nil {
 		t.Fatal(err)
 	}
-	want = runModel(tr, K, func(ki int, day uint32, v int16) { wantDays[dayKey{ki, day}] = v })
+	want = runModel(tr, K, ec, func(ki int, day uint32, v int16) { wantDays[dayKey{ki, day}] = v })
 	if d := diff(got, want, 20); len(d) > 0 {
 		t.Errorf("Strata state differs from the plain Go map model:\n%s", strings.Join(d, "\n"))
 	}
@@ -175,7 +195,7 @@ func TestReplayScaled(t *testing.T) {
 	}
 	const K = 3
 	got, _, _, _, _ := replayBoth(t, tr, K)
-	base := runModel(tr, 1, nil)
+	base := runModel(tr, 1, etConfig{Bound: defaultOutOfOrder, Airports: testAirports(t)}, nil)
 	ki := routeIndex(t, tr, "LAX-PHX")
 	if got.Stats[ki*K] != base.Stats[ki] {
 		t.Errorf("LAX-PHX#0: %+v, want the unscaled %+v", got.Stats[ki*K], base.Stats[ki])
@@ -221,7 +241,7 @@ func TestDiffDetects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := runModel(tr, 1, nil)
+	want := runModel(tr, 1, etConfig{Bound: defaultOutOfOrder, Airports: testAirports(t)}, nil)
 	for name, mutate := range map[string]func(r *results){
 		"stats": func(r *results) { r.Stats[5].Sum++ },
 		"last":  func(r *results) { r.Last[5] = r.Last[5][1:] },
@@ -231,9 +251,14 @@ func TestDiffDetects(t *testing.T) {
 				break
 			}
 		},
-		"days": func(r *results) { r.Days.Sum++ },
+		"days":     func(r *results) { r.Days.Sum++ },
+		"windows":  func(r *results) { r.ET.WinDigest++ },
+		"states":   func(r *results) { r.ET.StateDelay[0]++ },
+		"sessions": func(r *results) { r.ET.Dur[3]++ },
+		"ttl":      func(r *results) { r.Expired++ },
+		"activity": func(r *results) { r.Activity++ },
 	} {
-		got := runModel(tr, 1, nil)
+		got := runModel(tr, 1, etConfig{Bound: defaultOutOfOrder, Airports: testAirports(t)}, nil)
 		if d := diff(got, want, 5); len(d) != 0 {
 			t.Fatalf("%s: identical replays differ: %v", name, d)
 		}
@@ -255,7 +280,7 @@ func TestRunCLI(t *testing.T) {
 		if err := run(args, &out); err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, out.String())
 		}
-		for _, want := range []string{"events:", "agg.add", "day.close", "check: OK"} {
+		for _, want := range []string{"events:", "agg.add", "day.close", "windows:", "sessions:", "TTL:", "broadcast:", "check: OK"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("%v: output lacks %q:\n%s", args, want, out.String())
 			}
@@ -378,6 +403,12 @@ func TestKill(t *testing.T) {
 			if at < last || at%2000 != 0 {
 				t.Errorf("resumed at event %d, want a multiple of 2000 from the child's last reported checkpoint (event %d) on:\n%s", at, last, out)
 			}
+			if n := count(t, out, `restored with the keyed state (\d+) times`); n != 1 {
+				t.Errorf("broadcast state restored %d times, want 1:\n%s", n, out)
+			}
+			if count(t, out, `windows: (\d+) \(route, UTC day\)`) == 0 || count(t, out, `sessions: (\d+) per destination`) == 0 {
+				t.Errorf("no windows or sessions fired:\n%s", out)
+			}
 			if !strings.Contains(out, "by the killed child process") {
 				t.Errorf("checkpoint figures do not cover the child's:\n%s", out)
 			}
@@ -406,7 +437,19 @@ func TestRescale(t *testing.T) {
 	for _, m := range changelogModes {
 		for _, p := range []string{"2", "3"} {
 			t.Run(m.name+"/p="+p, func(t *testing.T) {
-				out := runOut(t, append([]string{"-json", jsonPath, "-scale", "2", "-rescale", p, "-materialize-every", "20ms"}, m.args...)...)
+				// p=3 with a 2 h bound: late flights are dropped, and the model agrees across restores.
+				args := []string{"-json", jsonPath, "-scale", "2", "-rescale", p, "-materialize-every", "20ms"}
+				if p == "3" {
+					args = append(args, "-out-of-order", "2h")
+				}
+				out := runOut(t, append(args, m.args...)...)
+				// Broadcast state: one copy into each of the p Stores, then one into the last.
+				if want, _ := strconv.Atoi(p); count(t, out, `restored with the keyed state (\d+) times`) != want+1 {
+					t.Errorf("-rescale %s: broadcast state not restored into every Store:\n%s", p, out)
+				}
+				if late := count(t, out, `, (\d+) late flights dropped`); (p == "3") != (late > 0) {
+					t.Errorf("-rescale %s: %d late flights dropped:\n%s", p, late, out)
+				}
 				for _, want := range []string{"scale out 1 -> " + p, "scale in " + p + " -> 1", "restore time:"} {
 					if !strings.Contains(out, want) {
 						t.Errorf("-rescale %s: output lacks %q:\n%s", p, want, out)
@@ -419,7 +462,8 @@ func TestRescale(t *testing.T) {
 
 // TestPositionRoundTrip pins the input position's layout and its refusals.
 func TestPositionRoundTrip(t *testing.T) {
-	p := position{Rows: 20000, K: 2, Row: 1234, Day: 11323, Days: dayDigest{N: 7, Sum: 1 << 63}}
+	p := position{Rows: 20000, K: 2, Row: 1234, Day: 11323, Days: dayDigest{N: 7, Sum: 1 << 63}, MaxT: 978336000000, WM: -5}
+	p.Out.WinFired, p.Out.SessDigest, p.Out.Dur[192], p.Out.StateDelay[63] = 3, 1<<64-1, 9, -7
 	b := p.encode()
 	if len(b) != positionSize || b[0] != positionVersion {
 		t.Fatalf("encoded %d bytes, version %d", len(b), b[0])
@@ -433,7 +477,7 @@ func TestPositionRoundTrip(t *testing.T) {
 		rows, K int
 	}{
 		"empty":       {nil, 20000, 2},
-		"version":     {append([]byte{2}, b[1:]...), 20000, 2},
+		"version":     {append([]byte{1}, b[1:]...), 20000, 2},
 		"short":       {b[:positionSize-1], 20000, 2},
 		"other input": {b, 20001, 2},
 		"other scale": {b, 20000, 1},

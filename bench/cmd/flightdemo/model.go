@@ -1,6 +1,8 @@
 package main
 
-import "github.com/strata-db/strata/bench/internal/trace"
+import (
+	"github.com/strata-db/strata/bench/internal/trace"
+)
 
 // model replays the workload into plain Go maps and slices: the reference the Strata replay is
 // checked against (same emission order, same copies, same day boundaries).
@@ -16,8 +18,9 @@ type model struct {
 	onDay func(ki int, day uint32, maxDelay int16)
 }
 
-// runModel replays tr at scale K; onDay (may be nil) sees every closed (route key, day, max).
-func runModel(tr *trace.Trace, K int, onDay func(ki int, day uint32, maxDelay int16)) *results {
+// runModel replays tr at scale K, the event-time operators with ec (its airports table,
+// bound and watermark period); onDay (may be nil) sees every closed (route key, day, max).
+func runModel(tr *trace.Trace, K int, ec etConfig, onDay func(ki int, day uint32, maxDelay int16)) *results {
 	m := &model{
 		tr: tr, K: K,
 		stats: make(map[int]delayAcc),
@@ -50,7 +53,9 @@ func runModel(tr *trace.Trace, K int, onDay func(ki int, day uint32, maxDelay in
 		}
 	}
 	m.closeDay()
-	return m.results()
+	res := m.results()
+	res.ET, res.Expired, res.Activity, res.ActFlights = runETModel(tr, K, ec)
+	return res
 }
 
 func (m *model) closeDay() {

@@ -51,7 +51,7 @@ func ownerOf(kg *strata.KeyGroupRange) string {
 // storeOptions are the options of a Store of the job owning key groups kg (nil: all),
 // checkpointing into storage, restored (if it is) in mode.
 func storeOptions(c config, storage checkpoint.Storage, kg *strata.KeyGroupRange, mode strata.RestoreMode) strata.Options {
-	opts := strata.Options{MemoryBudget: c.budget, MaxParallelism: maxParallelism, KeyGroups: kg}
+	opts := strata.Options{MemoryBudget: c.budget, MaxParallelism: maxParallelism, KeyGroups: kg, Clock: c.clock.now}
 	if c.budget > 0 && c.budget < 256<<20 {
 		opts.SegmentSize = 16 << 20 // four segments at least in the budget
 	}
@@ -249,6 +249,7 @@ func restore(c config, storage checkpoint.Storage, rows int, dirs []string, kgs 
 		return nil, rec, fmt.Errorf("restore of checkpoint %d of %s: %w", hs[0].ID, hs[0].Owner, err)
 	}
 	rec.Position = pos
+	c.clock.set(pos.MaxT) // the restored TTL state is judged by the event time it was written at
 	var stores []*strata.Store
 	t0 := time.Now()
 	// One changelog cache for the process: each changelog object fetched once, whatever the
@@ -266,6 +267,9 @@ func restore(c config, storage checkpoint.Storage, rows int, dirs []string, kgs 
 	for i, kg := range kgs {
 		o := storeOptions(c, storage, kg, mode)
 		o.Checkpoint.ChangelogCache = cache
+		if len(kgs) > 1 { // subtask i of len(kgs): each gets one copy of the broadcast state
+			o.SubtaskIndex, o.Parallelism = i, len(kgs)
+		}
 		s, err := strata.Restore(dirs[i], o, storage, hs...)
 		if err != nil {
 			for _, s := range stores {

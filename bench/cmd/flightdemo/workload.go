@@ -86,6 +86,14 @@ type results struct {
 	Last  [][]int16              // per route key index: the last lastN delays, oldest first
 	Dests []map[string]destStats // per origin key index: destination IATA -> stats
 	Days  dayDigest
+	ET    etOut // what the event-time operators emitted (eventtime.go)
+	// Expired is the route keys seen whose activity (TTL 24 h of event time) had expired by
+	// the last event time.
+	Expired int
+	// Activity is a digest of the live route keys' activity periods (key, start, flights), and
+	// ActFlights their flights.
+	Activity   uint64
+	ActFlights int64
 }
 
 // ranked is one line of the worst-mean-delay list.
@@ -141,6 +149,17 @@ func diff(got, want *results, limit int) []string {
 	}
 	if got.Days != want.Days {
 		add("daily max digest %+v, want %+v", got.Days, want.Days)
+	}
+	if g, w := got.ET, want.ET; g != w {
+		add("windows: fired %d, late %d, digest %x; want %d, %d, %x", g.WinFired, g.WinLate, g.WinDigest, w.WinFired, w.WinLate, w.WinDigest)
+		add("sessions: fired %d, late %d, extended %d, merged %d, digest %x; want %d, %d, %d, %d, %x",
+			g.SessFired, g.SessLate, g.SessExtended, g.SessMerged, g.SessDigest, w.SessFired, w.SessLate, w.SessExtended, w.SessMerged, w.SessDigest)
+		add("per-state window figures equal %v, session durations equal %v",
+			g.StateFlights == w.StateFlights && g.StateDelay == w.StateDelay, g.Dur == w.Dur)
+	}
+	if got.Expired != want.Expired || got.Activity != want.Activity || got.ActFlights != want.ActFlights {
+		add("routes expired (TTL): %d, live periods' digest %x, %d flights; want %d, %x, %d",
+			got.Expired, got.Activity, got.ActFlights, want.Expired, want.Activity, want.ActFlights)
 	}
 	gw, ww := worstRoutes(got.Stats, 5, minFlights), worstRoutes(want.Stats, 5, minFlights)
 	if !slices.Equal(gw, ww) {
