@@ -549,12 +549,15 @@ func (w *Writer) Persist(ctx context.Context) (PersistResult, error) {
 // giveSpare offers buf to the Log for reuse by Append.
 func (l *Log) giveSpare(buf []byte) {
 	// A buffer larger than the Writer's Threshold (one huge record) is left to the garbage
-	// collector; any other is reused, so Append allocates nothing in steady state.
+	// collector; any other is kept as the spare — also when appends during the persist began
+	// a new active buffer, so the next batch takes it rather than growing one from nil — and
+	// Append allocates nothing in steady state. At most one spare per Log (Go heap, not
+	// charged: its bytes were refunded with the persist).
 	if buf == nil || int64(cap(buf)) > 2*l.w.opts.Threshold {
 		return
 	}
 	l.mu.Lock()
-	if l.spare == nil && l.cur.buf == nil {
+	if l.spare == nil {
 		l.spare = buf[:0]
 	}
 	l.mu.Unlock()
