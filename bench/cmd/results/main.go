@@ -55,6 +55,7 @@ func main() {
 	reuse := flag.Bool("reuse", false, "do not run the suite; rebuild the report from -raw")
 	merge := flag.Bool("merge", false, "run only -bench and replace those benchmarks' rows in -raw, keeping the others")
 	profTime := flag.String("proftime", "3s", "-benchtime of each profiled workload (0 skips profiles)")
+	suiteArgs := flag.String("suiteargs", "", "more flags for the suite binary, space-separated (e.g. \"-restorerounds 1 -clrounds 30\")")
 	flag.Parse()
 
 	var md bytes.Buffer
@@ -81,6 +82,7 @@ func main() {
 		if *big {
 			args = append(args, "-big")
 		}
+		args = append(args, strings.Fields(*suiteArgs)...)
 		logf("running: suite.test %s", strings.Join(args, " "))
 		var buf bytes.Buffer
 		cmd := exec.Command(bin, args...)
