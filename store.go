@@ -367,7 +367,7 @@ func (s *Store) seal() error { return s.e.Seal() }
 type StoreStats = engine.Stats
 
 // Stats returns a snapshot of the Store's statistics. On a closed Store it returns only
-// States and the budget figures. O(buckets + segments).
+// States and the budget figures. O(buckets + segments + slices + table files).
 func (s *Store) Stats() StoreStats {
 	if s.closed {
 		return StoreStats{

@@ -22,6 +22,7 @@ type CompactionJob struct {
 	inputs   [2][]*tableFile // [0]: Level (L0: newest first), [1]: OutputLevel, sorted
 	lo, hi   uint64          // Order range of the inputs
 	bottom   bool            // no level below OutputLevel holds data in [lo, hi]
+	sweep    bool            // picked by PickExpired (sweep.go)
 
 	state atomic.Int32 // jobPicked → jobRunning → jobDone
 	// Written by Run, read by InstallCompaction after Run returned.
@@ -223,7 +224,7 @@ func (j *CompactionJob) run(ctx context.Context) error {
 	// The merge rules are base.Resolver's (doc.go, "Merge rules"); the
 	// compaction filter decides which tombstones go (DefaultFilter: at the
 	// bottom), so the resolver itself drops none.
-	filter, bottom := d.opts.NewFilter(), j.bottom
+	filter, bottom := d.opts.NewFilter(j.sweep), j.bottom
 	r := base.Resolver{Bottom: bottom, MaxList: d.opts.MaxListPiece}
 	r.Filter = func(e *base.Entry) (base.Decision, *base.Entry) { return filter(e, bottom) }
 	out := d.newOutput()

@@ -33,6 +33,12 @@ func (t *Engine) finished(done interface{ Store(bool) }) {
 // checkSealed queues a transform job for every sealed segment not queued yet (seal order) and
 // kicks the scheduler.
 func (t *Engine) checkSealed() {
+	t.queueSealed()
+	t.kick()
+}
+
+// queueSealed is checkSealed without the kick.
+func (t *Engine) queueSealed() {
 	t.lastFresh = t.budget.UsedBy(memory.PurposeFreshData)
 	sealed := t.f.Sealed()
 	if len(sealed) < len(t.fifo) {
@@ -46,7 +52,6 @@ func (t *Engine) checkSealed() {
 	for _, seg := range sealed[len(t.fifo):] {
 		t.fifo = append(t.fifo, &transformJob{seg: seg})
 	}
-	t.kick()
 }
 
 // kick submits the work that may start: the transform at the head of the queue (transforms run
@@ -58,6 +63,7 @@ func (t *Engine) kick() {
 	if t.bgErr != nil || t.closing {
 		return
 	}
+	t.sweepCheck()
 	if len(t.fifo) > 0 {
 		if j := t.fifo[0]; j.h == nil && !t.waiting(bgTransform) {
 			switch {
@@ -340,6 +346,11 @@ func (t *Engine) install() int {
 		t.jobEnded(bgCompaction, "", nil)
 		n++
 		t.compacted++
+		if c.c.Sweep() {
+			t.sw.jobs++
+			t.sw.readBytes += c.c.InputBytes()
+			t.sw.again = true
+		}
 	}
 	// The relocation: the moved slices point at their copies, the emptied segment is freed.
 	if r := t.relocation; r != nil && r.done.Load() {
@@ -409,6 +420,11 @@ func (t *Engine) install() int {
 		t.jobEnded(bgLSM, "", nil)
 		t.lsmCompactions++
 		t.noteL0()
+		if j.j.Sweep() {
+			t.sw.jobs++
+			t.sw.readBytes += j.j.Stats().BytesRead
+			t.sw.again = true
+		}
 	}
 	// Checkpoints: their pins are released (deferred frees happen now).
 	if t.settleCheckpoints() {

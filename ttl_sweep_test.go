@@ -1,0 +1,204 @@
+package strata
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// sweepStates are the states of the sweep tests: value, list and map state with a TTL of 100
+// ms (the default bound, 2 × TTL = 200 ms: ticks every 40 ms), a value state with a TTL of an
+// hour and one without a TTL, whose data lies in the same slices and files and must stay.
+type sweepStates struct {
+	v     *ValueState[string]
+	l     *ListState[string]
+	m     *MapState[string, string]
+	long  *ValueState[string]
+	plain *ValueState[string]
+}
+
+func newSweepStates(t *testing.T, s *Store) *sweepStates {
+	t.Helper()
+	ttl := &TTLConfig{TTL: 100 * time.Millisecond}
+	return &sweepStates{
+		v:     must(NewValueState(s, ValueDescriptor[string]{Name: "v", Codec: String, TTL: ttl})),
+		l:     must(NewListState(s, ListDescriptor[string]{Name: "l", Codec: String, TTL: ttl})),
+		m:     must(NewMapState(s, MapDescriptor[string, string]{Name: "m", KeyCodec: String, ValueCodec: String, TTL: ttl})),
+		long:  must(NewValueState(s, ValueDescriptor[string]{Name: "long", Codec: String, TTL: &TTLConfig{TTL: time.Hour}})),
+		plain: must(NewValueState(s, ValueDescriptor[string]{Name: "plain", Codec: String})),
+	}
+}
+
+// write writes keys [from, to) of prefix into every state.
+func (ss *sweepStates) write(t *testing.T, s *Store, prefix string, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		k := s.Key(fmt.Appendf(nil, "%s-%d", prefix, i))
+		must(0, ss.v.Put(k, "value-of-some-length"))
+		must(0, ss.l.AddAll(k, []string{"a", "b"}))
+		must(0, ss.m.Put(k, "uk1", "x"))
+		must(0, ss.m.Put(k, "uk2", "y"))
+		must(0, ss.long.Put(k, "long"))
+		must(0, ss.plain.Put(k, "plain"))
+	}
+}
+
+// counts returns NumEntries of the TTL'd states (expired data not yet removed counts, as
+// Flink's getKeys) and of the states that must keep their data.
+func (ss *sweepStates) counts(t *testing.T, s *Store) (ttl, kept int64) {
+	t.Helper()
+	for _, st := range []State{ss.v, ss.l, ss.m} {
+		ttl += must(s.NumEntries(st))
+	}
+	for _, st := range []State{ss.long, ss.plain} {
+		kept += must(s.NumEntries(st))
+	}
+	return ttl, kept
+}
+
+// checkLive reads keys [from, to) of prefix in every state: all present.
+func (ss *sweepStates) checkLive(t *testing.T, s *Store, prefix string, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		k := s.Key(fmt.Appendf(nil, "%s-%d", prefix, i))
+		if x, ok, err := ss.v.Get(k); err != nil || !ok || x != "value-of-some-length" {
+			t.Fatalf("%s-%d: value %q %v %v", prefix, i, x, ok, err)
+		}
+		if x, ok, err := ss.m.Get(k, "uk2"); err != nil || !ok || x != "y" {
+			t.Fatalf("%s-%d: map %q %v %v", prefix, i, x, ok, err)
+		}
+		n := 0
+		for it := ss.l.Get(k); it.Next(); {
+			n++
+		}
+		if n != 2 {
+			t.Fatalf("%s-%d: list of %d elements", prefix, i, n)
+		}
+	}
+}
+
+// TestTTLSweep: data written once and never read again is reclaimed by the sweep within the
+// bound — from the FreshTable (a segment left active is sealed), the SliceTable (runs
+// rewritten) and the LsmStore (files found at Open, and files rewritten in place) — while
+// data that has not expired, of states with a longer TTL or none, stays; Stats count it,
+// and the Store reopens to the same contents.
+func TestTTLSweep(t *testing.T) {
+	var now atomic.Int64
+	dir := t.TempDir()
+	opts := Options{MaxParallelism: 16, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 1, Clock: now.Load}
+	s := must(Open(dir, opts))
+	defer func() { s.Close() }()
+	ss := newSweepStates(t, s)
+	const n = 400
+	// t=0: "dead" keys, never touched again. The ticks at 0 and 50 see the active segment,
+	// the second seals it; its slices are due at 100.
+	ss.write(t, s, "dead", 0, n)
+	must(0, s.WaitBackground())
+	now.Store(50)
+	must(0, s.WaitBackground())
+	st := s.Stats()
+	if st.TTLSweepSeals != 1 || st.Slices == 0 || st.Records != 0 {
+		t.Fatalf("after the second tick: %d seals, %d slices, %d FreshTable records", st.TTLSweepSeals, st.Slices, st.Records)
+	}
+	ttl, kept := ss.counts(t, s)
+	if ttl != 4*n || kept != 2*n {
+		t.Fatalf("before expiry: %d TTL entries, %d kept", ttl, kept)
+	}
+	sliceBytes := st.SliceBytes
+	// t=150: the dead keys expired at 100; "live" keys written now expire at 250. The bound
+	// is 200 ms: by 300 the dead data must be gone — here already at the first tick past 100.
+	now.Store(150)
+	if st := s.Stats(); st.TTLSweepDueUnits == 0 || st.TTLExpiredPendingBytes == 0 {
+		t.Fatalf("expired data not reported pending: %d units, %d bytes", st.TTLSweepDueUnits, st.TTLExpiredPendingBytes)
+	}
+	ss.write(t, s, "live", 0, n)
+	must(0, s.WaitBackground())
+	st = s.Stats()
+	ttl, kept = ss.counts(t, s)
+	if ttl != 4*n || kept != 4*n {
+		t.Fatalf("after the sweep: %d TTL entries (want %d: the live keys'), %d kept (want %d)", ttl, 4*n, kept, 4*n)
+	}
+	if st.TTLSweepJobs == 0 || st.TTLSweepEntries < 5*n || st.TTLSweepBytes == 0 || st.TTLSweepReadBytes == 0 {
+		t.Fatalf("sweep stats: %d jobs, %d entries, %d bytes, %d read", st.TTLSweepJobs, st.TTLSweepEntries, st.TTLSweepBytes, st.TTLSweepReadBytes)
+	}
+	if st.TTLSweepDueUnits != 0 || st.TTLExpiredPendingBytes != 0 {
+		t.Fatalf("after the sweep: %d units due, %d bytes pending", st.TTLSweepDueUnits, st.TTLExpiredPendingBytes)
+	}
+	if st.SliceBytes >= sliceBytes {
+		t.Fatalf("slice memory %d after the sweep, %d before", st.SliceBytes, sliceBytes)
+	}
+	t.Logf("slices: %d → %d bytes; sweep: %d ticks, %d jobs read %d bytes, removed %d entries (%d bytes) in %v",
+		sliceBytes, st.SliceBytes, st.TTLSweepTicks, st.TTLSweepJobs, st.TTLSweepReadBytes,
+		st.TTLSweepEntries, st.TTLSweepBytes, time.Duration(st.TTLSweepNanos))
+	ss.checkLive(t, s, "live", 0, n)
+	for i := 0; i < n; i += 37 {
+		k := s.Key(fmt.Appendf(nil, "dead-%d", i))
+		if x, ok, err := ss.long.Get(k); err != nil || !ok || x != "long" {
+			t.Fatalf("dead-%d: the long-TTL value %q %v %v", i, x, ok, err)
+		}
+	}
+
+	// Into the LsmStore (Close persists) and back at t=200: the files found at Open are due
+	// at 200 + 200 − 40 (the bound less a period), swept by the first tick after; the live
+	// keys expire at 250.
+	must(0, s.Close())
+	now.Store(200)
+	s = must(Open(dir, opts))
+	ss = newSweepStates(t, s)
+	ss.checkLive(t, s, "live", 0, n)
+	now.Store(350)
+	must(0, s.WaitBackground())
+	if ttl, _ := ss.counts(t, s); ttl != 4*n {
+		t.Fatalf("files found at Open swept before their bound: %d TTL entries", ttl)
+	}
+	before := s.Stats()
+	if before.TTLSweepDueUnits != 0 {
+		t.Fatalf("%d units due before the bound", before.TTLSweepDueUnits)
+	}
+	now.Store(390) // the first tick at or after 360 (ticks every 40 ms: 350, 390)
+	must(0, s.WaitBackground())
+	st = s.Stats()
+	ttl, kept = ss.counts(t, s)
+	if ttl != 0 || kept != 4*n {
+		t.Fatalf("after the LSM sweep: %d TTL entries, %d kept (want 0, %d)", ttl, kept, 4*n)
+	}
+	if st.LSMBytes >= before.LSMBytes || st.TTLSweepEntries < 5*n {
+		t.Fatalf("LSM sweep: %d → %d bytes, %d entries removed", before.LSMBytes, st.LSMBytes, st.TTLSweepEntries)
+	}
+	t.Logf("LSM (files found at Open): %d → %d bytes, %d entries removed", before.LSMBytes, st.LSMBytes, st.TTLSweepEntries)
+
+	// Files this Store wrote know their summaries: new keys at 390, pushed to the bottom
+	// level now (nothing expired), are rewritten in place by the first tick past 490 — well
+	// before the files found at Open are due (390 + 160).
+	ss.write(t, s, "late", 0, n)
+	must(0, s.Close())
+	s = must(Open(dir, opts))
+	ss = newSweepStates(t, s)
+	must(0, s.e.CompactLSM()) // outputs written by this Store: summaries known
+	now.Store(489)
+	must(0, s.WaitBackground())
+	if ttl, _ := ss.counts(t, s); ttl != 4*n {
+		t.Fatalf("late keys swept before they expired: %d TTL entries", ttl)
+	}
+	ss.checkLive(t, s, "late", 0, n)
+	before = s.Stats()
+	now.Store(530)
+	must(0, s.WaitBackground())
+	st = s.Stats()
+	if ttl, kept := ss.counts(t, s); ttl != 0 || kept != 6*n {
+		t.Fatalf("after the in-place sweep: %d TTL entries, %d kept (want 0, %d)", ttl, kept, 6*n)
+	}
+	if st.TTLSweepJobs == before.TTLSweepJobs || st.LSMBytes >= before.LSMBytes {
+		t.Fatalf("in-place sweep: %d jobs, %d → %d bytes", st.TTLSweepJobs-before.TTLSweepJobs, before.LSMBytes, st.LSMBytes)
+	}
+	t.Logf("LSM (known summaries, in place): %d → %d bytes", before.LSMBytes, st.LSMBytes)
+
+	// Restart after the sweep: the same contents.
+	must(0, s.Close())
+	s = must(Open(dir, opts))
+	ss = newSweepStates(t, s)
+	if ttl, kept := ss.counts(t, s); ttl != 0 || kept != 6*n {
+		t.Fatalf("reopened after the sweep: %d TTL entries, %d kept", ttl, kept)
+	}
+}
