@@ -1,10 +1,15 @@
 package strata
 
 import (
+	"context"
 	"fmt"
+	"math/rand/v2"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/strata-db/strata/checkpoint"
 )
 
 // sweepStates are the states of the sweep tests: value, list and map state with a TTL of 100
@@ -201,4 +206,121 @@ func TestTTLSweep(t *testing.T) {
 	if ttl, kept := ss.counts(t, s); ttl != 0 || kept != 6*n {
 		t.Fatalf("reopened after the sweep: %d TTL entries, %d kept", ttl, kept)
 	}
+}
+
+// TestTTLSweepModel: random writes over advancing time, with the sweep running (ticks every
+// 40 ms), restarts in between: every value that has not expired reads back as written, and
+// at the end — nothing written for more than the bound — the sweep has left nothing of the
+// TTL state in any tier.
+func TestTTLSweepModel(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	var now atomic.Int64
+	dir := t.TempDir()
+	opts := Options{MaxParallelism: 16, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2, Clock: now.Load}
+	s := must(Open(dir, opts))
+	defer func() { s.Close() }()
+	reg := func() (*ValueState[string], *ValueState[string]) {
+		return must(NewValueState(s, ValueDescriptor[string]{Name: "v", Codec: String, TTL: &TTLConfig{TTL: 100 * time.Millisecond}})),
+			must(NewValueState(s, ValueDescriptor[string]{Name: "plain", Codec: String}))
+	}
+	v, plain := reg()
+	type stamped struct {
+		val string
+		ts  int64
+	}
+	model := map[int]stamped{}
+	const keys = 3000
+	rounds := raceScale(60)
+	for round := range rounds {
+		now.Add(rng.Int64N(40))
+		for range rng.IntN(2000) {
+			i := rng.IntN(keys)
+			val := fmt.Sprintf("v%d-%d", round, i)
+			k := s.Key(fmt.Appendf(nil, "k%d", i))
+			must(0, v.Put(k, val))
+			must(0, plain.Put(k, val))
+			model[i] = stamped{val, now.Load()}
+		}
+		switch rng.IntN(8) {
+		case 0:
+			must(0, s.Close())
+			s = must(Open(dir, opts))
+			v, plain = reg()
+		case 1, 2:
+			must(0, s.WaitBackground())
+		}
+		// Every live value reads back; an expired one never does (reading removes it).
+		for i := 0; i < keys; i += 1 + rng.IntN(50) {
+			k := s.Key(fmt.Appendf(nil, "k%d", i))
+			m, ok := model[i]
+			x, got, err := v.Get(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			live := ok && m.ts+100 > now.Load()
+			if got != live || live && x != m.val {
+				t.Fatalf("round %d key %d at %d (written %v at %d): got %q %v", round, i, now.Load(), ok, m.ts, x, got)
+			}
+			if y, got, err := plain.Get(k); err != nil || got != ok || ok && y != m.val {
+				t.Fatalf("round %d key %d: plain value %q %v %v", round, i, y, got, err)
+			}
+		}
+	}
+	// Nothing written for the bound (200 ms) and ticks along it: the sweep reclaimed all.
+	for range 10 {
+		now.Add(40)
+		must(0, s.WaitBackground())
+	}
+	if n := must(s.NumEntries(v)); n != 0 {
+		t.Fatalf("%d TTL entries left after the bound", n)
+	}
+	if n := must(s.NumEntries(plain)); n != int64(len(model)) {
+		t.Fatalf("%d plain entries, want %d", n, len(model))
+	}
+	st := s.Stats()
+	t.Logf("sweep: %d ticks, %d seals, %d jobs, %d entries removed", st.TTLSweepTicks, st.TTLSweepSeals, st.TTLSweepJobs, st.TTLSweepEntries)
+}
+
+// TestTTLSweepCheckpoint: a sweep that rewrites slices while a checkpoint pins them frees
+// nothing the checkpoint reads (the pins defer the frees), and the checkpoint restores the
+// state of its cut: values live then, judged by the clock of the restored Store.
+func TestTTLSweepCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	var now atomic.Int64
+	dir := t.TempDir()
+	stor := must(checkpoint.NewLocalStorage(filepath.Join(dir, "ck")))
+	opts := Options{MaxParallelism: 16, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 1, Clock: now.Load,
+		Checkpoint: CheckpointOptions{Storage: stor, Grace: checkpoint.NoGrace}}
+	s := must(Open(filepath.Join(dir, "a"), opts))
+	defer func() { s.Close() }()
+	ss := newSweepStates(t, s)
+	const n = 300
+	ss.write(t, s, "dead", 0, n)
+	must(0, s.WaitBackground())
+	now.Store(50)
+	must(0, s.WaitBackground()) // sealed: the dead keys are in slices
+	p := must(s.StartCheckpoint(1, nil))
+	now.Store(150)
+	ss.write(t, s, "live", 0, n) // ticks sweep the pinned slices
+	must(0, s.WaitBackground())
+	h := must(p.Wait(ctx))
+	must(0, s.NotifyCheckpointComplete(1))
+	st := s.Stats()
+	if st.TTLSweepJobs == 0 || st.TTLSweepEntries < 5*n {
+		t.Fatalf("no sweep while the checkpoint ran: %d jobs, %d entries", st.TTLSweepJobs, st.TTLSweepEntries)
+	}
+	if ttl, kept := ss.counts(t, s); ttl != 4*n || kept != 4*n {
+		t.Fatalf("after the sweep: %d TTL entries, %d kept", ttl, kept)
+	}
+	// Restored at 90 (before the dead keys expire): the cut's contents.
+	now.Store(90)
+	r := must(Restore(filepath.Join(dir, "b"), opts, stor, h))
+	defer r.Close()
+	rs := newSweepStates(t, r)
+	if ttl, kept := rs.counts(t, r); ttl != 4*n || kept != 2*n {
+		t.Fatalf("restored: %d TTL entries, %d kept (want %d, %d)", ttl, kept, 4*n, 2*n)
+	}
+	rs.checkLive(t, r, "dead", 0, n)
 }

@@ -1161,7 +1161,8 @@ func TestTTLCompactionCleanup(t *testing.T) {
 	opts := Options{MaxParallelism: 16, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 1, Clock: now.Load}
 	s := must(Open(dir, opts))
 	defer func() { s.Close() }()
-	cfg := &TTLConfig{TTL: 100 * time.Millisecond}
+	// NoSweep: the compactions, not the sweep (TestTTLSweep), must find the expired data.
+	cfg := &TTLConfig{TTL: 100 * time.Millisecond, Cleanup: TTLCleanup{NoSweep: true}}
 	keep := &TTLConfig{TTL: 100 * time.Millisecond, Cleanup: TTLCleanup{NoCompaction: true}}
 	reg := func(s *Store) (*ValueState[string], *ListState[string], *MapState[string, string], *ValueState[string]) {
 		return must(NewValueState(s, ValueDescriptor[string]{Name: "v", Codec: String, TTL: cfg})),
