@@ -60,6 +60,7 @@ type Store struct {
 	restoreStats RestoreStats
 
 	states    map[string]*registration
+	perRecord []stateBase  // states whose incremental TTL cleanup runs per record (RecordProcessed)
 	clock     func() int64 // Options.Clock, or wallClock
 	nextID    uint32
 	persisted map[string]persistedState // the registry recovered by Open (nil: none)

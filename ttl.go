@@ -125,6 +125,13 @@ type TTLCleanup struct {
 	// (keys / IncrementalSize) accesses. 0: off (the default). Must not be negative. An
 	// access with it on is a write (see TTLConfig) and allocates once per batch.
 	IncrementalSize int
+	// EveryRecord also runs the incremental cleanup (IncrementalSize keys) once for every
+	// record the task processes, not only on accesses to the state, as Flink's
+	// cleanupIncrementally(cleanupSize, true) (runCleanupForEveryRecord). Flink runs it from
+	// the key context (a listener of setCurrentKey); a Strata Key is a pure value, so the task
+	// marks each record with Store.RecordProcessed. Needs IncrementalSize > 0
+	// (ErrInvalidOptions otherwise).
+	EveryRecord bool
 	// NoCompaction keeps compactions from removing the state's expired data, which they do by
 	// default, as Flink's cleanupInRocksdbCompactFilter (on by default since Flink 1.14):
 	// memory compactions of slices and LSM compactions drop expired values and map entries
@@ -171,6 +178,8 @@ func (c *TTLConfig) validate(name string) error {
 		return bad("Visibility", c.Visibility, "must be TTLNeverReturnExpired or TTLReturnExpiredIfNotCleanedUp")
 	case c.Cleanup.IncrementalSize < 0:
 		return bad("Cleanup.IncrementalSize", c.Cleanup.IncrementalSize, "must not be negative")
+	case c.Cleanup.EveryRecord && c.Cleanup.IncrementalSize == 0:
+		return bad("Cleanup.EveryRecord", true, "needs Cleanup.IncrementalSize > 0")
 	case c.Cleanup.ReclaimWithin != 0 && c.Cleanup.ReclaimWithin < time.Millisecond:
 		return bad("Cleanup.ReclaimWithin", c.Cleanup.ReclaimWithin, "must be 0 (2 × TTL) or at least 1ms")
 	case c.Cleanup.QueryTimeAfterNumEntries < 0:
@@ -300,6 +309,34 @@ func (b *stateBase) ttlCleanup() error {
 		t.pos++
 		if err := b.cleanKey(ck); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// RecordProcessed tells the Store that the task has processed one record: every state whose
+// TTLCleanup has EveryRecord checks its next IncrementalSize keys and removes their expired
+// data, as Flink's TtlIncrementalCleanup does for every record with
+// runCleanupForEveryRecord. Call it once per record, from the Store's goroutine, e.g. before
+// or after the record's state accesses. With no such state it does nothing (and allocates
+// nothing); with one it is a write, as any access with incremental cleanup (TTLConfig):
+// values and list iterators read before it are no longer valid. Errors: ErrClosed; as a
+// state write (ErrMemoryBudget, a background failure), wrapped with the state's name.
+func (s *Store) RecordProcessed() error {
+	if len(s.perRecord) == 0 {
+		if s.closed {
+			return ErrClosed
+		}
+		return nil
+	}
+	s.guard.enter()
+	defer s.guard.exit()
+	if s.closed {
+		return ErrClosed
+	}
+	for i := range s.perRecord {
+		if err := s.perRecord[i].ttlCleanup(); err != nil {
+			return s.perRecord[i].wrap("per-record TTL cleanup", err)
 		}
 	}
 	return nil

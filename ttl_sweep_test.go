@@ -2,6 +2,7 @@ package strata
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -323,4 +324,55 @@ func TestTTLSweepCheckpoint(t *testing.T) {
 		t.Fatalf("restored: %d TTL entries, %d kept (want %d, %d)", ttl, kept, 4*n, 2*n)
 	}
 	rs.checkLive(t, r, "dead", 0, n)
+}
+
+// TestTTLCleanupEveryRecord: with EveryRecord, each RecordProcessed checks IncrementalSize
+// more keys of the state and removes what expired — keys nobody accesses again — as Flink's
+// runCleanupForEveryRecord; without it RecordProcessed leaves the state alone. A live key is
+// never removed, and a Store with no such state does nothing and allocates nothing.
+func TestTTLCleanupEveryRecord(t *testing.T) {
+	for _, every := range []bool{false, true} {
+		t.Run(fmt.Sprintf("every=%v", every), func(t *testing.T) {
+			var now atomic.Int64
+			s := openTest(t, Options{MaxParallelism: 16, Clock: now.Load})
+			if n := testing.AllocsPerRun(100, func() { must(0, s.RecordProcessed()) }); n != 0 {
+				t.Fatalf("RecordProcessed with no per-record state: %v allocs", n)
+			}
+			// NoSweep: only the incremental cleanup removes anything here.
+			cl := TTLCleanup{IncrementalSize: 3, EveryRecord: every, NoSweep: true}
+			v := must(NewValueState(s, ValueDescriptor[string]{Name: "v", Codec: String, TTL: &TTLConfig{TTL: 100 * time.Millisecond, Cleanup: cl}}))
+			m := must(NewMapState(s, MapDescriptor[string, string]{Name: "m", KeyCodec: String, ValueCodec: String,
+				TTL: &TTLConfig{TTL: 100 * time.Millisecond, Cleanup: cl}}))
+			const n = 30
+			for i := range n {
+				k := s.Key(fmt.Appendf(nil, "k%d", i))
+				must(0, v.Put(k, "x"))
+				must(0, m.Put(k, "a", "x"))
+			}
+			now.Store(60)
+			live := s.Key([]byte("live"))
+			must(0, v.Put(live, "y")) // expires at 160
+			must(0, m.Put(live, "a", "y"))
+			now.Store(100) // the n keys expired; live not
+			const records = (n+1)/3 + 1 // 3 keys each: every key at least once, wherever the cursor was
+			for range records {
+				must(0, s.RecordProcessed())
+			}
+			nv, nm := must(s.NumEntries(v)), must(s.NumEntries(m))
+			want := int64(n + 1)
+			if every {
+				want = 1
+			}
+			if nv != want || nm != want {
+				t.Fatalf("after %d records: %d values, %d map entries; want %d", records, nv, nm, want)
+			}
+			if x, ok, err := v.Get(live); err != nil || !ok || x != "y" {
+				t.Fatalf("live value: %q %v %v", x, ok, err)
+			}
+			must(0, s.Close())
+			if err := s.RecordProcessed(); !errors.Is(err, ErrClosed) {
+				t.Fatalf("RecordProcessed after Close: %v", err)
+			}
+		})
+	}
 }

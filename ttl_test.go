@@ -1098,6 +1098,9 @@ func TestTTLConfigValidation(t *testing.T) {
 		{TTL: time.Second, Visibility: 2},
 		{TTL: time.Second, Cleanup: TTLCleanup{IncrementalSize: -1}},
 		{TTL: time.Second, Cleanup: TTLCleanup{QueryTimeAfterNumEntries: -1}},
+		{TTL: time.Second, Cleanup: TTLCleanup{EveryRecord: true}},
+		{TTL: time.Second, Cleanup: TTLCleanup{ReclaimWithin: -time.Second}},
+		{TTL: time.Second, Cleanup: TTLCleanup{ReclaimWithin: time.Microsecond}},
 	} {
 		if _, err := NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64, TTL: &c}); !errors.Is(err, ErrInvalidOptions) {
 			t.Errorf("%+v: %v, want ErrInvalidOptions", c, err)
