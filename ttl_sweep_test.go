@@ -353,7 +353,7 @@ func TestTTLCleanupEveryRecord(t *testing.T) {
 			live := s.Key([]byte("live"))
 			must(0, v.Put(live, "y")) // expires at 160
 			must(0, m.Put(live, "a", "y"))
-			now.Store(100) // the n keys expired; live not
+			now.Store(100)              // the n keys expired; live not
 			const records = (n+1)/3 + 1 // 3 keys each: every key at least once, wherever the cursor was
 			for range records {
 				must(0, s.RecordProcessed())
