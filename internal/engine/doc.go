@@ -352,7 +352,7 @@
 //
 //  1. Every state change goes through Apply: before (sticky error or pending full disk, due
 //     retries, read arena reset, installs, L0 stall), the FreshTable write with backpressure, the row-cache write-through, after
-//     (queue transforms). A new OpKind must be handled by Engine.write (TestApplyEveryOp).
+//     (queue transforms, the TTL sweep's check). A new OpKind must be handled by Engine.write (TestApplyEveryOp).
 //  2. Reads never install and never write: values, list batches and map entries a read returns
 //     stay valid until the next Apply (or StartCheckpoint, Materialize, WaitBackground,
 //     Persist, Close). WaitCheckpoint, CompleteCheckpoint, AbortCheckpoint, WaitGC and
