@@ -138,6 +138,14 @@ func TestTTLSweep(t *testing.T) {
 		sliceBytes, st.SliceBytes, st.TTLSweepTicks, st.TTLSweepJobs, st.TTLSweepReadBytes,
 		st.TTLSweepEntries, st.TTLSweepBytes, time.Duration(st.TTLSweepNanos))
 	ss.checkLive(t, s, "live", 0, n)
+	// In the tiers: the dead values are gone, not tombstones (their runs ended their chains
+	// and the LsmStore is empty).
+	for i := range n {
+		key, h := s.compose(s.Key(fmt.Appendf(nil, "dead-%d", i)), ss.v.id)
+		if _, st := s.e.Get(h, key); st != absent {
+			t.Fatalf("dead-%d: stored as %v after the sweep", i, st)
+		}
+	}
 	for i := 0; i < n; i += 37 {
 		k := s.Key(fmt.Appendf(nil, "dead-%d", i))
 		if x, ok, err := ss.long.Get(k); err != nil || !ok || x != "long" {
