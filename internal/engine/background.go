@@ -90,6 +90,7 @@ func (t *Engine) kick() {
 		t.evict()
 	}
 	t.kickLSM()
+	t.sweepPick()
 	if t.retrying > 0 {
 		t.settleRetries()
 	}

@@ -322,12 +322,16 @@
 // data all lives is not read. The summaries live beside the units in memory (a few words
 // each); no format changed.
 //
-// When: a tick runs from kick (after every install, and whenever work may start) and every
-// sweepWrites (64) writes (Apply's after), when the period has passed since the last tick or
-// the last tick's work was installed (again: a sealed segment's transform, a run's or file's
-// rewrite may make more work due); between, it costs a counter per write and an atomic load
-// and a clock read per kick. No goroutine and no timer: the sweep runs on the owner's calls,
-// as every install does (invariant 4), so a Store nobody calls sweeps nothing.
+// When: a tick runs in kick (after every install, and whenever work may start; Apply's after
+// kicks when sweepDue says so, every sweepWrites = 64 writes), when the period has passed
+// since the last tick or the last tick's work was installed (again: a sealed segment's
+// transform, a run's or file's rewrite may make more work due). The tick seals at the start
+// of the kick (so the kick submits the transform) and picks at its end (sweepPick), after
+// transforms, compactions and LSM compactions took their slots: the sweep yields to the
+// tiers' own work (which filters expired data too), and with no compaction slot free it
+// ticks again at the next kick. Between ticks it costs a counter per write and an atomic
+// load and a clock read per kick. No goroutine and no timer: the sweep runs on the owner's
+// calls, as every install does (invariant 4), so a Store nobody calls sweeps nothing.
 //
 // The bound: a datum expiring at x (or written after x) in a unit that is not in the
 // FreshTable is rewritten by the first tick after x, at most P later; in the active

@@ -496,8 +496,8 @@ func (t *Engine) after() {
 	if t.budget.UsedBy(memory.PurposeFreshData) != t.lastFresh {
 		t.checkSealed()
 	}
-	if t.sw.writes--; t.sw.writes < 0 {
-		t.sweepCheck()
+	if t.sw.writes--; t.sw.writes < 0 && t.sweepDue() {
+		t.kick()
 	}
 }
 

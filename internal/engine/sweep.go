@@ -18,10 +18,12 @@ const sweepWrites = 64
 
 // sweepState is the sweep's bookkeeping; owner goroutine only.
 type sweepState struct {
-	writes  int   // writes left before after() looks at the clock (sweepCheck)
-	next    int64 // clock (ms) at or after which the next tick runs
-	again   bool  // a tick's work was installed or a segment sealed: tick at the next check
-	ticking bool  // inside a tick (a seal's kick must not start another)
+	writes int   // writes left before after() looks at the clock (sweepDue)
+	next   int64 // clock (ms) at or after which the next tick runs
+	again  bool  // a tick's work was installed, a segment sealed or no slot was free: tick at the next kick
+	pick   bool  // sweepCheck started a tick: sweepPick picks at the end of the kick
+	now    int64 // the tick's clock
+	within int64 // the tick's bound (ms)
 
 	opened bool  // openAt is set
 	openAt int64 // clock at the first SetTTL: files found at Open hold nothing younger
@@ -38,10 +40,25 @@ type sweepState struct {
 // period's slack for the jobs.
 func sweepPeriod(within int64) int64 { return max(within/5, 1) }
 
-// sweepCheck runs a sweep tick when one is due: a state sweeps, and the period has passed
-// since the last tick or the last tick's work made more work possible. Called from kick
-// (after every install, and whenever work may start) and every sweepWrites writes (after);
-// it reads the clock only then.
+// sweepDue reports whether a sweep tick is due: a state sweeps, and the period has passed
+// since the last tick or the last tick's work made more work possible. after() asks it every
+// sweepWrites writes (it reads the clock only then) and kicks when it is.
+func (t *Engine) sweepDue() bool {
+	t.sw.writes = sweepWrites
+	tab := t.ttl.table.Load()
+	within, _ := tab.Sweep()
+	if within == 0 {
+		t.sw.writes = math.MaxInt // no state sweeps: look again after SetTTL
+		return false
+	}
+	return t.sw.again || tab.Now() >= t.sw.next
+}
+
+// sweepCheck starts a sweep tick when one is due (sweepDue): it seals a FreshTable segment
+// that stayed active a whole period (its transform is queued here and submitted by the kick
+// that called it) and marks the tick's picks, which sweepPick makes at the end of the same
+// kick, after the tiers' own work took what it needs. Called at the start of kick (after
+// every install, and whenever work may start).
 func (t *Engine) sweepCheck() {
 	t.sw.writes = sweepWrites
 	tab := t.ttl.table.Load()
@@ -50,22 +67,19 @@ func (t *Engine) sweepCheck() {
 		t.sw.writes = math.MaxInt // no state sweeps: look again after SetTTL
 		return
 	}
-	if t.sw.ticking || t.bgErr != nil || t.closing {
+	if t.bgErr != nil || t.closing {
 		return
 	}
 	now := tab.Now()
 	if now < t.sw.next && !t.sw.again {
 		return
 	}
-	t.sw.ticking = true
-	defer func() { t.sw.ticking = false }()
 	t.sw.again = false
 	period := sweepPeriod(within)
 	t.sw.next = now + min(period, math.MaxInt64-now) // saturated
 	t.sw.ticks++
+	t.sw.pick, t.sw.now, t.sw.within = true, now, within
 
-	// The FreshTable: a segment active for a whole period is sealed, so its transform (queued
-	// here, submitted by the kick that called us) brings its data where the sweep sees it.
 	if id, ok := t.f.Active(); ok {
 		switch {
 		case id != t.sw.activeID:
@@ -78,15 +92,29 @@ func (t *Engine) sweepCheck() {
 			}
 		}
 	}
-	// The SliceTable: one job per run holding expired data, within the compaction limit.
+}
+
+// sweepPick makes the picks of the tick sweepCheck started, at the end of kick, so that the
+// sweep takes only what transforms, compactions and LSM compactions left: one job per slice
+// run holding expired data within the compaction limit (none free: the next kick ticks
+// again), one per due LsmStore file while its levels are free.
+func (t *Engine) sweepPick() {
+	if !t.sw.pick {
+		return
+	}
+	t.sw.pick = false
+	now := t.sw.now
 	if !t.noCompact && !t.waiting(bgCompaction) {
-		for _, c := range t.sl.PickExpired(now, t.maxCompact-len(t.compactions)) {
-			t.submitSweep(c)
+		if free := t.maxCompact - len(t.compactions); free > 0 {
+			for _, c := range t.sl.PickExpired(now, free) {
+				t.submitSweep(c)
+			}
+		} else {
+			t.sw.again = true
 		}
 	}
-	// The LsmStore: one job per due file while levels are free.
 	if t.db != nil && !t.waiting(bgLSM) {
-		unknownAt := t.unknownAt(within)
+		unknownAt := t.unknownAt(t.sw.within)
 		for {
 			j := t.db.PickExpired(now, unknownAt)
 			if j == nil {
