@@ -47,7 +47,8 @@ import (
 // expired data (on by default, as Flink's RocksDB compaction filter); a background sweep
 // reclaims the expired data of keys that are never read or compacted again within a bound
 // (ReclaimWithin, by default 2 × TTL; on by default); checkpoints can leave it out
-// (FullSnapshot); each access can check a few more keys (IncrementalSize). Keys,
+// (FullSnapshot); each access can check a few more keys (IncrementalSize), and so can each
+// record the task processes (EveryRecord, Store.RecordProcessed). Keys,
 // KeysAndNamespaces and NumEntries count expired data not yet removed, as Flink's getKeys.
 //
 // Restore: each state's TTL flag is stored with the state (registry, checkpoints): a state
