@@ -23,6 +23,7 @@ type CompactionJob struct {
 	lo, hi   uint64          // Order range of the inputs
 	bottom   bool            // no level below OutputLevel holds data in [lo, hi]
 	sweep    bool            // picked by PickExpired (sweep.go)
+	forgets  uint64          // DB.forgets when picked (ForgetExpiry)
 
 	state atomic.Int32 // jobPicked → jobRunning → jobDone
 	// Written by Run, read by InstallCompaction after Run returned.
@@ -169,6 +170,7 @@ func (d *DB) newJob(l int) *CompactionJob {
 	v.refs++
 	d.busy[l], d.busy[l+1] = true, true
 	d.jobs++
+	j.forgets = d.forgets
 	return j
 }
 
@@ -329,6 +331,13 @@ func (d *DB) InstallCompaction(j *CompactionJob) error {
 	for i, files := range j.inputs {
 		for _, t := range files {
 			e.Deleted = append(e.Deleted, deletedFile{Level: j.level + i, Num: t.meta.Num})
+		}
+	}
+	if j.forgets != d.forgets {
+		// ForgetExpiry since the job was picked: its outputs were noted (partly) under a
+		// table that did not sweep every state (sweep.go).
+		for _, t := range j.outputs {
+			t.expKnown = false
 		}
 	}
 	for _, t := range j.outputs {

@@ -434,9 +434,11 @@
 // outputs) carries in memory a summary of its TTL data (base.Expiry: the
 // earliest and latest expiry instant, the bytes), noted entry by entry as it
 // is written. It is not in the file or the manifest (no format changes): a
-// file found at Open or imported has no known summary, and PickExpired
-// treats it as due at the caller's bound (unknownAt) — once; its rewrite has
-// a summary. PickExpired (sweep.go) picks the first due file, level by
+// file found at Open or imported has no known summary, nor has any file
+// after ForgetExpiry (the caller's table sweeps a state it did not before),
+// nor the output of a compaction in flight across it (InstallCompaction), and
+// PickExpired treats it as due at the caller's bound (unknownAt) — once; its
+// sweep rewrites it whole, under the then current table, with a summary. PickExpired (sweep.go) picks the first due file, level by
 // level, and proposes the cheapest job that runs it through the filter:
 //
 //	L0 file due        the L0 compaction (every L0 file into L1): L0 files

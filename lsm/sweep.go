@@ -47,6 +47,7 @@ func (d *DB) PickExpired(now, unknownAt int64) *CompactionJob {
 			v.refs++
 			d.busy[l] = true
 			d.jobs++
+			j.forgets = d.forgets
 			return j
 		}
 	}
@@ -59,6 +60,25 @@ func (t *tableFile) due(now, unknownAt int64) bool {
 		return t.exp.Due(now)
 	}
 	return unknownAt <= now
+}
+
+// ForgetExpiry marks every file of the current version as without a known
+// TTL summary (due at the caller's bound, as a file found at Open): the
+// caller's TTL table now sweeps a state the summaries were not noted for.
+// A compaction in flight gives outputs without a summary too
+// (InstallCompaction), and so does a WriteL0 file installed after (InstallL0
+// checks nothing: its data was written by the caller under its current
+// table). Owner only; O(files).
+func (d *DB) ForgetExpiry() {
+	if d.closed {
+		return
+	}
+	d.forgets++
+	for _, files := range d.current.levels {
+		for _, t := range files {
+			t.expKnown = false
+		}
+	}
 }
 
 // Sweep reports whether the job was picked by PickExpired.

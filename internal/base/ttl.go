@@ -164,6 +164,20 @@ func (t *TTLTable) Sweep() (within, maxTTL int64) {
 	return t.sweep, t.maxTTL
 }
 
+// SweepsMore reports whether t sweeps a state (by id) that old does not (old nil: any):
+// summaries noted under old do not cover that state's data.
+func (t *TTLTable) SweepsMore(old *TTLTable) bool {
+	if t == nil {
+		return false
+	}
+	for id := range t.states {
+		if t.states[id].ReclaimWithin > 0 && (old == nil || id >= len(old.states) || old.states[id].ReclaimWithin == 0) {
+			return true
+		}
+	}
+	return false
+}
+
 // Expiry summarizes when the TTL data of a unit of storage (a slice, a table file) expires,
 // for the background sweep: the earliest and the latest instant (milliseconds, as Expired's
 // ts + ttl, saturated) at which one of its values, map entries or list elements of a state

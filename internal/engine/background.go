@@ -334,6 +334,7 @@ func (t *Engine) install() int {
 			if err := t.sl.CancelCompaction(c.c); err != nil {
 				panic("strata: invariant: cancelling a compaction: " + err.Error())
 			}
+			t.sw.again = t.sw.again || c.c.Sweep() // its run is due still: pick it again
 			t.jobEnded(bgCompaction, "compaction", c.err)
 			// No compaction until something else frees memory: picking the same chain again
 			// now would fail again.
@@ -415,6 +416,7 @@ func (t *Engine) install() int {
 			if j.err != nil { // Run's own error, or its panic (then the job is still "running")
 				err = j.err
 			}
+			t.sw.again = t.sw.again || j.j.Sweep() // its file is due still: pick it again
 			t.jobEnded(bgLSM, "LSM compaction", lowerError(err))
 			continue
 		}

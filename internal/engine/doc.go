@@ -316,8 +316,13 @@
 //	                              written; unknown for files      else the file rewritten in
 //	                              found at Open or imported       place (lsm.DB.PickExpired)
 //
-// A unit is due when its earliest expiry instant has passed (base.Expiry.Due; an unknown file
-// at openAt + the largest swept TTL, its data being stamped before Open). So the work of a
+// A unit is due when its earliest expiry instant has passed (base.Expiry.Due). A file without
+// a known summary — found at Open, imported by a restore, or written while the table lacked
+// a state it now sweeps (SetTTL calls lsm ForgetExpiry when the swept states grow: a
+// compaction at Open may run before the states register) — is due at openAt + R − P, openAt
+// being the last such SetTTL: its data was stamped before, so what of it expired by then is
+// reclaimed within R of openAt, and its rewrite has a summary. Slices need no such rule: they
+// hold only data written since Open, noted under a table that knew its state. So the work of a
 // tick follows the units that hold expired data, not the state: a slice run or file whose
 // data all lives is not read. The summaries live beside the units in memory (a few words
 // each); no format changed.

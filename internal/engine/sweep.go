@@ -96,24 +96,27 @@ func (t *Engine) sweepCheck() {
 
 // sweepPick makes the picks of the tick sweepCheck started, at the end of kick, so that the
 // sweep takes only what transforms, compactions and LSM compactions left: one job per slice
-// run holding expired data within the compaction limit (none free: the next kick ticks
-// again), one per due LsmStore file while its levels are free.
+// run holding expired data within the compaction limit, one per due LsmStore file while its
+// levels are free. A kind of work it cannot pick now (no slot; a failed job's backoff) makes
+// the next kick tick again, as does a sweep job that failed (install).
 func (t *Engine) sweepPick() {
 	if !t.sw.pick {
 		return
 	}
 	t.sw.pick = false
 	now := t.sw.now
-	if !t.noCompact && !t.waiting(bgCompaction) {
-		if free := t.maxCompact - len(t.compactions); free > 0 {
-			for _, c := range t.sl.PickExpired(now, free) {
-				t.submitSweep(c)
-			}
-		} else {
-			t.sw.again = true
+	// Slices: while no slot is free, or compactions wait (a failure's backoff, memory), the
+	// next kick ticks again — also the one that retries them.
+	if free := t.maxCompact - len(t.compactions); free > 0 && !t.noCompact && !t.waiting(bgCompaction) {
+		for _, c := range t.sl.PickExpired(now, free) {
+			t.submitSweep(c)
 		}
+	} else {
+		t.sw.again = true
 	}
-	if t.db != nil && !t.waiting(bgLSM) {
+	if t.db != nil && t.waiting(bgLSM) {
+		t.sw.again = true
+	} else if t.db != nil {
 		unknownAt := t.unknownAt(t.sw.within)
 		for {
 			j := t.db.PickExpired(now, unknownAt)

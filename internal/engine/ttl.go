@@ -28,9 +28,15 @@ type ttlShared struct {
 // up as it says (a job in flight keeps the table it started with). nil: no state has a TTL.
 // Owner goroutine only; tab must not change afterwards.
 func (t *Engine) SetTTL(tab *base.TTLTable) {
-	t.ttl.table.Store(tab)
-	if !t.sw.opened && tab != nil {
+	old := t.ttl.table.Swap(tab)
+	if tab.SweepsMore(old) {
+		// A state the LsmStore's summaries were not noted for: its data from before Open may
+		// be in any file (slices hold only data written since Open, under a table that knew
+		// its state). Every file is due at the bound counted from now (sweep.go, unknownAt).
 		t.sw.opened, t.sw.openAt = true, tab.Now()
+		if t.db != nil {
+			t.db.ForgetExpiry()
+		}
 	}
 	t.sw.next, t.sw.writes = 0, 0 // the new table may sweep sooner: judge at the next check
 }
