@@ -120,6 +120,9 @@ func registerTTL[S any](s *Store, name string, kind stateKind, codecs [2]any, tt
 	s.states[name] = &registration{name: name, kind: kind, id: id, codecs: codecs, ttl: ts, state: st}
 	if ts != nil {
 		s.setTTLTable()
+		if ts.incr > 0 && ttl.Cleanup.EveryRecord {
+			s.perRecord = append(s.perRecord, stateBase{s: s, id: id, name: name, ttl: ts})
+		}
 	}
 	return st, nil
 }

@@ -60,6 +60,7 @@ type Store struct {
 	restoreStats RestoreStats
 
 	states    map[string]*registration
+	perRecord []stateBase  // states whose incremental TTL cleanup runs per record (RecordProcessed)
 	clock     func() int64 // Options.Clock, or wallClock until the first TTL state, then the coarse clock
 	coarse    bool         // clock is the default: the first TTL state switches it to the coarse clock
 	unclock   func()       // releases the coarse clock's hold (nil: none held)
@@ -375,7 +376,7 @@ func (s *Store) seal() error { return s.e.Seal() }
 type StoreStats = engine.Stats
 
 // Stats returns a snapshot of the Store's statistics. On a closed Store it returns only
-// States and the budget figures. O(buckets + segments).
+// States and the budget figures. O(buckets + segments + slices + table files).
 func (s *Store) Stats() StoreStats {
 	if s.closed {
 		return StoreStats{

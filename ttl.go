@@ -2,6 +2,7 @@ package strata
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/strata-db/strata/checkpoint"
@@ -44,11 +45,12 @@ import (
 // wrote, and stays valid until the next write.
 //
 // Cleanup of data nobody reads (TTLCleanup): compactions of slices and of the LsmStore drop
-// expired data (on by default, as Flink's RocksDB compaction filter); checkpoints can leave it
-// out (FullSnapshot); each access can check a few more keys (IncrementalSize). Keys,
+// expired data (on by default, as Flink's RocksDB compaction filter); a background sweep
+// reclaims the expired data of keys that are never read or compacted again within a bound
+// (ReclaimWithin, by default 2 × TTL; on by default); checkpoints can leave it out
+// (FullSnapshot); each access can check a few more keys (IncrementalSize), and so can each
+// record the task processes (EveryRecord, Store.RecordProcessed). Keys,
 // KeysAndNamespaces and NumEntries count expired data not yet removed, as Flink's getKeys.
-// Expired data of keys that are never read again and never compacted stays until then: a
-// background sweep with a bound on the time it stays is not built yet.
 //
 // Restore: each state's TTL flag is stored with the state (registry, checkpoints): a state
 // stored with a TTL must be registered with one, and one stored without must be registered
@@ -125,6 +127,13 @@ type TTLCleanup struct {
 	// (keys / IncrementalSize) accesses. 0: off (the default). Must not be negative. An
 	// access with it on is a write (see TTLConfig) and allocates once per batch.
 	IncrementalSize int
+	// EveryRecord also runs the incremental cleanup (IncrementalSize keys) once for every
+	// record the task processes, not only on accesses to the state, as Flink's
+	// cleanupIncrementally(cleanupSize, true) (runCleanupForEveryRecord). Flink runs it from
+	// the key context (a listener of setCurrentKey); a Strata Key is a pure value, so the task
+	// marks each record with Store.RecordProcessed. Needs IncrementalSize > 0
+	// (ErrInvalidOptions otherwise).
+	EveryRecord bool
 	// NoCompaction keeps compactions from removing the state's expired data, which they do by
 	// default, as Flink's cleanupInRocksdbCompactFilter (on by default since Flink 1.14):
 	// memory compactions of slices and LSM compactions drop expired values and map entries
@@ -135,6 +144,26 @@ type TTLCleanup struct {
 	// before it reads the clock again, as Flink's queryTimeAfterNumEntries. 0: 1000 (the
 	// default). Must not be negative.
 	QueryTimeAfterNumEntries int
+	// ReclaimWithin bounds the time the state's expired data stays stored when nobody reads
+	// it and no compaction reaches it: a background sweep (internal/engine doc.go, "TTL
+	// sweep"; RocksDB's periodic TTL compaction plays this part for Flink) seals a FreshTable
+	// segment that stayed active too long and rewrites, through the compaction filter, each
+	// slice run and LsmStore table file whose oldest expiry instant has passed — the memory
+	// and disk of expired values, map entries and list elements are reclaimed (a tombstone
+	// keeping the key stays where older data may lie below, until a compaction reaches the
+	// bottom), at a cost that follows the runs and files holding expired data, not the
+	// state's size (Stats: TTLSweep*, TTLExpiredPendingBytes). The bound holds from the
+	// instant a value expires, or it was written if later, provided the Store is written to
+	// (or WaitBackground is called) at least every ReclaimWithin/5 — the sweep runs on the
+	// task's own calls, as every install does (a Store nobody calls does nothing) — and the
+	// background jobs keep up. Table files found at Open (their summaries are in memory only)
+	// are rewritten once, the largest swept TTL after Open. 0: 2 × TTL (the default); else
+	// at least 1 ms (ErrInvalidOptions otherwise). The Store sweeps at the period of its
+	// smallest ReclaimWithin. Off with NoSweep or NoCompaction (the sweep is a compaction).
+	ReclaimWithin time.Duration
+	// NoSweep turns the background sweep (ReclaimWithin) off for the state: its expired data
+	// is then reclaimed only by reads, incremental cleanup and the compactions that reach it.
+	NoSweep bool
 }
 
 // validate checks c for state name: ErrInvalidOptions naming the bad field.
@@ -151,6 +180,10 @@ func (c *TTLConfig) validate(name string) error {
 		return bad("Visibility", c.Visibility, "must be TTLNeverReturnExpired or TTLReturnExpiredIfNotCleanedUp")
 	case c.Cleanup.IncrementalSize < 0:
 		return bad("Cleanup.IncrementalSize", c.Cleanup.IncrementalSize, "must not be negative")
+	case c.Cleanup.EveryRecord && c.Cleanup.IncrementalSize == 0:
+		return bad("Cleanup.EveryRecord", true, "needs Cleanup.IncrementalSize > 0")
+	case c.Cleanup.ReclaimWithin != 0 && c.Cleanup.ReclaimWithin < time.Millisecond:
+		return bad("Cleanup.ReclaimWithin", c.Cleanup.ReclaimWithin, "must be 0 (2 × TTL) or at least 1ms")
 	case c.Cleanup.QueryTimeAfterNumEntries < 0:
 		return bad("Cleanup.QueryTimeAfterNumEntries", c.Cleanup.QueryTimeAfterNumEntries, "must not be negative")
 	}
@@ -235,9 +268,25 @@ func (s *Store) setTTLTable() {
 		t := r.ttl
 		s.useCoarseClock()
 		m[r.id] = base.TTLState{TTL: t.ms, Layout: t.layout, Compaction: !t.cfg.Cleanup.NoCompaction,
-			Snapshot: t.cfg.Cleanup.FullSnapshot, QueryEvery: t.cfg.Cleanup.QueryTimeAfterNumEntries}
+			Snapshot: t.cfg.Cleanup.FullSnapshot, QueryEvery: t.cfg.Cleanup.QueryTimeAfterNumEntries,
+			ReclaimWithin: t.reclaimMs()}
 	}
 	s.e.SetTTL(base.NewTTLTable(s.clock, m))
+}
+
+// reclaimMs is the state's sweep bound in milliseconds (TTLCleanup.ReclaimWithin; 0: 2 × TTL,
+// saturated), or 0 when it does not sweep.
+func (t *ttlState) reclaimMs() int64 {
+	c := t.cfg.Cleanup
+	switch {
+	case c.NoSweep || c.NoCompaction:
+		return 0
+	case c.ReclaimWithin > 0:
+		return c.ReclaimWithin.Milliseconds()
+	case t.ms > math.MaxInt64/2:
+		return math.MaxInt64
+	}
+	return 2 * t.ms
 }
 
 // ttlBatch is the number of keys a step of incremental cleanup's cursor reads.
@@ -283,6 +332,34 @@ func (b *stateBase) ttlCleanup() error {
 		t.pos++
 		if err := b.cleanKey(ck); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// RecordProcessed tells the Store that the task has processed one record: every state whose
+// TTLCleanup has EveryRecord checks its next IncrementalSize keys and removes their expired
+// data, as Flink's TtlIncrementalCleanup does for every record with
+// runCleanupForEveryRecord. Call it once per record, from the Store's goroutine, e.g. before
+// or after the record's state accesses. With no such state it does nothing (and allocates
+// nothing); with one it is a write, as any access with incremental cleanup (TTLConfig):
+// values and list iterators read before it are no longer valid. Errors: ErrClosed; as a
+// state write (ErrMemoryBudget, a background failure), wrapped with the state's name.
+func (s *Store) RecordProcessed() error {
+	if len(s.perRecord) == 0 {
+		if s.closed {
+			return ErrClosed
+		}
+		return nil
+	}
+	s.guard.enter()
+	defer s.guard.exit()
+	if s.closed {
+		return ErrClosed
+	}
+	for i := range s.perRecord {
+		if err := s.perRecord[i].ttlCleanup(); err != nil {
+			return s.perRecord[i].wrap("per-record TTL cleanup", err)
 		}
 	}
 	return nil

@@ -1099,6 +1099,9 @@ func TestTTLConfigValidation(t *testing.T) {
 		{TTL: time.Second, Visibility: 2},
 		{TTL: time.Second, Cleanup: TTLCleanup{IncrementalSize: -1}},
 		{TTL: time.Second, Cleanup: TTLCleanup{QueryTimeAfterNumEntries: -1}},
+		{TTL: time.Second, Cleanup: TTLCleanup{EveryRecord: true}},
+		{TTL: time.Second, Cleanup: TTLCleanup{ReclaimWithin: -time.Second}},
+		{TTL: time.Second, Cleanup: TTLCleanup{ReclaimWithin: time.Microsecond}},
 	} {
 		if _, err := NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64, TTL: &c}); !errors.Is(err, ErrInvalidOptions) {
 			t.Errorf("%+v: %v, want ErrInvalidOptions", c, err)
@@ -1162,7 +1165,8 @@ func TestTTLCompactionCleanup(t *testing.T) {
 	opts := Options{MaxParallelism: 16, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 1, Clock: now.Load}
 	s := must(Open(dir, opts))
 	defer func() { s.Close() }()
-	cfg := &TTLConfig{TTL: 100 * time.Millisecond}
+	// NoSweep: the compactions, not the sweep (TestTTLSweep), must find the expired data.
+	cfg := &TTLConfig{TTL: 100 * time.Millisecond, Cleanup: TTLCleanup{NoSweep: true}}
 	keep := &TTLConfig{TTL: 100 * time.Millisecond, Cleanup: TTLCleanup{NoCompaction: true}}
 	reg := func(s *Store) (*ValueState[string], *ListState[string], *MapState[string, string], *ValueState[string]) {
 		return must(NewValueState(s, ValueDescriptor[string]{Name: "v", Codec: String, TTL: cfg})),

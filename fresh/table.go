@@ -66,6 +66,7 @@ type Table struct {
 	dropped  int64      // segments dropped by DropSealed (MapIter rebases on it)
 	pins     int        // PinSealed count
 	deferred []*segment // dropped while pinned: memory kept until pins is 0
+	rolls    uint64     // segments taken as active (roll), ever
 }
 
 // New returns an empty Table whose sequence numbers continue after
@@ -135,6 +136,18 @@ func (t *Table) Seal() error {
 		t.active = nil
 	}
 	return nil
+}
+
+// Active reports whether an active segment holds a record (ok), and which
+// one: id differs for every segment the Table has made active, so an owner
+// that sees the same id twice knows the same records may have waited in
+// the active segment in between (the engine's TTL sweep seals a segment
+// that stayed active too long). O(1).
+func (t *Table) Active() (id uint64, ok bool) {
+	if s := t.active; s != nil && s.used > segHeaderSize {
+		return t.rolls, true
+	}
+	return 0, false
 }
 
 // Stats describes the memory of a Table.
@@ -224,6 +237,7 @@ func (t *Table) roll() (*segment, error) {
 	}
 	t.segs = append(t.segs, s)
 	t.active = s
+	t.rolls++
 	return s, nil
 }
 

@@ -22,6 +22,8 @@ type CompactionJob struct {
 	inputs   [2][]*tableFile // [0]: Level (L0: newest first), [1]: OutputLevel, sorted
 	lo, hi   uint64          // Order range of the inputs
 	bottom   bool            // no level below OutputLevel holds data in [lo, hi]
+	sweep    bool            // picked by PickExpired (sweep.go)
+	forgets  uint64          // DB.forgets when picked (ForgetExpiry)
 
 	state atomic.Int32 // jobPicked → jobRunning → jobDone
 	// Written by Run, read by InstallCompaction after Run returned.
@@ -168,6 +170,7 @@ func (d *DB) newJob(l int) *CompactionJob {
 	v.refs++
 	d.busy[l], d.busy[l+1] = true, true
 	d.jobs++
+	j.forgets = d.forgets
 	return j
 }
 
@@ -223,7 +226,7 @@ func (j *CompactionJob) run(ctx context.Context) error {
 	// The merge rules are base.Resolver's (doc.go, "Merge rules"); the
 	// compaction filter decides which tombstones go (DefaultFilter: at the
 	// bottom), so the resolver itself drops none.
-	filter, bottom := d.opts.NewFilter(), j.bottom
+	filter, bottom := d.opts.NewFilter(j.sweep), j.bottom
 	r := base.Resolver{Bottom: bottom, MaxList: d.opts.MaxListPiece}
 	r.Filter = func(e *base.Entry) (base.Decision, *base.Entry) { return filter(e, bottom) }
 	out := d.newOutput()
@@ -328,6 +331,13 @@ func (d *DB) InstallCompaction(j *CompactionJob) error {
 	for i, files := range j.inputs {
 		for _, t := range files {
 			e.Deleted = append(e.Deleted, deletedFile{Level: j.level + i, Num: t.meta.Num})
+		}
+	}
+	if j.forgets != d.forgets {
+		// ForgetExpiry since the job was picked: its outputs were noted (partly) under a
+		// table that did not sweep every state (sweep.go).
+		for _, t := range j.outputs {
+			t.expKnown = false
 		}
 	}
 	for _, t := range j.outputs {

@@ -55,6 +55,7 @@ type DB struct {
 	deferred    []uint64    // table files to remove once a new manifest is durable
 	busy        []bool      // per level: an input or output level of a picked, not yet installed job
 	jobs        int         // picked, not yet installed jobs
+	forgets     uint64      // ForgetExpiry calls (sweep.go)
 	compactPtr  []uint64    // per level: MinOrder where the next L1+ compaction looks first
 	snaps       []*Snapshot // unreleased snapshots, each pinning a version
 	m           counters

@@ -190,7 +190,7 @@ func TestCompactionFilter(t *testing.T) {
 	opts := smallOptions(fs)
 	var mu sync.Mutex
 	sawBottom := map[bool]int{}
-	opts.NewFilter = func() CompactionFilter {
+	opts.NewFilter = func(bool) CompactionFilter {
 		return func(e *base.Entry, bottom bool) (base.Decision, *base.Entry) {
 			mu.Lock()
 			sawBottom[bottom]++

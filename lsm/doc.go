@@ -428,6 +428,32 @@
 // expired values at the bottom, turns them into tombstones above it and
 // rewrites list batches without their expired elements (base.TTLFilter).
 //
+// # TTL sweep
+//
+// With Options.Expiry set, every file the DB writes (WriteL0, compaction
+// outputs) carries in memory a summary of its TTL data (base.Expiry: the
+// earliest and latest expiry instant, the bytes), noted entry by entry as it
+// is written. It is not in the file or the manifest (no format changes): a
+// file found at Open or imported has no known summary, nor has any file
+// after ForgetExpiry (the caller's table sweeps a state it did not before),
+// nor the output of a compaction in flight across it (InstallCompaction), and
+// PickExpired treats it as due at the caller's bound (unknownAt) — once; its
+// sweep rewrites it whole, under the then current table, with a summary. PickExpired (sweep.go) picks the first due file, level by
+// level, and proposes the cheapest job that runs it through the filter:
+//
+//	L0 file due        the L0 compaction (every L0 file into L1): L0 files
+//	                   overlap and are ordered by age, so one cannot be
+//	                   rewritten in place
+//	Li file due, i>=1  the file alone, rewritten into Li in place (outputs
+//	                   within its Order range: Li stays sorted and disjoint),
+//	                   at the bottom when no deeper level overlaps it
+//
+// Invariants: a sweep job is a CompactionJob (busy levels, pinned version,
+// InstallCompaction), so every invariant above holds for it; it reads one
+// file of Li (or L0 + overlaps of L1), so its cost follows the files that
+// hold expired data; after it the outputs' summaries start after the
+// filter's clock, so they are not picked again before new data expires.
+//
 // # Failed manifest writes
 //
 // A manifest append or sync that fails leaves the record's fate unknown (it

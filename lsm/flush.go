@@ -106,6 +106,9 @@ func (o *output) add(e *base.Entry) error {
 		o.err = o.wrap("write", err)
 		return o.err
 	}
+	if x := o.d.opts.Expiry; x != nil {
+		x(&o.t.exp, e)
+	}
 	return nil
 }
 
@@ -137,6 +140,7 @@ func (o *output) finish() (*tableFile, error) {
 		return nil, ioError("close", t.name, err)
 	}
 	t.f = nil
+	t.expKnown = o.d.opts.Expiry != nil
 	t.meta = FileMeta{Num: t.meta.Num, Size: m.Size, Entries: m.Entries, Blocks: m.Blocks,
 		Tombstones: m.Tombstones, MinOrder: m.MinOrder, MaxOrder: m.MaxOrder, MinSeq: m.MinSeq, MaxSeq: m.MaxSeq}
 	o.t, o.w, o.open = nil, nil, false

@@ -79,9 +79,15 @@ type Options struct {
 	MaxManifestBytes int64
 	// NewFilter returns the compaction filter of one compaction job; it is
 	// called once per job, on the job's goroutine, so it must be safe for
-	// concurrent use (the filters it returns need not be). Default: a
-	// function returning DefaultFilter.
-	NewFilter func() CompactionFilter
+	// concurrent use (the filters it returns need not be). sweep says the job
+	// is a TTL sweep (PickExpired), so its removals can be counted apart.
+	// Default: a function returning DefaultFilter.
+	NewFilter func(sweep bool) CompactionFilter
+	// Expiry, if set, adds an entry's TTL data to the summary of the table
+	// file being written (base.TTLTable.Note; doc.go, "TTL sweep"), on the
+	// writing goroutine (safe for concurrent use). Nil: PickExpired finds
+	// nothing.
+	Expiry func(x *base.Expiry, e *base.Entry)
 	// MaxOpenFiles is the number of table files the DB keeps open at most
 	// (doc.go, "Table cache"): a table's index and filter stay in memory, but
 	// its file descriptor is closed, least recently used first, while more
@@ -201,7 +207,7 @@ func (o Options) withDefaults() Options {
 		o.MaxManifestBytes = DefaultMaxManifestBytes
 	}
 	if o.NewFilter == nil {
-		o.NewFilter = func() CompactionFilter { return DefaultFilter }
+		o.NewFilter = func(bool) CompactionFilter { return DefaultFilter }
 	}
 	if o.MaxListPiece == 0 {
 		o.MaxListPiece = base.MaxListPiece

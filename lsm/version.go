@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/lsm/sstable"
 )
@@ -19,6 +20,10 @@ type tableFile struct {
 	cacheID  uint64
 	refs     int
 	obsolete bool // an installed edit deleted it: remove from disk when refs reaches 0
+	// exp summarizes its TTL data (Options.Expiry) when expKnown: noted as this DB wrote
+	// it; in memory only, so a file found at Open or imported is not known (sweep.go).
+	exp      base.Expiry
+	expKnown bool
 }
 
 // cacheIDs hands out block-cache file IDs that are unique in the process, so

@@ -25,12 +25,14 @@ type builder struct {
 
 	prev    base.Entry // the last entry added (Key, UserKey: copies); Order, Key, UserKey, Seq only
 	started bool
+	note    func(*base.Expiry, *base.Entry) // Options.Expiry; nil: none
+	exp     base.Expiry                     // of the pending slice
 
 	out []*Slice
 }
 
-func newBuilder(a *Allocator, shift uint) *builder {
-	return &builder{a: a, shift: shift, recs: make([]byte, 0, a.blockSize)}
+func newBuilder(a *Allocator, shift uint, note func(*base.Expiry, *base.Entry)) *builder {
+	return &builder{a: a, shift: shift, recs: make([]byte, 0, a.blockSize), note: note}
 }
 
 // add appends e, which must follow the previous entry in (Order, Key,
@@ -67,6 +69,9 @@ func (b *builder) add(e *base.Entry) error {
 	b.offs = append(b.offs, uint32(len(b.recs)))
 	b.recs = appendRecord(b.recs, e)
 	b.minSeq, b.maxSeq = min(b.minSeq, e.Seq), max(b.maxSeq, e.Seq)
+	if b.note != nil {
+		b.note(&b.exp, e)
+	}
 	if headerSize+(fpSize+offSize)+len(b.recs) > b.a.blockSize {
 		return b.flush() // an oversized entry gets a slice of its own
 	}
@@ -104,7 +109,9 @@ func (b *builder) flush() error {
 	}
 	copy(buf[base:], b.recs)
 	le.PutUint32(buf[hdrCRC:], checksum(buf))
-	b.out = append(b.out, newSlice(buf, len(mem), ref))
+	sl := newSlice(buf, len(mem), ref)
+	sl.exp, b.exp = b.exp, sl.exp // sl.exp is zero: the pending summary starts over
+	b.out = append(b.out, sl)
 	b.fps, b.offs, b.recs = b.fps[:0], b.offs[:0], b.recs[:0]
 	return nil
 }
@@ -140,7 +147,7 @@ func (b *builder) abort() {
 // Errors: ErrUnsorted, ErrEntry, it.Err(), ctx.Err(), or a wrapped
 // memory.ErrMemoryBudget; on error nothing stays allocated.
 func (t *Table) Build(ctx context.Context, it base.Iterator) ([]*Slice, error) {
-	b := newBuilder(t.a, t.shift)
+	b := newBuilder(t.a, t.shift, t.opts.Expiry)
 	for n := 0; it.Next(); n++ {
 		if n&255 == 255 {
 			if err := ctx.Err(); err != nil {

@@ -285,6 +285,30 @@
 // moving 730-920 slices in 2-4 jobs; writers waited for memory 27 times
 // instead of about 130.
 //
+// # TTL sweep
+//
+// With Options.Expiry set, the builder notes every entry it packs (Build,
+// compaction output) in the summary of its slice (base.Expiry: earliest and
+// latest expiry instant of its TTL data, and its bytes; kept in memory
+// beside the slice, not in its bytes, so a relocation keeps it and the
+// format does not change). PickExpired proposes one compaction per run
+// holding a slice whose earliest instant has passed: the run alone is
+// merged through the Options.NewFilter filter (sweep = true), which removes
+// what has expired, so the work is proportional to the runs that hold
+// expired data, not to the table. Invariants:
+//
+//  1. A sweep job is a Compaction of one run: same busy marks, Run,
+//     InstallCompaction and CancelCompaction, so invariants 6-10 and 16
+//     (snapshots defer frees) hold for it unchanged.
+//  2. It drops expired data (and tombstones) only when its run ends the
+//     chain and Options.LowerHolds says nothing lies below the bucket's
+//     order hashes; while the job is in flight nothing can be put below:
+//     evictions take each chain's oldest run first (invariant 8) and that
+//     run is busy. Otherwise expired versions become tombstones.
+//  3. After a sweep job at time T, the output's earliest instant is after
+//     the filter's clock: PickExpired does not pick it again before new
+//     data expires (the filter and Expiry skip the same unparsable data).
+//
 // # Slice size
 //
 // DefaultSliceSize is 16 KiB. Measured with the benchmarks above on the
@@ -308,8 +332,7 @@
 // # Not built yet
 //
 // Wiring into the root package (reads: active segment → sealed segments →
-// slices → LSM; transforms through the scheduler; relocations), TTL
-// compaction filters,
+// slices → LSM; transforms through the scheduler; relocations)
 // and block size classes: a transform cuts a slice at every bucket
 // boundary, so each bucket's run ends in a partly filled block (about half
 // a block per bucket per run); BucketBits should be sized so a transform

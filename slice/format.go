@@ -110,6 +110,9 @@ type Slice struct {
 	mem      int      // bytes of memory held (block size or region size)
 	ref      blockRef // allocator handle; zero for a decoded slice
 	bucket   int      // bucket of its Table (set by Install)
+	// exp is when its TTL data expires (Options.Expiry, noted by the builder): in memory
+	// only, not part of the format; zero for a decoded slice.
+	exp base.Expiry
 
 	// Owner-only bookkeeping; background jobs never read these.
 	hits    uint64  // lookups resolved here since the last fold

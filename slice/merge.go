@@ -59,6 +59,7 @@ type Compaction struct {
 	ids     []uint64   // run ids, newest first
 	inputs  [][]*Slice // the runs' slices, newest first
 	drop    bool       // inputs end the chain and nothing lies below
+	sweep   bool       // picked by PickExpired (sweep.go)
 	maxList int
 	inBytes int64
 	out     []*Slice
@@ -154,12 +155,12 @@ func (c *Compaction) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: compaction already ran", ErrJob)
 	}
 	c.ran = true
-	b := newBuilder(c.t.a, c.t.shift)
+	b := newBuilder(c.t.a, c.t.shift, c.t.opts.Expiry)
 	// Slice memory is immutable while the job runs, so the resolver keeps
 	// pointers into it (Stable) instead of copying.
 	res := &base.Resolver{Bottom: c.drop, DropTombstones: c.drop, MaxList: c.maxList, Stable: true, Emit: b.add}
 	if nf := c.t.opts.NewFilter; nf != nil {
-		res.Filter = nf(c.drop)
+		res.Filter = nf(c.drop, c.sweep)
 	}
 	m := newMergeIter(c.inputs)
 	for n := 0; m.Next(); n++ {

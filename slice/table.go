@@ -68,7 +68,20 @@ type Options struct {
 	// lower tier below (Compaction drops tombstones then). A nil result, or a
 	// nil NewFilter, filters nothing. The TTL cleanup drops expired data with
 	// it (base.TTLFilter).
-	NewFilter func(bottom bool) base.Filter
+	//
+	// sweep says the job is a TTL sweep (PickExpired), so that its removals
+	// can be counted apart.
+	NewFilter func(bottom, sweep bool) base.Filter
+	// Expiry, if set, adds an entry's TTL data to the summary of the slice
+	// being built (base.TTLTable.Note), on the building job's goroutine (safe
+	// for concurrent use). PickExpired picks the runs it says hold expired
+	// data; nil: no slice holds any (PickExpired finds nothing).
+	Expiry func(x *base.Expiry, e *base.Entry)
+	// LowerHolds, if set, reports whether the tier below may hold data with
+	// order hashes in [lo, hi] now (owner goroutine). PickExpired asks it for
+	// a run that ends its chain, to drop expired data outright rather than
+	// leave tombstones; nil: the LowerTier rule (something may lie below).
+	LowerHolds func(lo, hi uint64) bool
 	// Now is the clock for slice ages (monotonic); default: time since New.
 	// Tests inject a manual clock. Read on installs and picks only.
 	Now func() time.Duration

@@ -87,6 +87,10 @@ type TTLState struct {
 	// QueryEvery: a compaction reads the clock again after this many entries of the state
 	// (Flink's queryTimeAfterNumEntries); > 0.
 	QueryEvery int
+	// ReclaimWithin is the bound, in milliseconds, within which the background sweep
+	// reclaims the state's expired data (engine doc.go, "TTL sweep"); 0: no sweep. Only with
+	// Compaction: the sweep is a compaction.
+	ReclaimWithin int64
 }
 
 // TTLTable is the TTL of every state of a Store by state id, and the clock: immutable once
@@ -96,6 +100,8 @@ type TTLTable struct {
 	now    func() int64
 	states []TTLState // by state id; TTL 0: no TTL
 	any    [2]bool    // some state cleans up in compactions, in snapshots
+	sweep  int64      // the smallest ReclaimWithin of a state that sweeps (ms); 0: none
+	maxTTL int64      // the largest TTL of a state that sweeps (ms)
 }
 
 // NewTTLTable returns the table of states (by state id) with the clock now, which returns
@@ -113,7 +119,16 @@ func NewTTLTable(now func() int64, states map[uint16]TTLState) *TTLTable {
 		if st.QueryEvery <= 0 {
 			st.QueryEvery = 1000
 		}
+		if !st.Compaction || st.ReclaimWithin < 0 {
+			st.ReclaimWithin = 0
+		}
 		t.states[id] = st
+		if r := st.ReclaimWithin; r > 0 {
+			if t.sweep == 0 || r < t.sweep {
+				t.sweep = r
+			}
+			t.maxTTL = max(t.maxTTL, st.TTL)
+		}
 		t.any[0] = t.any[0] || st.Compaction
 		t.any[1] = t.any[1] || st.Snapshot
 	}
@@ -139,6 +154,114 @@ func (t *TTLTable) Cleans(snapshot bool) bool {
 
 // Now reads the table's clock.
 func (t *TTLTable) Now() int64 { return t.now() }
+
+// Sweep returns the smallest ReclaimWithin of the states that sweep, in milliseconds, and
+// the largest TTL among them; 0, 0 when none does (or t is nil).
+func (t *TTLTable) Sweep() (within, maxTTL int64) {
+	if t == nil {
+		return 0, 0
+	}
+	return t.sweep, t.maxTTL
+}
+
+// SweepsMore reports whether t sweeps a state (by id) that old does not (old nil: any):
+// summaries noted under old do not cover that state's data.
+func (t *TTLTable) SweepsMore(old *TTLTable) bool {
+	if t == nil {
+		return false
+	}
+	for id := range t.states {
+		if t.states[id].ReclaimWithin > 0 && (old == nil || id >= len(old.states) || old.states[id].ReclaimWithin == 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// Expiry summarizes when the TTL data of a unit of storage (a slice, a table file) expires,
+// for the background sweep: the earliest and the latest instant (milliseconds, as Expired's
+// ts + ttl, saturated) at which one of its values, map entries or list elements of a state
+// that sweeps expires, and the bytes of those values and elements. The zero value holds
+// nothing (Bytes == 0: every TTL value has at least TSLen bytes). In memory only: not part
+// of any format.
+type Expiry struct {
+	Min, Max int64
+	Bytes    int64
+}
+
+// Due reports whether some datum of x has expired at now.
+func (x *Expiry) Due(now int64) bool { return x.Bytes > 0 && x.Min <= now }
+
+// Merge adds y's data to x.
+func (x *Expiry) Merge(y Expiry) {
+	if y.Bytes == 0 {
+		return
+	}
+	if x.Bytes == 0 {
+		*x = y
+		return
+	}
+	x.Min, x.Max, x.Bytes = min(x.Min, y.Min), max(x.Max, y.Max), x.Bytes+y.Bytes
+}
+
+// Estimate returns an estimate of the bytes of x that have expired at now: all of them at or
+// after Max, none before Min, and in between the share of the interval that has passed
+// (expiry instants taken as spread evenly over [Min, Max]).
+func (x *Expiry) Estimate(now int64) int64 {
+	switch {
+	case x.Bytes == 0 || now < x.Min:
+		return 0
+	case now >= x.Max:
+		return x.Bytes
+	}
+	return int64(float64(x.Bytes) * float64(now-x.Min) / float64(x.Max-x.Min))
+}
+
+// expiresAt is the instant a value stamped ts with a TTL of ttl expires (ts + ttl, saturated
+// as Expired: Expired(ts, ttl, now) ⇔ expiresAt(ts, ttl) <= now).
+func expiresAt(ts, ttl int64) int64 {
+	if ts > 0 && ttl > math.MaxInt64-ts {
+		return math.MaxInt64
+	}
+	return ts + ttl
+}
+
+// Note adds the TTL data of entry e to x: for a state that sweeps (ReclaimWithin > 0), its
+// value's (TTLValue, TTLMap) or its list elements' (TTLList) expiry instants and bytes.
+// Entries of other states, tombstones, and data whose bytes do not parse (which TTLFilter
+// keeps) add nothing. Safe for concurrent use (t is immutable); allocates nothing.
+func (t *TTLTable) Note(x *Expiry, e *Entry) {
+	if t == nil || t.sweep == 0 {
+		return
+	}
+	id, ok := StateID(e.Key)
+	if !ok || int(id) >= len(t.states) {
+		return
+	}
+	st := &t.states[id]
+	if st.ReclaimWithin == 0 {
+		return
+	}
+	switch {
+	case e.Kind == KindValue && st.Layout == TTLValue, e.Kind == KindMapEntry && st.Layout == TTLMap:
+		if ts, ok := TS(e.Value); ok {
+			at := expiresAt(ts, st.TTL)
+			x.Merge(Expiry{Min: at, Max: at, Bytes: int64(len(e.Value))})
+		}
+	case (e.Kind == KindListBase || e.Kind == KindListAppend) && st.Layout == TTLList:
+		var y Expiry
+		for b := e.Value; len(b) > 0; {
+			n, m := binary.Uvarint(b)
+			if m <= 0 || n > uint64(len(b)-m) || n < TSLen {
+				return // broken framing: the filter keeps the batch, so the sweep ignores it
+			}
+			at := expiresAt(int64(binary.BigEndian.Uint64(b[m:])), st.TTL)
+			y.Merge(Expiry{Min: at, Max: at, Bytes: int64(m) + int64(n)})
+			b = b[m+int(n):]
+		}
+		x.Merge(y)
+	}
+}
 
 // StateID returns the state id of a composite key (AppendCompositeKey); ok is false when key
 // is too short to be one.

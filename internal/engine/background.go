@@ -34,6 +34,12 @@ func (t *Engine) finished(done interface{ Store(bool) }) {
 // checkSealed queues a transform job for every sealed segment not queued yet (seal order) and
 // kicks the scheduler.
 func (t *Engine) checkSealed() {
+	t.queueSealed()
+	t.kick()
+}
+
+// queueSealed is checkSealed without the kick.
+func (t *Engine) queueSealed() {
 	t.lastFresh = t.budget.UsedBy(memory.PurposeFreshData)
 	sealed := t.f.Sealed()
 	if len(sealed) < len(t.fifo) {
@@ -47,7 +53,6 @@ func (t *Engine) checkSealed() {
 	for _, seg := range sealed[len(t.fifo):] {
 		t.fifo = append(t.fifo, &transformJob{seg: seg})
 	}
-	t.kick()
 }
 
 // kick submits the work that may start: the transform at the head of the queue (transforms run
@@ -59,6 +64,7 @@ func (t *Engine) kick() {
 	if t.bgErr != nil || t.closing {
 		return
 	}
+	t.sweepCheck()
 	if len(t.fifo) > 0 {
 		if j := t.fifo[0]; j.h == nil && !t.waiting(bgTransform) {
 			switch {
@@ -86,6 +92,7 @@ func (t *Engine) kick() {
 		t.evict()
 	}
 	t.kickLSM()
+	t.sweepPick()
 	if t.retrying > 0 {
 		t.settleRetries()
 	}
@@ -378,6 +385,7 @@ func (t *Engine) install() int {
 			if err := t.sl.CancelCompaction(c.c); err != nil {
 				panic("strata: invariant: cancelling a compaction: " + err.Error())
 			}
+			t.sw.again = t.sw.again || c.c.Sweep() // its run is due still: pick it again
 			t.jobEnded(bgCompaction, "compaction", c.err)
 			// No compaction until something else frees memory: picking the same chain again
 			// now would fail again.
@@ -391,6 +399,11 @@ func (t *Engine) install() int {
 		t.jobEnded(bgCompaction, "", nil)
 		n++
 		t.compacted++
+		if c.c.Sweep() {
+			t.sw.jobs++
+			t.sw.readBytes += c.c.InputBytes()
+			t.sw.again = true
+		}
 	}
 	// The relocation: the moved slices point at their copies, the emptied segment is freed.
 	if r := t.relocation; r != nil && r.done.Load() {
@@ -455,12 +468,18 @@ func (t *Engine) install() int {
 			if j.err != nil { // Run's own error, or its panic (then the job is still "running")
 				err = j.err
 			}
+			t.sw.again = t.sw.again || j.j.Sweep() // its file is due still: pick it again
 			t.jobEnded(bgLSM, "LSM compaction", lowerError(err))
 			continue
 		}
 		t.jobEnded(bgLSM, "", nil)
 		t.lsmCompactions++
 		t.noteL0()
+		if j.j.Sweep() {
+			t.sw.jobs++
+			t.sw.readBytes += j.j.Stats().BytesRead
+			t.sw.again = true
+		}
 	}
 	// Checkpoints: their pins are released (deferred frees happen now).
 	if t.settleCheckpoints() {

@@ -303,11 +303,69 @@
 // counted in Stats (TTLCompaction*, TTLSnapshot*). Reads never judge expiry here: the root
 // does, and its removals are ordinary writes through Apply.
 //
+// # TTL sweep (sweep.go)
+//
+// Compactions reach data only when new data pushes it, so the expired data of keys nobody
+// reads or writes again could stay for ever. The sweep bounds that (DESIGN §5, TTL): each
+// state with a TTL has a bound R (root TTLCleanup.ReclaimWithin, default 2 × TTL; the table's
+// smallest R is the Store's, base.TTLTable.Sweep), and the sweep runs in ticks of period
+// P = R/5 (at least 1 ms) by the TTL clock:
+//
+//	tier          unit            summary                         the tick's work
+//	FreshTable    active segment  fresh.Table.Active id, first     seal it once it stayed
+//	                              seen at a tick                  active P (a transform follows)
+//	SliceTable    run             base.Expiry per slice, noted by a compaction of the run alone
+//	                              the builder (Build, compaction) through the TTL filter
+//	LsmStore      table file      base.Expiry per file, noted as  the L0 compaction (an L0 file),
+//	                              written; unknown for files      else the file rewritten in
+//	                              found at Open or imported       place (lsm.DB.PickExpired)
+//
+// A unit is due when its earliest expiry instant has passed (base.Expiry.Due). A file without
+// a known summary — found at Open, imported by a restore, or written while the table lacked
+// a state it now sweeps (SetTTL calls lsm ForgetExpiry when the swept states grow: a
+// compaction at Open may run before the states register) — is due at openAt + R − P, openAt
+// being the last such SetTTL: its data was stamped before, so what of it expired by then is
+// reclaimed within R of openAt, and its rewrite has a summary. Slices need no such rule: they
+// hold only data written since Open, noted under a table that knew its state. So the work of a
+// tick follows the units that hold expired data, not the state: a slice run or file whose
+// data all lives is not read. The summaries live beside the units in memory (a few words
+// each); no format changed.
+//
+// When: a tick runs in kick (after every install, and whenever work may start; Apply's after
+// kicks when sweepDue says so, every sweepWrites = 64 writes), when the period has passed
+// since the last tick or the last tick's work was installed (again: a sealed segment's
+// transform, a run's or file's rewrite may make more work due). The tick seals at the start
+// of the kick (so the kick submits the transform) and picks at its end (sweepPick), after
+// transforms, compactions and LSM compactions took their slots: the sweep yields to the
+// tiers' own work (which filters expired data too), and with no compaction slot free it
+// ticks again at the next kick. Between ticks it costs a counter per write and an atomic
+// load and a clock read per kick. No goroutine and no timer: the sweep runs on the owner's
+// calls, as every install does (invariant 4), so a Store nobody calls sweeps nothing.
+//
+// The bound: a datum expiring at x (or written after x) in a unit that is not in the
+// FreshTable is rewritten by the first tick after x, at most P later; in the active
+// segment it is seen by a tick within P of its write, sealed within 2P more, and its run is
+// due at the tick after the transform — within 4P = 4R/5 of max(x, write), if the owner
+// calls in at least every P and the jobs (P of slack) keep up.
+//
+// Invariants:
+//
+//  11. Sweep jobs are the tiers' own jobs: a slice sweep is a slice.Compaction of one run,
+//     installed by install's compaction loop; an LSM sweep is an lsm.CompactionJob in
+//     lsmJobs. So the install protocol, the checkpoints' pins (deferred frees, invariant 6)
+//     and the validity of values until the next write (invariant 2: ticks run only where
+//     installs may) hold for them unchanged, and they remove only what the TTL filter
+//     removes (invariant 10). The seal of the active segment is a Seal, as a checkpoint's;
+//     it waits while a map iteration is open (protocol item 4).
+//  12. A sweep job's output holds nothing expired by its filter's clock, so its summary is not
+//     due before new data expires: ticks do not rewrite the same units over and again.
+//     Data the filter keeps unparsed is left out of the summaries too.
+//
 // # Invariants
 //
 //  1. Every state change goes through Apply: before (sticky error or pending full disk, due
 //     retries, read arena reset, installs, L0 stall), the FreshTable write with backpressure, the row-cache write-through, after
-//     (queue transforms). A new OpKind must be handled by Engine.write (TestApplyEveryOp).
+//     (queue transforms, the TTL sweep's check). A new OpKind must be handled by Engine.write (TestApplyEveryOp).
 //  2. Reads never install and never write: values, list batches and map entries a read returns
 //     stay valid until the next Apply (or StartCheckpoint, Materialize, WaitBackground,
 //     Persist, Close). WaitCheckpoint, CompleteCheckpoint, AbortCheckpoint, WaitGC and
@@ -336,9 +394,10 @@
 //     read path (refresh drops such indexes before reading), and its position only grows, so
 //     no composite key is yielded twice. Each composite key yielded has live state of the
 //     scan's state id, exact namespace and key groups at the time of its step.
-//  10. TTL cleanup (compactions, the checkpoint memory table) removes only what has expired
+//  10. TTL cleanup (compactions, the sweep, the checkpoint memory table) removes only what has expired
 //     by the clock when it runs, and replaces a removed version by a tombstone wherever an
 //     older version may lie below: with a clock that never goes back, no read can tell
 //     whether cleanup ran, except that an expired value not yet removed may still be returned
 //     with Flink's ReturnExpiredIfNotCleanedUp.
+//  11. and 12.: the TTL sweep, above.
 package engine

@@ -112,6 +112,7 @@ type Engine struct {
 	noCompact bool  // a compaction failed for memory: none until an install frees some
 
 	ttl       *ttlShared // TTL cleanup (ttl.go): the table and counters jobs share
+	sw        sweepState // the TTL sweep (sweep.go)
 	scans     []*Scan    // key scans open (scan.go): closed with the engine
 	openIters int        // map iterations open (deferring installs)
 	deferred  int        // writes that deferred installs since the last install
@@ -322,7 +323,7 @@ func openLSM(o Options) (*lsmTier, Recovered, error) {
 	}
 	db, err := lsm.Open(lsm.Options{FS: fs, Dir: filepath.Join(o.Dir, "lsm"), Name: "lsm", Cache: lt.cache,
 		MaxOpenFiles: o.MaxOpenFiles, TargetFileSize: o.TableSize, MaxListPiece: o.MaxListPiece,
-		NewFilter: o.ttl.lsmFilter})
+		NewFilter: o.ttl.lsmFilter, Expiry: o.ttl.note})
 	if err != nil {
 		if lt.cache != nil {
 			lt.cache.Close()
@@ -395,8 +396,9 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 	if o.ttl == nil {
 		o.ttl = &ttlShared{}
 	}
+	var t *Engine // for LowerHolds, which the owner calls once t is made
 	so := slice.Options{Allocator: alloc, BucketBits: bits, CompactionThreshold: compactionThreshold, MaxListMerge: o.MaxListPiece,
-		NewFilter: o.ttl.sliceFilter}
+		NewFilter: o.ttl.sliceFilter, Expiry: o.ttl.note, LowerHolds: func(lo, hi uint64) bool { return t.lowerHolds(lo, hi) }}
 	if o.Lower != nil {
 		so.LowerTier, so.HighWatermark, so.EvictionBatch = true, o.lowWater, o.EvictionBatch
 	}
@@ -441,7 +443,7 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
-	t := &Engine{
+	t = &Engine{
 		f: f, sl: sl, alloc: alloc, low: o.Lower, budget: budget, sched: sched, rc: rc,
 		stride:     base.Stride(o.MaxParallelism),
 		segSize:    int(seg),
@@ -524,6 +526,9 @@ func (t *Engine) stallL0() {
 func (t *Engine) after() {
 	if t.budget.UsedBy(memory.PurposeFreshData) != t.lastFresh {
 		t.checkSealed()
+	}
+	if t.sw.writes--; t.sw.writes < 0 && t.sweepDue() {
+		t.kick()
 	}
 }
 

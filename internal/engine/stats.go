@@ -108,6 +108,30 @@ type Stats struct {
 	TTLSnapshotEntries   int64
 	TTLSnapshotBytes     int64
 
+	// The TTL sweep (doc.go, "TTL sweep"). TTLSweepTicks counts its ticks (a look at every
+	// tier, at most once per period), TTLSweepSeals the FreshTable segments it sealed,
+	// TTLSweepJobs its compactions installed (slice runs and LSM files rewritten), which read
+	// TTLSweepReadBytes (slice memory, table file bytes) and removed TTLSweepEntries values,
+	// map entries and list elements (TTLSweepBytes of values), not counted in
+	// TTLCompaction*; TTLSweepNanos is the time its jobs ran on background workers (they
+	// compute in memory and write files; no wait for locks), the sweep's CPU cost.
+	// At the clock now: TTLSweepDueUnits slices and table files hold expired data
+	// (TTLSweepDueBytes their memory and file bytes: what the next tick rewrites), and
+	// TTLExpiredPendingBytes estimates the expired TTL bytes in them — an estimate: each
+	// unit knows only the earliest and latest expiry of its data and the bytes, and is
+	// taken to expire evenly in between (base.Expiry.Estimate); a table file found at Open
+	// counts whole once its bound passed. Computed by Stats in O(slices + files).
+	TTLSweepTicks          int64
+	TTLSweepSeals          int64
+	TTLSweepJobs           int64
+	TTLSweepReadBytes      int64
+	TTLSweepEntries        int64
+	TTLSweepBytes          int64
+	TTLSweepNanos          int64
+	TTLSweepDueUnits       int
+	TTLSweepDueBytes       int64
+	TTLExpiredPendingBytes int64
+
 	// Checkpoints (doc.go, "Checkpoints"): made durable and failed since Open; the one
 	// running (0 or 1); PinnedBytes is the memory the running checkpoint keeps from being
 	// reused (slices and sealed segments freed since its cut, still counted in BudgetUsed).
@@ -176,5 +200,6 @@ func (t *Engine) Stats() Stats {
 	st.CheckpointGCRuns, st.CheckpointGCFailures, st.CheckpointGCDeleted = t.ck.gcRuns, t.ck.gcFails, t.ck.gcDel
 	st.TTLCompactionEntries, st.TTLCompactionBytes = t.ttl.compaction.Entries.Load(), t.ttl.compaction.Bytes.Load()
 	st.TTLSnapshotEntries, st.TTLSnapshotBytes = t.ttl.snapshot.Entries.Load(), t.ttl.snapshot.Bytes.Load()
+	t.sweepStats(&st)
 	return st
 }

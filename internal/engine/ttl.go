@@ -17,34 +17,61 @@ import (
 // (replaced whole, never changed in place) and the counters of what cleanup removed.
 type ttlShared struct {
 	table atomic.Pointer[base.TTLTable]
-	// Compaction: slice and LSM compactions; Snapshot: checkpoints' memory tables.
-	compaction, snapshot base.TTLCounters
+	// Compaction: slice and LSM compactions; Snapshot: checkpoints' memory tables; Sweep:
+	// the compactions of the TTL sweep (sweep.go), not counted in Compaction.
+	compaction, snapshot, sweep base.TTLCounters
+	// sweepNanos is the time sweep jobs ran on their workers, in total.
+	sweepNanos atomic.Int64
 }
 
 // SetTTL installs tab as the TTL of the engine's states: the jobs started from now on clean
 // up as it says (a job in flight keeps the table it started with). nil: no state has a TTL.
 // Owner goroutine only; tab must not change afterwards.
-func (t *Engine) SetTTL(tab *base.TTLTable) { t.ttl.table.Store(tab) }
+func (t *Engine) SetTTL(tab *base.TTLTable) {
+	old := t.ttl.table.Swap(tab)
+	if tab.SweepsMore(old) {
+		// A state the LsmStore's summaries were not noted for: its data from before Open may
+		// be in any file (slices hold only data written since Open, under a table that knew
+		// its state). Every file is due at the bound counted from now (sweep.go, unknownAt).
+		t.sw.opened, t.sw.openAt = true, tab.Now()
+		if t.db != nil {
+			t.db.ForgetExpiry()
+		}
+	}
+	t.sw.next, t.sw.writes = 0, 0 // the new table may sweep sooner: judge at the next check
+}
+
+// note is the tiers' Expiry hook (slice.Options.Expiry, lsm.Options.Expiry): it adds e's TTL
+// data to a slice's or file's summary by the table current now.
+func (s *ttlShared) note(x *base.Expiry, e *base.Entry) { s.table.Load().Note(x, e) }
+
+// counters returns the counters of a compaction's removals: the sweep's or compactions'.
+func (s *ttlShared) counters(sweep bool) *base.TTLCounters {
+	if sweep {
+		return &s.sweep
+	}
+	return &s.compaction
+}
 
 // sliceFilter is the SliceTable's Options.NewFilter: a TTL filter for one memory compaction,
 // or nil when no state cleans up in compactions.
-func (s *ttlShared) sliceFilter(bottom bool) base.Filter {
+func (s *ttlShared) sliceFilter(bottom, sweep bool) base.Filter {
 	tab := s.table.Load()
 	if tab == nil || !tab.Cleans(false) {
 		return nil
 	}
-	f := &base.TTLFilter{Table: tab, Bottom: bottom, Counters: &s.compaction}
+	f := &base.TTLFilter{Table: tab, Bottom: bottom, Counters: s.counters(sweep)}
 	return f.Filter
 }
 
 // lsmFilter is the LsmStore's Options.NewFilter: DefaultFilter (tombstones at the bottom),
 // then the TTL filter of the job.
-func (s *ttlShared) lsmFilter() lsm.CompactionFilter {
+func (s *ttlShared) lsmFilter(sweep bool) lsm.CompactionFilter {
 	tab := s.table.Load()
 	if tab == nil || !tab.Cleans(false) {
 		return lsm.DefaultFilter
 	}
-	f := &base.TTLFilter{Table: tab, Counters: &s.compaction}
+	f := &base.TTLFilter{Table: tab, Counters: s.counters(sweep)}
 	return func(e *base.Entry, bottom bool) (base.Decision, *base.Entry) {
 		if d, ne := lsm.DefaultFilter(e, bottom); d != base.FilterKeep {
 			return d, ne

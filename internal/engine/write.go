@@ -77,7 +77,8 @@ type Op struct {
 //     retries (backpressure), until Options.BackpressureTimeout;
 //  4. refreshes the row-cache copy of a value key that is put (write-through; after the write,
 //     so a refused Put changes nothing);
-//  5. queues the transform of segments the write sealed (after).
+//  5. queues the transform of segments the write sealed, and every sweepWrites writes looks
+//     whether a TTL sweep tick is due (after; sweep.go).
 //
 // Errors: ErrKeyTooLarge, ErrValueTooLarge (nothing written), ErrMemoryBudget (after
 // backpressure; nothing written), a background failure (ErrNoSpace, ErrCorruption, I/O errors),
