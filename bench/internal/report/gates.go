@@ -89,7 +89,7 @@ type Outcome struct {
 }
 
 // Name is the gate's benchmark row and comparison, e.g.
-// "FlinkValue/keys=1M op=get vs pebble".
+// "FlinkValue/keys=1M/key=8B op=get vs pebble".
 func (o Outcome) Name() string {
 	if o.Peer == "" {
 		return fmt.Sprintf("%s %s allocs/op", o.Workload, o.Row)

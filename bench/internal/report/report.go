@@ -12,7 +12,7 @@
 //     form workloads of their own ("FlinkValue/keys=1M/key=8B/gomaxprocs=2")
 //     and the plain names, which the gates read, are the GOMAXPROCS=1 rows.
 //   - Workload: the name up to (not including) its impl= element, e.g.
-//     "FlinkValue/keys=1M"; Row: the rest after impl=, e.g. "op=get".
+//     "FlinkValue/keys=1M/key=8B"; Row: the rest after impl=, e.g. "op=get".
 //   - Speedup (Strata ×): the peer's median ns/op over Strata's median
 //     ns/op for the same workload and row: Strata's throughput as a
 //     multiple of the peer's; above 1 means Strata is faster.
