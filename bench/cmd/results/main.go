@@ -150,7 +150,7 @@ func main() {
 			strings.Join(mergedNames, ", "), *rawPath, mergedFrom)
 	}
 	md.WriteString(machine)
-	md.WriteString(setupText(*count, *benchtime, *cpu))
+	md.WriteString(setupText(*count, *benchtime, d.Procs))
 	writeGates(&md, d)
 	writeTables(&md, d)
 	writeCheckpoints(&md, d)
@@ -269,12 +269,13 @@ func machineInfo() string {
 	return b.String()
 }
 
-func setupText(count int, benchtime, cpu string) string {
+func setupText(count int, benchtime string, procs []int) string {
+	cpu := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(procs)), ","), "[]")
 	return fmt.Sprintf(`## Setup
 
 - One binary, one goroutine, every implementation on the same keys in the same order; %d repeats
   of %s per row (`+"`-count %d -benchtime %s`"+`); figures are medians; ± is (max − min) / median of ns/op.
-- GOMAXPROCS: `+"`-cpu %s`"+` (go test -cpu). At GOMAXPROCS=1, the default and what the gates read,
+- GOMAXPROCS of the rows: %s (go test -cpu; cmd/results -cpu, default 1). At GOMAXPROCS=1, what the gates read,
   the whole benchmark process has one P: Strata's background workers (segment transforms,
   evictions, flushes) and the peers' compactions and flushes share it with the foreground, as a
   task thread of a stream processor shares the machine with other task threads; nothing runs

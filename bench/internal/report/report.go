@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +43,9 @@ type Data struct {
 	Samples map[string]map[string][]float64
 	Order   []string          // names in order of first appearance
 	Skips   map[string]string // name -> reason, from -v output
+	// Procs are the GOMAXPROCS values the rows were measured at, ascending (1 for a name
+	// without a -N suffix).
+	Procs []int
 }
 
 var (
@@ -56,6 +60,7 @@ func Parse(r io.Reader) (*Data, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	lastLog := "" // the test log line before a --- SKIP line is its reason
+	var err error
 	for sc.Scan() {
 		line := sc.Text()
 		if m := skipLine.FindStringSubmatch(line); m != nil {
@@ -71,13 +76,16 @@ func Parse(r io.Reader) (*Data, error) {
 		if m == nil {
 			continue
 		}
-		name := m[1]
+		name, procs := m[1], 1
 		if m[2] != "" {
-			procs, err := strconv.Atoi(m[2])
-			if err != nil {
+			if procs, err = strconv.Atoi(m[2]); err != nil {
 				return nil, fmt.Errorf("report: %q: %w", line, err)
 			}
 			name = WithProcs(name, procs)
+		}
+		if !slices.Contains(d.Procs, procs) {
+			d.Procs = append(d.Procs, procs)
+			slices.Sort(d.Procs)
 		}
 		fields := strings.Fields(m[4])
 		units := d.Samples[name]

@@ -37,6 +37,9 @@ func TestParseAndGates(t *testing.T) {
 	if _, ok := d.Median("FlinkMap/keys=500K/key=16B+ns8B/gomaxprocs=2/impl=strata/op=put-new", "ns/op"); !ok {
 		t.Fatalf("no GOMAXPROCS=2 row for a name with a dash; names: %v", d.Order)
 	}
+	if !slices.Equal(d.Procs, []int{1, 2}) {
+		t.Fatalf("Procs = %v, want [1 2]", d.Procs)
+	}
 	names, _, _ := d.Workloads()
 	if want := []string{"FlinkValue/keys=1M/key=8B", "FlinkValue/keys=1M/key=8B/gomaxprocs=2", "FlinkMap/keys=500K/key=16B+ns8B/gomaxprocs=2"}; !slices.Equal(names, want) {
 		t.Fatalf("workloads %q, want %q", names, want)
