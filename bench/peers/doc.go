@@ -5,9 +5,10 @@
 // # Terms
 //
 //   - Key: the harness's current key, Flink's setCurrentKey: K is the
-//     serialized key (an 8-byte big-endian Long for the Flink rows, as
-//     LongSerializer writes it), NS the serialized namespace (empty for
-//     Flink's VoidNamespace, an 8-byte window id for the window rows).
+//     serialized key (an 8-byte big-endian Long in the key=8B rows, as
+//     LongSerializer writes it; 16 bytes in the key=16B+ns8B rows), NS the
+//     serialized namespace (empty for Flink's VoidNamespace, an 8-byte
+//     window in the key=16B+ns8B and window rows).
 //
 //   - Key group: strata.AssignToKeyGroup(low 32 bits of xxh3(K), 128), the
 //     same function and hash Strata's Store.Key uses, computed per operation

@@ -10,15 +10,29 @@
 // with the implementation one level above the operation so that one loaded
 // store serves all its operations:
 //
-//	BenchmarkFlinkValue/keys=500K/impl=pebble/op=get
-//	BenchmarkFlinkList/keys=500K/impl=strata/op=append
-//	BenchmarkFlinkMap/keys=500K/impl=badger/op=contains-miss
+//	BenchmarkFlinkValue/keys=500K/key=8B/impl=pebble/op=get
+//	BenchmarkFlinkList/keys=500K/key=16B+ns8B/impl=strata/op=append
+//	BenchmarkFlinkMap/keys=500K/key=8B/impl=badger/op=contains-miss
 //	BenchmarkGadget/window=incremental/keys=1M/impl=gomap
-//	BenchmarkYCSB/keys=1M/value=8B/impl=swiss/dist=zipf0.99/mix=A
+//	BenchmarkYCSB/keys=1M/key=8B/value=8B/impl=swiss/dist=zipf0.99/mix=A
+//	BenchmarkEqualMemory/budget=256MiB/state=value/keys=1M/key=16B+ns8B/value=100B/impl=pebble/op=get
 //	BenchmarkLargerThanMemory/keys=6100K/value=100B/budget=64MiB/impl=strata/dist=uniform/mix=C
 //	BenchmarkCheckpoint/state=256MiB/impl=pebble
 //	BenchmarkRestore/state=256MiB/impl=strata/mode=scaleout
 //	BenchmarkMemoryEfficiency/state=value/keys=1M/impl=strata
+//
+// key= is the key shape of a point-op row (Shapes): 8B (an 8 B Long, no
+// namespace) or 16B+ns8B (a windowed job's 16 B key in an 8 B namespace);
+// every Flink, YCSB (1M keys) and EqualMemory row runs in both.
+//
+// # GOMAXPROCS
+//
+// cmd/results and cmd/gates run the suite with -cpu 1 (GOMAXPROCS=1 for the
+// whole process): Strata's background workers and the peers' compactions
+// share the one P with the benchmark's goroutine, so no write row is
+// flattered by background work running free on a second core. With -cpu 1,2
+// every leaf runs at both, the GOMAXPROCS=2 rows named with -2; a leaf's
+// store is loaded once and serves both.
 //
 // Each leaf reports ns/op, B/op, allocs/op (b.ReportAllocs), ops/s and
 // p99-ns (b.ReportMetric). p99-ns is measured on every 64th operation only,

@@ -11,7 +11,9 @@ import (
 // in a shuffled order, new keys n..2n-1 shuffled, 8-byte values drawn from a
 // shuffled array of 1M, map user keys 0..9 (MAP_KEY_COUNT), addAll of 100
 // (LIST_VALUE_COUNT). Flink's SETUP_KEY_COUNT is 500K; the value rows also
-// run at 1M keys for DESIGN.md §5.
+// run at 1M keys for DESIGN.md §5. Every row runs in both key Shapes (key=8B:
+// Flink's Long in the void namespace; key=16B+ns8B: a windowed job's 16 B key
+// in an 8 B namespace); the TTL rows (ttl_test.go) use the 8 B keys.
 
 const (
 	flinkKeys      = 500_000
@@ -60,101 +62,112 @@ func (d *flinkData) value(i int) []byte { return d.values[i%flinkValues] }
 func BenchmarkFlinkValue(b *testing.B) {
 	for _, n := range []int{flinkKeys, 1_000_000} {
 		d := flink(n)
-		b.Run("keys="+SizeLabel(n), func(b *testing.B) {
-			load := func(st peers.Store) {
-				for i := range n {
-					st.ValuePut(d.key(int32(i)), d.value(i))
+		for _, shape := range Shapes {
+			kr := NewKeyer(shape)
+			b.Run("keys="+SizeLabel(n)+"/key="+shape.Name, func(b *testing.B) {
+				load := func(st peers.Store) {
+					for i := range n {
+						st.ValuePut(kr.Key(int64(i)), d.value(i))
+					}
 				}
-			}
-			forImpls(b, *flagBudget, load, func(b *testing.B, l *lazyStore) {
-				leaf(b, l, "op=get", func(st peers.Store, i int) {
-					v, _ := st.ValueGet(d.key(d.setup[i%n]))
-					sink += len(v)
-				})
-				leaf(b, l, "op=update", func(st peers.Store, i int) {
-					st.ValuePut(d.key(d.setup[i%n]), d.value(i))
-				})
-				leaf(b, l, "op=add", func(st peers.Store, i int) {
-					st.ValuePut(d.key(d.newKeys[i%n]), d.value(i))
+				forImpls(b, *flagBudget, load, func(b *testing.B, l *lazyStore) {
+					leaf(b, l, "op=get", func(st peers.Store, i int) {
+						v, _ := st.ValueGet(kr.Key(int64(d.setup[i%n])))
+						sink += len(v)
+					})
+					leaf(b, l, "op=update", func(st peers.Store, i int) {
+						st.ValuePut(kr.Key(int64(d.setup[i%n])), d.value(i))
+					})
+					leaf(b, l, "op=add", func(st peers.Store, i int) {
+						st.ValuePut(kr.Key(int64(d.newKeys[i%n])), d.value(i))
+					})
 				})
 			})
-		})
+		}
 	}
 }
 
 func BenchmarkFlinkList(b *testing.B) {
 	n := flinkKeys
 	d := flink(n)
-	b.Run("keys="+SizeLabel(n), func(b *testing.B) {
-		load := func(st peers.Store) {
-			for i := range n {
-				st.ListAdd(d.key(int32(i)), d.value(i))
-			}
-		}
-		forImpls(b, *flagBudget, load, func(b *testing.B, l *lazyStore) {
-			// Reads first, on one-element lists, as in Flink's setup.
-			leaf(b, l, "op=get", func(st peers.Store, i int) {
-				if st.ListGet(d.key(d.setup[i%n])) {
-					sink++
+	for _, shape := range Shapes {
+		kr := NewKeyer(shape)
+		key := func(id int32) peers.Key { return kr.Key(int64(id)) }
+		b.Run("keys="+SizeLabel(n)+"/key="+shape.Name, func(b *testing.B) {
+			load := func(st peers.Store) {
+				for i := range n {
+					st.ListAdd(key(int32(i)), d.value(i))
 				}
-			})
-			leaf(b, l, "op=getAndIterate", func(st peers.Store, i int) {
-				c, _ := st.ListIterate(d.key(d.setup[i%n]))
-				sink += c
-			})
-			leaf(b, l, "op=update", func(st peers.Store, i int) {
-				d.one[0] = d.value(i)
-				st.ListUpdate(d.key(d.setup[i%n]), d.one)
-			})
-			leaf(b, l, "op=add", func(st peers.Store, i int) { // Flink listAdd: update on a new key
-				d.one[0] = d.value(i)
-				st.ListUpdate(d.key(d.newKeys[i%n]), d.one)
-			})
-			leaf(b, l, "op=append", func(st peers.Store, i int) {
-				st.ListAdd(d.key(d.setup[i%n]), d.value(i))
-			})
-			leaf(b, l, "op=addAll", func(st peers.Store, i int) {
-				st.ListAddAll(d.key(d.setup[i%n]), d.batch)
+			}
+			forImpls(b, *flagBudget, load, func(b *testing.B, l *lazyStore) {
+				// Reads first, on one-element lists, as in Flink's setup.
+				leaf(b, l, "op=get", func(st peers.Store, i int) {
+					if st.ListGet(key(d.setup[i%n])) {
+						sink++
+					}
+				})
+				leaf(b, l, "op=getAndIterate", func(st peers.Store, i int) {
+					c, _ := st.ListIterate(key(d.setup[i%n]))
+					sink += c
+				})
+				leaf(b, l, "op=update", func(st peers.Store, i int) {
+					d.one[0] = d.value(i)
+					st.ListUpdate(key(d.setup[i%n]), d.one)
+				})
+				leaf(b, l, "op=add", func(st peers.Store, i int) { // Flink listAdd: update on a new key
+					d.one[0] = d.value(i)
+					st.ListUpdate(key(d.newKeys[i%n]), d.one)
+				})
+				leaf(b, l, "op=append", func(st peers.Store, i int) {
+					st.ListAdd(key(d.setup[i%n]), d.value(i))
+				})
+				leaf(b, l, "op=addAll", func(st peers.Store, i int) {
+					st.ListAddAll(key(d.setup[i%n]), d.batch)
+				})
 			})
 		})
-	})
+	}
 }
 
 func BenchmarkFlinkMap(b *testing.B) {
 	n := flinkKeys
 	d := flink(n)
-	b.Run("keys="+SizeLabel(n), func(b *testing.B) {
-		load := func(st peers.Store) {
-			for i := range n {
-				k := d.key(int32(i))
-				for u := range flinkMapKeys {
-					st.MapPut(k, d.uk(u), d.value(i*flinkMapKeys+u))
+	for _, shape := range Shapes {
+		kr := NewKeyer(shape)
+		key := func(id int32) peers.Key { return kr.Key(int64(id)) }
+		b.Run("keys="+SizeLabel(n)+"/key="+shape.Name, func(b *testing.B) {
+			load := func(st peers.Store) {
+				for i := range n {
+					k := key(int32(i))
+					for u := range flinkMapKeys {
+						st.MapPut(k, d.uk(u), d.value(i*flinkMapKeys+u))
+					}
 				}
 			}
-		}
-		forImpls(b, *flagBudget, load, func(b *testing.B, l *lazyStore) {
-			leaf(b, l, "op=get", func(st peers.Store, i int) {
-				v, _ := st.MapGet(d.key(d.setup[i%n]), d.uk(i%flinkMapKeys))
-				sink += len(v)
-			})
-			leaf(b, l, "op=contains-miss", func(st peers.Store, i int) {
-				if st.MapContains(d.key(d.setup[i%n]), d.uk(flinkMapKeys+i%flinkMapKeys)) {
-					panic("contains-miss hit")
-				}
-			})
-			leaf(b, l, "op=iterate10", func(st peers.Store, i int) {
-				c, _ := st.MapIterate(d.key(d.setup[i%n]))
-				sink += c
-			})
-			leaf(b, l, "op=put", func(st peers.Store, i int) {
-				st.MapPut(d.key(d.setup[i%n]), d.uk(i%flinkMapKeys), d.value(i))
-			})
-			leaf(b, l, "op=put-new", func(st peers.Store, i int) { // Flink mapAdd: a new key
-				st.MapPut(d.key(d.newKeys[i%n]), d.uk(i%flinkMapKeys), d.value(i))
-			})
-			leaf(b, l, "op=remove", func(st peers.Store, i int) {
-				st.MapRemove(d.key(d.setup[i%n]), d.uk(i%flinkMapKeys))
+			forImpls(b, *flagBudget, load, func(b *testing.B, l *lazyStore) {
+				leaf(b, l, "op=get", func(st peers.Store, i int) {
+					v, _ := st.MapGet(key(d.setup[i%n]), d.uk(i%flinkMapKeys))
+					sink += len(v)
+				})
+				leaf(b, l, "op=contains-miss", func(st peers.Store, i int) {
+					if st.MapContains(key(d.setup[i%n]), d.uk(flinkMapKeys+i%flinkMapKeys)) {
+						panic("contains-miss hit")
+					}
+				})
+				leaf(b, l, "op=iterate10", func(st peers.Store, i int) {
+					c, _ := st.MapIterate(key(d.setup[i%n]))
+					sink += c
+				})
+				leaf(b, l, "op=put", func(st peers.Store, i int) {
+					st.MapPut(key(d.setup[i%n]), d.uk(i%flinkMapKeys), d.value(i))
+				})
+				leaf(b, l, "op=put-new", func(st peers.Store, i int) { // Flink mapAdd: a new key
+					st.MapPut(key(d.newKeys[i%n]), d.uk(i%flinkMapKeys), d.value(i))
+				})
+				leaf(b, l, "op=remove", func(st peers.Store, i int) {
+					st.MapRemove(key(d.setup[i%n]), d.uk(i%flinkMapKeys))
+				})
 			})
 		})
-	})
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+
+	"github.com/strata-db/strata/bench/peers"
 )
 
 // SizeLabel formats a key count as benchmark names show it: 500K, 1M, 10M.
@@ -75,6 +77,50 @@ func Zipf(n int, theta float64, count int, seed uint64) []int32 {
 func LongKey(dst *[8]byte, id int64) []byte {
 	binary.BigEndian.PutUint64(dst[:], uint64(id))
 	return dst[:]
+}
+
+// Shape is how the point-op rows serialize a key id, named in the benchmark path as
+// key=<Name> so that gates and benchstat can address it.
+type Shape struct {
+	// Name is the path element's value: "8B" or "16B+ns8B".
+	Name string
+	// Wide selects the 16 B key in an 8 B namespace; false is the 8 B Long in the void
+	// namespace.
+	Wide bool
+}
+
+// Shapes are the key shapes every point-op row runs with (issue 14, "honest gates"):
+//
+//   - key=8B: an 8-byte big-endian Long (LongKey) in Flink's VoidNamespace, as Flink's state
+//     micro-benchmarks and FASTER's YCSB run;
+//   - key=16B+ns8B: a 16-byte key (an 8-byte hash prefix, then the 8-byte id: a serialized
+//     composite or string key) in one 8-byte namespace (a window's end timestamp), the rows of
+//     a windowed job. The composite key every byte-keyed peer writes grows from 10 B to 26 B,
+//     Strata's from 13 B to 29 B.
+var Shapes = []Shape{{Name: "8B"}, {Name: "16B+ns8B", Wide: true}}
+
+// WindowNS is the namespace of the wide key shape: one window, ending at 1.7e12 ms
+// (2023-11-14), as an 8-byte big-endian Long.
+var WindowNS = binary.BigEndian.AppendUint64(nil, 1_700_000_000_000)
+
+// Keyer serializes key ids in one Shape into a buffer it reuses: a returned Key is valid until
+// the next call (peers.Store does not retain keys). Key allocates nothing.
+type Keyer struct {
+	wide bool
+	buf  [16]byte
+}
+
+// NewKeyer returns a Keyer for shape s.
+func NewKeyer(s Shape) *Keyer { return &Keyer{wide: s.Wide} }
+
+// Key returns the key of id.
+func (k *Keyer) Key(id int64) peers.Key {
+	if !k.wide {
+		return peers.Key{K: LongKey((*[8]byte)(k.buf[:8]), id)}
+	}
+	binary.BigEndian.PutUint64(k.buf[:8], uint64(id)*0x9e3779b97f4a7c15)
+	binary.BigEndian.PutUint64(k.buf[8:], uint64(id))
+	return peers.Key{K: k.buf[:], NS: WindowNS}
 }
 
 // Values returns count pseudo-random values of size bytes each, backed by

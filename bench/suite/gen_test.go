@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"encoding/binary"
 	"slices"
 	"testing"
 )
@@ -81,5 +82,37 @@ func TestPercentile(t *testing.T) {
 	}
 	if Percentile(nil, 0.99) != 0 {
 		t.Fatal("empty")
+	}
+}
+
+// TestKeyer checks both key shapes: their widths, that distinct ids give distinct keys, and
+// that the wide shape is the windowed larger-than-memory row's layout (hash prefix, id, window).
+func TestKeyer(t *testing.T) {
+	for _, s := range Shapes {
+		kr := NewKeyer(s)
+		wantK, wantNS := 8, 0
+		if s.Wide {
+			wantK, wantNS = 16, 8
+		}
+		seen := map[string]bool{}
+		for id := range int64(1000) {
+			k := kr.Key(id)
+			if len(k.K) != wantK || len(k.NS) != wantNS {
+				t.Fatalf("%s: key %d has %d B key, %d B namespace; want %d, %d", s.Name, id, len(k.K), len(k.NS), wantK, wantNS)
+			}
+			seen[string(k.K)+"/"+string(k.NS)] = true
+		}
+		if len(seen) != 1000 {
+			t.Fatalf("%s: %d distinct keys for 1000 ids", s.Name, len(seen))
+		}
+		if got := testing.AllocsPerRun(100, func() { kr.Key(7) }); got != 0 {
+			t.Fatalf("%s: Key allocates %v times", s.Name, got)
+		}
+	}
+	id := uint64(3)
+	k := NewKeyer(Shapes[1]).Key(int64(id))
+	if binary.BigEndian.Uint64(k.K[8:]) != id || binary.BigEndian.Uint64(k.K[:8]) != id*0x9e3779b97f4a7c15 ||
+		binary.BigEndian.Uint64(k.NS) != 1_700_000_000_000 {
+		t.Fatalf("wide key layout %x / %x", k.K, k.NS)
 	}
 }

@@ -38,6 +38,9 @@ type lazyStore struct {
 	impl string
 	cfg  peers.Config
 	load func(st peers.Store)
+	// warm, when set, runs after loading (writes visible), outside the timer: reads that
+	// fill the stores' caches before the first measured operation.
+	warm func(st peers.Store)
 	st   peers.Store
 	pos  map[string]int // per-leaf position in the key sequence
 }
@@ -54,6 +57,11 @@ func (l *lazyStore) get(b *testing.B) peers.Store {
 		l.load(st)
 		st.Bulk(false)
 		b.Logf("loaded %s in %v", l.impl, time.Since(start).Round(time.Millisecond))
+		if l.warm != nil {
+			start = time.Now()
+			l.warm(st)
+			b.Logf("warmed %s in %v", l.impl, time.Since(start).Round(time.Millisecond))
+		}
 		if s, ok := st.(interface{ Stats() string }); ok {
 			b.Logf("%s: %s", l.impl, s.Stats())
 		}
@@ -87,8 +95,13 @@ func forImpls(b *testing.B, budget int64, load func(st peers.Store), body func(b
 // forImplsCfg is forImpls over the implementations names, each opened with
 // cfg.
 func forImplsCfg(b *testing.B, names []string, cfg peers.Config, load func(st peers.Store), body func(b *testing.B, l *lazyStore)) {
+	forImplsWarm(b, names, cfg, load, nil, body)
+}
+
+// forImplsWarm is forImplsCfg with a warm-up pass (lazyStore.warm) after each load.
+func forImplsWarm(b *testing.B, names []string, cfg peers.Config, load, warm func(st peers.Store), body func(b *testing.B, l *lazyStore)) {
 	for _, impl := range names {
-		l := &lazyStore{impl: impl, cfg: cfg, load: load}
+		l := &lazyStore{impl: impl, cfg: cfg, load: load, warm: warm}
 		b.Run("impl="+impl, func(b *testing.B) { body(b, l) })
 		l.close(b)
 	}

@@ -9,10 +9,11 @@ import (
 )
 
 // YCSB-style mixes, as FASTER's benchmark runs them (8-byte keys, no
-// namespace): A = 50 % read / 50 % blind update, C = 100 % read,
+// namespace), and again with a windowed job's 16 B keys in an 8 B namespace
+// (Shapes): A = 50 % read / 50 % blind update, C = 100 % read,
 // F = 100 % read-modify-write (read, add 1 to the first 8 bytes, write
 // back); uniform and Zipf 0.99 (scrambled) key choice; 8 B and 100 B
-// values. 10M keys only with -big.
+// values. 10M keys only with -big, and with 8 B keys only.
 
 const ycsbSamples = 1 << 22
 
@@ -41,52 +42,65 @@ func BenchmarkYCSB(b *testing.B) {
 		if n > 1_000_000 {
 			budget = max(budget, 4<<30)
 		}
-		for _, vsize := range []int{8, 100} {
-			b.Run("keys="+SizeLabel(n)+"/value="+SizeLabel(vsize)+"B", func(b *testing.B) {
-				if n > 1_000_000 && !*flagBig {
-					b.Skip("keys=10M is off by default: loading 10M keys into each of 7 stores takes about 10 minutes and " +
-						"up to ~10 GiB on a 2-core, 24 GiB machine; run with -big")
-				}
-				values := Values(1<<16, vsize, 31)
-				var keyBuf [8]byte
-				key := func(id int32) peers.Key { return peers.Key{K: LongKey(&keyBuf, int64(id))} }
-				load := func(st peers.Store) {
-					for i := range n {
-						st.ValuePut(key(int32(i)), values[i&(1<<16-1)])
-					}
-				}
-				rmw := make([]byte, vsize)
-				forImpls(b, budget, load, func(b *testing.B, l *lazyStore) {
-					for dist, dname := range []string{"uniform", "zipf0.99"} {
-						b.Run("dist="+dname, func(b *testing.B) {
-							keys := ycsbKeys(n, dist)
-							next := func(i int) int32 { return keys[i&(ycsbSamples-1)] }
-							leaf(b, l, "mix=A", func(st peers.Store, i int) {
-								// 50/50 by a mixed bit of i, the same for every implementation.
-								if (uint64(i)*0x9e3779b97f4a7c15)>>63 == 0 {
-									v, _ := st.ValueGet(key(next(i)))
-									sink += len(v)
-									return
-								}
-								st.ValuePut(key(next(i)), values[i&(1<<16-1)])
-							})
-							leaf(b, l, "mix=C", func(st peers.Store, i int) {
-								v, _ := st.ValueGet(key(next(i)))
-								sink += len(v)
-							})
-							leaf(b, l, "mix=F", func(st peers.Store, i int) {
-								k := key(next(i))
-								v, _ := st.ValueGet(k)
-								copy(rmw, v)
-								binary.BigEndian.PutUint64(rmw, binary.BigEndian.Uint64(rmw)+1)
-								st.ValuePut(k, rmw)
-							})
-						})
-					}
-				})
-			})
+		shapes := Shapes
+		if n > 1_000_000 {
+			// The 10M rows (-big) are not gated and take most of a -big run's loading: 8 B
+			// keys only.
+			shapes = Shapes[:1]
+		}
+		for _, shape := range shapes {
+			for _, vsize := range []int{8, 100} {
+				ycsbRows(b, n, shape, vsize, budget)
+			}
 		}
 	}
+}
+
+// ycsbRows runs the YCSB mixes over n keys of shape with vsize-byte values.
+func ycsbRows(b *testing.B, n int, shape Shape, vsize int, budget int64) {
+	b.Run("keys="+SizeLabel(n)+"/key="+shape.Name+"/value="+SizeLabel(vsize)+"B", func(b *testing.B) {
+		if n > 1_000_000 && !*flagBig {
+			b.Skip("keys=10M is off by default: loading 10M keys into each of 7 stores takes about 10 minutes and " +
+				"up to ~10 GiB on a 2-core, 24 GiB machine; run with -big")
+		}
+		values := Values(1<<16, vsize, 31)
+		kr := NewKeyer(shape)
+		key := func(id int32) peers.Key { return kr.Key(int64(id)) }
+		load := func(st peers.Store) {
+			for i := range n {
+				st.ValuePut(key(int32(i)), values[i&(1<<16-1)])
+			}
+		}
+		rmw := make([]byte, vsize)
+		forImpls(b, budget, load, func(b *testing.B, l *lazyStore) {
+			for dist, dname := range []string{"uniform", "zipf0.99"} {
+				b.Run("dist="+dname, func(b *testing.B) {
+					keys := ycsbKeys(n, dist)
+					next := func(i int) int32 { return keys[i&(ycsbSamples-1)] }
+					leaf(b, l, "mix=A", func(st peers.Store, i int) {
+						// 50/50 by a mixed bit of i, the same for every implementation.
+						if (uint64(i)*0x9e3779b97f4a7c15)>>63 == 0 {
+							v, _ := st.ValueGet(key(next(i)))
+							sink += len(v)
+							return
+						}
+						st.ValuePut(key(next(i)), values[i&(1<<16-1)])
+					})
+					leaf(b, l, "mix=C", func(st peers.Store, i int) {
+						v, _ := st.ValueGet(key(next(i)))
+						sink += len(v)
+					})
+					leaf(b, l, "mix=F", func(st peers.Store, i int) {
+						k := key(next(i))
+						v, _ := st.ValueGet(k)
+						copy(rmw, v)
+						binary.BigEndian.PutUint64(rmw, binary.BigEndian.Uint64(rmw)+1)
+						st.ValuePut(k, rmw)
+					})
+				})
+			}
+		})
+	})
 }
 
 // Larger than memory (DESIGN.md §5: state 10× the memory budget, Zipf 0.99):
@@ -164,13 +178,8 @@ func BenchmarkLargerThanMemoryWindowed(b *testing.B) {
 	const n, vsize = ltmKeys, 100
 	b.Run("keys="+SizeLabel(n)+"/key=16B/ns=8B/value=100B/budget=64MiB", func(b *testing.B) {
 		values := Values(1<<16, vsize, 31)
-		var keyBuf [16]byte
-		ns := binary.BigEndian.AppendUint64(nil, 1_700_000_000_000) // a window's end timestamp
-		key := func(id int32) peers.Key {
-			binary.BigEndian.PutUint64(keyBuf[:8], uint64(id)*0x9e3779b97f4a7c15)
-			binary.BigEndian.PutUint64(keyBuf[8:], uint64(id))
-			return peers.Key{K: keyBuf[:], NS: ns}
-		}
+		kr := NewKeyer(Shapes[1]) // key=16B+ns8B
+		key := func(id int32) peers.Key { return kr.Key(int64(id)) }
 		load := func(st peers.Store) {
 			for i := range n {
 				st.ValuePut(key(int32(i)), values[i&(1<<16-1)])

@@ -2,10 +2,12 @@
 // Strata to its peers measured in the same run, and exits non-zero naming
 // every miss. It reads the raw benchmark output the results command keeps
 // (results/bench.txt) or, with -fresh, runs the gated rows first. It runs on
-// demand, not in CI: the ratios need a quiet machine.
+// demand, not in CI: the ratios need a quiet machine. Every gate reads rows
+// measured at GOMAXPROCS=1 (the suite's -cpu 1; see report.Gates): rows of a
+// GOMAXPROCS=2 run count as missing.
 //
 //	cd bench && go run ./cmd/gates            # from results/bench.txt
-//	cd bench && go run ./cmd/gates -fresh     # new run of the gated rows (~6 minutes)
+//	cd bench && go run ./cmd/gates -fresh     # new run of the gated rows (~12 minutes)
 package main
 
 import (
@@ -20,13 +22,16 @@ import (
 )
 
 // gatedBench selects the gated rows and their peers (and a few neighbours).
-// -bench matches each /-separated level on its own and treats a name with
-// fewer levels than the pattern as a parent, so names of different depths
-// need their own patterns.
+// -bench matches each /-separated level on its own (a level named with a "/"
+// in one b.Run is several levels) and treats a name with fewer levels than
+// the pattern as a parent, so names of different depths need their own
+// patterns.
 var gatedBench = []string{
-	`^Benchmark(FlinkValue|FlinkList|FlinkMap)$/^keys=(1M|500K)$/^impl=(strata|pebble|gomap)$/^op=(get|update|append|put)$`,
-	`^BenchmarkYCSB$/^keys=1M$/^value=/^impl=(strata|pebble|gomap)$/^dist=uniform$/^mix=[CF]$`,
-	`^BenchmarkLargerThanMemory$/^keys=/^impl=(strata|pebble)$/^dist=zipf0.99$/^mix=[CA]$`,
+	`^Benchmark(FlinkValue|FlinkList|FlinkMap)$/^keys=(1M|500K)$/^key=/^impl=(strata|pebble|gomap)$/^op=(get|update|append|put)$`,
+	`^BenchmarkYCSB$/^keys=1M$/^key=/^value=/^impl=(strata|pebble|gomap)$/^dist=uniform$/^mix=[CF]$`,
+	`^BenchmarkEqualMemory$/^budget=256MiB$/^state=/^keys=/^key=/^(value|map)=/^impl=(strata|pebble)$/^op=get$`,
+	`^BenchmarkLargerThanMemory$/^keys=/^value=/^budget=/^impl=(strata|pebble)$/^dist=zipf0.99$/^mix=[CA]$`,
+	`^BenchmarkLargerThanMemoryWindowed$/^keys=/^key=/^ns=/^value=/^budget=/^impl=(strata|pebble)$/^dist=zipf0.99$/^mix=[CA]$`,
 }
 
 func main() {
@@ -41,8 +46,10 @@ func main() {
 	if *fresh {
 		var buf bytes.Buffer
 		for _, pattern := range gatedBench {
-			cmd := exec.Command("go", "test", "-tags", "pebblegozstd", "-run", "^$", "-bench", pattern,
+			// GOMAXPROCS=1 for the whole process, as the gates want it (cmd/results' -cpu 1).
+			cmd := exec.Command("go", "test", "-tags", "pebblegozstd", "-run", "^$", "-bench", pattern, "-cpu", "1",
 				"-count", fmt.Sprint(*count), "-benchtime", *benchtime, "-timeout", "60m", "./suite")
+			cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
 			cmd.Stdout = io.MultiWriter(&buf, os.Stderr)
 			cmd.Stderr = os.Stderr
 			if err := cmd.Run(); err != nil {

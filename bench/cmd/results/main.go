@@ -4,8 +4,15 @@
 // typed by hand: every figure and sentence in it comes from this program
 // and the run it made.
 //
-//	cd bench && go run ./cmd/results                     # default suite, ~15 minutes on 2 cores
+//	cd bench && go run ./cmd/results                     # default suite, ~35 minutes on 2 cores
 //	cd bench && go run ./cmd/results -count 10 -big      # more repeats, plus the 10M-key rows
+//	cd bench && go run ./cmd/results -cpu 1,2            # every row also at GOMAXPROCS=2 (twice the time)
+//
+// The suite runs with -test.cpu 1 (and GOMAXPROCS=1 in its environment): GOMAXPROCS=1 for the
+// whole benchmark process, so that Strata's background workers and the peers' compactions
+// share the one P with the foreground, as a task thread of a stream processor shares the
+// machine with other task threads. The gates read those rows only. -cpu 1,2 adds GOMAXPROCS=2
+// rows (named with -2, tabled as gomaxprocs=2 workloads of their own; see report.WithProcs).
 //
 // It keeps the raw output in results/bench.txt (read by cmd/gates) and the
 // machine description in results/machine.txt (for -reuse). One test binary,
@@ -37,11 +44,13 @@ const benchstatPkg = "golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9
 // profiled are the Strata workloads profiled for RESULTS.md: the gated rows
 // and the window workload where Strata trails the maps.
 var profiled = []struct{ title, bench string }{
-	{"value get, 1M keys", `^BenchmarkFlinkValue$/^keys=1M$/^impl=strata$/^op=get$`},
-	{"value update, 1M keys", `^BenchmarkFlinkValue$/^keys=1M$/^impl=strata$/^op=update$`},
-	{"list append, 500K keys", `^BenchmarkFlinkList$/^keys=500K$/^impl=strata$/^op=append$`},
-	{"map get, 500K keys × 10", `^BenchmarkFlinkMap$/^keys=500K$/^impl=strata$/^op=get$`},
-	{"map put, 500K keys × 10", `^BenchmarkFlinkMap$/^keys=500K$/^impl=strata$/^op=put$`},
+	{"value get, 1M keys", `^BenchmarkFlinkValue$/^keys=1M$/^key=8B$/^impl=strata$/^op=get$`},
+	{"value update, 1M keys", `^BenchmarkFlinkValue$/^keys=1M$/^key=8B$/^impl=strata$/^op=update$`},
+	{"list append, 500K keys", `^BenchmarkFlinkList$/^keys=500K$/^key=8B$/^impl=strata$/^op=append$`},
+	{"map get, 500K keys × 10", `^BenchmarkFlinkMap$/^keys=500K$/^key=8B$/^impl=strata$/^op=get$`},
+	{"map put, 500K keys × 10", `^BenchmarkFlinkMap$/^keys=500K$/^key=8B$/^impl=strata$/^op=put$`},
+	{"value get at equal memory, 256 MiB, 16 B keys + 8 B namespace",
+		`^BenchmarkEqualMemory$/^budget=256MiB$/^state=value$/^keys=1M$/^key=16B\+ns8B$/^value=100B$/^impl=strata$/^op=get$`},
 	{"Gadget incremental window", `^BenchmarkGadget$/^window=incremental$/^keys=1M$/^impl=strata$`},
 }
 
@@ -50,6 +59,7 @@ func main() {
 	benchtime := flag.String("benchtime", "200ms", "go test -benchtime per repeat")
 	bench := flag.String("bench", ".", "go test -bench filter")
 	big := flag.Bool("big", false, "also run the 10M-key YCSB rows (slow)")
+	cpu := flag.String("cpu", "1", "go test -cpu: the GOMAXPROCS values every row runs at (the gates read GOMAXPROCS=1; 1,2 doubles the run)")
 	out := flag.String("out", "RESULTS.md", "report to write")
 	rawPath := flag.String("raw", "results/bench.txt", "where to keep the raw benchmark output")
 	reuse := flag.Bool("reuse", false, "do not run the suite; rebuild the report from -raw")
@@ -78,7 +88,7 @@ func main() {
 	var raw []byte
 	if !*reuse {
 		args := []string{"-test.run", "^$", "-test.bench", *bench, "-test.count", fmt.Sprint(*count),
-			"-test.benchtime", *benchtime, "-test.timeout", "180m", "-test.v"}
+			"-test.benchtime", *benchtime, "-test.cpu", *cpu, "-test.timeout", "180m", "-test.v"}
 		if *big {
 			args = append(args, "-big")
 		}
@@ -87,6 +97,10 @@ func main() {
 		var buf bytes.Buffer
 		cmd := exec.Command(bin, args...)
 		cmd.Dir = "suite"
+		// The first leaf loads its store before the testing package sets GOMAXPROCS from -cpu:
+		// start the process at the first value too.
+		first, _, _ := strings.Cut(*cpu, ",")
+		cmd.Env = append(os.Environ(), "GOMAXPROCS="+first)
 		cmd.Stdout = io.MultiWriter(&buf, &progress{})
 		cmd.Stderr = os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -138,7 +152,7 @@ func main() {
 			strings.Join(mergedNames, ", "), *rawPath, mergedFrom)
 	}
 	md.WriteString(machine)
-	md.WriteString(setupText(*count, *benchtime))
+	md.WriteString(setupText(*count, *benchtime, d.Procs))
 	writeGates(&md, d)
 	writeTables(&md, d)
 	writeCheckpoints(&md, d)
@@ -223,7 +237,7 @@ func machineInfo() string {
 	var b strings.Builder
 	b.WriteString("## Machine\n\n```\n")
 	fmt.Fprintf(&b, "%s", run("go", "version"))
-	fmt.Fprintf(&b, "GOMAXPROCS=%d NumCPU=%d\n", runtime.GOMAXPROCS(0), runtime.NumCPU())
+	fmt.Fprintf(&b, "NumCPU=%d (the suite's GOMAXPROCS: -cpu, see Setup)\n", runtime.NumCPU())
 	fmt.Fprintf(&b, "kernel: %s", run("uname", "-srm"))
 	for _, f := range []string{"enabled", "defrag"} {
 		v, _ := os.ReadFile("/sys/kernel/mm/transparent_hugepage/" + f)
@@ -257,20 +271,30 @@ func machineInfo() string {
 	return b.String()
 }
 
-func setupText(count int, benchtime string) string {
+func setupText(count int, benchtime string, procs []int) string {
+	cpu := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(procs)), ","), "[]")
 	return fmt.Sprintf(`## Setup
 
 - One binary, one goroutine, every implementation on the same keys in the same order; %d repeats
   of %s per row (`+"`-count %d -benchtime %s`"+`); figures are medians; ± is (max − min) / median of ns/op.
+- GOMAXPROCS of the rows: %s (go test -cpu; cmd/results -cpu, default 1). At GOMAXPROCS=1, what the gates read,
+  the whole benchmark process has one P: Strata's background workers (segment transforms,
+  evictions, flushes) and the peers' compactions and flushes share it with the foreground, as a
+  task thread of a stream processor shares the machine with other task threads; nothing runs
+  free on the second core. Rows at GOMAXPROCS=2 (`+"`go run ./cmd/results -cpu 1,2`"+`) are named
+  with -2 and tabled as workloads …/gomaxprocs=2 of their own.
 - **Strata ×** = peer ns/op ÷ Strata ns/op: Strata's throughput as a multiple of the peer's
   (above 1: Strata is faster). Rows on the same machine and run only; the machine is a shared
   2-vCPU VM, so single rows vary (see ±).
-- Memory budget (default 1 GiB; 4 GiB for 10M keys): Strata's MemoryBudget; the block cache of
+- Memory budget (default 1 GiB; 4 GiB for 10M keys; 256 MiB for the EqualMemory rows, whose
+  state is about half of it; 64 MiB for LargerThanMemory): Strata's MemoryBudget; the block cache of
   Pebble, Badger and goleveldb. bbolt has no cache setting (OS page cache through its mmap); the
   Go map and cockroachdb/swiss are unbounded Go heap.
 - Key layout (every peer): Flink's RocksDB composite key — key group (u16, as Flink's
-  KeyGroupRangeAssignment over 128 key groups, computed per operation) + serialized key (8 B Long;
-  10 B in the window rows) + namespace (none, or the 8 B window) + map user key (8 B).
+  KeyGroupRangeAssignment over 128 key groups, computed per operation) + serialized key + namespace
+  + map user key (8 B). Every point-op row runs in two key shapes, named in its path: key=8B (an
+  8 B Long, no namespace) and key=16B+ns8B (a 16 B key — 8 B hash prefix + 8 B id — in one 8 B
+  namespace, the rows of a windowed job); the Gadget window rows use 10 B keys in an 8 B window.
   Go map and swiss key their maps by the same bytes; map state is a nested map per
   (key, namespace), as Flink's heap backend.
 - Durability off where Strata has none: Pebble DisableWAL, no compression; Badger SyncWrites off,
@@ -285,7 +309,7 @@ func setupText(count int, benchtime string) string {
 - p99-ns is sampled on every 64th operation. Window rows count one event (with its share of the
   window-close work) as one op.
 
-`, count, benchtime, count, benchtime)
+`, count, benchtime, count, benchtime, cpu)
 }
 
 func writeGates(md *bytes.Buffer, d *report.Data) {
@@ -740,7 +764,7 @@ var topLine = regexp.MustCompile(`^\s*(\S+)\s+(\S+)%\s+(\S+)%\s+(\S+)\s+(\S+)%\s
 
 func writeProfiles(md *bytes.Buffer, bin, profTime string) {
 	md.WriteString("## Profiles of the top Strata workloads\n\n")
-	fmt.Fprintf(md, "Each workload alone with `-benchtime %s -cpuprofile -memprofile`; the CPU profile "+
+	fmt.Fprintf(md, "Each workload alone with `-benchtime %s -cpu 1 -cpuprofile -memprofile`; the CPU profile "+
 		"includes loading the store (a few hundred ms). `go tool pprof -top`, first frames.\n\n", profTime)
 	dir, err := os.MkdirTemp("", "strata-prof-")
 	must(err)
@@ -749,8 +773,10 @@ func writeProfiles(md *bytes.Buffer, bin, profTime string) {
 		cpu := filepath.Join(dir, fmt.Sprintf("cpu%d.prof", i))
 		mem := filepath.Join(dir, fmt.Sprintf("mem%d.prof", i))
 		logf("profiling %s", p.title)
-		out, err := exec.Command(bin, "-test.run", "^$", "-test.bench", p.bench, "-test.benchtime", profTime,
-			"-test.cpuprofile", cpu, "-test.memprofile", mem, "-test.benchmem").CombinedOutput()
+		cmd := exec.Command(bin, "-test.run", "^$", "-test.bench", p.bench, "-test.benchtime", profTime, "-test.cpu", "1",
+			"-test.cpuprofile", cpu, "-test.memprofile", mem, "-test.benchmem")
+		cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(md, "### %s\n\nprofile run failed: %v\n\n```\n%s\n```\n\n", p.title, err, out)
 			continue

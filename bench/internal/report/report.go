@@ -4,10 +4,15 @@
 //
 // # Terms
 //
-//   - Name: a benchmark's full name without the "Benchmark" prefix and the
-//     -GOMAXPROCS suffix, e.g. "FlinkValue/keys=1M/impl=pebble/op=get".
+//   - Name: a benchmark's full name without the "Benchmark" prefix, e.g.
+//     "FlinkValue/keys=1M/key=8B/impl=pebble/op=get". The testing package
+//     marks a row measured at GOMAXPROCS=N > 1 with a -N suffix and one at
+//     GOMAXPROCS=1 with none; Parse keeps such rows apart by naming them
+//     WithProcs(name, N): a gomaxprocs=N element before impl=, so that they
+//     form workloads of their own ("FlinkValue/keys=1M/key=8B/gomaxprocs=2")
+//     and the plain names, which the gates read, are the GOMAXPROCS=1 rows.
 //   - Workload: the name up to (not including) its impl= element, e.g.
-//     "FlinkValue/keys=1M"; Row: the rest after impl=, e.g. "op=get".
+//     "FlinkValue/keys=1M/key=8B"; Row: the rest after impl=, e.g. "op=get".
 //   - Speedup (Strata ×): the peer's median ns/op over Strata's median
 //     ns/op for the same workload and row: Strata's throughput as a
 //     multiple of the peer's; above 1 means Strata is faster.
@@ -18,6 +23,8 @@
 //     the robust centre (benchstat reports the same centre).
 //  2. A gate whose rows are missing from the data is reported as missing,
 //     never as passed.
+//  3. Gates read GOMAXPROCS=1 rows only: output of a run at GOMAXPROCS=2
+//     (every name with -2) leaves every gate missing, never passed.
 package report
 
 import (
@@ -25,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,10 +43,13 @@ type Data struct {
 	Samples map[string]map[string][]float64
 	Order   []string          // names in order of first appearance
 	Skips   map[string]string // name -> reason, from -v output
+	// Procs are the GOMAXPROCS values the rows were measured at, ascending (1 for a name
+	// without a -N suffix).
+	Procs []int
 }
 
 var (
-	benchLine = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+(\d+)\s+(.*)$`)
+	benchLine = regexp.MustCompile(`^Benchmark(\S+?)(?:-(\d+))?\s+(\d+)\s+(.*)$`)
 	skipLine  = regexp.MustCompile(`^\s*--- SKIP: Benchmark(\S+)`)
 	logLine   = regexp.MustCompile(`^\s+\S+\.go:\d+: (.*)$`)
 )
@@ -49,6 +60,7 @@ func Parse(r io.Reader) (*Data, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	lastLog := "" // the test log line before a --- SKIP line is its reason
+	var err error
 	for sc.Scan() {
 		line := sc.Text()
 		if m := skipLine.FindStringSubmatch(line); m != nil {
@@ -64,8 +76,18 @@ func Parse(r io.Reader) (*Data, error) {
 		if m == nil {
 			continue
 		}
-		name := m[1]
-		fields := strings.Fields(m[3])
+		name, procs := m[1], 1
+		if m[2] != "" {
+			if procs, err = strconv.Atoi(m[2]); err != nil {
+				return nil, fmt.Errorf("report: %q: %w", line, err)
+			}
+			name = WithProcs(name, procs)
+		}
+		if !slices.Contains(d.Procs, procs) {
+			d.Procs = append(d.Procs, procs)
+			slices.Sort(d.Procs)
+		}
+		fields := strings.Fields(m[4])
 		units := d.Samples[name]
 		if units == nil {
 			units = map[string][]float64{}
@@ -81,6 +103,23 @@ func Parse(r io.Reader) (*Data, error) {
 		}
 	}
 	return d, sc.Err()
+}
+
+// WithProcs returns the name Parse gives row name measured at GOMAXPROCS=procs: name itself
+// for 1, else name with a gomaxprocs=<procs> element inserted before its impl= element (at its
+// end when it has none), e.g. "FlinkValue/keys=1M/key=8B/gomaxprocs=2/impl=pebble/op=get".
+func WithProcs(name string, procs int) string {
+	if procs == 1 {
+		return name
+	}
+	el := fmt.Sprintf("gomaxprocs=%d", procs)
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		if strings.HasPrefix(p, "impl=") {
+			return strings.Join(append(parts[:i:i], append([]string{el}, parts[i:]...)...), "/")
+		}
+	}
+	return name + "/" + el
 }
 
 // Median returns the median of name's samples in unit and whether there is one.
