@@ -539,14 +539,11 @@ func writeChangelog(md *bytes.Buffer, d *report.Data, clc, clr []string, med, mi
 			clP99Growth, clThroughput, clSpaceAmp)
 		md.WriteString("| row | changelog | ckpts | p50 ms | p99 ms | p99.9 ms | sync p99 ms | MiB/ckpt | space amp | updates/s | × off | mats | p99 growth | throughput | space amp |\n" +
 			"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n")
-		base, okBase := 0.0, false
-		for _, n := range clc {
-			w, _, row, _ := report.Split(n)
-			if mode := strings.TrimPrefix(row, "changelog="); mode == "on" && !okBase {
-				if strings.HasSuffix(w, "state=256MiB") {
-					base, okBase = d.Median(n, "ckpt-p99-ms")
-				}
-			}
+		// The base of the p99 growth: the 256MiB on row of the same GOMAXPROCS (the workload
+		// with its state= element replaced).
+		stateEl := regexp.MustCompile(`state=[^/]+`)
+		baseP99 := func(w string) (float64, bool) {
+			return d.Median(report.Join(stateEl.ReplaceAllString(w, "state=256MiB"), "strata", "changelog=on"), "ckpt-p99-ms")
 		}
 		for _, n := range clc {
 			w, _, row, _ := report.Split(n)
@@ -560,7 +557,8 @@ func writeChangelog(md *bytes.Buffer, d *report.Data, clc, clr []string, med, mi
 					x = fmt.Sprintf("%.2f", rate/off)
 					thr = verdict(rate/off >= clThroughput)
 				}
-				if p99, ok := d.Median(n, "ckpt-p99-ms"); ok && okBase && base > 0 {
+				p99, ok := d.Median(n, "ckpt-p99-ms")
+				if base, okBase := baseP99(w); ok && okBase && base > 0 {
 					growth = fmt.Sprintf("%.2f× %s", p99/base, verdict(p99/base <= clP99Growth))
 				}
 				if a, ok := d.Median(n, "space-amp"); ok {
@@ -612,7 +610,7 @@ func writeTTLTimers(md *bytes.Buffer, d *report.Data) {
 		w, _, _, ok := report.Split(n)
 		switch {
 		case !ok:
-		case strings.HasPrefix(w, "FlinkTTL/") && strings.HasSuffix(w, "/ttl=on"):
+		case strings.HasPrefix(w, "FlinkTTL/") && strings.Contains(w, "/ttl=on"):
 			ttl = append(ttl, n)
 		case strings.HasPrefix(w, "Timers/"):
 			tm = append(tm, n)
@@ -631,9 +629,9 @@ func writeTTLTimers(md *bytes.Buffer, d *report.Data) {
 		md.WriteString("| state | op | ttl=off ns/op | ttl=on ns/op | on ÷ off | allocs/op (on) | result |\n|---|---|---:|---:|---:|---:|---|\n")
 		for _, n := range ttl {
 			w, _, row, _ := report.Split(n)
-			state := strings.TrimSuffix(strings.TrimPrefix(w, "FlinkTTL/state="), "/ttl=on")
+			state := strings.Replace(strings.TrimPrefix(w, "FlinkTTL/state="), "/ttl=on", "", 1)
 			on, ok1 := d.Median(n, "ns/op")
-			off, ok2 := d.Median(report.Join(strings.TrimSuffix(w, "/ttl=on")+"/ttl=off", "strata", row), "ns/op")
+			off, ok2 := d.Median(report.Join(strings.Replace(w, "/ttl=on", "/ttl=off", 1), "strata", row), "ns/op")
 			al, _ := d.Median(n, "allocs/op")
 			x, res := "–", "–"
 			if ok1 && ok2 && off > 0 {
