@@ -128,11 +128,19 @@ var ltmImpls = []string{"strata", "pebble", "badger", "leveldb"}
 var ltmWindowedImpls = []string{"strata", "pebble"}
 
 func BenchmarkLargerThanMemory(b *testing.B) {
+	var keyBuf [8]byte
+	benchLTM(b, "keys="+SizeLabel(ltmKeys)+"/value=100B/budget=64MiB", ltmImpls, []string{"uniform", "zipf0.99"},
+		func(id int32) peers.Key { return peers.Key{K: LongKey(&keyBuf, int64(id))} })
+}
+
+// benchLTM runs the larger-than-memory rows under name: ltmKeys keys (key(id) for id in
+// [0, ltmKeys)) with 100 B values loaded into each implementation of allowed that -impls
+// selects, at ltmBudget, then YCSB C and A over the key distributions dists ("uniform",
+// "zipf0.99").
+func benchLTM(b *testing.B, name string, allowed, dists []string, key func(int32) peers.Key) {
 	const n, vsize = ltmKeys, 100
-	b.Run("keys="+SizeLabel(n)+"/value=100B/budget=64MiB", func(b *testing.B) {
+	b.Run(name, func(b *testing.B) {
 		values := Values(1<<16, vsize, 31)
-		var keyBuf [8]byte
-		key := func(id int32) peers.Key { return peers.Key{K: LongKey(&keyBuf, int64(id))} }
 		load := func(st peers.Store) {
 			for i := range n {
 				st.ValuePut(key(int32(i)), values[i&(1<<16-1)])
@@ -140,13 +148,14 @@ func BenchmarkLargerThanMemory(b *testing.B) {
 		}
 		var names []string
 		for _, impl := range impls() {
-			if slices.Contains(ltmImpls, impl) {
+			if slices.Contains(allowed, impl) {
 				names = append(names, impl)
 			}
 		}
 		cfg := peers.Config{Budget: ltmBudget, Disk: true, SegmentSize: 16 << 20}
 		forImplsCfg(b, names, cfg, load, func(b *testing.B, l *lazyStore) {
-			for dist, dname := range []string{"uniform", "zipf0.99"} {
+			for _, dname := range dists {
+				dist := slices.Index([]string{"uniform", "zipf0.99"}, dname)
 				b.Run("dist="+dname, func(b *testing.B) {
 					keys := ycsbKeys(n, dist)
 					next := func(i int) int32 { return keys[i&(ycsbSamples-1)] }
@@ -175,40 +184,7 @@ func BenchmarkLargerThanMemory(b *testing.B) {
 // this is the row that shows whether its row cache holds realistic rows (the "row cache hits"
 // of the strata store's log line; issue 14).
 func BenchmarkLargerThanMemoryWindowed(b *testing.B) {
-	const n, vsize = ltmKeys, 100
-	b.Run("keys="+SizeLabel(n)+"/key=16B/ns=8B/value=100B/budget=64MiB", func(b *testing.B) {
-		values := Values(1<<16, vsize, 31)
-		kr := NewKeyer(Shapes[1]) // key=16B+ns8B
-		key := func(id int32) peers.Key { return kr.Key(int64(id)) }
-		load := func(st peers.Store) {
-			for i := range n {
-				st.ValuePut(key(int32(i)), values[i&(1<<16-1)])
-			}
-		}
-		var names []string
-		for _, impl := range impls() {
-			if slices.Contains(ltmWindowedImpls, impl) {
-				names = append(names, impl)
-			}
-		}
-		cfg := peers.Config{Budget: ltmBudget, Disk: true, SegmentSize: 16 << 20}
-		forImplsCfg(b, names, cfg, load, func(b *testing.B, l *lazyStore) {
-			b.Run("dist=zipf0.99", func(b *testing.B) {
-				keys := ycsbKeys(n, 1)
-				next := func(i int) int32 { return keys[i&(ycsbSamples-1)] }
-				leaf(b, l, "mix=C", func(st peers.Store, i int) {
-					v, _ := st.ValueGet(key(next(i)))
-					sink += len(v)
-				})
-				leaf(b, l, "mix=A", func(st peers.Store, i int) {
-					if (uint64(i)*0x9e3779b97f4a7c15)>>63 == 0 {
-						v, _ := st.ValueGet(key(next(i)))
-						sink += len(v)
-						return
-					}
-					st.ValuePut(key(next(i)), values[i&(1<<16-1)])
-				})
-			})
-		})
-	})
+	kr := NewKeyer(Shapes[1]) // key=16B+ns8B
+	benchLTM(b, "keys="+SizeLabel(ltmKeys)+"/key=16B/ns=8B/value=100B/budget=64MiB", ltmWindowedImpls, []string{"zipf0.99"},
+		func(id int32) peers.Key { return kr.Key(int64(id)) })
 }
