@@ -394,13 +394,10 @@ func TestOperatorStateCloseOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, other := range [][2]int{{3, 1}, {2, 0}} { // another parallelism, another subtask, same key groups
-		// Key groups that are not the subtask's are refused before the directory is read;
-		// the operator state's check (ErrIncompatibleStore) stays behind it for a registry
-		// written otherwise.
 		o2 := e.opts(e.jobs, other[0], other[1])
 		o2.KeyGroups = o.withDefaults().KeyGroups
-		if _, err := Open(dir, o2); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "owns") {
-			t.Fatalf("Open as subtask %d of %d with another subtask's key groups: %v, want ErrInvalidOptions", other[1], other[0], err)
+		if _, err := Open(dir, o2); !errors.Is(err, ErrIncompatibleStore) || !strings.Contains(err.Error(), "operator state") {
+			t.Fatalf("Open as subtask %d of %d: %v, want ErrIncompatibleStore for the operator state", other[1], other[0], err)
 		}
 	}
 	s, err = Open(dir, o)
@@ -626,14 +623,6 @@ func TestOperatorStateOptions(t *testing.T) {
 		if err := o.Validate(); !errors.Is(err, ErrInvalidOptions) {
 			t.Errorf("%+v: Validate = %v", o, err)
 		}
-	}
-	mine := ComputeKeyGroupRangeForOperatorIndex(128, 3, 1)
-	other := ComputeKeyGroupRangeForOperatorIndex(128, 3, 0)
-	if err := (Options{MaxParallelism: 128, Parallelism: 3, SubtaskIndex: 1, KeyGroups: &other}).Validate(); !errors.Is(err, ErrInvalidOptions) {
-		t.Errorf("subtask 1 of 3 with subtask 0's key groups: Validate = %v", err)
-	}
-	if err := (Options{MaxParallelism: 128, Parallelism: 3, SubtaskIndex: 1, KeyGroups: &mine}).Validate(); err != nil {
-		t.Errorf("subtask 1 of 3 with its own key groups: Validate = %v", err)
 	}
 	d := Options{MaxParallelism: 128, Parallelism: 3, SubtaskIndex: 1}.withDefaults()
 	if want := ComputeKeyGroupRangeForOperatorIndex(128, 3, 1); *d.KeyGroups != want {

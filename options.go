@@ -56,8 +56,7 @@ type Options struct {
 	// Defaults 0 and 1 (a job of one subtask). They place the Store's operator state: its
 	// checkpoints record them, and Restore gives the Store its share of the old subtasks'
 	// even-split lists, its owned part of their union lists and one copy of their broadcast
-	// state by them (operator.go). Keyed state goes by KeyGroups alone; with Parallelism
-	// set, KeyGroups must be nil or the subtask's range (ErrInvalidOptions). A Store reopened with
+	// state by them (operator.go). Keyed state goes by KeyGroups alone. A Store reopened with
 	// Open must keep them (ErrIncompatibleStore), as its key groups; rescaling is a Restore.
 	SubtaskIndex int
 	Parallelism  int
@@ -230,15 +229,6 @@ func (o Options) Validate() error {
 		if r.Start < 0 || r.End >= maxP || r.Start > r.End {
 			return fmt.Errorf("%w: Options.KeyGroups = %v: must satisfy 0 <= Start <= End < MaxParallelism (%d)",
 				ErrInvalidOptions, *r, maxP)
-		}
-		// A subtask's key groups follow from its index, as Flink's KeyGroupRangeAssignment:
-		// a Store that names its subtask must own that subtask's range, or its operator
-		// state would be placed for one subtask and its keyed state for another.
-		if o.Parallelism > 0 {
-			if want := ComputeKeyGroupRangeForOperatorIndex(maxP, o.Parallelism, o.SubtaskIndex); *r != want {
-				return fmt.Errorf("%w: Options.KeyGroups = %v, but subtask %d of %d owns %v (ComputeKeyGroupRangeForOperatorIndex; leave KeyGroups nil to derive it)",
-					ErrInvalidOptions, *r, o.SubtaskIndex, o.Parallelism, want)
-			}
 		}
 	}
 	if o.BackgroundWorkers < 0 {
