@@ -385,50 +385,74 @@ func TestCloseCancelPaths(t *testing.T) {
 	}
 }
 
-// TestDecodeNegativeValueLength: a CRC-valid slice whose first record's
-// value length, read as an int on a 32-bit host, is negative and makes the
-// next record overlap it. Decode must refuse it on every architecture.
-func TestDecodeNegativeValueLength(t *testing.T) {
-	const n, k0, kl1, vl1 = 2, 30, 7, 5
-	off0 := headerSize + (fpSize+offSize)*n
-	size := off0 + recKeyOff + recKeyOff + kl1 + vl1 // rec1 lies inside rec0's key
-	b := make([]byte, size)
-	le := binary.LittleEndian
-	le.PutUint32(b[hdrMagic:], sliceMagic)
-	le.PutUint16(b[hdrVersion:], formatVersion)
-	b[hdrCsum] = csumCRC32C
-	le.PutUint32(b[hdrSize:], uint32(size))
-	le.PutUint32(b[hdrCount:], n)
-	le.PutUint64(b[hdrMinOrd:], 1)
-	le.PutUint64(b[hdrMaxOrd:], 2)
-	le.PutUint64(b[hdrMinSeq:], 1)
-	le.PutUint64(b[hdrMaxSeq:], 2)
-	le.PutUint64(b[headerSize:], 1)
-	le.PutUint64(b[headerSize+fpSize:], 2)
-	off1 := off0 + recKeyOff
-	le.PutUint32(b[headerSize+fpSize*n:], uint32(off0))
-	le.PutUint32(b[headerSize+fpSize*n+offSize:], uint32(off1))
-	r0 := b[off0:]
-	le.PutUint64(r0[recSeq:], 2)
-	r0[recKind] = byte(base.KindValue)
-	le.PutUint16(r0[recKlen:], k0)
-	le.PutUint32(r0[recVlen:], uint32(1<<32-k0)) // -30 as an int32
-	r1 := b[off1:]
-	le.PutUint64(r1[recSeq:], 1)
-	r1[recKind] = byte(base.KindValue)
-	le.PutUint16(r1[recKlen:], kl1)
-	le.PutUint32(r1[recVlen:], vl1)
-	le.PutUint32(b[hdrCRC:], checksum(b))
-	s, err := Decode(aligned(b))
-	if err == nil {
-		var e base.Entry
-		for i := 0; i < s.Len(); i++ {
-			s.Entry(i, &e)
-		}
-		t.Fatal("Decode accepted overlapping records")
+// TestDecodeCraftedRecords: CRC-valid slices of two records whose offsets
+// or varints lie — overlapping records, a key length running past the
+// record's end (or, read as an int on a 32-bit host, negative), overlong
+// or truncated varints. Decode must refuse each on every architecture,
+// and accept the well-formed control.
+func TestDecodeCraftedRecords(t *testing.T) {
+	kv := func(key string, seq byte) []byte { // kind, klen, key, seq, value "v"
+		return append(append([]byte{byte(base.KindValue), byte(len(key))}, key...), seq, 'v')
 	}
-	if !errors.Is(err, base.ErrCorruption) {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name   string
+		r0, r1 []byte
+		off1   int // offset of record 1 from record 0; -1: after r0
+		ok     bool
+	}{
+		{"control", kv("a", 2), kv("b", 1), -1, true},
+		{"overlap", kv("a", 2), kv("b", 1), 2, false},
+		{"same offset", kv("a", 2), kv("b", 1), 0, false},
+		{"key past end", []byte{byte(base.KindValue), 30, 'a', 2}, kv("b", 1), -1, false},
+		{"negative key length", []byte{byte(base.KindValue), 0xe2, 0xff, 0xff, 0xff, 0x0f, 'a', 2}, kv("b", 1), -1, false},
+		{"overlong key length", []byte{byte(base.KindValue), 0x81, 0x00, 'a', 2}, kv("b", 1), -1, false},
+		{"overlong seq", []byte{byte(base.KindValue), 1, 'a', 0x82, 0x00}, kv("b", 1), -1, false},
+		{"truncated seq", []byte{byte(base.KindValue), 1, 'a', 0x82}, kv("b", 1), -1, false},
+		{"no seq", []byte{byte(base.KindValue), 2, 'a', 'a'}, kv("b", 1), -1, false},
+		{"bad kind", []byte{0, 1, 'a', 2}, kv("b", 1), -1, false},
+	} {
+		const n = 2
+		off0 := headerSize + (fpSize+offSize)*n
+		off1 := off0 + len(tc.r0)
+		if tc.off1 >= 0 {
+			off1 = off0 + tc.off1
+		}
+		size := off0 + len(tc.r0) + len(tc.r1)
+		b := make([]byte, size)
+		le := binary.LittleEndian
+		le.PutUint32(b[hdrMagic:], sliceMagic)
+		le.PutUint16(b[hdrVersion:], formatVersion)
+		b[hdrCsum] = csumCRC32C
+		le.PutUint32(b[hdrSize:], uint32(size))
+		le.PutUint32(b[hdrCount:], n)
+		le.PutUint64(b[hdrMinOrd:], 1)
+		le.PutUint64(b[hdrMaxOrd:], 2)
+		le.PutUint64(b[hdrMinSeq:], 1)
+		le.PutUint64(b[hdrMaxSeq:], 2)
+		le.PutUint64(b[headerSize:], 1)
+		le.PutUint64(b[headerSize+fpSize:], 2)
+		le.PutUint32(b[headerSize+fpSize*n:], uint32(off0))
+		le.PutUint32(b[headerSize+fpSize*n+offSize:], uint32(off1))
+		copy(b[off0:], tc.r0)
+		copy(b[off0+len(tc.r0):], tc.r1)
+		le.PutUint32(b[hdrCRC:], checksum(b))
+		s, err := Decode(aligned(b))
+		if tc.ok {
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		if err == nil {
+			var e base.Entry
+			for i := 0; i < s.Len(); i++ {
+				s.Entry(i, &e)
+			}
+			t.Fatalf("%s: Decode accepted it", tc.name)
+		}
+		if !errors.Is(err, base.ErrCorruption) {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
 	}
 }
 

@@ -51,7 +51,7 @@
 //
 //	0       4       6      7      8        12       16          24          32        40        48      52          64
 //	+-------+-------+------+------+--------+--------+-----------+-----------+---------+---------+-------+-----------+
-//	| magic | ver=1 | csum | 0    | size   | count  | min order | max order | min seq | max seq | crc32c| 0 (12 B)  |
+//	| magic | ver=2 | csum | 0    | size   | count  | min order | max order | min seq | max seq | crc32c| 0 (12 B)  |
 //	| u32   | u16   | u8=1 | u8   | u32    | u32    | u64       | u64       | u64     | u64     | u32   |           |
 //	+-------+-------+------+------+--------+--------+-----------+-----------+---------+---------+-------+-----------+
 //	64                        64+8n                    64+12n                                        size
@@ -63,17 +63,32 @@
 //	[0, 48) and [52, size), i.e. everything but the CRC field itself.
 //
 //	record, key-level kinds (value 1, tombstone 2, list base 3, list append 4):
-//	 0          8          16     17     19      23         23+klen
-//	 +----------+----------+------+------+-------+----------+--------+
-//	 | seq u64  | hash u64 | kind | klen | vlen  | key      | value  |
-//	 |          |          | u8   | u16  | u32   |          |        |
-//	 +----------+----------+------+------+-------+----------+--------+
+//	 +------+---------------+-----+-------------+-------------------------------+
+//	 | kind | klen          | key | seq         | value, to the record's end    |
+//	 | u8   | uvarint ≤ 3 B |     | uvarint     | (the next record's offset, or |
+//	 |      |               |     |             | size for the last record)     |
+//	 +------+---------------+-----+-------------+-------------------------------+
 //
 //	record, map kinds (map entry 5, map entry tombstone 6):
-//	 0          8          16     17     19      23      25          33
-//	 +----------+----------+------+------+-------+-------+-----------+-----+----------+-------+
-//	 | seq u64  | hash u64 | kind | klen | vlen  | uklen | user hash | key | user key | value |
-//	 +----------+----------+------+------+-------+-------+-----------+-----+----------+-------+
+//	 +------+---------+---------+-----+----------+-------------+-------+
+//	 | kind | klen    | uklen   | key | user key | seq uvarint | value |
+//	 | u8   | uvarint | uvarint |     |          |             |       |
+//	 +------+---------+---------+-----+----------+-------------+-------+
+//
+//	Every uvarint is minimal (Decode refuses overlong ones, so a decoded
+//	slice re-encodes to the same bytes). An entry's Hash and UserHash are
+//	not stored: they are pure functions of Key and UserKey (base invariant
+//	2), and Entry recomputes them (base.HashCompositeKey, base.HashUserKey);
+//	only entries that leave the tier (eviction, snapshots) carry them.
+//	A value entry of a 29-byte composite key costs 12 + 1 + 1 + 29 + 3 (seq
+//	below 2^21) bytes besides its value: 46 against version 1's 64.
+//
+//	Version 1 (no longer written or read) had fixed record headers: seq
+//	u64, hash u64, kind u8, klen u16, vlen u32 (23 bytes), and for the map
+//	kinds also uklen u16 and user hash u64 (33 bytes). Slices are never
+//	persisted in this format — Store.Close moves them through eviction into
+//	the LsmStore's table format (internal/engine/persist.go) — so no file
+//	of version 1 exists to read; Decode refuses it with ErrFormatVersion.
 //
 // Blocks start on a 4 KiB boundary and the header is 64 bytes, so the
 // fingerprint array starts on a cache line and is read in place as a
@@ -96,8 +111,10 @@
 // # Invariants
 //
 //  1. A slice's header, fingerprints, offsets and records tile [0, size)
-//     exactly: offs[0] = 64+12n, each record ends where the next begins,
-//     the last ends at size. Decode checks every bound before reading.
+//     exactly: offs[0] = 64+12n, each record ends where the next begins
+//     (its value runs to there), the last ends at size, and every record
+//     holds at least its kind, its lengths, its keys and its seq. Decode
+//     checks every bound before reading.
 //  2. Entries are strictly increasing in (Order, Key, UserKey, Seq
 //     descending); fps[i] is entry i's Order, so fps is sorted; the
 //     header's order and sequence ranges are those of the entries.

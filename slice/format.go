@@ -3,18 +3,19 @@ package slice
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"math/bits"
 	"unsafe"
 
 	"github.com/strata-db/strata/internal/base"
 )
 
 // Format constants; the layout is drawn in doc.go. Part of the slice
-// format (the LSM store may keep evicted slices as they are): do not
-// change them without bumping formatVersion.
+// format (testdata/slice-v2.bin is its golden file): do not change them
+// without bumping formatVersion.
 const (
 	sliceMagic    = 0x43494c53 // "SLIC" little endian
-	formatVersion = 1
-	csumCRC32C    = 1 // checksum type: CRC32C (Castagnoli)
+	formatVersion = 2          // 2: varint record headers without hashes; 1: fixed 23/33-byte ones
+	csumCRC32C    = 1          // checksum type: CRC32C (Castagnoli)
 
 	headerSize = 64
 	hdrMagic   = 0
@@ -32,16 +33,10 @@ const (
 	fpSize  = 8 // fingerprint (order hash) per entry
 	offSize = 4 // record offset per entry
 
-	// record header: seq u64, hash u64, kind u8, klen u16, vlen u32
-	recSeq     = 0
-	recHash    = 8
-	recKind    = 16
-	recKlen    = 17
-	recVlen    = 19
-	recKeyOff  = 23 // key-level kinds: key follows
-	recUklen   = 23 // map kinds: uklen u16, userHash u64, then key
-	recUHash   = 25
-	recMapKOff = 33
+	// record: kind u8, klen uvarint, [uklen uvarint: map kinds], key,
+	// [user key], seq uvarint, value up to the record's end (doc.go).
+	recKind = 0
+	recMin  = 3 // kind, klen and seq of one byte each
 )
 
 // MaxKeySize is the largest key or user key a slice stores, in bytes.
@@ -66,31 +61,49 @@ func isMapKind(k base.Kind) bool {
 
 // recordSize returns the encoded size of e, in bytes.
 func recordSize(e *base.Entry) int {
+	n := 1 + uvarintLen(uint64(len(e.Key))) + len(e.Key) + uvarintLen(e.Seq) + len(e.Value)
 	if isMapKind(e.Kind) {
-		return recMapKOff + len(e.Key) + len(e.UserKey) + len(e.Value)
+		n += uvarintLen(uint64(len(e.UserKey))) + len(e.UserKey)
 	}
-	return recKeyOff + len(e.Key) + len(e.Value)
+	return n
 }
 
-// appendRecord appends e's record (layout in doc.go) to dst.
+// uvarintLen returns the length of x as a uvarint, in bytes.
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
+
+// appendRecord appends e's record (layout in doc.go) to dst. Its Hash and
+// UserHash are not stored: Entry recomputes them (entryHashes).
 func appendRecord(dst []byte, e *base.Entry) []byte {
-	var h [recMapKOff]byte
-	binary.LittleEndian.PutUint64(h[recSeq:], e.Seq)
-	binary.LittleEndian.PutUint64(h[recHash:], e.Hash)
-	h[recKind] = byte(e.Kind)
-	binary.LittleEndian.PutUint16(h[recKlen:], uint16(len(e.Key)))
-	binary.LittleEndian.PutUint32(h[recVlen:], uint32(len(e.Value)))
+	dst = append(dst, byte(e.Kind))
+	dst = binary.AppendUvarint(dst, uint64(len(e.Key)))
 	if isMapKind(e.Kind) {
-		binary.LittleEndian.PutUint16(h[recUklen:], uint16(len(e.UserKey)))
-		binary.LittleEndian.PutUint64(h[recUHash:], e.UserHash)
-		dst = append(dst, h[:recMapKOff]...)
+		dst = binary.AppendUvarint(dst, uint64(len(e.UserKey)))
 		dst = append(dst, e.Key...)
 		dst = append(dst, e.UserKey...)
 	} else {
-		dst = append(dst, h[:recKeyOff]...)
 		dst = append(dst, e.Key...)
 	}
+	dst = binary.AppendUvarint(dst, e.Seq)
 	return append(dst, e.Value...)
+}
+
+// keyHash returns the Hash of an entry of key: base.HashCompositeKey of a
+// composite key (what the root package computes, base invariant 2), xxh3
+// (base.HashKey) of one that is not (tests of this tier).
+func keyHash(key []byte) uint64 {
+	if h, _, ok := base.HashCompositeKey(key); ok {
+		return h
+	}
+	return base.HashKey(key)
+}
+
+// userHash returns the UserHash of an entry of kind k and user key uk:
+// base.HashUserKey for the map kinds, 0 otherwise (as the engine sets it).
+func userHash(k base.Kind, uk []byte) uint64 {
+	if isMapKind(k) {
+		return base.HashUserKey(uk)
+	}
+	return 0
 }
 
 // Slice is one immutable sorted run of entries in one block (or, for an
@@ -145,42 +158,70 @@ func (s *Slice) OrderRange() (lo, hi uint64) { return s.minOrder, s.maxOrder }
 func (s *Slice) SeqRange() (lo, hi uint64) { return s.minSeq, s.maxSeq }
 
 // Entry fills e with entry i (0 <= i < Len). Its byte slices alias the
-// slice's memory: valid until the slice is freed or relocated.
+// slice's memory: valid until the slice is freed or relocated. Hash and
+// UserHash are recomputed from Key and UserKey (keyHash, userHash): the
+// format does not store them.
 func (s *Slice) Entry(i int, e *base.Entry) {
 	r := s.rec(i)
-	*e = base.Entry{Order: s.fps[i], Hash: r.hash, UserHash: r.uhash, Seq: r.seq,
+	*e = base.Entry{Order: s.fps[i], Hash: keyHash(r.key), UserHash: userHash(r.kind, r.uk), Seq: r.seq,
 		Kind: r.kind, Key: r.key, UserKey: r.uk, Value: r.val}
 }
 
 // rec is one decoded record; byte slices alias the slice.
 type rec struct {
-	seq, hash, uhash uint64
-	kind             base.Kind
-	key, uk, val     []byte
+	seq          uint64
+	kind         base.Kind
+	key, uk, val []byte
+}
+
+// recEnd returns the offset at which record i ends: the next record's
+// offset, or the slice's size for the last.
+func (s *Slice) recEnd(i int) int {
+	if i+1 < s.count {
+		return int(s.offs[i+1])
+	}
+	return len(s.buf)
+}
+
+// lenAt decodes the uvarint length at b[p:] (at most 3 bytes: lengths are
+// below 2^16 for keys) and returns it with the offset after it. The slice
+// was validated, so the varint is complete and minimal.
+func lenAt(b []byte, p int) (n, q int) {
+	if x := b[p]; x < 0x80 {
+		return int(x), p + 1
+	}
+	return lenAtSlow(b, p)
+}
+
+func lenAtSlow(b []byte, p int) (n, q int) {
+	x, m := binary.Uvarint(b[p:])
+	return int(x), p + m
 }
 
 // rec decodes record i. The slice was validated when built or decoded, so
 // the bounds hold.
 func (s *Slice) rec(i int) rec {
-	b := s.buf[s.offs[i]:]
+	b := s.buf[s.offs[i]:s.recEnd(i)]
 	var r rec
-	r.seq = binary.LittleEndian.Uint64(b[recSeq:])
-	r.hash = binary.LittleEndian.Uint64(b[recHash:])
 	r.kind = base.Kind(b[recKind])
-	kl := int(binary.LittleEndian.Uint16(b[recKlen:]))
-	vl := int(binary.LittleEndian.Uint32(b[recVlen:]))
+	kl, p := lenAt(b, recKind+1)
+	ul := 0
 	if isMapKind(r.kind) {
-		ul := int(binary.LittleEndian.Uint16(b[recUklen:]))
-		r.uhash = binary.LittleEndian.Uint64(b[recUHash:])
-		b = b[recMapKOff:]
-		r.key = b[:kl:kl]
-		r.uk = b[kl : kl+ul : kl+ul]
-		r.val = b[kl+ul : kl+ul+vl : kl+ul+vl]
-		return r
+		ul, p = lenAt(b, p)
 	}
-	b = b[recKeyOff:]
-	r.key = b[:kl:kl]
-	r.val = b[kl : kl+vl : kl+vl]
+	r.key = b[p : p+kl : p+kl]
+	p += kl
+	if isMapKind(r.kind) {
+		r.uk = b[p : p+ul : p+ul]
+		p += ul
+	}
+	if x := b[p]; x < 0x80 {
+		r.seq, p = uint64(x), p+1
+	} else {
+		x, m := binary.Uvarint(b[p:])
+		r.seq, p = x, p+m
+	}
+	r.val = b[p:len(b):len(b)]
 	return r
 }
 
@@ -188,13 +229,13 @@ func (s *Slice) rec(i int) rec {
 // touches nothing else).
 func (s *Slice) keyAt(i int) (key, uk []byte) {
 	b := s.buf[s.offs[i]:]
-	kl := int(binary.LittleEndian.Uint16(b[recKlen:]))
+	kl, p := lenAt(b, recKind+1)
 	if isMapKind(base.Kind(b[recKind])) {
-		ul := int(binary.LittleEndian.Uint16(b[recUklen:]))
-		b = b[recMapKOff:]
-		return b[:kl], b[kl : kl+ul]
+		var ul int
+		ul, p = lenAt(b, p)
+		return b[p : p+kl], b[p+kl : p+kl+ul]
 	}
-	return b[recKeyOff : recKeyOff+kl], nil
+	return b[p : p+kl], nil
 }
 
 // newSlice wraps the encoded bytes buf (already validated, 8-byte aligned)
@@ -269,8 +310,9 @@ func Decode(b []byte) (*Slice, error) {
 }
 
 // validate checks everything but magic, version and CRC: the layout tiles
-// b exactly, every record is in bounds with a valid kind, and entries are
-// strictly ordered with the header's ranges: invariants 1 and 2 in doc.go.
+// b exactly, every record is in bounds with a valid kind and minimal
+// varints, and entries are strictly ordered with the header's ranges:
+// invariants 1 and 2 in doc.go.
 func validate(b []byte) error {
 	size := len(b)
 	n := int(binary.LittleEndian.Uint32(b[hdrCount:]))
@@ -282,58 +324,55 @@ func validate(b []byte) error {
 			return base.Corrupt("", hdrCRC+4, nil, "reserved header bytes not zero")
 		}
 	}
-	if n == 0 || n > (size-headerSize)/(fpSize+offSize+recKeyOff) {
+	if n == 0 || n > (size-headerSize)/(fpSize+offSize+recMin) {
 		return base.Corrupt("", hdrCount, nil, "count %d impossible in %d bytes", n, size)
 	}
 	fpAt := func(i int) uint64 { return binary.LittleEndian.Uint64(b[headerSize+fpSize*i:]) }
 	offAt := func(i int) int {
 		return int(binary.LittleEndian.Uint32(b[headerSize+fpSize*n+offSize*i:]))
 	}
-	next := headerSize + (fpSize+offSize)*n
+	if off := offAt(0); off != headerSize+(fpSize+offSize)*n {
+		return base.Corrupt("", int64(off), nil, "record 0 at offset %d, expected %d", off, headerSize+(fpSize+offSize)*n)
+	}
 	var minSeq, maxSeq uint64 = ^uint64(0), 0
 	var prev, cur base.Entry // Order, Key, UserKey and Seq of records i-1 and i
 	for i := 0; i < n; i++ {
-		off := offAt(i)
-		if off != next {
-			return base.Corrupt("", int64(off), nil, "record %d at offset %d, expected %d", i, off, next)
+		off, end := offAt(i), size
+		if i+1 < n {
+			end = offAt(i + 1)
 		}
-		if off+recKeyOff > size {
-			return base.Corrupt("", int64(off), nil, "record %d header at %d past size %d", i, off, size)
+		// A record ends where the next begins (or at size), so records
+		// tile [offs[0], size) once every one is at least recMin bytes.
+		if end > size || end-off < recMin {
+			return base.Corrupt("", int64(off), nil, "record %d at %d ends at %d (size %d)", i, off, end, size)
 		}
-		r := b[off:]
+		r := b[off:end]
 		kind := base.Kind(r[recKind])
 		if !kind.Valid() {
 			return base.Corrupt("", int64(off), nil, "record %d at %d: kind %d", i, off, kind)
 		}
-		kl := int(binary.LittleEndian.Uint16(r[recKlen:]))
-		vl := int(binary.LittleEndian.Uint32(r[recVlen:]))
-		hdr, ul := recKeyOff, 0
-		if isMapKind(kind) {
-			hdr = recMapKOff
-			if off+hdr > size {
-				return base.Corrupt("", int64(off), nil, "record %d header at %d past size %d", i, off, size)
-			}
-			ul = int(binary.LittleEndian.Uint16(r[recUklen:]))
+		kl, p, ok := uvarintIn(r, recKind+1, MaxKeySize)
+		ul := 0
+		if ok && isMapKind(kind) {
+			ul, p, ok = uvarintIn(r, p, MaxKeySize)
 		}
-		// Compare lengths with the room left, never a sum: on a 32-bit
-		// host a vlen of 2^31 or more is a negative int, and a sum can
-		// wrap, either of which would let records overlap.
-		if room := size - off - hdr - kl - ul; room < 0 || vl < 0 || vl > MaxValueSize || vl > room {
-			return base.Corrupt("", int64(off), nil, "record %d at %d: lengths %d+%d+%d run past size %d", i, off, kl, ul, uint32(vl), size)
+		// Lengths against the room left, never a sum (no wrap on 32-bit hosts).
+		if !ok || kl > len(r)-p || ul > len(r)-p-kl {
+			return base.Corrupt("", int64(off), nil, "record %d at %d: lengths run past its end %d", i, off, end)
 		}
-		end := off + hdr + kl + ul + vl
-		key, uk := r[hdr:hdr+kl], r[hdr+kl:hdr+kl+ul]
-		seq := binary.LittleEndian.Uint64(r[recSeq:])
+		key, uk := r[p:p+kl], r[p+kl:p+kl+ul]
+		p += kl + ul
+		var seq uint64
+		seq, p, ok = seqIn(r, p)
+		if !ok || len(r)-p > MaxValueSize {
+			return base.Corrupt("", int64(off+p), nil, "record %d at %d: bad sequence number or value", i, off)
+		}
 		cur.Order, cur.Key, cur.UserKey, cur.Seq = fpAt(i), key, uk, seq
 		if i > 0 && base.Compare(&prev, &cur) >= 0 {
 			return base.Corrupt("", int64(off), nil, "record %d at %d out of order", i, off)
 		}
 		prev = cur
 		minSeq, maxSeq = min(minSeq, seq), max(maxSeq, seq)
-		next = end
-	}
-	if next != size {
-		return base.Corrupt("", int64(next), nil, "records end at %d, size is %d", next, size)
 	}
 	if fpAt(0) != binary.LittleEndian.Uint64(b[hdrMinOrd:]) || fpAt(n-1) != binary.LittleEndian.Uint64(b[hdrMaxOrd:]) {
 		return base.Corrupt("", -1, nil, "order range in header does not match the fingerprints")
@@ -342,4 +381,26 @@ func validate(b []byte) error {
 		return base.Corrupt("", -1, nil, "sequence range in header does not match the records")
 	}
 	return nil
+}
+
+// seqIn decodes the minimal uvarint at r[p:], inside r; ok is false when it
+// is truncated, overlong or not minimal.
+func seqIn(r []byte, p int) (x uint64, q int, ok bool) {
+	if p >= len(r) {
+		return 0, p, false
+	}
+	x, m := binary.Uvarint(r[p:])
+	if m <= 0 || m != uvarintLen(x) {
+		return 0, p, false
+	}
+	return x, p + m, true
+}
+
+// uvarintIn is seqIn for a length of at most limit.
+func uvarintIn(r []byte, p int, limit int) (n, q int, ok bool) {
+	x, q, ok := seqIn(r, p)
+	if !ok || x > uint64(limit) {
+		return 0, p, false
+	}
+	return int(x), q, true
 }

@@ -112,11 +112,11 @@ func (e *env) install(tb testing.TB, es ...base.Entry) []*Slice {
 }
 
 func kv(order uint64, key string, seq uint64, val string) base.Entry {
-	return base.Entry{Order: order, Hash: order, Seq: seq, Kind: base.KindValue, Key: []byte(key), Value: []byte(val)}
+	return base.Entry{Order: order, Hash: keyHash([]byte(key)), Seq: seq, Kind: base.KindValue, Key: []byte(key), Value: []byte(val)}
 }
 
 func tomb(order uint64, key string, seq uint64) base.Entry {
-	return base.Entry{Order: order, Hash: order, Seq: seq, Kind: base.KindTombstone, Key: []byte(key)}
+	return base.Entry{Order: order, Hash: keyHash([]byte(key)), Seq: seq, Kind: base.KindTombstone, Key: []byte(key)}
 }
 
 func lbase(order uint64, key string, seq uint64, val string) base.Entry {
@@ -132,7 +132,7 @@ func lapp(order uint64, key string, seq uint64, val string) base.Entry {
 }
 
 func ment(order uint64, key, uk string, seq uint64, val string) base.Entry {
-	return base.Entry{Order: order, Hash: order, UserHash: uint64(len(uk)), Seq: seq, Kind: base.KindMapEntry,
+	return base.Entry{Order: order, Hash: keyHash([]byte(key)), UserHash: base.HashUserKey([]byte(uk)), Seq: seq, Kind: base.KindMapEntry,
 		Key: []byte(key), UserKey: []byte(uk), Value: []byte(val)}
 }
 
