@@ -60,11 +60,11 @@ func TestOptionsDefaults(t *testing.T) {
 		o.SegmentSize != 32<<20 {
 		t.Fatalf("defaults: %+v", o)
 	}
-	// The default segment size follows the budget: 1/32 of its limit, 8 to 64 MiB.
+	// The default segment size follows the budget: 1/32 of its limit, 4 to 64 MiB.
 	for _, tc := range []struct {
 		budget int64
 		seg    int
-	}{{10 << 20, 8 << 20}, {256 << 20, 8 << 20}, {511 << 20, 8 << 20}, {512 << 20, 16 << 20},
+	}{{5 << 20, 4 << 20}, {255 << 20, 4 << 20}, {256 << 20, 8 << 20}, {511 << 20, 8 << 20}, {512 << 20, 16 << 20},
 		{1<<30 - 1, 16 << 20}, {1 << 30, 32 << 20}, {2 << 30, 64 << 20}, {8 << 30, 64 << 20}} {
 		if got := (Options{MemoryBudget: tc.budget}).withDefaults().SegmentSize; got != tc.seg {
 			t.Errorf("MemoryBudget %d: default SegmentSize %d, want %d", tc.budget, got, tc.seg)

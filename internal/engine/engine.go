@@ -185,7 +185,7 @@ type Options struct {
 	FS vfs.FS
 	// Budget bounds the memory the engine maps (segments, indices, slices, caches).
 	Budget *memory.Budget
-	// SegmentSize is the FreshTable's data segment size: 8, 16, 32 or 64 MiB.
+	// SegmentSize is the FreshTable's data segment size: 4, 8, 16, 32 or 64 MiB.
 	SegmentSize int
 	// MaxParallelism is the number of key groups (order hashes are laid out by it).
 	MaxParallelism int
@@ -380,9 +380,12 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 	bits := o.BucketBits
 	if bits == 0 {
 		// A transform leaves at most one partly filled block per bucket, so keep the buckets'
-		// blocks to a quarter of a segment: 128 buckets at 8 MiB, 256 at 16 MiB, 1024 at 64 MiB.
+		// blocks to a quarter of a segment: 64 buckets at 4 MiB, 128 at 8 MiB, 256 at 16 MiB,
+		// 1024 at 64 MiB.
 		bits = 8
-		if seg < 16<<20 {
+		if seg < 8<<20 {
+			bits = 6
+		} else if seg < 16<<20 {
 			bits = 7
 		}
 		for n := seg / (16 << 20); n > 1; n >>= 1 {
