@@ -169,11 +169,14 @@
 // holds it: the chunk becomes the base and the older chunks of the key in
 // the segment become garbage. Otherwise it appends a base chunk.
 //
-// New chunks get slack: capacity = max(2·batch, 2·capacity of the key's
+// A key's first chunk in the active segment has no slack (most lists are
+// written once per segment: slack there would double the segment's list
+// bytes, and the memory a sealed segment holds until its transform). Later
+// chunks get slack: capacity = max(2·batch, 2·capacity of the key's
 // newest chunk in the active segment), capped at 4 KiB (maxChunkCap) and
 // at the largest value, never below the batch. Doubling makes a run of
-// appends take O(log n) chunks and copies nothing, with at most half of
-// the newest chunk unused; the cap bounds a key's unused bytes to 4 KiB
+// appends take O(log n) chunks (one more than doubling from the first)
+// and copies nothing, with at most half of the newest chunk unused; the cap bounds a key's unused bytes to 4 KiB
 // once its list is long enough that the ~20 bytes of chunk header are
 // under 1%. Slack is shrunk to the rest of the active segment when the
 // bare batch would still fit there, so slack never rolls a segment early.

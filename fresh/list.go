@@ -15,10 +15,16 @@ func chunkSize(key []byte, n int) uint32 {
 
 // chunkCap returns the capacity of a new chunk for a batch of n bytes when
 // the key's newest chunk in the active segment has capacity prev (0: none):
-// max(2n, 2·prev) capped at maxChunkCap and at the largest value, never
-// below n. Doubling keeps appends amortized O(1) with at most half of the
+// n for a key's first chunk in the segment (no slack: most keys' lists are
+// written once per segment, and slack there doubled a segment's list
+// bytes, bench MemoryEfficiency), else max(2n, 2·prev) capped at
+// maxChunkCap and at the largest value, never below n. Doubling from the
+// second chunk on keeps appends amortized O(1) with at most half of the
 // newest chunk unused.
 func (t *Table) chunkCap(n, prev uint32) uint32 {
+	if prev == 0 {
+		return n
+	}
 	c := 2 * n
 	if 2*prev > c {
 		c = 2 * prev

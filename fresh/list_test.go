@@ -32,23 +32,23 @@ func TestList(t *testing.T) {
 	}{
 		{name: "absent", st: Absent},
 		{name: "append", ops: []string{"a:1"}, want: "1", st: Found, segments: 1},
-		{name: "append order, in place", ops: []string{"a:1", "a:2", "a:3"}, want: "12,3", st: Found, segments: 1},
-		{name: "appends grow geometrically", ops: []string{"a:1", "a:2", "a:3", "a:4", "a:5", "a:6", "a:7", "a:8"}, want: "12,3456,78", st: Found, inPlace: true, segments: 1},
+		{name: "append order, in place", ops: []string{"a:1", "a:2", "a:3"}, want: "1,23", st: Found, inPlace: true, segments: 1},
+		{name: "appends grow geometrically", ops: []string{"a:1", "a:2", "a:3", "a:4", "a:5", "a:6", "a:7", "a:8", "a:9"}, want: "1,23,4567,89", st: Found, inPlace: true, segments: 1},
 		{name: "empty append no-op", ops: []string{"a:"}, st: Absent},
 		{name: "replace", ops: []string{"a:1", "a:2", "r:9"}, want: "9", st: Found, complete: true, inPlace: true, segments: 1},
 		{name: "replace in place", ops: []string{"r:12345", "r:67"}, want: "67", st: Found, complete: true, inPlace: true, segments: 1},
-		{name: "replace into slack", ops: []string{"r:1", "r:23"}, want: "23", st: Found, complete: true, inPlace: true, segments: 1},
+		{name: "replace into slack", ops: []string{"r:1", "r:23", "r:45"}, want: "45", st: Found, complete: true, inPlace: true, segments: 1},
 		{name: "replace larger appends", ops: []string{"r:1", "r:234"}, want: "234", st: Found, complete: true, segments: 1},
 		{name: "replace into newest of a chain", ops: []string{"a:1", "a:2", "a:3", "a:4", "r:56"}, want: "56", st: Found, complete: true, inPlace: true, segments: 1},
-		{name: "replace then append", ops: []string{"a:0", "r:1", "a:2"}, want: "12", st: Found, complete: true, inPlace: true, segments: 1},
-		{name: "replace then appends past slack", ops: []string{"r:1", "a:2", "a:3"}, want: "12,3", st: Found, complete: true, segments: 1},
+		{name: "replace then append", ops: []string{"a:0", "r:1", "a:2", "a:3"}, want: "1,23", st: Found, complete: true, inPlace: true, segments: 1},
+		{name: "replace then appends past slack", ops: []string{"r:1", "a:2", "a:3", "a:4"}, want: "1,23,4", st: Found, complete: true, segments: 1},
 		{name: "replace empty = tombstone", ops: []string{"a:1", "r:"}, st: Deleted, complete: true, segments: 1},
 		{name: "delete", ops: []string{"a:1", "a:2", "d"}, st: Deleted, complete: true, segments: 1},
 		{name: "append after delete is base", ops: []string{"a:1", "d", "a:2"}, want: "2", st: Found, complete: true, segments: 1},
 		{name: "across seal", ops: []string{"a:1", "s", "a:2", "s", "a:3"}, want: "1,2,3", st: Found, segments: 3},
-		{name: "across seal, several per segment", ops: []string{"a:1", "a:2", "s", "a:3", "a:4"}, want: "12,34", st: Found, segments: 2},
-		{name: "replace shadows sealed", ops: []string{"a:1", "s", "r:2", "a:3"}, want: "23", st: Found, complete: true, segments: 2},
-		{name: "sealed replace stops walk", ops: []string{"a:0", "s", "r:1", "a:2", "s", "a:3"}, want: "12,3", st: Found, complete: true, segments: 3},
+		{name: "across seal, several per segment", ops: []string{"a:1", "a:2", "s", "a:3", "a:4"}, want: "1,2,3,4", st: Found, segments: 2},
+		{name: "replace shadows sealed", ops: []string{"a:1", "s", "r:2", "a:3"}, want: "2,3", st: Found, complete: true, segments: 2},
+		{name: "sealed replace stops walk", ops: []string{"a:0", "s", "r:1", "a:2", "s", "a:3"}, want: "1,2,3", st: Found, complete: true, segments: 3},
 		{name: "tombstone in sealed stops walk", ops: []string{"a:1", "s", "d", "s", "a:3"}, want: "3", st: Found, complete: true, segments: 3},
 		{name: "tombstone shadows sealed", ops: []string{"a:1", "s", "d"}, st: Deleted, complete: true, segments: 2},
 	}
@@ -127,15 +127,15 @@ func TestListReplaceInPlaceKillsChain(t *testing.T) {
 	tb, _ := newTestTable(t, 1<<30, memory.SegmentSize16M, 0)
 	k := []byte("list")
 	h := hashOf(k)
-	for _, b := range []string{"1", "2", "3", "4", "5"} { // chunks "12", "345"
+	for _, b := range []string{"1", "2", "3", "4", "5"} { // chunks "1", "23", "45" (capacity 4)
 		must(t, tb.ListAppend(h, k, []byte(b)))
 	}
-	if st := tb.Stats(); st.Records != 2 || st.GarbageRecords != 0 {
+	if st := tb.Stats(); st.Records != 3 || st.GarbageRecords != 0 {
 		t.Fatalf("before replace: %+v", st)
 	}
 	must(t, tb.ListReplace(h, k, []byte("ab")))
 	st := tb.Stats()
-	if st.Records != 2 || st.GarbageRecords != 1 || st.GarbageBytes != int64(chunkSize(k, 2)) {
+	if st.Records != 3 || st.GarbageRecords != 2 || st.GarbageBytes != int64(chunkSize(k, 1)+chunkSize(k, 2)) {
 		t.Fatalf("after replace: %+v", st)
 	}
 	if got, s, complete := lget(tb, "list"); got != "ab" || s != Found || !complete {
@@ -152,8 +152,10 @@ func TestListSlackNeverRollsEarly(t *testing.T) {
 	tb, _ := newTestTable(t, 1<<30, memory.SegmentSize16M, limit)
 	k := []byte("list")
 	batch := []byte("0123456789")
-	// Fill the segment with values (3-byte keys) up to room for the bare
+	// A first chunk (a key's first chunk in a segment has no slack), then
+	// fill the segment with values (3-byte keys) up to room for the bare
 	// chunk plus 3 bytes.
+	must(t, tb.ListAppend(hashOf(k), k, []byte("x")))
 	for i := 0; ; i++ {
 		v := fmt.Appendf(nil, "v%02d", i)
 		rest := limit - segHeaderSize - int(chunkSize(k, len(batch))) - 3
@@ -177,7 +179,7 @@ func TestListSlackNeverRollsEarly(t *testing.T) {
 	if st := tb.Stats(); st.Segments != 1 {
 		t.Fatalf("segments %d", st.Segments)
 	}
-	if got, _, _ := lget(tb, "list"); got != "0123456789abc" {
+	if got, _, _ := lget(tb, "list"); got != "x,0123456789abc" {
 		t.Fatalf("list %q", got)
 	}
 	must(t, tb.Verify())

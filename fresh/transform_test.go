@@ -67,14 +67,14 @@ func TestSealedEntries(t *testing.T) {
 	del("c")             // 5: tombstone of an absent key
 	put("d", "1")        // 6
 	del("d")             // 7: in place
-	app("L1", "x")       // 8
-	app("L1", "y")       // 9: in place
-	app("L1", "z")       // 10: new chunk
-	rep("L2", "abc")     // 11
-	app("L2", "d")       // 12: in place into the base
+	app("L1", "x")       // 8: a first chunk, no slack
+	app("L1", "y")       // 9: new chunk, capacity 2
+	app("L1", "z")       // 10: in place
+	rep("L2", "abc")     // 11: base, no slack
+	app("L2", "d")       // 12: new chunk over the base
 	app("L3", "1")       // 13
-	app("L3", "2")       // 14
-	app("L3", "3")       // 15: second chunk, capacity 4
+	app("L3", "2")       // 14: second chunk, capacity 2
+	app("L3", "3")       // 15: in place
 	rep("L3", "zz")      // 16: in place into it, the first dies
 	rep("L4", "")        // 17: tombstone (dies)
 	app("L4", "n")       // 18: base after the tombstone
@@ -103,9 +103,10 @@ func TestSealedEntries(t *testing.T) {
 		{base.KindValue, "b", "", "q", 4},
 		{base.KindTombstone, "c", "", "", 5},
 		{base.KindTombstone, "d", "", "", 7},
-		{base.KindListAppend, "L1", "", "xy", 9},
-		{base.KindListAppend, "L1", "", "z", 10},
-		{base.KindListBase, "L2", "", "abcd", 12},
+		{base.KindListAppend, "L1", "", "x", 8},
+		{base.KindListAppend, "L1", "", "yz", 10},
+		{base.KindListBase, "L2", "", "abc", 11},
+		{base.KindListAppend, "L2", "", "d", 12},
 		{base.KindListBase, "L3", "", "zz", 16},
 		{base.KindListBase, "L4", "", "n", 18},
 		{base.KindMapEntryTombstone, "M1", "u2", "", 22},
