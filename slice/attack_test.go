@@ -385,11 +385,13 @@ func TestCloseCancelPaths(t *testing.T) {
 	}
 }
 
-// TestDecodeCraftedRecords: CRC-valid slices of two records whose offsets
-// or varints lie — overlapping records, a key length running past the
-// record's end (or, read as an int on a 32-bit host, negative), overlong
-// or truncated varints. Decode must refuse each on every architecture,
-// and accept the well-formed control.
+// TestDecodeCraftedRecords: CRC-valid slices of two records whose offsets,
+// varints or key references lie — overlapping records, a key length
+// running past the record's end (or, read as an int on a 32-bit host,
+// negative), overlong or truncated varints, a key reference to no record,
+// to the wrong offset or before the slice, an inline key that should have
+// been a reference. Decode must refuse each on every architecture, and
+// accept the well-formed controls.
 func TestDecodeCraftedRecords(t *testing.T) {
 	kv := func(key string, seq byte) []byte { // kind, klen, key, seq, value "v"
 		return append(append([]byte{byte(base.KindValue), byte(len(key))}, key...), seq, 'v')
@@ -410,6 +412,11 @@ func TestDecodeCraftedRecords(t *testing.T) {
 		{"truncated seq", []byte{byte(base.KindValue), 1, 'a', 0x82}, kv("b", 1), -1, false},
 		{"no seq", []byte{byte(base.KindValue), 2, 'a', 'a'}, kv("b", 1), -1, false},
 		{"bad kind", []byte{0, 1, 'a', 2}, kv("b", 1), -1, false},
+		{"key reference", kv("a", 2), []byte{byte(base.KindValue) | kindKeyRef, 5, 1, 'w'}, -1, true},
+		{"reference first", []byte{byte(base.KindValue) | kindKeyRef, 1, 2}, kv("b", 1), -1, false},
+		{"reference off by one", kv("a", 2), []byte{byte(base.KindValue) | kindKeyRef, 4, 1, 'w'}, -1, false},
+		{"reference past start", kv("a", 2), []byte{byte(base.KindValue) | kindKeyRef, 0xff, 0x7f, 1, 'w'}, -1, false},
+		{"repeated inline key", kv("a", 2), kv("a", 1), -1, false},
 	} {
 		const n = 2
 		off0 := headerSize + (fpSize+offSize)*n

@@ -1,6 +1,7 @@
 package slice
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -22,6 +23,10 @@ type builder struct {
 	minSeq uint64
 	maxSeq uint64
 	bucket uint64
+	// The pending slice's last record with its key inline: its offset in
+	// recs and its key (a copy).
+	lastInline int
+	lastKey    []byte
 
 	prev    base.Entry // the last entry added (Key, UserKey: copies); Order, Key, UserKey, Seq only
 	started bool
@@ -55,19 +60,30 @@ func (b *builder) add(e *base.Entry) error {
 	b.prev.Key = append(b.prev.Key[:0], e.Key...)
 	b.prev.UserKey = append(b.prev.UserKey[:0], e.UserKey...)
 
-	rs := recordSize(e)
+	// The key is a reference to the pending slice's last inline key when
+	// it is the same (the other versions of a key, a map's entries).
+	ref := 0
+	if len(b.fps) > 0 && bytes.Equal(e.Key, b.lastKey) {
+		ref = len(b.recs) - b.lastInline
+	}
+	rs := recordSize(e, ref)
 	bucket := e.Order >> b.shift
 	if n := len(b.fps); n > 0 && (bucket != b.bucket || headerSize+(fpSize+offSize)*(n+1)+len(b.recs)+rs > b.a.blockSize) {
 		if err := b.flush(); err != nil {
 			return err
 		}
+		ref = 0 // the first record of a slice holds its key
 	}
 	if len(b.fps) == 0 {
 		b.bucket, b.minSeq, b.maxSeq = bucket, e.Seq, e.Seq
 	}
+	if ref == 0 {
+		b.lastInline = len(b.recs)
+		b.lastKey = append(b.lastKey[:0], e.Key...)
+	}
 	b.fps = append(b.fps, e.Order)
 	b.offs = append(b.offs, uint32(len(b.recs)))
-	b.recs = appendRecord(b.recs, e)
+	b.recs = appendRecord(b.recs, e, ref)
 	b.minSeq, b.maxSeq = min(b.minSeq, e.Seq), max(b.maxSeq, e.Seq)
 	if b.note != nil {
 		b.note(&b.exp, e)

@@ -63,25 +63,35 @@
 //	[0, 48) and [52, size), i.e. everything but the CRC field itself.
 //
 //	record, key-level kinds (value 1, tombstone 2, list base 3, list append 4):
-//	 +------+---------------+-----+-------------+-------------------------------+
-//	 | kind | klen          | key | seq         | value, to the record's end    |
-//	 | u8   | uvarint ≤ 3 B |     | uvarint     | (the next record's offset, or |
-//	 |      |               |     |             | size for the last record)     |
-//	 +------+---------------+-----+-------------+-------------------------------+
+//	 +------+--------------------+-------------+-------------------------------+
+//	 | kind | key part           | seq uvarint | value, to the record's end    |
+//	 | u8   |                    |             | (the next record's offset, or |
+//	 |      |                    |             | size for the last record)     |
+//	 +------+--------------------+-------------+-------------------------------+
 //
 //	record, map kinds (map entry 5, map entry tombstone 6):
-//	 +------+---------+---------+-----+----------+-------------+-------+
-//	 | kind | klen    | uklen   | key | user key | seq uvarint | value |
-//	 | u8   | uvarint | uvarint |     |          |             |       |
-//	 +------+---------+---------+-----+----------+-------------+-------+
+//	 +------+----------+---------------+----------+-------------+-------+
+//	 | kind | key part | uklen uvarint | user key | seq uvarint | value |
+//	 +------+----------+---------------+----------+-------------+-------+
 //
-//	Every uvarint is minimal (Decode refuses overlong ones, so a decoded
-//	slice re-encodes to the same bytes). An entry's Hash and UserHash are
-//	not stored: they are pure functions of Key and UserKey (base invariant
-//	2), and Entry recomputes them (base.HashCompositeKey, base.HashUserKey);
+//	key part: klen uvarint and the key (inline), or, when bit 7 of the kind
+//	byte (0x80) is set, a uvarint d > 0: the key is that of the record d
+//	bytes before this one, the slice's last record with an inline key. A
+//	record's key is a reference exactly when the slice's last inline key is
+//	the same (the older versions of a key, every entry of a map after the
+//	first in the slice): a map's key is stored once per slice, not once per
+//	entry.
+//
+//	Every uvarint is minimal, and a key equal to the last inline one is
+//	always a reference (Decode refuses both other forms, so a decoded slice
+//	re-encodes to the same bytes). An entry's Hash and UserHash are not
+//	stored: they are pure functions of Key and UserKey (base invariant 2),
+//	and Entry recomputes them (base.HashCompositeKey, base.HashUserKey);
 //	only entries that leave the tier (eviction, snapshots) carry them.
 //	A value entry of a 29-byte composite key costs 12 + 1 + 1 + 29 + 3 (seq
-//	below 2^21) bytes besides its value: 46 against version 1's 64.
+//	below 2^21) bytes besides its value: 46 against version 1's 64; a map
+//	entry after its map's first costs 12 + 1 + 1 + 1 + 3 besides its user
+//	key and value: 18 against 74.
 //
 //	Version 1 (no longer written or read) had fixed record headers: seq
 //	u64, hash u64, kind u8, klen u16, vlen u32 (23 bytes), and for the map
@@ -93,8 +103,10 @@
 // Blocks start on a 4 KiB boundary and the header is 64 bytes, so the
 // fingerprint array starts on a cache line and is read in place as a
 // []uint64 (little-endian hosts only; init checks). A lookup costs a
-// lower bound over the fingerprints and, usually, one record touch: the
-// entries with the same order hash are binary-searched by (key, user key).
+// lower bound over the fingerprints and, usually, one record touch (two for
+// a key reference: the record holding the key, nearby and the same for a
+// map's entries): the entries with the same order hash are binary-searched
+// by (key, user key).
 //
 // # Table
 //

@@ -1,6 +1,7 @@
 package slice
 
 import (
+	"bytes"
 	"encoding/binary"
 	"hash/crc32"
 	"math/bits"
@@ -33,10 +34,14 @@ const (
 	fpSize  = 8 // fingerprint (order hash) per entry
 	offSize = 4 // record offset per entry
 
-	// record: kind u8, klen uvarint, [uklen uvarint: map kinds], key,
-	// [user key], seq uvarint, value up to the record's end (doc.go).
-	recKind = 0
-	recMin  = 3 // kind, klen and seq of one byte each
+	// record: kind u8 (| kindKeyRef), then klen uvarint and key — or, with
+	// kindKeyRef, a uvarint back distance to the record holding the key —,
+	// [uklen uvarint, user key: map kinds], seq uvarint, value up to the
+	// record's end (doc.go).
+	recKind    = 0
+	kindKeyRef = 0x80 // the key is the previous inline key of the slice
+	kindMask   = 0x7f
+	recMin     = 3 // kind, klen (or back distance) and seq of one byte each
 )
 
 // MaxKeySize is the largest key or user key a slice stores, in bytes.
@@ -59,9 +64,15 @@ func isMapKind(k base.Kind) bool {
 	return k == base.KindMapEntry || k == base.KindMapEntryTombstone
 }
 
-// recordSize returns the encoded size of e, in bytes.
-func recordSize(e *base.Entry) int {
-	n := 1 + uvarintLen(uint64(len(e.Key))) + len(e.Key) + uvarintLen(e.Seq) + len(e.Value)
+// recordSize returns the encoded size of e, in bytes, with its key inline
+// (ref 0) or as a back reference of ref bytes.
+func recordSize(e *base.Entry, ref int) int {
+	n := 1 + uvarintLen(e.Seq) + len(e.Value)
+	if ref > 0 {
+		n += uvarintLen(uint64(ref))
+	} else {
+		n += uvarintLen(uint64(len(e.Key))) + len(e.Key)
+	}
 	if isMapKind(e.Kind) {
 		n += uvarintLen(uint64(len(e.UserKey))) + len(e.UserKey)
 	}
@@ -71,17 +82,22 @@ func recordSize(e *base.Entry) int {
 // uvarintLen returns the length of x as a uvarint, in bytes.
 func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
-// appendRecord appends e's record (layout in doc.go) to dst. Its Hash and
-// UserHash are not stored: Entry recomputes them (entryHashes).
-func appendRecord(dst []byte, e *base.Entry) []byte {
-	dst = append(dst, byte(e.Kind))
-	dst = binary.AppendUvarint(dst, uint64(len(e.Key)))
+// appendRecord appends e's record (layout in doc.go) to dst: its key inline
+// (ref 0), or as a reference to the record ref bytes before this one, which
+// must hold the same key inline. Its Hash and UserHash are not stored:
+// Entry recomputes them (keyHash, userHash).
+func appendRecord(dst []byte, e *base.Entry, ref int) []byte {
+	if ref > 0 {
+		dst = append(dst, byte(e.Kind)|kindKeyRef)
+		dst = binary.AppendUvarint(dst, uint64(ref))
+	} else {
+		dst = append(dst, byte(e.Kind))
+		dst = binary.AppendUvarint(dst, uint64(len(e.Key)))
+		dst = append(dst, e.Key...)
+	}
 	if isMapKind(e.Kind) {
 		dst = binary.AppendUvarint(dst, uint64(len(e.UserKey)))
-		dst = append(dst, e.Key...)
 		dst = append(dst, e.UserKey...)
-	} else {
-		dst = append(dst, e.Key...)
 	}
 	dst = binary.AppendUvarint(dst, e.Seq)
 	return append(dst, e.Value...)
@@ -183,8 +199,8 @@ func (s *Slice) recEnd(i int) int {
 	return len(s.buf)
 }
 
-// lenAt decodes the uvarint length at b[p:] (at most 3 bytes: lengths are
-// below 2^16 for keys) and returns it with the offset after it. The slice
+// lenAt decodes the uvarint length (or key back distance) at b[p:] and
+// returns it with the offset after it. The slice
 // was validated, so the varint is complete and minimal.
 func lenAt(b []byte, p int) (n, q int) {
 	if x := b[p]; x < 0x80 {
@@ -201,17 +217,15 @@ func lenAtSlow(b []byte, p int) (n, q int) {
 // rec decodes record i. The slice was validated when built or decoded, so
 // the bounds hold.
 func (s *Slice) rec(i int) rec {
-	b := s.buf[s.offs[i]:s.recEnd(i)]
+	off := int(s.offs[i])
+	b := s.buf[off:s.recEnd(i)]
 	var r rec
-	r.kind = base.Kind(b[recKind])
-	kl, p := lenAt(b, recKind+1)
-	ul := 0
+	var p int
+	r.kind = base.Kind(b[recKind] & kindMask)
+	r.key, p = s.keyIn(b, off)
 	if isMapKind(r.kind) {
+		var ul int
 		ul, p = lenAt(b, p)
-	}
-	r.key = b[p : p+kl : p+kl]
-	p += kl
-	if isMapKind(r.kind) {
 		r.uk = b[p : p+ul : p+ul]
 		p += ul
 	}
@@ -225,17 +239,33 @@ func (s *Slice) rec(i int) rec {
 	return r
 }
 
+// keyIn returns the key of the record b that starts at offset off, and the
+// offset in b after its key part: the key inline, or, for a key reference,
+// that of the record it points back to (which holds it inline).
+func (s *Slice) keyIn(b []byte, off int) (key []byte, p int) {
+	kl, p := lenAt(b, recKind+1)
+	if b[recKind]&kindKeyRef == 0 {
+		return b[p : p+kl : p+kl], p + kl
+	}
+	r := s.buf[off-kl:] // kl is the back distance
+	n, q := lenAt(r, recKind+1)
+	return r[q : q+n : q+n], p
+}
+
+// kindAt returns the kind of record i.
+func (s *Slice) kindAt(i int) base.Kind { return base.Kind(s.buf[s.offs[i]+recKind] & kindMask) }
+
 // keyAt returns the key and user key of record i (the hot-path compare
 // touches nothing else).
 func (s *Slice) keyAt(i int) (key, uk []byte) {
-	b := s.buf[s.offs[i]:]
-	kl, p := lenAt(b, recKind+1)
-	if isMapKind(base.Kind(b[recKind])) {
-		var ul int
-		ul, p = lenAt(b, p)
-		return b[p : p+kl], b[p+kl : p+kl+ul]
+	off := int(s.offs[i])
+	b := s.buf[off:]
+	key, p := s.keyIn(b, off)
+	if isMapKind(base.Kind(b[recKind] & kindMask)) {
+		ul, q := lenAt(b, p)
+		return key, b[q : q+ul]
 	}
-	return b[p : p+kl], nil
+	return key, nil
 }
 
 // newSlice wraps the encoded bytes buf (already validated, 8-byte aligned)
@@ -335,7 +365,8 @@ func validate(b []byte) error {
 		return base.Corrupt("", int64(off), nil, "record 0 at offset %d, expected %d", off, headerSize+(fpSize+offSize)*n)
 	}
 	var minSeq, maxSeq uint64 = ^uint64(0), 0
-	var prev, cur base.Entry // Order, Key, UserKey and Seq of records i-1 and i
+	var prev, cur base.Entry               // Order, Key, UserKey and Seq of records i-1 and i
+	lastInline, lastKey := -1, []byte(nil) // the last record with its key inline
 	for i := 0; i < n; i++ {
 		off, end := offAt(i), size
 		if i+1 < n {
@@ -347,21 +378,42 @@ func validate(b []byte) error {
 			return base.Corrupt("", int64(off), nil, "record %d at %d ends at %d (size %d)", i, off, end, size)
 		}
 		r := b[off:end]
-		kind := base.Kind(r[recKind])
+		kind := base.Kind(r[recKind] & kindMask)
 		if !kind.Valid() {
 			return base.Corrupt("", int64(off), nil, "record %d at %d: kind %d", i, off, kind)
 		}
-		kl, p, ok := uvarintIn(r, recKind+1, MaxKeySize)
-		ul := 0
+		var key, uk []byte
+		x, p, ok := seqIn(r, recKind+1) // key length or back distance
+		switch {
+		case !ok:
+		case r[recKind]&kindKeyRef != 0:
+			// A reference names the slice's last record with an inline key,
+			// exactly (so a decoded slice re-encodes to the same bytes).
+			if ok = lastInline >= 0 && x == uint64(off-lastInline); ok {
+				key = lastKey
+			}
+		case x > MaxKeySize || int(x) > len(r)-p:
+			ok = false
+		default:
+			key, p = r[p:p+int(x)], p+int(x)
+			// An inline key equal to the last inline one must have been a
+			// reference (canonical form).
+			if ok = lastInline < 0 || !bytes.Equal(key, lastKey); ok {
+				lastInline, lastKey = off, key
+			}
+		}
 		if ok && isMapKind(kind) {
-			ul, p, ok = uvarintIn(r, p, MaxKeySize)
+			var ul int
+			// Lengths against the room left, never a sum (no wrap on 32-bit hosts).
+			if ul, p, ok = uvarintIn(r, p, MaxKeySize); ok && ul <= len(r)-p {
+				uk, p = r[p:p+ul], p+ul
+			} else {
+				ok = false
+			}
 		}
-		// Lengths against the room left, never a sum (no wrap on 32-bit hosts).
-		if !ok || kl > len(r)-p || ul > len(r)-p-kl {
-			return base.Corrupt("", int64(off), nil, "record %d at %d: lengths run past its end %d", i, off, end)
+		if !ok {
+			return base.Corrupt("", int64(off), nil, "record %d at %d: bad key or lengths past its end %d", i, off, end)
 		}
-		key, uk := r[p:p+kl], r[p+kl:p+kl+ul]
-		p += kl + ul
 		var seq uint64
 		seq, p, ok = seqIn(r, p)
 		if !ok || len(r)-p > MaxValueSize {

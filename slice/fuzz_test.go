@@ -1,6 +1,7 @@
 package slice
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
@@ -61,6 +62,7 @@ func FuzzDecode(f *testing.F) {
 		}
 		var b2 []byte
 		var prev base.Entry
+		lastInline := 0 // as the builder: a key equal to the last inline one is a reference
 		for i := 0; i < s.Len(); i++ {
 			var e base.Entry
 			s.Entry(i, &e)
@@ -69,11 +71,17 @@ func FuzzDecode(f *testing.F) {
 					t.Fatalf("accepted slice out of order at %d", i)
 				}
 			}
-			prev = e
 			if j := s.seek(e.Order, e.Key, e.UserKey); j > i {
 				t.Fatalf("seek(%d) = %d", i, j)
 			}
-			b2 = appendRecord(b2, &e)
+			ref := 0
+			if i > 0 && bytes.Equal(e.Key, prev.Key) {
+				ref = len(b2) - lastInline
+			} else {
+				lastInline = len(b2)
+			}
+			b2 = appendRecord(b2, &e, ref)
+			prev = e
 		}
 		base := headerSize + (fpSize+offSize)*s.Len()
 		if !slices.Equal(b2, s.Bytes()[base:]) {

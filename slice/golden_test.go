@@ -14,8 +14,9 @@ import (
 var updateGolden = flag.Bool("update", false, "TestGolden*: rewrite the golden files under testdata/")
 
 // goldenEntries is the fixed content of testdata/slice-v2.bin: every kind, a composite key
-// (whose Hash Entry recomputes with base.HashCompositeKey), a map with an empty user key, an
-// empty value, a key of 200 bytes (a 2-byte length) and sequence numbers of 1 to 9 varint bytes.
+// (whose Hash Entry recomputes with base.HashCompositeKey), a map with an empty user key (its
+// records after the first hold key references), an empty value, a key of 200 bytes (a 2-byte
+// length) and sequence numbers of 1 to 9 varint bytes.
 func goldenEntries() []base.Entry {
 	ck := base.AppendCompositeKey(nil, 7, 3, []byte("user-42"), []byte("window-1"))
 	long := bytes.Repeat([]byte{'L'}, 200)

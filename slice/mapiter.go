@@ -121,7 +121,7 @@ func (it *MapIter) settle(c *mapCursor) {
 		if !bytes.Equal(k, it.key) {
 			break
 		}
-		if isMapKind(base.Kind(s.buf[s.offs[c.i]+recKind])) {
+		if isMapKind(s.kindAt(c.i)) {
 			c.uk = u
 			return
 		}
