@@ -26,7 +26,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"range inverted", Options{KeyGroups: &KeyGroupRange{5, 4}}, "KeyGroups"},
 		{"range negative", Options{KeyGroups: &KeyGroupRange{-1, 4}}, "KeyGroups"},
 		{"budget negative", Options{MemoryBudget: -1}, "MemoryBudget"},
-		{"budget below segment", Options{MemoryBudget: 8 << 20}, "MemoryBudget"},
+		{"budget below segment", Options{MemoryBudget: 4 << 20}, "MemoryBudget"},
 		{"budget below explicit segment", Options{MemoryBudget: 64 << 20, SegmentSize: 64 << 20}, "MemoryBudget"},
 		{"small budget, default segment", Options{MemoryBudget: 32 << 20}, ""},
 		{"budget and shared", Options{MemoryBudget: 1 << 30, SharedBudget: shared}, "MemoryBudget"},
