@@ -415,9 +415,9 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 	if err != nil {
 		return nil, errors.Join(err, sl.Close(), f.Close())
 	}
-	// The reserve: the slices of one transform. Map entries repeat their map key in a slice
-	// (fresh nests them under one header), and a transform leaves a partly filled block per
-	// bucket, so a segment's slices may take up to about twice its size. Capped so that the
+	// The reserve: the slices of one transform. A transform leaves a partly filled block per
+	// bucket, and entries of a few KiB fill blocks poorly, so a segment's slices may take up to
+	// about twice its size. Capped so that the
 	// FreshTable keeps room for a segment and its index, and so that stores sharing a budget
 	// keep at least three quarters of it for writers (the reserve is per budget, not per store:
 	// a transform that finds it taken fails and is retried once memory was freed).
