@@ -488,3 +488,44 @@ func TestPositionRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestFairModel checks that the Go model doing the job's work (model_fair.go) computes what
+// the plain model does, at several scales and watermark bounds (a small bound makes late
+// flights, dropped windows and sessions), and keeps one history list per (route key, day)
+// with every delay.
+func TestFairModel(t *testing.T) {
+	tr, err := trace.LoadJSON(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	airports := testAirports(t)
+	for _, tc := range []struct {
+		K     int
+		bound time.Duration
+		every int
+	}{
+		{1, defaultOutOfOrder, 0},
+		{3, defaultOutOfOrder, 0},
+		{1, 10 * time.Minute, 1},
+		{2, 0, 7},
+	} {
+		ec := etConfig{Bound: tc.bound, Every: tc.every, Airports: airports}
+		want := runModel(tr, tc.K, ec, nil)
+		got, lists, delays := runFairModel(tr, tc.K, ec)
+		if d := diff(got, want, 10); len(d) > 0 {
+			t.Errorf("K %d bound %v every %d: the fair model differs from the plain one:\n%s", tc.K, tc.bound, tc.every, strings.Join(d, "\n"))
+		}
+		if late := want.ET.WinLate + want.ET.SessLate; tc.bound < time.Hour && late == 0 {
+			t.Errorf("K %d bound %v: no late flight, the case tests nothing late", tc.K, tc.bound)
+		}
+		days := map[[2]int]bool{}
+		for _, r := range tr.Rows {
+			for k := range tc.K {
+				days[[2]int{int(r.Route)*tc.K + k, int(r.Day())}] = true
+			}
+		}
+		if lists != len(days) || delays != len(tr.Rows)*tc.K {
+			t.Errorf("K %d: %d history lists with %d delays, want %d with %d", tc.K, lists, delays, len(days), len(tr.Rows)*tc.K)
+		}
+	}
+}
