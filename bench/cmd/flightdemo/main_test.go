@@ -529,3 +529,33 @@ func TestFairModel(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkGoModels times the demo's two Go models over the 3 M flights of the parquet file,
+// one replay per iteration, in events/s: "fair" (model_fair.go, the job's work on Go maps,
+// the figure the demo prints beside Strata's) and "plain" (model.go, no history, no timers).
+func BenchmarkGoModels(b *testing.B) {
+	tr, err := trace.LoadParquet(parquetPath, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := loadAirports(airportsCSV)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ec := etConfig{Bound: defaultOutOfOrder, Airports: a}
+	for _, bc := range []struct {
+		name string
+		run  func()
+	}{
+		{"fair", func() { runFairModel(tr, 1, ec) }},
+		{"plain", func() { runModel(tr, 1, ec, nil) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				bc.run()
+			}
+			b.ReportMetric(float64(len(tr.Rows))*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+		})
+	}
+}
