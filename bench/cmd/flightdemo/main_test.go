@@ -488,3 +488,74 @@ func TestPositionRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestFairModel checks that the Go model doing the job's work (model_fair.go) computes what
+// the plain model does, at several scales and watermark bounds (a small bound makes late
+// flights, dropped windows and sessions), and keeps one history list per (route key, day)
+// with every delay.
+func TestFairModel(t *testing.T) {
+	tr, err := trace.LoadJSON(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	airports := testAirports(t)
+	for _, tc := range []struct {
+		K     int
+		bound time.Duration
+		every int
+	}{
+		{1, defaultOutOfOrder, 0},
+		{3, defaultOutOfOrder, 0},
+		{1, 10 * time.Minute, 1},
+		{2, 0, 7},
+	} {
+		ec := etConfig{Bound: tc.bound, Every: tc.every, Airports: airports}
+		want := runModel(tr, tc.K, ec, nil)
+		got, lists, delays := runFairModel(tr, tc.K, ec)
+		if d := diff(got, want, 10); len(d) > 0 {
+			t.Errorf("K %d bound %v every %d: the fair model differs from the plain one:\n%s", tc.K, tc.bound, tc.every, strings.Join(d, "\n"))
+		}
+		if late := want.ET.WinLate + want.ET.SessLate; tc.bound < time.Hour && late == 0 {
+			t.Errorf("K %d bound %v: no late flight, the case tests nothing late", tc.K, tc.bound)
+		}
+		days := map[[2]int]bool{}
+		for _, r := range tr.Rows {
+			for k := range tc.K {
+				days[[2]int{int(r.Route)*tc.K + k, int(r.Day())}] = true
+			}
+		}
+		if lists != len(days) || delays != len(tr.Rows)*tc.K {
+			t.Errorf("K %d: %d history lists with %d delays, want %d with %d", tc.K, lists, delays, len(days), len(tr.Rows)*tc.K)
+		}
+	}
+}
+
+// BenchmarkGoModels times the demo's two Go models over the 3 M flights of the parquet file,
+// one replay per iteration, in events/s: "fair" (model_fair.go, the job's work on Go maps,
+// the figure the demo prints beside Strata's) and "plain" (model.go, no history, no timers).
+func BenchmarkGoModels(b *testing.B) {
+	tr, err := trace.LoadParquet(parquetPath, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := loadAirports(airportsCSV)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ec := etConfig{Bound: defaultOutOfOrder, Airports: a}
+	for _, bc := range []struct {
+		name string
+		run  func()
+	}{
+		{"fair", func() { runFairModel(tr, 1, ec) }},
+		{"plain", func() { runModel(tr, 1, ec, nil) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				bc.run()
+			}
+			b.ReportMetric(float64(len(tr.Rows))*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+		})
+	}
+}
