@@ -16,9 +16,11 @@
 //   - Fingerprint: an entry's order hash, a uint64; the array is sorted and
 //     searched by lowerBound (the hook for asm_arm64's NEON/SVE kernel),
 //     then keys are compared in full. Order hashes are uniform within a
-//     slice, so a point lookup first interpolates the rank and checks a
-//     window around it (lowerBoundFP), searching the whole array only when
-//     the window does not bracket the order hash.
+//     slice, so a point lookup first interpolates the rank and walks from
+//     there (lowerBoundFP: one cache line, usually), searching by halves
+//     only when the walk goes further than a few lines. A run keeps its
+//     slices' largest order hashes in one array (run.maxs) that finds the
+//     slice without touching the other slices' headers.
 //   - Block: a slice-size piece of a memory.Pool segment
 //     (memory.PurposeSlice), handed out by an Allocator.
 //   - Segment: a Pool segment the Allocator holds while any of its blocks

@@ -159,6 +159,7 @@ func (t *Table) InstallEviction(e *Eviction) error {
 			panic("strata: invariant: an evicted slice left the end of its chain")
 		}
 		r.slices = slices.Delete(r.slices, i, i+1)
+		r.index()
 		if len(r.slices) == 0 {
 			c.runs = c.runs[:len(c.runs)-1]
 			t.runs--

@@ -134,6 +134,7 @@ type Slice struct {
 	count    int
 	minOrder uint64
 	maxOrder uint64
+	scale    float64 // count / (maxOrder - minOrder), 0 when they are equal: lowerBoundFP's guess
 	minSeq   uint64
 	maxSeq   uint64
 	mem      int      // bytes of memory held (block size or region size)
@@ -276,9 +277,20 @@ func newSlice(buf []byte, mem int, ref blockRef) *Slice {
 	s.rebase(buf, ref)
 	s.minOrder = binary.LittleEndian.Uint64(buf[hdrMinOrd:])
 	s.maxOrder = binary.LittleEndian.Uint64(buf[hdrMaxOrd:])
+	s.setScale()
 	s.minSeq = binary.LittleEndian.Uint64(buf[hdrMinSeq:])
 	s.maxSeq = binary.LittleEndian.Uint64(buf[hdrMaxSeq:])
 	return s
+}
+
+// setScale sets the interpolation factor of lowerBoundFP from count,
+// minOrder and maxOrder (a float multiply instead of a 128-bit division on
+// the lookup path).
+func (s *Slice) setScale() {
+	s.scale = 0
+	if span := s.maxOrder - s.minOrder; span > 0 {
+		s.scale = float64(s.count) / float64(span)
+	}
 }
 
 // rebase points s at buf, a copy of its encoded bytes (8-byte aligned),

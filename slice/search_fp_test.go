@@ -61,6 +61,7 @@ func TestOrderRangeMatchesReference(t *testing.T) {
 				fps := gen(n)
 				slices.Sort(fps)
 				s := &Slice{fps: fps, count: n, minOrder: fps[0], maxOrder: fps[n-1]}
+				s.setScale()
 				probes := []uint64{0, 1, ^uint64(0), ^uint64(0) - 1, fps[0], fps[n-1], fps[n/2], fps[n/2] + 1, fps[n/2] - 1}
 				for range 200 {
 					probes = append(probes, rng.Uint64(), fps[rng.IntN(n)])
@@ -69,6 +70,12 @@ func TestOrderRangeMatchesReference(t *testing.T) {
 					want, _ := slices.BinarySearch(fps, o)
 					if got := s.lowerBoundFP(o); got != want {
 						t.Fatalf("%s n=%d: lowerBoundFP(%#x) = %d, want %d", name, n, o, got, want)
+					}
+					// Exact whatever the interpolation factor: none, too small, too large.
+					for _, sc := range []float64{0, s.scale / 7, s.scale * 13} {
+						if got := searchUniform(fps, o, fps[0], sc); got != want {
+							t.Fatalf("%s n=%d scale %g: searchUniform(%#x) = %d, want %d", name, n, sc, o, got, want)
+						}
 					}
 					wantHi := want
 					for wantHi < n && fps[wantHi] == o {

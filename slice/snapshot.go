@@ -72,7 +72,7 @@ func (t *Table) Snapshot() *Snapshot {
 				// The fields a reader needs, and no allocator handle: a view
 				// cannot free anything, and the owner never writes it.
 				*v = Slice{buf: x.buf, fps: x.fps, offs: x.offs, count: x.count,
-					minOrder: x.minOrder, maxOrder: x.maxOrder, minSeq: x.minSeq, maxSeq: x.maxSeq,
+					minOrder: x.minOrder, maxOrder: x.maxOrder, scale: x.scale, minSeq: x.minSeq, maxSeq: x.maxSeq,
 					mem: x.mem, bucket: x.bucket}
 				s.depths[d] = append(s.depths[d], v)
 				s.bytes += int64(x.mem)

@@ -140,7 +140,10 @@ func (o *Options) fill() {
 // (one Build's or one compaction's output for one bucket).
 type run struct {
 	slices []*Slice
-	id     uint64 // unique per table, to find a job's runs again
+	maxs   []uint64 // maxs[i] = slices[i].maxOrder: first's search array (index sets it)
+	lo     uint64   // slices[0].minOrder
+	scale  float64  // len(slices) / (maxs[last] - lo), or 0: first's interpolation
+	id     uint64   // unique per table, to find a job's runs again
 	minSeq uint64
 	maxSeq uint64
 }
@@ -274,6 +277,7 @@ func (t *Table) Install(slices []*Slice) error {
 func (t *Table) newRun(slices []*Slice, b int, now int64) run {
 	t.nextID++
 	r := run{slices: append([]*Slice(nil), slices...), id: t.nextID, minSeq: ^uint64(0)}
+	r.index()
 	for _, s := range slices {
 		s.table, s.bucket = t, b
 		if s.born == 0 {
@@ -374,7 +378,7 @@ func (t *Table) Get(order uint64, key []byte) ([]byte, Status) {
 			if s.minOrder > order {
 				break
 			}
-			for i := s.seek(order, key, nil); i < s.count && s.fps[i] == order; i++ {
+			for i := s.seekKey(order, key); i < s.count && s.fps[i] == order; i++ {
 				k, u := s.keyAt(i)
 				if len(u) > 0 || !bytes.Equal(k, key) {
 					break
@@ -414,7 +418,7 @@ scan:
 			if s.minOrder > order {
 				break
 			}
-			for i := s.seek(order, key, nil); i < s.count && s.fps[i] == order; i++ {
+			for i := s.seekKey(order, key); i < s.count && s.fps[i] == order; i++ {
 				k, u := s.keyAt(i)
 				if len(u) > 0 || !bytes.Equal(k, key) {
 					break
