@@ -2,66 +2,102 @@ package slice
 
 import "math/bits"
 
-// Staged lookups (batched reads). A Get of an order hash takes three dependent cache misses
-// per slice it searches: the fingerprint array near the interpolated position
-// (lowerBoundFP), the entry's offset (offs), and the record (buf). For a batch of keys the
-// engine issues PrefetchGet for every key (the first miss of every key, independent of one
-// another, so the out-of-order core overlaps them), then PrefetchRecord for every key (the
-// search inside the window, now mostly cached, and the offset and record), then Get. The
-// loads feed Table.sink so the compiler keeps them; nothing else changes (no hit counts, no
-// state), so skipping the passes leaves Get's result the same.
+// Staged lookups (batched reads). A Get of an order hash takes a chain of dependent cache
+// misses per run it searches: the binary search over the run's slices (run.first: a Slice
+// header per step), the fingerprints near the interpolated position (lowerBoundFP), the
+// entry's offset (offs) and the record (buf). One key at a time, each miss waits for the one
+// before. PrefetchBatch walks the same chain for many keys in lock step — one step of every
+// key's search, then the next — so each step issues one independent miss per key and the
+// out-of-order core overlaps them (the "group prefetching" of hash joins; Go has no prefetch
+// instruction, a load whose value is used is one). The loads feed Table.sink so the compiler
+// keeps them. Nothing else changes (no hit counts, no state): a Get after it returns what it
+// would have returned, only from the cache.
 
-// PrefetchGet loads, in the first slice of each run of order's bucket that may hold order,
-// the fingerprints at the ends and the middle of lowerBoundFP's window: the loads a Get of
-// order starts with. Allocation-free; owner goroutine only.
-func (t *Table) PrefetchGet(order uint64) {
-	c := &t.buckets[order>>t.shift]
-	var x uint64
-	for ri := range c.runs {
-		r := &c.runs[ri]
-		si := r.first(order)
-		if si == len(r.slices) {
-			continue
-		}
-		s := r.slices[si]
-		if s.minOrder > order || s.count <= 64 {
-			if s.count > 0 {
-				x += s.fps[s.count>>1]
-			}
-			continue
-		}
-		if order <= s.minOrder || order > s.maxOrder {
-			continue
-		}
-		n := s.count
-		ph, pl := bits.Mul64(order-s.minOrder, uint64(n))
-		g, _ := bits.Div64(ph, pl, s.maxOrder-s.minOrder)
-		w := 8 + n>>4
-		lo, hi := max(int(g)-w, 0), min(int(g)+w, n)
-		x += s.fps[lo] + s.fps[hi-1] + s.fps[min(int(g), n-1)]
+// PrefetchMax is the most order hashes one PrefetchBatch call takes.
+const PrefetchMax = 64
+
+// PrefetchBatch loads, for every order hash of orders (at most PrefetchMax), what a Get of it
+// reads in the newest run of its bucket: the slice headers of run.first's search, the
+// fingerprint window of lowerBoundFP, the entry's offset and its record. Older runs (a chain
+// of more than one run, until memory compaction merges it) are left to Get. Allocation-free;
+// owner goroutine only.
+func (t *Table) PrefetchBatch(orders []uint64) {
+	n := len(orders)
+	if n > PrefetchMax {
+		panic("strata: invariant: PrefetchBatch of more than PrefetchMax orders")
 	}
-	t.sink += x
-}
-
-// PrefetchRecord finds order's first entry in the first slice of each run that may hold it
-// (a search that PrefetchGet made mostly cached) and loads its offset and record, the
-// remaining misses of a Get. Allocation-free; owner goroutine only.
-func (t *Table) PrefetchRecord(order uint64) {
-	c := &t.buckets[order>>t.shift]
-	var x uint64
-	for ri := range c.runs {
-		r := &c.runs[ri]
-		si := r.first(order)
-		if si == len(r.slices) {
+	var (
+		runs   [PrefetchMax]*run
+		lo, hi [PrefetchMax]int32
+		sl     [PrefetchMax]*Slice
+		at     [PrefetchMax]int32
+		x      uint64
+	)
+	// Stage 1: run.first of every key, one binary-search step of every key per round.
+	for k, order := range orders {
+		c := &t.buckets[order>>t.shift]
+		if len(c.runs) == 0 {
 			continue
 		}
-		s := r.slices[si]
-		if s.minOrder > order {
+		runs[k] = &c.runs[0]
+		lo[k], hi[k] = 0, int32(len(runs[k].slices))
+	}
+	for active := true; active; {
+		active = false
+		for k := range n {
+			if lo[k] >= hi[k] {
+				continue
+			}
+			active = true
+			m := int32(uint32(lo[k]+hi[k]) >> 1)
+			if runs[k].slices[m].maxOrder < orders[k] {
+				lo[k] = m + 1
+			} else {
+				hi[k] = m
+			}
+		}
+	}
+	// Stage 2: the fingerprint window around each interpolated position (independent lines).
+	for k, order := range orders {
+		r := runs[k]
+		if r == nil || int(lo[k]) == len(r.slices) {
 			continue
 		}
-		i := s.lowerBoundFP(order)
-		if i < s.count && s.fps[i] == order {
-			x += uint64(s.buf[s.offs[i]])
+		s := r.slices[lo[k]]
+		if s.minOrder > order || s.count == 0 {
+			continue
+		}
+		sl[k] = s
+		wlo, whi := 0, s.count
+		if s.count > 64 && order > s.minOrder && order <= s.maxOrder {
+			ph, pl := bits.Mul64(order-s.minOrder, uint64(s.count))
+			g, _ := bits.Div64(ph, pl, s.maxOrder-s.minOrder)
+			w := 8 + s.count>>4
+			wlo, whi = max(int(g)-w-1, 0), min(int(g)+w, s.count)
+		}
+		if whi-wlo <= 128 { // the whole window: at most 17 lines
+			for i := wlo; i < whi; i += 8 {
+				x += s.fps[i]
+			}
+			x += s.fps[whi-1]
+		} else { // a large window: its ends and middle, lowerBoundFP's first loads
+			x += s.fps[wlo] + s.fps[(wlo+whi)>>1] + s.fps[whi-1]
+		}
+	}
+	// Stage 3: the search (now in the cache) and the entry's offset.
+	for k, order := range orders {
+		at[k] = -1
+		if s := sl[k]; s != nil {
+			if i := s.lowerBoundFP(order); i < s.count && s.fps[i] == order {
+				at[k] = int32(i)
+				x += uint64(s.offs[i])
+			}
+		}
+	}
+	// Stage 4: the record (its header and key; a short value shares the line).
+	for k := range n {
+		if i := at[k]; i >= 0 {
+			x += uint64(sl[k].buf[sl[k].offs[i]])
 		}
 	}
 	t.sink += x

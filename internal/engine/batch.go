@@ -1,11 +1,16 @@
 package engine
 
-import "github.com/strata-db/strata/internal/base"
+import (
+	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/slice"
+)
 
 // BatchMax is the most keys one GetBatch call takes: enough independent misses to fill the
 // out-of-order window of a core (tens of loads in flight), few enough that the per-key state
 // of the stages lives in fixed arrays on the stack.
 const BatchMax = 32
+
+var _ = [1]int{}[BatchMax/(slice.PrefetchMax+1)] // BatchMax <= slice.PrefetchMax
 
 // GetBatch reads keys[i] (hash hs[i]) for every i < len(keys) into vals[i] and sts[i], with
 // the result of Get(hs[i], keys[i]) for each: the same values, statuses, row-cache hits and
@@ -22,9 +27,10 @@ const BatchMax = 32
 //
 //  1. FreshTable: the index group of every key in every segment (fresh.Table.Prefetch), then
 //     the record each group points at (PrefetchRecord), then the lookups (Get).
-//  2. SliceTable, keys the FreshTable does not hold: the order hashes, the fingerprints
-//     around each interpolated position (slice.Table.PrefetchGet), the offset and record
-//     (PrefetchRecord), then the lookups.
+//  2. SliceTable, keys the FreshTable does not hold: the order hashes, then
+//     slice.Table.PrefetchBatch, which walks every key's search in lock step (the binary
+//     search over the newest run's slices one step of every key per round, the fingerprint
+//     window at each interpolated position, the offset, the record), then the lookups.
 //  3. Row cache and lower tier, keys neither holds: the row-cache set of every key, then,
 //     in order-hash order (so consecutive reads reuse the LsmStore's index and data blocks),
 //     the row cache and the lower tier as in Get. The lower-tier reads are one at a time.
@@ -54,14 +60,13 @@ func (t *Engine) GetBatch(hs []uint64, keys [][]byte, vals [][]byte, sts []Statu
 	if m == 0 {
 		return -1
 	}
+	var mo [BatchMax]uint64 // the misses' orders, contiguous for the SliceTable
 	for j := range m {
 		i := miss[j]
 		orders[i] = t.orderOf(keys[i], hs[i])
-		t.sl.PrefetchGet(orders[i])
+		mo[j] = orders[i]
 	}
-	for j := range m {
-		t.sl.PrefetchRecord(orders[miss[j]])
-	}
+	t.sl.PrefetchBatch(mo[:m])
 	m2 := 0
 	for j := range m {
 		i := miss[j]
