@@ -1,6 +1,9 @@
 package slice
 
-import "math/bits"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // Staged lookups (batched reads). A Get of an order hash takes a chain of dependent cache
 // misses per run it searches: the binary search over the run's slices (run.first: a Slice
@@ -18,7 +21,8 @@ const PrefetchMax = 64
 
 // PrefetchBatch loads, for every order hash of orders (at most PrefetchMax), what a Get of it
 // reads in the newest run of its bucket: the slice headers of run.first's search, the
-// fingerprint window of lowerBoundFP, the entry's offset and its record. Older runs (a chain
+// fingerprint window of lowerBoundFP, the entry's offset, its record and the slice's hit
+// counter. Older runs (a chain
 // of more than one run, until memory compaction merges it) are left to Get. Allocation-free;
 // owner goroutine only.
 func (t *Table) PrefetchBatch(orders []uint64) {
@@ -94,10 +98,15 @@ func (t *Table) PrefetchBatch(orders []uint64) {
 			}
 		}
 	}
-	// Stage 4: the record (its header and key; a short value shares the line).
+	// Stage 4: the record, its first and its last byte (a record straddles a line boundary
+	// about as often as not), and the slice's hit counter, which Get increments.
 	for k := range n {
 		if i := at[k]; i >= 0 {
-			x += uint64(sl[k].buf[sl[k].offs[i]])
+			s := sl[k]
+			off := int(s.offs[i])
+			b := s.buf[off:]
+			end := recKeyOff + int(binary.LittleEndian.Uint16(b[recKlen:])) + int(binary.LittleEndian.Uint32(b[recVlen:]))
+			x += uint64(b[min(end, len(b))-1]) + s.hits
 		}
 	}
 	t.sink += x
