@@ -36,6 +36,11 @@ type batchScratch struct {
 	hs   [BatchChunk]uint64
 	vals [BatchChunk][]byte
 	sts  [BatchChunk]status
+	// Map batches: the encoded user keys (ubuf, uends) and their hashes.
+	ubuf  []byte
+	uends [BatchChunk]int
+	uks   [BatchChunk][]byte
+	hus   [BatchChunk]uint64
 }
 
 // composeBatch checks the keys of one chunk (len(keys) <= BatchChunk) in order and composes
@@ -194,6 +199,91 @@ func (v *ValueState[T]) PutBatch(keys []Key, vals []T) error {
 		s.guard.exit()
 		if err != nil {
 			return &BatchError{Index: off + n, Err: v.wrap("put", err)}
+		}
+	}
+	return nil
+}
+
+// GetBatch reads the values of user keys uks[i] in the maps of keys[i] into vals and ok:
+// vals[i], ok[i] are what Get(keys[i], uks[i]) returns, for i < len(keys), as if Get were
+// called for each pair in order. uks, vals and ok must be at least as long as keys (else
+// ErrBatchLength, wrapped, and nothing is read); entries beyond len(keys) are untouched. A
+// value decoded by an aliasing codec is valid until the next write to the Store.
+//
+// As ValueState.GetBatch (Flink 2.0's batched asynchronous state reads), the pairs go to the
+// engine BatchChunk at a time, which issues the independent cache misses of all of them tier
+// by tier (FreshTable index groups and map headers; the SliceTable searches of the maps in
+// lock step) and reads the pairs that reach the LsmStore in order-hash order, one at a time.
+//
+// Errors: a *BatchError naming the first pair, in order, whose Get would have failed, with
+// that error (ErrKeyGroupOutOfRange, ErrClosed, ErrCorruption, I/O errors); vals[:Index] and
+// ok[:Index] then hold the pairs' results, vals[Index:len(keys)] are zero and
+// ok[Index:len(keys)] false. Allocation-free beyond what the codecs allocate (after the
+// Store's first batch). Use from the Store's goroutine only. With a TTL (MapDescriptor.TTL) a
+// read may be a write, and GetBatch calls Get for each pair in order (same semantics, without
+// the overlap).
+func (m *MapState[UK, UV]) GetBatch(keys []Key, uks []UK, vals []UV, ok []bool) error {
+	if len(uks) < len(keys) || len(vals) < len(keys) || len(ok) < len(keys) {
+		return m.wrap("get batch", fmt.Errorf("%w: %d keys, %d user keys, %d values, %d found flags",
+			ErrBatchLength, len(keys), len(uks), len(vals), len(ok)))
+	}
+	vals, ok = vals[:len(keys)], ok[:len(keys)]
+	if m.ttl != nil {
+		for i, k := range keys {
+			x, hit, err := m.Get(k, uks[i])
+			if err != nil {
+				clear(vals[i:])
+				clear(ok[i:])
+				return &BatchError{Index: i, Err: err}
+			}
+			vals[i], ok[i] = x, hit
+		}
+		return nil
+	}
+	s := m.s
+	var zero UV
+	for off := 0; off < len(keys); off += BatchChunk {
+		chunk := keys[off:min(off+BatchChunk, len(keys))]
+		s.guard.enter()
+		b, n, err := s.composeBatch(chunk, m.id)
+		at, rerr := -1, error(nil)
+		if n > 0 {
+			b.ubuf = b.ubuf[:0]
+			for i := range n {
+				b.ubuf = m.kc.Append(b.ubuf, uks[off+i])
+				b.uends[i] = len(b.ubuf)
+			}
+			start := 0
+			for i := range n {
+				b.uks[i] = b.ubuf[start:b.uends[i]:b.uends[i]]
+				b.hus[i] = base.HashUserKey(b.uks[i])
+				start = b.uends[i]
+			}
+			if at = s.e.MapGetBatch(b.hs[:n], b.keys[:n], b.hus[:n], b.uks[:n], b.vals[:n], b.sts[:n]); at >= 0 {
+				rerr = s.e.TakeErr()
+			}
+		}
+		for i := range n {
+			if i == at {
+				err, n = rerr, i
+				break
+			}
+			if b.sts[i] != found {
+				vals[off+i], ok[off+i] = zero, false
+				continue
+			}
+			x, derr := m.vc.Decode(b.vals[i])
+			if derr != nil {
+				err, n = derr, i
+				break
+			}
+			vals[off+i], ok[off+i] = x, true
+		}
+		s.guard.exit()
+		if err != nil {
+			clear(vals[off+n:])
+			clear(ok[off+n:])
+			return &BatchError{Index: off + n, Err: m.wrap("get", err)}
 		}
 	}
 	return nil

@@ -329,3 +329,104 @@ func TestAllocsBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestMapBatchEveryTier: MapState.GetBatch returns what Get returns for every (key, user key)
+// pair — entries put, removed, maps cleared, never written — in every tier, for batches of
+// every length around the chunk size, with repeated pairs; and on a TTL map.
+func TestMapBatchEveryTier(t *testing.T) {
+	f := newKeysFixture(t)
+	put := func(lo, hi int, mul int64) {
+		for i := lo; i < hi; i++ {
+			k := f.key(batchKey(i), "ns")
+			switch i % 9 {
+			case 4:
+				f.ok(f.m.Clear(k))
+			case 5:
+				f.ok(f.m.Remove(k, int64(i%4)))
+			default:
+				for uk := range int64(4) {
+					f.ok(f.m.Put(k, uk+int64(i%3), int64(i)*mul+uk))
+				}
+			}
+		}
+	}
+	put(0, 300, 1)
+	f.pushDown()
+	put(200, 450, 2)
+	f.slices()
+	put(400, 600, 3)
+	f.seal()
+	put(550, 700, 5)
+	if st := f.s.Stats(); st.LSMFiles == 0 || st.Slices == 0 {
+		t.Fatalf("the fixture does not span the tiers: %d LSM files, %d slices", st.LSMFiles, st.Slices)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{0, 1, 9, BatchChunk, BatchChunk + 1, 3*BatchChunk + 7, 400} {
+		keys, uks := make([]Key, n), make([]int64, n)
+		for i := range keys {
+			if i > 0 && rng.IntN(5) == 0 {
+				j := rng.IntN(i)
+				keys[i], uks[i] = keys[j], uks[j]
+				continue
+			}
+			keys[i], uks[i] = f.key(batchKey(rng.IntN(750)), "ns"), rng.Int64N(7)
+		}
+		vals, ok := make([]int64, n), make([]bool, n)
+		if err := f.m.GetBatch(keys, uks, vals, ok); err != nil {
+			t.Fatalf("GetBatch of %d: %v", n, err)
+		}
+		hits := 0
+		for i := range keys {
+			x, hit, err := f.m.Get(keys[i], uks[i])
+			if err != nil || vals[i] != x || ok[i] != hit {
+				t.Fatalf("batch of %d, pair %d (%s, %d): GetBatch %d %v, Get %d %v %v", n, i, keys[i].Bytes(), uks[i], vals[i], ok[i], x, hit, err)
+			}
+			if hit {
+				hits++
+			}
+		}
+		if n >= 100 && (hits == 0 || hits == n) {
+			t.Fatalf("batch of %d: %d found: the pairs do not mix found and absent", n, hits)
+		}
+	}
+	var be *BatchError
+	kg := f.key("x", "")
+	if err := f.m.GetBatch([]Key{kg, {}}, []int64{1, 2}, make([]int64, 2), make([]bool, 2)); !errors.As(err, &be) || be.Index != 1 || !errors.Is(err, ErrKeyGroupOutOfRange) {
+		t.Fatalf("GetBatch with the zero Key at 1: %v", err)
+	}
+	if err := f.m.GetBatch([]Key{kg}, nil, make([]int64, 1), make([]bool, 1)); !errors.Is(err, ErrBatchLength) {
+		t.Fatalf("GetBatch with short uks: %v", err)
+	}
+
+	var now atomic.Int64
+	s := openTest(t, Options{Clock: now.Load})
+	tm := must(NewMapState(s, MapDescriptor[int64, int64]{Name: "m", KeyCodec: Int64, ValueCodec: Int64,
+		TTL: &TTLConfig{TTL: 100 * time.Millisecond}}))
+	k := s.Key([]byte("k"))
+	must(0, tm.Put(k, 1, 10))
+	now.Store(60)
+	must(0, tm.Put(k, 2, 20))
+	now.Store(130) // uk 1 expired, uk 2 alive
+	vals, ok := make([]int64, 3), make([]bool, 3)
+	must(0, tm.GetBatch([]Key{k, k, k}, []int64{1, 2, 3}, vals, ok))
+	if ok[0] || !ok[1] || vals[1] != 20 || ok[2] {
+		t.Fatalf("TTL map GetBatch: %v %v", vals, ok)
+	}
+}
+
+// TestAllocsMapBatch pins 0 allocations per MapState.GetBatch of 64 pairs.
+func TestAllocsMapBatch(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own; allocations are pinned in normal builds")
+	}
+	s := openTest(t, Options{})
+	m := must(NewMapState(s, MapDescriptor[int64, int64]{Name: "m", KeyCodec: Int64, ValueCodec: Int64}))
+	keys, uks, vals, ok := make([]Key, 64), make([]int64, 64), make([]int64, 64), make([]bool, 64)
+	for i := range keys {
+		keys[i], uks[i] = s.Key([]byte(batchKey(i/2))), int64(i%3)
+		must(0, m.Put(keys[i], uks[i], int64(i)))
+	}
+	if a := testing.AllocsPerRun(200, func() { _ = m.GetBatch(keys, uks, vals, ok) }); a != 0 {
+		t.Errorf("MapState.GetBatch: %v allocs/op, want 0", a)
+	}
+}

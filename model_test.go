@@ -583,6 +583,7 @@ const (
 	stepClock       // the clock jumps forward, often to just before, at or after an expiry
 	stepValBatch    // ValueState.GetBatch of a few dozen slots, repeats included
 	stepValPutBatch // ValueState.PutBatch of a few dozen slots, repeats included
+	stepMapBatch    // MapState.GetBatch of a few dozen (slot, user key) pairs
 	numSteps
 )
 
@@ -651,6 +652,7 @@ var modelSteps = [numSteps]stepDef{
 	stepClock:       {"clock-jump", true, (*modelRun).clockJump},
 	stepValBatch:    {"value-get-batch", false, (*modelRun).valGetBatch},
 	stepValPutBatch: {"value-put-batch", false, (*modelRun).valPutBatch},
+	stepMapBatch:    {"map-get-batch", false, (*modelRun).mapGetBatch},
 }
 
 // modelWeights are the relative frequencies of the step kinds.
@@ -687,7 +689,7 @@ func (w modelWeights) withTimers() modelWeights {
 var readWeights = writeWeights.with(5, stepValTooLarge).with(20, stepMapIterate).with(150, stepRead).
 	with(40, stepReadMapKey).with(60, stepReadBurst).with(40, stepListHeld).with(10, stepCheckHeld).
 	with(8, stepSeal).with(3, stepDrain).with(3, stepWait).with(8, stepKeys).with(5, stepApplyKeys).
-	with(20, stepValBatch).with(10, stepValPutBatch)
+	with(20, stepValBatch).with(10, stepValPutBatch).with(10, stepMapBatch)
 
 // modelWorkload is how steps are drawn: over which universe, with which weights and values.
 type modelWorkload struct {
@@ -1204,6 +1206,29 @@ func (r *modelRun) valGetBatch(int32) error {
 		}
 		if mok {
 			r.held = append(r.held, heldValue{sl, vals[i], want})
+		}
+	}
+	return nil
+}
+
+// mapGetBatch reads a batch of (slot, user key) pairs with MapState.GetBatch: each as the model
+// says (a single Get's result).
+func (r *modelRun) mapGetBatch(int32) error {
+	slots := r.batchSlots()
+	keys, uks, us := make([]Key, len(slots)), make([]string, len(slots)), make([]uint8, len(slots))
+	for i, sl := range slots {
+		us[i] = uint8(r.rng.IntN(len(modelUserKeys)))
+		keys[i], uks[i] = r.st.key(sl), modelUserKeys[us[i]]
+	}
+	vals, ok := make([]int64, len(keys)), make([]bool, len(keys))
+	if err := r.st.mp.GetBatch(keys, uks, vals, ok); err != nil {
+		return err
+	}
+	for i, sl := range slots {
+		want, wantOK := r.m.mp[sl][us[i]]
+		if ok[i] != wantOK || vals[i] != want {
+			return fmt.Errorf("%w: batch of %d, pair %d: slot %d map Get(%q) = %d %v, model %d %v", errMismatch, len(slots), i, sl,
+				uks[i], vals[i], ok[i], want, wantOK)
 		}
 	}
 	return nil

@@ -3,6 +3,8 @@ package slice
 import (
 	"encoding/binary"
 	"math/bits"
+
+	"github.com/strata-db/strata/internal/base"
 )
 
 // Staged lookups (batched reads). A Get of an order hash takes a chain of dependent cache
@@ -106,6 +108,9 @@ func (t *Table) PrefetchBatch(orders []uint64) {
 			off := int(s.offs[i])
 			b := s.buf[off:]
 			end := recKeyOff + int(binary.LittleEndian.Uint16(b[recKlen:])) + int(binary.LittleEndian.Uint32(b[recVlen:]))
+			if isMapKind(base.Kind(b[recKind])) { // a map's first entry (MapGet)
+				end += recMapKOff - recKeyOff + int(binary.LittleEndian.Uint16(b[recUklen:]))
+			}
 			x += uint64(b[min(end, len(b))-1]) + s.hits
 		}
 	}

@@ -138,3 +138,69 @@ func (t *Engine) Prefetch(hs []uint64) {
 		t.f.PrefetchRecord(h)
 	}
 }
+
+// MapGetBatch reads the user keys uks[i] (hash hus[i]) of the maps mks[i] (hash hms[i]) for
+// every i < len(mks) into vals[i] and sts[i], with the result of MapGet for each; it returns
+// the smallest index whose read failed (TakeErr gives its error) or -1, as GetBatch. The same
+// stages as GetBatch: the FreshTable's index groups and map headers of every key, then the
+// lookups (the entry's index group hangs off the header, so it is not staged); for the
+// misses, slice.Table.PrefetchBatch of the maps' order hashes (a map's entries share its
+// order: the search lands on its first entry), then the lookups; the lower tier in
+// order-hash order. len(mks) <= BatchMax; the other slices are at least as long.
+// Allocation-free; owner goroutine only.
+func (t *Engine) MapGetBatch(hms []uint64, mks [][]byte, hus []uint64, uks [][]byte, vals [][]byte, sts []Status) int {
+	n := len(mks)
+	if n > BatchMax {
+		panic("strata: invariant: MapGetBatch of more than BatchMax keys")
+	}
+	hms, hus, uks, vals, sts = hms[:n], hus[:n], uks[:n], vals[:n], sts[:n]
+	t.Prefetch(hms)
+	var miss [BatchMax]uint8
+	var orders, mo [BatchMax]uint64
+	m := 0
+	for i := range n {
+		v, st := t.f.MapGet(hms[i], mks[i], hus[i], uks[i])
+		vals[i], sts[i] = v, st
+		if st == absent {
+			miss[m] = uint8(i)
+			orders[i] = t.orderOf(mks[i], hms[i])
+			mo[m] = orders[i]
+			m++
+		}
+	}
+	if m == 0 {
+		return -1
+	}
+	t.sl.PrefetchBatch(mo[:m])
+	m2 := 0
+	for j := range m {
+		i := miss[j]
+		v, st := t.sl.MapGet(orders[i], mks[i], uks[i])
+		vals[i], sts[i] = v, status(st)
+		if status(st) == absent {
+			miss[m2] = i
+			m2++
+		}
+	}
+	if m2 == 0 || t.low == nil {
+		return -1
+	}
+	low := miss[:m2]
+	for j := 1; j < m2; j++ {
+		for k := j; k > 0 && orders[low[k]] < orders[low[k-1]]; k-- {
+			low[k], low[k-1] = low[k-1], low[k]
+		}
+	}
+	failedAt := -1
+	for _, i := range low {
+		v, st, err := t.lr.mapGet(t.low, orders[i], mks[i], uks[i])
+		if err != nil {
+			v, st = nil, failed
+			if failedAt < 0 || int(i) < failedAt {
+				failedAt, t.readErr = int(i), err
+			}
+		}
+		vals[i], sts[i] = v, st
+	}
+	return failedAt
+}
