@@ -118,6 +118,10 @@ var (
 	// finish (the process died during it): its state may lack part of the checkpoint, such as
 	// the changelog replayed on top of the tables. Empty the directory and restore again.
 	ErrRestoreIncomplete = errors.New("strata: the directory holds an incomplete restore")
+	// ErrBatchLength is returned (wrapped, with the lengths) by a batched operation whose
+	// result or value slices are shorter than its keys (ValueState.GetBatch, PutBatch);
+	// nothing was read or written.
+	ErrBatchLength = errors.New("strata: batch slices shorter than the keys")
 
 	// The specific causes of an ErrCorruption from the files of a Store's directory: every such
 	// error matches ErrCorruption and, when the damage was identified, one of these; the

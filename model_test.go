@@ -581,6 +581,9 @@ const (
 	stepTTLWrite    // a write of a TTL state (model_ttl_test.go): stamped with the clock
 	stepTTLRead     // every TTL state of one slot: the model applies expiry (reads may write)
 	stepClock       // the clock jumps forward, often to just before, at or after an expiry
+	stepValBatch    // ValueState.GetBatch of a few dozen slots, repeats included
+	stepValPutBatch // ValueState.PutBatch of a few dozen slots, repeats included
+	stepMapBatch    // MapState.GetBatch of a few dozen (slot, user key) pairs
 	numSteps
 )
 
@@ -647,6 +650,9 @@ var modelSteps = [numSteps]stepDef{
 	stepTTLWrite:    {"ttl-write", true, (*modelRun).ttlWrite},
 	stepTTLRead:     {"ttl-read", false, (*modelRun).ttlRead},
 	stepClock:       {"clock-jump", true, (*modelRun).clockJump},
+	stepValBatch:    {"value-get-batch", false, (*modelRun).valGetBatch},
+	stepValPutBatch: {"value-put-batch", false, (*modelRun).valPutBatch},
+	stepMapBatch:    {"map-get-batch", false, (*modelRun).mapGetBatch},
 }
 
 // modelWeights are the relative frequencies of the step kinds.
@@ -682,7 +688,8 @@ func (w modelWeights) withTimers() modelWeights {
 // readWeights are the reads, read-only checks and the in-memory tier moves.
 var readWeights = writeWeights.with(5, stepValTooLarge).with(20, stepMapIterate).with(150, stepRead).
 	with(40, stepReadMapKey).with(60, stepReadBurst).with(40, stepListHeld).with(10, stepCheckHeld).
-	with(8, stepSeal).with(3, stepDrain).with(3, stepWait).with(8, stepKeys).with(5, stepApplyKeys)
+	with(8, stepSeal).with(3, stepDrain).with(3, stepWait).with(8, stepKeys).with(5, stepApplyKeys).
+	with(20, stepValBatch).with(10, stepValPutBatch).with(10, stepMapBatch)
 
 // modelWorkload is how steps are drawn: over which universe, with which weights and values.
 type modelWorkload struct {
@@ -1162,6 +1169,117 @@ func (r *modelRun) readBurst(int32) error {
 		}
 	}
 	return nil
+}
+
+// batchSlots draws the slots of a batch: up to two chunks and a bit (BatchChunk), often
+// repeating a slot.
+func (r *modelRun) batchSlots() []int32 {
+	slots := make([]int32, r.rng.IntN(2*BatchChunk+6))
+	for i := range slots {
+		if i > 0 && r.rng.IntN(6) == 0 {
+			slots[i] = slots[r.rng.IntN(i)]
+		} else {
+			slots[i] = r.pick()
+		}
+	}
+	return slots
+}
+
+// valGetBatch reads the values of a batch of slots with GetBatch: each as the model says (a
+// single Get's result), the values intact together until the next write.
+func (r *modelRun) valGetBatch(int32) error {
+	slots := r.batchSlots()
+	keys := make([]Key, len(slots))
+	for i, sl := range slots {
+		keys[i] = r.st.key(sl)
+	}
+	vals, ok := make([][]byte, len(keys)), make([]bool, len(keys))
+	if err := r.st.val.GetBatch(keys, vals, ok); err != nil {
+		return err
+	}
+	for i, sl := range slots {
+		mv, mok := r.m.val[sl]
+		want := modelBytes(nil, mv.seed, int(mv.n))
+		if ok[i] != mok || (mok && !bytes.Equal(vals[i], want)) {
+			return fmt.Errorf("%w: batch of %d, key %d: slot %d value = %s %v, model %s %v", errMismatch, len(slots), i, sl,
+				shortBytes(vals[i]), ok[i], shortBytes(want), mok)
+		}
+		if mok {
+			r.held = append(r.held, heldValue{sl, vals[i], want})
+		}
+	}
+	return nil
+}
+
+// mapGetBatch reads a batch of (slot, user key) pairs with MapState.GetBatch: each as the model
+// says (a single Get's result).
+func (r *modelRun) mapGetBatch(int32) error {
+	slots := r.batchSlots()
+	keys, uks, us := make([]Key, len(slots)), make([]string, len(slots)), make([]uint8, len(slots))
+	for i, sl := range slots {
+		us[i] = uint8(r.rng.IntN(len(modelUserKeys)))
+		keys[i], uks[i] = r.st.key(sl), modelUserKeys[us[i]]
+	}
+	vals, ok := make([]int64, len(keys)), make([]bool, len(keys))
+	if err := r.st.mp.GetBatch(keys, uks, vals, ok); err != nil {
+		return err
+	}
+	for i, sl := range slots {
+		want, wantOK := r.m.mp[sl][us[i]]
+		if ok[i] != wantOK || vals[i] != want {
+			return fmt.Errorf("%w: batch of %d, pair %d: slot %d map Get(%q) = %d %v, model %d %v", errMismatch, len(slots), i, sl,
+				uks[i], vals[i], ok[i], want, wantOK)
+		}
+	}
+	return nil
+}
+
+// valPutBatch writes a batch of slots' values with PutBatch (the last value of a repeated slot
+// wins). A refused key (a *BatchError) leaves the keys before it written and the rest not; the
+// refused key itself follows write's rules (under budget pressure nothing, under faults its old
+// or its new value).
+func (r *modelRun) valPutBatch(int32) error {
+	if err := r.checkHeld(); err != nil {
+		return err
+	}
+	slots := r.batchSlots()
+	keys, vs, bufs := make([]Key, len(slots)), make([]mval, len(slots)), make([][]byte, len(slots))
+	for i, sl := range slots {
+		keys[i], vs[i] = r.st.key(sl), r.value(sl)
+		bufs[i] = modelBytes(nil, vs[i].seed, int(vs[i].n))
+	}
+	err := r.st.val.PutBatch(keys, bufs)
+	r.held = r.held[:0]
+	done := len(slots)
+	var be *BatchError
+	if err != nil {
+		if !errors.As(err, &be) {
+			return err
+		}
+		done = be.Index
+	}
+	for i := range done {
+		r.m.val[slots[i]] = vs[i]
+	}
+	switch {
+	case err == nil:
+	case r.pressure && errors.Is(err, ErrMemoryBudget):
+		r.budgetFails++
+		return nil
+	case r.faulty:
+		sl := slots[done]
+		old := r.m.slot(sl)
+		r.m.val[sl] = vs[done]
+		if cerr := r.st.checkSlot(r.m, sl, nil); cerr != nil {
+			newer := r.m.slot(sl)
+			r.m.setSlot(sl, old)
+			if cerr2 := r.st.checkSlot(r.m, sl, nil); cerr2 != nil {
+				r.m.setSlot(sl, newer)
+				r.t.Fatalf("after a refused batch write (%v), slot %d is neither old (%v) nor new (%v)", err, sl, cerr2, cerr)
+			}
+		}
+	}
+	return err
 }
 
 // listHeld reads the list of slot and consumes its iterator only after reads of other slots

@@ -78,11 +78,12 @@ type Store struct {
 	timerFile timerFileRef
 
 	// Scratch buffers, reused by every operation (one goroutine at a time).
-	kbuf    []byte    // composite key of the current operation
-	ubuf    []byte    // encoded map user key
-	vbuf    []byte    // encoded value or framed list batch
-	bufs    [3][]byte // merge buffers (MergeNamespaces)
-	present []int     // indices of present sources (MergeNamespaces)
+	kbuf    []byte        // composite key of the current operation
+	ubuf    []byte        // encoded map user key
+	vbuf    []byte        // encoded value or framed list batch
+	bat     *batchScratch // scratch of batched operations (batch.go); nil until the first
+	bufs    [3][]byte     // merge buffers (MergeNamespaces)
+	present []int         // indices of present sources (MergeNamespaces)
 }
 
 // Open opens a Store over dir with opts. dir is created (with parents, mode 0o755) when it is

@@ -190,6 +190,12 @@
 // first. It reports whether it reached one (complete); when it ran out of
 // segments with append chunks only, the lower tiers' list goes first.
 //
+// # Staged lookups (prefetch.go)
+//
+// Prefetch(h) loads h's index group in every segment, PrefetchRecord(h) the record the group's
+// first matching slot points at: a batched read calls each for every key before the Gets, so
+// the keys' misses overlap. Both read what Get reads and write only Table.sink.
+//
 // # Transform
 //
 // The owner goroutine takes handles of the sealed segments (Sealed, oldest

@@ -67,6 +67,7 @@ type Table struct {
 	pins     int        // PinSealed count
 	deferred []*segment // dropped while pinned: memory kept until pins is 0
 	rolls    uint64     // segments taken as active (roll), ever
+	sink     uint64     // bytes touched by Prefetch (kept so the loads are not elided)
 }
 
 // New returns an empty Table whose sequence numbers continue after

@@ -360,6 +360,14 @@
 // from a loaded machine and should be re-taken on a quiet one; the
 // allocator accepts 4-256 KiB so that is one option away.
 //
+// # Staged lookups (prefetch.go)
+//
+// PrefetchBatch walks the Get path of many order hashes in lock step (run.first's binary
+// search one step of every key per round, then the fingerprint windows, the offsets, the
+// records), so that each step issues one independent cache miss per key; a Get after it finds
+// its lines in the cache. It reads only what Get reads, writes only Table.sink (so the loads
+// are not elided), and counts no hits: skipping it changes no result.
+//
 // # Not built yet
 //
 // Wiring into the root package (reads: active segment → sealed segments →

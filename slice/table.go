@@ -168,6 +168,7 @@ type Table struct {
 	nextID  uint64
 	gen     uint64 // bumped whenever slices are freed (MapIter checks it)
 	evicted bool   // some data went to the lower tier
+	sink    uint64 // bytes touched by PrefetchGet and PrefetchRecord (kept so the loads stay)
 	closed  bool
 
 	bySeg map[*aseg][]*Slice // installed block slices by segment (Slice.segPos)

@@ -361,6 +361,26 @@
 //     due before new data expires: ticks do not rewrite the same units over and again.
 //     Data the filter keeps unparsed is left out of the summaries too.
 //
+// # Batched reads (batch.go)
+//
+// GetBatch reads up to BatchMax keys in stages, each issuing one independent load per key
+// before any key's dependent work, so the core overlaps the keys' cache misses (Flink 2.0's
+// asynchronous state access batches state reads for the same reason; here the overlap is the
+// CPU's, not threads'): the FreshTable's index groups, then their records, then the lookups;
+// for the keys the FreshTable lacks, slice.Table.PrefetchBatch (the search of every key in lock
+// step), then the lookups; for the keys the SliceTable lacks, the row-cache sets, then, in
+// order-hash order, the row cache and the lower tier as Get reads them.
+//
+//  13. A batch's results are Get's, key by key in order: the touch passes change nothing but
+//     the cache (their loads feed a sink field); the lookups are Get's own code (lowGet is
+//     shared), in batch order for the upper tiers and in order-hash order for the lower tier,
+//     whose reads change only the row cache and its counters — as the same Gets in that
+//     order would, and a row-cache hit returns what the lower tier holds.
+//  14. The lower tier's reads are one at a time on the owner goroutine (no read is in flight
+//     across a batch, nothing is started): ordering only lets consecutive reads share the
+//     LsmStore's index and data blocks. A failed read fails its key only; the smallest failed
+//     index is returned and TakeErr gives its error.
+//
 // # Invariants
 //
 //  1. Every state change goes through Apply: before (sticky error or pending full disk, due
@@ -400,4 +420,5 @@
 //     whether cleanup ran, except that an expired value not yet removed may still be returned
 //     with Flink's ReturnExpiredIfNotCleanedUp.
 //  11. and 12.: the TTL sweep, above.
+//  13. and 14.: batched reads, above.
 package engine

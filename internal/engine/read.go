@@ -18,21 +18,9 @@ func (t *Engine) Get(h uint64, key []byte) ([]byte, status) {
 		return v, status(st)
 	}
 	if t.low != nil {
-		if t.rc != nil {
-			if v, ok := t.rc.get(order, key); ok && !t.ttl.expired(key, v) {
-				t.rcHits++
-				return t.lr.copy(v), found
-			} else if ok {
-				t.rc.drop(order, key) // expired: the lower tier says whether it is still there
-			}
-			t.rcMisses++
-		}
-		v, st, err := t.lr.get(t.low, order, key)
+		v, st, err := t.lowGet(order, key)
 		if err != nil {
 			return nil, t.lowFailed(err)
-		}
-		if st == found && t.rc != nil && t.lr.kind == base.KindValue {
-			t.rc.put(order, key, v)
 		}
 		return v, st
 	}

@@ -32,6 +32,8 @@ var gatedBench = []string{
 	`^BenchmarkEqualMemory$/^budget=256MiB$/^state=/^keys=/^key=/^(value|map)=/^impl=(strata|pebble)$/^op=get$`,
 	`^BenchmarkLargerThanMemory$/^keys=/^value=/^budget=/^impl=(strata|pebble)$/^dist=zipf0.99$/^mix=[CA]$`,
 	`^BenchmarkLargerThanMemoryWindowed$/^keys=/^key=/^ns=/^value=/^budget=/^impl=(strata|pebble)$/^dist=zipf0.99$/^mix=[CA]$`,
+	`^BenchmarkBatchedAccess$/^keys=10M$/^key=/^value=/^op=(get|put)$/^impl=`,
+	`^BenchmarkBatchedAccess$/^keys=6100K$/^value=/^budget=/^dist=uniform$/^op=get$/^impl=`,
 }
 
 func main() {

@@ -157,6 +157,7 @@ func main() {
 	writeTables(&md, d)
 	writeCheckpoints(&md, d)
 	writeTTLTimers(&md, d)
+	writeBatched(&md, d)
 	writeMemory(&md, d)
 	writeSkips(&md, d)
 	writeBenchstat(&md, *rawPath)
@@ -390,9 +391,10 @@ func writeTables(md *bytes.Buffer, d *report.Data) {
 // isCheckpointWorkload reports whether workload w is one of the rows tabled by their own
 // figures rather than against peers: checkpoint and restore (bench/suite/checkpoint_test.go,
 // changelog_test.go: pauses, bytes and restore times), TTL on vs off and timers
-// (bench/suite/ttl_test.go: Strata only, the peers have neither).
+// (bench/suite/ttl_test.go: Strata only, the peers have neither), and batched access
+// (bench/suite/batch_test.go: Strata's batched path against its single calls).
 func isCheckpointWorkload(w string) bool {
-	for _, p := range []string{"Checkpoint/", "Restore/", "ChangelogCheckpoint/", "ChangelogRestore/", "FlinkTTL/", "Timers/"} {
+	for _, p := range []string{"Checkpoint/", "Restore/", "ChangelogCheckpoint/", "ChangelogRestore/", "FlinkTTL/", "Timers/", "BatchedAccess/"} {
 		if strings.HasPrefix(w, p) {
 			return true
 		}
@@ -666,6 +668,50 @@ func writeTTLTimers(md *bytes.Buffer, d *report.Data) {
 		}
 		md.WriteString("\n")
 	}
+}
+
+// batchTarget is the batched-access target (issue 14 item 4): single ÷ batched ns per key.
+const batchTarget = 2.0
+
+// writeBatched tables the batched-access rows (bench/suite/batch_test.go): per workload and
+// op, ns per key through single calls and through GetBatch/PutBatch, and their ratio.
+func writeBatched(md *bytes.Buffer, d *report.Data) {
+	var rows []string
+	for _, n := range d.Order {
+		if w, impl, _, ok := report.Split(n); ok && strings.HasPrefix(w, "BatchedAccess/") && impl == "strata" {
+			rows = append(rows, n)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(md, "### Batched access\n\nValueState.GetBatch and PutBatch (32 keys per call: the engine issues the "+
+		"independent cache misses of the keys tier by tier and reads the LsmStore in key order, as Flink 2.0's "+
+		"asynchronous state API batches state reads) against Get and Put on the same store and keys, Strata only. "+
+		"One op is one key. Target: single ÷ batched ≥ %.0f× (gated for uniform keys).\n\n", batchTarget)
+	md.WriteString("| workload | row | single ns/key | batched ns/key | single ÷ batched | allocs/op (batched) | result |\n|---|---|---:|---:|---:|---:|---|\n")
+	for _, n := range rows {
+		w, _, row, _ := report.Split(n)
+		bt, ok1 := d.Median(n, "ns/op")
+		sg, ok2 := d.Median(report.Join(w, report.BatchSingle, row), "ns/op")
+		al, _ := d.Median(n, "allocs/op")
+		x, res := "–", "–"
+		if ok1 && ok2 && bt > 0 {
+			x = fmt.Sprintf("%.2f", sg/bt)
+			res = "pass"
+			if sg/bt < batchTarget {
+				res = "**MISS**"
+			}
+		}
+		// w is BatchedAccess/<store>[/dist=…]/op=…: the store in one column, the rest in the other.
+		wl, op, _ := strings.Cut(strings.TrimPrefix(w, "BatchedAccess/"), "/op=")
+		op = "op=" + op
+		if i := strings.LastIndex(wl, "/dist="); i >= 0 {
+			wl, op = wl[:i], wl[i+1:]+"/"+op
+		}
+		fmt.Fprintf(md, "| %s | %s | %s | %s | %s | %g | %s |\n", wl, op, fnumOK(sg, ok2), fnumOK(bt, ok1), x, al, res)
+	}
+	md.WriteString("\n")
 }
 
 // fnumOK is fnum(v), or "–" when !ok.

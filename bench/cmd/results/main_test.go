@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/strata-db/strata/bench/internal/report"
 )
 
 // TestMergeRaw: a -merge run replaces exactly the lines of the top-level benchmarks it ran.
@@ -39,5 +42,44 @@ PASS
 		if !strings.Contains(s, kept) {
 			t.Errorf("merged output lacks %q:\n%s", kept, s)
 		}
+	}
+}
+
+// TestWriteBatched: the batched-access table pairs each batched row with its single-call row
+// and judges the ratio against the target; the gates read the same rows.
+func TestWriteBatched(t *testing.T) {
+	raw := `BenchmarkBatchedAccess/keys=10M/key=16B+ns8B/value=8B/op=get/impl=strata-single   	 100	 3000 ns/op	 0 B/op	 0 allocs/op
+BenchmarkBatchedAccess/keys=10M/key=16B+ns8B/value=8B/op=get/impl=strata   	 100	 1000 ns/op	 0 B/op	 0 allocs/op
+BenchmarkBatchedAccess/keys=6100K/value=100B/budget=64MiB/dist=uniform/op=get/impl=strata-single   	 100	 9000 ns/op	 0 B/op	 0 allocs/op
+BenchmarkBatchedAccess/keys=6100K/value=100B/budget=64MiB/dist=uniform/op=get/impl=strata   	 100	 6000 ns/op	 0 B/op	 0 allocs/op
+`
+	d, err := report.Parse(strings.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md bytes.Buffer
+	writeBatched(&md, d)
+	s := md.String()
+	for _, want := range []string{
+		"| keys=10M/key=16B+ns8B/value=8B | op=get | 3000 | 1000 | 3.00 | 0 | pass |",
+		"| keys=6100K/value=100B/budget=64MiB | dist=uniform/op=get | 9000 | 6000 | 1.50 | 0 | **MISS** |",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("table lacks %q:\n%s", want, s)
+		}
+	}
+	passed, missed := 0, 0
+	for _, o := range d.Check() {
+		if o.Peer != report.BatchSingle || o.Missing {
+			continue
+		}
+		if o.Pass {
+			passed++
+		} else {
+			missed++
+		}
+	}
+	if passed != 1 || missed != 1 {
+		t.Errorf("batched gates: %d passed, %d missed; want 1 and 1", passed, missed)
 	}
 }

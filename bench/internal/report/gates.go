@@ -19,7 +19,9 @@ type Gate struct {
 // both key shapes (Shapes: 8 B keys, and a windowed job's 16 B keys in an 8 B namespace); at
 // equal memory (every store at a 256 MiB budget or cache, state about half of it) value get
 // and map get ≥ 3× Pebble; and state 10× the memory budget with Zipf 0.99 keys ≥ 3× Pebble
-// given the same memory (the LargerThanMemory rows, read-only and 50/50). Every gate reads
+// given the same memory (the LargerThanMemory rows, read-only and 50/50); batched access
+// (issue 14 item 4) ≥ 2× single calls per key, value get and put at 10M keys in memory and
+// get at 10× the budget (uniform keys: Zipf's hot keys leave little to overlap). Every gate reads
 // the rows measured at GOMAXPROCS=1 (names without a -N suffix; see Parse): a task thread of
 // a stream processor shares the machine with other task threads, so Strata's background work
 // gets no core of its own. The Go heap, checkpoint, restore and kernel targets are measured
@@ -60,8 +62,23 @@ var Gates = func() []Gate {
 		g = append(g, Gate{Target: ltm, Workload: LTMWorkload, Row: "dist=zipf0.99/" + mix, Peer: "pebble", Min: 3},
 			Gate{Target: ltm, Workload: LTMWindowedWorkload, Row: "dist=zipf0.99/" + mix, Peer: "pebble", Min: 3})
 	}
+	const batched = "batched access (GetBatch/PutBatch) per key: ≥ 2× single calls"
+	for _, w := range []string{BatchMemWorkload + "/op=get", BatchMemWorkload + "/op=put", BatchLTMWorkload + "/dist=uniform/op=get"} {
+		g = append(g, Gate{Target: batched, Workload: w, Peer: BatchSingle, Min: 2})
+	}
 	return g
 }()
+
+// BatchMemWorkload and BatchLTMWorkload are the workloads of bench/suite's batched-access
+// rows (BenchmarkBatchedAccess; issue 14 item 4): 10M windowed keys in memory, and the
+// larger-than-memory store (10× a 64 MiB budget). Their rows are impl=strata (batched:
+// GetBatch, PutBatch) and impl=BatchSingle (the same store through Get and Put), so a gate
+// with Peer BatchSingle reads single ÷ batched ns per key.
+const (
+	BatchMemWorkload = "BatchedAccess/keys=10M/key=16B+ns8B/value=8B"
+	BatchLTMWorkload = "BatchedAccess/keys=6100K/value=100B/budget=64MiB"
+	BatchSingle      = "strata-single"
+)
 
 // Shapes are the key= values of bench/suite's point-op rows (suite.Shapes): 8 B keys in the
 // void namespace, and 16 B keys in an 8 B namespace.
