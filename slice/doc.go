@@ -362,9 +362,9 @@
 //
 // # Staged lookups (prefetch.go)
 //
-// PrefetchBatch walks the Get path of many order hashes in lock step (run.first's binary
-// search one step of every key per round, then the fingerprint windows, the offsets, the
-// records), so that each step issues one independent cache miss per key; a Get after it finds
+// PrefetchBatch walks the Get path of many order hashes in lock step (the run's maxOrder line
+// of every key, then the slice headers, the fingerprints and offsets at the interpolated
+// ranks, the records), so that each step issues one independent cache miss per key; a Get after it finds
 // its lines in the cache. It reads only what Get reads, writes only Table.sink (so the loads
 // are not elided), and counts no hits: skipping it changes no result.
 //

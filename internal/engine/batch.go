@@ -28,9 +28,9 @@ var _ = [1]int{}[BatchMax/(slice.PrefetchMax+1)] // BatchMax <= slice.PrefetchMa
 //  1. FreshTable: the index group of every key in every segment (fresh.Table.Prefetch), then
 //     the record each group points at (PrefetchRecord), then the lookups (Get).
 //  2. SliceTable, keys the FreshTable does not hold: the order hashes, then
-//     slice.Table.PrefetchBatch, which walks every key's search in lock step (the binary
-//     search over the newest run's slices one step of every key per round, the fingerprint
-//     window at each interpolated position, the offset, the record), then the lookups.
+//     slice.Table.PrefetchBatch, which walks every key's search in lock step (the newest
+//     run's maxOrder line, the slice header, the fingerprints and offset at each
+//     interpolated rank, the record), then the lookups.
 //  3. Row cache and lower tier, keys neither holds: the row-cache set of every key, then,
 //     in order-hash order (so consecutive reads reuse the LsmStore's index and data blocks),
 //     the row cache and the lower tier as in Get. The lower-tier reads are one at a time.
