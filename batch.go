@@ -67,6 +67,29 @@ func (s *Store) composeBatch(keys []Key, id uint16) (*batchScratch, int, error) 
 	return b, len(keys), nil
 }
 
+// decodeBatch fills vals[:n] and ok[:n] from the engine's results of one chunk (b.sts,
+// b.vals), in order, until the key at (the one whose read failed, with error rerr; -1 for
+// none) or the first value codec fails to decode: it returns that key's index and error, or
+// (n, nil). The caller is inside the guard (decoded values may alias the Store's memory).
+func decodeBatch[T any](codec Codec[T], b *batchScratch, n, at int, rerr error, vals []T, ok []bool) (int, error) {
+	var zero T
+	for i := range n {
+		if i == at {
+			return i, rerr
+		}
+		if b.sts[i] != found {
+			vals[i], ok[i] = zero, false
+			continue
+		}
+		x, err := codec.Decode(b.vals[i])
+		if err != nil {
+			return i, err
+		}
+		vals[i], ok[i] = x, true
+	}
+	return n, nil
+}
+
 // slice points keys[:n] into kbuf (after every append, which may move kbuf).
 func (b *batchScratch) slice(n int) {
 	start := 0
@@ -118,7 +141,6 @@ func (v *ValueState[T]) GetBatch(keys []Key, vals []T, ok []bool) error {
 		return nil
 	}
 	s := v.s
-	var zero T
 	for off := 0; off < len(keys); off += BatchChunk {
 		chunk := keys[off:min(off+BatchChunk, len(keys))]
 		s.guard.enter()
@@ -129,21 +151,8 @@ func (v *ValueState[T]) GetBatch(keys []Key, vals []T, ok []bool) error {
 				rerr = s.e.TakeErr()
 			}
 		}
-		for i := range n {
-			if i == at {
-				err, n = rerr, i
-				break
-			}
-			if b.sts[i] != found {
-				vals[off+i], ok[off+i] = zero, false
-				continue
-			}
-			x, derr := v.codec.Decode(b.vals[i])
-			if derr != nil {
-				err, n = derr, i
-				break
-			}
-			vals[off+i], ok[off+i] = x, true
+		if n2, derr := decodeBatch(v.codec, b, n, at, rerr, vals[off:], ok[off:]); derr != nil {
+			err, n = derr, n2
 		}
 		s.guard.exit()
 		if err != nil {
@@ -241,7 +250,6 @@ func (m *MapState[UK, UV]) GetBatch(keys []Key, uks []UK, vals []UV, ok []bool) 
 		return nil
 	}
 	s := m.s
-	var zero UV
 	for off := 0; off < len(keys); off += BatchChunk {
 		chunk := keys[off:min(off+BatchChunk, len(keys))]
 		s.guard.enter()
@@ -263,21 +271,8 @@ func (m *MapState[UK, UV]) GetBatch(keys []Key, uks []UK, vals []UV, ok []bool) 
 				rerr = s.e.TakeErr()
 			}
 		}
-		for i := range n {
-			if i == at {
-				err, n = rerr, i
-				break
-			}
-			if b.sts[i] != found {
-				vals[off+i], ok[off+i] = zero, false
-				continue
-			}
-			x, derr := m.vc.Decode(b.vals[i])
-			if derr != nil {
-				err, n = derr, i
-				break
-			}
-			vals[off+i], ok[off+i] = x, true
+		if n2, derr := decodeBatch(m.vc, b, n, at, rerr, vals[off:], ok[off:]); derr != nil {
+			err, n = derr, n2
 		}
 		s.guard.exit()
 		if err != nil {
