@@ -210,6 +210,41 @@ func lenAt(b []byte, p int) (n, q int) {
 	return lenAtSlow(b, p)
 }
 
+// lenAt2 is lenAt with two-byte varints decoded inline as well: the back
+// distances of a map's key references (up to 16 KiB) take two bytes.
+func lenAt2(b []byte, p int) (n, q int) {
+	x := b[p]
+	if x < 0x80 {
+		return int(x), p + 1
+	}
+	if y := b[p+1]; y < 0x80 {
+		return int(x&0x7f) | int(y)<<7, p + 2
+	}
+	return lenAtSlow(b, p)
+}
+
+// ukAt returns the offset of the record that holds record i's key inline
+// (its own offset, or the one its key reference points back to) and its user
+// key (nil for key-level kinds). Two records of a slice whose keys have the
+// same home have equal keys, so a search among one map's entries compares
+// user keys only (seekUK).
+func (s *Slice) ukAt(i int) (home int, uk []byte) {
+	off := int(s.offs[i])
+	b := s.buf[off:]
+	kl, p := lenAt2(b, recKind+1)
+	home = off
+	if b[recKind]&kindKeyRef != 0 {
+		home -= kl
+	} else {
+		p += kl
+	}
+	if isMapKind(base.Kind(b[recKind] & kindMask)) {
+		ul, q := lenAt2(b, p)
+		return home, b[q : q+ul : q+ul]
+	}
+	return home, nil
+}
+
 func lenAtSlow(b []byte, p int) (n, q int) {
 	x, m := binary.Uvarint(b[p:])
 	return int(x), p + m
@@ -244,7 +279,7 @@ func (s *Slice) rec(i int) rec {
 // offset in b after its key part: the key inline, or, for a key reference,
 // that of the record it points back to (which holds it inline).
 func (s *Slice) keyIn(b []byte, off int) (key []byte, p int) {
-	kl, p := lenAt(b, recKind+1)
+	kl, p := lenAt2(b, recKind+1)
 	if b[recKind]&kindKeyRef == 0 {
 		return b[p : p+kl : p+kl], p + kl
 	}

@@ -166,6 +166,34 @@ func (s *Slice) seekIn(lo, hi int, key, uk []byte) int {
 	return lo
 }
 
+// seekUK is seekIn(lo, hi, key, uk) when record ref's key is key: the
+// records that share ref's key home (ukAt) are compared by user key alone,
+// without decoding the key they point back to; a record with another home
+// is compared in full, so the result is seekIn's whatever the builder
+// inlined.
+func (s *Slice) seekUK(ref, lo, hi int, key, uk []byte) int {
+	home0, _ := s.ukAt(ref)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		home, u := s.ukAt(m)
+		var c int
+		if home == home0 {
+			c = bytes.Compare(u, uk)
+		} else {
+			k, u := s.keyAt(m)
+			if c = bytes.Compare(k, key); c == 0 {
+				c = bytes.Compare(u, uk)
+			}
+		}
+		if c < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
 // first returns the index of the first slice of the run whose order range
 // may hold order (maxOrder >= order); callers stop at a slice whose
 // minOrder > order. It searches r.maxs, the run's slices' maxOrder in one

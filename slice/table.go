@@ -482,14 +482,20 @@ func (t *Table) MapGet(order uint64, mapKey, uk []byte) ([]byte, Status) {
 			// The range usually holds this map only, whose key-level
 			// entries (user key "") come first: one probe instead of a
 			// search.
-			i0 := lo
-			if k, _ := s.keyAt(lo); !bytes.Equal(k, mapKey) {
+			i0, ref := lo, -1 // ref: an entry whose key is mapKey
+			if k, _ := s.keyAt(lo); bytes.Equal(k, mapKey) {
+				ref = lo
+			} else {
 				i0 = s.seekIn(lo, hi, mapKey, nil)
 			}
 			i := i0
 			for ; i < hi; i++ {
 				k, u := s.keyAt(i)
-				if len(u) > 0 || !bytes.Equal(k, mapKey) {
+				if !bytes.Equal(k, mapKey) {
+					break
+				}
+				ref = i
+				if len(u) > 0 {
 					break
 				}
 				if rc := s.rec(i); rc.kind == base.KindTombstone && (!cleared || rc.seq > clear) {
@@ -501,7 +507,9 @@ func (t *Table) MapGet(order uint64, mapKey, uk []byte) ([]byte, Status) {
 			}
 			// Everything before i sorts below (mapKey, uk) when uk is not
 			// empty; an empty uk shares the key-level position.
-			if len(uk) > 0 {
+			if len(uk) > 0 && ref >= 0 {
+				i = s.seekUK(ref, i, hi, mapKey, uk)
+			} else if len(uk) > 0 {
 				i = s.seekIn(i, hi, mapKey, uk)
 			} else {
 				i = i0
