@@ -83,6 +83,20 @@ func (s *Slice) lowerBoundFP(order uint64) int {
 	return searchUniform(s.fps[:s.count], order, s.minOrder, s.scale)
 }
 
+// offsetHint returns the record offset at order's interpolated rank in s
+// (minOrder <= order), 0 for an empty slice. The lookups call it before their search
+// and add the result to Table.sink: the load of that offsets line then
+// overlaps the search's load of the fingerprint line at the same rank,
+// instead of waiting for it, and the entry found is usually within the
+// same line of offsets (16 per line).
+func (s *Slice) offsetHint(order uint64) uint32 {
+	if s.count == 0 {
+		return 0
+	}
+	g := min(int(float64(order-s.minOrder)*s.scale), s.count-1)
+	return s.offs[g]
+}
+
 // searchUniform is lowerBound(a, x) for a sorted a whose values are about
 // uniform in [lo, a[len(a)-1]] (a[0] >= lo), scale = len(a) / (a[len(a)-1]
 // - lo), or 0 (then the guess is 0; the result is exact whatever scale

@@ -168,7 +168,7 @@ type Table struct {
 	nextID  uint64
 	gen     uint64 // bumped whenever slices are freed (MapIter checks it)
 	evicted bool   // some data went to the lower tier
-	sink    uint64 // bytes touched by PrefetchGet and PrefetchRecord (kept so the loads stay)
+	sink    uint64 // bytes touched by PrefetchBatch and offsetHint (kept so the loads stay)
 	closed  bool
 
 	bySeg map[*aseg][]*Slice // installed block slices by segment (Slice.segPos)
@@ -379,6 +379,7 @@ func (t *Table) Get(order uint64, key []byte) ([]byte, Status) {
 			if s.minOrder > order {
 				break
 			}
+			t.sink += uint64(s.offsetHint(order))
 			for i := s.seekKey(order, key); i < s.count && s.fps[i] == order; i++ {
 				k, u := s.keyAt(i)
 				if len(u) > 0 || !bytes.Equal(k, key) {
@@ -419,6 +420,7 @@ scan:
 			if s.minOrder > order {
 				break
 			}
+			t.sink += uint64(s.offsetHint(order))
 			for i := s.seekKey(order, key); i < s.count && s.fps[i] == order; i++ {
 				k, u := s.keyAt(i)
 				if len(u) > 0 || !bytes.Equal(k, key) {
@@ -475,6 +477,7 @@ func (t *Table) MapGet(order uint64, mapKey, uk []byte) ([]byte, Status) {
 			// One search of the fingerprints per slice: the map's entries
 			// share its order hash. The key-level region of the map (user
 			// key "") holds its tombstones (clears and deletes).
+			t.sink += uint64(s.offsetHint(order))
 			lo, hi := s.orderRange(order)
 			if lo == hi {
 				continue
