@@ -288,6 +288,40 @@ func (s *Slice) keyIn(b []byte, off int) (key []byte, p int) {
 	return r[q : q+n : q+n], p
 }
 
+// Outcomes of keyLevel.
+const (
+	recStop  = iota // record i's key is not the key (or it is an entry of the key's map)
+	recSkip         // a map entry with an empty user key: the key-level versions go on after it
+	recMatch        // a key-level version of the key: its kind and value are returned
+)
+
+// keyLevel decodes record i for a key-level read of key in one pass over its
+// header (keyAt followed by rec decoded the key twice and the user key and
+// sequence number for nothing): recMatch with the record's kind and value, or
+// recSkip, or recStop where a point read's walk over the records that share
+// the order hash ends (Table.Get, ListGet: a key's key-level versions come
+// before its map's entries, and another key's records after them).
+func (s *Slice) keyLevel(i int, key []byte) (val []byte, kind base.Kind, out int) {
+	off := int(s.offs[i])
+	b := s.buf[off:s.recEnd(i)]
+	kind = base.Kind(b[recKind] & kindMask)
+	k, p := s.keyIn(b, off)
+	if !bytes.Equal(k, key) {
+		return nil, kind, recStop
+	}
+	if isMapKind(kind) {
+		if b[p] != 0 { // the user key's length
+			return nil, kind, recStop
+		}
+		return nil, kind, recSkip
+	}
+	for b[p] >= 0x80 { // the sequence number's varint
+		p++
+	}
+	p++
+	return b[p:len(b):len(b)], kind, recMatch
+}
+
 // kindAt returns the kind of record i.
 func (s *Slice) kindAt(i int) base.Kind { return base.Kind(s.buf[s.offs[i]+recKind] & kindMask) }
 

@@ -381,19 +381,18 @@ func (t *Table) Get(order uint64, key []byte) ([]byte, Status) {
 			}
 			t.sink += uint64(s.offsetHint(order))
 			for i := s.seekKey(order, key); i < s.count && s.fps[i] == order; i++ {
-				k, u := s.keyAt(i)
-				if len(u) > 0 || !bytes.Equal(k, key) {
+				val, kind, out := s.keyLevel(i, key)
+				if out == recStop {
 					break
 				}
-				rc := s.rec(i)
-				if isMapKind(rc.kind) {
+				if out == recSkip {
 					continue // a map entry with an empty user key
 				}
 				s.hits++
-				if rc.kind == base.KindTombstone {
+				if kind == base.KindTombstone {
 					return nil, Deleted
 				}
-				return rc.val, Found
+				return val, Found
 			}
 		}
 	}
@@ -422,19 +421,18 @@ scan:
 			}
 			t.sink += uint64(s.offsetHint(order))
 			for i := s.seekKey(order, key); i < s.count && s.fps[i] == order; i++ {
-				k, u := s.keyAt(i)
-				if len(u) > 0 || !bytes.Equal(k, key) {
+				val, kind, out := s.keyLevel(i, key)
+				if out == recStop {
 					break
 				}
-				rc := s.rec(i)
 				if hit == nil {
 					hit = s
 				}
-				switch rc.kind {
+				switch kind { // a map entry with an empty user key (recSkip) matches no case
 				case base.KindListAppend:
-					dst = append(dst, rc.val)
+					dst = append(dst, val)
 				case base.KindListBase, base.KindValue:
-					dst = append(dst, rc.val)
+					dst = append(dst, val)
 					complete = true
 					break scan
 				case base.KindTombstone:
