@@ -16,7 +16,7 @@ func TestRadixSortSegRecs(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	var tmp []segRec
 	for _, n := range []int{0, 1, 2, 63, 64, 65, 1000, 100_000} {
-		for _, mode := range []string{"random", "few", "highonly", "lowonly"} {
+		for _, mode := range []string{"random", "few", "highonly", "lowonly", "keygroup", "correlated"} {
 			recs := make([]segRec, n)
 			for i := range recs {
 				var o uint64
@@ -29,6 +29,11 @@ func TestRadixSortSegRecs(t *testing.T) {
 					o = r.Uint64() &^ (1<<56 - 1)
 				case "lowonly":
 					o = uint64(r.IntN(300))
+				case "keygroup": // one key group's prefix: three passes, the top digit varies little
+					o = 5<<57 | r.Uint64()>>7
+				case "correlated": // the top two digits repeat one value: the insertion sort gives up
+					x := uint64(r.IntN(512))
+					o = x<<55 | x<<44 | r.Uint64()>>20
 				}
 				recs[i] = segRec{order: o, hash: uint64(i), off: uint32(i)}
 			}
