@@ -480,6 +480,7 @@ func (t *Table) MapGet(order uint64, mapKey, uk []byte) ([]byte, Status) {
 			if lo == hi {
 				continue
 			}
+			t.sink += uint64(s.touchRecords(lo, hi))
 			// The range usually holds this map only, whose key-level
 			// entries (user key "") come first: one probe instead of a
 			// search.
@@ -491,15 +492,15 @@ func (t *Table) MapGet(order uint64, mapKey, uk []byte) ([]byte, Status) {
 			}
 			i := i0
 			for ; i < hi; i++ {
-				k, u := s.keyAt(i)
-				if !bytes.Equal(k, mapKey) {
+				rc := s.rec(i) // one decode: keyAt and then rec decoded the key twice
+				if !bytes.Equal(rc.key, mapKey) {
 					break
 				}
 				ref = i
-				if len(u) > 0 {
+				if len(rc.uk) > 0 {
 					break
 				}
-				if rc := s.rec(i); rc.kind == base.KindTombstone && (!cleared || rc.seq > clear) {
+				if rc.kind == base.KindTombstone && (!cleared || rc.seq > clear) {
 					clear, cleared, hit = rc.seq, true, s
 				}
 			}
@@ -516,11 +517,10 @@ func (t *Table) MapGet(order uint64, mapKey, uk []byte) ([]byte, Status) {
 				i = i0
 			}
 			for ; i < hi; i++ {
-				k, u := s.keyAt(i)
-				if !bytes.Equal(u, uk) || !bytes.Equal(k, mapKey) {
+				rc := s.rec(i)
+				if !bytes.Equal(rc.uk, uk) || !bytes.Equal(rc.key, mapKey) {
 					break
 				}
-				rc := s.rec(i)
 				if !isMapKind(rc.kind) {
 					continue
 				}
