@@ -101,6 +101,8 @@
 //	                                         flight (segRec, 40 bytes per entry, and the radix
 //	                                         sort's scratch): mapped outside the Go heap and
 //	                                         reused (recBuf), so it does not pace the collector
+//	                                       the row cache's set summaries (8 bytes per 1 KiB
+//	                                         set, 1/128 of the row cache; rowcache.go)
 //	                                       the Go runtime; heap not yet collected (GOGC)
 //
 // The root's TestMemoryShapes and TestBoundedMemory assert VmHWM ≤ MemoryBudget + 96 MiB with
