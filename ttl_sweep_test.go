@@ -183,7 +183,8 @@ func TestTTLSweep(t *testing.T) {
 	t.Logf("LSM (files found at Open): %d → %d bytes, %d entries removed", before.LSMBytes, st.LSMBytes, st.TTLSweepEntries)
 
 	// Files this Store wrote know their summaries: new keys at 390, pushed to the bottom
-	// level now (nothing expired), are rewritten in place by the first tick past 490 — well
+	// level now (nothing expired), expire at 490 and are rewritten in place by the first tick
+	// past 490 + 3 periods (the LsmStore's lag: 610), within the bound's 4 periods — well
 	// before the files found at Open are due (390 + 160).
 	ss.write(t, s, "late", 0, n)
 	must(0, s.Close())
@@ -196,8 +197,13 @@ func TestTTLSweep(t *testing.T) {
 		t.Fatalf("late keys swept before they expired: %d TTL entries", ttl)
 	}
 	ss.checkLive(t, s, "late", 0, n)
+	now.Store(609) // expired, but within the lag
+	must(0, s.WaitBackground())
+	if ttl, _ := ss.counts(t, s); ttl != 4*n {
+		t.Fatalf("late keys swept within the LsmStore's lag: %d TTL entries", ttl)
+	}
 	before = s.Stats()
-	now.Store(530)
+	now.Store(650)
 	must(0, s.WaitBackground())
 	st = s.Stats()
 	if ttl, kept := ss.counts(t, s); ttl != 0 || kept != 6*n {

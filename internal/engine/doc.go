@@ -101,6 +101,8 @@
 //	                                         flight (segRec, 40 bytes per entry, and the radix
 //	                                         sort's scratch): mapped outside the Go heap and
 //	                                         reused (recBuf), so it does not pace the collector
+//	                                       the row cache's set summaries (8 bytes per 1 KiB
+//	                                         set, 1/128 of the row cache; rowcache.go)
 //	                                       the Go runtime; heap not yet collected (GOGC)
 //
 // The root's TestMemoryShapes and TestBoundedMemory assert VmHWM ≤ MemoryBudget + 96 MiB with
@@ -320,7 +322,11 @@
 //	                              written; unknown for files      else the file rewritten in
 //	                              found at Open or imported       place (lsm.DB.PickExpired)
 //
-// A unit is due when its earliest expiry instant has passed (base.Expiry.Due). A file without
+// A slice run is due when its earliest expiry instant has passed (base.Expiry.Due), a table
+// file lsmSweepLag (3) periods later: a file holding old copies of keys that are rewritten all
+// the time has an oldest copy expiring at every tick, and the lag makes it one rewrite per four
+// ticks, and one L0 compaction for the L0 files of several evictions, instead of one per tick
+// and one per eviction (each an L0 compaction of all of L1). A file without
 // a known summary — found at Open, imported by a restore, or written while the table lacked
 // a state it now sweeps (SetTTL calls lsm ForgetExpiry when the swept states grow: a
 // compaction at Open may run before the states register) — is due at openAt + R − P, openAt
@@ -342,8 +348,9 @@
 // load and a clock read per kick. No goroutine and no timer: the sweep runs on the owner's
 // calls, as every install does (invariant 4), so a Store nobody calls sweeps nothing.
 //
-// The bound: a datum expiring at x (or written after x) in a unit that is not in the
-// FreshTable is rewritten by the first tick after x, at most P later; in the active
+// The bound: a datum expiring at x (or written after x) in a slice run is rewritten by the
+// first tick after x, at most P later, in a table file by the first tick after x + 3P, at
+// most 4P later (the lag); in the active
 // segment it is seen by a tick within P of its write, sealed within 2P more, and its run is
 // due at the tick after the transform — within 4P = 4R/5 of max(x, write), if the owner
 // calls in at least every P and the jobs (P of slack) keep up.

@@ -116,7 +116,8 @@ type Stats struct {
 	// TTLCompaction*; TTLSweepNanos is the time its jobs ran on background workers (they
 	// compute in memory and write files; no wait for locks), the sweep's CPU cost.
 	// At the clock now: TTLSweepDueUnits slices and table files hold expired data
-	// (TTLSweepDueBytes their memory and file bytes: what the next tick rewrites), and
+	// (TTLSweepDueBytes their memory and file bytes: what the sweep rewrites, slices at the
+	// next tick, table files three periods after their earliest expiry: doc.go), and
 	// TTLExpiredPendingBytes estimates the expired TTL bytes in them — an estimate: each
 	// unit knows only the earliest and latest expiry of its data and the bytes, and is
 	// taken to expire evenly in between (base.Expiry.Estimate); a table file found at Open

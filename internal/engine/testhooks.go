@@ -30,7 +30,8 @@ func (t *Engine) RowCacheSets() int {
 
 // CheckRowCache walks every entry of the row cache, checks its structure (rowcache.go,
 // invariant 5: dense words, units inside the set and disjoint, units exactly what key and value
-// need, the tag and set of the key's order hash, the count of entries) and calls visit with each
+// need, the tag and set of the key's order hash, the count of entries; invariant 6: each set's
+// summary) and calls visit with each
 // cached composite key and value (valid during the call). It returns the first error found, by
 // the walk or by visit.
 func (t *Engine) CheckRowCache(visit func(key, value []byte) error) error {
@@ -60,6 +61,7 @@ func (c *rowCache) check(visit func(set []byte, tag uint32, key, value []byte) e
 	for si := uint64(0); si < c.sets; si++ {
 		s := c.mem[si*rowSet : (si+1)*rowSet]
 		var mask uint32
+		var sum uint64
 		for i := range rowWays {
 			w := rowWord(s, i)
 			if w == 0 {
@@ -80,6 +82,7 @@ func (c *rowCache) check(visit func(set []byte, tag uint32, key, value []byte) e
 				return fmt.Errorf("row cache set %d word %d: units %d+%d overlap another entry", si, i, st, n)
 			}
 			mask |= m
+			sum |= rowSumBit(w & 0xffff)
 			e := rowEntry(s, w)
 			kl, vl := int(e[0])|int(e[1])<<8, int(e[2])|int(e[3])<<8
 			if kl+vl > rowMaxData || rowUnitsFor(kl, vl) != n {
@@ -88,6 +91,9 @@ func (c *rowCache) check(visit func(set []byte, tag uint32, key, value []byte) e
 			if err := visit(s, w&0xffff, e[rowEntryHdr:rowEntryHdr+kl], e[rowEntryHdr+kl:rowEntryHdr+kl+vl]); err != nil {
 				return err
 			}
+		}
+		if sum != c.sum[si] {
+			return fmt.Errorf("row cache set %d: summary %#x, its tags' %#x (invariant 6)", si, c.sum[si], sum)
 		}
 	}
 	if used != c.n {
