@@ -169,9 +169,10 @@ func (v *ValueState[T]) GetBatch(keys []Key, vals []T, ok []bool) error {
 // ErrBatchLength, wrapped, and nothing is written).
 //
 // As GetBatch (Flink 2.0's batched asynchronous state access), PutBatch works BatchChunk
-// keys at a time: it checks and composes the keys of a chunk, loads the FreshTable index
-// groups and records of all of them (overlapping their cache misses), then writes them one
-// by one through the single write path (changelog, TTL stamp, backpressure as Put).
+// keys at a time: it checks and composes the keys of a chunk, loads the index groups and
+// records of all of them in the FreshTable's active segment, the only one a write looks at
+// (overlapping their cache misses), then writes them one by one through the single write path
+// (changelog, TTL stamp, backpressure as Put).
 //
 // Errors: a *BatchError naming the first key whose Put failed, with Put's error
 // (ErrKeyGroupOutOfRange, ErrClosed, ErrKeyTooLarge, ErrValueTooLarge, ErrMemoryBudget):
@@ -196,7 +197,7 @@ func (v *ValueState[T]) PutBatch(keys []Key, vals []T) error {
 		s.guard.enter()
 		b, n, err := s.composeBatch(chunk, v.id)
 		if n > 0 {
-			s.e.Prefetch(b.hs[:n])
+			s.e.PrefetchWrite(b.hs[:n])
 		}
 		for i := range n {
 			s.vbuf = v.codec.Append(s.vbuf[:0], vals[off+i])

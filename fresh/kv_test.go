@@ -184,3 +184,60 @@ func TestKVNoAlloc(t *testing.T) {
 		t.Fatalf("Get/Put/Delete allocate %v per run", n)
 	}
 }
+
+// TestIndexTail: a segment's index doubles at 7/8 load unless the slots its remaining data
+// room can bring (at the slots per byte so far) fit below 15/16 (segment.tailFits); a tail of
+// smaller records than judged doubles it at 15/16. The index of the first segment is checked
+// once the writes roll to a second one; every key stays readable.
+func TestIndexTail(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		segSize, limit int
+		n1, size1      int // n1 records of size1 bytes, then records of size2 until the roll
+		size2          int
+		wantIdx, wantN int // index bytes and slots of the first segment
+	}{
+		// 64 groups (512 slots, 7/8 = 448, 15/16 = 480): at 448 slots 1200 bytes are left,
+		// 12 more records of 100 B: no doubling, 460 slots.
+		{"tail fits", memory.SegmentSize16M, 16 + 460*100, 448, 100, 100, 4096, 460},
+		// The same, but the tail's records are 20 B: 60 more; doubling at 480.
+		{"misjudged tail doubles at 15/16", memory.SegmentSize16M, 16 + 460*100, 448, 100, 20, 8192, 508},
+		// Far from the end: the index doubles at 7/8 (448, then 896).
+		{"early doubles at 7/8", memory.SegmentSize16M, 16 + 1000*100, 1000, 100, 100, 16384, 1000},
+		// The value state of BenchmarkMemoryEfficiency: 145-byte records (16 B header, 29 B
+		// composite key, 100 B value) in a 4 MiB segment: 28,926 slots in a 256 KiB index,
+		// not 512 KiB.
+		{"4 MiB of 145 B records", memory.SegmentSize4M, 0, 28000, 145, 145, 256 << 10, (4<<20 - 16) / 145},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb, _ := newTestTable(t, 1<<30, tc.segSize, tc.limit)
+			key := func(i int, _ int) []byte { return []byte{byte(i), byte(i >> 8), byte(i >> 16), byte(i >> 24)} }
+			val := func(i int, size int) []byte { return bytes.Repeat([]byte{byte(i)}, size-keyHdrSize-4) }
+			size := func(i int) int {
+				if i < tc.n1 {
+					return tc.size1
+				}
+				return tc.size2
+			}
+			n := 0
+			for ; tb.rolls < 2; n++ {
+				k := key(n, size(n))
+				must(t, tb.Put(hashOf(k), k, val(n, size(n))))
+			}
+			s := tb.segs[0]
+			if len(s.idx) != tc.wantIdx || int(s.count) != tc.wantN {
+				t.Fatalf("first segment: index %d bytes with %d slots, want %d bytes with %d", len(s.idx), s.count, tc.wantIdx, tc.wantN)
+			}
+			if s.count > s.fullAt {
+				t.Fatalf("first segment: %d slots > 15/16 of the index (%d)", s.count, s.fullAt)
+			}
+			for i := range n {
+				k := key(i, size(i))
+				if v, st := tb.Get(hashOf(k), k); st != Found || !bytes.Equal(v, val(i, size(i))) {
+					t.Fatalf("key %d: %q %v", i, v, st)
+				}
+			}
+			must(t, tb.Verify())
+		})
+	}
+}

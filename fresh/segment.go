@@ -53,6 +53,7 @@ type segment struct {
 	mask   uint32 // number of groups - 1
 	count  uint32 // full slots
 	growAt uint32 // count at which the index doubles (7/8 of slots)
+	fullAt uint32 // count the index may reach near the end of the segment (15/16 of slots)
 	sealed bool
 	handle *SealedSegment // made by Table.Sealed
 	view   *SealedSegment // the active segment's view (ScanSegments), owner only
@@ -71,6 +72,21 @@ func (s *segment) setIndex(r *memory.Region) {
 	s.idx = b[:groups*groupBytes]
 	s.mask = groups - 1
 	s.growAt = groups * groupSlots * 7 / 8
+	s.fullAt = groups * groupSlots * 15 / 16
+}
+
+// tailFits reports whether the index may take slots more slots beyond 7/8 load without
+// doubling: when the slots the segment's data room can still bring, at the slots per data
+// byte of its records so far, keep it at or below 15/16 load (limit is the segment's data
+// limit). Doubling for the last few records of a segment leaves half of the new index empty
+// for as long as the segment lives (a sealed segment waits for its transform with it); a
+// misjudged tail only makes the index double later, at 15/16.
+func (s *segment) tailFits(limit, slots uint32) bool {
+	if s.count+slots > s.fullAt || s.used <= segHeaderSize {
+		return false
+	}
+	rest := uint64(limit-s.used) * uint64(s.count) / uint64(s.used-segHeaderSize)
+	return uint64(s.count)+uint64(slots)+rest <= uint64(s.fullAt)
 }
 
 // findKey returns the index position and offset of the key-level record
@@ -153,7 +169,7 @@ func (s *segment) setSlot(pos, off uint32) {
 }
 
 // insert puts a new slot for hash h pointing at off. The caller made room
-// (count < growAt).
+// (count < growAt, or count < fullAt when tailFits).
 func (s *segment) insert(h uint64, off uint32) {
 	c, h24 := hashParts(h)
 	insertSlot(s.idx, s.mask, uint8(c), h24, off)

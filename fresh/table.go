@@ -260,7 +260,7 @@ func (t *Table) prepare(need, slots uint32) (s *segment, changed bool, err error
 		}
 		changed = true
 	}
-	for s.count+slots > s.growAt {
+	for s.count+slots > s.growAt && !s.tailFits(t.limit, slots) {
 		if err = s.grow(t.budget); err != nil {
 			return nil, false, err
 		}

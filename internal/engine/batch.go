@@ -126,16 +126,29 @@ func (t *Engine) lowGet(order uint64, key []byte) ([]byte, status, error) {
 	return v, st, nil
 }
 
-// Prefetch loads the FreshTable index group of hash h and then the record it points at (two
-// dependent loads), so that a write or Get of h soon after finds them in the cache: a batch
-// of writes issues it for every key first, overlapping their misses. It changes nothing.
-// Allocation-free; owner goroutine only.
+// Prefetch loads the FreshTable index group of every hash of hs in every segment, and then
+// the record each group points at (two dependent loads per key and segment, the keys' loads
+// overlapping), so that a Get or MapGet of them soon after finds both in the cache. It changes
+// nothing. Allocation-free; owner goroutine only.
 func (t *Engine) Prefetch(hs []uint64) {
 	for _, h := range hs {
 		t.f.Prefetch(h)
 	}
 	for _, h := range hs {
 		t.f.PrefetchRecord(h)
+	}
+}
+
+// PrefetchWrite is Prefetch for a batch of writes: the index groups and records of hs in the
+// FreshTable's active segment only, the one a write looks a key up in (the sealed segments'
+// groups and records would be misses no write uses). It changes nothing. Allocation-free;
+// owner goroutine only.
+func (t *Engine) PrefetchWrite(hs []uint64) {
+	for _, h := range hs {
+		t.f.PrefetchActive(h)
+	}
+	for _, h := range hs {
+		t.f.PrefetchActiveRecord(h)
 	}
 }
 
