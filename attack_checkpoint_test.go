@@ -568,16 +568,20 @@ func TestAttackUploadFaults(t *testing.T) {
 	defer r.st.s.Close()
 	ckDir := filepath.Join(root, "checkpoints")
 	id := uint64(0)
+	// quiet: the task does not go on during the upload — the fault (the second read of any
+	// LSM table) would as well hit the task's own reads (an aggregating merge reads the
+	// LsmStore), which fails that step, not the upload (2 runs in 24 failed so).
 	cases := []struct {
-		name string
-		f    vfs.Fault
+		name  string
+		f     vfs.Fault
+		quiet bool
 	}{
-		{"enospc-write-objects", vfs.Fault{Ops: vfs.Ops(vfs.OpWrite), Path: vfs.PathPrefix(ckDir), Sticky: true, Err: syscall.ENOSPC, ShortWrite: true}},
-		{"eio-link-objects", vfs.Fault{Ops: vfs.Ops(vfs.OpLink), Path: vfs.PathPrefix(ckDir), Err: syscall.EIO}},
-		{"eio-sync-2nd", vfs.Fault{Ops: vfs.Ops(vfs.OpSync), Path: vfs.PathPrefix(ckDir), Nth: 2, Err: syscall.EIO}},
-		{"enospc-rename", vfs.Fault{Ops: vfs.Ops(vfs.OpRename, vfs.OpLink), Path: vfs.PathPrefix(ckDir), Nth: 3, Sticky: true, Err: syscall.ENOSPC}},
-		{"enospc-memory-table", vfs.Fault{Ops: vfs.Ops(vfs.OpWrite, vfs.OpCreate), Path: vfs.PathPrefix(filepath.Join(root, "store-1", "checkpoint-tmp")), Sticky: true, Err: syscall.ENOSPC}},
-		{"eio-read-lsm", vfs.Fault{Ops: vfs.Ops(vfs.OpRead), Path: vfs.PathGlob(filepath.Join(root, "store-1", "lsm", "*.sst")), Nth: 2, Err: syscall.EIO}},
+		{"enospc-write-objects", vfs.Fault{Ops: vfs.Ops(vfs.OpWrite), Path: vfs.PathPrefix(ckDir), Sticky: true, Err: syscall.ENOSPC, ShortWrite: true}, false},
+		{"eio-link-objects", vfs.Fault{Ops: vfs.Ops(vfs.OpLink), Path: vfs.PathPrefix(ckDir), Err: syscall.EIO}, false},
+		{"eio-sync-2nd", vfs.Fault{Ops: vfs.Ops(vfs.OpSync), Path: vfs.PathPrefix(ckDir), Nth: 2, Err: syscall.EIO}, false},
+		{"enospc-rename", vfs.Fault{Ops: vfs.Ops(vfs.OpRename, vfs.OpLink), Path: vfs.PathPrefix(ckDir), Nth: 3, Sticky: true, Err: syscall.ENOSPC}, false},
+		{"enospc-memory-table", vfs.Fault{Ops: vfs.Ops(vfs.OpWrite, vfs.OpCreate), Path: vfs.PathPrefix(filepath.Join(root, "store-1", "checkpoint-tmp")), Sticky: true, Err: syscall.ENOSPC}, false},
+		{"eio-read-lsm", vfs.Fault{Ops: vfs.Ops(vfs.OpRead), Path: vfs.PathGlob(filepath.Join(root, "store-1", "lsm", "*.sst")), Nth: 2, Err: syscall.EIO}, true},
 	}
 	for i, c := range cases {
 		r.ownedSteps(1500, writeWeights)
@@ -593,7 +597,9 @@ func TestAttackUploadFaults(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: start: %v", c.name, err)
 		}
-		r.ownedSteps(200, writeWeights) // the task goes on during the failing upload
+		if !c.quiet {
+			r.ownedSteps(200, writeWeights) // the task goes on during the failing upload
+		}
 		_, err = p.Wait(ctx)
 		injected := fault.Injected()
 		fault.ClearFaults()
