@@ -214,6 +214,9 @@ func New(opts Options) (*Table, error) {
 // Buckets returns the number of buckets (a power of two).
 func (t *Table) Buckets() int { return len(t.buckets) }
 
+// Runs returns the number of runs in all chains. O(1); owner goroutine only.
+func (t *Table) Runs() int { return t.runs }
+
 // BucketOf returns the bucket of an order hash: its top BucketBits bits.
 func (t *Table) BucketOf(order uint64) int { return int(order >> t.shift) }
 

@@ -76,11 +76,9 @@ func (t *Engine) kick() {
 		}
 	}
 	for !t.noCompact && len(t.compactions) < t.maxCompact && !t.waiting(bgCompaction) {
-		c, ok := t.sl.PickCompaction()
-		if !ok {
+		if !t.submitCompactions() {
 			break
 		}
-		t.submitCompaction(c)
 	}
 	if t.relocation == nil && !t.waiting(bgRelocation) {
 		if r, ok := t.sl.PickRelocation(); ok {
@@ -230,10 +228,45 @@ func (t *Engine) submitRelocation(r *slice.Relocation) {
 	t.run(bgRelocation, scheduler.Compaction, "relocation", &job.done, &job.err, r.Run)
 }
 
-func (t *Engine) submitCompaction(c *slice.Compaction) {
-	job := &compactionJob{c: c}
+// submitCompactions picks slice compactions, one bucket each, until their inputs reach a
+// segment's size, and runs them as one job (compactionJob); it reports whether it picked any.
+// One worker takes a queued transform before a compaction (scheduler priority), and the owner
+// queues the next transform as soon as one is installed, so a job gets the worker about once
+// per transform: one bucket per job (a transform adds a run to every bucket) let chains grow to
+// 25 runs under an overwrite load and evicted live state; a segment's worth per job merges
+// about what a transform adds.
+func (t *Engine) submitCompactions() bool {
+	var job *compactionJob
+	var in int64
+	for in < int64(t.segSize) {
+		c, ok := t.sl.PickCompaction()
+		if !ok {
+			break
+		}
+		if job == nil {
+			job = &compactionJob{}
+		}
+		job.cs = append(job.cs, c)
+		in += c.InputBytes()
+	}
+	if job == nil {
+		return false
+	}
 	t.compactions = append(t.compactions, job)
-	t.run(bgCompaction, scheduler.Compaction, "compaction", &job.done, &job.err, c.Run)
+	t.run(bgCompaction, scheduler.Compaction, "compaction", &job.done, &job.err, job.run)
+	return true
+}
+
+// run runs the job's compactions one after another (the background half), counting those
+// that succeeded in ran, until one fails.
+func (j *compactionJob) run(ctx context.Context) error {
+	for _, c := range j.cs {
+		if err := c.Run(ctx); err != nil {
+			return err
+		}
+		j.ran++
+	}
+	return nil
 }
 
 // run is the one way background work starts: it counts the job (submitted), runs work on the
@@ -372,38 +405,46 @@ func (t *Engine) install() int {
 		t.transforms++
 		t.transformedBytes += j.seg.DataBytes()
 	}
-	// Compactions, in any order (each owns its busy runs).
+	// Compactions, in any order (each owns its busy runs): a job's compactions that ran are
+	// installed, the one that failed and those after it (never run) cancelled.
 	for i := 0; i < len(t.compactions); {
-		c := t.compactions[i]
-		if !c.done.Load() {
+		j := t.compactions[i]
+		if !j.done.Load() {
 			i++
 			continue
 		}
 		ended++
 		t.compactions = slices.Delete(t.compactions, i, i+1)
-		if c.err != nil {
-			if err := t.sl.CancelCompaction(c.c); err != nil {
-				panic("strata: invariant: cancelling a compaction: " + err.Error())
+		if j.ran > 0 {
+			t.bumpEpoch()
+		}
+		for k, c := range j.cs {
+			if k >= j.ran {
+				if err := t.sl.CancelCompaction(c); err != nil {
+					panic("strata: invariant: cancelling a compaction: " + err.Error())
+				}
+				t.sw.again = t.sw.again || c.Sweep() // its run is due still: pick it again
+				continue
 			}
-			t.sw.again = t.sw.again || c.c.Sweep() // its run is due still: pick it again
-			t.jobEnded(bgCompaction, "compaction", c.err)
+			if err := t.sl.InstallCompaction(c); err != nil {
+				panic("strata: invariant: installing a compaction: " + err.Error())
+			}
+			n++
+			t.compacted++
+			if c.Sweep() {
+				t.sw.jobs++
+				t.sw.readBytes += c.InputBytes()
+				t.sw.again = true
+			}
+		}
+		if j.err != nil {
+			t.jobEnded(bgCompaction, "compaction", j.err)
 			// No compaction until something else frees memory: picking the same chain again
 			// now would fail again.
 			t.noCompact = true
 			continue
 		}
-		t.bumpEpoch()
-		if err := t.sl.InstallCompaction(c.c); err != nil {
-			panic("strata: invariant: installing a compaction: " + err.Error())
-		}
 		t.jobEnded(bgCompaction, "", nil)
-		n++
-		t.compacted++
-		if c.c.Sweep() {
-			t.sw.jobs++
-			t.sw.readBytes += c.c.InputBytes()
-			t.sw.again = true
-		}
 	}
 	// The relocation: the moved slices point at their copies, the emptied segment is freed.
 	if r := t.relocation; r != nil && r.done.Load() {

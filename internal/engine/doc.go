@@ -62,6 +62,19 @@
 //     tasks and installed by the owner like the others; while L0 holds Options.L0StopWrites
 //     files, writers wait for one (L0 stall).
 //
+// Write stalls (one mechanism, stall): a writer that outruns the background waits, at most
+// Options.BackpressureTimeout, for the job that ends its debt, and never fails for it. Three
+// debts: L0 files (above); sealed segments queued for their transform, more than sealedStop
+// (transform stall); runs in the SliceTable's chains, more than runStopPerBucket per bucket on
+// average (compaction stall). Without the last two, a writer on a core it shares with the one
+// worker borrows memory against work the worker never catches up with: sealed segments pile up
+// (each one a FreshTable probe per read), and, since the worker takes compactions only between
+// transforms (scheduler priority), chains grow until the budget is full of shadowed versions and
+// live state is evicted — an overwrite load of 124 MiB of state at 1 GiB went to the LsmStore.
+// Compactions are submitted in batches of about a segment's input (submitCompactions) for the
+// same reason. A stall waits only while a job is in flight that can end it (none after a
+// compaction failed for memory, or while the head transform waits for memory: backpressure).
+//
 // Eviction policy: while the writers' room in the budget (memory.Budget.WriterRoom) is below
 // Options.EvictionRoom — the FreshTable's next segment — plus, once the lower tier holds data,
 // the caches still to be mapped (mapCaches: the block and row caches take budget only once

@@ -130,6 +130,11 @@ type Engine struct {
 	forcedInstalls   int64
 	l0Stalls         int64
 	l0StallNanos     int64
+	sealedStalls     int64
+	sealedStallNanos int64
+	runStalls        int64
+	runStallNanos    int64
+	runStop          int // runStopPerBucket × the SliceTable's buckets
 	lsmCompactions   int64
 	flushes          int64 // sealed segments flushed straight to the lower tier
 	relocations      int64 // relocations installed
@@ -155,8 +160,12 @@ type transformJob struct {
 	pending    any  // the flush's L0 file, written by the task, installed by the owner
 }
 
+// compactionJob is a batch of slice compactions, one per bucket, run one after another in one
+// scheduler task (submitCompactions): ran of them returned without error, and err is the
+// error of the next one, which ended the task (the rest never ran).
 type compactionJob struct {
-	c    *slice.Compaction
+	cs   []*slice.Compaction
+	ran  int
 	err  error
 	done atomic.Bool
 }
@@ -450,6 +459,7 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 		f: f, sl: sl, alloc: alloc, low: o.Lower, budget: budget, sched: sched, rc: rc,
 		stride:     base.Stride(o.MaxParallelism),
 		segSize:    int(seg),
+		runStop:    runStopPerBucket * sl.Buckets(),
 		reserve:    add,
 		bpTimeout:  o.BackpressureTimeout,
 		maxCompact: max(sched.Workers(), 1),
@@ -494,32 +504,87 @@ func (t *Engine) before() error {
 }
 
 // stallL0 makes a writer wait while the LsmStore has Options.L0StopWrites L0 files or more,
-// until an L0 compaction is installed (at most Options.BackpressureTimeout; then the write
-// goes ahead: the stall bounds L0, it must not turn a slow disk into failed writes). Counted in
-// Stats (L0Stalls, L0StallNanos).
+// until an L0 compaction is installed (stall). Counted in Stats (L0Stalls, L0StallNanos).
 //
 //go:noinline
 func (t *Engine) stallL0() {
-	start := time.Now()
 	t.l0Stalls++
-	defer func() { t.l0StallNanos += int64(time.Since(start)) }()
+	t.l0StallNanos += t.stall(func() bool { return t.l0Files >= t.l0Stop }, func() bool {
+		if len(t.lsmJobs) == 0 {
+			t.kickLSM()
+		}
+		return len(t.lsmJobs) > 0 // else nothing to wait for (levels busy or not due)
+	})
+}
+
+// sealedStop is the number of sealed segments queued for their transform (the one in flight
+// included) above which a write waits (stallSealed). One worker runs transforms one at a
+// time; a writer on a shared core otherwise outruns it, and the queue grows without bound
+// below the budget: every queued segment holds its memory and its index (a FreshTable probe
+// per read each), and compactions, which the worker takes only when no transform is queued,
+// starve — an overwrite load at 1 GiB held 7 sealed segments and chains of 25 runs, and
+// evicted live state to the LsmStore at 124 MiB of it.
+const sealedStop = 2
+
+// stallSealed makes a writer wait while more than sealedStop sealed segments are queued,
+// until the transform at the head is installed (stall): writers are paced at the rate the
+// background sustains instead of borrowing memory against it. A head that is not in flight
+// (failed for memory, or waiting for a retry) is not waited for: backpressure handles
+// memory. Counted in Stats (TransformStalls, TransformStallNanos).
+//
+//go:noinline
+func (t *Engine) stallSealed() {
+	t.sealedStalls++
+	t.sealedStallNanos += t.stall(func() bool { return len(t.fifo) > sealedStop }, func() bool {
+		if t.fifo[0].h == nil {
+			t.kick()
+		}
+		return t.fifo[0].h != nil && !t.fifo[0].done.Load()
+	})
+}
+
+// runStopPerBucket is the mean chain length, in runs per bucket of the SliceTable, above which
+// a write waits for compactions (stallRuns). Every transform adds a run to every bucket and the
+// worker takes compactions only between transforms, so a writer on a shared core makes runs
+// faster than they are merged: under an overwrite load the chains grew to 28 runs, the
+// shadowed versions in them took 700 MiB for 124 MiB of state, and a read searched every run
+// of its bucket.
+const runStopPerBucket = 6
+
+// stallRuns makes a writer wait while the SliceTable holds more than runStop runs, until
+// compactions have merged enough (stall). Compactions that cannot run (one failed for memory,
+// noCompact, until memory is freed) are not waited for. Counted in Stats (CompactionStalls,
+// CompactionStallNanos).
+//
+//go:noinline
+func (t *Engine) stallRuns() {
+	t.runStalls++
+	t.runStallNanos += t.stall(func() bool { return t.sl.Runs() > t.runStop }, func() bool {
+		if len(t.compactions) == 0 {
+			t.kick()
+		}
+		return len(t.compactions) > 0
+	})
+}
+
+// stall is the one mechanism of the write stalls: it installs finished work and waits for the
+// next job to finish while behind reports that the background is behind and inFlight that a
+// job whose end may change that is in flight (inFlight may submit one). The write goes ahead
+// when nothing is in flight, on a background failure, or after Options.BackpressureTimeout: a
+// stall paces writers, it never fails a write. It returns the time waited, in nanoseconds.
+func (t *Engine) stall(behind, inFlight func() bool) int64 {
+	start := time.Now()
 	timer := time.NewTimer(t.bpTimeout)
 	defer timer.Stop()
 	for {
 		t.install()
-		if t.l0Files < t.l0Stop || t.bgErr != nil {
-			return
-		}
-		if len(t.lsmJobs) == 0 {
-			t.kickLSM()
-			if len(t.lsmJobs) == 0 {
-				return // nothing to wait for (levels busy or not due)
-			}
+		if !behind() || t.bgErr != nil || !inFlight() {
+			return int64(time.Since(start))
 		}
 		select {
 		case <-t.wake:
 		case <-timer.C:
-			return
+			return int64(time.Since(start))
 		}
 	}
 }
@@ -529,6 +594,12 @@ func (t *Engine) stallL0() {
 func (t *Engine) after() {
 	if t.budget.UsedBy(memory.PurposeFreshData) != t.lastFresh {
 		t.checkSealed()
+		if len(t.fifo) > sealedStop && t.openIters == 0 {
+			t.stallSealed()
+		}
+	}
+	if t.sl.Runs() > t.runStop && t.openIters == 0 { // an open map iteration defers installs
+		t.stallRuns()
 	}
 	if t.sw.writes--; t.sw.writes < 0 && t.sweepDue() {
 		t.kick()
@@ -568,8 +639,10 @@ func (t *Engine) Close() error {
 		}
 	}
 	t.fifo = nil
-	for _, c := range t.compactions {
-		errs = append(errs, t.sl.CancelCompaction(c.c))
+	for _, j := range t.compactions {
+		for _, c := range j.cs {
+			errs = append(errs, t.sl.CancelCompaction(c))
+		}
 	}
 	t.compactions = nil
 	if r := t.relocation; r != nil {

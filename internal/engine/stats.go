@@ -69,8 +69,18 @@ type Stats struct {
 	// L0StallNanos is the time they waited in total.
 	L0Stalls     int64
 	L0StallNanos int64
-	PersistFiles int64 // L0 files Close wrote (tests: see flush)
-	PersistNanos int64 // time Close spent moving the tiers into the LsmStore
+	// TransformStalls counts writes that waited because more than two sealed segments were
+	// queued for their transform (writers are paced at the rate the one transform at a time
+	// sustains); TransformStallNanos is the time they waited in total.
+	TransformStalls     int64
+	TransformStallNanos int64
+	// CompactionStalls counts writes that waited because the SliceTable held more than six
+	// runs per bucket on average (writers are paced at the rate compactions merge them);
+	// CompactionStallNanos is the time they waited in total.
+	CompactionStalls     int64
+	CompactionStallNanos int64
+	PersistFiles         int64 // L0 files Close wrote (tests: see flush)
+	PersistNanos         int64 // time Close spent moving the tiers into the LsmStore
 
 	// Background failures (internal/engine doc.go, "Failures"). BackgroundErrors counts the
 	// background jobs — transforms, flushes, slice compactions, relocations, evictions, LSM
@@ -168,6 +178,8 @@ func (t *Engine) Stats() Stats {
 	st.Compactions, st.Evictions, st.EvictedBytes = ss.Compactions, ss.Evictions, ss.EvictedBytes
 	st.BackpressureWaits, st.BackpressureNanos, st.BackpressureFailures = t.bpWaits, t.bpNanos, t.bpFailures
 	st.L0Stalls, st.L0StallNanos, st.Flushes, st.Relocations = t.l0Stalls, t.l0StallNanos, t.flushes, t.relocations
+	st.TransformStalls, st.TransformStallNanos = t.sealedStalls, t.sealedStallNanos
+	st.CompactionStalls, st.CompactionStallNanos = t.runStalls, t.runStallNanos
 	st.PersistFiles, st.PersistNanos = t.persistFiles, t.persistNanos
 	st.BackgroundErrors, st.BackgroundRetries, st.BackgroundRetrying = t.bgErrors, t.bgRetries, t.retrying
 	if t.lastBgErr != nil {

@@ -155,9 +155,9 @@ func subSat(a, b int64) int64 {
 // submitSweep runs a slice sweep job like a compaction (installed by install's compaction
 // loop), timed into the sweep's counters.
 func (t *Engine) submitSweep(c *slice.Compaction) {
-	job := &compactionJob{c: c}
+	job := &compactionJob{cs: []*slice.Compaction{c}}
 	t.compactions = append(t.compactions, job)
-	t.run(bgCompaction, scheduler.Compaction, "ttl sweep", &job.done, &job.err, t.timed(c.Run))
+	t.run(bgCompaction, scheduler.Compaction, "ttl sweep", &job.done, &job.err, t.timed(job.run))
 }
 
 // timed wraps a sweep job's work so its running time is added to the sweep's (shared)
