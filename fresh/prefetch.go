@@ -74,8 +74,7 @@ func (s *segment) touchRecord(c uint64, h24 uint32) uint64 {
 	ctrl := binary.LittleEndian.Uint64(grp)
 	for m := matchTag(ctrl, c); m != 0; m &= m - 1 {
 		j := uint32(bits.TrailingZeros64(m)) >> 3
-		hb := grp[grpHash+3*j : grpHash+3*j+3]
-		if uint32(hb[0])|uint32(hb[1])<<8|uint32(hb[2])<<16 != h24 {
+		if !hashAt(grp, j, h24) {
 			continue
 		}
 		return uint64(s.data[binary.LittleEndian.Uint32(grp[grpOffs+4*j:])])

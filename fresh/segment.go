@@ -89,6 +89,13 @@ func (s *segment) tailFits(limit, slots uint32) bool {
 	return uint64(s.count)+uint64(slots)+rest <= uint64(s.fullAt)
 }
 
+// hashAt reports whether slot j of the index group grp holds the hash bits h24 (the lookups
+// check it for each slot whose tag matches before they read the slot's record).
+func hashAt(grp []byte, j, h24 uint32) bool {
+	hb := grp[grpHash+3*j : grpHash+3*j+3]
+	return uint32(hb[0])|uint32(hb[1])<<8|uint32(hb[2])<<16 == h24
+}
+
 // findKey returns the index position and offset of the key-level record
 // (value, tombstone, list chunk, map header) for key; off == 0 if absent.
 func (s *segment) findKey(h uint64, key []byte) (pos, off uint32) {
@@ -100,8 +107,7 @@ func (s *segment) findKey(h uint64, key []byte) (pos, off uint32) {
 		ctrl := binary.LittleEndian.Uint64(grp)
 		for m := matchTag(ctrl, c); m != 0; m &= m - 1 {
 			j := uint32(bits.TrailingZeros64(m)) >> 3
-			hb := grp[grpHash+3*j : grpHash+3*j+3]
-			if uint32(hb[0])|uint32(hb[1])<<8|uint32(hb[2])<<16 != h24 {
+			if !hashAt(grp, j, h24) {
 				continue
 			}
 			o := binary.LittleEndian.Uint32(grp[grpOffs+4*j:])
@@ -132,8 +138,7 @@ func (s *segment) findEntry(he uint64, hdr uint32, userKey []byte) (pos, off uin
 		ctrl := binary.LittleEndian.Uint64(grp)
 		for m := matchTag(ctrl, c); m != 0; m &= m - 1 {
 			j := uint32(bits.TrailingZeros64(m)) >> 3
-			hb := grp[grpHash+3*j : grpHash+3*j+3]
-			if uint32(hb[0])|uint32(hb[1])<<8|uint32(hb[2])<<16 != h24 {
+			if !hashAt(grp, j, h24) {
 				continue
 			}
 			o := binary.LittleEndian.Uint32(grp[grpOffs+4*j:])
