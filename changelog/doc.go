@@ -98,7 +98,11 @@
 //     (PurposeChangelog). A refusal — the Budget's, or Threshold bytes buffered — is a
 //     preallocated error matching memory.ErrMemoryBudget: the engine applies backpressure
 //     (wait for a persist, retry). No allocation in steady state: the buffer is swapped with a
-//     spare that the previous persist gave back.
+//     spare that the previous persist gave back. Log.Reserve charges the room for one record
+//     ahead (a granule at a time, into the Log's reserved room, which a Persist's swap does
+//     not take) and is refused the same way: a Store reserves before it changes its tables,
+//     so a full buffer refuses a write before it is applied, and the Append after it draws on
+//     the reservation and is not refused for memory. Unreserve returns unused room.
 //  2. Writer.PersistDue(now) is true when the buffered bytes reach PreemptiveThreshold or
 //     records have waited PersistDelay (measured from the first PersistDue call that saw them).
 //  3. Writer.Persist (one at a time) swaps every Log's buffer out under the Log's mutex,
@@ -125,7 +129,8 @@
 //     whole (checkpoint.Storage's atomicity), so a handle is never half-readable after a
 //     crash (TestCrashPersist).
 //  5. Charged bytes = the Writer's buffered count = the Budget's UsedBy(PurposeChangelog)
-//     from this Writer; Persist refunds exactly what it stored, Log.Close and Writer.Close
+//     from this Writer = every Log's buffer, pending batch and reserved room; Persist refunds
+//     exactly what it stored, Log.Unreserve the reserved room, Log.Close and Writer.Close
 //     what they drop.
 //  6. Replay never yields a record outside its key-group range, and yields records in seq
 //     order (stable across segments for equal seqs).

@@ -191,6 +191,9 @@ type Log struct {
 	spare   []byte // an empty buffer to swap in
 	lastSeq uint64 // the largest seq appended
 	closed  bool
+	// reserved is charged room no buffer holds yet (Reserve): Append draws on it before it
+	// charges. Changed under mu; read without it by Reserve's fast path.
+	reserved atomic.Int64
 
 	// pending is what a failed Persist could not store, kept for the next; guarded by
 	// w.persistMu.
@@ -276,6 +279,14 @@ func (l *Log) Append(kind uint8, kg uint16, seq uint64, key, userKey, value []by
 		c.buf = append(c.buf[:0], 0, 0, 0, 0)
 	}
 	if need := int64(len(c.buf) + n); need > c.charged {
+		if r := l.reserved.Load(); r > 0 {
+			// Room reserved for this record (Reserve): up to a granule moves to the buffer.
+			t := min(r, max(need-c.charged, chargeGranule))
+			l.reserved.Add(-t)
+			c.charged += t
+		}
+	}
+	if need := int64(len(c.buf) + n); need > c.charged {
 		if err := l.charge(need - c.charged); err != nil {
 			if c.empty() {
 				c.buf = c.buf[:0]
@@ -301,22 +312,71 @@ func (l *Log) Append(kind uint8, kg uint16, seq uint64, key, userKey, value []by
 
 // charge charges at least n more bytes (rounded up to the granule) for l.cur; l.mu held.
 func (l *Log) charge(n int64) error {
+	g, err := l.w.charge(n)
+	if err != nil {
+		return err
+	}
+	l.cur.charged += g
+	return nil
+}
+
+// charge charges at least n bytes, rounded up to the granule, and returns how many.
+func (w *Writer) charge(n int64) (int64, error) {
 	g := (n + chargeGranule - 1) / chargeGranule * chargeGranule
-	w := l.w
 	if after := w.buffered.Add(g); after > w.opts.Threshold && after != g {
 		// Over the threshold, unless this is the only buffered data (so one record larger
 		// than Threshold still goes through rather than blocking forever).
 		w.buffered.Add(-g)
-		return errThreshold
+		return 0, errThreshold
 	}
 	if b := w.opts.Budget; b != nil {
 		if err := b.Charge(g, memory.PurposeChangelog); err != nil {
 			w.buffered.Add(-g)
-			return errBudget
+			return 0, errBudget
 		}
 	}
-	l.cur.charged += g
+	return g, nil
+}
+
+// Reserve makes sure that the next Append of a record of these key, userKey and value is not
+// refused for memory: it charges room for one (a granule at a time, as Append does) unless
+// enough is reserved already. The Store's write path reserves before it applies a change, so
+// that a full buffer refuses the write before anything changed, not the log of a change
+// already applied (backpressure, never damage; engine doc.go, "Changelog"). Reserved room
+// counts in Buffered and the Budget like buffered records; Append uses it up, Unreserve and
+// Close return it. Called on the Store's goroutine, like Append; allocates nothing, and
+// reads one atomic while enough is reserved. Errors, preallocated: an error matching
+// memory.ErrMemoryBudget when the Threshold or the Budget refuses (persist, then retry), as
+// Append's; ErrInvalidRecord for a record too large to log; ErrClosed.
+func (l *Log) Reserve(key, userKey, value []byte) error {
+	n := int64(recordLen(key, userKey, value))
+	if n > MaxRecord {
+		return errTooLarge
+	}
+	n += segHeaderLen // the record may begin a new segment
+	if l.reserved.Load() >= n {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return errLogClosed
+	}
+	g, err := l.w.charge(n - l.reserved.Load())
+	if err != nil {
+		return err
+	}
+	l.reserved.Add(g)
 	return nil
+}
+
+// Unreserve returns the room Reserve charged and no Append used (a Store that stops
+// appending to this Log: its generation ended). Safe to call at any time.
+func (l *Log) Unreserve() {
+	l.mu.Lock()
+	r := l.reserved.Swap(0)
+	l.mu.Unlock()
+	l.w.refund(r)
 }
 
 // refund returns n charged bytes.
@@ -409,7 +469,7 @@ func (l *Log) Close() {
 func (l *Log) drop() {
 	l.mu.Lock()
 	l.closed = true
-	c := l.cur.charged
+	c := l.cur.charged + l.reserved.Swap(0)
 	l.cur = batch{}
 	l.mu.Unlock()
 	l.w.refund(c + l.pending.charged)

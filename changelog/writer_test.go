@@ -349,6 +349,64 @@ func TestThreshold(t *testing.T) {
 	}
 }
 
+// TestReserve: after Reserve succeeded, the next Append of that record is not refused for
+// memory — even when a Persist took the buffer in between and failed (its records and their
+// charge stay pending) — and Reserve, not Append, is refused once Threshold bytes are held
+// (a Store refuses the write before applying it). Unreserve and Close return reserved room:
+// with everything persisted nothing stays charged.
+func TestReserve(t *testing.T) {
+	fs := &failingStorage{Storage: newStorage(t)}
+	budget := memory.NewBudget(1 << 20)
+	w, _ := NewWriter(WriterOptions{Storage: fs, Prefix: "tm-1", Budget: budget, Threshold: 2 * chargeGranule})
+	l, _ := w.Log("s", KeyGroupRange{Start: 0, End: 0})
+	key, val := kgKey(0, "k"), make([]byte, 1000)
+	ctx := context.Background()
+	fs.fail.Store(true)
+	var refused error
+	seq := uint64(0)
+	for refused == nil && seq < 1000 {
+		seq++
+		if refused = l.Reserve(key, nil, val); refused != nil {
+			break
+		}
+		if seq%7 == 0 {
+			if _, err := w.Persist(ctx); !errors.Is(err, errInjected) {
+				t.Fatalf("persist over a failing Put: %v", err)
+			}
+		}
+		if err := l.Append(1, 0, seq, key, nil, val); err != nil {
+			t.Fatalf("append %d after a successful Reserve: %v", seq, err)
+		}
+	}
+	if !errors.Is(refused, memory.ErrMemoryBudget) {
+		t.Fatalf("reserve past the threshold: %v (seq %d)", refused, seq)
+	}
+	fs.fail.Store(false)
+	if _, err := w.Persist(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Reserve(key, nil, val); err != nil {
+		t.Fatalf("reserve after a persist: %v", err)
+	}
+	if w.Buffered() == 0 || budget.Used() == 0 {
+		t.Fatalf("reserved room not charged: buffered %d, budget %d", w.Buffered(), budget.Used())
+	}
+	l.Unreserve()
+	if w.Buffered() != 0 || budget.Used() != 0 {
+		t.Fatalf("after Unreserve: buffered %d, budget %d", w.Buffered(), budget.Used())
+	}
+	if err := l.Reserve(key, nil, val); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if w.Buffered() != 0 || budget.Used() != 0 {
+		t.Fatalf("after Close: buffered %d, budget %d", w.Buffered(), budget.Used())
+	}
+	if err := l.Reserve(key, nil, val); !errors.Is(err, ErrClosed) {
+		t.Fatalf("reserve after Close: %v", err)
+	}
+}
+
 // TestAppendRules: Append refuses records that break the format's rules.
 func TestAppendRules(t *testing.T) {
 	w, _ := NewWriter(WriterOptions{Storage: newStorage(t), Prefix: "tm-1"})
