@@ -106,9 +106,14 @@ type ChangelogOptions struct {
 	// periodic-materialize.interval): default 10 minutes; negative: only
 	// SpaceAmplificationCap starts them.
 	MaterializationInterval time.Duration
-	// MaxMaterializationFailures is how many consecutive materializations may fail before
-	// the Store stops with the last error (Flink's materialization.max-allowed-failures);
-	// default 3.
+	// MaxMaterializationFailures is how many consecutive materializations fail before
+	// ChangelogStats.MaterializationFailing reports it (until one is durable again); default
+	// 3. Unlike Flink's materialization.max-allowed-failures, which fails the job, nothing
+	// stops: a failure of the checkpoint storage (EIO, ENOSPC, a timeout) may pass, so a
+	// failed materialization is retried after a second (each attempt seals the active
+	// segment), writes go on, checkpoints fail with the storage's error until it answers,
+	// and Close persists the local state whatever the storage does. Damage (ErrCorruption)
+	// still stops the Store, as for any background work.
 	MaxMaterializationFailures int
 	// SpaceAmplificationCap starts a materialization early once the bytes logged since the
 	// last one exceed (cap − 1) × the materialized size: 1.5 allows half the snapshot's size

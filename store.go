@@ -244,7 +244,9 @@ func (s *Store) persistAll() error {
 //
 // Close persists whatever background work is doing: a compaction or eviction that keeps
 // failing (too many open files, an I/O error) is no reason not to persist, since Close moves
-// the tiers into the LsmStore itself. When persisting fails for a reason that may pass — a full
+// the tiers into the LsmStore itself. Nor is the checkpoint storage: with the changelog on,
+// persists and materializations that its outage makes fail are retried, never sticky, and
+// Close needs neither (the local state does not depend on the checkpoint storage). When persisting fails for a reason that may pass — a full
 // disk (ErrNoSpace), too many open files, an I/O error (syscall.EMFILE, syscall.EIO, …) — Close
 // returns the error and the Store stays open and readable, with nothing lost: fix the cause
 // and Close again, or give up with Discard. Only damage (ErrCorruption) or a broken invariant,

@@ -269,6 +269,24 @@ func (t *Table) prepare(need, slots uint32) (s *segment, changed bool, err error
 	return s, changed, nil
 }
 
+// CheckSizes returns the error a write of key, map user key userKey and value (or list
+// batch) would fail with for their sizes alone — ErrKeyTooLarge, ErrValueTooLarge — or nil.
+// The engine asks it before it waits for room elsewhere for the write (its changelog
+// record), so that a write too large is refused as such, not for memory. Allocates nothing
+// unless it returns an error.
+func (t *Table) CheckSizes(key, userKey, value []byte) error {
+	if len(userKey) > MaxKeySize {
+		return fmt.Errorf("%w: %d bytes > %d", ErrKeyTooLarge, len(userKey), MaxKeySize)
+	}
+	if len(key) > MaxKeySize {
+		return fmt.Errorf("%w: %d bytes > %d", ErrKeyTooLarge, len(key), MaxKeySize)
+	}
+	if uint64(len(value)) > uint64(t.maxValue) {
+		return fmt.Errorf("%w: %d bytes > %d", ErrValueTooLarge, len(value), t.maxValue)
+	}
+	return nil
+}
+
 func (t *Table) checkKV(key, value []byte) error {
 	if t.closed {
 		return base.ErrClosed

@@ -32,7 +32,8 @@ import (
 const (
 	DefaultMaterializationInterval    = 10 * time.Minute
 	DefaultMaxMaterializationFailures = 3
-	// materializationRetry is the least time between a failed materialization and the next.
+	// materializationRetry is the least time between a failed materialization and the next
+	// (the floor of its backoff in retry.go: each attempt seals the active segment).
 	materializationRetry = time.Second
 	// persistCheckEvery is how many logged writes go between two PersistDue checks (a clock
 	// read each).
@@ -53,8 +54,11 @@ type ChangelogOptions struct {
 	// MaterializationInterval is the time between materializations (0: the default, 10 min;
 	// negative: only the space-amplification cap starts them).
 	MaterializationInterval time.Duration
-	// MaxMaterializationFailures consecutive failed materializations stop the engine
-	// (sticky error); 0: 3.
+	// MaxMaterializationFailures is the number of consecutive failed materializations from
+	// which ChangelogStats.MaterializationFailing reports the failure (Flink's
+	// materialization.max-allowed-failures, which fails the job: here nothing stops, since a
+	// failure of the checkpoint storage may pass and the local state does not need it; a
+	// failed materialization is retried on the backoff of retry.go); 0: 3.
 	MaxMaterializationFailures int
 	// SpaceAmplificationCap: a materialization starts early once the bytes logged since the
 	// last materialization exceed (cap − 1) × the materialized size; 0: off. At least 1.
@@ -135,61 +139,108 @@ func (t *Engine) initChangelog(o *ChangelogOptions) error {
 	return err
 }
 
-// roll opens a new generation for the records after seq after.
+// roll opens a new generation for the records after seq after; the previous one returns the
+// room reserved for appends it will not get.
 func (c *clState) roll(after uint64) (*clGen, error) {
 	s := &c.o.Spec
 	l, err := c.o.Writer.Log(s.Owner, changelog.KeyGroupRange{Start: s.KeyGroups.Start, End: s.KeyGroups.End})
 	if err != nil {
 		return nil, fmt.Errorf("strata: changelog: %w", err)
 	}
+	if n := len(c.gens); n > 0 {
+		c.gens[n-1].log.Unreserve()
+	}
 	g := &clGen{log: l, after: after}
 	c.gens = append(c.gens, g)
 	return g, nil
 }
 
-// logChange appends the write op, just applied to the FreshTable, to the changelog (Apply
-// step 4; doc.go, Changelog invariant 1). Its seq is the FreshTable's after the write (a write
-// may take several; every one is <= the next cut and > the previous one). A refusal for memory
-// persists the buffer on this goroutine — or, when nothing was buffered, waits for background
-// work to free memory as a refused FreshTable write does (backpressure) — and retries until
-// Options.BackpressureTimeout; then, and for any other refusal, the engine stops with a sticky
-// error: the FreshTable holds a change the changelog lacks, which no checkpoint may miss.
+// reserveLog reserves the changelog room of write op before Apply changes the FreshTable
+// (doc.go, "Changelog": reserve, write, append), so that a full log buffer refuses the write
+// with nothing applied instead of refusing the append of an applied change. One atomic load
+// while room is reserved; else reserveWait.
+func (t *Engine) reserveLog(op *Op) error {
+	l := t.cl.gens[len(t.cl.gens)-1].log
+	err := l.Reserve(op.Key, op.UserKey, op.Value)
+	if err == nil {
+		return nil
+	}
+	return t.reserveWait(l, op, err)
+}
+
+// reserveWait is the slow path of reserveLog, after Reserve refused with err. A refusal for
+// memory is backpressure: the writer persists the buffer on this goroutine (unless a persist
+// waits for its retry after a failure of the checkpoint storage: retry.go's backoff, kind
+// bgPersist), and when that freed nothing (nothing buffered, or the storage refuses) waits
+// for the tiers' background work that frees memory as a refused FreshTable write does (the
+// tiers may hold the budget), and reserves again,
+// until Options.BackpressureTimeout; then the write fails with ErrMemoryBudget naming the
+// persist's failure, not wrapping it — nothing was applied and the engine goes on. Any other
+// refusal (a record too large to log, a closed log) is returned as is, likewise with nothing
+// applied.
+//
+//go:noinline
+func (t *Engine) reserveWait(l *changelog.Log, op *Op, err error) error {
+	if !errors.Is(err, memory.ErrMemoryBudget) {
+		return err
+	}
+	if serr := t.f.CheckSizes(op.Key, op.UserKey, op.Value); serr != nil {
+		return serr // the FreshTable refuses it anyway: say why, without waiting
+	}
+	c := t.cl
+	start := time.Now()
+	deadline := start.Add(t.bpTimeout)
+	t.bpWaits++
+	defer func() { t.bpNanos += int64(time.Since(start)) }()
+	for {
+		freed := false
+		if !t.waiting(bgPersist) {
+			r, perr := c.o.Writer.Persist(context.Background())
+			t.jobEnded(bgPersist, "changelog persist", perr)
+			if perr != nil {
+				c.lastErr = perr
+			}
+			freed = perr == nil && r.Size > 0
+		}
+		if !freed && t.backpressure(err) != nil {
+			// No persist freed the buffer's charge (nothing buffered, or the checkpoint
+			// storage refuses), and no background work of the tiers, which may hold the
+			// budget, was installed: wait for the persist's retry, or a moment.
+			now := time.Now()
+			d := time.Millisecond
+			if b := &t.retry[bgPersist]; b.fails > 0 && now.Before(b.at) {
+				d = max(d, b.at.Sub(now))
+			}
+			time.Sleep(max(min(d, deadline.Sub(now)), 0))
+		}
+		if err = l.Reserve(op.Key, op.UserKey, op.Value); err == nil || !errors.Is(err, memory.ErrMemoryBudget) {
+			return err
+		}
+		if t.bgErr != nil {
+			return t.bgErr
+		}
+		if !time.Now().Before(deadline) {
+			t.bpFailures++
+			if b := &t.retry[bgPersist]; b.fails > 0 {
+				return fmt.Errorf("%w: the changelog buffer is full (WriterOptions.Threshold or the budget) and persisting it fails: %v", err, b.err)
+			}
+			return t.memoryError(err)
+		}
+	}
+}
+
+// logChange appends the write op, just applied to the FreshTable, to the changelog (end of
+// Apply step 3; doc.go, "Changelog" and invariant 8). Its seq is the FreshTable's after the write (a write
+// may take several; every one is <= the next cut and > the previous one). reserveLog reserved
+// its room, so the append is not refused for memory: a refusal now is a broken invariant, and
+// the engine stops with a sticky error, since the FreshTable holds a change the changelog
+// lacks, which no checkpoint may miss.
 func (t *Engine) logChange(op *Op) error {
 	c := t.cl
 	g := c.gens[len(c.gens)-1]
 	kg := uint16(op.Key[0])<<8 | uint16(op.Key[1])
-	var deadline time.Time
-	for {
-		err := g.log.Append(uint8(op.Kind), kg, t.f.Seq(), op.Key, op.UserKey, op.Value)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, memory.ErrMemoryBudget) {
-			if deadline.IsZero() {
-				deadline = time.Now().Add(t.bpTimeout)
-			}
-			if time.Now().Before(deadline) {
-				t.bpWaits++
-				r, perr := c.o.Writer.Persist(context.Background())
-				if perr != nil {
-					c.lastErr = perr
-					time.Sleep(10 * time.Millisecond)
-					continue
-				}
-				if r.Size > 0 {
-					continue // the buffer's charge is refunded
-				}
-				// Nothing buffered to free: the tiers fill the budget (the changelog, a
-				// writer's purpose, may not use the background reserve). Wait for the
-				// background work that frees it, as a refused FreshTable write does; only the
-				// owner installs it, so persisting alone would spin until the deadline.
-				if t.backpressure(err) != nil {
-					time.Sleep(time.Millisecond) // nothing in flight yet: a persist or pollChangelog may free some
-				}
-				continue
-			}
-		}
-		t.stick("changelog append", err)
+	if err := g.log.Append(uint8(op.Kind), kg, t.f.Seq(), op.Key, op.UserKey, op.Value); err != nil {
+		t.stick("changelog append", fmt.Errorf("%w: the append of an applied change was refused: %w", errInvariant, err))
 		return t.bgErr
 	}
 	c.logBytes += int64(len(op.Key) + len(op.UserKey) + len(op.Value) + 16)
@@ -212,8 +263,11 @@ func (t *Engine) pollChangelog(now time.Time) {
 		if c.persistErr != nil {
 			c.lastErr = c.persistErr
 		}
+		t.jobEnded(bgPersist, "changelog persist", c.persistErr)
 	}
-	if c.persist == nil && c.o.Writer.PersistDue(now) {
+	// A failed persist or materialization (the checkpoint storage refused) is retried here,
+	// once its backoff has passed (retry.go; kick does not retry remote work).
+	if c.persist == nil && !t.waiting(bgPersist) && c.o.Writer.PersistDue(now) {
 		c.persistDone.Store(false)
 		c.persistErr = nil
 		w := c.o.Writer
@@ -226,9 +280,10 @@ func (t *Engine) pollChangelog(now time.Time) {
 		if err == nil {
 			c.persist = h
 			c.persists++
+			t.submitted(bgPersist)
 		}
 	}
-	if c.run == nil && t.materializationDue(now) {
+	if c.run == nil && !t.waiting(bgMaterialization) && t.materializationDue(now) {
 		if err := t.startMaterialization(now); err != nil {
 			c.lastErr = err
 			c.lastCut = now.Add(materializationRetry - c.o.MaterializationInterval) // retry later
@@ -307,12 +362,15 @@ func (t *Engine) startMaterialization(now time.Time) error {
 	}
 	p.h = h
 	c.run = p
+	t.submitted(bgMaterialization)
 	return nil
 }
 
 // installMaterialization ends a finished materialization (install, owner): a durable one
-// becomes the base of later changelog checkpoints; a failed one counts towards
-// MaxMaterializationFailures.
+// becomes the base of later changelog checkpoints; a failed one ends in jobEnded, like any
+// background job — retried after its backoff when the failure may pass (the checkpoint
+// storage refused: EIO, ENOSPC, a timeout), sticky only for damage or a broken invariant —
+// and counts towards MaxMaterializationFailures, which only reports.
 func (t *Engine) installMaterialization() {
 	c := t.cl
 	p := c.run
@@ -334,15 +392,20 @@ func (t *Engine) installMaterialization() {
 		c.fails++
 		c.matFailures++
 		c.lastErr = p.err
-		c.lastCut = time.Now().Add(materializationRetry - c.o.MaterializationInterval)
-		if c.fails >= c.o.MaxMaterializationFailures {
-			t.stick("materialization", fmt.Errorf("%d consecutive failures, the last: %w", c.fails, p.err))
+		t.jobEnded(bgMaterialization, "materialization", p.err)
+		if t.retry[bgMaterialization].fails == 0 {
+			// Refused memory or cancelled: not a failure retry.go schedules; not before
+			// materializationRetry, as a cut that failed.
+			c.lastCut = time.Now().Add(materializationRetry - c.o.MaterializationInterval)
 		}
 		return
 	}
 	c.fails = 0
+	t.jobEnded(bgMaterialization, "materialization", nil)
 	c.materializations++
-	t.keepMaterialization(p)
+	if slices.Contains(c.gens, p.gen) {
+		t.keepMaterialization(p)
+	} // else a checkpoint cut at the same seq after it completed and truncated its generation
 	t.releaseCheckpoint(p)
 }
 
@@ -360,9 +423,17 @@ func (t *Engine) keepMaterialization(p *PendingCheckpoint) *matState {
 	}
 	t.ck.inflight.Add(m.names...)
 	// A background materialization and a native checkpoint may end out of cut order: keep
-	// the list in seq order, so the last one is the newest state.
-	t.cl.mats = append(t.cl.mats, m)
-	slices.SortStableFunc(t.cl.mats, func(a, b *matState) int { return cmp.Compare(a.seq, b.seq) })
+	// the list in cut order, so the last one is the newest state. Two cuts may have the same
+	// seq (no write between them): the later cut's generation comes later in gens, and
+	// truncation to it closes the earlier one's, so the order is seq, then generation.
+	c := t.cl
+	c.mats = append(c.mats, m)
+	slices.SortStableFunc(c.mats, func(a, b *matState) int {
+		if o := cmp.Compare(a.seq, b.seq); o != 0 {
+			return o
+		}
+		return cmp.Compare(slices.Index(c.gens, a.gen), slices.Index(c.gens, b.gen))
+	})
 	return m
 }
 
@@ -520,6 +591,9 @@ type ChangelogStats struct {
 	MaterializedSeq                           uint64
 	// MaterializationRunning is true while one uploads.
 	MaterializationRunning bool
+	// MaterializationFailing is true once MaxMaterializationFailures materializations in a
+	// row have failed, until one is durable again.
+	MaterializationFailing bool
 	// Persists counts the background persists submitted.
 	Persists int64
 	// LastError is the last failure of a persist or a materialization, nil if none.
@@ -535,7 +609,8 @@ func (t *Engine) ChangelogStats() ChangelogStats {
 	t.settleCheckpoints()
 	s := ChangelogStats{Enabled: true, Generations: len(c.gens), LogBytes: c.logBytes,
 		Materializations: c.materializations, MaterializationFailures: c.matFailures,
-		MaterializationRunning: c.run != nil, Persists: c.persists, LastError: c.lastErr}
+		MaterializationRunning: c.run != nil, Persists: c.persists, LastError: c.lastErr,
+		MaterializationFailing: c.fails >= c.o.MaxMaterializationFailures}
 	for _, g := range c.gens {
 		hs, _ := g.log.Handles(^uint64(0))
 		s.Handles += len(hs)

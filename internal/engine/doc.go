@@ -136,6 +136,10 @@
 //	          └─ not transient ────► sticky: bgErr; damage (ErrCorruption) or a broken
 //	                                 invariant (a task panicked, entries out of order)
 //
+// With the changelog on, its persists and materializations, which write to the checkpoint
+// storage, end in jobEnded too (kinds bgPersist and bgMaterialization, "remote": retried by
+// pollChangelog, never reported to writes nor waited for by Drain; see Changelog).
+//
 // Only the sticky kind stops the engine: writes report it, kick submits nothing more, Persist
 // refuses (and the root's Close closes with it). A transient failure is counted
 // (Stats.BackgroundErrors, BackgroundRetries, LastBackgroundError) and otherwise invisible to
@@ -200,10 +204,23 @@
 //
 // With the changelog on (Flink's FLIP-158, DESIGN §4), Apply's FreshTable write is followed by
 // Log.Append of the same change — its OpKind, key group, the FreshTable's seq after the write,
-// key, user key, value — the dual write. The order is write-then-append: a write refused for
-// memory or size logs nothing; an append refused for memory persists the buffer on the owner
-// goroutine and retries until BackpressureTimeout, and any other refusal stops the engine
-// (sticky), since the FreshTable then holds a change the log lacks. Reads never touch the log.
+// key, user key, value — the dual write. The order is reserve, write, append:
+//
+//	Log.Reserve(record) ──refused for memory──► persist the buffer on the owner goroutine
+//	      │ ok                                   (or wait for the tiers' background work when
+//	      ▼                                      nothing was buffered), reserve again, until
+//	FreshTable write (with backpressure)         BackpressureTimeout: then ErrMemoryBudget
+//	      │ ok                                   naming the persist's failure; nothing applied
+//	      ▼
+//	Log.Append (draws on the reservation: never refused for memory)
+//
+// A full log buffer is thus backpressure, never damage: the write waits, then fails with
+// nothing applied, and the next write tries again (a checkpoint-storage outage fills the
+// buffer, since no persist succeeds). The seq of the record is the FreshTable's after the
+// write, so the append cannot come first; the reservation (changelog doc.go, Writer protocol
+// 1) is what makes it certain. A write refused for memory or size logs nothing and keeps its
+// reservation for the next write; an append refused anyway is a broken invariant (sticky),
+// since the FreshTable then holds a change the log lacks. Reads never touch the log.
 // Every 64 logged writes the owner asks Writer.PersistDue and submits a persist (class
 // Upload) and starts a materialization when one is due (interval, or the log's bytes since
 // the last cut above (SpaceAmplificationCap − 1) × the materialized size).
@@ -213,8 +230,8 @@
 //	──────────────────┬─────────────────────────┬───────────────────────►
 //	                  M1: materialization cut   M2: materialization cut
 //
-// A materialization is a native checkpoint cut and upload (one in flight, retried after a
-// failure, sticky after MaxMaterializationFailures in a row) that commits no manifest. Each
+// A materialization is a native checkpoint cut and upload (one in flight) that commits no
+// manifest. Each
 // native cut opens a new generation — a new changelog.Log — so no segment straddles a
 // materialization. A checkpoint with a durable materialization M cuts only its seq S (no seal,
 // no pin) and its task lists M's tables (with their levels) and the persisted segments of M's
@@ -225,6 +242,24 @@
 // manifest format is unchanged. Replayed records are not logged again: the restored Store has
 // no materialization, so its first checkpoint is native (a materialization) and holds them. When a checkpoint completes, the generations before its
 // materialization are closed (truncation) and older materializations release their objects.
+//
+// Checkpoint-storage failures (issue 21). The local state never depends on the checkpoint
+// storage: Persist (Close) writes the tiers to Dir/lsm whatever the storage does, so a
+// storage that refuses writes (EIO, ENOSPC, timeouts) costs checkpoints, never writes or
+// Close. A failed background persist or materialization ends in jobEnded (Failures) as kinds
+// bgPersist and bgMaterialization: transient → retried on the backoff (persists 10 ms doubling
+// to 1 s, 1 s after ENOSPC; materializations, which seal the active segment at each cut, at
+// least materializationRetry, 1 s) by pollChangelog, which submits neither while its backoff runs — they are
+// "remote" kinds, which kick does not resubmit, Drain and WaitBackground do not wait for and
+// writes are never told of (a full checkpoint disk is not the local one); damage or a broken
+// invariant → sticky, as for any job. A failed materialization leaves its generation in
+// place (the next checkpoint lists it: it holds records after the last durable
+// materialization) and the failed persist's records stay pending in the Writer, charged, for
+// the next persist. A checkpoint during the outage fails with the storage's error (its
+// Log.Checkpoint persist or its upload cannot store), is not durable and changes nothing; the
+// first one after it succeeds. MaxMaterializationFailures only reports: from that many
+// consecutive failures on, ChangelogStats.MaterializationFailing is true (Flink's
+// max-allowed-failures fails the job; here the job keeps running and the operator is told).
 //
 // # Timers (checkpoint.go)
 //
@@ -417,7 +452,9 @@
 //  4. Only the owner goroutine touches an Engine; background tasks touch only their job's
 //     immutable inputs and outputs and the fields documented as shared (ready, wake).
 //  5. A background failure stops the engine (bgErr) only if transient says it cannot pass;
-//     every other one leaves the data where it was and is retried (Failures).
+//     every other one leaves the data where it was and is retried (Failures). This holds for
+//     the changelog's persists and materializations: a checkpoint-storage outage stops
+//     nothing (Changelog).
 //  6. A checkpoint's pins are released only by the owner, after its upload ended (install,
 //     WaitCheckpoint, Close); until then nothing the pinned view references is freed or
 //     removed. One checkpoint runs at a time.
@@ -425,7 +462,9 @@
 //     create-if-absent; the base moves only on completion.
 //  8. Changelog: every change Apply made to the FreshTable (but a restore's replay, while the
 //     Store has no materialization) is, before Apply returns, in the newest generation's Log with a seq above the last materialization cut and at most the
-//     FreshTable's seq (TestChangelogEveryOp covers each OpKind). A durable materialization's
+//     FreshTable's seq (TestChangelogEveryOp covers each OpKind). Apply changes the FreshTable
+//     only after the Log reserved the change's room (reserveLog), so a full log buffer refuses
+//     the write, not its append (TestChangelogBufferFullOutage). A durable materialization's
 //     objects, and every segment a Log references (WriterOptions.InFlight, own writer), are in
 //     flight until truncation, so GC never takes what a later checkpoint will list.
 //  9. Key scans: a step reads the tiers only (reads never install, invariant 2) and is

@@ -12,7 +12,8 @@ import (
 )
 
 // Failures of background work (doc.go, "Failures"). Every background job — transform, flush,
-// slice compaction, relocation, eviction, LSM compaction — ends in jobEnded, which decides,
+// slice compaction, relocation, eviction, LSM compaction, and with the changelog on
+// materialization and changelog persist — ends in jobEnded, which decides,
 // through transient, whether the failure stops the engine (sticky: bgErr) or is retried after
 // a backoff (retry). Nothing else records a background failure.
 
@@ -94,8 +95,18 @@ const (
 	bgRelocation               // relocations
 	bgEviction                 // evictions
 	bgLSM                      // LSM compactions
+	// The changelog's work against the checkpoint storage (remote): not retried by kick but
+	// by pollChangelog, which submits it only once its backoff has passed; never reported to
+	// writes nor waited for by Drain or WaitBackground (the local state does not depend on it:
+	// a checkpoint-storage outage must not stop writes, doc.go "Changelog").
+	bgMaterialization // background materializations
+	bgPersist         // changelog persists (background, or a writer's own when the buffer is full)
 	numBgKinds
 )
+
+// remote reports whether k is work against the checkpoint storage (bgMaterialization,
+// bgPersist): retried on its own schedule by pollChangelog, invisible to writes.
+func (k bgKind) remote() bool { return k >= bgMaterialization }
 
 // backoff is the retry state of one kind of background work.
 type backoff struct {
@@ -152,7 +163,13 @@ func (t *Engine) jobEnded(k bgKind, what string, err error) {
 	}
 	b.fails++
 	b.err = werr
-	b.at = time.Now().Add(retryDelay(b.fails, err))
+	d := retryDelay(b.fails, err)
+	if k == bgMaterialization {
+		// A materialization's retry cuts again: it seals the active segment and opens a
+		// generation, so it waits at least as long as one that could not start.
+		d = max(d, materializationRetry)
+	}
+	b.at = time.Now().Add(d)
 	t.bgRetries++
 }
 
@@ -186,7 +203,7 @@ func (t *Engine) retryCheck() error {
 	for k := range t.retry {
 		b := &t.retry[k]
 		switch {
-		case b.fails == 0 || b.trying:
+		case b.fails == 0 || b.trying || bgKind(k).remote():
 		case !now.Before(b.at):
 			due = true
 		case noSpace == nil && errors.Is(b.err, ErrNoSpace):
@@ -206,7 +223,7 @@ func (t *Engine) settleRetries() {
 	now := time.Now()
 	for k := range t.retry {
 		b := &t.retry[k]
-		if b.fails > 0 && !b.trying && !now.Before(b.at) {
+		if b.fails > 0 && !b.trying && !now.Before(b.at) && !bgKind(k).remote() {
 			b.fails, b.err = 0, nil
 			t.retrying--
 		}
@@ -219,7 +236,7 @@ func (t *Engine) settleRetries() {
 func (t *Engine) nextRetry(memOnly bool) (at time.Time, err error, ok bool) {
 	for k := range t.retry {
 		b := &t.retry[k]
-		if b.fails == 0 || b.trying || memOnly && bgKind(k) == bgLSM {
+		if b.fails == 0 || b.trying || memOnly && bgKind(k) == bgLSM || bgKind(k).remote() {
 			continue
 		}
 		if !ok || b.at.Before(at) {
@@ -237,7 +254,7 @@ func (t *Engine) pendingNoSpace() error {
 	}
 	now := time.Now()
 	for k := range t.retry {
-		if b := &t.retry[k]; b.fails > 0 && !b.trying && now.Before(b.at) && errors.Is(b.err, ErrNoSpace) {
+		if b := &t.retry[k]; b.fails > 0 && !b.trying && now.Before(b.at) && errors.Is(b.err, ErrNoSpace) && !bgKind(k).remote() {
 			return b.err
 		}
 	}

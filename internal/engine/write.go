@@ -72,9 +72,11 @@ type Op struct {
 //  1. reports a sticky background failure, resets the read arena (values read before it are
 //     no longer valid) and installs finished background work (one atomic load when there is
 //     none), stalling while L0 is full (before);
-//  2. drops the row-cache copy of a value key that is deleted;
-//  3. writes the FreshTable; a write refused for memory waits for background work and
-//     retries (backpressure), until Options.BackpressureTimeout;
+//  2. with the changelog on, reserves the change's room in the log (reserveLog: one atomic
+//     load while room is reserved; a full log buffer is backpressure, nothing applied);
+//  3. drops the row-cache copy of a value key that is deleted, and writes the FreshTable; a
+//     write refused for memory waits for background work and retries (backpressure), until
+//     Options.BackpressureTimeout; then appends the change to the changelog;
 //  4. refreshes the row-cache copy of a value key that is put (write-through; after the write,
 //     so a refused Put changes nothing);
 //  5. queues the transform of segments the write sealed, and every sweepWrites writes looks
@@ -86,6 +88,11 @@ type Op struct {
 func (t *Engine) Apply(op Op) error {
 	if err := t.before(); err != nil {
 		return err
+	}
+	if t.cl != nil && !t.cl.replaying {
+		if err := t.reserveLog(&op); err != nil {
+			return err
+		}
 	}
 	if op.Kind == OpDelete {
 		t.dropRow(op.Hash, op.Key)
