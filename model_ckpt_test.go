@@ -5,13 +5,16 @@ package strata
 // Stores splitting the key groups, compare their union with the model, checkpoint the parts
 // and restore them into one Store, which the run goes on with). With the changelog on
 // (modelRun.changelog): materialize (force one) and changelog-toggle (restore the newest
-// durable checkpoint into a Store with the changelog switched on or off).
+// durable checkpoint into a Store with the changelog switched on or off). Storage outage
+// (ckOutage): the checkpoint storage refuses every write for a random number of steps.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"syscall"
+	"time"
 
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/engine"
@@ -37,6 +40,9 @@ type ckRun struct {
 	replayed         int64
 	// opSplits counts the rescale parts that checked a share of a list of several elements.
 	opSplits int
+	// Storage outages: their number, and what failed during them (checkpoint uploads and
+	// forced materializations; background persists fail unseen).
+	outages, outageFails int
 }
 
 // ckInit gives a run with a directory its checkpoint storage, on the run's file system.
@@ -345,4 +351,82 @@ func (r *modelRun) changelogToggle(int32) error {
 	}
 	r.ck.toggles++
 	return r.replaceStore(s, dir, m)
+}
+
+// The outage step runs write steps drawn from modelSteps, so it is entered at init (a
+// composite literal referring to it would be an initialization cycle).
+func init() {
+	modelSteps[stepCkOutage] = stepDef{"checkpoint-storage-outage", false, (*modelRun).ckOutage}
+}
+
+// ckOutage is a checkpoint-storage outage of random length (issue 21): the storage refuses
+// every write (EIO as an object store's outage, or ENOSPC as a full checkpoint disk; reads
+// still answer) while up to 40 write steps run, a checkpoint is cut (its upload fails unless
+// it ended before), and, with the changelog on, materializations are forced (they fail) and
+// the background persists fail. Every write must still be acknowledged; afterwards the run
+// goes on, so later checkpoints, restores, rescales, reopens and the final Close check that
+// nothing acknowledged was lost and that every checkpoint that reported success restores
+// exactly (ckSettle counts only those as durable).
+func (r *modelRun) ckOutage(int32) error {
+	if r.ck.st == nil || r.fault == nil {
+		return nil
+	}
+	if err := r.ckSettle(); err != nil {
+		return err
+	}
+	cause := error(syscall.EIO)
+	if r.rng.IntN(3) == 0 {
+		cause = errNoSpaceErrno
+	}
+	r.fault.Inject(vfs.Fault{Ops: vfs.WriteOps, Path: vfs.PathPrefix(r.ck.st.Dir() + "/"), Sticky: true, Err: cause})
+	defer r.fault.ClearFaults()
+	r.ck.outages++
+	total := 0
+	for k, x := range r.w.weights {
+		if modelSteps[k].write {
+			total += x
+		}
+	}
+	n := 1 + r.rng.IntN(40)
+	for range n {
+		switch x := r.rng.IntN(16); {
+		case x == 0:
+			if err := r.checkpoint(0); err != nil {
+				return fmt.Errorf("during a storage outage (%v): %w", cause, err)
+			}
+		case x == 1 && r.changelog:
+			if err := r.invalidate(); err != nil {
+				return err
+			}
+			// It fails with the storage's error (unless it had nothing to store), and is
+			// retried later: no number of such failures may stop the Store.
+			err := r.st.s.e.Materialize(context.Background())
+			if err != nil && !errors.Is(err, cause) {
+				return fmt.Errorf("materialize during a storage outage (%v): %v, want an error matching it", cause, err)
+			}
+			if err != nil {
+				r.ck.outageFails++
+			}
+		case x == 2:
+			time.Sleep(3 * time.Millisecond) // a background persist is due (PersistDelay) and fails
+		default:
+			if total == 0 {
+				continue
+			}
+			y := r.rng.IntN(total)
+			k := stepKind(0)
+			for ; !modelSteps[k].write || y >= r.w.weights[k]; k++ {
+				if modelSteps[k].write {
+					y -= r.w.weights[k]
+				}
+			}
+			r.counts[k]++
+			if err := modelSteps[k].run(r, r.pick()); err != nil {
+				return fmt.Errorf("during a storage outage (%v): %s: %w", cause, modelSteps[k].name, err)
+			}
+		}
+	}
+	// The outage ends after a checkpoint cut during it is waited for: it fails (counted in
+	// ck.failed), as its manifest could not be written.
+	return r.ckSettle()
 }

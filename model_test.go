@@ -572,6 +572,7 @@ const (
 	stepRescale     // restore it into 1, 2 or 3 Stores, check them, scale them back into one
 	stepMaterialize // force a changelog materialization (refused with the changelog off)
 	stepClToggle    // restore the newest durable checkpoint with the changelog switched on↔off
+	stepCkOutage    // the checkpoint storage refuses writes (EIO, ENOSPC) during a few steps
 	stepKeys        // Keys, KeysAndNamespaces and NumEntries of every state against the model (keys_model_test.go)
 	stepApplyKeys   // ApplyToAllKeys of one state and namespace, clearing or rewriting visited keys
 	stepTimerReg    // register an event-time or processing-time timer (model_timers_test.go)
@@ -1630,7 +1631,7 @@ type modelConfig struct {
 // dirWeights add the steps of a Store with a directory (and the operator state steps, which
 // checkpoints, restores and rescales carry).
 var dirWeights = readWeights.withOps().withTimers().with(15, stepEvict, stepEvictDrain, stepCheckCache).with(12, stepPushDown).
-	with(2, stepReopen, stepCrash, stepNoSpace).with(6, stepCheckpoint, stepCkNotify).with(1, stepRestore, stepRescale)
+	with(2, stepReopen, stepCrash, stepNoSpace).with(6, stepCheckpoint, stepCkNotify).with(1, stepRestore, stepRescale, stepCkOutage)
 
 var modelConfigs = []modelConfig{
 	{
@@ -1698,9 +1699,9 @@ var modelConfigs = []modelConfig{
 		},
 		changelog: true,
 		forced: []stepKind{stepCheckpoint, stepMaterialize, stepCheckpoint, stepCkNotify, stepCrash, stepRestore,
-			stepClToggle, stepReopen, stepClToggle, stepRescale, stepNoSpace},
+			stepClToggle, stepReopen, stepCkOutage, stepClToggle, stepRescale, stepNoSpace, stepCkOutage},
 		mustChangelog: []stepKind{stepCheckpoint, stepCkNotify, stepMaterialize, stepRestore, stepRescale, stepCrash,
-			stepReopen, stepNoSpace, stepClToggle},
+			stepReopen, stepNoSpace, stepClToggle, stepCkOutage},
 		mustEvict: true, mustRowCache: true,
 	},
 	{
@@ -1765,7 +1766,7 @@ var modelConfigs = []modelConfig{
 		adjust: func(o *engine.Options) { o.EvictionBatch, o.BucketBits, o.EvictionWatermark = 16<<10, 2, 0 },
 		workload: func(maxP int) *modelWorkload {
 			return &modelWorkload{u: edgeUniverse(maxP, nil), maxVal: 300, bigVals: true, hot: true,
-				weights: dirWeights.with(0, stepListMerge, stepRedMerge, stepAggMerge, stepNoSpace)}
+				weights: dirWeights.with(0, stepListMerge, stepRedMerge, stepAggMerge, stepNoSpace, stepCkOutage)}
 		},
 		pressure:     true,
 		slow:         4,
@@ -1963,8 +1964,8 @@ func TestModel(t *testing.T) {
 				}
 			}
 			if cfg.changelog {
-				t.Logf("%s: changelog: %d materializations, %d toggles, %d changelog records replayed by restores",
-					cfg.name, r.ck.materializations, r.ck.toggles, r.ck.replayed)
+				t.Logf("%s: changelog: %d materializations, %d toggles, %d changelog records replayed by restores; %d storage outages (%d materializations failed in them)",
+					cfg.name, r.ck.materializations, r.ck.toggles, r.ck.replayed, r.ck.outages, r.ck.outageFails)
 				for _, k := range cfg.mustChangelog {
 					if r.clCounts[k] == 0 {
 						fail("the run never ran %s with the changelog on", modelSteps[k].name)
