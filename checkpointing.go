@@ -190,8 +190,11 @@ func ownerOf(opts *Options) string {
 // PendingCheckpoint.Wait, NotifyCheckpointComplete, NotifyCheckpointAborted, WaitCheckpointGC
 // and the stats do not: they release pins and record results, and move no state.
 //
-// Errors: ErrNoCheckpointStorage, ErrCheckpointInProgress, ErrInvalidOptions (id 0), a sticky
-// background failure, ErrMemoryBudget, ErrClosed.
+// Errors: ErrNoCheckpointStorage, ErrCheckpointInProgress, ErrInvalidOptions (id 0, or an id
+// at or below the last checkpoint this Store committed or the checkpoint of its own Owner it
+// was restored from: a smaller id would commit a checkpoint LatestCheckpoint never returns),
+// a sticky background failure, ErrMemoryBudget, ErrClosed; the upload (Wait) may fail with
+// ErrFenced when another Store restored the Owner's lineage since (this one is a zombie).
 func (s *Store) StartCheckpoint(id uint64, inputPosition []byte) (*PendingCheckpoint, error) {
 	if s.closed {
 		return nil, ErrClosed
@@ -207,15 +210,41 @@ func (s *Store) StartCheckpoint(id uint64, inputPosition []byte) (*PendingCheckp
 	}
 	s.guard.enter()
 	defer s.guard.exit()
+	if last := s.e.LastCommittedCheckpoint(); id <= last {
+		return nil, fmt.Errorf("%w: checkpoint id %d is not above %d, the last committed or restored checkpoint of owner %q (ids only grow)",
+			ErrInvalidOptions, id, last, s.owner())
+	}
 	kg := *s.opts.KeyGroups
+	s.fenceMu.Lock()
+	epoch := s.epoch
+	s.fenceMu.Unlock()
 	p, err := s.e.StartCheckpoint(engine.CheckpointSpec{ID: id, Storage: s.opts.Checkpoint.Storage, Owner: s.owner(),
-		Epoch: s.epoch, MaxParallelism: s.maxP, KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)},
+		Epoch: epoch, Fence: s.fenceCheckpoint, MaxParallelism: s.maxP, KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)},
 		Registry: s.encodeRegistry(), InputPosition: slices.Clone(inputPosition), OperatorState: s.opSnapshot().encode(true),
 		Timers: s.freezeTimers()})
 	if err != nil {
 		return nil, fmt.Errorf("strata: checkpoint %d: %w", id, err)
 	}
 	return &PendingCheckpoint{s: s, p: p}, nil
+}
+
+// fenceCheckpoint is every checkpoint's engine.CheckpointSpec.Fence: the first checkpoint
+// after Restore fences the older writers of the Store's lineage (checkpoint.WriteFence, from
+// the restored checkpoint of the lineage on) and takes the fence's epoch; it returns the
+// Store's writer epoch. The fence waits for the first checkpoint rather than Restore, so a
+// Store restored only to read a checkpoint (a test, a verification, an inspection) never
+// fences the lineage's writer. Called from checkpoint uploads (one runs at a time).
+func (s *Store) fenceCheckpoint(ctx context.Context) (uint64, error) {
+	s.fenceMu.Lock()
+	defer s.fenceMu.Unlock()
+	if s.fenceDue {
+		f, err := checkpoint.WriteFence(ctx, s.opts.Checkpoint.Storage, s.owner(), s.epoch, s.restoredOwn, time.Now())
+		if err != nil {
+			return 0, err
+		}
+		s.epoch, s.fenceDue = f.Epoch, false
+	}
+	return s.epoch, nil
 }
 
 // Checkpoint is StartCheckpoint followed by Wait: it returns once checkpoint id is durable.
@@ -330,8 +359,10 @@ func LoadCheckpoint(ctx context.Context, storage checkpoint.Storage, owner strin
 
 // LatestCheckpoint returns the handle of the newest checkpoint committed under owner — after a
 // crash, the one to restore (a committed manifest is complete; whether the job completed it is
-// the job's knowledge, not the storage's). Errors: ErrNoCheckpoint when there is none;
-// LoadCheckpoint's.
+// the job's knowledge, not the storage's). A manifest a fence of owner fences (written by a
+// zombie after a restore of the lineage, checkpoint package doc "Writer fencing") was never
+// committed and is passed over. Errors: ErrNoCheckpoint when there is none; LoadCheckpoint's
+// and checkpoint.ReadFences's.
 func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner string) (CheckpointHandle, error) {
 	ids, err := checkpoint.ListCheckpoints(ctx, storage, owner)
 	if err != nil {
@@ -340,7 +371,23 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 	if len(ids) == 0 {
 		return CheckpointHandle{}, fmt.Errorf("%w under owner %q", ErrNoCheckpoint, owner)
 	}
-	return LoadCheckpoint(ctx, storage, owner, slices.Max(ids))
+	fences, err := checkpoint.ReadFences(ctx, storage, owner, 0)
+	if err != nil {
+		return CheckpointHandle{}, err
+	}
+	for i := len(ids) - 1; i >= 0; i-- {
+		m, err := checkpoint.ReadManifest(ctx, storage, owner, ids[i])
+		if err != nil {
+			return CheckpointHandle{}, err
+		}
+		if slices.ContainsFunc(fences, func(f checkpoint.Fence) bool { return f.Fences(m.Epoch, m.ID) }) {
+			continue
+		}
+		return CheckpointHandle{Owner: owner, ID: m.ID, MaxParallelism: int(m.MaxParallelism),
+			KeyGroups:     KeyGroupRange{Start: int(m.KeyGroups.Start), End: int(m.KeyGroups.End)},
+			InputPosition: m.InputPosition}, nil
+	}
+	return CheckpointHandle{}, fmt.Errorf("%w under owner %q (every manifest there is fenced)", ErrNoCheckpoint, owner)
 }
 
 // Restore creates a Store in dir, which must be empty or missing, holding the state of the
@@ -433,6 +480,9 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 			return nil, fmt.Errorf("%w: checkpoint %d of %q has max parallelism %d, the Store %d",
 				ErrMaxParallelismMismatch, h.ID, h.Owner, m.MaxParallelism, d.MaxParallelism)
 		}
+		if err := checkpoint.CheckFenced(ctx, storage, h.Owner, m.Epoch, h.ID); err != nil {
+			return nil, fmt.Errorf("strata: restore of checkpoint %d of %q: %w", h.ID, h.Owner, err)
+		}
 		epoch = max(epoch, m.Epoch)
 		// Operator state comes from every checkpoint given, whatever its key groups.
 		what := fmt.Sprintf("checkpoint %d of %q", h.ID, h.Owner)
@@ -511,7 +561,9 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		removeRestored(fsys, dir)
 		return nil, err
 	}
-	s.epoch = epoch + 1
+	// The Store is a new writer of its lineage: its first checkpoint fences the older ones
+	// (fenceCheckpoint) at an epoch above every restored manifest's.
+	s.epoch, s.fenceDue = epoch+1, true
 	s.restored = used
 	// Only a restored checkpoint of the Store's own lineage is a completed checkpoint of it: the
 	// ids of another owner's lineage say nothing of ours (GC would take one above ours for

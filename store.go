@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
@@ -53,7 +54,9 @@ type Store struct {
 	guard    guard
 
 	// Checkpoints (checkpointing.go).
-	epoch        uint64             // writer epoch of the lineage (a restore increments it)
+	epoch        uint64             // writer epoch of the lineage (a restore increments it); under fenceMu
+	fenceMu      sync.Mutex         // epoch and fenceDue, which checkpoint uploads read and write
+	fenceDue     bool               // restored, the older writers not fenced yet (checkpointing.go)
 	pins         []uint64           // PinCheckpoint
 	restored     []CheckpointHandle // the checkpoints Restore used
 	restoredOwn  uint64             // the newest of them of the Store's own Owner (0: none)
