@@ -679,7 +679,7 @@ func (s *Store) restoreTimers(ctx context.Context, storage checkpoint.Storage, s
 				lo, hi = 0, max(hi, o.Size)
 			}
 		}
-		b, err := storage.GetRange(ctx, name, lo, hi-lo)
+		b, err := checkpoint.GetObjectRange(ctx, storage, name, parts[0].Size, lo, hi-lo)
 		if err != nil {
 			return 0, fmt.Errorf("timers %s: %w", name, err)
 		}
