@@ -1160,3 +1160,29 @@ func TestAttackRestoreDamagedLogAndTimers(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackChangelogCheckpointNoSpace: a changelog checkpoint on a full checkpoint disk
+// fails with an error matching both ErrNoSpace and syscall.ENOSPC, as a native one does.
+func TestAttackChangelogCheckpointNoSpace(t *testing.T) {
+	ctx := context.Background()
+	fault := vfs.NewFaultFS(vfs.Default())
+	root := t.TempDir()
+	e := newCkEnv(t, fault, root, 128)
+	e.opts.Checkpoint.Changelog = &ChangelogOptions{MaterializationInterval: -1}
+	r := e.open(nil)
+	defer r.st.s.Close()
+	r.writes(2000)
+	if _, err := r.st.s.Checkpoint(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.st.s.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	r.writes(500)
+	fault.Inject(vfs.Fault{Ops: vfs.Ops(vfs.OpWrite), Path: vfs.PathPrefix(filepath.Join(root, "checkpoints")), Sticky: true, Err: syscall.ENOSPC})
+	_, err := r.st.s.Checkpoint(ctx, 2, nil)
+	fault.ClearFaults()
+	if !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("changelog checkpoint on a full checkpoint disk: %v, want ErrNoSpace and ENOSPC", err)
+	}
+}

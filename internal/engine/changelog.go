@@ -388,7 +388,7 @@ func (t *Engine) startChangelogCheckpoint(spec CheckpointSpec, start time.Time) 
 	h, err := t.sched.Submit(scheduler.Upload, "changelog checkpoint", func(ctx context.Context) error {
 		defer t.finished(&p.fin)
 		defer recoverInto(&p.err, "changelog checkpoint")
-		p.err = t.uploadChangelog(ctx, p)
+		p.err = lowerError(t.uploadChangelog(ctx, p)) // a full checkpoint storage is ErrNoSpace, as a native checkpoint's
 		return p.err
 	})
 	if err != nil {
