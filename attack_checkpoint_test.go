@@ -970,6 +970,7 @@ func TestAttackZombieFenced(t *testing.T) {
 	}
 	v.st.s.Close()
 	b := e.restore(nil, NoClaim, h1)
+	bDir := filepath.Join(e.root, fmt.Sprintf("store-%d", e.dirs))
 	b.m = m1.clone()
 
 	// Before B's first checkpoint the zombie still commits (nothing fenced it yet) ...
@@ -985,6 +986,22 @@ func TestAttackZombieFenced(t *testing.T) {
 	}
 	if _, err := a.st.s.Checkpoint(ctx, 3, nil); !errors.Is(err, ErrFenced) || !errors.Is(err, checkpoint.ErrFenced) {
 		t.Fatalf("zombie A's checkpoint 3 after B's first checkpoint: %v, want ErrFenced", err)
+	}
+	// B closed and reopened from its directory is the same writer, not a zombie of itself.
+	if err := b.st.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	bs, err := Open(bDir, e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm := b.m
+	b = e.run(bs)
+	b.m = bm
+	b.writes(200)
+	hb, err = b.st.s.Checkpoint(ctx, 3, nil)
+	if err != nil {
+		t.Fatalf("B reopened: checkpoint 3: %v", err)
 	}
 	latest, err := LatestCheckpoint(ctx, e.st, "o")
 	if err != nil || latest.ID != hb.ID {

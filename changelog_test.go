@@ -99,6 +99,9 @@ func TestChangelogCheckpointRestore(t *testing.T) {
 			if !on {
 				o.Checkpoint.Changelog = nil
 			}
+			// A lineage of its own: a restored Store that checkpoints into the original's
+			// lineage fences the original (and the checkpoints after the one restored).
+			o.Checkpoint.Owner = fmt.Sprintf("restored-%d-%v", i, on)
 			sv := e.opts
 			e.opts = o
 			rr := e.restore(nil, NoClaim, h)

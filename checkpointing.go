@@ -230,15 +230,19 @@ func (s *Store) StartCheckpoint(id uint64, inputPosition []byte) (*PendingCheckp
 
 // fenceCheckpoint is every checkpoint's engine.CheckpointSpec.Fence: the first checkpoint
 // after Restore fences the older writers of the Store's lineage (checkpoint.WriteFence, from
-// the restored checkpoint of the lineage on) and takes the fence's epoch; it returns the
-// Store's writer epoch. The fence waits for the first checkpoint rather than Restore, so a
-// Store restored only to read a checkpoint (a test, a verification, an inspection) never
-// fences the lineage's writer. Called from checkpoint uploads (one runs at a time).
+// the newest restored checkpoint on, of whichever owner: Flink's checkpoint ids are job-wide,
+// so a scale-in from other lineages does not fence this lineage's older checkpoints): it
+// claims the epoch Restore chose, under the Store's writer id (kept in the directory's WRITER
+// file, so a reopened Store finds its own fence again); it returns the Store's writer epoch,
+// or ErrFenced when a later writer claimed that epoch or a higher one first. The fence waits
+// for the first checkpoint rather than Restore, so a Store restored only to read a checkpoint
+// (a test, a verification, an inspection) never fences the lineage's writer. Called from
+// checkpoint uploads (one runs at a time).
 func (s *Store) fenceCheckpoint(ctx context.Context) (uint64, error) {
 	s.fenceMu.Lock()
 	defer s.fenceMu.Unlock()
 	if s.fenceDue {
-		f, err := checkpoint.WriteFence(ctx, s.opts.Checkpoint.Storage, s.owner(), s.epoch, s.restoredOwn, time.Now())
+		f, err := checkpoint.WriteFence(ctx, s.opts.Checkpoint.Storage, s.owner(), s.epoch, s.fencePoint, s.writerID, time.Now())
 		if err != nil {
 			return 0, err
 		}
@@ -547,6 +551,20 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 			ErrOperatorStateTooLarge, d.SubtaskIndex, d.Parallelism, total, MaxOperatorStateSize)
 	}
 	merged.ops = ops
+	// The Store's writer epoch: above every restored manifest's and every fence of its
+	// lineage (a later claim of one of those is a newer writer's; checkpoint doc, "Writer
+	// fencing").
+	ckStorage := opts.Checkpoint.Storage
+	if ckStorage == nil {
+		ckStorage = storage
+	}
+	fences, err := checkpoint.ReadFences(ctx, ckStorage, ownerOf(&d), 0)
+	if err != nil {
+		return nil, fmt.Errorf("strata: restore into %q: the fences of %q: %w", dir, ownerOf(&d), err)
+	}
+	if n := len(fences); n > 0 {
+		epoch = max(epoch, fences[n-1].Epoch)
+	}
 	t0 := time.Now()
 	res, err := engine.Restore(ctx, fsys, dir, d.MaxParallelism, ckKG, storage, sources, merged.encode())
 	if err != nil {
@@ -562,8 +580,13 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		return nil, err
 	}
 	// The Store is a new writer of its lineage: its first checkpoint fences the older ones
-	// (fenceCheckpoint) at an epoch above every restored manifest's.
-	s.epoch, s.fenceDue = epoch+1, true
+	// (fenceCheckpoint); the directory remembers it (reopened, it is the same writer).
+	s.epoch, s.fenceDue, s.fencePoint, s.writerID = epoch+1, true, lastID, newWriterID()
+	if err := writeWriterFile(fsys, dir, writerRecord{epoch: s.epoch, point: s.fencePoint, writer: s.writerID}); err != nil {
+		s.Discard()
+		removeRestored(fsys, dir)
+		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
+	}
 	s.restored = used
 	// Only a restored checkpoint of the Store's own lineage is a completed checkpoint of it: the
 	// ids of another owner's lineage say nothing of ours (GC would take one above ours for
@@ -755,6 +778,7 @@ func removeRestored(fsys interface {
 	Remove(string) error
 }, dir string) {
 	defer fsys.Remove(filepath.Join(dir, restoringMarker))
+	fsys.Remove(filepath.Join(dir, writerFileName))
 	names, _ := fsys.List(dir)
 	for _, n := range names {
 		if validTimerFile(n) {

@@ -149,19 +149,21 @@
 // slow to die) may go on checkpointing after another restored the lineage: a zombie. With
 // create-if-absent only (no rename, no lock, no conditional update of an existing object), a
 // zombie's commit of an id the new writer has not used yet cannot collide with anything the
-// new writer wrote, so it cannot be refused by the Create itself; instead a restore writes a
-// fence, and the fence decides which manifests count. SlateDB's writer_epoch (RFC 0001) is
+// new writer wrote, so it cannot be refused by the Create itself; instead the restored writer
+// writes a fence, and the fences decide which manifests count. SlateDB's writer_epoch (RFC 0001) is
 // the model: each writer start claims a new epoch with a Create, and a writer with an older
 // epoch is a zombie.
 //
 //   - A Store restored into owner o (the lineage it writes) takes an epoch e above every
-//     epoch of the manifests it restored; before the manifest of its first checkpoint it
-//     Creates "<o>/fence/<e'>" (WriteFence), e' the first free epoch >= e and above o's
-//     fences, recording P, the checkpoint of o it restored (0: none of o's), and writes e'
-//     into its manifests. A refused Create is a concurrent writer that took e': it tries
-//     e'+1, so the last to fence has the highest epoch and fences the others. The fence
-//     waits for the first checkpoint so that a Store restored only to read a checkpoint
-//     (tests, verification, inspection) does not stop the lineage's writer.
+//     epoch of the manifests it restored and of o's fences at the time, and a random writer
+//     id W it keeps in its directory. Before the manifest of its first checkpoint it claims
+//     e: it Creates "<o>/fence/<e>" (WriteFence) recording P, the newest checkpoint it
+//     restored (of any owner: a job's checkpoint ids are job-wide, as Flink's), and W. A
+//     fence of W already there is its own (the Store was reopened): it keeps it. A fence of
+//     another writer at e or above — a restore that claimed first — means it is the older
+//     writer: ErrFenced, and it never claims an epoch. The claim waits for the first
+//     checkpoint so that a Store restored only to read a checkpoint (tests, verification,
+//     inspection) does not stop the lineage's writer.
 //   - Fence (e, P) fences every manifest of o with epoch < e and id > P (Fence.Fences): the
 //     writes of an older writer after the checkpoint the lineage goes on from.
 //   - A fenced manifest is not committed, whenever it was written: LatestCheckpoint passes
@@ -176,30 +178,31 @@
 // zombie's Create and the fence's. Whether the zombie's check saw the fence only decides when
 // it learns it is a zombie (at the latest at its next commit, since the fence is durable and
 // Storage promises read-after-write for List), never what a reader sees. Two writers of one
-// epoch cannot exist: each epoch's fence is Created once.
+// epoch cannot exist: each epoch's fence is Created once, and a writer that finds its epoch
+// or a later one claimed by another never writes a manifest.
 //
 // What it does not promise: a commit that returned nil may still be fenced later, by a
 // restore of an older checkpoint of the lineage (P below its id) — as in Flink, restoring
 // checkpoint P abandons every later checkpoint of the lineage. Between a restore and the
 // restored Store's first checkpoint the old writer still commits (nothing fenced it yet);
 // those commits are fenced by the first checkpoint's fence, and the old writer learns it at
-// its next commit. A Store opened (not restored)
-// from a directory has epoch 0: if its lineage was restored since, its checkpoints are
-// fenced; a host restarts a subtask by a restore (as Flink does). Manifests written before
-// fences existed carry epochs no fence knows of; a lineage is fenced from its first restore
-// by this code on. Fences accumulate (40 bytes per restore of the lineage). A List that lags
-// may hide a new fence from a zombie's check for that long; readers and the next restore see
-// it once List does.
+// its next commit. A Store opened (not restored) from a directory keeps the epoch and writer
+// id its Restore wrote there; a directory never restored has epoch 0 and no writer id — if
+// its lineage was restored since, its checkpoints are fenced (a host restarts a subtask by a
+// restore, as Flink does). Manifests written before fences existed carry epochs no fence
+// knows of; a lineage is fenced from its first restore by this code on. Fences accumulate
+// (48 bytes per restored Store that checkpointed). A List that lags may hide a new fence from
+// a zombie's check for that long; readers and the next restore see it once List does.
 //
 // # Fence layout (format version 1)
 //
-//	0          8         10   11   12       20       28         36
-//	+----------+---------+----+----+--------+--------+----------+--------+
-//	| magic    | version | ck | 0  | epoch  | point  | created  | crc32c |
-//	| STRATAFN | u16 = 1 | =1 |    | u64    | u64    | unix ms  | u32    |
-//	+----------+---------+----+----+--------+--------+----------+--------+
-//	all integers little endian; crc32c covers bytes 0..35; epoch >= 1 and equal to the
-//	name's; exactly 40 bytes. Checked in the order magic, size, version, checksum type,
+//	0          8         10   11   12       20       28       36         44
+//	+----------+---------+----+----+--------+--------+--------+----------+--------+
+//	| magic    | version | ck | 0  | epoch  | point  | writer | created  | crc32c |
+//	| STRATAFN | u16 = 1 | =1 |    | u64    | u64    | u64    | unix ms  | u32    |
+//	+----------+---------+----+----+--------+--------+--------+----------+--------+
+//	all integers little endian; crc32c covers bytes 0..43; epoch >= 1 and equal to the
+//	name's; exactly 48 bytes. Checked in the order magic, size, version, checksum type,
 //	reserved byte, CRC32C, epoch (DecodeFence); testdata/FENCE-v1 pins the format.
 //
 // # DirStorage protocol

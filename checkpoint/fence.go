@@ -23,12 +23,11 @@ const (
 	fenceMagic   = "STRATAFN"
 	fenceVersion = 1 // part of the format; do not change
 	fenceCRC32C  = 1 // checksum type 1 = CRC32C; part of the format; do not change
-	fenceSize    = 40
+	fenceSize    = 48
 	// FenceDir is the name segment under an owner that holds its fences: "<owner>/fence/".
 	FenceDir = "fence"
-	// maxFenceAttempts bounds the epochs WriteFence tries, and the fenced manifests Commit
-	// deletes, before giving up: each refused Create is another writer's (a restore racing
-	// ours, a zombie's manifest), and there are few.
+	// maxFenceAttempts bounds the fenced manifests Commit deletes before giving up: each
+	// refused Create is a zombie's manifest, and there are few.
 	maxFenceAttempts = 64
 )
 
@@ -41,9 +40,13 @@ const (
 type Fence struct {
 	// Epoch is the writer epoch the fence starts, >= 1.
 	Epoch uint64
-	// Point is the id of the lineage's restored checkpoint (0: none); manifests of older
-	// epochs with ids up to Point stay valid.
+	// Point is the id of the checkpoint the lineage goes on from (the newest restored);
+	// manifests of older epochs with ids up to Point stay valid.
 	Point uint64
+	// Writer identifies the writer that claimed the epoch (a random non-zero number the
+	// restored Store keeps in its directory), so that the same writer, reopened, finds its
+	// own fence again instead of claiming a new epoch.
+	Writer uint64
 	// CreatedUnixMilli is when the fence was made (informative).
 	CreatedUnixMilli int64
 }
@@ -80,6 +83,7 @@ func (f *Fence) Encode() []byte {
 	b[10] = fenceCRC32C
 	b = le.AppendUint64(b, f.Epoch)
 	b = le.AppendUint64(b, f.Point)
+	b = le.AppendUint64(b, f.Writer)
 	b = le.AppendUint64(b, uint64(f.CreatedUnixMilli))
 	return le.AppendUint32(b, crc32.Checksum(b, base.CRC32C))
 }
@@ -113,7 +117,7 @@ func DecodeFence(file string, b []byte) (*Fence, error) {
 	if got, want := crc32.Checksum(b[:fenceSize-4], base.CRC32C), le.Uint32(b[fenceSize-4:]); got != want {
 		return nil, bad(base.ErrChecksum, fenceSize-4, "crc32c %#08x, stored %#08x", got, want)
 	}
-	f := &Fence{Epoch: le.Uint64(b[12:]), Point: le.Uint64(b[20:]), CreatedUnixMilli: int64(le.Uint64(b[28:]))}
+	f := &Fence{Epoch: le.Uint64(b[12:]), Point: le.Uint64(b[20:]), Writer: le.Uint64(b[28:]), CreatedUnixMilli: int64(le.Uint64(b[36:]))}
 	if f.Epoch == 0 {
 		return nil, bad(nil, 12, "epoch 0 (epochs start at 1)")
 	}
@@ -185,30 +189,44 @@ func fencedError(owner string, epoch, id uint64, f *Fence) error {
 		ErrFenced, id, owner, epoch, f.Point, f.Epoch)
 }
 
-// WriteFence fences every older writer of owner: it creates the fence of the first free
-// epoch at or above epoch and above every fence listed, going on from checkpoint point, and
-// returns it. A Create refused because another restore took that epoch first moves on to the
-// next epoch (the later restore wins, as SlateDB's newest writer_epoch). now is the fence's
-// creation time. Errors: ErrInvalidName, ReadFences's, the storage's; ErrExists after 64
-// epochs refused in a row.
-func WriteFence(ctx context.Context, s Storage, owner string, epoch, point uint64, now time.Time) (Fence, error) {
+// WriteFence claims writer epoch epoch of owner for writer (non-zero) and so fences every
+// older writer: it creates the fence (epoch, point, writer) and returns it. The claim is of
+// exactly that epoch, as SlateDB's writer_epoch: if owner already has a fence of this writer
+// it is returned (the writer fenced before, then was reopened); if a fence of another writer
+// has that epoch or a higher one — a restore that came later, or a concurrent one that
+// claimed first — the caller is the older writer and gets ErrFenced. now is the fence's
+// creation time. Errors: ErrFenced, ErrInvalidName, ReadFences's, the storage's.
+func WriteFence(ctx context.Context, s Storage, owner string, epoch, point, writer uint64, now time.Time) (Fence, error) {
+	f := Fence{Epoch: max(epoch, 1), Point: point, Writer: writer, CreatedUnixMilli: now.UnixMilli()}
 	fs, err := ReadFences(ctx, s, owner, 0)
 	if err != nil {
 		return Fence{}, err
 	}
-	f := Fence{Epoch: max(epoch, 1), Point: point, CreatedUnixMilli: now.UnixMilli()}
-	if n := len(fs); n > 0 {
-		f.Epoch = max(f.Epoch, fs[n-1].Epoch+1)
-	}
-	for range maxFenceAttempts {
-		err := s.Create(ctx, FenceName(owner, f.Epoch), f.Encode())
-		if err == nil {
-			return f, nil
+	for i := len(fs) - 1; i >= 0; i-- {
+		if fs[i].Writer == writer {
+			return fs[i], nil
 		}
-		if !errors.Is(err, ErrExists) {
-			return Fence{}, fmt.Errorf("checkpoint: fence %q at epoch %d: %w", owner, f.Epoch, err)
-		}
-		f.Epoch++
 	}
-	return Fence{}, fmt.Errorf("checkpoint: fence %q: %d epochs taken in a row: %w", owner, maxFenceAttempts, ErrExists)
+	if n := len(fs); n > 0 && fs[n-1].Epoch >= f.Epoch {
+		return Fence{}, fmt.Errorf("%w: writer epoch %d of %q: a later writer claimed epoch %d", ErrFenced, f.Epoch, owner, fs[n-1].Epoch)
+	}
+	err = s.Create(ctx, FenceName(owner, f.Epoch), f.Encode())
+	if errors.Is(err, ErrExists) {
+		b, gerr := s.Get(ctx, FenceName(owner, f.Epoch))
+		if gerr != nil {
+			return Fence{}, fmt.Errorf("checkpoint: fence %q at epoch %d: %w", owner, f.Epoch, gerr)
+		}
+		other, derr := DecodeFence(FenceName(owner, f.Epoch), b)
+		if derr != nil {
+			return Fence{}, derr
+		}
+		if other.Writer == writer {
+			return *other, nil
+		}
+		return Fence{}, fmt.Errorf("%w: writer epoch %d of %q was claimed by another writer first", ErrFenced, f.Epoch, owner)
+	}
+	if err != nil {
+		return Fence{}, fmt.Errorf("checkpoint: fence %q at epoch %d: %w", owner, f.Epoch, err)
+	}
+	return f, nil
 }

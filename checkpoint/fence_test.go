@@ -16,7 +16,7 @@ import (
 
 // goldenFence is the fixed content of testdata/FENCE-v1.
 func goldenFence() *Fence {
-	return &Fence{Epoch: 7, Point: 41, CreatedUnixMilli: 1_700_000_000_123}
+	return &Fence{Epoch: 7, Point: 41, Writer: 0x0123456789abcdef, CreatedUnixMilli: 1_700_000_000_123}
 }
 
 // TestGoldenFenceV1: testdata/FENCE-v1 decodes to goldenFence and Encode writes its bytes
@@ -59,6 +59,7 @@ func TestFenceDecodeDamage(t *testing.T) {
 		{"version", func(b []byte) []byte { b[8] = 2; return b }, base.ErrFormatVersion},
 		{"checksum type", func(b []byte) []byte { b[10] = 2; return b }, base.ErrChecksumType},
 		{"crc", func(b []byte) []byte { b[20] ^= 1; return b }, base.ErrChecksum},
+		{"crc-created", func(b []byte) []byte { b[40] ^= 1; return b }, base.ErrChecksum},
 		{"long", func(b []byte) []byte { return append(b, 0) }, base.ErrCorruption},
 	} {
 		_, err := DecodeFence("f", c.b(slices.Clone(good)))
@@ -77,8 +78,9 @@ func TestFenceDecodeDamage(t *testing.T) {
 // epoch 1 commits checkpoint 1; a restore of it fences epoch 1 from checkpoint 1 on (epoch
 // 2). The zombie's commits above 1 fail with ErrFenced — refused before its Create, or, when
 // its manifest landed before the fence was seen, after it, the manifest then fenced for every
-// reader and replaced by the new writer's commit of that id. A second restore racing at the
-// same epoch takes the next one. GC never deletes a fence.
+// reader and replaced by the new writer's commit of that id. The same writer claiming its
+// epoch again gets its fence back; of two writers claiming one epoch the second is fenced,
+// as is one claiming an epoch below a fence. GC never deletes a fence.
 func TestCommitFenced(t *testing.T) {
 	ctx := context.Background()
 	d, _ := newMemStorage(t)
@@ -94,9 +96,12 @@ func TestCommitFenced(t *testing.T) {
 	if err := d.Create(ctx, ManifestName("o", 2), raw); err != nil {
 		t.Fatal(err)
 	}
-	f, err := WriteFence(ctx, d, "o", 2, 1, time.Unix(1, 0))
-	if err != nil || f.Epoch != 2 || f.Point != 1 {
+	f, err := WriteFence(ctx, d, "o", 2, 1, 22, time.Unix(1, 0))
+	if err != nil || f.Epoch != 2 || f.Point != 1 || f.Writer != 22 {
 		t.Fatalf("WriteFence = %+v, %v", f, err)
+	}
+	if again, err := WriteFence(ctx, d, "o", 2, 1, 22, time.Unix(9, 0)); err != nil || again != f {
+		t.Fatalf("WriteFence again by the same writer (reopened) = %+v, %v; want %+v", again, err, f)
 	}
 	if err := commit(1, 3); !errors.Is(err, ErrFenced) {
 		t.Fatalf("zombie commit of 3 after the fence: %v, want ErrFenced", err)
@@ -119,14 +124,21 @@ func TestCommitFenced(t *testing.T) {
 	if err := commit(2, 2); !errors.Is(err, ErrExists) {
 		t.Fatalf("a second commit of 2 by the same epoch: %v, want ErrExists", err)
 	}
-	// Two restores race for epoch 3: the second gets epoch 4 and fences the first.
-	f3, err := WriteFence(ctx, d, "o", 3, 2, time.Unix(2, 0))
+	// Two restores race for epoch 3: the first to claim it wins, the other is fenced; a
+	// writer that restored before a fence of a later epoch is fenced too.
+	f3, err := WriteFence(ctx, d, "o", 3, 2, 33, time.Unix(2, 0))
 	if err != nil || f3.Epoch != 3 {
 		t.Fatalf("WriteFence(3) = %+v, %v", f3, err)
 	}
-	f4, err := WriteFence(ctx, d, "o", 3, 2, time.Unix(3, 0))
+	if f, err := WriteFence(ctx, d, "o", 3, 2, 34, time.Unix(3, 0)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a second writer's WriteFence(3) = %+v, %v; want ErrFenced", f, err)
+	}
+	f4, err := WriteFence(ctx, d, "o", 4, 2, 44, time.Unix(3, 0))
 	if err != nil || f4.Epoch != 4 {
-		t.Fatalf("a second WriteFence(3) = %+v, %v; want epoch 4", f4, err)
+		t.Fatalf("WriteFence(4) = %+v, %v", f4, err)
+	}
+	if f, err := WriteFence(ctx, d, "o", 4, 2, 45, time.Unix(3, 0)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("WriteFence(4) after epoch 4 was claimed = %+v, %v; want ErrFenced", f, err)
 	}
 	if err := commit(3, 5); !errors.Is(err, ErrFenced) {
 		t.Fatalf("epoch 3 after epoch 4's fence: %v, want ErrFenced", err)
