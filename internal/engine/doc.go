@@ -226,6 +226,16 @@
 // no materialization, so its first checkpoint is native (a materialization) and holds them. When a checkpoint completes, the generations before its
 // materialization are closed (truncation) and older materializations release their objects.
 //
+// At Close (Discard too), after the scheduler stopped, the changelog objects the Logs
+// persisted that no checkpoint references are deleted, as Flink discards them when the
+// backend closes (dropUnreferencedChangelog): an object is deleted only when it holds a
+// segment of this engine's Logs, no manifest of the lineage in the storage names it, no
+// other Log of the Writer holds a segment of it, and — with a Writer shared by several
+// Stores — its footer lists only segments of this Store's owner. Best effort: an error
+// deletes nothing more; what is left is ordinary garbage for the lineage's GC. Objects of
+// closed generations (truncated) are not considered: the checkpoints that completed them
+// reference them, and GC collects them by reachability.
+//
 // # Timers (checkpoint.go)
 //
 // The root's timer services keep their timers in package timer's queues (one per time domain
