@@ -230,8 +230,7 @@ func (s *Store) StartCheckpoint(id uint64, inputPosition []byte) (*PendingCheckp
 
 // fenceCheckpoint is every checkpoint's engine.CheckpointSpec.Fence: the first checkpoint
 // after Restore fences the older writers of the Store's lineage (checkpoint.WriteFence, from
-// the newest restored checkpoint on, of whichever owner: Flink's checkpoint ids are job-wide,
-// so a scale-in from other lineages does not fence this lineage's older checkpoints): it
+// the newest checkpoint restored or, if newer, the newest the lineage held at the restore): it
 // claims the epoch Restore chose, under the Store's writer id (kept in the directory's WRITER
 // file, so a reopened Store finds its own fence again); it returns the Store's writer epoch,
 // or ErrFenced when a later writer claimed that epoch or a higher one first. The fence waits
@@ -565,6 +564,14 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	if n := len(fences); n > 0 {
 		epoch = max(epoch, fences[n-1].Epoch)
 	}
+	// The fence point: the lineage goes on from the newest checkpoint restored, or from
+	// every checkpoint it holds now if one is newer (a scale-in from other lineages, whose
+	// ids need not be this one's, must not fence this lineage's history).
+	ownIDs, err := checkpoint.ListCheckpoints(ctx, ckStorage, ownerOf(&d))
+	if err != nil {
+		return nil, fmt.Errorf("strata: restore into %q: the checkpoints of %q: %w", dir, ownerOf(&d), err)
+	}
+	point := slices.Max(append(ownIDs, 0))
 	t0 := time.Now()
 	res, err := engine.Restore(ctx, fsys, dir, d.MaxParallelism, ckKG, storage, sources, merged.encode())
 	if err != nil {
@@ -581,7 +588,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	}
 	// The Store is a new writer of its lineage: its first checkpoint fences the older ones
 	// (fenceCheckpoint); the directory remembers it (reopened, it is the same writer).
-	s.epoch, s.fenceDue, s.fencePoint, s.writerID = epoch+1, true, lastID, newWriterID()
+	s.epoch, s.fenceDue, s.fencePoint, s.writerID = epoch+1, true, max(point, lastID), newWriterID()
 	if err := writeWriterFile(fsys, dir, writerRecord{epoch: s.epoch, point: s.fencePoint, writer: s.writerID}); err != nil {
 		s.Discard()
 		removeRestored(fsys, dir)

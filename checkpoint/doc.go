@@ -157,8 +157,9 @@
 //   - A Store restored into owner o (the lineage it writes) takes an epoch e above every
 //     epoch of the manifests it restored and of o's fences at the time, and a random writer
 //     id W it keeps in its directory. Before the manifest of its first checkpoint it claims
-//     e: it Creates "<o>/fence/<e>" (WriteFence) recording P, the newest checkpoint it
-//     restored (of any owner: a job's checkpoint ids are job-wide, as Flink's), and W. A
+//     e: it Creates "<o>/fence/<e>" (WriteFence) recording W and P: the newest checkpoint
+//     it restored or, if larger, the newest id of o at the restore (a scale-in from other
+//     lineages, whose ids need not be o's, must not fence o's history). A
 //     fence of W already there is its own (the Store was reopened): it keeps it. A fence of
 //     another writer at e or above — a restore that claimed first — means it is the older
 //     writer: ErrFenced, and it never claims an epoch. The claim waits for the first

@@ -40,7 +40,8 @@ const (
 type Fence struct {
 	// Epoch is the writer epoch the fence starts, >= 1.
 	Epoch uint64
-	// Point is the id of the checkpoint the lineage goes on from (the newest restored);
+	// Point is the id of the checkpoint the lineage goes on from (the newest restored, or the
+	// newest of the lineage at the restore if larger);
 	// manifests of older epochs with ids up to Point stay valid.
 	Point uint64
 	// Writer identifies the writer that claimed the epoch (a random non-zero number the
