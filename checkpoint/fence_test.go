@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/vfs"
 )
 
 // goldenFence is the fixed content of testdata/FENCE-v1.
@@ -152,5 +153,66 @@ func TestCommitFenced(t *testing.T) {
 	fs, err := ReadFences(ctx, d, "o", 0)
 	if err != nil || len(fs) != 3 {
 		t.Fatalf("fences after GC: %+v, %v; want all 3", fs, err)
+	}
+}
+
+// fenceWorkload: a writer of epoch 1 commits checkpoint 1, a restored writer (id 7) claims
+// epoch 2 from checkpoint 1 and commits checkpoint 2.
+func fenceWorkload(fsys vfs.FS) error {
+	ctx := context.Background()
+	d, err := NewDirStorage(fsys, "/ckpt")
+	if err != nil {
+		return err
+	}
+	m := func(epoch, id uint64) *Manifest {
+		return &Manifest{ID: id, Epoch: epoch, MaxParallelism: 128, KeyGroups: KeyGroupRange{End: 127}}
+	}
+	if err := Commit(ctx, d, "o", m(1, 1)); err != nil {
+		return err
+	}
+	if _, err := WriteFence(ctx, d, "o", 2, 1, 7, time.Unix(1, 0)); err != nil {
+		return err
+	}
+	return Commit(ctx, d, "o", m(2, 2))
+}
+
+// TestCrashFence crashes fenceWorkload at each of its writes: on what the crash kept, the
+// restored writer claiming its epoch again gets its fence (found or made), a zombie of epoch
+// 1 is then fenced above checkpoint 1, and the restored writer's checkpoint 2 commits (or is
+// there already, of epoch 2).
+func TestCrashFence(t *testing.T) {
+	ctx := context.Background()
+	ffs := vfs.NewFaultFS(vfs.NewMem())
+	if err := fenceWorkload(ffs); err != nil {
+		t.Fatal(err)
+	}
+	total := ffs.Count(vfs.WriteOps)
+	t.Logf("workload: %d write operations", total)
+	for n := int64(1); n <= total; n++ {
+		mem := vfs.NewMem()
+		ffs := vfs.NewFaultFS(mem)
+		ffs.CrashAt(n)
+		if err := fenceWorkload(ffs); err != nil && !errors.Is(err, vfs.ErrCrashed) {
+			t.Fatalf("crash at %d: workload stopped by %v", n, err)
+		}
+		d, err := NewDirStorage(mem.CrashClone(), "/ckpt")
+		if err != nil {
+			t.Fatalf("crash at %d: %v", n, err)
+		}
+		f, err := WriteFence(ctx, d, "o", 2, 1, 7, time.Unix(2, 0))
+		if err != nil || f.Epoch != 2 || f.Writer != 7 {
+			t.Fatalf("crash at %d: the restored writer's fence: %+v, %v", n, f, err)
+		}
+		zombie := &Manifest{ID: 3, Epoch: 1, MaxParallelism: 128, KeyGroups: KeyGroupRange{End: 127}}
+		if err := Commit(ctx, d, "o", zombie); !errors.Is(err, ErrFenced) {
+			t.Fatalf("crash at %d: zombie commit: %v, want ErrFenced", n, err)
+		}
+		m2 := &Manifest{ID: 2, Epoch: 2, MaxParallelism: 128, KeyGroups: KeyGroupRange{End: 127}}
+		if err := Commit(ctx, d, "o", m2); err != nil && !errors.Is(err, ErrExists) {
+			t.Fatalf("crash at %d: checkpoint 2: %v", n, err)
+		}
+		if got, err := ReadManifest(ctx, d, "o", 2); err != nil || got.Epoch != 2 {
+			t.Fatalf("crash at %d: checkpoint 2: %+v, %v", n, got, err)
+		}
 	}
 }
