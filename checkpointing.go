@@ -431,8 +431,17 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 // names); ErrIncompleteOperatorState when the handles hold operator list state but are not
 // one of each old subtask; ErrOperatorStateTooLarge when the Store's share exceeds
 // MaxOperatorStateSize;
-// checkpoint.ErrNotFound, ErrCorruption (a damaged manifest or object, named), the storage's
-// errors and Open's. On error dir is left without a Store (what Restore wrote is removed).
+// ErrFenced when a handle names a checkpoint a fence of its lineage fences (a zombie's,
+// never committed for a reader); checkpoint.ErrNotFound, ErrCorruption (a damaged manifest or
+// object — table, changelog or timers —, named), the storage's errors and Open's. On error
+// dir is left without a Store (what Restore wrote is removed).
+//
+// The restored Store is a new writer of its lineage (Options.Checkpoint.Owner): Restore picks
+// its writer epoch, above every restored manifest's and every fence of the lineage, and keeps
+// it in dir (a reopened Store is the same writer); its first checkpoint claims the epoch with
+// a fence object, from which on every older writer of the lineage gets ErrFenced (checkpoint
+// package doc, "Writer fencing"). Its checkpoint ids must exceed the restored ones of its
+// lineage.
 func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...CheckpointHandle) (s *Store, err error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -474,6 +483,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	var epoch, lastID uint64
 	var opSrcs []opSource
 	var noOps []string
+	fencesOf := map[string][]checkpoint.Fence{} // per owner, read once
 	for _, h := range handles {
 		m, err := checkpoint.ReadManifest(ctx, storage, h.Owner, h.ID)
 		if err != nil {
@@ -483,8 +493,16 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 			return nil, fmt.Errorf("%w: checkpoint %d of %q has max parallelism %d, the Store %d",
 				ErrMaxParallelismMismatch, h.ID, h.Owner, m.MaxParallelism, d.MaxParallelism)
 		}
-		if err := checkpoint.CheckFenced(ctx, storage, h.Owner, m.Epoch, h.ID); err != nil {
-			return nil, fmt.Errorf("strata: restore of checkpoint %d of %q: %w", h.ID, h.Owner, err)
+		fs, ok := fencesOf[h.Owner]
+		if !ok {
+			if fs, err = checkpoint.ReadFences(ctx, storage, h.Owner, 0); err != nil {
+				return nil, fmt.Errorf("strata: restore of checkpoint %d of %q: %w", h.ID, h.Owner, err)
+			}
+			fencesOf[h.Owner] = fs
+		}
+		if i := slices.IndexFunc(fs, func(f checkpoint.Fence) bool { return f.Fences(m.Epoch, m.ID) }); i >= 0 {
+			return nil, fmt.Errorf("strata: restore of checkpoint %d of %q: %w: written by writer epoch %d after the lineage was restored from checkpoint %d by writer epoch %d",
+				h.ID, h.Owner, ErrFenced, m.Epoch, fs[i].Point, fs[i].Epoch)
 		}
 		epoch = max(epoch, m.Epoch)
 		// Operator state comes from every checkpoint given, whatever its key groups.
