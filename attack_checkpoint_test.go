@@ -288,8 +288,8 @@ func TestAttackCheckpointLifecycle(t *testing.T) {
 		t.Fatalf("second checkpoint without writes: %v", err)
 	}
 	// Id reuse and ids going down.
-	if _, err := r.st.s.Checkpoint(ctx, 3, nil); !errors.Is(err, ErrCheckpointExists) {
-		t.Errorf("checkpoint 3 again: %v, want ErrCheckpointExists", err)
+	if _, err := r.st.s.Checkpoint(ctx, 3, nil); !errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("checkpoint 3 again: %v, want ErrInvalidOptions (ids only grow)", err)
 	}
 	if _, err := r.st.s.Checkpoint(ctx, 2, nil); err == nil {
 		t.Errorf("checkpoint 2 after 3: accepted")
@@ -940,4 +940,266 @@ func TestAttackCheckpointDuringIteration(t *testing.T) {
 	}
 	check(y)
 	y.Close()
+}
+
+// TestAttackZombieFenced: store A (a partitioned process that still runs) goes on
+// checkpointing owner "o" after store B restored it. B's first checkpoint fences every older
+// writer epoch: B commits checkpoint 2 over the zombie's checkpoint 2 (which it fenced),
+// LatestCheckpoint is B's and restores B's state, and every later checkpoint of A fails with
+// ErrFenced. A third Store restoring B's checkpoint fences B the same way; a manifest of an
+// old epoch above a fence point is neither latest nor restorable; a Store restored only to
+// read a checkpoint fences nobody.
+func TestAttackZombieFenced(t *testing.T) {
+	ctx := context.Background()
+	e := newCkEnv(t, vfs.Default(), t.TempDir(), 128)
+	e.opts.Checkpoint.Owner = "o"
+	a := e.open(nil)
+	a.writes(2000)
+	h1, err := a.st.s.Checkpoint(ctx, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.st.s.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	m1 := a.m.clone()
+	// A restore only to read: no fence, A goes on.
+	v := e.restore(nil, NoClaim, h1)
+	if err := v.st.checkAll(m1); err != nil {
+		t.Fatal(err)
+	}
+	v.st.s.Close()
+	b := e.restore(nil, NoClaim, h1)
+	bDir := filepath.Join(e.root, fmt.Sprintf("store-%d", e.dirs))
+	b.m = m1.clone()
+
+	// Before B's first checkpoint the zombie still commits (nothing fenced it yet) ...
+	a.writes(300)
+	if _, err := a.st.s.Checkpoint(ctx, 2, nil); err != nil {
+		t.Fatalf("A's checkpoint 2 before B checkpointed: %v", err)
+	}
+	// ... and B's first checkpoint fences it: B's checkpoint 2 replaces the zombie's.
+	b.writes(300)
+	hb, err := b.st.s.Checkpoint(ctx, 2, nil)
+	if err != nil {
+		t.Fatalf("B's checkpoint 2 over the zombie's: %v", err)
+	}
+	if _, err := a.st.s.Checkpoint(ctx, 3, nil); !errors.Is(err, ErrFenced) || !errors.Is(err, checkpoint.ErrFenced) {
+		t.Fatalf("zombie A's checkpoint 3 after B's first checkpoint: %v, want ErrFenced", err)
+	}
+	// B closed and reopened from its directory is the same writer, not a zombie of itself.
+	if err := b.st.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	bs, err := Open(bDir, e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm := b.m
+	b = e.run(bs)
+	b.m = bm
+	b.writes(200)
+	hb, err = b.st.s.Checkpoint(ctx, 3, nil)
+	if err != nil {
+		t.Fatalf("B reopened: checkpoint 3: %v", err)
+	}
+	latest, err := LatestCheckpoint(ctx, e.st, "o")
+	if err != nil || latest.ID != hb.ID {
+		t.Fatalf("LatestCheckpoint(o) = %d, %v; want B's %d", latest.ID, err, hb.ID)
+	}
+	c := e.restore(nil, NoClaim, latest)
+	if err := c.st.checkAll(b.m); err != nil {
+		t.Fatalf("restore of the latest checkpoint: %v", err)
+	}
+	// C fences B at its first checkpoint.
+	if _, err := c.st.s.Checkpoint(ctx, 4, nil); err != nil {
+		t.Fatalf("C's checkpoint 4: %v", err)
+	}
+	if _, err := b.st.s.Checkpoint(ctx, 5, nil); !errors.Is(err, ErrFenced) {
+		t.Fatalf("B's checkpoint 5 after C's first checkpoint: %v, want ErrFenced", err)
+	}
+	if _, err := c.st.s.Checkpoint(ctx, 5, nil); err != nil {
+		t.Fatalf("C's checkpoint 5: %v", err)
+	}
+	for _, r := range []*modelRun{a, b, c} {
+		r.st.s.Close()
+	}
+	// A zombie manifest that landed above a fence point (written by hand: A's checkpoint 1,
+	// epoch 0, as id 6) is neither latest nor restorable.
+	mf, err := checkpoint.ReadManifest(ctx, e.st, "o", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf.ID, mf.Parent = 6, 0
+	b6, err := mf.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.Create(ctx, checkpoint.ManifestName("o", 6), b6); err != nil {
+		t.Fatal(err)
+	}
+	if latest, err := LatestCheckpoint(ctx, e.st, "o"); err != nil || latest.ID != 5 {
+		t.Fatalf("LatestCheckpoint(o) with a fenced manifest 6 = %d, %v; want C's 5", latest.ID, err)
+	}
+	if _, err := Restore(e.newDir(), e.opts, e.st, CheckpointHandle{Owner: "o", ID: 6}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("Restore of a fenced checkpoint: %v, want ErrFenced", err)
+	}
+}
+
+// TestAttackCheckpointIDsGrow: a Store restored from checkpoint 10 of its own lineage refuses
+// checkpoint ids at or below 10, and after committing 12 refuses 11 and 12 (Flink's ids only
+// grow; a smaller id would commit a checkpoint that "latest" never returns, and the writes
+// after it would be dropped at the next recovery).
+func TestAttackCheckpointIDsGrow(t *testing.T) {
+	ctx := context.Background()
+	e := newCkEnv(t, vfs.Default(), t.TempDir(), 128)
+	e.opts.Checkpoint.Owner = "o"
+	a := e.open(nil)
+	a.writes(500)
+	h, err := a.st.s.Checkpoint(ctx, 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.st.s.Close()
+	b := e.restore(nil, NoClaim, h)
+	defer b.st.s.Close()
+	for _, id := range []uint64{5, 10} {
+		if _, err := b.st.s.Checkpoint(ctx, id, nil); !errors.Is(err, ErrInvalidOptions) {
+			t.Fatalf("checkpoint %d after a restore of checkpoint 10: %v, want ErrInvalidOptions", id, err)
+		}
+	}
+	if _, err := b.st.s.Checkpoint(ctx, 12, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{11, 12} {
+		if _, err := b.st.s.Checkpoint(ctx, id, nil); !errors.Is(err, ErrInvalidOptions) {
+			t.Fatalf("checkpoint %d after checkpoint 12 committed: %v, want ErrInvalidOptions", id, err)
+		}
+	}
+	if _, err := b.st.s.Checkpoint(ctx, 13, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAttackRestoreDamagedLogAndTimers: a changelog checkpoint's changelog object and timer
+// object truncated, emptied or swapped for another object: Restore reports ErrCorruption
+// naming the object (the manifest records each object's size and CRC32C), as for tables —
+// never the storage's range error — and restores exactly once repaired.
+func TestAttackRestoreDamagedLogAndTimers(t *testing.T) {
+	ctx := context.Background()
+	e := newCkEnv(t, vfs.Default(), t.TempDir(), 128)
+	e.opts.Checkpoint.Changelog = &ChangelogOptions{MaterializationInterval: -1}
+	r := e.open(nil)
+	ts, err := NewTimerService(r.st.s, TimerServiceDescriptor[string]{Name: "tm", NamespaceCodec: String})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.writes(3000)
+	if _, err := r.st.s.Checkpoint(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.st.s.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	r.writes(1500)
+	for slot := range int32(40) {
+		if err := ts.RegisterEventTimeTimer(r.st.key(slot), "w", int64(slot)*1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := r.st.s.Checkpoint(ctx, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.m.clone()
+	r.st.s.Close()
+	man, err := checkpoint.ReadManifest(ctx, e.st, h.Owner, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logName, tmName string
+	for _, o := range man.Objects {
+		switch o.Kind {
+		case checkpoint.KindChangelog:
+			logName = o.Name
+		case checkpoint.KindTimers:
+			tmName = o.Name
+		}
+	}
+	if logName == "" || tmName == "" {
+		t.Fatalf("checkpoint 2 lists no changelog (%q) or timer (%q) object", logName, tmName)
+	}
+	root := filepath.Join(e.root, "checkpoints")
+	path := func(name string) string { return filepath.Join(root, filepath.FromSlash(name)) }
+	read := func(name string) []byte {
+		b, err := os.ReadFile(path(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	logBytes, tmBytes := read(logName), read(tmName)
+	for _, d := range []struct {
+		name, obj string
+		with      []byte
+	}{
+		{"log-truncate-half", logName, logBytes[:len(logBytes)/2]},
+		{"log-truncate-last", logName, logBytes[:len(logBytes)-1]},
+		{"log-empty", logName, nil},
+		{"log-swapped", logName, tmBytes},
+		{"timers-truncate-half", tmName, tmBytes[:len(tmBytes)/2]},
+		{"timers-empty", tmName, nil},
+		{"timers-swapped", tmName, logBytes},
+	} {
+		t.Run(d.name, func(t *testing.T) {
+			orig := read(d.obj)
+			os.Remove(path(d.obj)) // objects may be hard links: replace, never write in place
+			if err := os.WriteFile(path(d.obj), d.with, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Restore(e.newDir(), e.opts, e.st, h)
+			os.Remove(path(d.obj))
+			if werr := os.WriteFile(path(d.obj), orig, 0o644); werr != nil {
+				t.Fatal(werr)
+			}
+			if !errors.Is(err, ErrCorruption) || !strings.Contains(err.Error(), d.obj) {
+				t.Fatalf("restore with %s: %v, want ErrCorruption naming %s", d.name, err, d.obj)
+			}
+			s, err := Restore(e.newDir(), e.opts, e.st, h)
+			if err != nil {
+				t.Fatalf("restore once repaired: %v", err)
+			}
+			rr := e.run(s)
+			if err := rr.st.checkAll(m); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+		})
+	}
+}
+
+// TestAttackChangelogCheckpointNoSpace: a changelog checkpoint on a full checkpoint disk
+// fails with an error matching both ErrNoSpace and syscall.ENOSPC, as a native one does.
+func TestAttackChangelogCheckpointNoSpace(t *testing.T) {
+	ctx := context.Background()
+	fault := vfs.NewFaultFS(vfs.Default())
+	root := t.TempDir()
+	e := newCkEnv(t, fault, root, 128)
+	e.opts.Checkpoint.Changelog = &ChangelogOptions{MaterializationInterval: -1}
+	r := e.open(nil)
+	defer r.st.s.Close()
+	r.writes(2000)
+	if _, err := r.st.s.Checkpoint(ctx, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.st.s.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	r.writes(500)
+	fault.Inject(vfs.Fault{Ops: vfs.Ops(vfs.OpWrite), Path: vfs.PathPrefix(filepath.Join(root, "checkpoints")), Sticky: true, Err: syscall.ENOSPC})
+	_, err := r.st.s.Checkpoint(ctx, 2, nil)
+	fault.ClearFaults()
+	if !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("changelog checkpoint on a full checkpoint disk: %v, want ErrNoSpace and ENOSPC", err)
+	}
 }

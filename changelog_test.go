@@ -99,6 +99,9 @@ func TestChangelogCheckpointRestore(t *testing.T) {
 			if !on {
 				o.Checkpoint.Changelog = nil
 			}
+			// A lineage of its own: a restored Store that checkpoints into the original's
+			// lineage fences the original (and the checkpoints after the one restored).
+			o.Checkpoint.Owner = fmt.Sprintf("restored-%d-%v", i, on)
 			sv := e.opts
 			e.opts = o
 			rr := e.restore(nil, NoClaim, h)
@@ -361,4 +364,147 @@ func TestChangelogRestoreCache(t *testing.T) {
 			}
 		}
 	}
+}
+
+// ckNamed returns the names every manifest of owner lists.
+func (e *ckEnv) ckNamed(owner string) map[string]bool {
+	e.t.Helper()
+	ctx := context.Background()
+	ids, err := checkpoint.ListCheckpoints(ctx, e.st, owner)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	named := map[string]bool{}
+	for _, id := range ids {
+		m, err := checkpoint.ReadManifest(ctx, e.st, owner, id)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, o := range m.Objects {
+			named[o.Name] = true
+		}
+	}
+	return named
+}
+
+// changelogNames lists the changelog objects under prefix.
+func (e *ckEnv) changelogNames(prefix string) []string {
+	e.t.Helper()
+	objs, err := e.st.List(context.Background(), prefix+"/changelog/")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.Name)
+	}
+	return out
+}
+
+// TestChangelogCloseDropsUnreferenced: the changelog objects background persists uploaded
+// after the last checkpoint are deleted by Close (Flink discards them when the backend
+// closes; no GC ever runs for a job that ended), those a committed checkpoint — completed or
+// pending — names are kept and restore. With a ChangelogWriter shared by two Stores, Close of
+// one keeps every object that holds the other's segments, and the other's checkpoint
+// restores.
+func TestChangelogCloseDropsUnreferenced(t *testing.T) {
+	ctx := context.Background()
+	t.Run("own-writer", func(t *testing.T) {
+		e := newCkEnv(t, vfs.Default(), t.TempDir(), 128)
+		e.opts.Checkpoint.Changelog = &ChangelogOptions{MaterializationInterval: -1}
+		e.opts.Checkpoint.Retain = 10
+		r := e.open(nil)
+		s := r.st.s
+		r.writes(2000)
+		if _, err := s.Checkpoint(ctx, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.NotifyCheckpointComplete(1); err != nil {
+			t.Fatal(err)
+		}
+		r.writes(800)
+		h2, err := s.Checkpoint(ctx, 2, nil) // pending: never completed
+		if err != nil {
+			t.Fatal(err)
+		}
+		m2 := r.m.clone()
+		for range 8 { // background persists (PersistDelay 10 ms) ahead of any checkpoint
+			r.writes(300)
+			time.Sleep(15 * time.Millisecond)
+		}
+		owner := s.owner()
+		named := e.ckNamed(owner)
+		var ahead int
+		for _, n := range e.changelogNames(owner) {
+			if !named[n] {
+				ahead++
+			}
+		}
+		if ahead == 0 {
+			t.Fatalf("no changelog object persisted ahead of a checkpoint (persists: %d)", s.ChangelogStats().Persists)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range e.changelogNames(owner) {
+			if !named[n] {
+				t.Errorf("Close left %s, which no checkpoint names (%d were ahead)", n, ahead)
+			}
+		}
+		for n := range named {
+			if _, err := e.st.Get(ctx, n); err != nil {
+				t.Errorf("Close deleted %s, which a checkpoint names: %v", n, err)
+			}
+		}
+		x := e.restore(nil, NoClaim, h2)
+		if err := x.st.checkAll(m2); err != nil {
+			t.Fatal(err)
+		}
+		x.st.s.Close()
+	})
+	t.Run("shared-writer", func(t *testing.T) {
+		const maxP = 128
+		e := newCkEnv(t, vfs.Default(), t.TempDir(), maxP)
+		w, err := NewChangelogWriter(ChangelogWriterOptions{Storage: e.st, Prefix: "tm-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		e.opts.Checkpoint.Changelog = &ChangelogOptions{Writer: w, MaterializationInterval: -1}
+		var parts []*modelRun
+		for i := range 2 {
+			kg := ComputeKeyGroupRangeForOperatorIndex(maxP, 2, i)
+			parts = append(parts, e.open(&kg))
+		}
+		for _, p := range parts {
+			p.ownedSteps(1500, writeWeights)
+			if _, err := p.st.s.Checkpoint(ctx, 1, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 6 {
+			for _, p := range parts {
+				p.ownedSteps(300, writeWeights)
+			}
+			time.Sleep(15 * time.Millisecond)
+		}
+		h, err := parts[1].st.s.Checkpoint(ctx, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := parts[1].m.clone()
+		if err := parts[0].st.s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		kg := parts[1].st.s.KeyGroups()
+		if err := parts[1].st.s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		rr := e.restore(&kg, NoClaim, h)
+		rr.m = m
+		if err := rr.st.checkOwned(rr.m); err != nil {
+			t.Fatal(err)
+		}
+		rr.st.s.Close()
+	})
 }

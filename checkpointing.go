@@ -190,8 +190,11 @@ func ownerOf(opts *Options) string {
 // PendingCheckpoint.Wait, NotifyCheckpointComplete, NotifyCheckpointAborted, WaitCheckpointGC
 // and the stats do not: they release pins and record results, and move no state.
 //
-// Errors: ErrNoCheckpointStorage, ErrCheckpointInProgress, ErrInvalidOptions (id 0), a sticky
-// background failure, ErrMemoryBudget, ErrClosed.
+// Errors: ErrNoCheckpointStorage, ErrCheckpointInProgress, ErrInvalidOptions (id 0, or an id
+// at or below the last checkpoint this Store committed or the checkpoint of its own Owner it
+// was restored from: a smaller id would commit a checkpoint LatestCheckpoint never returns),
+// a sticky background failure, ErrMemoryBudget, ErrClosed; the upload (Wait) may fail with
+// ErrFenced when another Store restored the Owner's lineage since (this one is a zombie).
 func (s *Store) StartCheckpoint(id uint64, inputPosition []byte) (*PendingCheckpoint, error) {
 	if s.closed {
 		return nil, ErrClosed
@@ -207,15 +210,44 @@ func (s *Store) StartCheckpoint(id uint64, inputPosition []byte) (*PendingCheckp
 	}
 	s.guard.enter()
 	defer s.guard.exit()
+	if last := s.e.LastCommittedCheckpoint(); id <= last {
+		return nil, fmt.Errorf("%w: checkpoint id %d is not above %d, the last committed or restored checkpoint of owner %q (ids only grow)",
+			ErrInvalidOptions, id, last, s.owner())
+	}
 	kg := *s.opts.KeyGroups
+	s.fenceMu.Lock()
+	epoch := s.epoch
+	s.fenceMu.Unlock()
 	p, err := s.e.StartCheckpoint(engine.CheckpointSpec{ID: id, Storage: s.opts.Checkpoint.Storage, Owner: s.owner(),
-		Epoch: s.epoch, MaxParallelism: s.maxP, KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)},
+		Epoch: epoch, Fence: s.fenceCheckpoint, MaxParallelism: s.maxP, KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)},
 		Registry: s.encodeRegistry(), InputPosition: slices.Clone(inputPosition), OperatorState: s.opSnapshot().encode(true),
 		Timers: s.freezeTimers()})
 	if err != nil {
 		return nil, fmt.Errorf("strata: checkpoint %d: %w", id, err)
 	}
 	return &PendingCheckpoint{s: s, p: p}, nil
+}
+
+// fenceCheckpoint is every checkpoint's engine.CheckpointSpec.Fence: the first checkpoint
+// after Restore fences the older writers of the Store's lineage (checkpoint.WriteFence, from
+// the newest checkpoint restored or, if newer, the newest the lineage held at the restore): it
+// claims the epoch Restore chose, under the Store's writer id (kept in the directory's WRITER
+// file, so a reopened Store finds its own fence again); it returns the Store's writer epoch,
+// or ErrFenced when a later writer claimed that epoch or a higher one first. The fence waits
+// for the first checkpoint rather than Restore, so a Store restored only to read a checkpoint
+// (a test, a verification, an inspection) never fences the lineage's writer. Called from
+// checkpoint uploads (one runs at a time).
+func (s *Store) fenceCheckpoint(ctx context.Context) (uint64, error) {
+	s.fenceMu.Lock()
+	defer s.fenceMu.Unlock()
+	if s.fenceDue {
+		f, err := checkpoint.WriteFence(ctx, s.opts.Checkpoint.Storage, s.owner(), s.epoch, s.fencePoint, s.writerID, time.Now())
+		if err != nil {
+			return 0, err
+		}
+		s.epoch, s.fenceDue = f.Epoch, false
+	}
+	return s.epoch, nil
 }
 
 // Checkpoint is StartCheckpoint followed by Wait: it returns once checkpoint id is durable.
@@ -330,8 +362,10 @@ func LoadCheckpoint(ctx context.Context, storage checkpoint.Storage, owner strin
 
 // LatestCheckpoint returns the handle of the newest checkpoint committed under owner — after a
 // crash, the one to restore (a committed manifest is complete; whether the job completed it is
-// the job's knowledge, not the storage's). Errors: ErrNoCheckpoint when there is none;
-// LoadCheckpoint's.
+// the job's knowledge, not the storage's). A manifest a fence of owner fences (written by a
+// zombie after a restore of the lineage, checkpoint package doc "Writer fencing") was never
+// committed and is passed over. Errors: ErrNoCheckpoint when there is none; LoadCheckpoint's
+// and checkpoint.ReadFences's.
 func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner string) (CheckpointHandle, error) {
 	ids, err := checkpoint.ListCheckpoints(ctx, storage, owner)
 	if err != nil {
@@ -340,7 +374,23 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 	if len(ids) == 0 {
 		return CheckpointHandle{}, fmt.Errorf("%w under owner %q", ErrNoCheckpoint, owner)
 	}
-	return LoadCheckpoint(ctx, storage, owner, slices.Max(ids))
+	fences, err := checkpoint.ReadFences(ctx, storage, owner, 0)
+	if err != nil {
+		return CheckpointHandle{}, err
+	}
+	for i := len(ids) - 1; i >= 0; i-- {
+		m, err := checkpoint.ReadManifest(ctx, storage, owner, ids[i])
+		if err != nil {
+			return CheckpointHandle{}, err
+		}
+		if slices.ContainsFunc(fences, func(f checkpoint.Fence) bool { return f.Fences(m.Epoch, m.ID) }) {
+			continue
+		}
+		return CheckpointHandle{Owner: owner, ID: m.ID, MaxParallelism: int(m.MaxParallelism),
+			KeyGroups:     KeyGroupRange{Start: int(m.KeyGroups.Start), End: int(m.KeyGroups.End)},
+			InputPosition: m.InputPosition}, nil
+	}
+	return CheckpointHandle{}, fmt.Errorf("%w under owner %q (every manifest there is fenced)", ErrNoCheckpoint, owner)
 }
 
 // Restore creates a Store in dir, which must be empty or missing, holding the state of the
@@ -381,8 +431,17 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 // names); ErrIncompleteOperatorState when the handles hold operator list state but are not
 // one of each old subtask; ErrOperatorStateTooLarge when the Store's share exceeds
 // MaxOperatorStateSize;
-// checkpoint.ErrNotFound, ErrCorruption (a damaged manifest or object, named), the storage's
-// errors and Open's. On error dir is left without a Store (what Restore wrote is removed).
+// ErrFenced when a handle names a checkpoint a fence of its lineage fences (a zombie's,
+// never committed for a reader); checkpoint.ErrNotFound, ErrCorruption (a damaged manifest or
+// object — table, changelog or timers —, named), the storage's errors and Open's. On error
+// dir is left without a Store (what Restore wrote is removed).
+//
+// The restored Store is a new writer of its lineage (Options.Checkpoint.Owner): Restore picks
+// its writer epoch, above every restored manifest's and every fence of the lineage, and keeps
+// it in dir (a reopened Store is the same writer); its first checkpoint claims the epoch with
+// a fence object, from which on every older writer of the lineage gets ErrFenced (checkpoint
+// package doc, "Writer fencing"). Its checkpoint ids must exceed the restored ones of its
+// lineage.
 func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...CheckpointHandle) (s *Store, err error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -424,6 +483,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	var epoch, lastID uint64
 	var opSrcs []opSource
 	var noOps []string
+	fencesOf := map[string][]checkpoint.Fence{} // per owner, read once
 	for _, h := range handles {
 		m, err := checkpoint.ReadManifest(ctx, storage, h.Owner, h.ID)
 		if err != nil {
@@ -432,6 +492,17 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		if int(m.MaxParallelism) != d.MaxParallelism {
 			return nil, fmt.Errorf("%w: checkpoint %d of %q has max parallelism %d, the Store %d",
 				ErrMaxParallelismMismatch, h.ID, h.Owner, m.MaxParallelism, d.MaxParallelism)
+		}
+		fs, ok := fencesOf[h.Owner]
+		if !ok {
+			if fs, err = checkpoint.ReadFences(ctx, storage, h.Owner, 0); err != nil {
+				return nil, fmt.Errorf("strata: restore of checkpoint %d of %q: %w", h.ID, h.Owner, err)
+			}
+			fencesOf[h.Owner] = fs
+		}
+		if i := slices.IndexFunc(fs, func(f checkpoint.Fence) bool { return f.Fences(m.Epoch, m.ID) }); i >= 0 {
+			return nil, fmt.Errorf("strata: restore of checkpoint %d of %q: %w: written by writer epoch %d after the lineage was restored from checkpoint %d by writer epoch %d",
+				h.ID, h.Owner, ErrFenced, m.Epoch, fs[i].Point, fs[i].Epoch)
 		}
 		epoch = max(epoch, m.Epoch)
 		// Operator state comes from every checkpoint given, whatever its key groups.
@@ -497,6 +568,28 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 			ErrOperatorStateTooLarge, d.SubtaskIndex, d.Parallelism, total, MaxOperatorStateSize)
 	}
 	merged.ops = ops
+	// The Store's writer epoch: above every restored manifest's and every fence of its
+	// lineage (a later claim of one of those is a newer writer's; checkpoint doc, "Writer
+	// fencing").
+	ckStorage := opts.Checkpoint.Storage
+	if ckStorage == nil {
+		ckStorage = storage
+	}
+	fences, err := checkpoint.ReadFences(ctx, ckStorage, ownerOf(&d), 0)
+	if err != nil {
+		return nil, fmt.Errorf("strata: restore into %q: the fences of %q: %w", dir, ownerOf(&d), err)
+	}
+	if n := len(fences); n > 0 {
+		epoch = max(epoch, fences[n-1].Epoch)
+	}
+	// The fence point: the lineage goes on from the newest checkpoint restored, or from
+	// every checkpoint it holds now if one is newer (a scale-in from other lineages, whose
+	// ids need not be this one's, must not fence this lineage's history).
+	ownIDs, err := checkpoint.ListCheckpoints(ctx, ckStorage, ownerOf(&d))
+	if err != nil {
+		return nil, fmt.Errorf("strata: restore into %q: the checkpoints of %q: %w", dir, ownerOf(&d), err)
+	}
+	point := slices.Max(append(ownIDs, 0))
 	t0 := time.Now()
 	res, err := engine.Restore(ctx, fsys, dir, d.MaxParallelism, ckKG, storage, sources, merged.encode())
 	if err != nil {
@@ -511,7 +604,14 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		removeRestored(fsys, dir)
 		return nil, err
 	}
-	s.epoch = epoch + 1
+	// The Store is a new writer of its lineage: its first checkpoint fences the older ones
+	// (fenceCheckpoint); the directory remembers it (reopened, it is the same writer).
+	s.epoch, s.fenceDue, s.fencePoint, s.writerID = epoch+1, true, max(point, lastID), newWriterID()
+	if err := writeWriterFile(fsys, dir, writerRecord{epoch: s.epoch, point: s.fencePoint, writer: s.writerID}); err != nil {
+		s.Discard()
+		removeRestored(fsys, dir)
+		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
+	}
 	s.restored = used
 	// Only a restored checkpoint of the Store's own lineage is a completed checkpoint of it: the
 	// ids of another owner's lineage say nothing of ours (GC would take one above ours for
@@ -627,7 +727,7 @@ func (s *Store) restoreTimers(ctx context.Context, storage checkpoint.Storage, s
 				lo, hi = 0, max(hi, o.Size)
 			}
 		}
-		b, err := storage.GetRange(ctx, name, lo, hi-lo)
+		b, err := checkpoint.GetObjectRange(ctx, storage, name, parts[0].Size, lo, hi-lo)
 		if err != nil {
 			return 0, fmt.Errorf("timers %s: %w", name, err)
 		}
@@ -703,6 +803,7 @@ func removeRestored(fsys interface {
 	Remove(string) error
 }, dir string) {
 	defer fsys.Remove(filepath.Join(dir, restoringMarker))
+	fsys.Remove(filepath.Join(dir, writerFileName))
 	names, _ := fsys.List(dir)
 	for _, n := range names {
 		if validTimerFile(n) {

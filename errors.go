@@ -89,6 +89,13 @@ var (
 	// committed first under the same owner and id: this Store is a zombie of its lineage (or
 	// an id was reused) and must stop. It is checkpoint.ErrExists.
 	ErrCheckpointExists = checkpoint.ErrExists
+	// ErrFenced is returned (wrapped) by a checkpoint of a Store whose lineage (its Owner) was
+	// restored by another Store since this one started writing it — this Store is a zombie (a
+	// partitioned process still running) and must stop; by Restore of a checkpoint so
+	// fenced, which never committed for a reader. Each Restore fences every older writer of
+	// the Store's lineage (checkpoint package doc, "Writer fencing"; SlateDB's writer epoch).
+	// It is checkpoint.ErrFenced.
+	ErrFenced = checkpoint.ErrFenced
 	// ErrMaxParallelismMismatch is returned by Restore when a checkpoint was written with
 	// another MaxParallelism than the Store's: key groups would not line up (Flink refuses
 	// such a restore as well).

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
@@ -53,7 +54,11 @@ type Store struct {
 	guard    guard
 
 	// Checkpoints (checkpointing.go).
-	epoch        uint64             // writer epoch of the lineage (a restore increments it)
+	epoch        uint64             // writer epoch of the lineage (a restore increments it); under fenceMu
+	fenceMu      sync.Mutex         // epoch and fenceDue, which checkpoint uploads read and write
+	fenceDue     bool               // restored, the older writers not fenced yet (checkpointing.go)
+	fencePoint   uint64             // the newest checkpoint restored: the lineage goes on from it
+	writerID     uint64             // the Store's writer id among its lineage's writers (0: never restored)
 	pins         []uint64           // PinCheckpoint
 	restored     []CheckpointHandle // the checkpoints Restore used
 	restoredOwn  uint64             // the newest of them of the Store's own Owner (0: none)
@@ -190,6 +195,16 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 	}
 	if s.clock == nil {
 		s.clock, s.coarse = wallClock(), true
+	}
+	if dir != "" && !restoring {
+		// A restored directory: the Store is the writer its Restore made (writerfile.go).
+		w, ok, err := readWriterFile(opts.fs, dir)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
+		}
+		if ok {
+			s.epoch, s.fencePoint, s.writerID, s.fenceDue = w.epoch, w.point, w.writer, true
+		}
 	}
 	if reg != nil {
 		s.persisted, s.nextID = reg.states, reg.nextID

@@ -42,8 +42,9 @@ func Replay(ctx context.Context, s checkpoint.Storage, segs []checkpoint.Object,
 //
 // Memory: the fetched segments of every object are held until the replay ends (the records
 // are sorted by seq across objects), so a replay holds about the bytes it replays.
-// Errors: a *base.CorruptionError naming the object and offset for damage or a handle that
-// does not match the footer; the Storage's errors wrapped with the object's name.
+// Errors: a *base.CorruptionError naming the object and offset for damage, an object shorter
+// than its handles' Size (checkpoint.GetObjectRange) or a handle that does not match the
+// footer; the Storage's errors wrapped with the object's name.
 func ReplayRange(ctx context.Context, s checkpoint.Storage, segs []checkpoint.Object, kg KeyGroupRange, from, to uint64, visit func(*Record) error) error {
 	b, err := Collect(ctx, s, segs, kg, from, to)
 	if err != nil {
@@ -160,9 +161,9 @@ func readObjectSegments(ctx context.Context, s checkpoint.Storage, name string, 
 			end = max(end, want[j].Offset+want[j].Length)
 			j++
 		}
-		data, err := s.GetRange(ctx, name, start, end-start)
+		data, err := checkpoint.GetObjectRange(ctx, s, name, size, start, end-start)
 		if err != nil {
-			return fmt.Errorf("changelog: replay: read %s [%d, %d): %w", name, start, end, err)
+			return fmt.Errorf("changelog: replay: %w", err)
 		}
 		if int64(len(data)) != end-start {
 			return base.Corrupt(name, start, base.ErrTruncated, "read %d bytes of %d", len(data), end-start)
@@ -200,7 +201,7 @@ func cmpInt64(a, b int64) int {
 // bytes first, then the rest of the footer if it is longer.
 func readFooter(ctx context.Context, s checkpoint.Storage, name string, size int64) ([]SegmentInfo, error) {
 	n := min(size, tailRead)
-	tail, err := s.GetRange(ctx, name, size-n, n)
+	tail, err := checkpoint.GetObjectRange(ctx, s, name, size, size-n, n)
 	if err != nil {
 		return nil, fmt.Errorf("changelog: replay: read the footer of %s: %w", name, err)
 	}
@@ -212,7 +213,7 @@ func readFooter(ctx context.Context, s checkpoint.Storage, name string, size int
 		return nil, err
 	}
 	if need := int64(fl + trailerLen); need > n {
-		more, err := s.GetRange(ctx, name, size-need, need-n)
+		more, err := checkpoint.GetObjectRange(ctx, s, name, size, size-need, need-n)
 		if err != nil {
 			return nil, fmt.Errorf("changelog: replay: read the footer of %s: %w", name, err)
 		}

@@ -622,3 +622,56 @@ func (l *Log) giveSpare(buf []byte) {
 	}
 	l.mu.Unlock()
 }
+
+// Objects returns one handle per distinct object holding the Log's persisted, not truncated
+// segments (the first segment's), in persist order: what a Store drops at Close when no
+// checkpoint references it (the engine's dropUnreferencedChangelog).
+func (l *Log) Objects() []checkpoint.Object {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	var out []checkpoint.Object
+	for _, h := range l.handles {
+		if !slices.ContainsFunc(out, func(o checkpoint.Object) bool { return o.Name == h.Name }) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// HeldElsewhere reports whether a Log of w other than those given holds a persisted, not
+// truncated segment of object name (another Store of the process still needs it for its next
+// checkpoint).
+func (w *Writer) HeldElsewhere(name string, mine ...*Log) bool {
+	w.logsMu.Lock()
+	logs := slices.Clone(w.logs)
+	w.logsMu.Unlock()
+	for _, l := range logs {
+		if slices.Contains(mine, l) {
+			continue
+		}
+		l.hmu.Lock()
+		held := slices.ContainsFunc(l.handles, func(h checkpoint.Object) bool { return h.Name == name })
+		l.hmu.Unlock()
+		if held {
+			return true
+		}
+	}
+	return false
+}
+
+// ObjectStores reads the footer of changelog object name, of size bytes, and returns the
+// store ids of its segments (each once, in footer order): whether other Stores' segments
+// share it. Errors: readFooter's (a *base.CorruptionError naming the object, the storage's).
+func ObjectStores(ctx context.Context, s checkpoint.Storage, name string, size int64) ([]string, error) {
+	footer, err := readFooter(ctx, s, name, size)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, si := range footer {
+		if !slices.Contains(out, si.Store) {
+			out = append(out, si.Store)
+		}
+	}
+	return out, nil
+}

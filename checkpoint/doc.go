@@ -29,7 +29,8 @@
 //     deleted under a checkpoint that reused its name, cannot happen.
 //  2. A checkpoint uploads its objects first and writes its manifest last, with Create (S3's
 //     If-None-Match: *). Create of a manifest that exists fails with ErrExists: someone else
-//     committed that id, and the caller (a zombie) stops.
+//     committed that id, and the caller stops. A writer of an epoch a restore fenced gets
+//     ErrFenced ("Writer fencing").
 //  3. The manifest records every object's name, size, CRC32C, key-group and order range, the
 //     range of a packed object it covers and a table's LSM level, the Store's last sequence
 //     number and its operator state (small: it travels inside the manifest), and one entry
@@ -42,6 +43,7 @@
 //	<owner>/chk-<id>/MANIFEST                             the manifest of checkpoint id
 //	<owner>/chk-<id>/<kgStart>-<kgEnd>-<rand>.<ext>       private objects of checkpoint id
 //	<owner>/shared/<kgStart>-<kgEnd>/<id>-<rand>.<ext>    objects later checkpoints reuse
+//	<owner>/fence/<epoch>                                 the fence of writer epoch epoch
 //
 //	id       checkpoint id, 20 decimal digits (names sort by id)
 //	kg…      key groups, 5 decimal digits each, inclusive
@@ -141,6 +143,69 @@
 // golden files testdata/MANIFEST-v1 to MANIFEST-v4 pin the formats: a change needs a new
 // version and a new golden file.
 //
+// # Writer fencing
+//
+// A lineage has one writer at a time, but a process that lost its subtask (partitioned, or
+// slow to die) may go on checkpointing after another restored the lineage: a zombie. With
+// create-if-absent only (no rename, no lock, no conditional update of an existing object), a
+// zombie's commit of an id the new writer has not used yet cannot collide with anything the
+// new writer wrote, so it cannot be refused by the Create itself; instead the restored writer
+// writes a fence, and the fences decide which manifests count. SlateDB's writer_epoch (RFC 0001) is
+// the model: each writer start claims a new epoch with a Create, and a writer with an older
+// epoch is a zombie.
+//
+//   - A Store restored into owner o (the lineage it writes) takes an epoch e above every
+//     epoch of the manifests it restored and of o's fences at the time, and a random writer
+//     id W it keeps in its directory. Before the manifest of its first checkpoint it claims
+//     e: it Creates "<o>/fence/<e>" (WriteFence) recording W and P: the newest checkpoint
+//     it restored or, if larger, the newest id of o at the restore (a scale-in from other
+//     lineages, whose ids need not be o's, must not fence o's history). A
+//     fence of W already there is its own (the Store was reopened): it keeps it. A fence of
+//     another writer at e or above — a restore that claimed first — means it is the older
+//     writer: ErrFenced, and it never claims an epoch. The claim waits for the first
+//     checkpoint so that a Store restored only to read a checkpoint (tests, verification,
+//     inspection) does not stop the lineage's writer.
+//   - Fence (e, P) fences every manifest of o with epoch < e and id > P (Fence.Fences): the
+//     writes of an older writer after the checkpoint the lineage goes on from.
+//   - A fenced manifest is not committed, whenever it was written: LatestCheckpoint passes
+//     over it, Restore refuses it (ErrFenced), and a commit of its id by a writer whose epoch
+//     is at least the fence's deletes it and Creates its own (Commit).
+//   - Commit of a manifest of epoch e and id n reads the fences above e (one List of
+//     "<o>/fence/", no Get unless a fence above e exists) before the Create, and again after
+//     it: if a fence fences (e, n), the writer gets ErrFenced and must stop.
+//
+// Why it holds: fences are immutable and never deleted (GC skips them), so "fenced" is a
+// stable property of a manifest, decided by objects alone — it needs no ordering between the
+// zombie's Create and the fence's. Whether the zombie's check saw the fence only decides when
+// it learns it is a zombie (at the latest at its next commit, since the fence is durable and
+// Storage promises read-after-write for List), never what a reader sees. Two writers of one
+// epoch cannot exist: each epoch's fence is Created once, and a writer that finds its epoch
+// or a later one claimed by another never writes a manifest.
+//
+// What it does not promise: a commit that returned nil may still be fenced later, by a
+// restore of an older checkpoint of the lineage (P below its id) — as in Flink, restoring
+// checkpoint P abandons every later checkpoint of the lineage. Between a restore and the
+// restored Store's first checkpoint the old writer still commits (nothing fenced it yet);
+// those commits are fenced by the first checkpoint's fence, and the old writer learns it at
+// its next commit. A Store opened (not restored) from a directory keeps the epoch and writer
+// id its Restore wrote there; a directory never restored has epoch 0 and no writer id — if
+// its lineage was restored since, its checkpoints are fenced (a host restarts a subtask by a
+// restore, as Flink does). Manifests written before fences existed carry epochs no fence
+// knows of; a lineage is fenced from its first restore by this code on. Fences accumulate
+// (48 bytes per restored Store that checkpointed). A List that lags may hide a new fence from
+// a zombie's check for that long; readers and the next restore see it once List does.
+//
+// # Fence layout (format version 1)
+//
+//	0          8         10   11   12       20       28       36         44
+//	+----------+---------+----+----+--------+--------+--------+----------+--------+
+//	| magic    | version | ck | 0  | epoch  | point  | writer | created  | crc32c |
+//	| STRATAFN | u16 = 1 | =1 |    | u64    | u64    | u64    | unix ms  | u32    |
+//	+----------+---------+----+----+--------+--------+--------+----------+--------+
+//	all integers little endian; crc32c covers bytes 0..43; epoch >= 1 and equal to the
+//	name's; exactly 48 bytes. Checked in the order magic, size, version, checksum type,
+//	reserved byte, CRC32C, epoch (DecodeFence); testdata/FENCE-v1 pins the format.
+//
 // # DirStorage protocol
 //
 // An object "a/b/c" is the file <dir>/a/b/c. Every write goes through a temporary in the
@@ -182,6 +247,9 @@
 //     unless NoGrace): manifests first, so a manifest in the storage never names a deleted
 //     object. Then Cleanup of old temporaries.
 //
+// Fences ("<owner>/fence/") are never deleted: they are reachable from no manifest, but a
+// zombie may write for as long as it runs.
+//
 // Why it is safe beside checkpoints being written (FLINK-29913): a checkpoint of this process
 // Adds every object it uploads or reuses to the InFlight set before uploading or choosing it,
 // and Releases them after its manifest is committed (then it is pending, hence kept) or after
@@ -207,7 +275,9 @@
 //     before the objects only they reach; a crash between leaves only unreachable orphans).
 //  4. GC deletes only objects it listed under the owners it collects, never a reachable,
 //     in-flight or young one; a run cut short leaves only garbage for the next run.
-//  5. DirStorage: after a crash at any point, List shows only complete objects, and every
+//  5. A fence is written once per epoch (Create) and never deleted; a manifest fenced by a
+//     fence of its owner is never treated as committed.
+//  6. DirStorage: after a crash at any point, List shows only complete objects, and every
 //     object whose write returned nil is there.
 //
 // # What is not promised

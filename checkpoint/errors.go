@@ -15,6 +15,12 @@ var (
 	// must stop (S3's 412 Precondition Failed to a PUT with If-None-Match: *).
 	ErrExists = errors.New("checkpoint: object already exists")
 
+	// ErrFenced: a checkpoint's manifest was written by a writer epoch that a restore of its
+	// lineage fenced (doc.go, "Writer fencing"): the writer is a zombie — a process that
+	// still runs after another restored its lineage — and must stop. Commit returns it, and
+	// a reader never treats a fenced manifest as committed.
+	ErrFenced = errors.New("checkpoint: writer fenced by a newer writer epoch")
+
 	// ErrNotFound: Storage.Get or GetRange named an object that does not exist (S3's 404).
 	// Errors from DirStorage also match fs.ErrNotExist.
 	ErrNotFound = errors.New("checkpoint: object not found")

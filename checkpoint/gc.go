@@ -345,6 +345,9 @@ func GC(ctx context.Context, s Storage, opts GCOptions) (GCResult, error) {
 			if reach[o.Name] {
 				continue
 			}
+			if _, _, ok := ParseFenceName(o.Name); ok {
+				continue // a fence is never garbage: it fences zombies for ever (doc.go, "Writer fencing")
+			}
 			if _, _, ok := ParseManifestName(o.Name); ok {
 				manifests = append(manifests, o.Name)
 			} else {

@@ -154,3 +154,21 @@ func FileCRC(fsys vfs.FS, path string) (crc uint32, size int64, err error) {
 		}
 	}
 }
+
+// GetObjectRange reads length bytes at off of the object name that a manifest lists with size
+// bytes, as Storage.GetRange. A range inside size that the stored object does not hold (the
+// storage's ErrRange: the object was truncated, or replaced by a shorter one) is damage, not
+// a bad request: a *base.CorruptionError naming the object (base.ErrTruncated, also matching
+// ErrRange), so a restore reports every kind of object a manifest lists alike — tables,
+// changelog and timer objects. Errors: that, and the storage's errors wrapped with the name.
+func GetObjectRange(ctx context.Context, s Storage, name string, size, off, length int64) ([]byte, error) {
+	b, err := s.GetRange(ctx, name, off, length)
+	if err == nil {
+		return b, nil
+	}
+	if errors.Is(err, ErrRange) && off >= 0 && length >= 0 && off+length <= size {
+		return nil, base.Corrupt(name, off, fmt.Errorf("%w: %w", base.ErrTruncated, err),
+			"the object is shorter than the %d bytes its manifest records", size)
+	}
+	return nil, fmt.Errorf("checkpoint: read %s [%d, %d): %w", name, off, off+length, err)
+}

@@ -482,8 +482,15 @@ func (d *decoder) bytes(n int) []byte {
 
 // Commit writes m as the manifest of checkpoint m.ID of owner with Storage.Create: the commit
 // point of a checkpoint (doc.go, invariant 2). Every object m lists must already be stored.
-// Errors: ErrExists if that checkpoint id is already committed (the caller is a zombie, or
-// retried an id: stop), ErrInvalidName for a bad owner, Validate's errors, and the storage's.
+// It enforces writer fencing (doc.go, "Writer fencing"): a manifest that a fence of owner
+// fences (an epoch above m.Epoch, restored from a checkpoint below m.ID) is refused with
+// ErrFenced, checked before the Create and again after it — a fence that appeared in between
+// makes the committed manifest fenced for every reader, and its writer is told so. A manifest
+// of that id already there that one of owner's fences fences (a zombie's, at or below m's
+// epoch) is deleted and the Create tried again.
+// Errors: ErrFenced; ErrExists if that checkpoint id is already committed by an unfenced
+// writer (the caller is a zombie, or retried an id: stop), ErrInvalidName for a bad owner,
+// Validate's errors, ReadFences's, and the storage's.
 func Commit(ctx context.Context, s Storage, owner string, m *Manifest) error {
 	if err := ValidateOwner(owner); err != nil {
 		return err
@@ -492,7 +499,45 @@ func Commit(ctx context.Context, s Storage, owner string, m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	return s.Create(ctx, ManifestName(owner, m.ID), b)
+	if err := CheckFenced(ctx, s, owner, m.Epoch, m.ID); err != nil {
+		return err
+	}
+	name := ManifestName(owner, m.ID)
+	for range maxFenceAttempts {
+		err = s.Create(ctx, name, b)
+		if !errors.Is(err, ErrExists) {
+			break
+		}
+		// Another writer's manifest holds the id: if a fence at or below our epoch fences
+		// it, it is a zombie's, never committed for a reader; remove it and try again.
+		other, rerr := ReadManifest(ctx, s, owner, m.ID)
+		if errors.Is(rerr, ErrNotFound) {
+			continue // deleted meanwhile: try again
+		}
+		if rerr != nil || other.Epoch >= m.Epoch {
+			return err
+		}
+		fs, ferr := ReadFences(ctx, s, owner, other.Epoch)
+		if ferr != nil {
+			return err
+		}
+		var ours []Fence
+		for _, f := range fs {
+			if f.Epoch <= m.Epoch {
+				ours = append(ours, f)
+			}
+		}
+		if fencedBy(ours, other.Epoch, m.ID) == nil {
+			return err
+		}
+		if derr := s.Delete(ctx, name); derr != nil {
+			return fmt.Errorf("checkpoint: removing the fenced manifest %s (epoch %d): %w", name, other.Epoch, derr)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return CheckFenced(ctx, s, owner, m.Epoch, m.ID)
 }
 
 // ReadManifest reads and decodes the manifest of checkpoint id of owner. Errors: ErrNotFound if

@@ -459,7 +459,7 @@ func (t *Engine) startChangelogCheckpoint(spec CheckpointSpec, start time.Time) 
 	h, err := t.sched.Submit(scheduler.Upload, "changelog checkpoint", func(ctx context.Context) error {
 		defer t.finished(&p.fin)
 		defer recoverInto(&p.err, "changelog checkpoint")
-		p.err = t.uploadChangelog(ctx, p)
+		p.err = lowerError(t.uploadChangelog(ctx, p)) // a full checkpoint storage is ErrNoSpace, as a native checkpoint's
 		return p.err
 	})
 	if err != nil {
@@ -564,6 +564,7 @@ func (t *Engine) closeChangelog() {
 		t.releaseCheckpoint(c.run)
 		c.run = nil
 	}
+	t.dropUnreferencedChangelog()
 	for _, g := range c.gens {
 		g.log.Close()
 	}
@@ -574,6 +575,72 @@ func (t *Engine) closeChangelog() {
 	c.mats = nil
 	if t.ownWriter {
 		c.o.Writer.Close()
+	}
+}
+
+// dropUnreferencedChangelog deletes, at Close, the changelog objects this engine's Logs
+// persisted ahead of any checkpoint (background persists) that nothing will ever reference —
+// Flink discards them when the backend closes; without it they outlive a job that ended,
+// since only a completion of the lineage's checkpoints runs GC. An object is deleted only if
+// every condition holds (doc.go, "Changelog"):
+//
+//  1. it holds a persisted, not truncated segment of one of this engine's Logs;
+//  2. no manifest of the lineage in the storage names it (committed checkpoints, completed
+//     or pending, whatever their epoch; the scheduler has stopped, so no checkpoint of this
+//     engine commits later);
+//  3. no other Log of the Writer holds a segment of it (another Store of the process, or a
+//     Store of the same owner restored beside this one, still needs it);
+//  4. with a Writer shared with other Stores, its footer lists only segments of this owner
+//     (another Store's checkpoints may reference it, and this engine cannot read their
+//     manifests).
+//
+// Best effort: a failed List or manifest read deletes nothing, a failed Delete leaves the
+// object (garbage that GC of the lineage, if it runs again, collects). Owner, at Close.
+func (t *Engine) dropUnreferencedChangelog() {
+	c := t.cl
+	var mine []*changelog.Log
+	var objs []checkpoint.Object
+	for _, g := range c.gens {
+		mine = append(mine, g.log)
+		for _, o := range g.log.Objects() {
+			if !slices.ContainsFunc(objs, func(x checkpoint.Object) bool { return x.Name == o.Name }) {
+				objs = append(objs, o)
+			}
+		}
+	}
+	if len(objs) == 0 {
+		return
+	}
+	ctx := context.Background()
+	spec := &c.o.Spec
+	ids, err := checkpoint.ListCheckpoints(ctx, spec.Storage, spec.Owner)
+	if err != nil {
+		return
+	}
+	named := map[string]bool{}
+	for _, id := range ids {
+		m, err := checkpoint.ReadManifest(ctx, spec.Storage, spec.Owner, id)
+		if errors.Is(err, checkpoint.ErrNotFound) {
+			continue // collected meanwhile
+		}
+		if err != nil {
+			return
+		}
+		for _, o := range m.Objects {
+			named[o.Name] = true
+		}
+	}
+	for _, o := range objs {
+		if named[o.Name] || c.o.Writer.HeldElsewhere(o.Name, mine...) {
+			continue
+		}
+		if !t.ownWriter {
+			stores, err := changelog.ObjectStores(ctx, spec.Storage, o.Name, o.Size)
+			if err != nil || slices.ContainsFunc(stores, func(s string) bool { return s != spec.Owner }) {
+				continue
+			}
+		}
+		spec.Storage.Delete(ctx, o.Name) // best effort: see above
 	}
 }
 

@@ -64,6 +64,11 @@ type CheckpointSpec struct {
 	// at every checkpoint, native or changelog (a full snapshot each time: doc.go, "Timers");
 	// the snapshot is released with the memory pins. Materializations ignore it.
 	Timers func() *timer.Snapshot
+	// Fence, when not nil, is called by the upload right before the manifest's commit (not
+	// by materializations); it fences the older writers of the lineage if that is not done
+	// yet (checkpoint.WriteFence) and returns the writer epoch the manifest records, which
+	// replaces Epoch. Called from the upload's goroutine. An error fails the checkpoint.
+	Fence func(ctx context.Context) (uint64, error)
 }
 
 // CheckpointResult describes a durable checkpoint.
@@ -131,6 +136,7 @@ type ckState struct {
 	baseID        uint64
 	pending       map[uint64]map[uint64]checkpoint.Object // durable, not yet complete: id → tables
 	lastCompleted uint64
+	lastCommitted uint64 // the largest id committed by this engine, or restored of its lineage
 	aborted       []uint64
 	inflight      checkpoint.InFlight
 	tmpDir        string
@@ -169,6 +175,16 @@ var ErrNoCheckpoint = errors.New("strata: this store cannot checkpoint")
 // of this lineage, whose ids need not exceed it). Owner only, before the first checkpoint.
 func (t *Engine) SetCheckpointBase(parent, completed uint64, tables map[uint64]checkpoint.Object) {
 	t.ck.base, t.ck.baseID, t.ck.lastCompleted = tables, parent, completed
+	t.ck.lastCommitted = max(t.ck.lastCommitted, completed)
+}
+
+// LastCommittedCheckpoint returns the largest checkpoint id whose manifest this engine
+// committed, or the restored checkpoint of its own lineage if larger (SetCheckpointBase's
+// completed); 0 for none. It first records the checkpoints that finished since (settles,
+// moving no state). Owner only.
+func (t *Engine) LastCommittedCheckpoint() uint64 {
+	t.settleCheckpoints()
+	return t.ck.lastCommitted
 }
 
 // StartCheckpoint cuts checkpoint spec.ID (the synchronous part) and submits its upload. The
@@ -273,6 +289,7 @@ func (t *Engine) installCheckpoints() {
 			continue
 		}
 		t.ck.checkpoints++
+		t.ck.lastCommitted = max(t.ck.lastCommitted, p.spec.ID)
 		if p.clNames != nil {
 			t.ck.clPrev = p.clNames
 		}
@@ -544,6 +561,13 @@ func (t *Engine) hold(p *PendingCheckpoint, name string) {
 func (t *Engine) commit(ctx context.Context, p *PendingCheckpoint, m *checkpoint.Manifest) error {
 	spec := &p.spec
 	t.hold(p, checkpoint.ManifestName(spec.Owner, spec.ID))
+	if spec.Fence != nil {
+		epoch, err := spec.Fence(ctx)
+		if err != nil {
+			return fmt.Errorf("strata: checkpoint %d: fencing older writers: %w", spec.ID, err)
+		}
+		m.Epoch = epoch
+	}
 	if err := checkpoint.Commit(ctx, spec.Storage, spec.Owner, m); err != nil {
 		return fmt.Errorf("strata: checkpoint %d: commit: %w", spec.ID, err)
 	}

@@ -261,6 +261,16 @@
 // consecutive failures on, ChangelogStats.MaterializationFailing is true (Flink's
 // max-allowed-failures fails the job; here the job keeps running and the operator is told).
 //
+// At Close (Discard too), after the scheduler stopped, the changelog objects the Logs
+// persisted that no checkpoint references are deleted, as Flink discards them when the
+// backend closes (dropUnreferencedChangelog): an object is deleted only when it holds a
+// segment of this engine's Logs, no manifest of the lineage in the storage names it, no
+// other Log of the Writer holds a segment of it, and — with a Writer shared by several
+// Stores — its footer lists only segments of this Store's owner. Best effort: an error
+// deletes nothing more; what is left is ordinary garbage for the lineage's GC. Objects of
+// closed generations (truncated) are not considered: the checkpoints that completed them
+// reference them, and GC collects them by reachability.
+//
 // # Timers (checkpoint.go)
 //
 // The root's timer services keep their timers in package timer's queues (one per time domain

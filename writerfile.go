@@ -1,0 +1,140 @@
+package strata
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"path/filepath"
+
+	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/vfs"
+)
+
+// The writer file: what a restored Store keeps of its place among the writers of its
+// checkpoint lineage (checkpoint package doc, "Writer fencing"), so that the Store, reopened
+// from its directory, is the same writer and not a zombie of itself. Restore writes it once,
+// before the directory opens (the RESTORING marker is still there); Open reads it. A directory
+// never restored has none: its writer epoch is 0.
+//
+//	0          8         10   11   12       20       28       36
+//	+----------+---------+----+----+--------+--------+--------+--------+
+//	| magic    | version | ck | 0  | epoch  | point  | writer | crc32c |
+//	| STRATAWR | u16 = 1 | =1 |    | u64    | u64    | u64    | u32    |
+//	+----------+---------+----+----+--------+--------+--------+--------+
+//	all integers little endian; crc32c covers bytes 0..35; exactly 40 bytes.
+//	epoch: the writer epoch the Store claims (>= 1); point: the newest checkpoint restored,
+//	the fence's point; writer: the Store's random non-zero writer id.
+//
+// Checked in the order magic (ErrBadMagic), size (ErrTruncated), version (ErrFormatVersion),
+// checksum type (ErrChecksumType), reserved byte, CRC32C (ErrChecksum), epoch and writer
+// non-zero — each an ErrCorruption naming the file. Golden file: testdata/writer-v1.bin.
+const (
+	writerFileName    = "WRITER"
+	writerFileMagic   = "STRATAWR"
+	writerFileVersion = 1 // part of the format; do not change
+	writerFileCRC32C  = 1 // checksum type; part of the format
+	writerFileSize    = 40
+)
+
+// writerRecord is the content of the writer file.
+type writerRecord struct {
+	epoch, point, writer uint64
+}
+
+// newWriterID returns a random non-zero writer id.
+func newWriterID() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 {
+			return id
+		}
+	}
+}
+
+// encode returns the writer file's bytes.
+func (w writerRecord) encode() []byte {
+	le := binary.LittleEndian
+	b := make([]byte, 12, writerFileSize)
+	copy(b, writerFileMagic)
+	le.PutUint16(b[8:], writerFileVersion)
+	b[10] = writerFileCRC32C
+	b = le.AppendUint64(b, w.epoch)
+	b = le.AppendUint64(b, w.point)
+	b = le.AppendUint64(b, w.writer)
+	return le.AppendUint32(b, crc32.Checksum(b, base.CRC32C))
+}
+
+// decodeWriterRecord decodes the writer file's bytes (file names it in errors).
+func decodeWriterRecord(file string, b []byte) (writerRecord, error) {
+	bad := func(cause error, off int, format string, args ...any) error {
+		return base.Corrupt(file, int64(off), cause, format, args...)
+	}
+	le := binary.LittleEndian
+	switch {
+	case len(b) < 8:
+		return writerRecord{}, bad(base.ErrTruncated, 0, "%d bytes, shorter than the magic", len(b))
+	case string(b[:8]) != writerFileMagic:
+		return writerRecord{}, bad(base.ErrBadMagic, 0, "magic %q, want %q", b[:8], writerFileMagic)
+	case len(b) < writerFileSize:
+		return writerRecord{}, bad(base.ErrTruncated, 0, "%d bytes, the file has %d", len(b), writerFileSize)
+	case len(b) > writerFileSize:
+		return writerRecord{}, bad(nil, writerFileSize, "%d bytes, the file has %d", len(b), writerFileSize)
+	case le.Uint16(b[8:]) != writerFileVersion:
+		return writerRecord{}, bad(base.ErrFormatVersion, 8, "format version %d, this code reads %d", le.Uint16(b[8:]), writerFileVersion)
+	case b[10] != writerFileCRC32C:
+		return writerRecord{}, bad(base.ErrChecksumType, 10, "checksum type %d, want %d (CRC32C)", b[10], writerFileCRC32C)
+	case b[11] != 0:
+		return writerRecord{}, bad(nil, 11, "reserved byte %#x is not zero", b[11])
+	}
+	if got, want := crc32.Checksum(b[:writerFileSize-4], base.CRC32C), le.Uint32(b[writerFileSize-4:]); got != want {
+		return writerRecord{}, bad(base.ErrChecksum, writerFileSize-4, "crc32c %#08x, stored %#08x", got, want)
+	}
+	w := writerRecord{epoch: le.Uint64(b[12:]), point: le.Uint64(b[20:]), writer: le.Uint64(b[28:])}
+	if w.epoch == 0 || w.writer == 0 {
+		return writerRecord{}, bad(nil, 12, "epoch %d, writer %#x: both must be non-zero", w.epoch, w.writer)
+	}
+	return w, nil
+}
+
+// writeWriterFile makes dir/WRITER durable with w's bytes (Restore, before the directory is
+// complete: a crash leaves it with the RESTORING marker, which Restore removes with it).
+func writeWriterFile(fsys vfs.FS, dir string, w writerRecord) error {
+	path := filepath.Join(dir, writerFileName)
+	f, err := fsys.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(w.encode())
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(fsys, dir)
+	}
+	return err
+}
+
+// readWriterFile reads dir/WRITER; ok is false when there is none (a directory never
+// restored). Errors: ErrCorruption naming the file, the file system's.
+func readWriterFile(fsys vfs.FS, dir string) (w writerRecord, ok bool, err error) {
+	f, err := fsys.Open(filepath.Join(dir, writerFileName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return writerRecord{}, false, nil
+	}
+	if err != nil {
+		return writerRecord{}, false, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, writerFileSize+1))
+	if err != nil {
+		return writerRecord{}, false, fmt.Errorf("%s: %w", writerFileName, err)
+	}
+	w, err = decodeWriterRecord(writerFileName, b)
+	return w, err == nil, err
+}
