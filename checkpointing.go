@@ -180,8 +180,8 @@ func ownerOf(opts *Options) string {
 // operator state (operator.go) is encoded in the cut (O(its size), at most
 // MaxOperatorStateSize) and stored whole in the manifest, with
 // the Store's SubtaskIndex and Parallelism — with the changelog on too, as Flink's changelog
-// backend snapshots operator state fully at every checkpoint; of a union list, only the
-// elements the subtask owns. The timers (timers.go) are frozen in the cut (copy on write:
+// backend snapshots operator state fully at every checkpoint; a union list as the subtask
+// holds it, each element with its id (opstate.go). The timers (timers.go) are frozen in the cut (copy on write:
 // O(key groups), nothing copied per timer until a key group's timers next change) and stored
 // whole as one section per key group, at every checkpoint, changelog ones too.
 //
@@ -360,8 +360,8 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 // does, by the new subtask's opts.SubtaskIndex and opts.Parallelism and the old subtasks'
 // indices and parallelism recorded in the checkpoints: an even-split list gets its contiguous
 // share of the old lists concatenated in old subtask order (each subtask keeps its own list
-// when the parallelism is unchanged), a union list the whole concatenation (owning its share
-// of it), a broadcast state one old subtask's copy. For that, give Restore the handles of
+// when the parallelism is unchanged), a union list the whole concatenation, each element
+// once by its id, a broadcast state one old subtask's copy. For that, give Restore the handles of
 // EVERY subtask of the old job, as Flink gives every new subtask all old operator state
 // handles: those whose key groups do not overlap opts.KeyGroups are read for their operator
 // state only (their manifests, not their tables).

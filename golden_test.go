@@ -97,10 +97,15 @@ func TestGoldenRegistryV3(t *testing.T) {
 	for _, c := range []struct {
 		path string
 		ops  *opSnapshot
-	}{{"testdata/registry-v3.bin", nil}, {"testdata/registry-v3-ops.bin", goldenOpSnapshot()}} {
+	}{{"testdata/registry-v3.bin", nil}, {"testdata/registry-v3-ops.bin", goldenOpSnapshotV1()}} {
 		r := s.registry()
 		r.ops = c.ops
-		golden := goldenFile(t, c.path, r.encode())
+		var golden []byte
+		if c.ops == nil {
+			golden = goldenFile(t, c.path, r.encode())
+		} else { // its operator state blob is of version 1, no longer written: decoded only
+			golden = readGolden(t, c.path)
+		}
 		if v := binary.LittleEndian.Uint16(golden[8:]); v != 3 {
 			t.Fatalf("%s: version %d", c.path, v)
 		}
