@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"slices"
 	"time"
@@ -356,6 +357,13 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 // checkpoints go to opts.Checkpoint.Storage (default: storage), as opts.Checkpoint.RestoreMode
 // says (NoClaim by default).
 //
+// Keyed states are matched by name, as Flink identifies state: the checkpoints' Stores may
+// have registered their states in different orders, or different sets of states (a subtask
+// registers a state when its first record needs it). Their state ids then differ; the
+// restored Store keeps each checkpoint's ids in the key groups it came from (state id
+// aliases, persist.go and restoreIDs) instead of rewriting any key, and every access, scan
+// and TTL cleanup of a state goes to the id its key group holds it under.
+//
 // Operator state (operator.go) is redistributed as Flink's RoundRobinOperatorStateRepartitioner
 // does, by the new subtask's opts.SubtaskIndex and opts.Parallelism and the old subtasks'
 // indices and parallelism recorded in the checkpoints: an even-split list gets its contiguous
@@ -377,8 +385,7 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 // opts.KeyGroups); ErrMaxParallelismMismatch when a handle was written with another
 // MaxParallelism (key groups would not line up; Flink refuses it too); ErrOverlappingHandles
 // when two handles cover one key group of opts.KeyGroups; ErrIncompatibleState when their
-// state registries or operator states disagree (one name, two kinds or codecs; one id, two
-// names); ErrIncompleteOperatorState when the handles hold operator list state but are not
+// state registries or operator states disagree (one name, two kinds, codecs or TTL flags); ErrIncompleteOperatorState when the handles hold operator list state but are not
 // one of each old subtask; ErrOperatorStateTooLarge when the Store's share exceeds
 // MaxOperatorStateSize;
 // checkpoint.ErrNotFound, ErrCorruption (a damaged manifest or object, named), the storage's
@@ -420,7 +427,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	var sources []*checkpoint.Manifest
 	var used []CheckpointHandle
 	merged := &registry{maxP: d.MaxParallelism, kgStart: kg.Start, kgEnd: kg.End, nextID: 1, states: map[string]persistedState{}}
-	byID := map[uint16]string{}
+	var regs []idSource
 	var epoch, lastID uint64
 	var opSrcs []opSource
 	var noOps []string
@@ -465,20 +472,13 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		if err != nil {
 			return nil, fmt.Errorf("strata: restore of checkpoint %d of %q: %w", h.ID, h.Owner, err)
 		}
-		for name, st := range reg.states {
-			if p, ok := merged.states[name]; ok && p != st {
-				return nil, fmt.Errorf("%w: state %q is %v state with codecs %v (id %d) in one checkpoint, %v state with %v (id %d) in another",
-					ErrIncompatibleState, name, p.kind, p.codecs, p.id, st.kind, st.codecs, st.id)
-			}
-			if other, ok := byID[st.id]; ok && other != name {
-				return nil, fmt.Errorf("%w: states %q and %q have one id (%d) in two checkpoints", ErrIncompatibleState, other, name, st.id)
-			}
-			merged.states[name], byID[st.id] = st, name
-		}
-		merged.nextID = max(merged.nextID, reg.nextID)
+		regs = append(regs, idSource{lo: uint16(lo), hi: uint16(hi), reg: reg})
 		sources = append(sources, m)
 		used = append(used, h)
 		lastID = max(lastID, h.ID)
+	}
+	if err := restoreIDs(merged, regs); err != nil {
+		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
 	ops, err := redistributeOps(opSrcs, noOps, d.SubtaskIndex, d.Parallelism)
 	if err != nil {
@@ -717,4 +717,139 @@ func removeRestored(fsys interface {
 		}
 		fsys.Remove(p)
 	}
+}
+
+// idSource is the state registry of one checkpoint given to Restore, with the key groups
+// lo..hi of the new Store it holds.
+type idSource struct {
+	lo, hi uint16
+	reg    *registry
+}
+
+// restoreIDs fills merged (the restored Store's registry) with the states of the sources,
+// matched by name, as Flink identifies state: their kinds, codecs and TTL flags must agree
+// (ErrIncompatibleState), their ids need not — Stores register lazily, in the order their
+// records need the states, and a state may be missing from some (persist.go, "State id
+// aliases"). Each state gets an own id, and an alias in the key groups where its data (or
+// another state's data under its own id) says otherwise:
+//
+//   - the key groups are cut into ranges over which one source, and one alias of it, applies;
+//     in each, a state the source holds keeps the source's id there;
+//   - a state's own id is its id in the first range (in key-group order) that holds it,
+//     unless an earlier state (by name) took that id as its own: then a fresh one;
+//   - in a range whose source lacks the state, the state keeps its own id unless the source
+//     uses that id for another state: then it gets its fresh id (one per state, reused);
+//   - key groups no source holds use the own ids, which are distinct.
+//
+// So in every key group distinct states have distinct ids (invariant 1), and no entry is
+// read or rewritten: the cost is O(sources + aliases) in time and registry bytes. nextID
+// becomes larger than every id of every source and every fresh id.
+func restoreIDs(merged *registry, srcs []idSource) error {
+	type rng struct {
+		lo, hi uint16
+		ids    map[string]uint16 // name → id in this range
+		used   map[uint16]bool
+	}
+	var ranges []rng
+	for _, src := range srcs {
+		merged.nextID = max(merged.nextID, src.reg.nextID)
+		for name, st := range src.reg.states {
+			if p, ok := merged.states[name]; ok && (p.kind != st.kind || p.codecs != st.codecs || p.ttl != st.ttl) {
+				return fmt.Errorf("%w: state %q is %v state with codecs %v (%s) in one checkpoint, %v state with %v (%s) in another",
+					ErrIncompatibleState, name, p.kind, p.codecs, withTTL(p.ttl), st.kind, st.codecs, withTTL(st.ttl))
+			}
+			merged.states[name] = st // its id is set below
+		}
+		// Cut src's key groups where one of its aliases starts or ends.
+		cuts := []int{int(src.lo), int(src.hi) + 1}
+		for _, as := range src.reg.aliases {
+			for _, a := range as {
+				for _, c := range []int{int(a.lo), int(a.hi) + 1} {
+					if c > int(src.lo) && c <= int(src.hi) {
+						cuts = append(cuts, c)
+					}
+				}
+			}
+		}
+		slices.Sort(cuts)
+		cuts = slices.Compact(cuts)
+		for i := 0; i+1 < len(cuts); i++ {
+			g := rng{lo: uint16(cuts[i]), hi: uint16(cuts[i+1] - 1), ids: map[string]uint16{}, used: map[uint16]bool{}}
+			for name, st := range src.reg.states {
+				id := st.id
+				for _, a := range src.reg.aliases[name] {
+					if a.lo <= g.lo && g.hi <= a.hi {
+						id = a.id
+					}
+				}
+				g.ids[name], g.used[id] = id, true
+			}
+			ranges = append(ranges, g)
+		}
+	}
+	slices.SortFunc(ranges, func(a, b rng) int { return int(a.lo) - int(b.lo) })
+	names := slices.Sorted(maps.Keys(merged.states))
+	next := merged.nextID
+	fresh := func() (uint16, error) {
+		if next > maxStates {
+			return 0, fmt.Errorf("%w: the restored states need more than %d state ids", ErrIncompatibleState, maxStates)
+		}
+		next++
+		return uint16(next - 1), nil
+	}
+	own := map[uint16]bool{}
+	aliases := map[string][]idAlias{}
+	for _, name := range names {
+		id := uint16(0)
+		for _, g := range ranges {
+			if x, ok := g.ids[name]; ok {
+				id = x
+				break
+			}
+		}
+		if id == 0 || own[id] {
+			var err error
+			if id, err = fresh(); err != nil {
+				return err
+			}
+		}
+		own[id] = true
+		st := merged.states[name]
+		st.id = id
+		merged.states[name] = st
+	}
+	for _, name := range names {
+		id := merged.states[name].id
+		var alt uint16 // the state's fresh id for ranges whose source uses its own id otherwise
+		for _, g := range ranges {
+			eff, ok := g.ids[name]
+			if !ok {
+				eff = id
+				if g.used[id] {
+					if alt == 0 {
+						var err error
+						if alt, err = fresh(); err != nil {
+							return err
+						}
+					}
+					eff = alt
+				}
+			}
+			if eff == id {
+				continue
+			}
+			as := aliases[name]
+			if n := len(as); n > 0 && as[n-1].id == eff && as[n-1].hi+1 == g.lo {
+				as[n-1].hi = g.hi
+			} else {
+				as = append(as, idAlias{lo: g.lo, hi: g.hi, id: eff})
+			}
+			aliases[name] = as
+		}
+	}
+	merged.nextID = next
+	if len(aliases) > 0 {
+		merged.aliases = aliases
+	}
+	return nil
 }
