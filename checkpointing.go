@@ -34,10 +34,13 @@ const (
 	NoClaim RestoreMode = iota
 	// Claim: the Store takes the restored checkpoint over. Its first checkpoint references the
 	// restored objects (incremental from the start), and garbage collection deletes them, with
-	// the restored lineage's manifests, once no retained checkpoint reaches them. Use it for a
-	// failover of the same job (the restored lineage is the Store's own) or a scale in: every
-	// restored checkpoint's key groups must lie inside the Store's (Restore refuses a scale out
-	// in CLAIM mode: the other Stores restoring the same checkpoint need its objects).
+	// the restored lineage's manifests, once no retained checkpoint reaches them — its own, or
+	// those of the other Stores that claimed the same checkpoint (a scale out: Restore leaves a
+	// claim marker in the restored lineage, and every claimant's GC keeps what the others
+	// still reach, checkpoint/doc.go "Claims shared by several Stores"). Every Store that
+	// claims a checkpoint must restore it before any of them completes a checkpoint (Flink's
+	// order: a checkpoint completes once every subtask acknowledged it); a claimant that never
+	// commits a checkpoint keeps the claimed checkpoint from collection (a leak, never a loss).
 	Claim
 )
 
@@ -381,8 +384,7 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 // watermark and processing time start again at math.MinInt64, as in Flink.
 //
 // Errors: ErrInvalidOptions (opts, or dir "" — a Store in memory only cannot be restored
-// into — or not empty, or CLAIM mode with a checkpoint holding key groups outside
-// opts.KeyGroups); ErrMaxParallelismMismatch when a handle was written with another
+// into — or not empty); ErrMaxParallelismMismatch when a handle was written with another
 // MaxParallelism (key groups would not line up; Flink refuses it too); ErrOverlappingHandles
 // when two handles cover one key group of opts.KeyGroups; ErrIncompatibleState when their
 // state registries or operator states disagree (one name, two kinds, codecs or TTL flags); ErrIncompleteOperatorState when the handles hold operator list state but are not
@@ -462,12 +464,6 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 					ErrOverlappingHandles, h.ID, h.Owner, o.ID, used[i].Owner, kg)
 			}
 		}
-		if opts.Checkpoint.RestoreMode == Claim && (int(m.KeyGroups.Start) < kg.Start || int(m.KeyGroups.End) > kg.End) {
-			// Other Stores restore the rest of it, and our GC would delete what they need.
-			return nil, fmt.Errorf("%w: CLAIM restore of checkpoint %d of %q (key groups %d-%d) into key groups %v: "+
-				"a Store can only claim checkpoints wholly inside its key groups (scale out with NoClaim)",
-				ErrInvalidOptions, h.ID, h.Owner, m.KeyGroups.Start, m.KeyGroups.End, kg)
-		}
 		reg, err := decodeRegistry(m.Registry)
 		if err != nil {
 			return nil, fmt.Errorf("strata: restore of checkpoint %d of %q: %w", h.ID, h.Owner, err)
@@ -497,6 +493,18 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 			ErrOperatorStateTooLarge, d.SubtaskIndex, d.Parallelism, total, MaxOperatorStateSize)
 	}
 	merged.ops = ops
+	if opts.Checkpoint.RestoreMode == Claim {
+		// Before any object is used: the claim markers tell the GC of every other Store that
+		// claims these lineages (a scale out) what this one still needs (checkpoint/doc.go,
+		// "Claims shared by several Stores").
+		for _, h := range used {
+			if h.Owner != ownerOf(&d) {
+				if err := checkpoint.WriteClaim(ctx, storage, h.Owner, ownerOf(&d), h.ID); err != nil {
+					return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
+				}
+			}
+		}
+	}
 	t0 := time.Now()
 	res, err := engine.Restore(ctx, fsys, dir, d.MaxParallelism, ckKG, storage, sources, merged.encode())
 	if err != nil {
