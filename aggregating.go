@@ -60,7 +60,7 @@ func (a *AggregatingState[IN, ACC, OUT]) Get(k Key) (OUT, bool, error) {
 // ErrKeyTooLarge, ErrValueTooLarge, ErrMemoryBudget.
 func (a *AggregatingState[IN, ACC, OUT]) Add(k Key, in IN) error {
 	s := a.s
-	key, h, err := s.begin(k, a.id)
+	key, h, err := s.begin(k, a.idAt(k))
 	defer s.guard.exit()
 	if err != nil {
 		return a.wrap("add", err)

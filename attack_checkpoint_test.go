@@ -87,14 +87,6 @@ func TestAttackRescaleWritesInParts(t *testing.T) {
 			} else {
 				srcs = hs0
 			}
-			if plan.mode == NoClaim && round > 0 {
-				// CLAIM of checkpoints other Stores restore too is refused.
-				c := o
-				c.Checkpoint.RestoreMode = Claim
-				if _, err := Restore(e.newDir(), c, e.st, srcs...); !errors.Is(err, ErrInvalidOptions) {
-					t.Fatalf("round %d part %d: CLAIM restore of a scale out: %v, want ErrInvalidOptions", round, i, err)
-				}
-			}
 			s, err := Restore(e.newDir(), o, e.st, srcs...)
 			if err != nil {
 				t.Fatalf("round %d part %d: %v", round, i, err)

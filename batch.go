@@ -44,10 +44,10 @@ type batchScratch struct {
 }
 
 // composeBatch checks the keys of one chunk (len(keys) <= BatchChunk) in order and composes
-// them for state id into the batch scratch, until the first key check refuses: it returns the
+// them for state sb (its id in each key's key group) into the batch scratch, until the first key check refuses: it returns the
 // scratch, the number n of keys composed and the refused key's error (nil when n ==
 // len(keys)). The caller is inside the guard.
-func (s *Store) composeBatch(keys []Key, id uint16) (*batchScratch, int, error) {
+func (s *Store) composeBatch(keys []Key, sb *stateBase) (*batchScratch, int, error) {
 	b := s.bat
 	if b == nil {
 		b = new(batchScratch)
@@ -59,6 +59,7 @@ func (s *Store) composeBatch(keys []Key, id uint16) (*batchScratch, int, error) 
 			b.slice(i)
 			return b, i, err
 		}
+		id := sb.idAt(k)
 		b.kbuf = base.AppendCompositeKey(b.kbuf, uint16(k.kg), id, k.b, k.ns)
 		b.ends[i] = len(b.kbuf)
 		b.hs[i] = base.CompositeHash(k.kh, k.nh, id)
@@ -144,7 +145,7 @@ func (v *ValueState[T]) GetBatch(keys []Key, vals []T, ok []bool) error {
 	for off := 0; off < len(keys); off += BatchChunk {
 		chunk := keys[off:min(off+BatchChunk, len(keys))]
 		s.guard.enter()
-		b, n, err := s.composeBatch(chunk, v.id)
+		b, n, err := s.composeBatch(chunk, &v.stateBase)
 		at, rerr := -1, error(nil)
 		if n > 0 {
 			if at = s.e.GetBatch(b.hs[:n], b.keys[:n], b.vals[:n], b.sts[:n]); at >= 0 {
@@ -195,7 +196,7 @@ func (v *ValueState[T]) PutBatch(keys []Key, vals []T) error {
 	for off := 0; off < len(keys); off += BatchChunk {
 		chunk := keys[off:min(off+BatchChunk, len(keys))]
 		s.guard.enter()
-		b, n, err := s.composeBatch(chunk, v.id)
+		b, n, err := s.composeBatch(chunk, &v.stateBase)
 		if n > 0 {
 			s.e.PrefetchWrite(b.hs[:n])
 		}
@@ -254,7 +255,7 @@ func (m *MapState[UK, UV]) GetBatch(keys []Key, uks []UK, vals []UV, ok []bool) 
 	for off := 0; off < len(keys); off += BatchChunk {
 		chunk := keys[off:min(off+BatchChunk, len(keys))]
 		s.guard.enter()
-		b, n, err := s.composeBatch(chunk, m.id)
+		b, n, err := s.composeBatch(chunk, &m.stateBase)
 		at, rerr := -1, error(nil)
 		if n > 0 {
 			b.ubuf = b.ubuf[:0]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"slices"
 	"time"
@@ -33,10 +34,13 @@ const (
 	NoClaim RestoreMode = iota
 	// Claim: the Store takes the restored checkpoint over. Its first checkpoint references the
 	// restored objects (incremental from the start), and garbage collection deletes them, with
-	// the restored lineage's manifests, once no retained checkpoint reaches them. Use it for a
-	// failover of the same job (the restored lineage is the Store's own) or a scale in: every
-	// restored checkpoint's key groups must lie inside the Store's (Restore refuses a scale out
-	// in CLAIM mode: the other Stores restoring the same checkpoint need its objects).
+	// the restored lineage's manifests, once no retained checkpoint reaches them — its own, or
+	// those of the other Stores that claimed the same checkpoint (a scale out: Restore leaves a
+	// claim marker in the restored lineage, and every claimant's GC keeps what the others
+	// still reach, checkpoint/doc.go "Claims shared by several Stores"). Every Store that
+	// claims a checkpoint must restore it before any of them completes a checkpoint (Flink's
+	// order: a checkpoint completes once every subtask acknowledged it); a claimant that never
+	// commits a checkpoint keeps the claimed checkpoint from collection (a leak, never a loss).
 	Claim
 )
 
@@ -180,8 +184,8 @@ func ownerOf(opts *Options) string {
 // operator state (operator.go) is encoded in the cut (O(its size), at most
 // MaxOperatorStateSize) and stored whole in the manifest, with
 // the Store's SubtaskIndex and Parallelism — with the changelog on too, as Flink's changelog
-// backend snapshots operator state fully at every checkpoint; of a union list, only the
-// elements the subtask owns. The timers (timers.go) are frozen in the cut (copy on write:
+// backend snapshots operator state fully at every checkpoint; a union list as the subtask
+// holds it, each element with its id (opstate.go). The timers (timers.go) are frozen in the cut (copy on write:
 // O(key groups), nothing copied per timer until a key group's timers next change) and stored
 // whole as one section per key group, at every checkpoint, changelog ones too.
 //
@@ -406,12 +410,19 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 // checkpoints go to opts.Checkpoint.Storage (default: storage), as opts.Checkpoint.RestoreMode
 // says (NoClaim by default).
 //
+// Keyed states are matched by name, as Flink identifies state: the checkpoints' Stores may
+// have registered their states in different orders, or different sets of states (a subtask
+// registers a state when its first record needs it). Their state ids then differ; the
+// restored Store keeps each checkpoint's ids in the key groups it came from (state id
+// aliases, persist.go and restoreIDs) instead of rewriting any key, and every access, scan
+// and TTL cleanup of a state goes to the id its key group holds it under.
+//
 // Operator state (operator.go) is redistributed as Flink's RoundRobinOperatorStateRepartitioner
 // does, by the new subtask's opts.SubtaskIndex and opts.Parallelism and the old subtasks'
 // indices and parallelism recorded in the checkpoints: an even-split list gets its contiguous
 // share of the old lists concatenated in old subtask order (each subtask keeps its own list
-// when the parallelism is unchanged), a union list the whole concatenation (owning its share
-// of it), a broadcast state one old subtask's copy. For that, give Restore the handles of
+// when the parallelism is unchanged), a union list the whole concatenation, each element
+// once by its id, a broadcast state one old subtask's copy. For that, give Restore the handles of
 // EVERY subtask of the old job, as Flink gives every new subtask all old operator state
 // handles: those whose key groups do not overlap opts.KeyGroups are read for their operator
 // state only (their manifests, not their tables).
@@ -423,12 +434,10 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 // watermark and processing time start again at math.MinInt64, as in Flink.
 //
 // Errors: ErrInvalidOptions (opts, or dir "" — a Store in memory only cannot be restored
-// into — or not empty, or CLAIM mode with a checkpoint holding key groups outside
-// opts.KeyGroups); ErrMaxParallelismMismatch when a handle was written with another
+// into — or not empty); ErrMaxParallelismMismatch when a handle was written with another
 // MaxParallelism (key groups would not line up; Flink refuses it too); ErrOverlappingHandles
 // when two handles cover one key group of opts.KeyGroups; ErrIncompatibleState when their
-// state registries or operator states disagree (one name, two kinds or codecs; one id, two
-// names); ErrIncompleteOperatorState when the handles hold operator list state but are not
+// state registries or operator states disagree (one name, two kinds, codecs or TTL flags); ErrIncompleteOperatorState when the handles hold operator list state but are not
 // one of each old subtask; ErrOperatorStateTooLarge when the Store's share exceeds
 // MaxOperatorStateSize;
 // ErrFenced when a handle names a checkpoint a fence of its lineage fences (a zombie's,
@@ -479,7 +488,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	var sources []*checkpoint.Manifest
 	var used []CheckpointHandle
 	merged := &registry{maxP: d.MaxParallelism, kgStart: kg.Start, kgEnd: kg.End, nextID: 1, states: map[string]persistedState{}}
-	byID := map[uint16]string{}
+	var regs []idSource
 	var epoch, lastID uint64
 	var opSrcs []opSource
 	var noOps []string
@@ -526,30 +535,17 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 					ErrOverlappingHandles, h.ID, h.Owner, o.ID, used[i].Owner, kg)
 			}
 		}
-		if opts.Checkpoint.RestoreMode == Claim && (int(m.KeyGroups.Start) < kg.Start || int(m.KeyGroups.End) > kg.End) {
-			// Other Stores restore the rest of it, and our GC would delete what they need.
-			return nil, fmt.Errorf("%w: CLAIM restore of checkpoint %d of %q (key groups %d-%d) into key groups %v: "+
-				"a Store can only claim checkpoints wholly inside its key groups (scale out with NoClaim)",
-				ErrInvalidOptions, h.ID, h.Owner, m.KeyGroups.Start, m.KeyGroups.End, kg)
-		}
 		reg, err := decodeRegistry(m.Registry)
 		if err != nil {
 			return nil, fmt.Errorf("strata: restore of checkpoint %d of %q: %w", h.ID, h.Owner, err)
 		}
-		for name, st := range reg.states {
-			if p, ok := merged.states[name]; ok && p != st {
-				return nil, fmt.Errorf("%w: state %q is %v state with codecs %v (id %d) in one checkpoint, %v state with %v (id %d) in another",
-					ErrIncompatibleState, name, p.kind, p.codecs, p.id, st.kind, st.codecs, st.id)
-			}
-			if other, ok := byID[st.id]; ok && other != name {
-				return nil, fmt.Errorf("%w: states %q and %q have one id (%d) in two checkpoints", ErrIncompatibleState, other, name, st.id)
-			}
-			merged.states[name], byID[st.id] = st, name
-		}
-		merged.nextID = max(merged.nextID, reg.nextID)
+		regs = append(regs, idSource{lo: uint16(lo), hi: uint16(hi), reg: reg})
 		sources = append(sources, m)
 		used = append(used, h)
 		lastID = max(lastID, h.ID)
+	}
+	if err := restoreIDs(merged, regs); err != nil {
+		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
 	ops, err := redistributeOps(opSrcs, noOps, d.SubtaskIndex, d.Parallelism)
 	if err != nil {
@@ -590,6 +586,18 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		return nil, fmt.Errorf("strata: restore into %q: the checkpoints of %q: %w", dir, ownerOf(&d), err)
 	}
 	point := slices.Max(append(ownIDs, 0))
+	if opts.Checkpoint.RestoreMode == Claim {
+		// Before any object is used: the claim markers tell the GC of every other Store that
+		// claims these lineages (a scale out) what this one still needs (checkpoint/doc.go,
+		// "Claims shared by several Stores").
+		for _, h := range used {
+			if h.Owner != ownerOf(&d) {
+				if err := checkpoint.WriteClaim(ctx, storage, h.Owner, ownerOf(&d), h.ID); err != nil {
+					return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
+				}
+			}
+		}
+	}
 	t0 := time.Now()
 	res, err := engine.Restore(ctx, fsys, dir, d.MaxParallelism, ckKG, storage, sources, merged.encode())
 	if err != nil {
@@ -818,4 +826,139 @@ func removeRestored(fsys interface {
 		}
 		fsys.Remove(p)
 	}
+}
+
+// idSource is the state registry of one checkpoint given to Restore, with the key groups
+// lo..hi of the new Store it holds.
+type idSource struct {
+	lo, hi uint16
+	reg    *registry
+}
+
+// restoreIDs fills merged (the restored Store's registry) with the states of the sources,
+// matched by name, as Flink identifies state: their kinds, codecs and TTL flags must agree
+// (ErrIncompatibleState), their ids need not — Stores register lazily, in the order their
+// records need the states, and a state may be missing from some (persist.go, "State id
+// aliases"). Each state gets an own id, and an alias in the key groups where its data (or
+// another state's data under its own id) says otherwise:
+//
+//   - the key groups are cut into ranges over which one source, and one alias of it, applies;
+//     in each, a state the source holds keeps the source's id there;
+//   - a state's own id is its id in the first range (in key-group order) that holds it,
+//     unless an earlier state (by name) took that id as its own: then a fresh one;
+//   - in a range whose source lacks the state, the state keeps its own id unless the source
+//     uses that id for another state: then it gets its fresh id (one per state, reused);
+//   - key groups no source holds use the own ids, which are distinct.
+//
+// So in every key group distinct states have distinct ids (invariant 1), and no entry is
+// read or rewritten: the cost is O(sources + aliases) in time and registry bytes. nextID
+// becomes larger than every id of every source and every fresh id.
+func restoreIDs(merged *registry, srcs []idSource) error {
+	type rng struct {
+		lo, hi uint16
+		ids    map[string]uint16 // name → id in this range
+		used   map[uint16]bool
+	}
+	var ranges []rng
+	for _, src := range srcs {
+		merged.nextID = max(merged.nextID, src.reg.nextID)
+		for name, st := range src.reg.states {
+			if p, ok := merged.states[name]; ok && (p.kind != st.kind || p.codecs != st.codecs || p.ttl != st.ttl) {
+				return fmt.Errorf("%w: state %q is %v state with codecs %v (%s) in one checkpoint, %v state with %v (%s) in another",
+					ErrIncompatibleState, name, p.kind, p.codecs, withTTL(p.ttl), st.kind, st.codecs, withTTL(st.ttl))
+			}
+			merged.states[name] = st // its id is set below
+		}
+		// Cut src's key groups where one of its aliases starts or ends.
+		cuts := []int{int(src.lo), int(src.hi) + 1}
+		for _, as := range src.reg.aliases {
+			for _, a := range as {
+				for _, c := range []int{int(a.lo), int(a.hi) + 1} {
+					if c > int(src.lo) && c <= int(src.hi) {
+						cuts = append(cuts, c)
+					}
+				}
+			}
+		}
+		slices.Sort(cuts)
+		cuts = slices.Compact(cuts)
+		for i := 0; i+1 < len(cuts); i++ {
+			g := rng{lo: uint16(cuts[i]), hi: uint16(cuts[i+1] - 1), ids: map[string]uint16{}, used: map[uint16]bool{}}
+			for name, st := range src.reg.states {
+				id := st.id
+				for _, a := range src.reg.aliases[name] {
+					if a.lo <= g.lo && g.hi <= a.hi {
+						id = a.id
+					}
+				}
+				g.ids[name], g.used[id] = id, true
+			}
+			ranges = append(ranges, g)
+		}
+	}
+	slices.SortFunc(ranges, func(a, b rng) int { return int(a.lo) - int(b.lo) })
+	names := slices.Sorted(maps.Keys(merged.states))
+	next := merged.nextID
+	fresh := func() (uint16, error) {
+		if next > maxStates {
+			return 0, fmt.Errorf("%w: the restored states need more than %d state ids", ErrIncompatibleState, maxStates)
+		}
+		next++
+		return uint16(next - 1), nil
+	}
+	own := map[uint16]bool{}
+	aliases := map[string][]idAlias{}
+	for _, name := range names {
+		id := uint16(0)
+		for _, g := range ranges {
+			if x, ok := g.ids[name]; ok {
+				id = x
+				break
+			}
+		}
+		if id == 0 || own[id] {
+			var err error
+			if id, err = fresh(); err != nil {
+				return err
+			}
+		}
+		own[id] = true
+		st := merged.states[name]
+		st.id = id
+		merged.states[name] = st
+	}
+	for _, name := range names {
+		id := merged.states[name].id
+		var alt uint16 // the state's fresh id for ranges whose source uses its own id otherwise
+		for _, g := range ranges {
+			eff, ok := g.ids[name]
+			if !ok {
+				eff = id
+				if g.used[id] {
+					if alt == 0 {
+						var err error
+						if alt, err = fresh(); err != nil {
+							return err
+						}
+					}
+					eff = alt
+				}
+			}
+			if eff == id {
+				continue
+			}
+			as := aliases[name]
+			if n := len(as); n > 0 && as[n-1].id == eff && as[n-1].hi+1 == g.lo {
+				as[n-1].hi = g.hi
+			} else {
+				as = append(as, idAlias{lo: g.lo, hi: g.hi, id: eff})
+			}
+			aliases[name] = as
+		}
+	}
+	merged.nextID = next
+	if len(aliases) > 0 {
+		merged.aliases = aliases
+	}
+	return nil
 }

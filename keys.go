@@ -107,10 +107,10 @@ func (s *Store) NumEntries(st State) (int64, error) {
 		return 0, err
 	}
 	sc := s.newScan(b, nil, true)
-	defer s.closeScan(sc)
+	defer s.closeScan(&sc)
 	var n int64
 	for {
-		_, cnts, err := s.scanStep(sc, countBatch)
+		_, cnts, err := s.scanStep(&sc, countBatch)
 		if err != nil {
 			return n, b.wrap("count entries", err)
 		}
@@ -160,29 +160,77 @@ func (s *Store) scanState(st State) (*stateBase, error) {
 	return b, nil
 }
 
-// newScan opens an engine scan of b's keys in ns (any namespace with anyNS) over the Store's
-// key groups.
-func (s *Store) newScan(b *stateBase, ns []byte, anyNS bool) *engine.Scan {
-	s.guard.enter()
-	defer s.guard.exit()
-	return s.e.NewScan(engine.ScanSpec{State: b.id, Namespace: ns, AnyNamespace: anyNS,
-		KeyGroups: checkpoint.KeyGroupRange{Start: uint16(s.kgStart), End: uint16(s.kgStart + s.kgSpan)}})
+// newScan returns a scan of b's keys in ns (any namespace with anyNS) over the Store's key
+// groups. It allocates nothing (the engine scans it opens do).
+func (s *Store) newScan(b *stateBase, ns []byte, anyNS bool) stateScan {
+	return stateScan{s: s, b: b, ns: ns, anyNS: anyNS}
+}
+
+// stateScan is a scan of one state's keys: one engine scan per key-group range over which
+// the state's id is constant (one range unless the registry has aliases for it, persist.go
+// "State id aliases"), one after the other in key-group order. Owner goroutine only.
+type stateScan struct {
+	s     *Store
+	b     *stateBase
+	ns    []byte
+	anyNS bool
+	pos   int          // the index (from the Store's first key group) of the next range's first key group
+	sc    *engine.Scan // the range being scanned; nil: open the next one
+}
+
+// next returns the next batch of at most n keys (and their entry counts), none at the end.
+// The caller is inside the guard.
+func (x *stateScan) next(n int) ([][]byte, []int64, error) {
+	span := int(x.s.kgSpan) + 1
+	for {
+		if x.sc == nil {
+			if x.pos >= span {
+				return nil, nil, nil
+			}
+			lo, id, end := x.pos, x.b.id, span
+			if ids := x.b.ids; ids != nil {
+				id, end = ids[lo], lo+1
+				for end < span && ids[end] == id {
+					end++
+				}
+			}
+			x.pos = end
+			kg0 := int(x.s.kgStart)
+			x.sc = x.s.e.NewScan(engine.ScanSpec{State: id, Namespace: x.ns, AnyNamespace: x.anyNS,
+				KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg0 + lo), End: uint16(kg0 + end - 1)}})
+		}
+		keys, cnts, err := x.sc.Next(n)
+		if err != nil || len(keys) > 0 {
+			return keys, cnts, err
+		}
+		x.sc.Close()
+		x.sc = nil
+	}
+}
+
+// close releases the scan (the caller is inside the guard).
+func (x *stateScan) close() {
+	if x.sc != nil {
+		x.sc.Close()
+		x.sc = nil
+	}
+	x.pos = int(x.s.kgSpan) + 1
 }
 
 // scanStep reads the next batch of sc (the Store must be open).
-func (s *Store) scanStep(sc *engine.Scan, n int) ([][]byte, []int64, error) {
+func (s *Store) scanStep(sc *stateScan, n int) ([][]byte, []int64, error) {
 	if s.closed {
 		return nil, nil, ErrClosed
 	}
 	s.guard.enter()
 	defer s.guard.exit()
-	return sc.Next(n)
+	return sc.next(n)
 }
 
-func (s *Store) closeScan(sc *engine.Scan) {
+func (s *Store) closeScan(sc *stateScan) {
 	s.guard.enter()
 	defer s.guard.exit()
-	sc.Close()
+	sc.close()
 }
 
 // scanKeys runs a scan of st's keys (in namespace ns, or any with anyNS) and yields each.
@@ -200,9 +248,9 @@ func (s *Store) scanKeys(st State, ns []byte, anyNS bool, yield func(Key) bool) 
 		nh = base.HashNamespace(ns)
 	}
 	sc := s.newScan(b, ns, anyNS)
-	defer s.closeScan(sc)
+	defer s.closeScan(&sc)
 	for {
-		keys, _, err := s.scanStep(sc, scanBatch)
+		keys, _, err := s.scanStep(&sc, scanBatch)
 		if err != nil {
 			return b.wrap("scan keys", err)
 		}

@@ -62,7 +62,7 @@ func (s *Store) maxBatch() int { return s.opts.SegmentSize / 8 }
 // Errors: ErrKeyGroupOutOfRange, ErrClosed, ErrKeyTooLarge, ErrValueTooLarge, ErrMemoryBudget.
 func (l *ListState[T]) Add(k Key, x T) error {
 	s := l.s
-	key, h, err := s.begin(k, l.id)
+	key, h, err := s.begin(k, l.idAt(k))
 	defer s.guard.exit()
 	if err != nil {
 		return l.wrap("add", err)
@@ -117,7 +117,7 @@ func (l *ListState[T]) appendElems(dst []byte, xs []T) []byte {
 // elements, in order.
 func (l *ListState[T]) AddAll(k Key, xs []T) error {
 	s := l.s
-	key, h, err := s.begin(k, l.id)
+	key, h, err := s.begin(k, l.idAt(k))
 	defer s.guard.exit()
 	if err != nil {
 		return l.wrap("add all", err)
@@ -144,7 +144,7 @@ func (l *ListState[T]) AddAll(k Key, xs []T) error {
 // replaced by a prefix of xs.
 func (l *ListState[T]) Update(k Key, xs []T) error {
 	s := l.s
-	key, h, err := s.begin(k, l.id)
+	key, h, err := s.begin(k, l.idAt(k))
 	defer s.guard.exit()
 	if err != nil {
 		return l.wrap("update", err)
@@ -250,7 +250,7 @@ func (s *Store) checkElems(batch []byte) error {
 // copy of the list as found). Those copies are valid until the next Get on this state.
 func (l *ListState[T]) Get(k Key) ListIterator[T] {
 	s := l.s
-	key, h, err := s.begin(k, l.id)
+	key, h, err := s.begin(k, l.idAt(k))
 	defer s.guard.exit()
 	if err != nil {
 		return ListIterator[T]{err: l.wrap("get", err)}
@@ -278,7 +278,7 @@ func (l *ListState[T]) Get(k Key) ListIterator[T] {
 // ErrMemoryBudget.
 func (l *ListState[T]) Clear(k Key) error {
 	s := l.s
-	key, h, err := s.begin(k, l.id)
+	key, h, err := s.begin(k, l.idAt(k))
 	defer s.guard.exit()
 	if err != nil {
 		return l.wrap("clear", err)
@@ -324,7 +324,7 @@ func (l *ListState[T]) MergeNamespaces(k Key, target []byte, sources ...[]byte) 
 		if bytes.Equal(src, target) || repeated(sources, i) {
 			continue
 		}
-		key, h := s.compose(k.In(src), l.id)
+		key, h := s.compose(k.In(src), l.idAt(k))
 		var st status
 		l.lbuf, st, _ = s.e.ListGet(h, key, l.lbuf[:0], nil) // copied whole: acc holds it anyway
 		if st == failed {
@@ -339,13 +339,13 @@ func (l *ListState[T]) MergeNamespaces(k Key, target []byte, sources ...[]byte) 
 		}
 	}
 	if len(acc) > 0 {
-		key, h := s.compose(k.In(target), l.id)
+		key, h := s.compose(k.In(target), l.idAt(k))
 		if err := s.writeList(h, key, acc, false); err != nil {
 			return err
 		}
 	}
 	for _, i := range present {
-		key, h := s.compose(k.In(sources[i]), l.id)
+		key, h := s.compose(k.In(sources[i]), l.idAt(k))
 		if err := s.apply(engine.OpListDelete, key, h, nil, nil); err != nil {
 			return err
 		}

@@ -46,7 +46,7 @@ func NewMapState[UK, UV any](s *Store, d MapDescriptor[UK, UV]) (*MapState[UK, U
 // ErrCorruption.
 func (m *MapState[UK, UV]) Get(k Key, uk UK) (UV, bool, error) {
 	s := m.s
-	mk, hm, err := s.begin(k, m.id)
+	mk, hm, err := s.begin(k, m.idAt(k))
 	defer s.guard.exit()
 	var zero UV
 	if err != nil {
@@ -79,7 +79,7 @@ func (m *MapState[UK, UV]) Get(k Key, uk UK) (UV, bool, error) {
 // Errors: ErrKeyGroupOutOfRange, ErrClosed.
 func (m *MapState[UK, UV]) Contains(k Key, uk UK) (bool, error) {
 	s := m.s
-	mk, hm, err := s.begin(k, m.id)
+	mk, hm, err := s.begin(k, m.idAt(k))
 	defer s.guard.exit()
 	if err != nil {
 		return false, m.wrap("contains", err)
@@ -156,7 +156,7 @@ func (m *MapState[UK, UV]) expiredEntry(mk []byte, hm uint64, raw []byte) ([]byt
 // ErrKeyGroupOutOfRange, ErrClosed, ErrKeyTooLarge, ErrValueTooLarge, ErrMemoryBudget.
 func (m *MapState[UK, UV]) Put(k Key, uk UK, uv UV) error {
 	s := m.s
-	mk, hm, err := s.begin(k, m.id)
+	mk, hm, err := s.begin(k, m.idAt(k))
 	defer s.guard.exit()
 	if err != nil {
 		return m.wrap("put", err)
@@ -199,7 +199,7 @@ func (m *MapState[UK, UV]) PutAll(k Key, entries iter.Seq2[UK, UV]) error {
 	entries(func(uk UK, uv UV) bool {
 		var mk []byte
 		var hm uint64
-		if mk, hm, err = s.begin(k, m.id); err == nil { // again: entries may have closed the Store
+		if mk, hm, err = s.begin(k, m.idAt(k)); err == nil { // again: entries may have closed the Store
 			err = m.put(mk, hm, uk, uv)
 		} else {
 			err = m.wrap("put", err)
@@ -215,7 +215,7 @@ func (m *MapState[UK, UV]) PutAll(k Key, entries iter.Seq2[UK, UV]) error {
 // ErrMemoryBudget.
 func (m *MapState[UK, UV]) Remove(k Key, uk UK) error {
 	s := m.s
-	mk, hm, err := s.begin(k, m.id)
+	mk, hm, err := s.begin(k, m.idAt(k))
 	defer s.guard.exit()
 	if err != nil {
 		return m.wrap("remove", err)
@@ -251,7 +251,7 @@ func (m *MapState[UK, UV]) IsEmpty(k Key) (bool, error) {
 		return empty, nil
 	}
 	s := m.s
-	mk, hm, err := s.begin(k, m.id)
+	mk, hm, err := s.begin(k, m.idAt(k))
 	defer s.guard.exit()
 	if err != nil {
 		return false, m.wrap("is empty", err)
@@ -270,7 +270,7 @@ func (m *MapState[UK, UV]) IsEmpty(k Key) (bool, error) {
 // ErrMemoryBudget.
 func (m *MapState[UK, UV]) Clear(k Key) error {
 	s := m.s
-	mk, hm, err := s.begin(k, m.id)
+	mk, hm, err := s.begin(k, m.idAt(k))
 	defer s.guard.exit()
 	if err != nil {
 		return m.wrap("clear", err)
@@ -299,7 +299,7 @@ func (m *MapState[UK, UV]) Iterator(k Key) *MapIterator[UK, UV] {
 
 func (m *MapState[UK, UV]) iterator(k Key, it *MapIterator[UK, UV]) {
 	s := m.s
-	mk, hm, err := s.begin(k, m.id)
+	mk, hm, err := s.begin(k, m.idAt(k))
 	defer s.guard.exit()
 	it.m = m
 	if err != nil {

@@ -217,9 +217,10 @@ func splitRange(kg KeyGroupRange, n int) []KeyGroupRange {
 // rescale restores the newest durable checkpoint into 1, 2 or 3 Stores splitting the run's key
 // groups, as subtasks 0..n-1 of parallelism n, checks each against the model (its own key
 // groups read as the model, the others refused; its even split of the operator list, the whole
-// union list and broadcast map), checkpoints each part and restores the parts into one Store
-// (subtask 0 of 1: the parts' lists concatenated, each union element once), which the run goes
-// on with.
+// union list and broadcast map), registers states of its own in an order of its own
+// (rescaleExtrasWrite: the parts disagree on state ids), checkpoints each part and restores the
+// parts into one Store (subtask 0 of 1: the parts' lists concatenated, each union element
+// once; states matched by name, rescaleExtrasCheck), which the run goes on with.
 func (r *modelRun) rescale(int32) error {
 	if r.ck.st == nil {
 		return nil
@@ -265,6 +266,9 @@ func (r *modelRun) rescale(int32) error {
 			}
 		}
 		if err == nil {
+			err = rescaleExtrasWrite(s, r.ck.rescales, i)
+		}
+		if err == nil {
 			var h CheckpointHandle
 			if h, err = s.Checkpoint(ctx, 1, nil); err == nil {
 				hs = append(hs, h)
@@ -282,7 +286,70 @@ func (r *modelRun) rescale(int32) error {
 	if err != nil {
 		return fmt.Errorf("rescale: scale-in of %d parts: %w", n, err)
 	}
+	if err := rescaleExtrasCheck(s, r.ck.rescales, n); err != nil {
+		s.Close()
+		return fmt.Errorf("rescale: scale-in of %d parts: %w", n, err)
+	}
 	return r.replaceStore(s, dir, m)
+}
+
+// rescaleExtraKeys is the number of keys the parts of a rescale write their extra states of.
+const rescaleExtraKeys = 64
+
+// rescaleExtrasWrite registers, on part i of rescale number rescale, states the other parts
+// register in other orders or not at all — part 0 "a" then "b", part 1 "b" then "a", part 2
+// "b" alone (Flink's subtasks register lazily, as their records need the states) — before
+// writing their keys of its key groups: one name has different ids in the parts, one id
+// different names (issue 21 item 3). The model's own states came back with the restore, under
+// the checkpoint's ids.
+func rescaleExtrasWrite(s *Store, rescale, i int) error {
+	order := [][]string{{"a", "b"}, {"b", "a"}, {"b"}}[i]
+	kg := *s.opts.KeyGroups
+	for _, n := range order {
+		v, err := NewValueState(s, ValueDescriptor[int64]{Name: fmt.Sprintf("rescale-%d-%s", rescale, n), Codec: Int64})
+		if err != nil {
+			return err
+		}
+		for j := range rescaleExtraKeys {
+			k := s.Key(fmt.Appendf(nil, "extra-%d", j))
+			if int(k.kg) < kg.Start || int(k.kg) > kg.End {
+				continue
+			}
+			if err := v.Put(k, int64(i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// rescaleExtrasCheck checks the states rescaleExtrasWrite left in the n parts of rescale
+// number rescale, restored by name into s: "b" of every key from the part that holds its key
+// group, "a" of the keys of parts 0 and 1 only.
+func rescaleExtrasCheck(s *Store, rescale, n int) error {
+	kg := *s.opts.KeyGroups
+	parts := splitRange(kg, n)
+	for _, name := range []string{"b", "a"} {
+		v, err := NewValueState(s, ValueDescriptor[int64]{Name: fmt.Sprintf("rescale-%d-%s", rescale, name), Codec: Int64})
+		if err != nil {
+			return err
+		}
+		for j := range rescaleExtraKeys {
+			k := s.Key(fmt.Appendf(nil, "extra-%d", j))
+			part := -1
+			for i, p := range parts {
+				if int(k.kg) >= p.Start && int(k.kg) <= p.End {
+					part = i
+				}
+			}
+			got, ok, err := v.Get(k)
+			want := part >= 0 && (name == "b" || part < 2)
+			if err != nil || ok != want || (ok && got != int64(part)) {
+				return fmt.Errorf("state %q of key extra-%d (part %d): %d, %v, %v", v.Name(), j, part, got, ok, err)
+			}
+		}
+	}
+	return nil
 }
 
 // materialize forces a materialization and waits for it (Engine.Materialize): the next

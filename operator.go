@@ -36,12 +36,13 @@ type OperatorListDescriptor[T any] struct {
 //   - NewUnionListState (Flink's getUnionListState, union redistribution): every new subtask
 //     gets the whole concatenation.
 //
-// A union list is stored once however many subtasks hold it: a subtask owns the part of the
-// restored union its even split would give it, plus what it adds, and its checkpoints store
-// only what it owns; the rest, received, is visible to Get but stays its owner's (a re-snapshot
-// of a restored union cannot multiply it, the duplication of flink-agents #824). Update keeps
-// the received elements it is given back received (matched bytewise); Clear and Update drop
-// received elements from this subtask's view only.
+// A union list is checkpointed as the subtask holds it, as Flink's, and restored as the union
+// of what the old subtasks held — each element once: every union element carries an id
+// (opstate.go, "Union state"), a restore keeps the first element of each id, so a union that
+// every subtask hands back unchanged is not multiplied (the duplication of flink-agents
+// #824), and an element survives as long as any subtask holds it. Update keeps the id of each
+// element it is given back (matched bytewise); Clear and Update drop elements from this
+// subtask's list only.
 //
 // Elements are encoded by the codec when written and decoded by Get. Values of aliasing codecs
 // (Bytes) point into the state's element, which is never changed in place: do not modify them.
@@ -80,7 +81,7 @@ func (l *OperatorListState[T]) Name() string { return l.st.name }
 func (l *OperatorListState[T]) Union() bool { return l.st.kind == opUnion }
 
 // Get returns the elements in order (nil when empty), as Flink's ListState.get: for a union
-// list, the restored union (received elements included) followed by what was added since.
+// list, the restored union followed by what was added since.
 // Errors: ErrClosed; the codec's Decode error (wrapped, naming the state).
 func (l *OperatorListState[T]) Get() ([]T, error) {
 	s := l.s
@@ -117,7 +118,7 @@ func (l *OperatorListState[T]) encode(xs []T) [][]byte {
 	return out
 }
 
-// Add appends x, as Flink's ListState.add; the subtask owns it. Errors: ErrClosed,
+// Add appends x, as Flink's ListState.add (in a union list, under a fresh id). Errors: ErrClosed,
 // ErrOperatorStateTooLarge, ErrMemoryBudget (nothing is added).
 func (l *OperatorListState[T]) Add(x T) error {
 	return l.add("add", l.encode([]T{x}))
@@ -148,16 +149,19 @@ func (l *OperatorListState[T]) add(op string, elems [][]byte) error {
 	}
 	st.cost += c
 	st.elems = append(st.elems, elems...)
-	if st.recv != nil {
-		st.recv = append(st.recv, make([]bool, len(elems))...)
+	if st.kind == opUnion {
+		for range elems {
+			st.ids = append(st.ids, freshUnionID())
+		}
 	}
 	return nil
 }
 
 // Update replaces the elements with xs, as Flink's ListState.update; an empty xs clears. In a
-// union list, an element of xs equal to a received element not yet matched stays received
-// (so handing back what Get returned, with additions, keeps each element stored by one
-// subtask); the others are the subtask's own. Errors as Add (nothing changes).
+// union list, an element of xs equal (bytewise) to an element held before and not matched yet
+// keeps that element's id (so handing back what Get returned, with changes, keeps the union
+// of the subtasks deduplicated at the next restore); the others get fresh ids. Errors as Add
+// (nothing changes).
 func (l *OperatorListState[T]) Update(xs []T) error {
 	s, st := l.s, l.st
 	elems := l.encode(xs)
@@ -166,21 +170,18 @@ func (l *OperatorListState[T]) Update(xs []T) error {
 	if s.closed {
 		return ErrClosed
 	}
-	var recv []bool
-	if st.recv != nil && len(elems) > 0 {
-		left := map[string]int{}
+	var ids []uint64
+	if st.kind == opUnion && len(elems) > 0 {
+		left := map[string][]uint64{} // the ids of the elements held, by element, in order
 		for i, e := range st.elems {
-			if st.recv[i] {
-				left[string(e)]++
-			}
+			left[string(e)] = append(left[string(e)], st.ids[i])
 		}
+		ids = make([]uint64, len(elems))
 		for i, e := range elems {
-			if left[string(e)] > 0 {
-				left[string(e)]--
-				if recv == nil {
-					recv = make([]bool, len(elems))
-				}
-				recv[i] = true
+			if q := left[string(e)]; len(q) > 0 {
+				ids[i], left[string(e)] = q[0], q[1:]
+			} else {
+				ids[i] = freshUnionID()
 			}
 		}
 	}
@@ -189,7 +190,7 @@ func (l *OperatorListState[T]) Update(xs []T) error {
 		return fmt.Errorf("strata: update operator state %q: %w", st.name, err)
 	}
 	st.cost += delta
-	st.elems, st.recv = elems, recv
+	st.elems, st.ids = elems, ids
 	if len(elems) == 0 {
 		st.elems = nil
 	}

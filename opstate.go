@@ -6,8 +6,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
 	"slices"
 	"strings"
+
+	"github.com/zeebo/xxh3"
 
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/memory"
@@ -22,30 +25,48 @@ import (
 //
 // Where it goes:
 //
-//   - a checkpoint: the blob below, in its checkpoint form (no received elements), inside the
+//   - a checkpoint: the blob below, in its checkpoint form (since version 2 the same bytes as
+//     the directory form; a version 1 checkpoint form has no received elements), inside the
 //     manifest (checkpoint.Manifest.OperatorState), written whole at every checkpoint, native
 //     or changelog (Flink's changelog backend snapshots operator state fully too);
-//   - the Store's directory (Close, Open): the blob in its directory form (received elements
-//     kept) inside the state registry (persist.go, registry version 2), so it is part of the
+//   - the Store's directory (Close, Open): the blob in its directory form (version 1: received
+//     elements flagged) inside the state registry (persist.go, registry version 2), so it is part of the
 //     LSM's persist point, atomically with the keyed state.
 //
-// Union state without duplication (flink-agents #824: every subtask re-snapshotted the union
-// it restored, so N subtasks stored it N times and each restore multiplied it). A restored
-// subtask OWNS its even-split share of the union (the share getListState would give it) and
-// RECEIVES the rest: Get shows both, in the union's order, but a checkpoint stores only the
-// elements the subtask owns — its share and what it added since — so the union a later
-// restore concatenates holds each element once, however often it was restored and
-// re-checkpointed, at whatever parallelisms. Update keeps received elements received: an
-// element of the new list equal (bytewise) to a received one still unmatched is taken for it.
-// A received element stays its owner's: it survives as long as the owner keeps it, whatever
-// the receiver does.
+// Union state: every element a subtask holds is in its checkpoints, without duplication.
+// As Flink's, each subtask's checkpoint stores its union list as the subtask holds it, and a
+// Restore gives every new subtask the union of all. Unlike Flink, which concatenates the
+// lists (N subtasks that leave a restored union alone store it N times, and each restore
+// multiplies it: flink-agents #824), every union element carries an identity, a 64-bit id
+// stored with it: a restore concatenates the old subtasks' lists in subtask order and keeps
+// the first element of each id. So an element survives as long as ANY subtask holds it (an
+// earlier scheme stored only the elements a subtask "owned" by even split, and lost those it
+// kept through Update but did not own: 1 → 2 → 1 gave [a d] of [a b c d]), and a union that
+// N subtasks hand back unchanged is restored once.
 //
+// Invariants of the ids (union lists; even-split and broadcast states carry none):
+//
+//  1. An element a subtask adds (Add, AddAll, an element of Update equal to no element held
+//     before) gets a fresh id drawn from math/rand/v2: ids of distinct elements collide with
+//     probability about n²/2⁶⁵ for n elements (8 MiB of operator state bounds n to 2¹⁸:
+//     below 10⁻⁸), and a collision drops one element of the two at the next restore.
+//  2. Update keeps the id of an element it is handed back: an element of the new list equal
+//     (bytewise) to an element held before and not matched yet takes that element's id, so
+//     "Get, change, Update" keeps the union of the subtasks deduplicated.
+//  3. A restore keeps ids: every new subtask holds the same restored elements under the same
+//     ids, in the same order (the order of the old subtasks, then of their lists).
+//  4. Blobs of version 1 carry no ids: a restore or Open derives each element's id from the
+//     blob's subtask, parallelism, state name and the element's index (xxh3), so the
+//     elements of one set of version 1 checkpoints (one per old subtask) get distinct ids.
+//     Received elements of a version 1 directory form get ids of their own too: a restore
+//     after such an Open may hold them twice (never lose them).
+
 // Operator state blob. All integers little endian:
 //
 //	0          8         10   11   12         16
 //	+----------+---------+----+----+----------+-------------------------+--------+
 //	| magic    | version | ck | 0  | length   | payload (length bytes)  | crc32c |
-//	| STRATAOP | u16 = 1 | =1 |    | u32      |                         | u32    |
+//	| STRATAOP | u16 1-2 | =1 |    | u32      |                         | u32    |
 //	+----------+---------+----+----+----------+-------------------------+--------+
 //	ck 1 = CRC32C (Castagnoli); crc32c covers every byte before it; length <= 64 MiB.
 //
@@ -67,30 +88,42 @@ import (
 //	codec0: the identity (codecID) of the element codec (lists) or key codec (map); codec1:
 //	the value codec's (map), empty for lists
 //
-//	list item (kinds 1, 2)               map entry (kind 3)
-//	+-------+--------+---------+         +--------+-------+--------+-------+
-//	| flags | len    | element |         | keyLen | key   | valLen | value |
-//	| u8    | u32    |         |         | u32    |       | u32    |       |
-//	+-------+--------+---------+         +--------+-------+--------+-------+
-//	flags bit 0 R: received (union lists in the directory form only); bits 1..7 are 0
+//	list item (kind 1; kind 2 in      union item (kind 2 in version 2)
+//	version 1)
+//	+-------+--------+---------+      +-------+-------+--------+---------+
+//	| flags | len    | element |      | flags | id    | len    | element |
+//	| u8    | u32    |         |      | u8    | u64   | u32    |         |
+//	+-------+--------+---------+      +-------+-------+--------+---------+
+//	flags bit 0 R: received (version 1 union lists in the directory form only; version 2
+//	has no received elements and its flags are 0); bits 1..7 are 0
+//
+//	map entry (kind 3)
+//	+--------+-------+--------+-------+
+//	| keyLen | key   | valLen | value |
+//	| u32    |       | u32    |       |
+//	+--------+-------+--------+-------+
 //
 // Rules: 1 <= parallelism <= 32768, subtask < parallelism; states in strictly increasing
 // name order, names not empty; codec0 not empty; codec1 empty unless kind 3, not empty then;
 // map entries in strictly increasing key order; R only on union items of the directory form;
-// no byte after the last state. Every field has one encoding, so a blob that decodes
-// re-encodes to the same bytes (FuzzOperatorStateDecode). Checked in the order magic
+// no byte after the last state. Every field has one encoding, so a blob of version 2 that
+// decodes re-encodes to the same bytes (FuzzOperatorStateDecode). encode writes version 2 when
+// a union list state is present, version 1 otherwise (the bytes of Stores without union state
+// do not change); decodeOps reads both. Checked in the order magic
 // (ErrBadMagic; fewer than 8 bytes: ErrTruncated), header size (ErrTruncated), version
 // (ErrFormatVersion), checksum type (ErrChecksumType), reserved byte, length (ErrTruncated if
 // the bytes end early), CRC32C (ErrChecksum), then the payload (a field running past it:
 // ErrTruncated; a rule broken: ErrCorruption alone) — each a *base.CorruptionError naming the
-// blob and the byte offset in it. testdata/opstate-v1.bin is the golden file.
+// blob and the byte offset in it. testdata/opstate-v1.bin (decoded only) and
+// testdata/opstate-v2.bin are the golden files.
 
 const (
-	opMagic   = "STRATAOP"
-	opVersion = 1 // part of the format; do not change
-	opCRC32C  = 1 // checksum type; part of the format
-	opHeader  = 16
-	opMaxBlob = 64 << 20 // = checkpoint.MaxBlob: the blob must fit a manifest
+	opMagic    = "STRATAOP"
+	opVersion1 = 1 // union items without ids; part of the format; do not change
+	opVersion  = 2 // union items with ids; part of the format; do not change
+	opCRC32C   = 1 // checksum type; part of the format
+	opHeader   = 16
+	opMaxBlob  = 64 << 20 // = checkpoint.MaxBlob: the blob must fit a manifest
 
 	// MaxOperatorStateSize bounds the operator state of one Store, in counted bytes (8 MiB):
 	// each element costs its encoded length plus 32 bytes, each broadcast entry its key and
@@ -137,7 +170,7 @@ type opState struct {
 	codecs [2]string // codec identities (codecID)
 
 	elems [][]byte // lists: the elements in order
-	recv  []bool   // union lists: recv[i] says elems[i] is received (not ours to store); nil: none
+	ids   []uint64 // union lists: ids[i] is the identity of elems[i] (see "Union state"); nil otherwise
 	m     map[string][]byte
 
 	view    any    // the typed state (*OperatorListState[T], *BroadcastState[K, V]); nil until registered
@@ -168,28 +201,20 @@ func (st *opState) recount() int64 {
 	return n
 }
 
-// hasOwned reports whether a list state holds an element the subtask owns.
-func (st *opState) hasOwned() bool {
-	for i := range st.elems {
-		if st.recv == nil || !st.recv[i] {
-			return true
-		}
-	}
-	return false
-}
+// hasElems reports whether a list state holds an element.
+func (st *opState) hasElems() bool { return len(st.elems) > 0 }
 
-// owned returns the elements a checkpoint stores: all of them but the received ones.
-func (st *opState) owned() [][]byte {
-	if st.recv == nil {
-		return st.elems
-	}
-	var out [][]byte
-	for i, e := range st.elems {
-		if !st.recv[i] {
-			out = append(out, e)
-		}
-	}
-	return out
+// freshUnionID returns the id of an element a subtask adds to a union list (invariant 1).
+func freshUnionID() uint64 { return rand.Uint64() }
+
+// v1UnionID derives the id of element i of union list name in a version 1 blob of subtask of
+// parallelism (invariant 4).
+func v1UnionID(subtask, parallelism int, name string, i int) uint64 {
+	b := make([]byte, 0, 16+len(name))
+	b = binary.LittleEndian.AppendUint32(b, uint32(subtask))
+	b = binary.LittleEndian.AppendUint32(b, uint32(parallelism))
+	b = binary.LittleEndian.AppendUint64(b, uint64(i))
+	return xxh3.Hash(append(b, name...))
 }
 
 // opCharge accounts delta counted bytes of operator state: a growth is checked against
@@ -238,13 +263,21 @@ func (s *Store) opSnapshot() *opSnapshot {
 	return o
 }
 
-// encode returns the blob of o (layout above): in its checkpoint form (ck) without the
-// received elements of union lists, in its directory form with them, flagged.
+// encode returns the blob of o (layout above), in version 2 when it holds a union list state,
+// else in version 1. The checkpoint form (ck) and the directory form are the same bytes since
+// version 2 (ck is kept for the callers' clarity): every element a subtask holds is stored.
 func (o *opSnapshot) encode(ck bool) []byte {
+	_ = ck
 	le := binary.LittleEndian
 	b := make([]byte, opHeader, 256)
 	copy(b, opMagic)
-	le.PutUint16(b[8:], opVersion)
+	version := uint16(opVersion1)
+	for _, st := range o.states {
+		if st.kind == opUnion {
+			version = opVersion
+		}
+	}
+	le.PutUint16(b[8:], version)
 	b[10] = opCRC32C
 	b = le.AppendUint32(b, uint32(o.subtask))
 	b = le.AppendUint32(b, uint32(o.parallelism))
@@ -257,17 +290,13 @@ func (o *opSnapshot) encode(ck bool) []byte {
 		}
 		switch st.kind {
 		case opList, opUnion:
-			elems, recv := st.elems, st.recv
-			if ck {
-				elems, recv = st.owned(), nil
-			}
+			elems := st.elems
 			b = le.AppendUint32(b, uint32(len(elems)))
 			for i, e := range elems {
-				flags := byte(0)
-				if recv != nil && recv[i] {
-					flags = 1
+				b = append(b, 0) // flags
+				if st.kind == opUnion {
+					b = le.AppendUint64(b, st.ids[i])
 				}
-				b = append(b, flags)
 				b = le.AppendUint32(b, uint32(len(e)))
 				b = append(b, e...)
 			}
@@ -308,8 +337,9 @@ func decodeOps(file string, b []byte, ck bool) (*opSnapshot, error) {
 	if len(b) < opHeader+4 {
 		return nil, bad(ErrTruncated, 0, "%d bytes, shorter than the header and checksum", len(b))
 	}
-	if v := le.Uint16(b[8:]); v != opVersion {
-		return nil, bad(ErrFormatVersion, 8, "format version %d, this code reads %d", v, opVersion)
+	version := le.Uint16(b[8:])
+	if version != opVersion1 && version != opVersion {
+		return nil, bad(ErrFormatVersion, 8, "format version %d, this code reads %d and %d", version, opVersion1, opVersion)
 	}
 	if b[10] != opCRC32C {
 		return nil, bad(base.ErrChecksumType, 10, "checksum type %d, want %d (CRC32C)", b[10], opCRC32C)
@@ -367,8 +397,11 @@ func decodeOps(file string, b []byte, ck bool) (*opSnapshot, error) {
 			return nil, bad(nil, at, "state %q: codecs %q, %q for a %v state", st.name, st.codecs[0], st.codecs[1], st.kind)
 		}
 		itemMin := 5 // flags, length
-		if st.kind == opBroadcast {
+		switch {
+		case st.kind == opBroadcast:
 			itemMin = 8
+		case st.kind == opUnion && version == opVersion:
+			itemMin = 13 // flags, id, length
 		}
 		if int64(items)*int64(itemMin) > int64(end-d.off) {
 			return nil, bad(ErrTruncated, d.off-4, "state %q: %d items cannot fit in the %d bytes left", st.name, items, end-d.off)
@@ -391,21 +424,28 @@ func decodeOps(file string, b []byte, ck bool) (*opSnapshot, error) {
 			}
 		} else {
 			st.elems = make([][]byte, 0, items)
+			if st.kind == opUnion {
+				st.ids = make([]uint64, 0, items)
+			}
 			for j := range items {
 				at := d.off
 				flags := d.u8()
+				var id uint64
+				if st.kind == opUnion && version == opVersion {
+					id = d.u64()
+				}
 				e := d.bytes(int(d.u32()))
 				if d.short {
 					return nil, bad(ErrTruncated, at, "state %q: element %d runs past the payload", st.name, j)
 				}
-				if flags&^1 != 0 || (flags != 0 && (ck || st.kind != opUnion)) {
+				if flags&^1 != 0 || (flags != 0 && (ck || st.kind != opUnion || version != opVersion1)) {
 					return nil, bad(nil, at, "state %q: element %d: flags %#x", st.name, j, flags)
 				}
-				if flags != 0 && st.recv == nil {
-					st.recv = make([]bool, j, items)
-				}
-				if st.recv != nil {
-					st.recv = append(st.recv, flags != 0)
+				if st.kind == opUnion {
+					if version == opVersion1 {
+						id = v1UnionID(o.subtask, o.parallelism, st.name, int(j))
+					}
+					st.ids = append(st.ids, id)
 				}
 				st.elems = append(st.elems, e)
 			}
@@ -447,6 +487,13 @@ func (d *opDecoder) u8() uint8 {
 func (d *opDecoder) u16() uint16 {
 	if p := d.take(2); p != nil {
 		return binary.LittleEndian.Uint16(p)
+	}
+	return 0
+}
+
+func (d *opDecoder) u64() uint64 {
+	if p := d.take(8); p != nil {
+		return binary.LittleEndian.Uint64(p)
 	}
 	return 0
 }
@@ -536,9 +583,8 @@ func splitShares(total, n, start int) (ranges [][2]int, next int) {
 //     splitShares (states in name order, the rotation running over them — Flink iterates a
 //     hash map; a fixed order makes every new subtask compute the same split); at an unchanged
 //     parallelism each subtask keeps its own list, as Flink does not repartition then;
-//   - union lists: the whole concatenation, of which the subtask owns the part the even split
-//     would give it (its own rotation) and receives the rest (see "Union state without
-//     duplication" above);
+//   - union lists: the whole concatenation, each element once by its id (see "Union state"
+//     above), the same list for every new subtask;
 //   - broadcast: one copy, of the (index mod m)-th of the m checkpoints that hold the state,
 //     as Flink's repartitionBroadcastState — every copy is the same, nothing is concatenated.
 //
@@ -565,7 +611,7 @@ func redistributeOps(srcs []opSource, without []string, index, parallelism int) 
 					ErrIncompatibleState, st.name, n.kind, n.codecs, n.what, st.kind, st.codecs, src.what)
 			}
 			names[st.name] = named{st.kind, st.codecs, src.what}
-			lists = lists || (st.kind != opBroadcast && st.hasOwned())
+			lists = lists || (st.kind != opBroadcast && st.hasElems())
 		}
 	}
 	srcs = slices.Clone(srcs)
@@ -592,21 +638,22 @@ func redistributeOps(srcs []opSource, without []string, index, parallelism int) 
 		sorted = append(sorted, name)
 	}
 	slices.Sort(sorted)
-	splitStart, unionStart := 0, 0
+	splitStart := 0
 	for _, name := range sorted {
 		n := names[name]
 		st := &opState{name: name, kind: n.kind, codecs: n.codecs}
 		var parts [][][]byte // the old subtasks' lists, in subtask order
+		var partIDs [][]uint64
 		var having []*opState
 		for _, src := range srcs {
 			i, ok := slices.BinarySearchFunc(src.snap.states, name, func(s *opState, name string) int { return strings.Compare(s.name, name) })
 			if !ok {
-				parts = append(parts, nil)
+				parts, partIDs = append(parts, nil), append(partIDs, nil)
 				continue
 			}
 			have := src.snap.states[i]
 			having = append(having, have)
-			parts = append(parts, have.owned())
+			parts, partIDs = append(parts, have.elems), append(partIDs, have.ids)
 		}
 		switch n.kind {
 		case opBroadcast:
@@ -615,7 +662,19 @@ func redistributeOps(srcs []opSource, without []string, index, parallelism int) 
 			for k, v := range from.m {
 				st.m[k] = v
 			}
-		case opList, opUnion:
+		case opUnion:
+			// Every element any old subtask held, once per id (invariant 3).
+			seen := map[uint64]bool{}
+			for i, p := range parts {
+				for j, e := range p {
+					id := partIDs[i][j]
+					if !seen[id] {
+						seen[id] = true
+						st.elems, st.ids = append(st.elems, e), append(st.ids, id)
+					}
+				}
+			}
+		case opList:
 			var all [][]byte
 			offs := make([]int, len(parts)+1)
 			for i, p := range parts {
@@ -627,26 +686,12 @@ func redistributeOps(srcs []opSource, without []string, index, parallelism int) 
 			case len(all) == 0:
 			case oldP == parallelism: // lists imply a complete set: parts[i] is subtask i's
 				lo, hi = offs[index], offs[index+1]
-			case n.kind == opList:
+			default:
 				var r [][2]int
 				r, splitStart = splitShares(len(all), parallelism, splitStart)
 				lo, hi = r[index][0], r[index][1]
-			default:
-				var r [][2]int
-				r, unionStart = splitShares(len(all), parallelism, unionStart)
-				lo, hi = r[index][0], r[index][1]
 			}
-			if n.kind == opList {
-				st.elems = slices.Clone(all[lo:hi])
-				break
-			}
-			st.elems = all
-			if lo > 0 || hi < len(all) {
-				st.recv = make([]bool, len(all))
-				for i := range st.recv {
-					st.recv[i] = i < lo || i >= hi
-				}
-			}
+			st.elems = slices.Clone(all[lo:hi])
 		}
 		st.cost = st.recount()
 		out.states = append(out.states, st)

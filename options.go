@@ -55,7 +55,7 @@ type Options struct {
 	// getNumberOfParallelSubtasks): 0 <= SubtaskIndex < Parallelism <= MaxParallelism.
 	// Defaults 0 and 1 (a job of one subtask). They place the Store's operator state: its
 	// checkpoints record them, and Restore gives the Store its share of the old subtasks'
-	// even-split lists, its owned part of their union lists and one copy of their broadcast
+	// even-split lists, the union of their union lists and one copy of their broadcast
 	// state by them (operator.go). Keyed state goes by KeyGroups alone. A Store reopened with
 	// Open must keep them (ErrIncompatibleStore), as its key groups; rescaling is a Restore.
 	SubtaskIndex int

@@ -20,7 +20,7 @@ import (
 //	0          8         10   11   12         16
 //	+----------+---------+----+----+----------+--------------------------+-----------+
 //	| magic    | version | ck | 0  | length   | payload (length bytes)   | crc32c    |
-//	| STRATARG | u16 1-4 | =1 |    | u32      |                          | u32       |
+//	| STRATARG | u16 1-5 | =1 |    | u32      |                          | u32       |
 //	+----------+---------+----+----+----------+--------------------------+-----------+
 //	ck 1 = CRC32C (Castagnoli); crc32c covers every byte before it.
 //
@@ -35,26 +35,46 @@ import (
 //	opstate.go, its directory form); then, in version 4 only, the timer file: nameLen
 //	(varint; 0: none), name ("TIMERS-" and 16 lower-case hex digits, a file of the Store's
 //	directory), size (varint, at least 1) and crc32c (u32) of the whole file (size and crc
-//	absent when nameLen is 0).
+//	absent when nameLen is 0); then, in version 5 only, the state id aliases: count (varint,
+//	at least 1), then count aliases, each: state (varint: the id of a state above), lo, hi
+//	(varints: key groups, lo <= hi, inside the registry's key groups), id (varint, 1 <= id <
+//	nextID): in key groups lo..hi the state's data is stored under id instead of its own id.
+//	Aliases are sorted by (state, lo), and those of one state do not overlap.
+//
+// State id aliases (version 5). A restore of several checkpoints (a scale-in) whose Stores
+// registered their states in different orders, or different sets of states, finds one name
+// under different ids in different key groups; the state id is inside every stored composite
+// key and its hash, so the data cannot be moved to another id without rewriting it key by
+// key. Instead the restored Store keeps each source's ids in that source's key groups: a state
+// has its own id (the one new data of key groups no alias covers is written under) and, per
+// key-group range, an alias. Invariants:
+//
+//  1. Within one key group, distinct states have distinct effective ids (own or alias).
+//  2. An id may name different states in different key groups; so whatever looks a state up
+//     by id (the TTL table of the compaction filter, scans) looks it up by (key group, id).
+//  3. Aliases survive Close/Open and checkpoints (this registry), and a later Restore treats
+//     each aliased key-group range of a source as a source of its own (restoreIDs).
 //
 // Version 1 is version 2 without opLen and the operator state; version 2 is version 3
 // without state flags, and its opLen is at least 1; version 3 is version 4 without kind 6 and
-// without the timer file. encode writes the lowest version that holds the registry — 4 with
-// a timer service or a timer file, else 3 when a state has a TTL, else 2 with operator
-// state, else 1 — so a registry without timers and TTLs, and the registry every checkpoint
-// manifest of such a Store carries, keep their older bytes; decodeRegistry reads all four.
+// without the timer file; version 4 is version 5 without aliases. encode writes the lowest
+// version that holds the registry — 5 with an alias, else 4 with a timer service or a timer
+// file, else 3 when a state has a TTL, else 2 with operator state, else 1 — so a registry
+// without aliases, timers and TTLs, and the registry every checkpoint manifest of such a
+// Store carries, keep their older bytes; decodeRegistry reads all five.
 // Checked in the order magic, version, checksum type, length, CRC, payload; each failure is
 // an ErrCorruption with ErrBadMagic, ErrFormatVersion, ErrTruncated or ErrChecksum (a bad
 // payload: ErrCorruption alone; a bad operator state blob: decodeOps's error). Golden files:
 // testdata/registry-v1.bin, registry-v2.bin, registry-v3.bin, registry-v3-ops.bin,
-// registry-v4.bin.
+// registry-v4.bin, registry-v5.bin.
 
 const (
 	registryMagic    = "STRATARG"
 	registryVersion1 = 1 // no operator state; part of the format; do not change
 	registryVersion2 = 2 // with operator state; part of the format; do not change
 	registryVersion3 = 3 // with state flags (TTL); part of the format; do not change
-	registryVersion  = 4 // with timer services and the timer file; part of the format; do not change
+	registryVersion4 = 4 // with timer services and the timer file; part of the format; do not change
+	registryVersion  = 5 // with state id aliases; part of the format; do not change
 	registryCRC32C   = 1 // checksum type; part of the format
 	registryHeader   = 16
 
@@ -69,6 +89,13 @@ type persistedState struct {
 	kind   stateKind
 	codecs [2]string
 	ttl    bool // the state's values carry TTL timestamps
+}
+
+// idAlias says that in key groups lo..hi (inclusive) a state's data is stored under id (the
+// registry's version 5, "State id aliases").
+type idAlias struct {
+	lo, hi uint16
+	id     uint16
 }
 
 // codecID is a codec's identity in the registry: the import path and name of its Go type
@@ -115,6 +142,9 @@ func (s *Store) registry() *registry {
 	for name, reg := range s.states {
 		r.states[name] = persistedState{reg.id, reg.kind, [2]string{codecID(reg.codecs[0]), codecID(reg.codecs[1])}, reg.ttl != nil}
 	}
+	if len(s.aliases) > 0 {
+		r.aliases = s.aliases // never changed in place: replaced whole
+	}
 	for name, p := range s.persisted {
 		if _, ok := s.states[name]; !ok {
 			r.states[name] = p
@@ -138,18 +168,21 @@ func (r *registry) encode() []byte {
 		version = registryVersion2
 	}
 	if r.timerFile.name != "" {
-		version = registryVersion
+		version = registryVersion4
 	}
 	for name, p := range r.states {
 		recs = append(recs, rec{name, p})
 		switch {
 		case p.kind == kindTimerService:
-			version = registryVersion
+			version = max(version, registryVersion4)
 		case p.ttl:
 			version = max(version, registryVersion3)
 		}
 	}
 	slices.SortFunc(recs, func(a, b rec) int { return int(a.id) - int(b.id) })
+	if len(r.aliases) > 0 {
+		version = registryVersion
+	}
 	p := make([]byte, 0, 64+32*len(recs))
 	for _, v := range []uint64{uint64(r.maxP), uint64(r.kgStart), uint64(r.kgEnd), uint64(r.nextID), uint64(len(recs))} {
 		p = binary.AppendUvarint(p, v)
@@ -177,13 +210,27 @@ func (r *registry) encode() []byte {
 		p = binary.AppendUvarint(p, uint64(len(ob)))
 		p = append(p, ob...)
 	}
-	if version == registryVersion {
+	if version >= registryVersion4 {
 		f := r.timerFile
 		p = binary.AppendUvarint(p, uint64(len(f.name)))
 		if f.name != "" {
 			p = append(p, f.name...)
 			p = binary.AppendUvarint(p, uint64(f.size))
 			p = binary.LittleEndian.AppendUint32(p, f.crc)
+		}
+	}
+	if version == registryVersion {
+		count := 0
+		for _, rc := range recs {
+			count += len(r.aliases[rc.name])
+		}
+		p = binary.AppendUvarint(p, uint64(count))
+		for _, rc := range recs {
+			for _, a := range r.aliases[rc.name] {
+				for _, v := range []uint16{rc.id, a.lo, a.hi, a.id} {
+					p = binary.AppendUvarint(p, uint64(v))
+				}
+			}
 		}
 	}
 	b := make([]byte, registryHeader, registryHeader+len(p)+4)
@@ -200,8 +247,11 @@ type registry struct {
 	maxP, kgStart, kgEnd int
 	nextID               uint32
 	states               map[string]persistedState
-	ops                  *opSnapshot  // the operator state (versions 2 to 4); nil: none
-	timerFile            timerFileRef // the timer file (version 4); zero: none
+	ops                  *opSnapshot  // the operator state (versions 2 to 5); nil: none
+	timerFile            timerFileRef // the timer file (versions 4 and 5); zero: none
+	// aliases are the state id aliases by state name (version 5), each state's sorted by lo
+	// and disjoint; nil: none. Never changed in place.
+	aliases map[string][]idAlias
 }
 
 // decodeRegistry decodes a registry blob; errors are *base.CorruptionError values naming the
@@ -278,7 +328,7 @@ func decodeRegistry(b []byte) (*registry, error) {
 		}
 		kind := stateKind(p[0])
 		p, off = p[1:], off+1
-		if !(kind >= kindValue && kind <= kindAggregating || version == registryVersion && kind == kindTimerService) {
+		if !(kind >= kindValue && kind <= kindAggregating || version >= registryVersion4 && kind == kindTimerService) {
 			return nil, bad(nil, at, "bad state kind %d", kind)
 		}
 		timers = timers || kind == kindTimerService
@@ -320,7 +370,7 @@ func decodeRegistry(b []byte) (*registry, error) {
 			p, off = p[l:], off+int(l)
 		}
 	}
-	if version == registryVersion {
+	if version >= registryVersion4 {
 		at := off
 		name, ok := str()
 		if !ok {
@@ -334,8 +384,44 @@ func decodeRegistry(b []byte) (*registry, error) {
 			r.timerFile = timerFileRef{name: name, size: int64(size), crc: binary.LittleEndian.Uint32(p)}
 			p, off = p[4:], off+4
 		}
-		if !timers && name == "" {
+		if !timers && name == "" && version == registryVersion4 {
 			return nil, bad(nil, at, "version 4 without timer services or timer file")
+		}
+	}
+	if version == registryVersion {
+		byID := make(map[uint16]string, len(r.states))
+		for name, st := range r.states {
+			byID[st.id] = name
+		}
+		at := off
+		count, ok := uv()
+		if !ok || count == 0 || count > uint64(len(p)) {
+			return nil, bad(nil, at, "bad alias count")
+		}
+		r.aliases = map[string][]idAlias{}
+		var prev [2]uint64 // (state, lo) of the previous alias
+		for i := range count {
+			at := off
+			var f [4]uint64
+			for j := range f {
+				if f[j], ok = uv(); !ok {
+					return nil, bad(nil, at, "alias %d: bad varint", i)
+				}
+			}
+			name, known := byID[uint16(f[0])]
+			as := r.aliases[name]
+			switch {
+			case f[0] > maxStates || !known:
+				return nil, bad(nil, at, "alias %d: no state of id %d", i, f[0])
+			case f[1] > f[2] || f[1] < uint64(r.kgStart) || f[2] > uint64(r.kgEnd):
+				return nil, bad(nil, at, "alias %d: key groups %d-%d outside %d-%d", i, f[1], f[2], r.kgStart, r.kgEnd)
+			case f[3] == 0 || f[3] >= uint64(r.nextID):
+				return nil, bad(nil, at, "alias %d: bad id %d", i, f[3])
+			case i > 0 && (f[0] < prev[0] || f[0] == prev[0] && (len(as) == 0 || f[1] <= uint64(as[len(as)-1].hi))):
+				return nil, bad(nil, at, "alias %d: out of order or overlapping", i)
+			}
+			prev = [2]uint64{f[0], f[1]}
+			r.aliases[name] = append(as, idAlias{lo: uint16(f[1]), hi: uint16(f[2]), id: uint16(f[3])})
 		}
 	}
 	if len(p) != 0 {

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -356,8 +358,20 @@ func TestRegistryDecode(t *testing.T) {
 		t.Fatalf("a registry with a timer service is version %d", v)
 	}
 	blob4n := s.encodeRegistry() // version 4 without operator state and timer file
-	for j, blob := range [][]byte{blob, blob2, blob3, blob3n, blob4, blob4n} {
-		v := []string{"1", "2", "3", "3 without operator state", "4", "4 without operator state and timer file"}[j]
+	// Version 5: state id aliases (with everything above).
+	s.nextID += 2
+	s.aliases = map[string][]idAlias{"a": {{lo: 10, hi: 20, id: uint16(s.nextID - 1)}, {lo: 21, hi: 21, id: uint16(s.nextID - 2)}},
+		"b": {{lo: 0, hi: 127, id: uint16(s.nextID - 1)}}}
+	blob5 := s.persistMeta(timerFileRef{name: "TIMERS-00000000000000ff", size: 77, crc: 0xfeedf00d})
+	if r5, err := decodeRegistry(blob5); err != nil || !maps.EqualFunc(r5.aliases, s.aliases, slices.Equal) || r5.timerFile.size != 77 || r5.ops == nil {
+		t.Fatalf("version 5 decoded %+v, %v", r5, err)
+	}
+	if v := binary.LittleEndian.Uint16(blob5[8:]); v != 5 {
+		t.Fatalf("a registry with aliases is version %d", v)
+	}
+	blob5n := s.encodeRegistry()
+	for j, blob := range [][]byte{blob, blob2, blob3, blob3n, blob4, blob4n, blob5, blob5n} {
+		v := []string{"1", "2", "3", "3 without operator state", "4", "4 without operator state and timer file", "5", "5 without operator state and timer file"}[j]
 		for n := range len(blob) {
 			if _, err := decodeRegistry(blob[:n]); !errors.Is(err, ErrCorruption) {
 				t.Fatalf("version %s truncated to %d: %v", v, n, err)
@@ -372,9 +386,9 @@ func TestRegistryDecode(t *testing.T) {
 		}
 	}
 	b := bytes.Clone(blob)
-	b[8] = 5
+	b[8] = 6
 	if _, err := decodeRegistry(b); !errors.Is(err, ErrFormatVersion) {
-		t.Fatalf("version 5: %v", err)
+		t.Fatalf("version 6: %v", err)
 	}
 }
 

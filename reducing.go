@@ -56,7 +56,7 @@ func (r *ReducingState[T]) Get(k Key) (T, bool, error) {
 // ErrValueTooLarge, ErrMemoryBudget.
 func (r *ReducingState[T]) Add(k Key, x T) error {
 	s := r.s
-	key, h, err := s.begin(k, r.id)
+	key, h, err := s.begin(k, r.idAt(k))
 	defer s.guard.exit()
 	if err != nil {
 		return r.wrap("add", err)
@@ -132,7 +132,7 @@ func (b *stateBase) unexpired(v []byte, now int64) ([]byte, bool, error) {
 // getKV is Get of a KV-table state.
 func getKV[T any](b *stateBase, c Codec[T], k Key) (T, bool, error) {
 	s := b.s
-	key, h, err := s.begin(k, b.id)
+	key, h, err := s.begin(k, b.idAt(k))
 	defer s.guard.exit()
 	var zero T
 	if err != nil {
@@ -222,7 +222,7 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 		if bytes.Equal(ns, target) || repeated(sources, i) {
 			continue
 		}
-		key, h := s.compose(k.In(ns), b.id)
+		key, h := s.compose(k.In(ns), b.idAt(k))
 		raw, st := s.e.Get(h, key)
 		if st == failed {
 			return s.e.TakeErr()
@@ -247,7 +247,7 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 	if !have {
 		return nil
 	}
-	key, h := s.compose(k.In(target), b.id)
+	key, h := s.compose(k.In(target), b.idAt(k))
 	if raw, st := s.e.Get(h, key); st == found {
 		src = append(src[:0], raw...)
 		if err := step(true); err != nil {
@@ -260,7 +260,7 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 		return err
 	}
 	for _, i := range present {
-		key, h := s.compose(k.In(sources[i]), b.id)
+		key, h := s.compose(k.In(sources[i]), b.idAt(k))
 		if err := s.apply(engine.OpDelete, key, h, nil, nil); err != nil {
 			return err
 		}
@@ -332,7 +332,7 @@ func mergeKVTTL[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, targ
 		if bytes.Equal(ns, target) || repeated(sources, i) {
 			continue
 		}
-		key, h := s.compose(k.In(ns), b.id)
+		key, h := s.compose(k.In(ns), b.idAt(k))
 		raw, st := s.e.Get(h, key)
 		if st == failed {
 			return s.e.TakeErr()
@@ -358,7 +358,7 @@ func mergeKVTTL[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, targ
 	if len(present) == 0 {
 		return nil
 	}
-	key, h := s.compose(k.In(target), b.id)
+	key, h := s.compose(k.In(target), b.idAt(k))
 	if have {
 		if raw, st := s.e.Get(h, key); st == found {
 			src = append(src[:0], raw...)
@@ -380,7 +380,7 @@ func mergeKVTTL[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, targ
 		}
 	}
 	for _, i := range present {
-		key, h := s.compose(k.In(sources[i]), b.id)
+		key, h := s.compose(k.In(sources[i]), b.idAt(k))
 		if err := s.apply(engine.OpDelete, key, h, nil, nil); err != nil {
 			return err
 		}

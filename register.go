@@ -45,6 +45,7 @@ type registration struct {
 	name   string
 	kind   stateKind
 	id     uint16
+	ids    []uint16 // its effective ids by key group (stateBase.ids); nil: id everywhere
 	codecs [2]any
 	ttl    *ttlState // nil: no TTL
 	state  any       // *ValueState[T], *ListState[T], ...
@@ -116,13 +117,14 @@ func registerTTL[S any](s *Store, name string, kind stateKind, codecs [2]any, tt
 	if ttl.enabled() {
 		ts = newTTLState(ttl, kind)
 	}
-	st := mk(stateBase{s: s, id: id, name: name, ttl: ts})
-	s.states[name] = &registration{name: name, kind: kind, id: id, codecs: codecs, ttl: ts, state: st}
+	sb := stateBase{s: s, id: id, name: name, ttl: ts, kg0: s.kgStart, ids: s.aliasIDs(name, id)}
+	st := mk(sb)
+	s.states[name] = &registration{name: name, kind: kind, id: id, ids: sb.ids, codecs: codecs, ttl: ts, state: st}
 	if ts != nil {
 		s.setTTLTable()
-		if ts.incr > 0 && ttl.Cleanup.EveryRecord {
-			s.perRecord = append(s.perRecord, stateBase{s: s, id: id, name: name, ttl: ts})
-		}
+	}
+	if ts != nil && ts.incr > 0 && ttl.Cleanup.EveryRecord {
+		s.perRecord = append(s.perRecord, sb)
 	}
 	return st, nil
 }
@@ -141,6 +143,40 @@ type stateBase struct {
 	id   uint16
 	name string
 	ttl  *ttlState // nil: the state has no TTL
+	// ids is the state's effective id by key group (index: key group - kg0) when the
+	// registry has aliases for it (persist.go, "State id aliases"); nil: id everywhere.
+	ids []uint16
+	kg0 uint32
+}
+
+// idAt returns the id the state's data of k's key group is stored under: id, or its alias
+// there. A key group outside the Store's gets id (the access fails its check anyway).
+func (b *stateBase) idAt(k Key) uint16 {
+	if b.ids != nil {
+		if i := k.kg - b.kg0; i < uint32(len(b.ids)) {
+			return b.ids[i]
+		}
+	}
+	return b.id
+}
+
+// aliasIDs returns the effective ids by key group of the state name with id (stateBase.ids),
+// or nil when the registry has no alias for it.
+func (s *Store) aliasIDs(name string, id uint16) []uint16 {
+	as := s.aliases[name]
+	if len(as) == 0 {
+		return nil
+	}
+	ids := make([]uint16, s.kgSpan+1)
+	for i := range ids {
+		ids[i] = id
+	}
+	for _, a := range as {
+		for kg := int(a.lo); kg <= int(a.hi); kg++ {
+			ids[kg-int(s.kgStart)] = a.id
+		}
+	}
+	return ids
 }
 
 // Name returns the name the state was registered under.

@@ -71,6 +71,9 @@ type Store struct {
 	unclock   func()       // releases the coarse clock's hold (nil: none held)
 	nextID    uint32
 	persisted map[string]persistedState // the registry recovered by Open (nil: none)
+	// aliases are the state id aliases of the registry (persist.go, "State id aliases"), by
+	// state name; nil: none. Replaced whole, never changed in place.
+	aliases map[string][]idAlias
 
 	// Operator state (operator.go, opstate.go): registered and restored states by name, and
 	// the bytes charged for them to budget (memory.PurposeOperatorState).
@@ -207,7 +210,7 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 		}
 	}
 	if reg != nil {
-		s.persisted, s.nextID = reg.states, reg.nextID
+		s.persisted, s.nextID, s.aliases = reg.states, reg.nextID, reg.aliases
 		if reg.ops != nil {
 			if err := s.loadOps(reg.ops); err != nil {
 				s.opCharge(-s.opBytes)

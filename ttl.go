@@ -3,9 +3,9 @@ package strata
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
-	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/scheduler"
@@ -203,12 +203,12 @@ type ttlState struct {
 
 	// Incremental cleanup (TTLCleanup.IncrementalSize).
 	incr int
-	sc   *engine.Scan // the cursor; nil: start a new scan at the next access
-	keys [][]byte     // the cursor's current batch of composite keys
-	pos  int          // next key of keys to check
-	lb   [][]byte     // list batches of a checked key
-	buf  []byte       // rewritten list of a checked key; expired user keys of a map
-	offs []int        // ends of the user keys in buf
+	sc   *stateScan // the cursor; nil: start a new scan at the next access
+	keys [][]byte   // the cursor's current batch of composite keys
+	pos  int        // next key of keys to check
+	lb   [][]byte   // list batches of a checked key
+	buf  []byte     // rewritten list of a checked key; expired user keys of a map
+	offs []int      // ends of the user keys in buf
 }
 
 func layoutOf(k stateKind) base.TTLLayout {
@@ -261,6 +261,7 @@ func (s *Store) releaseClock() {
 // and checkpoints clean up by it).
 func (s *Store) setTTLTable() {
 	m := map[uint16]base.TTLState{}
+	var ttls []*registration
 	for _, r := range s.states {
 		if r.ttl == nil {
 			continue
@@ -270,8 +271,57 @@ func (s *Store) setTTLTable() {
 		m[r.id] = base.TTLState{TTL: t.ms, Layout: t.layout, Compaction: !t.cfg.Cleanup.NoCompaction,
 			Snapshot: t.cfg.Cleanup.FullSnapshot, QueryEvery: t.cfg.Cleanup.QueryTimeAfterNumEntries,
 			ReclaimWithin: t.reclaimMs()}
+		ttls = append(ttls, r)
 	}
-	s.e.SetTTL(base.NewTTLTable(s.clock, m))
+	s.e.SetTTL(base.NewTTLTableSegments(s.clock, m, s.ttlSegments(m, ttls)))
+}
+
+// ttlSegments returns the key-group ranges of the Store whose ids are their own (those some
+// state id alias covers, persist.go "State id aliases"), each with the TTL states (m, by their
+// own ids) under their ids there; nil without aliases.
+func (s *Store) ttlSegments(m map[uint16]base.TTLState, ttls []*registration) []base.TTLSegment {
+	if len(s.aliases) == 0 {
+		return nil
+	}
+	span := int(s.kgSpan) + 1
+	aliased := make([]bool, span)
+	for _, as := range s.aliases {
+		for _, a := range as {
+			for kg := int(a.lo); kg <= int(a.hi); kg++ {
+				aliased[kg-int(s.kgStart)] = true
+			}
+		}
+	}
+	at := func(i int) []uint16 { // the ids of the TTL states in key group kgStart+i
+		ids := make([]uint16, len(ttls))
+		for j, r := range ttls {
+			ids[j] = r.id
+			if r.ids != nil {
+				ids[j] = r.ids[i]
+			}
+		}
+		return ids
+	}
+	var segs []base.TTLSegment
+	var prev []uint16
+	for i := range span {
+		if !aliased[i] {
+			prev = nil
+			continue
+		}
+		ids := at(i)
+		kg := uint16(int(s.kgStart) + i)
+		if prev != nil && slices.Equal(ids, prev) && segs[len(segs)-1].Hi == kg-1 {
+			segs[len(segs)-1].Hi = kg
+			continue
+		}
+		g := base.TTLSegment{Lo: kg, Hi: kg, States: make(map[uint16]base.TTLState, len(ttls))}
+		for j, r := range ttls {
+			g.States[ids[j]] = m[r.id]
+		}
+		segs, prev = append(segs, g), ids
+	}
+	return segs
 }
 
 // reclaimMs is the state's sweep bound in milliseconds (TTLCleanup.ReclaimWithin; 0: 2 × TTL,
@@ -313,18 +363,18 @@ func (b *stateBase) ttlCleanup() error {
 					return nil // fewer keys than IncrementalSize: each checked once
 				}
 				restarted = true
-				t.sc = s.e.NewScan(engine.ScanSpec{State: b.id, AnyNamespace: true,
-					KeyGroups: checkpoint.KeyGroupRange{Start: uint16(s.kgStart), End: uint16(s.kgStart + s.kgSpan)}})
+				sc := s.newScan(b, nil, true)
+				t.sc = &sc
 			}
-			keys, _, err := t.sc.Next(ttlBatch)
+			keys, _, err := t.sc.next(ttlBatch)
 			if err != nil {
-				t.sc.Close()
+				t.sc.close()
 				t.sc, t.keys, t.pos = nil, nil, 0
 				return err
 			}
 			t.keys, t.pos = keys, 0
 			if len(keys) == 0 { // the end: start over (at most once per access)
-				t.sc.Close()
+				t.sc.close()
 				t.sc = nil
 			}
 		}

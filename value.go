@@ -45,7 +45,7 @@ func NewValueState[T any](s *Store, d ValueDescriptor[T]) (*ValueState[T], error
 func (v *ValueState[T]) Get(k Key) (T, bool, error) {
 	s := v.s
 	var zero T
-	key, h, err := s.begin(k, v.id)
+	key, h, err := s.begin(k, v.idAt(k))
 	if err != nil {
 		s.guard.exit()
 		return zero, false, v.wrap("get", err)
@@ -78,7 +78,7 @@ func (v *ValueState[T]) Get(k Key) (T, bool, error) {
 // ErrValueTooLarge, ErrMemoryBudget. With a TTL the value is stamped with Options.Clock.
 func (v *ValueState[T]) Put(k Key, x T) error {
 	s := v.s
-	key, h, err := s.begin(k, v.id)
+	key, h, err := s.begin(k, v.idAt(k))
 	if err != nil {
 		s.guard.exit()
 		return v.wrap("put", err)
@@ -109,7 +109,7 @@ func (v *ValueState[T]) Clear(k Key) error {
 // clearKV is Clear of a KV-table state.
 func clearKV(b *stateBase, k Key) error {
 	s := b.s
-	key, h, err := s.begin(k, b.id)
+	key, h, err := s.begin(k, b.idAt(k))
 	defer s.guard.exit()
 	if err != nil {
 		return b.wrap("clear", err)

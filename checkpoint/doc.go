@@ -266,6 +266,39 @@
 // owner's objects are collected like ours, its own manifests kept only if pinned (the restored
 // checkpoint, until one of ours completes).
 //
+// # Claims shared by several Stores
+//
+// A CLAIM restore that scales out gives one lineage X to several Stores (Flink claims the
+// checkpoint for the job, and its new subtasks share it). Each claimant C first writes a claim
+// marker "<X>/claims/<C>-<id>" (WriteClaim; id the restored checkpoint), then restores. A GC
+// run of any claimant A that collects X lists X's objects, markers included, and for every
+// other claimant C lists C's manifests:
+//
+//   - C has none: X's checkpoint id that C restored is pinned (kept, with all it reaches);
+//   - C has some: each is read (one collected since the List is skipped) and what it names is
+//     reachable.
+//
+// Markers are never deleted (a few bytes per claimant). No count is kept anywhere: what a
+// sibling needs is recomputed from the storage at every run. Why it is sound:
+//
+//  1. A claimant's objects from X are the restored tables it imported; its LSM only loses
+//     imported files (compactions), never gains them. So the objects of X that a checkpoint
+//     of C names are a subset of those any earlier checkpoint of C names, and of those of the
+//     restored checkpoint. Whatever C will ever name of X is therefore reachable from C's
+//     oldest manifest present, or from X's restored checkpoint while C has none — in
+//     particular a checkpoint C is uploading (not yet committed) names nothing of X that its
+//     committed ones do not, and a manifest of C deleted between A's List and read only
+//     names a superset of a later one that A reads or that C has not committed yet (then C's
+//     earlier manifests are read instead, or X's checkpoint is pinned).
+//  2. Every claimant's marker exists before any claimant's GC may delete X's objects: a
+//     Store's GC runs when a checkpoint of it completes, and a checkpoint completes (Flink's
+//     notifyCheckpointComplete) only once every subtask acknowledged it, so every subtask has
+//     restored — and written its marker — by then. A claimant that restores X later than
+//     that (outside Flink's protocol) may find objects collected: Restore then fails with
+//     ErrNotFound, never returns partial state.
+//  3. Deletions of X by two claimants race harmlessly: each deletes only what no claimant
+//     reaches, and Delete of a missing object succeeds.
+//
 // # Invariants
 //
 //  1. An object name is written at most once (unique names); its bytes never change.

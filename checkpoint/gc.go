@@ -121,9 +121,11 @@ func (f *InFlight) contains(name string) bool { return f != nil && f.Contains(na
 
 // Claim gives GC another owner's lineage to collect, for a Store restored in CLAIM mode (Flink's
 // RestoreMode.CLAIM): the restored lineage becomes ours, and its objects are deleted once no
-// kept manifest — ours, or its own Pinned ones — reaches them. Without a Claim, GC never
-// deletes anything outside its own owner's prefix (NO_CLAIM, the default, as FLINK-26985
-// demands of a restore source).
+// kept manifest — ours, or its own Pinned ones — reaches them, nor any sibling claimant's
+// (several Stores may claim one lineage: a scale out; each leaves a claim marker, WriteClaim,
+// doc.go "Claims shared by several Stores"). Without a Claim, GC never deletes anything
+// outside its own owner's prefix (NO_CLAIM, the default, as FLINK-26985 demands of a restore
+// source).
 type Claim struct {
 	// Owner is the other lineage's owner (ValidateOwner), not GCOptions.Owner.
 	Owner string
@@ -304,6 +306,29 @@ func GC(ctx context.Context, s Storage, opts GCOptions) (GCResult, error) {
 	for _, id := range completed[max(0, len(completed)-retain):] {
 		keep[ManifestName(own.owner, id)] = true
 	}
+	// Sibling claimants of a claimed lineage (doc.go, "Claims shared by several Stores"): one
+	// that has committed no checkpoint yet may still need the whole checkpoint it restored;
+	// one that has needs at most what its manifests reach of the lineage (a Store's later
+	// checkpoints reach a subset of the restored tables its earlier ones reach).
+	var siblings []string // manifests of sibling claimants to read for reachability only
+	for _, l := range lines[1:] {
+		for _, o := range l.objects {
+			owner, claimant, id, ok := ParseClaimMarkerName(o.Name)
+			if !ok || owner != l.owner || claimant == opts.Owner {
+				continue
+			}
+			ids, err := ListCheckpoints(ctx, s, claimant)
+			if err != nil {
+				return res, fmt.Errorf("checkpoint: gc %s: claimant %s of %s: %w", opts.Owner, claimant, l.owner, err)
+			}
+			if len(ids) == 0 {
+				l.pinned = append(l.pinned, id)
+			}
+			for _, cid := range ids {
+				siblings = append(siblings, ManifestName(claimant, cid))
+			}
+		}
+	}
 	for _, l := range lines {
 		for _, id := range l.pinned {
 			keep[ManifestName(l.owner, id)] = true
@@ -333,6 +358,19 @@ func GC(ctx context.Context, s Storage, opts GCOptions) (GCResult, error) {
 			reach[o.Name] = true
 		}
 	}
+	for _, name := range siblings {
+		owner, id, _ := ParseManifestName(name)
+		m, err := ReadManifest(ctx, s, owner, id)
+		if err != nil {
+			if errors.Is(err, ErrNotFound) {
+				continue // collected since the List: a later manifest of it reaches no more
+			}
+			return res, fmt.Errorf("checkpoint: gc %s: %w", opts.Owner, err)
+		}
+		for _, o := range m.Objects {
+			reach[o.Name] = true
+		}
+	}
 	for name := range keep {
 		res.Kept = append(res.Kept, name)
 	}
@@ -347,6 +385,9 @@ func GC(ctx context.Context, s Storage, opts GCOptions) (GCResult, error) {
 			}
 			if _, _, ok := ParseFenceName(o.Name); ok {
 				continue // a fence is never garbage: it fences zombies for ever (doc.go, "Writer fencing")
+			}
+			if _, _, _, ok := ParseClaimMarkerName(o.Name); ok {
+				continue // claim markers stay: a few bytes per claimant, read by every GC
 			}
 			if _, _, ok := ParseManifestName(o.Name); ok {
 				manifests = append(manifests, o.Name)
@@ -379,4 +420,16 @@ func GC(ctx context.Context, s Storage, opts GCOptions) (GCResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// WriteClaim records that claimant claims checkpoint id of lineage owner (a restore in CLAIM
+// mode), before the claimant uses any of its objects: a claim marker,
+// ClaimMarkerName(owner, claimant, id), empty, created if absent (a marker already there, of
+// an earlier restore of the same claimant, is fine). Errors: the storage's.
+func WriteClaim(ctx context.Context, s Storage, owner, claimant string, id uint64) error {
+	err := s.Create(ctx, ClaimMarkerName(owner, claimant, id), nil)
+	if err != nil && !errors.Is(err, ErrExists) {
+		return fmt.Errorf("checkpoint: claim of %s by %s: %w", ManifestName(owner, id), claimant, err)
+	}
+	return nil
 }

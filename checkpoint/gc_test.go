@@ -442,3 +442,46 @@ func TestGCClaim(t *testing.T) {
 		t.Fatalf("after the claim ended: %v, want only what new/3 reaches %v", got, old2[:1])
 	}
 }
+
+// TestGCClaimSiblings: two Stores claim one lineage (a scale out, doc.go "Claims shared by
+// several Stores"). While sibling b has no manifest, a's GC keeps the whole checkpoint b
+// restored; once b has one, a's GC keeps what b's manifests reach and collects the rest, and
+// the claim markers stay. The marker names round-trip.
+func TestGCClaimSiblings(t *testing.T) {
+	ctx := context.Background()
+	d, _ := newMemStorage(t)
+	_, old := ckpt(t, d, nil, "old", 1, nil, 3)
+	for _, c := range []string{"a", "b-part-1"} {
+		if err := WriteClaim(ctx, d, "old", c, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteClaim(ctx, d, "old", c, 1); err != nil { // again: an earlier restore's marker
+			t.Fatal(err)
+		}
+		owner, claimant, id, ok := ParseClaimMarkerName(ClaimMarkerName("old", c, 1))
+		if !ok || owner != "old" || claimant != c || id != 1 {
+			t.Fatalf("ParseClaimMarkerName: %q %q %d %v", owner, claimant, id, ok)
+		}
+	}
+	if _, _, _, ok := ParseClaimMarkerName(ManifestName("old", 1)); ok {
+		t.Fatal("a manifest parsed as a claim marker")
+	}
+	// a moved off every restored object; b has checkpointed nothing yet.
+	ckpt(t, d, nil, "a", 2, nil, 1)
+	gc := func() {
+		t.Helper()
+		if _, err := GC(ctx, d, GCOptions{Owner: "a", LastCompleted: 2, Grace: NoGrace, Claimed: []Claim{{Owner: "old"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gc()
+	checkReachable(t, d, "old", 1)
+	// b's first checkpoint reaches one restored object: the rest goes, the markers stay.
+	ckpt(t, d, nil, "b-part-1", 2, old[1:2], 0)
+	gc()
+	want := []string{old[1], ClaimMarkerName("old", "a", 1), ClaimMarkerName("old", "b-part-1", 1)}
+	slices.Sort(want)
+	if got := present(t, d, "old/"); !slices.Equal(got, want) {
+		t.Fatalf("after b's first checkpoint: %v, want %v", got, want)
+	}
+}

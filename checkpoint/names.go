@@ -184,3 +184,29 @@ func SharedName(owner string, kg KeyGroupRange, id uint64, ext string) string {
 func PrivateName(owner string, id uint64, kg KeyGroupRange, ext string) string {
 	return fmt.Sprintf("%s/chk-%020d/%s-%016x.%s", owner, id, kg, rand.Uint64(), ext)
 }
+
+// ClaimMarkerName returns the name of the claim marker that claimant writes into lineage owner
+// when it restores owner's checkpoint id in CLAIM mode: "<owner>/claims/<claimant>-<id>" with
+// id in 20 decimal digits (doc.go, "Claims shared by several Stores"). It does not validate.
+func ClaimMarkerName(owner, claimant string, id uint64) string {
+	return fmt.Sprintf("%s/claims/%s-%020d", owner, claimant, id)
+}
+
+// ParseClaimMarkerName reverses ClaimMarkerName: the lineage, the claimant and the restored
+// checkpoint id of a claim marker's name, and false for any other name.
+func ParseClaimMarkerName(name string) (owner, claimant string, id uint64, ok bool) {
+	owner, rest, ok := strings.Cut(name, "/")
+	if !ok || owner == "" {
+		return "", "", 0, false
+	}
+	file, ok := strings.CutPrefix(rest, "claims/")
+	if !ok || strings.Contains(file, "/") {
+		return "", "", 0, false
+	}
+	i := strings.LastIndexByte(file, '-')
+	if i <= 0 || len(file)-i-1 != 20 {
+		return "", "", 0, false
+	}
+	id, ok = parseChkDir("chk-" + file[i+1:])
+	return owner, file[:i], id, ok
+}

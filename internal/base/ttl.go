@@ -3,6 +3,7 @@ package base
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"sync/atomic"
 )
 
@@ -95,26 +96,60 @@ type TTLState struct {
 
 // TTLTable is the TTL of every state of a Store by state id, and the clock: immutable once
 // made (NewTTLTable), so background jobs read it without locks; the owner replaces the
-// whole table when a state with a TTL is registered.
+// whole table when a state with a TTL is registered. A Store restored from checkpoints whose
+// Stores gave one state different ids keeps each one's ids in its key groups (the root's
+// state id aliases): one id may then name different states in different key groups, so the
+// table may hold, for ranges of key groups, a table of ids of their own (TTLSegment), and
+// every lookup goes by the composite key (StateOf: its key group, then its id).
 type TTLTable struct {
 	now    func() int64
 	states []TTLState // by state id; TTL 0: no TTL
+	segs   []ttlSeg   // key-group ranges with ids of their own, in key-group order; nil: none
 	any    [2]bool    // some state cleans up in compactions, in snapshots
 	sweep  int64      // the smallest ReclaimWithin of a state that sweeps (ms); 0: none
 	maxTTL int64      // the largest TTL of a state that sweeps (ms)
+}
+
+// TTLSegment gives the key groups Lo..Hi (inclusive) a table of ids of their own: there,
+// States (by state id) replaces the table's states whole.
+type TTLSegment struct {
+	Lo, Hi uint16
+	States map[uint16]TTLState
+}
+
+type ttlSeg struct {
+	lo, hi uint16
+	states []TTLState
 }
 
 // NewTTLTable returns the table of states (by state id) with the clock now, which returns
 // milliseconds since the epoch and is called from background goroutines (it must be safe for
 // concurrent use). States with a zero TTL or TTLNone are left out.
 func NewTTLTable(now func() int64, states map[uint16]TTLState) *TTLTable {
+	return NewTTLTableSegments(now, states, nil)
+}
+
+// NewTTLTableSegments is NewTTLTable with key-group ranges whose ids are their own (segs,
+// disjoint; see TTLTable).
+func NewTTLTableSegments(now func() int64, states map[uint16]TTLState, segs []TTLSegment) *TTLTable {
 	t := &TTLTable{now: now}
+	t.states = t.build(states)
+	for _, g := range segs {
+		t.segs = append(t.segs, ttlSeg{lo: g.Lo, hi: g.Hi, states: t.build(g.States)})
+	}
+	slices.SortFunc(t.segs, func(a, b ttlSeg) int { return int(a.lo) - int(b.lo) })
+	return t
+}
+
+// build returns the states of one id space by id, noting their sweeps and cleanups in t.
+func (t *TTLTable) build(states map[uint16]TTLState) []TTLState {
+	var out []TTLState
 	for id, st := range states {
 		if st.TTL <= 0 || st.Layout == TTLNone {
 			continue
 		}
-		if int(id) >= len(t.states) {
-			t.states = append(t.states, make([]TTLState, int(id)+1-len(t.states))...)
+		if int(id) >= len(out) {
+			out = append(out, make([]TTLState, int(id)+1-len(out))...)
 		}
 		if st.QueryEvery <= 0 {
 			st.QueryEvery = 1000
@@ -122,7 +157,7 @@ func NewTTLTable(now func() int64, states map[uint16]TTLState) *TTLTable {
 		if !st.Compaction || st.ReclaimWithin < 0 {
 			st.ReclaimWithin = 0
 		}
-		t.states[id] = st
+		out[id] = st
 		if r := st.ReclaimWithin; r > 0 {
 			if t.sweep == 0 || r < t.sweep {
 				t.sweep = r
@@ -132,15 +167,39 @@ func NewTTLTable(now func() int64, states map[uint16]TTLState) *TTLTable {
 		t.any[0] = t.any[0] || st.Compaction
 		t.any[1] = t.any[1] || st.Snapshot
 	}
-	return t
+	return out
 }
 
-// State returns the TTL of state id, if it has one.
+// State returns the TTL of state id, if it has one, in the key groups without ids of their
+// own (all of them without segments).
 func (t *TTLTable) State(id uint16) (TTLState, bool) {
 	if t == nil || int(id) >= len(t.states) || t.states[id].TTL == 0 {
 		return TTLState{}, false
 	}
 	return t.states[id], true
+}
+
+// StateOf returns the TTL of the state of composite key key (its key group and state id), if
+// it has one. Allocates nothing.
+func (t *TTLTable) StateOf(key []byte) (TTLState, bool) {
+	if t == nil || len(key) < 5 {
+		return TTLState{}, false
+	}
+	id := binary.BigEndian.Uint16(key[2:])
+	states := t.states
+	if len(t.segs) > 0 {
+		kg := binary.BigEndian.Uint16(key)
+		for i := range t.segs {
+			if g := &t.segs[i]; kg >= g.lo && kg <= g.hi {
+				states = g.states
+				break
+			}
+		}
+	}
+	if int(id) >= len(states) || states[id].TTL == 0 {
+		return TTLState{}, false
+	}
+	return states[id], true
 }
 
 // Cleans reports whether some state of the table cleans up in snapshots (snapshot) or in
@@ -173,6 +232,16 @@ func (t *TTLTable) SweepsMore(old *TTLTable) bool {
 	for id := range t.states {
 		if t.states[id].ReclaimWithin > 0 && (old == nil || id >= len(old.states) || old.states[id].ReclaimWithin == 0) {
 			return true
+		}
+	}
+	// Key groups with ids of their own: conservatively, any sweep there is new unless old had
+	// the same segments (the owner replaces the table only when states are registered).
+	for i, g := range t.segs {
+		for id := range g.states {
+			if g.states[id].ReclaimWithin > 0 && (old == nil || i >= len(old.segs) || id >= len(old.segs[i].states) ||
+				old.segs[i].states[id].ReclaimWithin == 0) {
+				return true
+			}
 		}
 	}
 	return false
@@ -234,12 +303,8 @@ func (t *TTLTable) Note(x *Expiry, e *Entry) {
 	if t == nil || t.sweep == 0 {
 		return
 	}
-	id, ok := StateID(e.Key)
-	if !ok || int(id) >= len(t.states) {
-		return
-	}
-	st := &t.states[id]
-	if st.ReclaimWithin == 0 {
+	st, ok := t.StateOf(e.Key)
+	if !ok || st.ReclaimWithin == 0 {
 		return
 	}
 	switch {
@@ -318,11 +383,7 @@ type TTLFilter struct {
 // keeps, drops or rewrites e as the type's doc says. The rewritten entry and its bytes are
 // valid until the next call.
 func (f *TTLFilter) Filter(e *Entry) (Decision, *Entry) {
-	id, ok := StateID(e.Key)
-	if !ok {
-		return FilterKeep, nil
-	}
-	st, ok := f.Table.State(id)
+	st, ok := f.Table.StateOf(e.Key)
 	if !ok || (f.Snapshot && !st.Snapshot) || (!f.Snapshot && !st.Compaction) {
 		return FilterKeep, nil
 	}

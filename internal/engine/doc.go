@@ -347,7 +347,11 @@
 // The engine stores TTL values as any value (the root puts the timestamps in: base.TTL*); it
 // takes part in TTL only to clean up. The root gives it a table of the states with a TTL
 // (SetTTL: TTL, where the timestamps are, which cleanups the state wants) and the clock, as an
-// immutable base.TTLTable behind an atomic pointer that background jobs load when they start:
+// immutable base.TTLTable behind an atomic pointer that background jobs load when they start.
+// Every lookup in it goes by the whole composite key (TTLTable.StateOf: key group, then state
+// id), never by the id alone: a Store restored from checkpoints whose Stores gave a state
+// different ids keeps their ids per key-group range, so one id may name a state with a TTL in
+// some key groups and one without in others (the root's state id aliases, persist.go).
 //
 //	slice compaction   slice.Options.NewFilter → base.TTLFilter per job (bottom: the chain's
 //	                   end with no lower tier)

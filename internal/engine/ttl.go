@@ -102,11 +102,7 @@ func (s *ttlShared) expired(key, v []byte) bool {
 	if tab == nil {
 		return false
 	}
-	id, ok := base.StateID(key)
-	if !ok {
-		return false
-	}
-	st, ok := tab.State(id)
+	st, ok := tab.StateOf(key)
 	if !ok || st.Layout != base.TTLValue {
 		return false
 	}
