@@ -2,6 +2,9 @@ package strata
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"math"
 	"slices"
 	"sync/atomic"
@@ -78,5 +81,93 @@ func TestCheckpointGCStoreClock(t *testing.T) {
 	ids := must(checkpoint.ListCheckpoints(ctx, st, "o"))
 	if !slices.Equal(ids, []uint64{2}) {
 		t.Fatalf("checkpoints after GC: %v, want [2] (checkpoint 1 is an hour old on the Store's clock)", ids)
+	}
+}
+
+// refusingStorage fails every Put and PutReader while refuse is set (an object store's
+// outage).
+type refusingStorage struct {
+	checkpoint.Storage
+	refuse atomic.Bool
+}
+
+func (r *refusingStorage) Put(ctx context.Context, name string, data []byte) error {
+	if r.refuse.Load() {
+		return errors.New("storage outage (test)")
+	}
+	return r.Storage.Put(ctx, name, data)
+}
+
+func (r *refusingStorage) PutReader(ctx context.Context, name string, rd io.Reader, size int64) error {
+	if r.refuse.Load() {
+		return errors.New("storage outage (test)")
+	}
+	return r.Storage.PutReader(ctx, name, rd, size)
+}
+
+// TestStoreMaterialize: Store.Materialize takes a materialization now and returns when it is
+// durable (Stats.Materializations) or failed (Stats.MaterializationFailures and
+// LastMaterializationError, the error returned); it is refused with ErrChangelogOff without the
+// changelog. Stats count the changelog's records and bytes appended, persisted (by a changelog
+// checkpoint) and truncated (by the completion of a checkpoint based on a later
+// materialization).
+func TestStoreMaterialize(t *testing.T) {
+	ctx := context.Background()
+	off := openTest(t, Options{MaxParallelism: 8, MemoryBudget: 64 << 20, SegmentSize: 4 << 20})
+	if err := off.Materialize(ctx); !errors.Is(err, ErrChangelogOff) {
+		t.Fatalf("Materialize without the changelog: %v, want ErrChangelogOff", err)
+	}
+
+	st := &refusingStorage{Storage: must(checkpoint.NewDirStorage(vfs.Default(), t.TempDir()))}
+	s := openTest(t, Options{MaxParallelism: 8, MemoryBudget: 64 << 20, SegmentSize: 4 << 20,
+		Checkpoint: CheckpointOptions{Storage: st, Owner: "o", Grace: checkpoint.NoGrace,
+			Changelog: &ChangelogOptions{MaterializationInterval: -1, MaxMaterializationFailures: 100}}})
+	v := must(NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64}))
+	put := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			must(0, v.Put(s.Key(fmt.Appendf(nil, "k%d", i)), int64(i)))
+		}
+	}
+	put(0, 100)
+	if got := s.Stats(); got.ChangelogAppendedRecords != 100 || got.ChangelogAppendedBytes < 100*10 ||
+		got.ChangelogPersistedRecords != 0 || got.Materializations != 0 {
+		t.Fatalf("after 100 puts: appended %d records (%d B), persisted %d, materializations %d",
+			got.ChangelogAppendedRecords, got.ChangelogAppendedBytes, got.ChangelogPersistedRecords, got.Materializations)
+	}
+
+	st.refuse.Store(true)
+	err := s.Materialize(ctx)
+	got := s.Stats()
+	if err == nil || got.MaterializationFailures != 1 || got.LastMaterializationError == "" || got.Materializations != 0 {
+		t.Fatalf("materialization during an outage: %v; failures %d, last %q, durable %d",
+			err, got.MaterializationFailures, got.LastMaterializationError, got.Materializations)
+	}
+	st.refuse.Store(false)
+	must(0, s.Materialize(ctx))
+	if got := s.Stats(); got.Materializations != 1 || got.MaterializationFailures != 1 {
+		t.Fatalf("after the outage: %d durable, %d failed materializations", got.Materializations, got.MaterializationFailures)
+	}
+
+	put(100, 50)
+	// A changelog checkpoint: its persist stores every buffered record (the Writer's one
+	// object), and its completion truncates the 100 logged before the materialization.
+	must(s.Checkpoint(ctx, 1, nil))
+	must(0, s.NotifyCheckpointComplete(1))
+	got = s.Stats()
+	if got.ChangelogAppendedRecords != 150 || got.ChangelogPersistedRecords != 150 || got.ChangelogPersistedBytes == 0 ||
+		got.ChangelogTruncatedRecords != 100 {
+		t.Fatalf("after checkpoint 1: appended %d, persisted %d (%d B), truncated %d; want 150, 150, >0, 100",
+			got.ChangelogAppendedRecords, got.ChangelogPersistedRecords, got.ChangelogPersistedBytes, got.ChangelogTruncatedRecords)
+	}
+	must(0, s.Materialize(ctx))
+	put(150, 10)
+	must(s.Checkpoint(ctx, 2, nil))
+	must(0, s.NotifyCheckpointComplete(2)) // based on the second materialization: the first's log goes
+	got = s.Stats()
+	if got.Materializations != 2 || got.ChangelogAppendedRecords != 160 || got.ChangelogPersistedRecords != 160 ||
+		got.ChangelogTruncatedRecords != 150 || got.ChangelogTruncatedBytes == 0 {
+		t.Fatalf("after checkpoint 2: %d materializations, appended %d, persisted %d, truncated %d (%d B); want 2, 160, 160, 150, >0",
+			got.Materializations, got.ChangelogAppendedRecords, got.ChangelogPersistedRecords,
+			got.ChangelogTruncatedRecords, got.ChangelogTruncatedBytes)
 	}
 }

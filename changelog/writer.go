@@ -191,6 +191,8 @@ type Log struct {
 	spare   []byte // an empty buffer to swap in
 	lastSeq uint64 // the largest seq appended
 	closed  bool
+	// appended counts the records and bytes (encoded) Append took (LogStats).
+	appendedRecords, appendedBytes int64
 
 	// pending is what a failed Persist could not store, kept for the next; guarded by
 	// w.persistMu.
@@ -200,6 +202,30 @@ type Log struct {
 
 	hmu     sync.Mutex
 	handles []checkpoint.Object // persisted, not truncated; MinOrder/MaxOrder are seqs
+	// persisted counts the records and bytes of the segments Persist stored (LogStats);
+	// guarded by hmu.
+	persistedRecords, persistedBytes int64
+}
+
+// LogStats counts what went through one Log since Writer.Log created it (Log.Stats).
+type LogStats struct {
+	// AppendedRecords and AppendedBytes count the records Append buffered and their encoded
+	// bytes (record headers included, segment headers not).
+	AppendedRecords, AppendedBytes int64
+	// PersistedRecords and PersistedBytes count the records of the segments Persist stored
+	// for the Log and those segments' bytes (the segment's record count header included).
+	PersistedRecords, PersistedBytes int64
+}
+
+// Stats returns the Log's counts. Safe for concurrent use with Append and Persist.
+func (l *Log) Stats() LogStats {
+	l.mu.Lock()
+	st := LogStats{AppendedRecords: l.appendedRecords, AppendedBytes: l.appendedBytes}
+	l.mu.Unlock()
+	l.hmu.Lock()
+	st.PersistedRecords, st.PersistedBytes = l.persistedRecords, l.persistedBytes
+	l.hmu.Unlock()
+	return st
 }
 
 // batch is records of one Log not yet persisted.
@@ -292,6 +318,8 @@ func (l *Log) Append(kind uint8, kg uint16, seq uint64, key, userKey, value []by
 	}
 	c.buf = appendRecord(c.buf, kind, kg, seq, key, userKey, value)
 	c.n++
+	l.appendedRecords++
+	l.appendedBytes += int64(n)
 	c.maxSeq = seq
 	c.kgLo, c.kgHi = min(c.kgLo, kg), max(c.kgHi, kg)
 	l.lastSeq = seq
@@ -536,6 +564,8 @@ func (w *Writer) Persist(ctx context.Context) (PersistResult, error) {
 		res.Segments[i] = SegmentHandle{Store: l.store, Object: h}
 		l.hmu.Lock()
 		l.handles = append(l.handles, h)
+		l.persistedRecords += int64(s.Records)
+		l.persistedBytes += s.Length
 		l.hmu.Unlock()
 		l.persisted.Store(last[i])
 		w.refund(l.pending.charged)

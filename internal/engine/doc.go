@@ -225,6 +225,11 @@
 // manifest format is unchanged. Replayed records are not logged again: the restored Store has
 // no materialization, so its first checkpoint is native (a materialization) and holds them. When a checkpoint completes, the generations before its
 // materialization are closed (truncation) and older materializations release their objects.
+// Materialize (Store.Materialize) cuts one on demand, after waiting for one already running.
+// Stats count the log through each Log's LogStats: appended and persisted are the live
+// generations' counts plus the closed ones' (clState.gone), truncated is what the closed ones
+// had persisted; a failed materialization (to start or to upload) counts in
+// MaterializationFailures with its error.
 //
 // # Timers (checkpoint.go)
 //
