@@ -171,3 +171,90 @@ func TestStoreMaterialize(t *testing.T) {
 			got.ChangelogTruncatedRecords, got.ChangelogTruncatedBytes)
 	}
 }
+
+// TestCompactAll: a full compaction moves every tier down — the FreshTable empty, one run per
+// bucket, the LsmStore in its last level — and applies TTL compaction cleanup to everything,
+// including data that background compactions never reach (a single run, an LSM file that is
+// not due), which WaitBackground alone leaves in place.
+func TestCompactAll(t *testing.T) {
+	ctx := context.Background()
+	var now atomic.Int64
+	now.Store(1_000_000)
+	s, err := open(t.TempDir(), Options{MaxParallelism: 8, MemoryBudget: 64 << 20, SegmentSize: 4 << 20,
+		Clock: now.Load}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	v := must(NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64,
+		TTL: &TTLConfig{TTL: time.Second, Cleanup: TTLCleanup{NoSweep: true}}}))
+	keep := must(NewValueState(s, ValueDescriptor[int64]{Name: "keep", Codec: Int64}))
+	const n = 3000
+	put := func(from int) {
+		for i := from; i < from+n/3; i++ {
+			k := s.Key(fmt.Appendf(nil, "k%d", i))
+			must(0, v.Put(k, int64(i)))
+			must(0, keep.Put(k, int64(i)))
+		}
+	}
+	put(0) // → the LsmStore
+	must(0, s.seal())
+	must(0, s.WaitBackground())
+	for i := 0; i < 100 && s.Stats().Slices > 0 && s.e.EvictNow(); i++ {
+		must(0, s.WaitBackground())
+	}
+	put(n / 3) // → slices
+	must(0, s.seal())
+	must(0, s.WaitBackground())
+	put(2 * n / 3) // → the FreshTable
+	now.Add(2000)  // every v expired
+	must(0, s.WaitBackground())
+	before := s.Stats()
+	if before.LSMFiles == 0 || before.Slices == 0 || before.Records == 0 {
+		t.Fatalf("the state is not in every tier: %d LSM files, %d slices, %d records", before.LSMFiles, before.Slices, before.Records)
+	}
+	if before.TTLCompactionEntries >= n {
+		t.Fatalf("background work alone cleaned %d of %d expired values: the test proves nothing", before.TTLCompactionEntries, n)
+	}
+	must(0, s.CompactAll(ctx))
+	st := s.Stats()
+	if st.Records != 0 || st.MaxChain > 1 || st.L0Files != 0 {
+		t.Fatalf("after CompactAll: %d FreshTable records, chains of %d runs, %d L0 files", st.Records, st.MaxChain, st.L0Files)
+	}
+	last := 0
+	for l, b := range st.LSMLevelBytes {
+		if b > 0 {
+			last = l
+		}
+	}
+	for l, b := range st.LSMLevelBytes[:last] {
+		if b != 0 {
+			t.Fatalf("after CompactAll: level %d holds %d bytes above the last level %d", l, b, last)
+		}
+	}
+	if got := st.TTLCompactionEntries; got < n {
+		t.Fatalf("CompactAll's compactions removed %d expired values, want all %d", got, n)
+	}
+	for i := range n {
+		k := s.Key(fmt.Appendf(nil, "k%d", i))
+		if _, ok := must2(v.Get(k)); ok {
+			t.Fatalf("expired value %d still read", i)
+		}
+		if x, ok := must2(keep.Get(k)); !ok || x != int64(i) {
+			t.Fatalf("value %d without TTL: %d, %v", i, x, ok)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CompactAll(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("CompactAll after Close: %v, want ErrClosed", err)
+	}
+}
+
+func must2[A, B any](a A, b B, err error) (A, B) {
+	if err != nil {
+		panic(err)
+	}
+	return a, b
+}

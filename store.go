@@ -1,6 +1,7 @@
 package strata
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -323,6 +324,29 @@ func (s *Store) WaitBackground() error {
 	s.guard.enter()
 	defer s.guard.exit()
 	return s.e.WaitBackground()
+}
+
+// CompactAll compacts every tier down and applies TTL compaction cleanup to all the data, as
+// RocksDB's compactRange over the whole key space (which Flink's tests call to make the
+// compaction filter run): the FreshTable's active segment is sealed and turned into slices,
+// each bucket's chain of slices is merged into one run, and the LsmStore is compacted into
+// its last level. Expired values, map entries and list elements of states with a TTL whose
+// Cleanup compacts (TTLCleanup) are dropped, or reduced to a tombstone where older data may
+// lie in a lower tier (counted in Stats.TTLCompactionEntries). The work runs on the calling
+// goroutine after the background work queued so far, and takes as long as rewriting the state
+// does. Errors: ErrClosed, a sticky background failure, ErrMemoryBudget when a chain's merged
+// copy does not fit the budget beside it (that chain is left as it was), the LsmStore's I/O
+// errors, ctx's (checked between buckets). Use from the Store's goroutine only.
+func (s *Store) CompactAll(ctx context.Context) error {
+	if s.closed {
+		return ErrClosed
+	}
+	s.guard.enter()
+	defer s.guard.exit()
+	if err := s.e.CompactAll(ctx); err != nil {
+		return fmt.Errorf("strata: compact all: %w", err)
+	}
+	return nil
 }
 
 // Dir returns the directory given to Open ("" for in memory only).

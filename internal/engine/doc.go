@@ -323,6 +323,13 @@
 // counted in Stats (TTLCompaction*, TTLSnapshot*). Reads never judge expiry here: the root
 // does, and its removals are ordinary writes through Apply.
 //
+// CompactAll (Store.CompactAll, RocksDB's CompactRange) runs those filters over everything:
+// seal and transform the active segment, merge each bucket's whole chain into one run on the
+// owner goroutine (slice.Table.PickChain: bottom where nothing may lie below, as the sweep
+// decides), then CompactLSM into the last level. The background picks only chains over the
+// compaction threshold and LSM levels over their size, so without it a single run or a file
+// that is not due keeps its expired data until the sweep reaches it.
+//
 // # TTL sweep (sweep.go)
 //
 // Compactions reach data only when new data pushes it, so the expired data of keys nobody
