@@ -17,8 +17,13 @@ import (
 
 // TestTTLNever: a TTL of TTLNever (Flink's Long.MAX_VALUE ms, beyond time.Duration's range)
 // never expires, whatever the stamp and the clock, without overflow, in reads and in
-// compactions; a TTL of the largest time.Duration (292 years) does expire.
+// compactions; a TTL of the largest time.Duration (292 years) does expire, and other negative
+// TTLs are refused.
 func TestTTLNever(t *testing.T) {
+	s := openTest(t, Options{MaxParallelism: 8})
+	if _, err := NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64, TTL: &TTLConfig{TTL: -2}}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("TTL -2ns: %v, want ErrInvalidOptions", err)
+	}
 	for _, c := range []struct {
 		name       string
 		ttl        time.Duration

@@ -80,12 +80,13 @@ type TTLConfig struct {
 
 // TTLNever, as TTLConfig.TTL, is a time to live of math.MaxInt64 milliseconds — Flink's
 // StateTtlConfig with a TTL of Long.MAX_VALUE ms, which tests and jobs use for "stamped but
-// never expires" — far beyond time.Duration's range (about 292 years of nanoseconds). Values
-// are stamped as with any TTL, and expiry saturates (TTLConfig): a value stamped ts expires
-// at min(ts + MaxInt64, MaxInt64), i.e. only at the clock's largest value, whatever ts is, with
-// no overflow. Such a state is never swept (TTLCleanup.ReclaimWithin is ignored): nothing of
-// it expires.
-const TTLNever time.Duration = math.MaxInt64
+// never expires" — far beyond time.Duration's range (the largest Duration is about 292 years
+// and is taken as such). It is a sentinel outside the TTLs accepted otherwise (as
+// checkpoint.NoGrace). Values are stamped as with any TTL, and expiry saturates (TTLConfig): a
+// value stamped ts expires at min(ts + MaxInt64, MaxInt64), i.e. only at the clock's largest
+// value, whatever ts is, with no overflow. Such a state is never swept
+// (TTLCleanup.ReclaimWithin is ignored): nothing of it expires.
+const TTLNever time.Duration = -1
 
 // TTLUpdateType says which accesses renew a value's timestamp, as Flink's
 // StateTtlConfig.UpdateType.
@@ -182,8 +183,8 @@ func (c *TTLConfig) validate(name string) error {
 		return fmt.Errorf("%w: state %q: TTLConfig.%s = %v: %s", ErrInvalidOptions, name, field, v, want)
 	}
 	switch {
-	case c.TTL < time.Millisecond:
-		return bad("TTL", c.TTL, "must be at least 1ms")
+	case c.TTL < time.Millisecond && c.TTL != TTLNever:
+		return bad("TTL", c.TTL, "must be at least 1ms (or TTLNever)")
 	case c.UpdateType > TTLUpdateDisabled:
 		return bad("UpdateType", c.UpdateType, "must be TTLOnCreateAndWrite, TTLOnReadAndWrite or TTLUpdateDisabled")
 	case c.Visibility > TTLReturnExpiredIfNotCleanedUp:
