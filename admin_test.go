@@ -63,29 +63,38 @@ func TestTTLNever(t *testing.T) {
 }
 
 // TestCheckpointGCStoreClock: with Options.Clock set, checkpoint GC measures an unreachable
-// object's age (its Created time against the grace) on the Store's clock, not the wall clock —
-// a test that drives the clock past the grace sees the objects go (Flink's tests drive a
-// manual clock the same way).
+// object's age against the grace on the Store's clock — by how far it moved since Open, not
+// its epoch: a clock that starts at 0 (Flink's ManualClock) and is driven an hour ahead sees
+// the objects go; one that does not move keeps them for the grace, whatever the wall clock.
 func TestCheckpointGCStoreClock(t *testing.T) {
-	ctx := context.Background()
-	st := must(checkpoint.NewDirStorage(vfs.Default(), t.TempDir()))
-	var now atomic.Int64
-	now.Store(time.Now().UnixMilli())
-	s := openTest(t, Options{MaxParallelism: 8, MemoryBudget: 64 << 20, SegmentSize: 4 << 20, Clock: now.Load,
-		Checkpoint: CheckpointOptions{Storage: st, Owner: "o", Grace: 10 * time.Minute}})
-	v := must(NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64}))
-	for id := uint64(1); id <= 2; id++ {
-		must(0, v.Put(s.Key([]byte{byte(id)}), int64(id)))
-		must(s.Checkpoint(ctx, id, nil))
-		if id == 2 {
-			now.Add(time.Hour.Milliseconds()) // past the grace on the Store's clock only
-		}
-		must(0, s.NotifyCheckpointComplete(id))
-	}
-	must(0, s.WaitCheckpointGC())
-	ids := must(checkpoint.ListCheckpoints(ctx, st, "o"))
-	if !slices.Equal(ids, []uint64{2}) {
-		t.Fatalf("checkpoints after GC: %v, want [2] (checkpoint 1 is an hour old on the Store's clock)", ids)
+	for _, c := range []struct {
+		name    string
+		advance time.Duration
+		want    []uint64
+	}{
+		{"advanced past the grace", time.Hour, []uint64{2}},
+		{"not advanced", 0, []uint64{1, 2}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			st := must(checkpoint.NewDirStorage(vfs.Default(), t.TempDir()))
+			var now atomic.Int64 // starts at 0, decades behind the storage's dates
+			s := openTest(t, Options{MaxParallelism: 8, MemoryBudget: 64 << 20, SegmentSize: 4 << 20, Clock: now.Load,
+				Checkpoint: CheckpointOptions{Storage: st, Owner: "o", Grace: 10 * time.Minute}})
+			v := must(NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64}))
+			for id := uint64(1); id <= 2; id++ {
+				must(0, v.Put(s.Key([]byte{byte(id)}), int64(id)))
+				must(s.Checkpoint(ctx, id, nil))
+				if id == 2 {
+					now.Add(c.advance.Milliseconds()) // on the Store's clock only
+				}
+				must(0, s.NotifyCheckpointComplete(id))
+			}
+			must(0, s.WaitCheckpointGC())
+			if ids := must(checkpoint.ListCheckpoints(ctx, st, "o")); !slices.Equal(ids, c.want) {
+				t.Fatalf("checkpoints after GC: %v, want %v", ids, c.want)
+			}
+		})
 	}
 }
 

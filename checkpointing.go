@@ -66,10 +66,11 @@ type CheckpointOptions struct {
 	// Grace is how old an unreachable object must be before garbage collection deletes it
 	// (checkpoint.GCOptions.Grace): it must exceed the longest upload of another process
 	// writing under the same Owner (a zombie). Default checkpoint.DefaultGrace;
-	// checkpoint.NoGrace deletes at once. The age is measured on Options.Clock when it is set
-	// (milliseconds since the epoch, against the storage's ObjectInfo.Created), else on the
-	// wall clock: a Clock far from the wall clock ages the objects of a real storage by the
-	// difference.
+	// checkpoint.NoGrace deletes at once. When Options.Clock is set, an object ages as that
+	// clock advances: GC's time is the wall clock at Open plus the time Options.Clock moved
+	// since (never its epoch: the storage dates objects on the wall clock), so a test that
+	// drives the clock past the grace sees the objects go, and a clock that runs faster than
+	// the wall clock (an event-time replay) shortens the grace in wall time.
 	Grace time.Duration
 	// RestoreMode applies to Restore: NoClaim (default) or Claim.
 	RestoreMode RestoreMode
@@ -303,10 +304,10 @@ func (s *Store) ckCheck() error {
 func (s *Store) gcOptions(completing uint64) checkpoint.GCOptions {
 	o := checkpoint.GCOptions{Owner: s.owner(), Retain: s.opts.Checkpoint.Retain, Grace: s.opts.Checkpoint.Grace,
 		Pinned: slices.Clone(s.pins)}
-	if clock := s.opts.Clock; clock != nil {
+	if s.opts.Clock != nil {
 		// The Store's clock, as TTL's: a test (or a job on simulated time) that drives it
-		// ages unreachable objects by it (Options.Checkpoint.Grace).
-		o.Now = func() time.Time { return time.UnixMilli(clock()) }
+		// ages unreachable objects by it (Options.Checkpoint.Grace; gcNow).
+		o.Now = s.gcNow
 	}
 	for _, r := range s.restored {
 		switch {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
+	"time"
 
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
@@ -65,6 +67,10 @@ type Store struct {
 	clock     func() int64 // Options.Clock, or wallClock until the first TTL state, then the coarse clock
 	coarse    bool         // clock is the default: the first TTL state switches it to the coarse clock
 	unclock   func()       // releases the coarse clock's hold (nil: none held)
+	// gcWall and gcClock anchor checkpoint GC's time on Options.Clock (gcNow): the wall
+	// clock and Options.Clock read together at Open.
+	gcWall    time.Time
+	gcClock   int64
 	nextID    uint32
 	persisted map[string]persistedState // the registry recovered by Open (nil: none)
 
@@ -191,6 +197,8 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 	}
 	if s.clock == nil {
 		s.clock, s.coarse = wallClock(), true
+	} else {
+		s.gcWall, s.gcClock = time.Now(), s.clock()
 	}
 	if reg != nil {
 		s.persisted, s.nextID = reg.states, reg.nextID
@@ -324,6 +332,18 @@ func (s *Store) WaitBackground() error {
 	s.guard.enter()
 	defer s.guard.exit()
 	return s.e.WaitBackground()
+}
+
+// gcNow is checkpoint GC's current time when Options.Clock is set: the wall clock at Open
+// advanced by the time Options.Clock has advanced since (clamped at 0 if it went back, and at
+// about 292 years). The storage dates objects on its own (wall) clock, so the Store's clock
+// is compared with it through its elapsed time, never its epoch: a test clock that starts at
+// 0 (Flink's ManualClock) or an event-time clock years behind still ages objects by how far
+// it moved, instead of keeping every object until it caught up with the wall clock.
+func (s *Store) gcNow() time.Time {
+	d := s.clock() - s.gcClock
+	d = min(max(d, 0), int64(math.MaxInt64/time.Millisecond))
+	return s.gcWall.Add(time.Duration(d) * time.Millisecond)
 }
 
 // CompactAll compacts every tier down and applies TTL compaction cleanup to all the data, as
