@@ -147,6 +147,31 @@ func (s *Store) ChangelogStats() ChangelogStats {
 	return s.e.ChangelogStats()
 }
 
+// Materialize takes a materialization of the changelog now and returns once it is durable or
+// has failed, as Flink's tests drive the changelog backend's materialization
+// (PeriodicMaterializationManager) by hand: the state at the call becomes the base of later
+// changelog checkpoints, and the log before it is truncated when the next checkpoint after it
+// completes. A background materialization already running (cut before the call) is waited
+// for first. A failure counts in Stats (MaterializationFailures, LastMaterializationError)
+// and towards ChangelogOptions.MaxMaterializationFailures as a background one does.
+// Errors: ErrChangelogOff, ErrClosed, the materialization's (the storage's, ErrMemoryBudget),
+// a sticky background failure, ctx's (the materialization then goes on in the background).
+// Use from the Store's goroutine only.
+func (s *Store) Materialize(ctx context.Context) error {
+	if s.closed {
+		return ErrClosed
+	}
+	if s.opts.Checkpoint.Changelog == nil {
+		return ErrChangelogOff
+	}
+	s.guard.enter()
+	defer s.guard.exit()
+	if err := s.e.Materialize(ctx); err != nil {
+		return fmt.Errorf("strata: materialize: %w", err)
+	}
+	return nil
+}
+
 // changelogEngineOptions returns the engine's changelog options for a Store of opts (defaults
 // applied): the shared writer, or the options of the engine's own (Prefix = the Store's Owner,
 // charged to the Store's budget).

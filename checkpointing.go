@@ -70,7 +70,11 @@ type CheckpointOptions struct {
 	// Grace is how old an unreachable object must be before garbage collection deletes it
 	// (checkpoint.GCOptions.Grace): it must exceed the longest upload of another process
 	// writing under the same Owner (a zombie). Default checkpoint.DefaultGrace;
-	// checkpoint.NoGrace deletes at once.
+	// checkpoint.NoGrace deletes at once. When Options.Clock is set, an object ages as that
+	// clock advances: GC's time is the wall clock at Open plus the time Options.Clock moved
+	// since (never its epoch: the storage dates objects on the wall clock), so a test that
+	// drives the clock past the grace sees the objects go, and a clock that runs faster than
+	// the wall clock (an event-time replay) shortens the grace in wall time.
 	Grace time.Duration
 	// RestoreMode applies to Restore: NoClaim (default) or Claim.
 	RestoreMode RestoreMode
@@ -336,6 +340,11 @@ func (s *Store) ckCheck() error {
 func (s *Store) gcOptions(completing uint64) checkpoint.GCOptions {
 	o := checkpoint.GCOptions{Owner: s.owner(), Retain: s.opts.Checkpoint.Retain, Grace: s.opts.Checkpoint.Grace,
 		Pinned: slices.Clone(s.pins)}
+	if s.opts.Clock != nil {
+		// The Store's clock, as TTL's: a test (or a job on simulated time) that drives it
+		// ages unreachable objects by it (Options.Checkpoint.Grace; gcNow).
+		o.Now = s.gcNow
+	}
 	for _, r := range s.restored {
 		switch {
 		case s.opts.Checkpoint.RestoreMode == NoClaim && r.Owner == o.Owner:

@@ -81,6 +81,9 @@ var (
 	// ErrNoCheckpointStorage is returned by StartCheckpoint and the checkpoint notifications of
 	// a Store without Options.Checkpoint.Storage.
 	ErrNoCheckpointStorage = errors.New("strata: no checkpoint storage configured (Options.Checkpoint.Storage)")
+	// ErrChangelogOff is returned by Store.Materialize on a Store without the changelog
+	// (Options.Checkpoint.Changelog nil): there is nothing to materialize.
+	ErrChangelogOff = errors.New("strata: the changelog is off (Options.Checkpoint.Changelog)")
 	// ErrCheckpointInProgress is returned by StartCheckpoint while the previous checkpoint is
 	// still uploading: one checkpoint at a time, as Flink's default
 	// execution.checkpointing.max-concurrent-checkpoints = 1. Wait for it, or abort it.

@@ -255,11 +255,3 @@ func TestRestoreStatesByName(t *testing.T) {
 		t.Fatalf("the states each part alone registered: %v of %d keys", maps.Clone(c), len(idsKeys(s, n)))
 	}
 }
-
-// must2 returns the value and flag of a (value, ok, error) read, failing on the error.
-func must2[T any](v T, ok bool, err error) (T, bool) {
-	if err != nil {
-		panic(err)
-	}
-	return v, ok
-}

@@ -1,10 +1,13 @@
 package strata
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
@@ -69,6 +72,10 @@ type Store struct {
 	clock     func() int64 // Options.Clock, or wallClock until the first TTL state, then the coarse clock
 	coarse    bool         // clock is the default: the first TTL state switches it to the coarse clock
 	unclock   func()       // releases the coarse clock's hold (nil: none held)
+	// gcWall and gcClock anchor checkpoint GC's time on Options.Clock (gcNow): the wall
+	// clock and Options.Clock read together at Open.
+	gcWall    time.Time
+	gcClock   int64
 	nextID    uint32
 	persisted map[string]persistedState // the registry recovered by Open (nil: none)
 	// aliases are the state id aliases of the registry (persist.go, "State id aliases"), by
@@ -198,6 +205,8 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 	}
 	if s.clock == nil {
 		s.clock, s.coarse = wallClock(), true
+	} else {
+		s.gcWall, s.gcClock = time.Now(), s.clock()
 	}
 	if dir != "" && !restoring {
 		// A restored directory: the Store is the writer its Restore made (writerfile.go).
@@ -343,6 +352,41 @@ func (s *Store) WaitBackground() error {
 	s.guard.enter()
 	defer s.guard.exit()
 	return s.e.WaitBackground()
+}
+
+// gcNow is checkpoint GC's current time when Options.Clock is set: the wall clock at Open
+// advanced by the time Options.Clock has advanced since (clamped at 0 if it went back, and at
+// about 292 years). The storage dates objects on its own (wall) clock, so the Store's clock
+// is compared with it through its elapsed time, never its epoch: a test clock that starts at
+// 0 (Flink's ManualClock) or an event-time clock years behind still ages objects by how far
+// it moved, instead of keeping every object until it caught up with the wall clock.
+func (s *Store) gcNow() time.Time {
+	d := s.clock() - s.gcClock
+	d = min(max(d, 0), int64(math.MaxInt64/time.Millisecond))
+	return s.gcWall.Add(time.Duration(d) * time.Millisecond)
+}
+
+// CompactAll compacts every tier down and applies TTL compaction cleanup to all the data, as
+// RocksDB's compactRange over the whole key space (which Flink's tests call to make the
+// compaction filter run): the FreshTable's active segment is sealed and turned into slices,
+// each bucket's chain of slices is merged into one run, and the LsmStore is compacted into
+// its last level. Expired values, map entries and list elements of states with a TTL whose
+// Cleanup compacts (TTLCleanup) are dropped, or reduced to a tombstone where older data may
+// lie in a lower tier (counted in Stats.TTLCompactionEntries). The work runs on the calling
+// goroutine after the background work queued so far, and takes as long as rewriting the state
+// does. Errors: ErrClosed, a sticky background failure, ErrMemoryBudget when a chain's merged
+// copy does not fit the budget beside it (that chain is left as it was), the LsmStore's I/O
+// errors, ctx's (checked between buckets). Use from the Store's goroutine only.
+func (s *Store) CompactAll(ctx context.Context) error {
+	if s.closed {
+		return ErrClosed
+	}
+	s.guard.enter()
+	defer s.guard.exit()
+	if err := s.e.CompactAll(ctx); err != nil {
+		return fmt.Errorf("strata: compact all: %w", err)
+	}
+	return nil
 }
 
 // Dir returns the directory given to Open ("" for in memory only).

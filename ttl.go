@@ -65,7 +65,8 @@ import (
 // Store is open).
 type TTLConfig struct {
 	// TTL is the time to live: at least 1 ms (ErrInvalidOptions otherwise), counted in whole
-	// milliseconds (rounded down), as Flink's StateTtlConfig.newBuilder(ttl).
+	// milliseconds (rounded down), as Flink's StateTtlConfig.newBuilder(ttl); TTLNever for
+	// Flink's Long.MAX_VALUE ms (stamped, never expires).
 	TTL time.Duration
 	// UpdateType says which accesses renew a value's timestamp: TTLOnCreateAndWrite (the
 	// default), TTLOnReadAndWrite, or TTLUpdateDisabled (the state has no TTL at all).
@@ -76,6 +77,16 @@ type TTLConfig struct {
 	// Cleanup selects how expired data that is not read is removed (see TTLCleanup).
 	Cleanup TTLCleanup
 }
+
+// TTLNever, as TTLConfig.TTL, is a time to live of math.MaxInt64 milliseconds — Flink's
+// StateTtlConfig with a TTL of Long.MAX_VALUE ms, which tests and jobs use for "stamped but
+// never expires" — far beyond time.Duration's range (the largest Duration is about 292 years
+// and is taken as such). It is a sentinel outside the TTLs accepted otherwise (as
+// checkpoint.NoGrace). Values are stamped as with any TTL, and expiry saturates (TTLConfig): a
+// value stamped ts expires at min(ts + MaxInt64, MaxInt64), i.e. only at the clock's largest
+// value, whatever ts is, with no overflow. Such a state is never swept
+// (TTLCleanup.ReclaimWithin is ignored): nothing of it expires.
+const TTLNever time.Duration = -1
 
 // TTLUpdateType says which accesses renew a value's timestamp, as Flink's
 // StateTtlConfig.UpdateType.
@@ -172,8 +183,8 @@ func (c *TTLConfig) validate(name string) error {
 		return fmt.Errorf("%w: state %q: TTLConfig.%s = %v: %s", ErrInvalidOptions, name, field, v, want)
 	}
 	switch {
-	case c.TTL < time.Millisecond:
-		return bad("TTL", c.TTL, "must be at least 1ms")
+	case c.TTL < time.Millisecond && c.TTL != TTLNever:
+		return bad("TTL", c.TTL, "must be at least 1ms (or TTLNever)")
 	case c.UpdateType > TTLUpdateDisabled:
 		return bad("UpdateType", c.UpdateType, "must be TTLOnCreateAndWrite, TTLOnReadAndWrite or TTLUpdateDisabled")
 	case c.Visibility > TTLReturnExpiredIfNotCleanedUp:
@@ -222,7 +233,11 @@ func layoutOf(k stateKind) base.TTLLayout {
 }
 
 func newTTLState(c *TTLConfig, kind stateKind) *ttlState {
-	return &ttlState{ms: c.TTL.Milliseconds(), onRead: c.UpdateType == TTLOnReadAndWrite,
+	ms := c.TTL.Milliseconds()
+	if c.TTL == TTLNever {
+		ms = math.MaxInt64 // Long.MAX_VALUE ms: base.Expired saturates
+	}
+	return &ttlState{ms: ms, onRead: c.UpdateType == TTLOnReadAndWrite,
 		returnExpired: c.Visibility == TTLReturnExpiredIfNotCleanedUp, layout: layoutOf(kind), cfg: *c,
 		incr: c.Cleanup.IncrementalSize}
 }
@@ -329,7 +344,7 @@ func (s *Store) ttlSegments(m map[uint16]base.TTLState, ttls []*registration) []
 func (t *ttlState) reclaimMs() int64 {
 	c := t.cfg.Cleanup
 	switch {
-	case c.NoSweep || c.NoCompaction:
+	case c.NoSweep || c.NoCompaction || t.ms == math.MaxInt64: // TTLNever: nothing expires
 		return 0
 	case c.ReclaimWithin > 0:
 		return c.ReclaimWithin.Milliseconds()

@@ -116,6 +116,9 @@
 //     records <= S. Segments may hold records above S; the restore skips them (ReplayRange).
 //  5. After a materialization covering seqs < M completes, Log.Truncate(M) drops the handles
 //     of segments entirely below M. Objects are deleted by checkpoint's GC, by reachability.
+//  6. Log.Stats counts the records and bytes Append took (under the Log's mutex) and those of
+//     the segments Persist stored for the Log (under the handles' mutex): the engine's
+//     changelog figures. Counting costs Append two additions, no allocation.
 //
 // # Invariants
 //

@@ -194,6 +194,8 @@ type Log struct {
 	// reserved is charged room no buffer holds yet (Reserve): Append draws on it before it
 	// charges. Changed under mu; read without it by Reserve's fast path.
 	reserved atomic.Int64
+	// appended counts the records and bytes (encoded) Append took (LogStats).
+	appendedRecords, appendedBytes int64
 
 	// pending is what a failed Persist could not store, kept for the next; guarded by
 	// w.persistMu.
@@ -203,6 +205,30 @@ type Log struct {
 
 	hmu     sync.Mutex
 	handles []checkpoint.Object // persisted, not truncated; MinOrder/MaxOrder are seqs
+	// persisted counts the records and bytes of the segments Persist stored (LogStats);
+	// guarded by hmu.
+	persistedRecords, persistedBytes int64
+}
+
+// LogStats counts what went through one Log since Writer.Log created it (Log.Stats).
+type LogStats struct {
+	// AppendedRecords and AppendedBytes count the records Append buffered and their encoded
+	// bytes (record headers included, segment headers not).
+	AppendedRecords, AppendedBytes int64
+	// PersistedRecords and PersistedBytes count the records of the segments Persist stored
+	// for the Log and those segments' bytes (the segment's record count header included).
+	PersistedRecords, PersistedBytes int64
+}
+
+// Stats returns the Log's counts. Safe for concurrent use with Append and Persist.
+func (l *Log) Stats() LogStats {
+	l.mu.Lock()
+	st := LogStats{AppendedRecords: l.appendedRecords, AppendedBytes: l.appendedBytes}
+	l.mu.Unlock()
+	l.hmu.Lock()
+	st.PersistedRecords, st.PersistedBytes = l.persistedRecords, l.persistedBytes
+	l.hmu.Unlock()
+	return st
 }
 
 // batch is records of one Log not yet persisted.
@@ -303,6 +329,8 @@ func (l *Log) Append(kind uint8, kg uint16, seq uint64, key, userKey, value []by
 	}
 	c.buf = appendRecord(c.buf, kind, kg, seq, key, userKey, value)
 	c.n++
+	l.appendedRecords++
+	l.appendedBytes += int64(n)
 	c.maxSeq = seq
 	c.kgLo, c.kgHi = min(c.kgLo, kg), max(c.kgHi, kg)
 	l.lastSeq = seq
@@ -596,6 +624,8 @@ func (w *Writer) Persist(ctx context.Context) (PersistResult, error) {
 		res.Segments[i] = SegmentHandle{Store: l.store, Object: h}
 		l.hmu.Lock()
 		l.handles = append(l.handles, h)
+		l.persistedRecords += int64(s.Records)
+		l.persistedBytes += s.Length
 		l.hmu.Unlock()
 		l.persisted.Store(last[i])
 		w.refund(l.pending.charged)

@@ -120,7 +120,12 @@
 // Get, ListGet, MapGet and MapIter walk the chain newest run first; inside
 // a run they binary-search the run's slices by order range, and only the
 // slices whose range holds the order hash are searched. A read that
-// resolves in a slice bumps that slice's hit counter.
+// resolves in a slice bumps that slice's hit counter. A map's entries share
+// its order hash, so a large map spans many slices of a run: MapGet searches
+// each of them (O(slices) per lookup), while MapIter and MapShadow position
+// one cursor per run and search each slice once per iteration (the search
+// for the map's clears stops where its key-level region ends), so a whole
+// iteration is O(slices + entries). Stats.MapSearches counts the searches.
 //
 // # Invariants
 //

@@ -41,13 +41,31 @@ type MapIter struct {
 	extra    []mapCursor
 	n        int
 	complete bool
+	shadow   bool // MapShadow: entry tombstones are yielded too
 	err      error
 	uk, val  []byte
 }
 
 // MapIter returns an iterator over the map mapKey (order hash order).
 func (t *Table) MapIter(order uint64, mapKey []byte) MapIter {
-	it := MapIter{t: t, gen: t.gen, order: order, key: mapKey}
+	return t.mapIter(order, mapKey, false)
+}
+
+// MapShadow returns an iterator over the user keys the chain decides in
+// the map mapKey: each whose newest version in the chain is an entry or
+// an entry tombstone (Value nil), in user-key order — the keys MapGet
+// finds Found or Deleted while the chain holds no clear of the map (with
+// one, Complete reports true and the chain decides every user key). The
+// engine's map iteration walks it beside the lower tier's entries, which
+// come in the same order, to skip the ones the SliceTable shadows: one
+// merged pass, where a MapGet per entry searched every slice of the map
+// again (O(entries × slices)). Same rules as MapIter otherwise.
+func (t *Table) MapShadow(order uint64, mapKey []byte) MapIter {
+	return t.mapIter(order, mapKey, true)
+}
+
+func (t *Table) mapIter(order uint64, mapKey []byte, shadow bool) MapIter {
+	it := MapIter{t: t, gen: t.gen, order: order, key: mapKey, shadow: shadow}
 	c := &t.buckets[order>>t.shift]
 	if len(c.runs) > inlineCursors {
 		it.extra = make([]mapCursor, 0, len(c.runs))
@@ -56,14 +74,19 @@ func (t *Table) MapIter(order uint64, mapKey []byte) MapIter {
 		r := &c.runs[ri]
 		si := r.first(order)
 		cur := mapCursor{slices: r.slices[si:]}
-		// Clears of the map in this run (key-level region, user key "").
+		// Clears of the map in this run (key-level region, user key ""). The
+		// region sorts first among the map's records, so the search stops at
+		// the slice where it ends: searching every slice made each
+		// iteration O(slices) before its first entry.
 		for k := range cur.slices {
 			s := cur.slices[k]
 			if s.minOrder > order {
 				cur.slices = cur.slices[:k]
 				break
 			}
-			for i := s.seek(order, mapKey, nil); i < s.count && s.fps[i] == order; i++ {
+			t.mapSearches++
+			i := s.seek(order, mapKey, nil)
+			for ; i < s.count && s.fps[i] == order; i++ {
 				kk, u := s.keyAt(i)
 				if len(u) > 0 || !bytes.Equal(kk, mapKey) {
 					break
@@ -71,6 +94,9 @@ func (t *Table) MapIter(order uint64, mapKey []byte) MapIter {
 				if rc := s.rec(i); rc.kind == base.KindTombstone && (!cur.hasTmb || rc.seq > cur.tomb) {
 					cur.tomb, cur.hasTmb = rc.seq, true
 				}
+			}
+			if i < s.count {
+				break // the region ends inside this slice
 			}
 		}
 		if len(cur.slices) == 0 {
@@ -110,6 +136,7 @@ func (it *MapIter) settle(c *mapCursor) {
 		if c.i >= s.count {
 			c.si++
 			if c.si < len(c.slices) {
+				it.t.mapSearches++
 				c.i = c.slices[c.si].seek(it.order, it.key, nil)
 			}
 			continue
@@ -162,7 +189,14 @@ func (it *MapIter) Next() bool {
 				it.settle(c)
 			}
 		}
-		if rc.kind == base.KindMapEntryTombstone || win.hasTmb && rc.seq < win.tomb {
+		if win.hasTmb && rc.seq < win.tomb {
+			continue
+		}
+		if rc.kind == base.KindMapEntryTombstone {
+			if it.shadow {
+				it.uk, it.val = uk, nil
+				return true
+			}
 			continue
 		}
 		it.uk, it.val = uk, rc.val

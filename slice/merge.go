@@ -121,6 +121,51 @@ func (t *Table) PickCompaction() (*Compaction, bool) {
 	return job, true
 }
 
+// PickChain proposes a compaction of bucket b's whole chain — every run,
+// one run too — or reports false when the chain is empty or a slice of it
+// is busy: a full compaction (the engine's CompactAll, as RocksDB's
+// CompactRange) that leaves the bucket one run and applies the compaction
+// filter (TTL: Options.Expiry) to everything in it. Expired data and
+// tombstones are dropped outright when nothing may lie below the chain
+// (Options.LowerHolds for the bucket's order hashes; without it, the
+// LowerTier rule), as PickExpired decides. Run and install as
+// PickCompaction's. Owner goroutine only.
+func (t *Table) PickChain(b int) (*Compaction, bool) {
+	if t.closed || b < 0 || b >= len(t.buckets) {
+		return nil, false
+	}
+	c := &t.buckets[b]
+	if len(c.runs) == 0 {
+		return nil, false
+	}
+	for i := range c.runs {
+		if runBusy(&c.runs[i]) {
+			return nil, false
+		}
+	}
+	job := &Compaction{t: t, bucket: b, maxList: t.opts.MaxListMerge}
+	for i := range c.runs {
+		r := &c.runs[i]
+		job.ids = append(job.ids, r.id)
+		job.inputs = append(job.inputs, r.slices)
+		job.inBytes += runBytes(r)
+		for _, s := range r.slices {
+			s.busy = true
+		}
+	}
+	if h := t.opts.LowerHolds; h != nil {
+		lo := uint64(b) << t.shift
+		hi := lo | (^uint64(0) >> (64 - t.shift))
+		if t.shift == 64 {
+			lo, hi = 0, ^uint64(0)
+		}
+		job.drop = !h(lo, hi)
+	} else {
+		job.drop = !t.opts.LowerTier && !t.evicted
+	}
+	return job, true
+}
+
 func runBusy(r *run) bool {
 	for _, s := range r.slices {
 		if s.busy {

@@ -171,6 +171,9 @@ type Table struct {
 	sink    uint64 // bytes touched by PrefetchBatch and offsetHint (kept so the loads stay)
 	closed  bool
 
+	// mapSearches counts the slices searched for a map's records (Stats.MapSearches).
+	mapSearches int64
+
 	bySeg map[*aseg][]*Slice // installed block slices by segment (Slice.segPos)
 	reloc *Relocation        // the pending relocation, if any
 
@@ -475,6 +478,7 @@ func (t *Table) MapGet(order uint64, mapKey, uk []byte) ([]byte, Status) {
 			if s.minOrder > order {
 				break
 			}
+			t.mapSearches++
 			// One search of the fingerprints per slice: the map's entries
 			// share its order hash. The key-level region of the map (user
 			// key "") holds its tombstones (clears and deletes).
@@ -595,9 +599,16 @@ type Stats struct {
 	// Segments counts the allocator segments holding this table's blocks.
 	Segments int
 
-	Compactions   int64 // compactions installed
-	CompactedIn   int64 // bytes of slices compactions replaced
-	CompactedOut  int64 // bytes of slices compactions produced
+	Compactions  int64 // compactions installed
+	CompactedIn  int64 // bytes of slices compactions replaced
+	CompactedOut int64 // bytes of slices compactions produced
+
+	// MapSearches counts the searches of one slice for a map's records
+	// since New: one per slice a MapGet looks into, one per slice a
+	// MapIter or MapShadow positions a cursor in. A measure, for tests and
+	// benchmarks, of how a map read's cost grows with the slices the map
+	// spans (a whole iteration is O(slices + entries), never their product).
+	MapSearches   int64
 	Evictions     int64 // evictions installed
 	EvictedSlices int64 // slices handed to the sink and removed
 	EvictedBytes  int64 // bytes of those slices
@@ -620,7 +631,8 @@ func (t *Table) Stats() Stats {
 		Blocks: t.a.Stats().Blocks, Compactions: t.compactions, CompactedIn: t.compactedIn,
 		CompactedOut: t.compactedOut, Evictions: t.evictions, EvictedSlices: t.evictedSlices,
 		EvictedBytes: t.evictedBytes, Segments: len(t.bySeg), Relocations: t.relocations,
-		RelocatedSlices: t.relocatedSlices, Snapshots: len(t.snaps), PinnedBytes: t.pinnedBytes}
+		RelocatedSlices: t.relocatedSlices, Snapshots: len(t.snaps), PinnedBytes: t.pinnedBytes,
+		MapSearches: t.mapSearches}
 	for b := range t.buckets {
 		n := len(t.buckets[b].runs)
 		st.MaxChain = max(st.MaxChain, n)

@@ -92,6 +92,33 @@ type clState struct {
 	matFailures      int64
 	persists         int64
 	lastErr          error
+	lastMatErr       error // the last failed materialization's error (Stats)
+	// gone sums the counts of the generations truncated (closed): with the live ones', the
+	// changelog's totals since Open (Stats); truncated is what they had persisted.
+	gone changelog.LogStats
+}
+
+// changelogStats fills the changelog block of st (owner).
+func (t *Engine) changelogStats(st *Stats) {
+	c := t.cl
+	if c == nil {
+		return
+	}
+	a := c.gone
+	for _, g := range c.gens {
+		ls := g.log.Stats()
+		a.AppendedRecords += ls.AppendedRecords
+		a.AppendedBytes += ls.AppendedBytes
+		a.PersistedRecords += ls.PersistedRecords
+		a.PersistedBytes += ls.PersistedBytes
+	}
+	st.ChangelogAppendedRecords, st.ChangelogAppendedBytes = a.AppendedRecords, a.AppendedBytes
+	st.ChangelogPersistedRecords, st.ChangelogPersistedBytes = a.PersistedRecords, a.PersistedBytes
+	st.ChangelogTruncatedRecords, st.ChangelogTruncatedBytes = c.gone.PersistedRecords, c.gone.PersistedBytes
+	st.Materializations, st.MaterializationFailures = c.materializations, c.matFailures
+	if c.lastMatErr != nil {
+		st.LastMaterializationError = c.lastMatErr.Error()
+	}
 }
 
 // clSegment names one changelog segment: its object and offset.
@@ -285,7 +312,8 @@ func (t *Engine) pollChangelog(now time.Time) {
 	}
 	if c.run == nil && !t.waiting(bgMaterialization) && t.materializationDue(now) {
 		if err := t.startMaterialization(now); err != nil {
-			c.lastErr = err
+			c.matFailures++
+			c.lastErr, c.lastMatErr = err, err
 			c.lastCut = now.Add(materializationRetry - c.o.MaterializationInterval) // retry later
 		}
 	}
@@ -391,7 +419,7 @@ func (t *Engine) installMaterialization() {
 		t.releaseCheckpoint(p)
 		c.fails++
 		c.matFailures++
-		c.lastErr = p.err
+		c.lastErr, c.lastMatErr = p.err, p.err
 		t.jobEnded(bgMaterialization, "materialization", p.err)
 		if t.retry[bgMaterialization].fails == 0 {
 			// Refused memory or cancelled: not a failure retry.go schedules; not before
@@ -548,6 +576,11 @@ func (t *Engine) truncateChangelog(id uint64) {
 	c.mats = slices.Delete(c.mats, 0, i)
 	j := slices.Index(c.gens, m.gen)
 	for _, g := range c.gens[:j] {
+		ls := g.log.Stats()
+		c.gone.AppendedRecords += ls.AppendedRecords
+		c.gone.AppendedBytes += ls.AppendedBytes
+		c.gone.PersistedRecords += ls.PersistedRecords
+		c.gone.PersistedBytes += ls.PersistedBytes
 		g.log.Close()
 	}
 	c.gens = slices.Delete(c.gens, 0, j)
@@ -688,9 +721,13 @@ func (t *Engine) ChangelogStats() ChangelogStats {
 	return s
 }
 
-// Materialize starts a materialization now if none runs (tests, and callers that want one
-// before a restart), and waits for it. Errors: the materialization's, ErrNoCheckpoint when the
-// changelog is off. Owner only.
+// Materialize runs a materialization cut now and waits until it is durable or failed
+// (Store.Materialize; tests, and callers that want one before a restart). One already
+// running, cut before the call, is waited for first (its outcome counted as usual), so the
+// cut of the one Materialize returns for is at or after the call. Errors: the
+// materialization's (also counted in Stats.MaterializationFailures), ErrNoCheckpoint when the
+// changelog is off, the sticky background error, ctx's (the materialization then goes on in
+// the background). Owner only.
 func (t *Engine) Materialize(ctx context.Context) error {
 	c := t.cl
 	if c == nil {
@@ -699,8 +736,21 @@ func (t *Engine) Materialize(ctx context.Context) error {
 	if t.bgErr != nil {
 		return t.bgErr
 	}
+	if p := c.run; p != nil {
+		select {
+		case <-p.h.Done():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		t.install()
+		if t.bgErr != nil {
+			return t.bgErr
+		}
+	}
 	if c.run == nil {
 		if err := t.startMaterialization(time.Now()); err != nil {
+			c.matFailures++
+			c.lastErr, c.lastMatErr = err, err
 			return err
 		}
 	}

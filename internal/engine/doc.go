@@ -242,6 +242,11 @@
 // manifest format is unchanged. Replayed records are not logged again: the restored Store has
 // no materialization, so its first checkpoint is native (a materialization) and holds them. When a checkpoint completes, the generations before its
 // materialization are closed (truncation) and older materializations release their objects.
+// Materialize (Store.Materialize) cuts one on demand, after waiting for one already running.
+// Stats count the log through each Log's LogStats: appended and persisted are the live
+// generations' counts plus the closed ones' (clState.gone), truncated is what the closed ones
+// had persisted; a failed materialization (to start or to upload) counts in
+// MaterializationFailures with its error.
 //
 // Checkpoint-storage failures (issue 21). The local state never depends on the checkpoint
 // storage: Persist (Close) writes the tiers to Dir/lsm whatever the storage does, so a
@@ -366,6 +371,13 @@
 // again every QueryEvery entries (Flink's queryTimeAfterNumEntries). What it removed is
 // counted in Stats (TTLCompaction*, TTLSnapshot*). Reads never judge expiry here: the root
 // does, and its removals are ordinary writes through Apply.
+//
+// CompactAll (Store.CompactAll, RocksDB's CompactRange) runs those filters over everything:
+// seal and transform the active segment, merge each bucket's whole chain into one run on the
+// owner goroutine (slice.Table.PickChain: bottom where nothing may lie below, as the sweep
+// decides), then CompactLSM into the last level. The background picks only chains over the
+// compaction threshold and LSM levels over their size, so without it a single run or a file
+// that is not due keeps its expired data until the sweep reaches it.
 //
 // # TTL sweep (sweep.go)
 //

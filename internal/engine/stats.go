@@ -155,6 +155,24 @@ type Stats struct {
 	CheckpointGCRuns     int64
 	CheckpointGCFailures int64
 	CheckpointGCDeleted  int64
+
+	// The changelog (doc.go, "Changelog"; all zero when it is off), as Flink's changelog
+	// metrics. ChangelogAppendedRecords/Bytes count the change records logged since Open and
+	// their encoded bytes; ChangelogPersistedRecords/Bytes those stored in checkpoint storage
+	// (segment bytes); ChangelogTruncatedRecords/Bytes the persisted ones a completed
+	// materialization made unneeded (their generations closed; the objects go by GC).
+	// Materializations counts the durable materializations, MaterializationFailures the ones
+	// that failed (to start or to upload); LastMaterializationError is the last failure's
+	// text, "" if none.
+	ChangelogAppendedRecords  int64
+	ChangelogAppendedBytes    int64
+	ChangelogPersistedRecords int64
+	ChangelogPersistedBytes   int64
+	ChangelogTruncatedRecords int64
+	ChangelogTruncatedBytes   int64
+	Materializations          int64
+	MaterializationFailures   int64
+	LastMaterializationError  string
 }
 
 // Stats returns a snapshot of the engine's statistics (States is the caller's to fill).
@@ -214,5 +232,6 @@ func (t *Engine) Stats() Stats {
 	st.TTLCompactionEntries, st.TTLCompactionBytes = t.ttl.compaction.Entries.Load(), t.ttl.compaction.Bytes.Load()
 	st.TTLSnapshotEntries, st.TTLSnapshotBytes = t.ttl.snapshot.Entries.Load(), t.ttl.snapshot.Bytes.Load()
 	t.sweepStats(&st)
+	t.changelogStats(&st)
 	return st
 }

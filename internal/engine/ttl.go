@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/strata-db/strata/internal/base"
@@ -108,6 +109,57 @@ func (s *ttlShared) expired(key, v []byte) bool {
 	}
 	ts, ok := base.TS(v)
 	return ok && base.Expired(ts, st.TTL, tab.Now())
+}
+
+// CompactAll compacts every tier down, as RocksDB's CompactRange over the whole key space
+// (Store.CompactAll): it seals the FreshTable's active segment and waits for its transform,
+// merges each bucket's whole chain of slices into one run (slice.Table.PickChain), and then
+// compacts the LsmStore into its last level (CompactLSM) — every compaction applying the
+// compaction filter, so TTL compaction cleanup reaches all the data (dropping expired data, or
+// leaving a tombstone where older data may lie below). The slice compactions run on the owner
+// goroutine, one bucket at a time, after the background work (WaitBackground); ctx is checked
+// between buckets and passed to each. Errors: WaitBackground's, a compaction's
+// (ErrMemoryBudget when its output does not fit: the chain is left as it was), ctx's. Owner
+// goroutine only.
+func (t *Engine) CompactAll(ctx context.Context) error {
+	if err := t.WaitBackground(); err != nil {
+		return err
+	}
+	if t.f.Stats().DataBytes > 0 {
+		if err := t.Seal(); err != nil {
+			return err
+		}
+		if err := t.WaitBackground(); err != nil {
+			return err
+		}
+	}
+	installed := false
+	defer func() {
+		if installed {
+			t.bumpEpoch()
+		}
+	}()
+	for b := range t.sl.Buckets() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c, ok := t.sl.PickChain(b)
+		if !ok {
+			continue
+		}
+		if err := c.Run(ctx); err != nil {
+			if cerr := t.sl.CancelCompaction(c); cerr != nil {
+				panic("strata: invariant: cancelling a compaction: " + cerr.Error())
+			}
+			return fmt.Errorf("strata: full compaction of bucket %d: %w", b, err)
+		}
+		if err := t.sl.InstallCompaction(c); err != nil {
+			panic("strata: invariant: installing a compaction: " + err.Error())
+		}
+		installed = true
+		t.compacted++
+	}
+	return t.CompactLSM()
 }
 
 // CompactLSM compacts every level of the LsmStore into the next, top down, until all the data
