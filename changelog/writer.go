@@ -272,8 +272,8 @@ func (w *Writer) getChunk() (*chunk, error) {
 
 // putChunks gives the chunks from head on (linked by next) back to the Writer: kept idle up to
 // Threshold bytes (at least 16 chunks) — what the Writer's Logs may hold at once, so a steady
-// load maps nothing — unmapped beyond, and all unmapped once the Writer is closed. Called by Persist and by Close, never while an Append
-// may write to them.
+// load maps nothing — unmapped beyond, and all unmapped once the Writer is closed. Called by
+// Persist and by Close, never while an Append may write to them.
 func (w *Writer) putChunks(head *chunk) {
 	maxIdle := max(int(w.opts.Threshold/chunkSize), 16)
 	w.freeMu.Lock()
