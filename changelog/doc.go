@@ -93,24 +93,26 @@
 // # Writer protocol
 //
 //  1. Log.Append runs on its Store's goroutine: checks the record, takes the Log's mutex
-//     (contended only by the once-per-persist swap), appends to the Log's buffer, and every
-//     16 KiB charges the granule to the Writer's buffered count and the memory.Budget
-//     (PurposeChangelog). A refusal — the Budget's, or Threshold bytes buffered — is a
-//     preallocated error matching memory.ErrMemoryBudget: the engine applies backpressure
-//     (wait for a persist, retry). No allocation in steady state: the buffer is swapped with a
-//     spare that the previous persist gave back. Log.Reserve charges the room for one record
-//     ahead (a granule at a time, into the Log's reserved room, which a Persist's swap does
-//     not take) and is refused the same way: a Store reserves before it changes its tables,
-//     so a full buffer refuses a write before it is applied, and the Append after it draws on
-//     the reservation and is not refused for memory. Unreserve returns unused room.
+//     (contended only by the once-per-persist swap), encodes the record in place into the
+//     Log's current chunk (see "Record buffer"), and every 16 KiB charges the granule to the
+//     Writer's buffered count and the memory.Budget (PurposeChangelog). A refusal — the
+//     Budget's, or Threshold bytes buffered — is a preallocated error matching
+//     memory.ErrMemoryBudget: the engine applies backpressure (wait for a persist, retry).
+//     No allocation, also in a new Log: chunks come from the Writer's idle ones. Log.Reserve
+//     charges the room for one record ahead (a granule at a time, into the Log's reserved
+//     room, which a Persist's swap does not take) and is refused the same way: a Store
+//     reserves before it changes its tables, so a full buffer refuses a write before it is
+//     applied, and the Append after it draws on the reservation and is not refused for
+//     memory. Unreserve returns unused room.
 //  2. Writer.PersistDue(now) is true when the buffered bytes reach PreemptiveThreshold or
 //     records have waited PersistDelay (measured from the first PersistDue call that saw them).
-//  3. Writer.Persist (one at a time) swaps every Log's buffer out under the Log's mutex,
-//     appends it after the Log's records a failed persist left pending, encodes one object
-//     with one segment per Log with records, and Puts it under a new name (never reused, also
-//     after a failure). On success each Log gets a handle, its PersistedUpTo rises to the last
-//     seq it had at the swap, and the charge is refunded; on failure everything stays pending,
-//     charged, and goes out with the next Persist.
+//  3. Writer.Persist (one at a time) swaps every Log's chunk list out under the Log's mutex,
+//     links it after the Log's records a failed persist left pending, copies the chunks'
+//     bytes into one object with one segment per Log with records, and Puts it under a new
+//     name (never reused, also after a failure). On success each Log gets a handle, its
+//     PersistedUpTo rises to the last seq it had at the swap, the charge is refunded and the
+//     chunks go back to the Writer's idle list; on failure everything stays pending, charged,
+//     and goes out with the next Persist.
 //  4. A checkpoint cut at seq S calls Log.Checkpoint(ctx, S) (Persist if a record <= S is
 //     buffered, then Handles(S)): the handles of every persisted, not truncated segment with
 //     records <= S. Segments may hold records above S; the restore skips them (ReplayRange).
@@ -119,6 +121,26 @@
 //  6. Log.Stats counts the records and bytes Append took (under the Log's mutex) and those of
 //     the segments Persist stored for the Log (under the handles' mutex): the engine's
 //     changelog figures. Counting costs Append two additions, no allocation.
+//
+// # Record buffer
+//
+// A Log buffers its records in chunks of 64 KiB (chunkSize) mapped outside the Go heap
+// (memory.MapScratch): a record is encoded straight into the current chunk (putRecord, no
+// append), and one that does not fit continues in the next chunk — records span chunks, a
+// segment is the chunks' used bytes concatenated. A chunk is owned by one batch (a Log's
+// current records or its pending ones) or idle in its Writer's list, from which Append takes
+// the next one (a mutex per chunk, not per record) and to which Persist and Close give them
+// back. The Go heap buffer this replaces grew by append in every new Log — one per
+// materialization, a changelog generation — and after every larger batch: a third of the
+// changelog's task CPU in the flight demo went to growslice.
+//
+//	Log.cur:  head ─► [rec rec re|c rec rec ... ] ─► [rec rec rec ....free....] ◄─ tail
+//	                   chunk 64 KiB, n bytes used      Append writes at tail.n
+//
+// The chunks' memory is not charged to the Budget (their used bytes are, in granules, as
+// records); the Writer keeps at most Threshold bytes of idle chunks (at least 16) and unmaps
+// the rest, so a steady load maps nothing, and a Writer's chunks take at most about twice
+// Threshold plus a chunk per Log outside the budget.
 //
 // # Invariants
 //
@@ -137,6 +159,9 @@
 //     what they drop.
 //  6. Replay never yields a record outside its key-group range, and yields records in seq
 //     order (stable across segments for equal seqs).
+//  7. A chunk is in exactly one place: a Log's current batch, its pending batch, or its
+//     Writer's idle list (or unmapped); only the Log's owner writes into a current chunk, and
+//     only under the Log's mutex, so Persist reads a swapped-out chunk that no Append touches.
 //
 // # What is not promised
 //

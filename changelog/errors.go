@@ -29,6 +29,9 @@ var (
 var (
 	errBudget    = fmt.Errorf("changelog: buffer refused by the memory budget: %w", memory.ErrMemoryBudget)
 	errThreshold = fmt.Errorf("changelog: buffered bytes at WriterOptions.Threshold, persist first: %w", memory.ErrMemoryBudget)
+	// errChunkMap: no idle chunk and mmap refused a new one (doc.go, "Record buffer"); a
+	// persist gives chunks back, so it is backpressure like the others.
+	errChunkMap = fmt.Errorf("changelog: mapping a record buffer chunk failed, persist first: %w", memory.ErrMemoryBudget)
 
 	errKind       = fmt.Errorf("%w: op kind outside 1..8", ErrInvalidRecord)
 	errShortKey   = fmt.Errorf("%w: composite key shorter than 2 bytes", ErrInvalidRecord)

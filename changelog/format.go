@@ -69,6 +69,28 @@ func uvarintLen(x uint64) int {
 	return n
 }
 
+// putRecord writes the encoding of a record (doc.go, "Record") into dst, which is exactly
+// recordLen(key, userKey, value) bytes long: Append's path into its chunk, no append, no
+// allocation.
+func putRecord(dst []byte, kind uint8, kg uint16, seq uint64, key, userKey, value []byte) {
+	p := putHeader(dst, kind, kg, seq, len(key))
+	p += copy(dst[p:], key)
+	p += binary.PutUvarint(dst[p:], uint64(len(userKey)))
+	p += copy(dst[p:], userKey)
+	p += binary.PutUvarint(dst[p:], uint64(len(value)))
+	copy(dst[p:], value)
+}
+
+// putHeader writes a record's fixed part and its key's length into dst and returns the bytes
+// written (at most recordFixed + binary.MaxVarintLen64).
+func putHeader(dst []byte, kind uint8, kg uint16, seq uint64, keyLen int) int {
+	_ = dst[recordFixed]
+	dst[0] = kind
+	binary.LittleEndian.PutUint16(dst[1:], kg)
+	binary.LittleEndian.PutUint64(dst[3:], seq)
+	return recordFixed + binary.PutUvarint(dst[recordFixed:], uint64(keyLen))
+}
+
 // appendRecord appends the encoding of a record to dst (doc.go, "Record").
 func appendRecord(dst []byte, kind uint8, kg uint16, seq uint64, key, userKey, value []byte) []byte {
 	dst = append(dst, kind)

@@ -108,6 +108,13 @@ type Writer struct {
 	nextID    uint64     // object counter, in names
 	obj       []byte     // the object being written, reused
 	infos     []SegmentInfo
+
+	// freeMu guards free: the Writer's idle chunks (doc.go, "Record buffer"), taken by an
+	// Append that fills its chunk and given back by Persist and Close; touched once per
+	// chunk, never per record.
+	freeMu sync.Mutex
+	free   *chunk // linked by next
+	nFree  int
 }
 
 // NewWriter returns a Writer. Errors: WriterOptions.Validate's.
@@ -174,6 +181,11 @@ func (w *Writer) Close() {
 	for _, l := range logs {
 		l.drop()
 	}
+	w.freeMu.Lock()
+	idle := w.free
+	w.free, w.nFree = nil, 0
+	w.freeMu.Unlock()
+	w.putChunks(idle) // closed: unmapped
 }
 
 // Log is one Store's part of a Writer: its buffer of records, the handles of its persisted
@@ -188,7 +200,6 @@ type Log struct {
 	// Persist's swap, so it is uncontended in the common case.
 	mu      sync.Mutex
 	cur     batch
-	spare   []byte // an empty buffer to swap in
 	lastSeq uint64 // the largest seq appended
 	closed  bool
 	// reserved is charged room no buffer holds yet (Reserve): Append draws on it before it
@@ -231,27 +242,146 @@ func (l *Log) Stats() LogStats {
 	return st
 }
 
-// batch is records of one Log not yet persisted.
+// batch is records of one Log not yet persisted: their bytes, in order, in a list of chunks
+// (a record may span chunks).
 type batch struct {
-	buf            []byte // the segment under construction: count u32, then records
+	head, tail     *chunk
+	size           int // bytes of records in the chunks
 	n              uint32
 	minSeq, maxSeq uint64
 	kgLo, kgHi     uint16
-	charged        int64 // bytes charged for buf
+	charged        int64 // bytes charged for the records and the segment header
 }
 
 func (b *batch) empty() bool { return b.n == 0 }
 
-// merge appends o's records (and charge) after b's; b must not be empty.
+// merge appends o's records (and charge) after b's; b must not be empty. o's chunks move to b.
 func (b *batch) merge(o *batch) {
 	b.charged += o.charged
-	if o.empty() {
+	if o.head == nil {
 		return
 	}
-	b.buf = append(b.buf, o.buf[segHeaderLen:]...)
+	b.tail.next = o.head
+	b.tail = o.tail
+	b.size += o.size
 	b.n += o.n
 	b.maxSeq = o.maxSeq
 	b.kgLo, b.kgHi = min(b.kgLo, o.kgLo), max(b.kgHi, o.kgHi)
+}
+
+// chunkSize is the size of a record buffer chunk (doc.go, "Record buffer"): 64 KiB mapped
+// outside the Go heap.
+const chunkSize = 64 << 10
+
+// chunk is a piece of a Log's record buffer: off-heap bytes (memory.MapScratch) of which the
+// first n hold records. Owned by one batch, or idle in its Writer's free list.
+type chunk struct {
+	mem  []byte
+	n    int
+	next *chunk
+}
+
+// getChunk returns an empty chunk: an idle one of the Writer, or a new mapping. Called by
+// Append, once per chunk filled.
+func (w *Writer) getChunk() (*chunk, error) {
+	w.freeMu.Lock()
+	if c := w.free; c != nil {
+		w.free, c.next, c.n = c.next, nil, 0
+		w.nFree--
+		w.freeMu.Unlock()
+		return c, nil
+	}
+	w.freeMu.Unlock()
+	mem, err := memory.MapScratch(chunkSize)
+	if err != nil {
+		return nil, errChunkMap
+	}
+	return &chunk{mem: mem[:chunkSize:chunkSize]}, nil
+}
+
+// putChunks gives the chunks from head on (linked by next) back to the Writer: kept idle up to
+// Threshold bytes (at least 16 chunks) — what the Writer's Logs may hold at once, so a steady
+// load maps nothing — unmapped beyond, and all unmapped once the Writer is closed. Called by
+// Persist and by Close, never while an Append may write to them.
+func (w *Writer) putChunks(head *chunk) {
+	maxIdle := max(int(w.opts.Threshold/chunkSize), 16)
+	w.freeMu.Lock()
+	defer w.freeMu.Unlock()
+	for c := head; c != nil; {
+		next := c.next
+		if w.nFree < maxIdle && !w.closed.Load() {
+			c.next, c.n = w.free, 0
+			w.free = c
+			w.nFree++
+		} else {
+			_ = memory.UnmapScratch(c.mem)
+			c.mem = nil
+		}
+		c = next
+	}
+}
+
+// appendSpanning writes the record of n bytes across the end of the current chunk and as many
+// new ones as it needs; l.mu held. The chunks are taken first, so a refusal buffers nothing.
+func (l *Log) appendSpanning(n int, kind uint8, kg uint16, seq uint64, key, userKey, value []byte) error {
+	c := &l.cur
+	room := 0
+	if c.tail != nil {
+		room = len(c.tail.mem) - c.tail.n
+	}
+	var head, tail *chunk
+	for got := room; got < n; got += chunkSize {
+		ch, err := l.w.getChunk()
+		if err != nil {
+			l.w.putChunks(head)
+			return err
+		}
+		if head == nil {
+			head = ch
+		} else {
+			tail.next = ch
+		}
+		tail = ch
+	}
+	first := c.tail
+	if first == nil || room == 0 {
+		first = head
+	}
+	if c.tail == nil {
+		c.head = head
+	} else {
+		c.tail.next = head
+	}
+	c.tail = tail
+	if n <= len(first.mem)-first.n { // a fresh chunk holds it whole
+		putRecord(first.mem[first.n:first.n+n], kind, kg, seq, key, userKey, value)
+		first.n += n
+		return nil
+	}
+	var hdr [recordFixed + 3*binary.MaxVarintLen64]byte
+	h := putHeader(hdr[:], kind, kg, seq, len(key))
+	w := spanWriter{c: first}
+	w.write(hdr[:h])
+	w.write(key)
+	w.write(hdr[:binary.PutUvarint(hdr[:], uint64(len(userKey)))])
+	w.write(userKey)
+	w.write(hdr[:binary.PutUvarint(hdr[:], uint64(len(value)))])
+	w.write(value)
+	return nil
+}
+
+// spanWriter copies bytes into a chain of chunks, moving on when one is full.
+type spanWriter struct{ c *chunk }
+
+func (s *spanWriter) write(p []byte) {
+	for len(p) > 0 {
+		if s.c.n == len(s.c.mem) {
+			s.c = s.c.next
+		}
+		k := copy(s.c.mem[s.c.n:], p)
+		s.c.n += k
+		p = p[k:]
+	}
 }
 
 // Store returns the Log's store id.
@@ -265,12 +395,14 @@ func (l *Log) KeyGroups() KeyGroupRange { return l.kg }
 // group), seq its sequence number (not below the last one appended), key the composite key,
 // userKey the map user key (or empty), value the value (or empty). The bytes are copied.
 //
-// Called on the Store's goroutine on its write path: it allocates nothing in steady state
-// (the buffer is reused across persists), takes one uncontended mutex, and touches the
-// shared counters and the Budget once per 16 KiB. Errors, all preallocated: ErrInvalidRecord
-// for a record that breaks the rules; an error matching memory.ErrMemoryBudget when the
-// Budget refuses or the Writer holds Threshold bytes (backpressure: persist, then retry);
-// ErrClosed. A refused record is not buffered.
+// Called on the Store's goroutine on its write path: it encodes the record in place into the
+// Log's current off-heap chunk (doc.go, "Record buffer") and allocates nothing, also in a new
+// Log (chunks come from the Writer's idle ones; a chunk is mapped only when none is idle),
+// takes one uncontended mutex, and touches the shared counters and the Budget once per
+// 16 KiB. Errors, all preallocated: ErrInvalidRecord for a record that breaks the rules; an
+// error matching memory.ErrMemoryBudget when the Budget refuses or the Writer holds Threshold
+// bytes or no chunk can be mapped (backpressure: persist, then retry); ErrClosed. A refused
+// record is not buffered.
 func (l *Log) Append(kind uint8, kg uint16, seq uint64, key, userKey, value []byte) error {
 	if kind < MinKind || kind > MaxKind {
 		return errKind
@@ -298,28 +430,26 @@ func (l *Log) Append(kind uint8, kg uint16, seq uint64, key, userKey, value []by
 		return errSeqOrder
 	}
 	c := &l.cur
-	if c.empty() {
-		if c.buf == nil {
-			c.buf, l.spare = l.spare, nil
-		}
-		c.buf = append(c.buf[:0], 0, 0, 0, 0)
-	}
-	if need := int64(len(c.buf) + n); need > c.charged {
+	if need := int64(segHeaderLen + c.size + n); need > c.charged {
 		if r := l.reserved.Load(); r > 0 {
-			// Room reserved for this record (Reserve): up to a granule moves to the buffer.
+			// Room reserved for this record (Reserve): up to a granule moves to the batch.
 			t := min(r, max(need-c.charged, chargeGranule))
 			l.reserved.Add(-t)
 			c.charged += t
 		}
 	}
-	if need := int64(len(c.buf) + n); need > c.charged {
+	if need := int64(segHeaderLen + c.size + n); need > c.charged {
 		if err := l.charge(need - c.charged); err != nil {
-			if c.empty() {
-				c.buf = c.buf[:0]
-			}
 			l.mu.Unlock()
 			return err
 		}
+	}
+	if t := c.tail; t != nil && len(t.mem)-t.n >= n {
+		putRecord(t.mem[t.n:t.n+n], kind, kg, seq, key, userKey, value) // the common path
+		t.n += n
+	} else if err := l.appendSpanning(n, kind, kg, seq, key, userKey, value); err != nil {
+		l.mu.Unlock()
+		return err
 	}
 	if c.empty() {
 		c.minSeq, c.kgLo, c.kgHi = seq, kg, kg
@@ -327,7 +457,7 @@ func (l *Log) Append(kind uint8, kg uint16, seq uint64, key, userKey, value []by
 			l.w.dirty.Store(true)
 		}
 	}
-	c.buf = appendRecord(c.buf, kind, kg, seq, key, userKey, value)
+	c.size += n
 	c.n++
 	l.appendedRecords++
 	l.appendedBytes += int64(n)
@@ -497,10 +627,13 @@ func (l *Log) Close() {
 func (l *Log) drop() {
 	l.mu.Lock()
 	l.closed = true
-	c := l.cur.charged + l.reserved.Swap(0)
+	cur := l.cur
+	cur.charged += l.reserved.Swap(0)
 	l.cur = batch{}
 	l.mu.Unlock()
-	l.w.refund(c + l.pending.charged)
+	l.w.refund(cur.charged + l.pending.charged)
+	l.w.putChunks(cur.head)
+	l.w.putChunks(l.pending.head)
 	l.pending = batch{}
 	l.hmu.Lock()
 	if f := l.w.opts.InFlight; f != nil {
@@ -560,14 +693,14 @@ func (w *Writer) Persist(ctx context.Context) (PersistResult, error) {
 		lastSeq := l.lastSeq
 		l.mu.Unlock()
 		if l.pending.empty() {
+			w.putChunks(l.pending.head) // none, or the chunk of a refused Append
 			l.pending = taken
 		} else {
 			l.pending.merge(&taken) // a failed persist's records first: seqs stay in order
-			l.giveSpare(taken.buf)
 		}
 		if l.pending.empty() {
 			w.refund(l.pending.charged) // 0 unless an Append was refused after charging
-			l.giveSpare(l.pending.buf)
+			w.putChunks(l.pending.head)
 			l.pending = batch{}
 			l.persisted.Store(lastSeq) // nothing of this Log waits
 			continue
@@ -585,13 +718,16 @@ func (w *Writer) Persist(ctx context.Context) (PersistResult, error) {
 	w.infos = w.infos[:0]
 	for _, l := range in {
 		p := &l.pending
-		binary.LittleEndian.PutUint32(p.buf, p.n)
-		off := int64(len(obj))
-		obj = append(obj, p.buf...)
+		off := len(obj)
+		obj = binary.LittleEndian.AppendUint32(obj, p.n)
+		for c := p.head; c != nil; c = c.next {
+			obj = append(obj, c.mem[:c.n]...)
+		}
+		seg := obj[off:]
 		w.infos = append(w.infos, SegmentInfo{
 			Store: l.store, KeyGroups: KeyGroupRange{Start: p.kgLo, End: p.kgHi},
-			MinSeq: p.minSeq, MaxSeq: p.maxSeq, Offset: off, Length: int64(len(p.buf)),
-			Records: p.n, CRC: crc32.Checksum(p.buf, base.CRC32C),
+			MinSeq: p.minSeq, MaxSeq: p.maxSeq, Offset: int64(off), Length: int64(len(seg)),
+			Records: p.n, CRC: crc32.Checksum(seg, base.CRC32C),
 		})
 	}
 	obj = appendFooter(obj, w.infos)
@@ -629,28 +765,10 @@ func (w *Writer) Persist(ctx context.Context) (PersistResult, error) {
 		l.hmu.Unlock()
 		l.persisted.Store(last[i])
 		w.refund(l.pending.charged)
-		buf := l.pending.buf
+		w.putChunks(l.pending.head)
 		l.pending = batch{}
-		l.giveSpare(buf)
 	}
 	return res, nil
-}
-
-// giveSpare offers buf to the Log for reuse by Append.
-func (l *Log) giveSpare(buf []byte) {
-	// A buffer larger than the Writer's Threshold (one huge record) is left to the garbage
-	// collector; any other is kept as the spare — also when appends during the persist began
-	// a new active buffer, so the next batch takes it rather than growing one from nil — and
-	// Append allocates nothing in steady state. At most one spare per Log (Go heap, not
-	// charged: its bytes were refunded with the persist).
-	if buf == nil || int64(cap(buf)) > 2*l.w.opts.Threshold {
-		return
-	}
-	l.mu.Lock()
-	if l.spare == nil {
-		l.spare = buf[:0]
-	}
-	l.mu.Unlock()
 }
 
 // Objects returns one handle per distinct object holding the Log's persisted, not truncated
