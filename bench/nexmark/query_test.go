@@ -6,9 +6,9 @@ import (
 	"github.com/strata-db/strata"
 )
 
-// testEvents is the length of the short checked runs: 40 s of event time at the default
+// testEvents is the length of the short checked runs: 20 s of event time at the default
 // rate, so that 10 s windows, sessions and the q5 hop windows fire a few times.
-const testEvents = 400_000
+const testEvents = 200_000
 
 func openStore(t testing.TB, budget int64) *strata.Store {
 	t.Helper()
