@@ -32,6 +32,7 @@ var Queries = []QuerySpec{
 	{"q1", "bids with prices in euros (no state)", newQ1, 0},
 	{"q2", "bids of auctions whose id is a multiple of 123 (no state)", newQ2, 0},
 	{"q3", "person ⋈ auction (sellers in OR, ID, CA; category 10): value + list state per person", newQ3, 0},
+	{"q4", "average closing price per category: value state per auction, a timer at its expiry, then per category", newQ4, 0},
 	{"q5", "hot items: bids per auction per HOP 10 s / 2 s window, the top ones per window: value state + timers, two stages", newQ5, 22.1e3},
 	{"q7", "highest bid per 10 s tumbling window: value state per window + timers", newQ7, 12.3e3},
 	{"q8", "new persons ⋈ their auctions per 10 s tumbling window: value state per (person, window) + timers", newQ8, 0},
@@ -153,6 +154,78 @@ func (q *q3) Event(e *Event) error {
 	return nil
 }
 func (q *q3) Fire(int64) error { return nil }
+
+// --- q4: average closing price per category ---
+
+// q4 closes each auction at its expiry (an event-time timer; the SQL's join keeps only bids
+// with dateTime BETWEEN A.dateTime AND A.expires, so nothing joins after it) with the highest
+// such bid, and keeps per category the sum and number of closing prices, emitting the updated
+// AVG (BIGINT: truncated) as Flink's GROUP BY category does. Bids come after their auction's
+// first millisecond here (events are in order); a bid generated before its auction (the id
+// lead) is dropped, as the SQL's BETWEEN drops it unless both share a millisecond.
+type q4 struct {
+	o        *Out
+	auctions Value[int64, Acc] // id -> category, dateTime, expires, highest price, bids
+	cats     Value[int64, Acc] // category -> sum of closing prices, auctions
+	expiry   Timers[int64]
+	fire     func(k, ns, ts int64) error
+}
+
+func newQ4(b Backend, o *Out) (Query, error) {
+	q := &q4{o: o}
+	var err error
+	if q.auctions, err = NewValue[int64, Acc](b, "q4-auction", int64Codec, accCodec{5}); err != nil {
+		return nil, err
+	}
+	if q.cats, err = NewValue[int64, Acc](b, "q4-category", int64Codec, accCodec{2}); err != nil {
+		return nil, err
+	}
+	if q.expiry, err = NewTimers[int64](b, "q4-expiry", int64Codec, false); err != nil {
+		return nil, err
+	}
+	q.fire = func(id, _, _ int64) error {
+		a, _, err := q.auctions.Get(id, Void)
+		if err != nil {
+			return err
+		}
+		if err := q.auctions.Clear(id, Void); err != nil || a[4] == 0 {
+			return err
+		}
+		c, ok, err := q.cats.Get(a[0], Void)
+		if err != nil {
+			return err
+		}
+		if ok {
+			q.o.Retract(hh(uint64(a[0]), uint64(c[0]/c[1])))
+		}
+		c[0], c[1] = c[0]+a[3], c[1]+1
+		q.o.Emit(hh(uint64(a[0]), uint64(c[0]/c[1])))
+		return q.cats.Put(a[0], Void, c)
+	}
+	return q, nil
+}
+
+func (q *q4) Event(e *Event) error {
+	switch e.Kind {
+	case KindAuction:
+		a := &e.Auction
+		if err := q.auctions.Put(a.ID, Void, Acc{a.Category, a.DateTime, a.Expires}); err != nil {
+			return err
+		}
+		return q.expiry.Register(a.ID, Void, a.Expires)
+	case KindBid:
+		b := &e.Bid
+		a, ok, err := q.auctions.Get(b.Auction, Void)
+		if err != nil || !ok || b.DateTime < a[1] || b.DateTime > a[2] || (a[4] > 0 && b.Price <= a[3]) {
+			return err
+		}
+		a[3], a[4] = b.Price, a[4]+1
+		return q.auctions.Put(b.Auction, Void, a)
+	}
+	return nil
+}
+
+func (q *q4) Fire(wm int64) error { return q.expiry.Advance(wm, q.fire) }
 
 // --- q5: hot items ---
 
