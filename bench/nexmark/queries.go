@@ -234,9 +234,13 @@ const (
 	q5Slide = 2 * sec
 )
 
+// q5 counts bids per auction in 2 s slices and sums a window's 5 slices when it fires, as
+// Flink's slicing window aggregation does for HOP windows (FLIP-145: a record updates one
+// slice, not the 5 windows it belongs to): one read and one write per bid; per (auction,
+// window) 5 reads at the firing, and the slice that no later window covers is cleared.
 type q5 struct {
 	o      *Out
-	counts Value[int64, int64] // auction, ns = window end -> bids
+	counts Value[int64, int64] // auction, ns = slice end -> bids in the slice
 	wins   Timers[int64]       // auction, ns = window end, at end - 1
 	maxes  Value[int64, Acc]   // window end -> max count, auctions at it, sum of their mixed hashes
 	ends   Timers[int64]       // window end, at end - 1: the window's result is complete
@@ -260,11 +264,15 @@ func newQ5(b Backend, o *Out) (Query, error) {
 		return nil, err
 	}
 	q.fire1 = func(auction, end, _ int64) error {
-		n, _, err := q.counts.Get(auction, end)
-		if err != nil {
-			return err
+		var n int64
+		for s := end - q5Size + q5Slide; s <= end; s += q5Slide {
+			c, _, err := q.counts.Get(auction, s)
+			if err != nil {
+				return err
+			}
+			n += c
 		}
-		if err := q.counts.Clear(auction, end); err != nil {
+		if err := q.counts.Clear(auction, end-q5Size+q5Slide); err != nil {
 			return err
 		}
 		m, _, err := q.maxes.Get(end, Void)
@@ -301,16 +309,16 @@ func (q *q5) Event(e *Event) error {
 		return nil
 	}
 	t, a := e.Bid.DateTime, e.Bid.Auction
-	for start := t - t%q5Slide; start > t-q5Size; start -= q5Slide {
-		end := start + q5Size
-		n, _, err := q.counts.Get(a, end)
-		if err != nil {
-			return err
-		}
-		if err := q.counts.Put(a, end, n+1); err != nil {
-			return err
-		}
-		if n == 0 {
+	slice := t - t%q5Slide + q5Slide
+	n, _, err := q.counts.Get(a, slice)
+	if err != nil {
+		return err
+	}
+	if err := q.counts.Put(a, slice, n+1); err != nil {
+		return err
+	}
+	if n == 0 { // the windows that cover the slice
+		for end := slice; end < slice+q5Size; end += q5Slide {
 			if err := q.wins.Register(a, end, end-1); err != nil {
 				return err
 			}
