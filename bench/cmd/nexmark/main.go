@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,6 +75,7 @@ type config struct {
 	materialize time.Duration
 	killAfter   int64
 	model       bool
+	prof        string
 }
 
 func parseFlags(args []string) (config, error) {
@@ -91,6 +93,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.materialize, "materialize-every", 2*time.Second, "with -changelog, the `interval` between materializations")
 	fs.Int64Var(&c.killAfter, "kill-after", 0, "run Strata in a child process, SIGKILL it after `n` events, restore its last checkpoint and finish")
 	fs.BoolVar(&c.model, "model", true, "also run the Go model (the ratio's denominator and the check)")
+	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the Strata runs to `file` (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -328,6 +331,17 @@ func runStrata(c config, spec nexmark.QuerySpec, h *strata.CheckpointHandle, att
 	if os.Getenv(childEnv) != "" {
 		d.Progress = func(n int64) { fmt.Printf("progress %d\n", n) }
 		ck.onDone = func(rec ckRecord) { fmt.Printf("checkpoint %d %d\n", rec.id, rec.events) }
+	}
+	if c.prof != "" && os.Getenv(childEnv) == "" {
+		f, err := os.Create(c.prof)
+		if err != nil {
+			return r, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return r, err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	r.wall, r.cpu, r.peakRSS, err = measure(func() error {
 		if err := d.Run(); err != nil {
