@@ -2,15 +2,10 @@ package nexmark
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"github.com/zeebo/xxh3"
 )
-
-// ErrCodec is the error of a state value that does not decode (wrapped with the codec's
-// name and the length found).
-var ErrCodec = errors.New("nexmark: bad state encoding")
 
 // Out is what a query emitted, as a changelog of rows reduced to a digest: Rows is the net
 // number of rows of the result (emissions less retractions: an upsert's result size), Sum the
@@ -31,6 +26,7 @@ func (o *Out) EmitN(n int64, h uint64) { o.Rows += n; o.Changes += n; o.Sum += m
 // Retract removes the row of hash h (an update's -U, a rank's eviction).
 func (o *Out) Retract(h uint64) { o.Rows--; o.Changes++; o.Sum -= mix64(h) }
 
+// String formats o for the command's output and test failures.
 func (o Out) String() string {
 	return fmt.Sprintf("%d rows (%d changes), digest %016x", o.Rows, o.Changes, o.Sum)
 }
