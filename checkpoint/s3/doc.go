@@ -71,6 +71,17 @@
 //  4. Names are validated before any request; a key is built only from a valid name, so no key
 //     outside <prefix>/ is ever written, read or deleted.
 //
+// # Tests
+//
+// fake_test.go runs the conformance suite (package checkpoint/storagetest) in-process against
+// gofakes3 v1.2.0, whose in-memory back-end implements If-None-Match: * on PutObject
+// atomically (checked under its lock), behind a handler that injects faults (5xx, SlowDown,
+// 409, a 500 after the write succeeded, a failed part). real_test.go runs it against a real
+// server: scripts/s3-real.sh starts versitygw v1.8.0 (posix back-end, 127.0.0.1), runs the
+// suite, two writers racing conditional creates and a Store checkpointed and restored, then
+// kills the server by PID in the middle of a multipart upload, restarts it, and checks the cut
+// upload is invisible and the checkpoint written before the kill restores.
+//
 // # What is not promised
 //
 // An upload cut short by a crash of this process leaves its parts on the store, invisible,
