@@ -8,10 +8,20 @@
 #      it is under way (a marker file) the server is killed with SIGKILL, and the upload must
 #      fail; the server is restarted on the same directory and phase "after" checks the cut
 #      upload is invisible, uploads it again and restores the checkpoint.
-# Budget: under 2 minutes once versitygw is installed.
+#   3. with --demo: the flight demo's kill-and-restore run with -checkpoints s3://… on the same
+#      server (a child process SIGKILLed after 1.7 M events, restored from its last checkpoint
+#      in the bucket, checked against plain Go maps; checkpoints every 300 000 events).
+# Budget: under 2 minutes once versitygw is installed, and about as much again for --demo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+
+demo=false
+case "${1:-}" in
+  --demo) demo=true ;;
+  "") ;;
+  *) echo "usage: $0 [--demo]"; exit 2 ;;
+esac
 
 VGW_VERSION=v1.8.0
 bin="${XDG_CACHE_HOME:-$HOME/.cache}/strata/versitygw-$VGW_VERSION"
@@ -83,5 +93,12 @@ start
 echo "versitygw restarted (PID $pid) on the same directory"
 STRATA_S3_TEST_PHASE=after "$tmp/s3.test" -test.count=1 -test.timeout 3m -test.v -test.run '^TestRealKill$' |
   grep -E '^(--- |\s+real_test.go|ok|FAIL|PASS)'
+cd ../..
+if $demo; then
+  echo "--- the flight demo killed and restored through s3://$STRATA_S3_TEST_BUCKET/demo-$STRATA_S3_TEST_RUN"
+  (cd bench && go run ./cmd/flightdemo -kill-after 1700000 -checkpoint-every 300000 \
+    -checkpoints "s3://$STRATA_S3_TEST_BUCKET/demo-$STRATA_S3_TEST_RUN?endpoint=$STRATA_S3_TEST_ENDPOINT") |
+    grep -E '^(kill|checkpoints|restore time|check)'
+fi
 stop
 echo "versitygw stopped"
