@@ -182,7 +182,7 @@ func TestRetries(t *testing.T) {
 	if n := f.seen.Load() - before; n != 1 {
 		t.Fatalf("a 403 was sent %d times, want once", n)
 	}
-	for range 20 {
+	for range 200 { // more than 100 ms of backoffs of up to 20 ms can consume
 		f.inject(fault{method: "PUT", status: 503, code: "SlowDown"})
 	}
 	o := f.options("t")
