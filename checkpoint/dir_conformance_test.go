@@ -1,6 +1,11 @@
 package checkpoint_test
 
 import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -32,4 +37,33 @@ func TestDirStorageConformance(t *testing.T) {
 			return d
 		}, storagetest.Options{Short: testing.Short(), ClockSkew: 20 * time.Millisecond})
 	})
+}
+
+// TestPutLocalFile: from outside the module's internal packages, a local file is stored by
+// path (hard-linked into a DirStorage on the same device), and a missing one is fs.ErrNotExist.
+func TestPutLocalFile(t *testing.T) {
+	ctx := context.Background()
+	d, err := checkpoint.NewLocalStorage(filepath.Join(t.TempDir(), "ck"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "000001.sst")
+	if err := os.WriteFile(src, []byte("table bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.PutLocalFile(ctx, d, "o/shared/t.sst", src); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := d.Get(ctx, "o/shared/t.sst"); err != nil || string(b) != "table bytes" {
+		t.Fatalf("Get after PutLocalFile = %q, %v", b, err)
+	}
+	if err := checkpoint.PutLocalFile(ctx, d, "o/shared/u.sst", src+".missing"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("PutLocalFile of a missing file = %v; want fs.ErrNotExist", err)
+	}
+	if err := checkpoint.ValidatePrefix("o/sha"); err != nil {
+		t.Fatalf("ValidatePrefix(o/sha) = %v", err)
+	}
+	if err := checkpoint.ValidatePrefix("o//x"); !errors.Is(err, checkpoint.ErrInvalidName) {
+		t.Fatalf("ValidatePrefix(o//x) = %v; want ErrInvalidName", err)
+	}
 }
