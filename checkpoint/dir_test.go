@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -32,8 +31,10 @@ func names(infos []ObjectInfo) []string {
 	return r
 }
 
-// TestDirStorageSemantics drives every Storage method of DirStorage, on MemFS and on the
-// operating system's file system, and checks the documented results and errors.
+// TestDirStorageSemantics checks what DirStorage adds to the Storage contract (which
+// TestDirStorageConformance checks through package storagetest), on MemFS and on the operating
+// system's file system: its errors also match fs.ErrNotExist, Delete removes the directories it
+// empties, PutFile links or copies, and clean puts leave no temporaries.
 func TestDirStorageSemantics(t *testing.T) {
 	ctx := context.Background()
 	for _, impl := range []string{"mem", "os"} {
@@ -57,67 +58,9 @@ func TestDirStorageSemantics(t *testing.T) {
 				}
 			}
 			must(d.Put(ctx, "o/a/x", []byte("hello")))
-			must(d.PutReader(ctx, "o/a/y", strings.NewReader("world and more"), 5))
 			must(d.Create(ctx, "o/chk-1/MANIFEST", []byte("m1")))
-			if err := d.Create(ctx, "o/chk-1/MANIFEST", []byte("zombie")); !errors.Is(err, ErrExists) {
-				t.Fatalf("second Create: %v, want ErrExists", err)
-			}
-			if err := d.PutReader(ctx, "o/a/short", strings.NewReader("abc"), 10); err == nil {
-				t.Fatal("PutReader of a short reader succeeded")
-			}
-			must(d.Put(ctx, "p/z", nil))
-			if b, err := d.Get(ctx, "o/a/y"); err != nil || string(b) != "world" {
-				t.Fatalf("Get = %q, %v", b, err)
-			}
-			if b, err := d.Get(ctx, "o/chk-1/MANIFEST"); err != nil || string(b) != "m1" {
-				t.Fatalf("Get manifest = %q, %v (the zombie's Create must not change it)", b, err)
-			}
-			if b, err := d.GetRange(ctx, "o/a/x", 1, 3); err != nil || string(b) != "ell" {
-				t.Fatalf("GetRange = %q, %v", b, err)
-			}
-			if b, err := d.GetRange(ctx, "o/a/x", 5, 0); err != nil || len(b) != 0 {
-				t.Fatalf("GetRange at the end = %q, %v", b, err)
-			}
-			for _, r := range [][2]int64{{-1, 1}, {0, -1}, {4, 2}, {6, 0}} {
-				if _, err := d.GetRange(ctx, "o/a/x", r[0], r[1]); !errors.Is(err, ErrRange) {
-					t.Errorf("GetRange(%d, %d) = %v, want ErrRange", r[0], r[1], err)
-				}
-			}
 			if _, err := d.Get(ctx, "o/missing"); !errors.Is(err, ErrNotFound) || !errors.Is(err, fs.ErrNotExist) {
 				t.Fatalf("Get missing: %v", err)
-			}
-			if _, err := d.Get(ctx, "o/a/x/under-a-file"); !errors.Is(err, ErrNotFound) {
-				t.Fatalf("Get below a file: %v", err)
-			}
-			if _, err := d.Get(ctx, "o/a"); !errors.Is(err, ErrNotFound) {
-				t.Fatalf("Get of a directory: %v", err)
-			}
-			for _, bad := range []string{"../x", "/abs", "a//b", ".tmp.1"} {
-				if err := d.Put(ctx, bad, nil); !errors.Is(err, ErrInvalidName) {
-					t.Errorf("Put(%q) = %v, want ErrInvalidName", bad, err)
-				}
-				if _, err := d.Get(ctx, bad); !errors.Is(err, ErrInvalidName) {
-					t.Errorf("Get(%q) = %v, want ErrInvalidName", bad, err)
-				}
-				if err := d.Delete(ctx, bad); !errors.Is(err, ErrInvalidName) {
-					t.Errorf("Delete(%q) = %v, want ErrInvalidName", bad, err)
-				}
-			}
-			for _, tc := range []struct {
-				prefix string
-				want   string
-			}{
-				{"", "o/a/x o/a/y o/chk-1/MANIFEST p/z"},
-				{"o/", "o/a/x o/a/y o/chk-1/MANIFEST"},
-				{"o/a", "o/a/x o/a/y"},
-				{"o/chk-", "o/chk-1/MANIFEST"},
-				{"o/a/y", "o/a/y"},
-				{"q/", ""},
-			} {
-				l, err := d.List(ctx, tc.prefix)
-				if err != nil || strings.Join(names(l), " ") != tc.want {
-					t.Errorf("List(%q) = %v, %v; want %s", tc.prefix, names(l), err, tc.want)
-				}
 			}
 			l, _ := d.List(ctx, "o/a/x")
 			if len(l) != 1 || l[0].Size != 5 {
@@ -126,19 +69,9 @@ func TestDirStorageSemantics(t *testing.T) {
 			if impl == "os" && l[0].Created.IsZero() {
 				t.Errorf("List on the OS gives no time: %+v", l)
 			}
-			if _, err := d.List(ctx, "/x"); !errors.Is(err, ErrInvalidName) {
-				t.Errorf("List(/x) = %v", err)
-			}
 			must(d.Delete(ctx, "o/a/x"))
-			must(d.Delete(ctx, "o/a/x")) // idempotent
-			must(d.Delete(ctx, "o/never/was"))
-			must(d.Delete(ctx, "o/a/y"))
 			if _, err := fsys.Stat(d.Dir() + "/o/a"); !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("emptied directory o/a not removed: %v", err)
-			}
-			must(d.Put(ctx, "o/a/again", []byte("1"))) // the directory comes back
-			if l, err := d.List(ctx, "o/"); err != nil || strings.Join(names(l), " ") != "o/a/again o/chk-1/MANIFEST" {
-				t.Errorf("List after deletes = %v, %v", names(l), err)
 			}
 			// PutFile: linked on the same FS (the object shares the node), copied from another.
 			must(fsys.MkdirAll(d.Dir()+"/../src", 0o755))
@@ -165,14 +98,6 @@ func TestDirStorageSemantics(t *testing.T) {
 			}
 			if n, err := d.Cleanup(ctx, "", time.Now(), 0); err != nil || n != 0 {
 				t.Errorf("Cleanup found %d temporaries after clean puts: %v", n, err)
-			}
-			cctx, cancel := context.WithCancel(ctx)
-			cancel()
-			if err := d.Put(cctx, "o/cancelled", []byte("x")); !errors.Is(err, context.Canceled) {
-				t.Errorf("Put with a done context: %v", err)
-			}
-			if _, err := d.Get(ctx, "o/cancelled"); !errors.Is(err, ErrNotFound) {
-				t.Errorf("a cancelled Put stored its object: %v", err)
 			}
 		})
 	}
@@ -210,13 +135,13 @@ func TestDirStoragePutFileLinks(t *testing.T) {
 	}
 }
 
-// TestCreateRace: concurrent Creates of one name — exactly one wins, every other one fails with
-// ErrExists, and the object holds the winner's bytes (S3's If-None-Match: *).
-func TestCreateRace(t *testing.T) {
+// TestCreateRaceTemporaries: of concurrent Creates of one name, the losers remove their
+// temporaries (the race itself is storagetest's CreateRace).
+func TestCreateRaceTemporaries(t *testing.T) {
 	ctx := context.Background()
 	for _, impl := range []string{"mem", "os"} {
 		t.Run("fs="+impl, func(t *testing.T) {
-			for round := range 20 {
+			for round := range 5 {
 				var d *DirStorage
 				if impl == "mem" {
 					d, _ = newMemStorage(t)
@@ -226,34 +151,20 @@ func TestCreateRace(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				const writers = 4
 				var wg sync.WaitGroup
-				errs := make([]error, writers)
-				for w := range writers {
+				wins := make(chan int, 4)
+				for w := range 4 {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						errs[w] = d.Create(ctx, "o/chk-00000000000000000001/MANIFEST", bytes.Repeat([]byte{byte('a' + w)}, 1000))
+						if d.Create(ctx, "o/chk-00000000000000000001/MANIFEST", bytes.Repeat([]byte{byte('a' + w)}, 1000)) == nil {
+							wins <- w
+						}
 					}()
 				}
 				wg.Wait()
-				winner := -1
-				for w, err := range errs {
-					switch {
-					case err == nil && winner >= 0:
-						t.Fatalf("round %d: writers %d and %d both created the object", round, winner, w)
-					case err == nil:
-						winner = w
-					case !errors.Is(err, ErrExists):
-						t.Fatalf("round %d: writer %d: %v, want ErrExists", round, w, err)
-					}
-				}
-				if winner < 0 {
-					t.Fatalf("round %d: no writer won", round)
-				}
-				b, err := d.Get(ctx, "o/chk-00000000000000000001/MANIFEST")
-				if err != nil || !bytes.Equal(b, bytes.Repeat([]byte{byte('a' + winner)}, 1000)) {
-					t.Fatalf("round %d: object is not the winner's: %v", round, err)
+				if len(wins) != 1 {
+					t.Fatalf("round %d: %d writers won", round, len(wins))
 				}
 				if n, err := d.Cleanup(ctx, "", time.Now(), 0); n != 0 || err != nil {
 					t.Fatalf("round %d: %d temporaries left: %v", round, n, err)

@@ -53,6 +53,11 @@ func ValidateName(name string) error {
 	return nil
 }
 
+// ValidatePrefix reports whether prefix is a valid List prefix — "" or the start of a valid
+// name — returning a *NameError (errors.Is(err, ErrInvalidName)) if not. Storage
+// implementations outside this package call it first in List, as DirStorage does.
+func ValidatePrefix(prefix string) error { return validatePrefix(prefix) }
+
 // validatePrefix checks a List prefix: "" or the start of a valid name — its complete segments
 // valid, its last (possibly partial or empty, after a trailing "/") segment made of valid
 // characters.

@@ -31,7 +31,9 @@ import (
 //     collection"): it never deletes because an object is missing from a List, only what a
 //     List shows and no retained manifest reaches, and only after a grace period.
 //
-// Implementations are safe for concurrent use by multiple goroutines.
+// Implementations are safe for concurrent use by multiple goroutines. Package
+// checkpoint/storagetest checks an implementation against this contract (DirStorage and
+// checkpoint/s3 run it).
 type Storage interface {
 	// Put stores data as the object name. Objects are immutable and names are never reused
 	// (invariant 1 in doc.go), so Put is called once per name; should it be called again, the
@@ -123,4 +125,13 @@ func PutFile(ctx context.Context, s Storage, name string, fsys vfs.FS, path stri
 		return fmt.Errorf("checkpoint: put %s from %s: %w", name, path, err)
 	}
 	return nil
+}
+
+// PutLocalFile is PutFile from the operating system's file system (vfs.Default()), for callers
+// outside this module, which cannot name package vfs (a job's main, a Storage of another
+// module, the tools): the file at path becomes the object name, hard-linked when s is a
+// *DirStorage on the same device, streamed through s.PutReader otherwise. Errors: those of
+// PutFile.
+func PutLocalFile(ctx context.Context, s Storage, name, path string) error {
+	return PutFile(ctx, s, name, vfs.Default(), path)
 }

@@ -39,6 +39,12 @@ step "demo job survives a SIGKILL: a child process killed after 1.7 M events, re
 step "demo job rescaled through checkpoints: 1 Store -> 2 Stores splitting the key groups (at 1.5 M events) -> 1 Store (at 2.25 M), checked again"
 (cd bench && go run ./cmd/flightdemo -rescale 2)
 
+step "checkpoint/s3 module (its own go.mod): vet, and its tests with -race against gofakes3 in-process (the Storage conformance suite, retries, multipart failures)"
+(cd checkpoint/s3 && go vet ./... && GOARCH=arm64 go vet ./... && go test -race -count=1 -timeout 10m ./...)
+
+step "checkpoint/s3 against a real S3-compatible server (versitygw, posix back-end, 127.0.0.1): conformance, two writers racing a conditional create, a Store checkpointed and restored, the server killed mid-upload and restarted; then the demo job killed and restored with its checkpoints in the server"
+scripts/s3-real.sh --demo
+
 step "arm64 under qemu"
 command -v qemu-aarch64-static >/dev/null || { echo "qemu-aarch64-static missing: apt-get install -y qemu-user-static"; exit 1; }
 # Packages with arm64-specific code and the tiers that call it, at every configuration; the

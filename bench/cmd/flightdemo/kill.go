@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/strata-db/strata"
-	"github.com/strata-db/strata/checkpoint"
-	"github.com/strata-db/strata/internal/vfs"
 )
 
 // -kill-after: the job runs in a child process (this executable again, with childEnv set),
@@ -43,7 +41,7 @@ func runChild(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	storage, err := checkpoint.NewDirStorage(vfs.Default(), c.checkpoints)
+	storage, err := openStorage(c.checkpoints)
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,9 @@
 // run; -space-amplification starts them early). It prints the sync pause, the async duration
 // and their sum (p50/p99), the bytes per checkpoint (objects its manifest lists that the
 // previous one did not; mean, max), the materializations and the log's size since the last
-// one (strata.ChangelogStats). The replay is deterministic from a position: the state
+// one (strata.ChangelogStats). -checkpoints names the checkpoint directory, or an
+// S3-compatible bucket as s3://bucket/prefix?endpoint=… (package checkpoint/s3, credentials
+// from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; storage.go). The replay is deterministic from a position: the state
 // after rows [0, i) plus the replay of [i, n) equals the replay of [0, n) (job invariant 3).
 //
 //   - -kill-after N runs the job in a child process (this executable again) and SIGKILLs it
@@ -60,6 +62,7 @@
 //	go run ./cmd/flightdemo -kill-after 1700000 # SIGKILL past 1.7M events, restore, finish, check
 //	go run ./cmd/flightdemo -rescale 2        # 1 -> 2 -> 1 Stores through checkpoints
 //	go run ./cmd/flightdemo -changelog=false  # native incremental checkpoints, no changelog
+//	go run ./cmd/flightdemo -kill-after 1700000 -checkpoints 's3://ckpt/demo?endpoint=http://127.0.0.1:7070'
 //
 // It exits non-zero when the state disagrees with the plain Go map computation.
 package main
@@ -83,7 +86,6 @@ import (
 	"github.com/strata-db/strata"
 	"github.com/strata-db/strata/bench/internal/trace"
 	"github.com/strata-db/strata/checkpoint"
-	"github.com/strata-db/strata/internal/vfs"
 )
 
 const defaultData = "flights-3m.parquet"
@@ -136,7 +138,7 @@ func parseFlags(args []string) (config, error) {
 	fs.Int64Var(&c.budget, "budget", defaultBudget, "memory budget in `bytes` per Store (0 = Strata's default, 1 GiB)")
 	fs.IntVar(&c.scale, "scale", 1, "salt every key `K` times and emit each flight K times (grows state K-fold)")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the replay to `file` (go tool pprof)")
-	fs.StringVar(&c.checkpoints, "checkpoints", "", "checkpoint directory (default: a temporary directory, removed at exit)")
+	fs.StringVar(&c.checkpoints, "checkpoints", "", "checkpoint directory (default: a temporary directory, removed at exit), or an S3-compatible bucket: s3://bucket/prefix?endpoint=http://127.0.0.1:7070 (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
 	fs.IntVar(&c.every, "checkpoint-every", -1, fmt.Sprintf("checkpoint every `n` events (0 = never; default %d, or a twelfth of the events if that is less)", defaultCheckpointEvery))
 	fs.IntVar(&c.killAfter, "kill-after", 0, "run the job in a child process, SIGKILL it after `n` events, restore the last checkpoint and finish")
 	fs.BoolVar(&c.changelog, "changelog", true, "checkpoint with the changelog: each checkpoint stores the log's tail on top of a materialization taken in the background (false: native incremental checkpoints)")
@@ -203,7 +205,7 @@ func run(args []string, out io.Writer) (err error) {
 		}
 		defer os.RemoveAll(ckDir)
 	}
-	storage, err := checkpoint.NewDirStorage(vfs.Default(), ckDir)
+	storage, err := openStorage(ckDir)
 	if err != nil {
 		return err
 	}
@@ -433,7 +435,7 @@ func run(args []string, out io.Writer) (err error) {
 		float64(budget)/(1<<20), float64(procStatus("VmRSS"))/(1<<20), float64(procStatus("VmHWM"))/(1<<20), float64(ms.HeapAlloc)/(1<<20))
 	fmt.Fprintf(out, "disk: %d bytes (%.0f MiB) in %s after Close, %.1f× the budget; checkpoints %.0f MiB in %s "+
 		"(garbage collection keeps what is unreachable for %v, checkpoint.DefaultGrace, so a short run keeps every checkpoint's objects)\n",
-		disk, float64(disk)/(1<<20), store.Dir(), float64(disk)/float64(budget), float64(dirBytes(ckDir))/(1<<20), ckDir, checkpoint.DefaultGrace)
+		disk, float64(disk)/(1<<20), store.Dir(), float64(disk)/float64(budget), float64(storageBytes(storage, ckDir))/(1<<20), ckDir, checkpoint.DefaultGrace)
 
 	d := diff(got, want, 10)
 	d = append(d, hdiffs...)

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# checkpoint/s3 against a real S3-compatible server: versitygw (pinned below, installed with
+# go install into a cache directory the first time), posix back-end on a temporary directory,
+# listening on 127.0.0.1 only, started and stopped by its PID. Runs, from checkpoint/s3's tests:
+#   1. TestRealConformance, TestRealCreateRace (two writers racing a conditional create),
+#      TestRealStoreRoundTrip (a Store checkpointed into the server and restored);
+#   2. TestRealKill: phase "before" checkpoints a Store, then starts a slow 64 MiB upload; once
+#      it is under way (a marker file) the server is killed with SIGKILL, and the upload must
+#      fail; the server is restarted on the same directory and phase "after" checks the cut
+#      upload is invisible, uploads it again and restores the checkpoint.
+#   3. with --demo: the flight demo's kill-and-restore run with -checkpoints s3://… on the same
+#      server (a child process SIGKILLed after 1.7 M events, restored from its last checkpoint
+#      in the bucket, checked against plain Go maps; checkpoints every 300 000 events).
+# Budget: under 2 minutes once versitygw is installed, and about as much again for --demo.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+
+demo=false
+case "${1:-}" in
+  --demo) demo=true ;;
+  "") ;;
+  *) echo "usage: $0 [--demo]"; exit 2 ;;
+esac
+
+VGW_VERSION=v1.8.0
+bin="${XDG_CACHE_HOME:-$HOME/.cache}/strata/versitygw-$VGW_VERSION"
+if [ ! -x "$bin/versitygw" ]; then
+  echo "installing versitygw $VGW_VERSION into $bin"
+  GOBIN="$bin" go install "github.com/versity/versitygw/cmd/versitygw@$VGW_VERSION"
+fi
+
+tmp=$(mktemp -d)
+pid=""
+stop() { # the server we started, by its PID
+  if [ -n "$pid" ]; then
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    pid=""
+  fi
+}
+trap 'stop; rm -rf "$tmp"' EXIT
+
+export AWS_ACCESS_KEY_ID=strata-test AWS_SECRET_ACCESS_KEY=strata-test-secret
+mkdir -p "$tmp/data"
+port=""
+start() { # on $port if set, else on a free one; returns once it accepts connections
+  local tries=0 p
+  while :; do
+    p=${port:-$((20000 + RANDOM % 20000))}
+    ROOT_ACCESS_KEY="$AWS_ACCESS_KEY_ID" ROOT_SECRET_KEY="$AWS_SECRET_ACCESS_KEY" \
+      "$bin/versitygw" --port "127.0.0.1:$p" --quiet posix "$tmp/data" >>"$tmp/server.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do
+      if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; return 0; fi
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    stop
+    tries=$((tries + 1))
+    if [ $tries -ge 5 ]; then echo "versitygw did not start:"; cat "$tmp/server.log"; exit 1; fi
+  done
+}
+
+(cd checkpoint/s3 && go test -c -o "$tmp/s3.test" .)
+start
+echo "versitygw $VGW_VERSION (PID $pid) on 127.0.0.1:$port, data in $tmp/data"
+export STRATA_S3_TEST_ENDPOINT="http://127.0.0.1:$port" STRATA_S3_TEST_BUCKET=strata STRATA_S3_TEST_RUN="run$$"
+cd checkpoint/s3
+"$tmp/s3.test" -test.count=1 -test.timeout 5m -test.v -test.run '^TestReal(Conformance|CreateRace|StoreRoundTrip)$' |
+  grep -E '^(--- |\s+real_test.go|ok|FAIL|PASS)'
+
+echo "--- the server killed mid-upload"
+marker="$tmp/uploading"
+STRATA_S3_TEST_PHASE=before STRATA_S3_TEST_MARKER="$marker" \
+  "$tmp/s3.test" -test.count=1 -test.timeout 3m -test.v -test.run '^TestRealKill$' >"$tmp/before.log" 2>&1 &
+tpid=$!
+for _ in $(seq 600); do
+  [ -e "$marker" ] && break
+  kill -0 "$tpid" 2>/dev/null || break
+  sleep 0.1
+done
+if [ ! -e "$marker" ]; then
+  echo "the upload never got under way:"; cat "$tmp/before.log"; kill "$tpid" 2>/dev/null || true; exit 1
+fi
+kill -9 "$pid"
+wait "$pid" 2>/dev/null || true
+echo "killed versitygw (PID $pid) with SIGKILL during the upload"
+pid=""
+if ! wait "$tpid"; then echo "phase before failed:"; cat "$tmp/before.log"; exit 1; fi
+grep -E '^(--- |\s+real_test.go)' "$tmp/before.log"
+start
+echo "versitygw restarted (PID $pid) on the same directory"
+STRATA_S3_TEST_PHASE=after "$tmp/s3.test" -test.count=1 -test.timeout 3m -test.v -test.run '^TestRealKill$' |
+  grep -E '^(--- |\s+real_test.go|ok|FAIL|PASS)'
+cd ../..
+if $demo; then
+  echo "--- the flight demo killed and restored through s3://$STRATA_S3_TEST_BUCKET/demo-$STRATA_S3_TEST_RUN"
+  (cd bench && go run ./cmd/flightdemo -kill-after 1700000 -checkpoint-every 300000 \
+    -checkpoints "s3://$STRATA_S3_TEST_BUCKET/demo-$STRATA_S3_TEST_RUN?endpoint=$STRATA_S3_TEST_ENDPOINT") |
+    grep -E '^(kill|checkpoints|restore time|check)'
+fi
+stop
+echo "versitygw stopped"
