@@ -137,8 +137,8 @@ func (s *Store) ChangelogStats() ChangelogStats {
 	if s.closed {
 		return ChangelogStats{}
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	return s.e.ChangelogStats()
 }
 

@@ -136,8 +136,8 @@ func (p *PendingCheckpoint) Wait(ctx context.Context) (CheckpointHandle, error) 
 	if s.closed {
 		return CheckpointHandle{}, ErrClosed
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	r, err := s.e.WaitCheckpoint(ctx, p.p)
 	if err != nil {
 		return CheckpointHandle{}, err
@@ -205,8 +205,8 @@ func (s *Store) StartCheckpoint(id uint64, inputPosition []byte) (*PendingCheckp
 	if len(inputPosition) > checkpoint.MaxBlob {
 		return nil, fmt.Errorf("%w: input position of %d bytes, more than %d", ErrInvalidOptions, len(inputPosition), checkpoint.MaxBlob)
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	kg := *s.opts.KeyGroups
 	p, err := s.e.StartCheckpoint(engine.CheckpointSpec{ID: id, Storage: s.opts.Checkpoint.Storage, Owner: s.owner(),
 		Epoch: s.epoch, MaxParallelism: s.maxP, KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)},
@@ -240,8 +240,8 @@ func (s *Store) NotifyCheckpointComplete(id uint64) error {
 	if err := s.ckCheck(); err != nil {
 		return err
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	s.e.CompleteCheckpoint(id, s.opts.Checkpoint.Storage, s.gcOptions(id))
 	return nil
 }
@@ -254,8 +254,8 @@ func (s *Store) NotifyCheckpointAborted(id uint64) error {
 	if err := s.ckCheck(); err != nil {
 		return err
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	s.e.AbortCheckpoint(id, s.opts.Checkpoint.Storage, s.gcOptions(0))
 	return nil
 }
@@ -280,8 +280,8 @@ func (s *Store) WaitCheckpointGC() error {
 	if s.closed {
 		return ErrClosed
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	return s.e.WaitGC()
 }
 

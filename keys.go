@@ -163,8 +163,8 @@ func (s *Store) scanState(st State) (*stateBase, error) {
 // newScan opens an engine scan of b's keys in ns (any namespace with anyNS) over the Store's
 // key groups.
 func (s *Store) newScan(b *stateBase, ns []byte, anyNS bool) *engine.Scan {
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	return s.e.NewScan(engine.ScanSpec{State: b.id, Namespace: ns, AnyNamespace: anyNS,
 		KeyGroups: checkpoint.KeyGroupRange{Start: uint16(s.kgStart), End: uint16(s.kgStart + s.kgSpan)}})
 }
@@ -174,14 +174,14 @@ func (s *Store) scanStep(sc *engine.Scan, n int) ([][]byte, []int64, error) {
 	if s.closed {
 		return nil, nil, ErrClosed
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	return sc.Next(n)
 }
 
 func (s *Store) closeScan(sc *engine.Scan) {
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	sc.Close()
 }
 
