@@ -81,7 +81,7 @@ func MinStrataBudget(tb testing.TB, kind string, keys int) (budget, state int64)
 	per := map[string]int64{"value": 124, "list": 124, "map": 204}[kind]
 	state = per * int64(keys)
 	lo, hi := state>>20, 2*state>>20 // lo fails (the state alone); hi doubles until it fits
-	var st strata.StoreStats         // of the probe at hi
+	var st strata.Stats              // of the probe at hi
 	for {
 		ok, s := fitsStrata(tb, kind, keys, hi<<20)
 		if ok {
@@ -102,8 +102,8 @@ func MinStrataBudget(tb testing.TB, kind string, keys int) (budget, state int64)
 	}
 	tb.Logf("%s, %d keys, %.1f MiB of state: fits %d MiB (%.2f×); there: segments %d (%d MiB; data %.1f MiB), index %.1f MiB, slices %d (%.1f MiB), block cache %.1f MiB, row cache %.1f MiB, reserve %.1f MiB, used %.1f MiB",
 		kind, keys, float64(state)/(1<<20), hi, float64(hi<<20)/float64(state),
-		st.Segments, st.SegmentBytes>>20, mib(st.DataBytes), mib(st.IndexBytes), st.Slices, mib(st.SliceBytes),
-		mib(st.BlockCacheBytes), mib(st.RowCacheBytes), mib(st.BudgetReserve), mib(st.BudgetUsed))
+		st.Fresh.Segments, st.Fresh.SegmentBytes>>20, mib(st.Fresh.DataBytes), mib(st.Fresh.IndexBytes), st.Slices.Count, mib(st.Slices.Bytes),
+		mib(st.Caches.BlockBytes), mib(st.Caches.RowBytes), mib(st.Budget.Reserve), mib(st.Budget.Used))
 	return hi << 20, state
 }
 
@@ -111,7 +111,7 @@ func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
 // fitsStrata loads the state into a new Store of the given budget and reports whether all of
 // it stayed in memory, with the Store's statistics after loading.
-func fitsStrata(tb testing.TB, kind string, keys int, budget int64) (bool, strata.StoreStats) {
+func fitsStrata(tb testing.TB, kind string, keys int, budget int64) (bool, strata.Stats) {
 	dir, err := os.MkdirTemp("", "strata-memeff-")
 	if err != nil {
 		tb.Fatal(err)
@@ -120,7 +120,7 @@ func fitsStrata(tb testing.TB, kind string, keys int, budget int64) (bool, strat
 	s, err := strata.Open(dir, strata.Options{MemoryBudget: budget})
 	if err != nil {
 		if errors.Is(err, strata.ErrInvalidOptions) || errors.Is(err, strata.ErrMemoryBudget) {
-			return false, strata.StoreStats{}
+			return false, strata.Stats{}
 		}
 		tb.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func fitsStrata(tb testing.TB, kind string, keys int, budget int64) (bool, strat
 	if testing.Verbose() && err != nil {
 		tb.Logf("%s at %d MiB: %v", kind, budget>>20, err)
 	}
-	return err == nil && st.Evictions == 0 && st.Flushes == 0 && st.LSMFiles == 0, st
+	return err == nil && st.Slices.Evictions == 0 && st.LSM.Flushes == 0 && st.LSM.Files == 0, st
 }
 
 // loadMemEff writes keys keys of state kind (see BenchmarkMemoryEfficiency) into s.
