@@ -183,7 +183,9 @@ func (b *BackgroundStats) classes() [engine.NumBackgroundClasses]*ClassCost {
 // process that runs one Store's job). The parts are estimated by sampling: one API call in
 // 64 (SampledOps of Ops) is timed with the monotonic clock, split into the engine's point
 // reads, its write path, the changelog append and timer calls, and scaled by
-// Ops/SampledOps; the time writers waited (Stalls) is taken out and reported exactly.
+// Ops/SampledOps; the time writers waited (Stalls) is taken out and reported exactly. The
+// parts are wall time: where the task's thread waits for a core inside its calls (a busy
+// machine), they add up to more than CPUNanos — compare them then as shares of OpNanos.
 // APINanos is the rest of the API calls' time: keys, codecs, TTL stamps, iteration.
 type TaskStats struct {
 	CPUNanos                        int64
