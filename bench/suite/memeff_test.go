@@ -31,13 +31,13 @@ import (
 //
 // N (state bytes) is keys × that: what the user wrote, without framing or the key group.
 // A budget keeps the state in memory when, after loading every key and Store.WaitBackground,
-// nothing went to the LsmStore: no eviction, no flush, no table file (StoreStats Evictions,
-// Flushes, LSMFiles all 0) and no write failed. The leaf searches the smallest such budget in
+// nothing went to the LsmStore: no eviction, no flush, no table file (Stats Slices.Evictions,
+// LSM.Flushes, LSM.Files all 0) and no write failed. The leaf searches the smallest such budget in
 // whole MiB by bisection (from 2 N, doubled until it fits, at most 32 N), a new Store in a new directory for every probe,
 // with every other option at its default, and reports it as budget/state (target ≤ 1.5,
 // cmd/results), with budget-MiB and state-MiB. A leaf is one search whatever b.N (ns/op is the
 // search's time, not a figure). Where the budget goes at the smallest budget is logged from
-// StoreStats. Whether a budget near the smallest fits depends a little on how far the
+// Stats. Whether a budget near the smallest fits depends a little on how far the
 // background transforms trail the writer (sealed segments waiting for them hold memory), so
 // repeats (-count) differ by a few MiB.
 var flagMemEffKeys = flag.Int("memeffkeys", 0, "keys of the MemoryEfficiency rows (0: 1M, 200K for map state)")
