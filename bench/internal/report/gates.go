@@ -172,8 +172,10 @@ func (o Outcome) Miss() string {
 		return ""
 	case o.Missing:
 		return "row missing from the data"
+	case o.Unit != "" && o.AtMost:
+		return fmt.Sprintf("over by %.3g", o.Got-o.Bound)
 	case o.Unit != "":
-		return fmt.Sprintf("%.3g over the bound", abs(o.Got-o.Bound))
+		return fmt.Sprintf("short by %.3g", o.Bound-o.Got)
 	case o.Peer == "":
 		return fmt.Sprintf("%g allocs/op over", o.Got-o.MaxAllocs)
 	}
@@ -199,11 +201,4 @@ func (d *Data) Check() []Outcome {
 		out = append(out, o)
 	}
 	return out
-}
-
-func abs(x float64) float64 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }
