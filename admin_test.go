@@ -143,23 +143,23 @@ func TestStoreMaterialize(t *testing.T) {
 		}
 	}
 	put(0, 100)
-	if got := s.Stats(); got.ChangelogAppendedRecords != 100 || got.ChangelogAppendedBytes < 100*10 ||
-		got.ChangelogPersistedRecords != 0 || got.Materializations != 0 {
+	if got := s.Stats(); got.Changelog.AppendedRecords != 100 || got.Changelog.AppendedBytes < 100*10 ||
+		got.Changelog.PersistedRecords != 0 || got.Changelog.Materializations != 0 {
 		t.Fatalf("after 100 puts: appended %d records (%d B), persisted %d, materializations %d",
-			got.ChangelogAppendedRecords, got.ChangelogAppendedBytes, got.ChangelogPersistedRecords, got.Materializations)
+			got.Changelog.AppendedRecords, got.Changelog.AppendedBytes, got.Changelog.PersistedRecords, got.Changelog.Materializations)
 	}
 
 	st.refuse.Store(true)
 	err := s.Materialize(ctx)
 	got := s.Stats()
-	if err == nil || got.MaterializationFailures != 1 || got.LastMaterializationError == "" || got.Materializations != 0 {
+	if err == nil || got.Changelog.MaterializationFailures != 1 || got.Changelog.LastMaterializationError == "" || got.Changelog.Materializations != 0 {
 		t.Fatalf("materialization during an outage: %v; failures %d, last %q, durable %d",
-			err, got.MaterializationFailures, got.LastMaterializationError, got.Materializations)
+			err, got.Changelog.MaterializationFailures, got.Changelog.LastMaterializationError, got.Changelog.Materializations)
 	}
 	st.refuse.Store(false)
 	must(0, s.Materialize(ctx))
-	if got := s.Stats(); got.Materializations != 1 || got.MaterializationFailures != 1 {
-		t.Fatalf("after the outage: %d durable, %d failed materializations", got.Materializations, got.MaterializationFailures)
+	if got := s.Stats(); got.Changelog.Materializations != 1 || got.Changelog.MaterializationFailures != 1 {
+		t.Fatalf("after the outage: %d durable, %d failed materializations", got.Changelog.Materializations, got.Changelog.MaterializationFailures)
 	}
 
 	put(100, 50)
@@ -168,21 +168,21 @@ func TestStoreMaterialize(t *testing.T) {
 	must(s.Checkpoint(ctx, 1, nil))
 	must(0, s.NotifyCheckpointComplete(1))
 	got = s.Stats()
-	if got.ChangelogAppendedRecords != 150 || got.ChangelogPersistedRecords != 150 || got.ChangelogPersistedBytes == 0 ||
-		got.ChangelogTruncatedRecords != 100 {
+	if got.Changelog.AppendedRecords != 150 || got.Changelog.PersistedRecords != 150 || got.Changelog.PersistedBytes == 0 ||
+		got.Changelog.TruncatedRecords != 100 {
 		t.Fatalf("after checkpoint 1: appended %d, persisted %d (%d B), truncated %d; want 150, 150, >0, 100",
-			got.ChangelogAppendedRecords, got.ChangelogPersistedRecords, got.ChangelogPersistedBytes, got.ChangelogTruncatedRecords)
+			got.Changelog.AppendedRecords, got.Changelog.PersistedRecords, got.Changelog.PersistedBytes, got.Changelog.TruncatedRecords)
 	}
 	must(0, s.Materialize(ctx))
 	put(150, 10)
 	must(s.Checkpoint(ctx, 2, nil))
 	must(0, s.NotifyCheckpointComplete(2)) // based on the second materialization: the first's log goes
 	got = s.Stats()
-	if got.Materializations != 2 || got.ChangelogAppendedRecords != 160 || got.ChangelogPersistedRecords != 160 ||
-		got.ChangelogTruncatedRecords != 150 || got.ChangelogTruncatedBytes == 0 {
+	if got.Changelog.Materializations != 2 || got.Changelog.AppendedRecords != 160 || got.Changelog.PersistedRecords != 160 ||
+		got.Changelog.TruncatedRecords != 150 || got.Changelog.TruncatedBytes == 0 {
 		t.Fatalf("after checkpoint 2: %d materializations, appended %d, persisted %d, truncated %d (%d B); want 2, 160, 160, 150, >0",
-			got.Materializations, got.ChangelogAppendedRecords, got.ChangelogPersistedRecords,
-			got.ChangelogTruncatedRecords, got.ChangelogTruncatedBytes)
+			got.Changelog.Materializations, got.Changelog.AppendedRecords, got.Changelog.PersistedRecords,
+			got.Changelog.TruncatedRecords, got.Changelog.TruncatedBytes)
 	}
 }
 
@@ -214,7 +214,7 @@ func TestCompactAll(t *testing.T) {
 	put(0) // → the LsmStore
 	must(0, s.seal())
 	must(0, s.WaitBackground())
-	for i := 0; i < 100 && s.Stats().Slices > 0 && s.e.EvictNow(); i++ {
+	for i := 0; i < 100 && s.Stats().Slices.Count > 0 && s.e.EvictNow(); i++ {
 		must(0, s.WaitBackground())
 	}
 	put(n / 3) // → slices
@@ -224,29 +224,29 @@ func TestCompactAll(t *testing.T) {
 	now.Add(2000)  // every v expired
 	must(0, s.WaitBackground())
 	before := s.Stats()
-	if before.LSMFiles == 0 || before.Slices == 0 || before.Records == 0 {
-		t.Fatalf("the state is not in every tier: %d LSM files, %d slices, %d records", before.LSMFiles, before.Slices, before.Records)
+	if before.LSM.Files == 0 || before.Slices.Count == 0 || before.Fresh.Records == 0 {
+		t.Fatalf("the state is not in every tier: %d LSM files, %d slices, %d records", before.LSM.Files, before.Slices.Count, before.Fresh.Records)
 	}
-	if before.TTLCompactionEntries >= n {
-		t.Fatalf("background work alone cleaned %d of %d expired values: the test proves nothing", before.TTLCompactionEntries, n)
+	if before.TTL.CompactionEntries >= n {
+		t.Fatalf("background work alone cleaned %d of %d expired values: the test proves nothing", before.TTL.CompactionEntries, n)
 	}
 	must(0, s.CompactAll(ctx))
 	st := s.Stats()
-	if st.Records != 0 || st.MaxChain > 1 || st.L0Files != 0 {
-		t.Fatalf("after CompactAll: %d FreshTable records, chains of %d runs, %d L0 files", st.Records, st.MaxChain, st.L0Files)
+	if st.Fresh.Records != 0 || st.Slices.MaxChain > 1 || st.LSM.L0Files != 0 {
+		t.Fatalf("after CompactAll: %d FreshTable records, chains of %d runs, %d L0 files", st.Fresh.Records, st.Slices.MaxChain, st.LSM.L0Files)
 	}
 	last := 0
-	for l, b := range st.LSMLevelBytes {
+	for l, b := range st.LSM.LevelBytes {
 		if b > 0 {
 			last = l
 		}
 	}
-	for l, b := range st.LSMLevelBytes[:last] {
+	for l, b := range st.LSM.LevelBytes[:last] {
 		if b != 0 {
 			t.Fatalf("after CompactAll: level %d holds %d bytes above the last level %d", l, b, last)
 		}
 	}
-	if got := st.TTLCompactionEntries; got < n {
+	if got := st.TTL.CompactionEntries; got < n {
 		t.Fatalf("CompactAll's compactions removed %d expired values, want all %d", got, n)
 	}
 	for i := range n {

@@ -61,7 +61,7 @@ func (a *AggregatingState[IN, ACC, OUT]) Get(k Key) (OUT, bool, error) {
 func (a *AggregatingState[IN, ACC, OUT]) Add(k Key, in IN) error {
 	s := a.s
 	key, h, err := s.begin(k, a.idAt(k))
-	defer s.guard.exit()
+	defer s.exit()
 	if err != nil {
 		return a.wrap("add", err)
 	}

@@ -194,8 +194,8 @@ func TestAllocsLowerTier(t *testing.T) {
 			t.Errorf("%s: %v allocs/op, want 0", name, a)
 		}
 	}
-	if st := s.Stats(); st.RowCacheHits-before.RowCacheHits < 1000 || st.RowCacheTooLarge-before.RowCacheTooLarge < 1000 {
+	if st := s.Stats(); st.Caches.RowHits-before.Caches.RowHits < 1000 || st.Caches.RowTooLarge-before.Caches.RowTooLarge < 1000 {
 		t.Fatalf("row cache hits %d, too large %d: the reads did not take the paths pinned",
-			st.RowCacheHits-before.RowCacheHits, st.RowCacheTooLarge-before.RowCacheTooLarge)
+			st.Caches.RowHits-before.Caches.RowHits, st.Caches.RowTooLarge-before.Caches.RowTooLarge)
 	}
 }

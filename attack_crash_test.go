@@ -207,7 +207,7 @@ func TestAttackCrashKill(t *testing.T) {
 			t.Fatalf("kill %d: close after check: %v", kill, err)
 		}
 		t.Logf("kill %d after %v: store at session %d matches (LSM files %d, %d bytes)", kill, delay, modelN,
-			stats.LSMFiles, stats.LSMBytes)
+			stats.LSM.Files, stats.LSM.Bytes)
 	}
 	if modelN < 1 {
 		t.Errorf("only %d sessions completed across %d kills: the kills never fell after a Close", modelN+1, kills)

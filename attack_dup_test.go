@@ -45,14 +45,14 @@ func TestAttackNoSpaceCloseListDup(t *testing.T) {
 			fault.Inject(vfs.Fault{Ops: tc.ops, Path: vfs.PathGlob(tc.path), Nth: tc.nth, Sticky: true, Err: syscall.ENOSPC})
 			cerr := s.Close()
 			if cerr == nil {
-				t.Fatalf("Close succeeded: the fault never fired (segments %d, slices %d); pick an earlier write", before.Segments, before.Slices)
+				t.Fatalf("Close succeeded: the fault never fired (segments %d, slices %d); pick an earlier write", before.Fresh.Segments, before.Slices.Count)
 			}
 			if !errors.Is(cerr, ErrNoSpace) {
 				t.Fatal(cerr)
 			}
 			after := s.Stats()
 			t.Logf("before Close: segments %d slices %d; after the failed Close: segments %d, slices %d, LSM files %d, persist files %d",
-				before.Segments, before.Slices, after.Segments, after.Slices, after.LSMFiles, after.PersistFiles)
+				before.Fresh.Segments, before.Slices.Count, after.Fresh.Segments, after.Slices.Count, after.LSM.Files, after.LSM.PersistFiles)
 			readErr := st.checkAll(f.m)
 			fault.ClearFaults()
 			if err := s.Close(); err != nil {

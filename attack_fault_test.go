@@ -161,7 +161,7 @@ func TestAttackNoSpaceEviction(t *testing.T) {
 		}
 	}
 	stats := s.Stats()
-	t.Logf("refused writes %v; injected %d; evictions %d, LSM files %d", refused, fault.Injected(), stats.Evictions, stats.LSMFiles)
+	t.Logf("refused writes %v; injected %d; evictions %d, LSM files %d", refused, fault.Injected(), stats.Slices.Evictions, stats.LSM.Files)
 	if fault.Injected() == 0 {
 		t.Fatal("the disk never filled up: no eviction ran")
 	}

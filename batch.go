@@ -144,7 +144,7 @@ func (v *ValueState[T]) GetBatch(keys []Key, vals []T, ok []bool) error {
 	s := v.s
 	for off := 0; off < len(keys); off += BatchChunk {
 		chunk := keys[off:min(off+BatchChunk, len(keys))]
-		s.guard.enter()
+		s.enter(opCall)
 		b, n, err := s.composeBatch(chunk, &v.stateBase)
 		at, rerr := -1, error(nil)
 		if n > 0 {
@@ -155,7 +155,7 @@ func (v *ValueState[T]) GetBatch(keys []Key, vals []T, ok []bool) error {
 		if n2, derr := decodeBatch(v.codec, b, n, at, rerr, vals[off:], ok[off:]); derr != nil {
 			err, n = derr, n2
 		}
-		s.guard.exit()
+		s.exit()
 		if err != nil {
 			clear(vals[off+n:])
 			clear(ok[off+n:])
@@ -195,7 +195,7 @@ func (v *ValueState[T]) PutBatch(keys []Key, vals []T) error {
 	s := v.s
 	for off := 0; off < len(keys); off += BatchChunk {
 		chunk := keys[off:min(off+BatchChunk, len(keys))]
-		s.guard.enter()
+		s.enter(opCall)
 		b, n, err := s.composeBatch(chunk, &v.stateBase)
 		if n > 0 {
 			s.e.PrefetchWrite(b.hs[:n])
@@ -207,7 +207,7 @@ func (v *ValueState[T]) PutBatch(keys []Key, vals []T) error {
 				break
 			}
 		}
-		s.guard.exit()
+		s.exit()
 		if err != nil {
 			return &BatchError{Index: off + n, Err: v.wrap("put", err)}
 		}
@@ -254,7 +254,7 @@ func (m *MapState[UK, UV]) GetBatch(keys []Key, uks []UK, vals []UV, ok []bool) 
 	s := m.s
 	for off := 0; off < len(keys); off += BatchChunk {
 		chunk := keys[off:min(off+BatchChunk, len(keys))]
-		s.guard.enter()
+		s.enter(opCall)
 		b, n, err := s.composeBatch(chunk, &m.stateBase)
 		at, rerr := -1, error(nil)
 		if n > 0 {
@@ -276,7 +276,7 @@ func (m *MapState[UK, UV]) GetBatch(keys []Key, uks []UK, vals []UV, ok []bool) 
 		if n2, derr := decodeBatch(m.vc, b, n, at, rerr, vals[off:], ok[off:]); derr != nil {
 			err, n = derr, n2
 		}
-		s.guard.exit()
+		s.exit()
 		if err != nil {
 			clear(vals[off+n:])
 			clear(ok[off+n:])

@@ -32,9 +32,9 @@ func batchTierFixture(f *keysFixture) map[int]int64 {
 	put(550, 800, 3)
 	f.seal()
 	put(750, 1000, 5)
-	if st := f.s.Stats(); st.LSMFiles == 0 || st.Slices == 0 || st.Segments == 0 {
+	if st := f.s.Stats(); st.LSM.Files == 0 || st.Slices.Count == 0 || st.Fresh.Segments == 0 {
 		f.t.Fatalf("the fixture does not span the tiers: %d LSM files, %d slices, %d segments",
-			st.LSMFiles, st.Slices, st.Segments)
+			st.LSM.Files, st.Slices.Count, st.Fresh.Segments)
 	}
 	return model
 }
@@ -357,8 +357,8 @@ func TestMapBatchEveryTier(t *testing.T) {
 	put(400, 600, 3)
 	f.seal()
 	put(550, 700, 5)
-	if st := f.s.Stats(); st.LSMFiles == 0 || st.Slices == 0 {
-		t.Fatalf("the fixture does not span the tiers: %d LSM files, %d slices", st.LSMFiles, st.Slices)
+	if st := f.s.Stats(); st.LSM.Files == 0 || st.Slices.Count == 0 {
+		t.Fatalf("the fixture does not span the tiers: %d LSM files, %d slices", st.LSM.Files, st.Slices.Count)
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, n := range []int{0, 1, 9, BatchChunk, BatchChunk + 1, 3*BatchChunk + 7, 400} {

@@ -109,7 +109,7 @@ func benchKeysStore(b *testing.B, bk *benchKeys, slices bool) (*Store, *ValueSta
 	if slices {
 		must(0, s.seal())
 		must(0, s.e.Drain())
-		if st := s.Stats(); st.SealedSegments != 0 || st.Segments != 0 {
+		if st := s.Stats(); st.Fresh.SealedSegments != 0 || st.Fresh.Segments != 0 {
 			b.Fatalf("FreshTable not empty: %+v", st)
 		}
 	}

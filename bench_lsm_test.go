@@ -130,7 +130,7 @@ func BenchmarkPointGet(b *testing.B) {
 				}
 				b.StopTimer()
 				st := l.s.Stats()
-				if h, m := st.BlockCacheHits-st0.BlockCacheHits, st.BlockCacheMisses-st0.BlockCacheMisses; h+m > 0 {
+				if h, m := st.Caches.BlockHits-st0.Caches.BlockHits, st.Caches.BlockMisses-st0.Caches.BlockMisses; h+m > 0 {
 					b.ReportMetric(float64(h)/float64(h+m), "cache-hit-ratio")
 				}
 			})
@@ -170,9 +170,9 @@ func BenchmarkPutSustained(b *testing.B) {
 		b.StopTimer()
 		st := s.Stats()
 		put := float64(b.N) * lsmBenchValue
-		b.ReportMetric(float64(st.LSMWrittenBytes-st0.LSMWrittenBytes)/put, "disk-bytes/put-byte")
-		b.ReportMetric(st.WriteAmplification, "lsm-write-amp")
-		b.ReportMetric(float64(st.BackpressureWaits-st0.BackpressureWaits)/float64(b.N), "mem-waits/op")
-		b.ReportMetric(float64(st.L0Stalls-st0.L0Stalls)/float64(b.N), "l0-stalls/op")
+		b.ReportMetric(float64(st.LSM.WrittenBytes-st0.LSM.WrittenBytes)/put, "disk-bytes/put-byte")
+		b.ReportMetric(st.LSM.WriteAmplification, "lsm-write-amp")
+		b.ReportMetric(float64(st.Stalls.BackpressureWaits-st0.Stalls.BackpressureWaits)/float64(b.N), "mem-waits/op")
+		b.ReportMetric(float64(st.Stalls.L0-st0.Stalls.L0)/float64(b.N), "l0-stalls/op")
 	})
 }

@@ -69,7 +69,7 @@ func benchTTLSweep(b *testing.B, live, dead int) {
 		must(0, s.seal())
 		must(0, s.WaitBackground())
 		before := s.Stats()
-		liveBytes += before.SliceBytes
+		liveBytes += before.Slices.Bytes
 		now.Store(150)
 		b.StartTimer()
 		if err := s.WaitBackground(); err != nil {
@@ -77,12 +77,12 @@ func benchTTLSweep(b *testing.B, live, dead int) {
 		}
 		b.StopTimer()
 		st := s.Stats()
-		if st.TTLSweepEntries-before.TTLSweepEntries != int64(dead) {
-			b.Fatalf("the sweep removed %d entries, want %d", st.TTLSweepEntries-before.TTLSweepEntries, dead)
+		if st.TTL.SweepEntries-before.TTL.SweepEntries != int64(dead) {
+			b.Fatalf("the sweep removed %d entries, want %d", st.TTL.SweepEntries-before.TTL.SweepEntries, dead)
 		}
-		nanos += st.TTLSweepNanos - before.TTLSweepNanos
-		entries += st.TTLSweepEntries - before.TTLSweepEntries
-		read += st.TTLSweepReadBytes - before.TTLSweepReadBytes
+		nanos += st.TTL.SweepNanos - before.TTL.SweepNanos
+		entries += st.TTL.SweepEntries - before.TTL.SweepEntries
+		read += st.TTL.SweepReadBytes - before.TTL.SweepReadBytes
 		must(0, s.Close())
 		b.StartTimer()
 	}

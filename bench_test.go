@@ -143,14 +143,14 @@ func BenchmarkValueGet(b *testing.B) {
 						for i := range int32(bk.n) { // warm the block cache
 							v.Get(s.Key(bk.key(i)))
 						}
-						if st := s.Stats(); st.Segments != 0 || st.Slices != 0 || st.LSMFiles == 0 {
+						if st := s.Stats(); st.Fresh.Segments != 0 || st.Slices.Count != 0 || st.LSM.Files == 0 {
 							b.Fatalf("not all in the LsmStore: %+v", st)
 						}
 					}
 					if impl == "strata/tier=slice" {
 						must(0, s.seal())
 						must(0, s.e.Drain())
-						if st := s.Stats(); st.SealedSegments != 0 || st.Segments != 0 {
+						if st := s.Stats(); st.Fresh.SealedSegments != 0 || st.Fresh.Segments != 0 {
 							b.Fatalf("FreshTable not empty: %+v", st)
 						}
 					}

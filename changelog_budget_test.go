@@ -80,8 +80,8 @@ func testChangelogFullBudget(t *testing.T, interval time.Duration) {
 	if _, err := p.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if st := s.Stats(); st.Evictions == 0 || st.BackpressureWaits == 0 {
+	if st := s.Stats(); st.Slices.Evictions == 0 || st.Stalls.BackpressureWaits == 0 {
 		t.Errorf("the state did not outgrow the budget (evictions %d, backpressure waits %d): the test tests nothing",
-			st.Evictions, st.BackpressureWaits)
+			st.Slices.Evictions, st.Stalls.BackpressureWaits)
 	}
 }

@@ -90,7 +90,7 @@ func clCrashWorkload(t *testing.T, fault *vfs.FaultFS, arm func()) (out clCrashO
 	if err := s.WaitCheckpointGC(); err != nil {
 		t.Fatal(err)
 	}
-	bp0 := s.Stats().BackpressureWaits
+	bp0 := s.Stats().Stalls.BackpressureWaits
 	arm()
 	stop := func(stage string, err error) clCrashOutcome {
 		if !fault.Crashed() {
@@ -110,7 +110,7 @@ func clCrashWorkload(t *testing.T, fault *vfs.FaultFS, arm func()) (out clCrashO
 	if err := writes(1500); err != nil {
 		return stop("persist", err)
 	}
-	out.bpPersists = s.Stats().BackpressureWaits - bp0
+	out.bpPersists = s.Stats().Stalls.BackpressureWaits - bp0
 	h2, err := s.Checkpoint(ctx, 2, []byte("two"))
 	out.models[2] = r.m.clone()
 	if err != nil {

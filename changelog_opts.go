@@ -142,8 +142,8 @@ func (s *Store) ChangelogStats() ChangelogStats {
 	if s.closed {
 		return ChangelogStats{}
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	return s.e.ChangelogStats()
 }
 
@@ -164,8 +164,8 @@ func (s *Store) Materialize(ctx context.Context) error {
 	if s.opts.Checkpoint.Changelog == nil {
 		return ErrChangelogOff
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	if err := s.e.Materialize(ctx); err != nil {
 		return fmt.Errorf("strata: materialize: %w", err)
 	}

@@ -432,8 +432,8 @@ func TestCheckpointInMemoryStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := s.Stats(); st.Checkpoints != 1 || st.CheckpointsRunning != 0 || st.PinnedBytes != 0 {
-		t.Fatalf("stats after a checkpoint: %d checkpoints, %d running, %d pinned bytes", st.Checkpoints, st.CheckpointsRunning, st.PinnedBytes)
+	if st := s.Stats(); st.Checkpoints.Completed != 1 || st.Checkpoints.Running != 0 || st.Checkpoints.PinnedBytes != 0 {
+		t.Fatalf("stats after a checkpoint: %d checkpoints, %d running, %d pinned bytes", st.Checkpoints.Completed, st.Checkpoints.Running, st.Checkpoints.PinnedBytes)
 	}
 	m := r.m.clone()
 	r.writes(500)
@@ -495,7 +495,7 @@ func TestCheckpointPinsMemory(t *testing.T) {
 	r.writes(2000) // the task goes on during the upload
 	// Move data down meanwhile (WaitBackground would wait for the checkpoint's memory table):
 	// the cut's sealed segment is transformed and dropped, slices are evicted.
-	for i := 0; s.Stats().PinnedBytes == 0; i++ {
+	for i := 0; s.Stats().Checkpoints.PinnedBytes == 0; i++ {
 		if i > 2000 {
 			t.Fatalf("nothing pinned while the memory table is held: %+v", s.Stats())
 		}
@@ -503,27 +503,27 @@ func TestCheckpointPinsMemory(t *testing.T) {
 		r.writes(20)
 		time.Sleep(time.Millisecond)
 	}
-	if st := s.Stats(); st.CheckpointsRunning != 1 {
-		t.Fatalf("while the memory table is written: %d running", st.CheckpointsRunning)
+	if st := s.Stats(); st.Checkpoints.Running != 1 {
+		t.Fatalf("while the memory table is written: %d running", st.Checkpoints.Running)
 	}
 	openMem()
-	for i := 0; s.Stats().PinnedBytes != 0; i++ { // released at an install, the upload still held
+	for i := 0; s.Stats().Checkpoints.PinnedBytes != 0; i++ { // released at an install, the upload still held
 		if i > 1000 {
-			t.Fatalf("memory still pinned after the memory table was written: %d bytes", s.Stats().PinnedBytes)
+			t.Fatalf("memory still pinned after the memory table was written: %d bytes", s.Stats().Checkpoints.PinnedBytes)
 		}
 		time.Sleep(5 * time.Millisecond)
 		r.writes(1)
 	}
-	if st := s.Stats(); st.CheckpointsRunning != 1 {
-		t.Fatalf("the upload ended with its commit held: %d running", st.CheckpointsRunning)
+	if st := s.Stats(); st.Checkpoints.Running != 1 {
+		t.Fatalf("the upload ended with its commit held: %d running", st.Checkpoints.Running)
 	}
 	openGate()
 	h, err := p.Wait(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := s.Stats(); st.PinnedBytes != 0 || st.CheckpointsRunning != 0 {
-		t.Fatalf("after the install: %d pinned bytes, %d running", st.PinnedBytes, st.CheckpointsRunning)
+	if st := s.Stats(); st.Checkpoints.PinnedBytes != 0 || st.Checkpoints.Running != 0 {
+		t.Fatalf("after the install: %d pinned bytes, %d running", st.Checkpoints.PinnedBytes, st.Checkpoints.Running)
 	}
 	if err := r.st.checkAll(r.m); err != nil {
 		t.Fatal(err)

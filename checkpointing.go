@@ -144,8 +144,8 @@ func (p *PendingCheckpoint) Wait(ctx context.Context) (CheckpointHandle, error) 
 	if s.closed {
 		return CheckpointHandle{}, ErrClosed
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	r, err := s.e.WaitCheckpoint(ctx, p.p)
 	if err != nil {
 		return CheckpointHandle{}, err
@@ -216,8 +216,8 @@ func (s *Store) StartCheckpoint(id uint64, inputPosition []byte) (*PendingCheckp
 	if len(inputPosition) > checkpoint.MaxBlob {
 		return nil, fmt.Errorf("%w: input position of %d bytes, more than %d", ErrInvalidOptions, len(inputPosition), checkpoint.MaxBlob)
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	if last := s.e.LastCommittedCheckpoint(); id <= last {
 		return nil, fmt.Errorf("%w: checkpoint id %d is not above %d, the last committed or restored checkpoint of owner %q (ids only grow)",
 			ErrInvalidOptions, id, last, s.owner())
@@ -280,8 +280,8 @@ func (s *Store) NotifyCheckpointComplete(id uint64) error {
 	if err := s.ckCheck(); err != nil {
 		return err
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	s.e.CompleteCheckpoint(id, s.opts.Checkpoint.Storage, s.gcOptions(id))
 	return nil
 }
@@ -294,8 +294,8 @@ func (s *Store) NotifyCheckpointAborted(id uint64) error {
 	if err := s.ckCheck(); err != nil {
 		return err
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	s.e.AbortCheckpoint(id, s.opts.Checkpoint.Storage, s.gcOptions(0))
 	return nil
 }
@@ -320,8 +320,8 @@ func (s *Store) WaitCheckpointGC() error {
 	if s.closed {
 		return ErrClosed
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	return s.e.WaitGC()
 }
 

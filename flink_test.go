@@ -260,9 +260,9 @@ func TestFlinkListSemantics(t *testing.T) {
 			case "add":
 				must(0, l.Add(k, step.xs[0]))
 			case "addall":
-				before := s.Stats().Records
+				before := s.Stats().Fresh.Records
 				must(0, l.AddAll(k, step.xs))
-				if len(step.xs) == 0 && s.Stats().Records != before {
+				if len(step.xs) == 0 && s.Stats().Fresh.Records != before {
 					t.Fatalf("step %d: AddAll(empty) wrote a record", i)
 				}
 			case "update":
@@ -586,7 +586,7 @@ func TestFlinkKeyGroupOutOfRange(t *testing.T) {
 	}
 	for kname, kk := range map[string]Key{"out of range": out, "out of range in a namespace": out.In([]byte("w")),
 		"other MaxParallelism": foreign, "zero Key": {}} {
-		before := s.Stats().Records
+		before := s.Stats().Fresh.Records
 		for name, op := range a.ops(kk) {
 			err := op()
 			if isSeqOp(name) && err == nil {
@@ -596,7 +596,7 @@ func TestFlinkKeyGroupOutOfRange(t *testing.T) {
 				t.Errorf("%s: %s: %v, want ErrKeyGroupOutOfRange", kname, name, err)
 			}
 		}
-		if got := s.Stats().Records; got != before {
+		if got := s.Stats().Fresh.Records; got != before {
 			t.Errorf("%s: refused operations wrote %d records", kname, got-before)
 		}
 	}
@@ -740,7 +740,7 @@ func TestFlinkTooLarge(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, kk := range []Key{s.Key(hugeKey), k.In(hugeKey)} {
-			before := s.Stats().Records
+			before := s.Stats().Fresh.Records
 			for name, op := range a.ops(kk) {
 				err := op()
 				switch {
@@ -755,7 +755,7 @@ func TestFlinkTooLarge(t *testing.T) {
 					t.Errorf("%s on a huge key: %v, want ErrKeyTooLarge", name, err)
 				}
 			}
-			if got := s.Stats().Records; got != before {
+			if got := s.Stats().Fresh.Records; got != before {
 				t.Errorf("huge-key operations wrote %d records", got-before)
 			}
 		}
@@ -780,7 +780,7 @@ func TestFlinkTooLarge(t *testing.T) {
 		if err := s.e.Drain(); err != nil { // installs change the FreshTable's record count
 			t.Fatal(err)
 		}
-		beforeRecords := s.Stats().Records
+		beforeRecords := s.Stats().Fresh.Records
 		for name, tc := range map[string]struct {
 			op   func() error
 			want error
@@ -806,7 +806,7 @@ func TestFlinkTooLarge(t *testing.T) {
 				t.Errorf("%s: a refused write changed the state: %s, want %s", name, got, before)
 				before = got
 			}
-			if got := s.Stats().Records; got != beforeRecords {
+			if got := s.Stats().Fresh.Records; got != beforeRecords {
 				t.Errorf("%s: a refused write added %d records", name, got-beforeRecords)
 				beforeRecords = got
 			}

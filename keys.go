@@ -222,14 +222,14 @@ func (s *Store) scanStep(sc *stateScan, n int) ([][]byte, []int64, error) {
 	if s.closed {
 		return nil, nil, ErrClosed
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	return sc.next(n)
 }
 
 func (s *Store) closeScan(sc *stateScan) {
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	sc.close()
 }
 

@@ -75,14 +75,14 @@ func (f *keysFixture) slices() {
 // pushDown moves everything into the LsmStore, as TestModel's push-down step.
 func (f *keysFixture) pushDown() {
 	f.slices()
-	for i := 0; i < 200 && f.s.Stats().Slices > 0; i++ {
+	for i := 0; i < 200 && f.s.Stats().Slices.Count > 0; i++ {
 		if !f.s.e.EvictNow() {
 			break
 		}
 		f.ok(f.s.WaitBackground())
 	}
-	if st := f.s.Stats(); st.Slices != 0 || st.SealedSegments != 0 {
-		f.t.Fatalf("push-down left %d slices, %d sealed segments", st.Slices, st.SealedSegments)
+	if st := f.s.Stats(); st.Slices.Count != 0 || st.Fresh.SealedSegments != 0 {
+		f.t.Fatalf("push-down left %d slices, %d sealed segments", st.Slices.Count, st.Fresh.SealedSegments)
 	}
 }
 

@@ -63,7 +63,7 @@ func (s *Store) maxBatch() int { return s.opts.SegmentSize / 8 }
 func (l *ListState[T]) Add(k Key, x T) error {
 	s := l.s
 	key, h, err := s.begin(k, l.idAt(k))
-	defer s.guard.exit()
+	defer s.exit()
 	if err != nil {
 		return l.wrap("add", err)
 	}
@@ -118,7 +118,7 @@ func (l *ListState[T]) appendElems(dst []byte, xs []T) []byte {
 func (l *ListState[T]) AddAll(k Key, xs []T) error {
 	s := l.s
 	key, h, err := s.begin(k, l.idAt(k))
-	defer s.guard.exit()
+	defer s.exit()
 	if err != nil {
 		return l.wrap("add all", err)
 	}
@@ -145,7 +145,7 @@ func (l *ListState[T]) AddAll(k Key, xs []T) error {
 func (l *ListState[T]) Update(k Key, xs []T) error {
 	s := l.s
 	key, h, err := s.begin(k, l.idAt(k))
-	defer s.guard.exit()
+	defer s.exit()
 	if err != nil {
 		return l.wrap("update", err)
 	}
@@ -251,7 +251,7 @@ func (s *Store) checkElems(batch []byte) error {
 func (l *ListState[T]) Get(k Key) ListIterator[T] {
 	s := l.s
 	key, h, err := s.begin(k, l.idAt(k))
-	defer s.guard.exit()
+	defer s.exit()
 	if err != nil {
 		return ListIterator[T]{err: l.wrap("get", err)}
 	}
@@ -279,7 +279,7 @@ func (l *ListState[T]) Get(k Key) ListIterator[T] {
 func (l *ListState[T]) Clear(k Key) error {
 	s := l.s
 	key, h, err := s.begin(k, l.idAt(k))
-	defer s.guard.exit()
+	defer s.exit()
 	if err != nil {
 		return l.wrap("clear", err)
 	}
@@ -303,8 +303,8 @@ func (l *ListState[T]) Clear(k Key) error {
 // loses elements. Errors as Add.
 func (l *ListState[T]) MergeNamespaces(k Key, target []byte, sources ...[]byte) (err error) {
 	s := l.s
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	if err := s.check(k); err != nil {
 		return l.wrap("merge namespaces", err)
 	}
@@ -559,9 +559,9 @@ func (it *ListIterator[T]) end() {
 	if s.e.Seq() != it.seq {
 		return // the Store was written since Get: the list may not be as read
 	}
-	s.guard.enter()
+	s.enter(opCall)
 	err := s.apply(engine.OpListDelete, l.ck, l.ch, nil, nil)
-	s.guard.exit()
+	s.exit()
 	if err != nil {
 		it.err = fmt.Errorf("strata: list state %q: %w", it.name, err)
 	}

@@ -47,7 +47,7 @@ func NewMapState[UK, UV any](s *Store, d MapDescriptor[UK, UV]) (*MapState[UK, U
 func (m *MapState[UK, UV]) Get(k Key, uk UK) (UV, bool, error) {
 	s := m.s
 	mk, hm, err := s.begin(k, m.idAt(k))
-	defer s.guard.exit()
+	defer s.exit()
 	var zero UV
 	if err != nil {
 		return zero, false, m.wrap("get", err)
@@ -80,7 +80,7 @@ func (m *MapState[UK, UV]) Get(k Key, uk UK) (UV, bool, error) {
 func (m *MapState[UK, UV]) Contains(k Key, uk UK) (bool, error) {
 	s := m.s
 	mk, hm, err := s.begin(k, m.idAt(k))
-	defer s.guard.exit()
+	defer s.exit()
 	if err != nil {
 		return false, m.wrap("contains", err)
 	}
@@ -157,7 +157,7 @@ func (m *MapState[UK, UV]) expiredEntry(mk []byte, hm uint64, raw []byte) ([]byt
 func (m *MapState[UK, UV]) Put(k Key, uk UK, uv UV) error {
 	s := m.s
 	mk, hm, err := s.begin(k, m.idAt(k))
-	defer s.guard.exit()
+	defer s.exit()
 	if err != nil {
 		return m.wrap("put", err)
 	}
@@ -190,9 +190,9 @@ func (m *MapState[UK, UV]) put(mk []byte, hm uint64, uk UK, uv UV) error {
 // Store. Errors as Put.
 func (m *MapState[UK, UV]) PutAll(k Key, entries iter.Seq2[UK, UV]) error {
 	s := m.s
-	s.guard.enter()
+	s.enter(opCall)
 	err := s.check(k)
-	s.guard.exit()
+	s.exit()
 	if err != nil {
 		return m.wrap("put all", err)
 	}
@@ -204,7 +204,7 @@ func (m *MapState[UK, UV]) PutAll(k Key, entries iter.Seq2[UK, UV]) error {
 		} else {
 			err = m.wrap("put", err)
 		}
-		s.guard.exit()
+		s.exit()
 		return err == nil
 	})
 	return err
@@ -216,7 +216,7 @@ func (m *MapState[UK, UV]) PutAll(k Key, entries iter.Seq2[UK, UV]) error {
 func (m *MapState[UK, UV]) Remove(k Key, uk UK) error {
 	s := m.s
 	mk, hm, err := s.begin(k, m.idAt(k))
-	defer s.guard.exit()
+	defer s.exit()
 	if err != nil {
 		return m.wrap("remove", err)
 	}
@@ -252,7 +252,7 @@ func (m *MapState[UK, UV]) IsEmpty(k Key) (bool, error) {
 	}
 	s := m.s
 	mk, hm, err := s.begin(k, m.idAt(k))
-	defer s.guard.exit()
+	defer s.exit()
 	if err != nil {
 		return false, m.wrap("is empty", err)
 	}
@@ -271,7 +271,7 @@ func (m *MapState[UK, UV]) IsEmpty(k Key) (bool, error) {
 func (m *MapState[UK, UV]) Clear(k Key) error {
 	s := m.s
 	mk, hm, err := s.begin(k, m.idAt(k))
-	defer s.guard.exit()
+	defer s.exit()
 	if err != nil {
 		return m.wrap("clear", err)
 	}
@@ -300,7 +300,7 @@ func (m *MapState[UK, UV]) Iterator(k Key) *MapIterator[UK, UV] {
 func (m *MapState[UK, UV]) iterator(k Key, it *MapIterator[UK, UV]) {
 	s := m.s
 	mk, hm, err := s.begin(k, m.idAt(k))
-	defer s.guard.exit()
+	defer s.exit()
 	it.m = m
 	if err != nil {
 		it.err = m.wrap("iterate", err)
@@ -418,13 +418,13 @@ func (it *MapIterator[UK, UV]) Next() bool {
 		it.err = it.m.wrap("iterate", ErrClosed)
 		return false
 	}
-	it.m.s.guard.enter()
+	it.m.s.enter(opCall)
 	ok := it.it.Next()
 	if ok && it.m.ttl != nil {
 		ok = it.nextTTL()
 	}
 	it.seq = it.m.s.e.Seq()
-	it.m.s.guard.exit()
+	it.m.s.exit()
 	it.ok, it.has = ok, ok
 	if !ok && it.err == nil && it.it.Err() != nil {
 		it.err = it.m.wrap("iterate", it.it.Err())
@@ -519,10 +519,10 @@ func (it *MapIterator[UK, UV]) Value() UV {
 		b = b[base.TSLen:] // nextTTL checked its length
 	}
 	if s := it.m.s; s.e.Seq() != it.seq {
-		s.guard.enter()
+		s.enter(opCall)
 		uk := it.it.UserKey() // user-key bytes are never rewritten in place
 		v, st := s.e.MapGet(it.hm, it.mk, base.HashUserKey(uk), uk)
-		s.guard.exit()
+		s.exit()
 		if st != found {
 			if st == failed && it.err == nil {
 				it.err = it.m.wrap("iterate", s.e.TakeErr())
@@ -562,8 +562,8 @@ func (it *MapIterator[UK, UV]) Remove() error {
 	if it.invalid() {
 		return it.err
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	// Copied: a write may install background work that frees the memory the entry aliases.
 	s.ubuf = append(s.ubuf[:0], it.it.UserKey()...)
 	uk := s.ubuf

@@ -38,12 +38,12 @@ func TestStateFitsBudget(t *testing.T) {
 	}
 	st := s.Stats()
 	t.Logf("budget %d MiB: used %d MiB, segments %d MiB, slices %d MiB, reserve %d MiB",
-		st.BudgetLimit>>20, st.BudgetUsed>>20, st.SegmentBytes>>20, st.SliceBytes>>20, st.BudgetReserve>>20)
-	if st.Evictions != 0 || st.Flushes != 0 || st.LSMFiles != 0 {
-		t.Errorf("state went to the LsmStore: %d evictions, %d flushes, %d files", st.Evictions, st.Flushes, st.LSMFiles)
+		st.Budget.Limit>>20, st.Budget.Used>>20, st.Fresh.SegmentBytes>>20, st.Slices.Bytes>>20, st.Budget.Reserve>>20)
+	if st.Slices.Evictions != 0 || st.LSM.Flushes != 0 || st.LSM.Files != 0 {
+		t.Errorf("state went to the LsmStore: %d evictions, %d flushes, %d files", st.Slices.Evictions, st.LSM.Flushes, st.LSM.Files)
 	}
-	if st.BlockCacheBytes != 0 || st.RowCacheBytes != 0 {
-		t.Errorf("empty LsmStore, caches mapped: block %d, row %d bytes", st.BlockCacheBytes, st.RowCacheBytes)
+	if st.Caches.BlockBytes != 0 || st.Caches.RowBytes != 0 {
+		t.Errorf("empty LsmStore, caches mapped: block %d, row %d bytes", st.Caches.BlockBytes, st.Caches.RowBytes)
 	}
 	for _, i := range []int{0, 999_999} {
 		binary.BigEndian.PutUint64(kb[:8], uint64(i)*0x9e3779b97f4a7c15)
@@ -63,8 +63,8 @@ func TestCachesAfterEviction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if st := s.Stats(); st.BlockCacheBytes != 0 || st.RowCacheBytes != 0 {
-		t.Fatalf("empty store: caches of %d + %d bytes", st.BlockCacheBytes, st.RowCacheBytes)
+	if st := s.Stats(); st.Caches.BlockBytes != 0 || st.Caches.RowBytes != 0 {
+		t.Fatalf("empty store: caches of %d + %d bytes", st.Caches.BlockBytes, st.Caches.RowBytes)
 	}
 	v := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
 	var kb [16]byte
@@ -90,16 +90,16 @@ func TestCachesAfterEviction(t *testing.T) {
 		}
 	}
 	st := s.Stats()
-	if st.Evictions+st.Flushes == 0 || st.LSMFiles == 0 {
+	if st.Slices.Evictions+st.LSM.Flushes == 0 || st.LSM.Files == 0 {
 		t.Fatalf("state of %d MiB under a 32 MiB budget did not reach the LsmStore: %+v", n*124>>20, st)
 	}
-	if st.BlockCacheBytes == 0 || st.RowCacheBytes == 0 {
-		t.Errorf("LsmStore holds data, caches not mapped: block %d, row %d bytes", st.BlockCacheBytes, st.RowCacheBytes)
+	if st.Caches.BlockBytes == 0 || st.Caches.RowBytes == 0 {
+		t.Errorf("LsmStore holds data, caches not mapped: block %d, row %d bytes", st.Caches.BlockBytes, st.Caches.RowBytes)
 	}
-	if st.BlockCacheHits+st.BlockCacheMisses+st.RowCacheHits+st.RowCacheMisses == 0 {
+	if st.Caches.BlockHits+st.Caches.BlockMisses+st.Caches.RowHits+st.Caches.RowMisses == 0 {
 		t.Errorf("reads of evicted keys used no cache: %+v", st)
 	}
-	if st.BudgetUsed > st.BudgetLimit {
-		t.Errorf("budget used %d > limit %d", st.BudgetUsed, st.BudgetLimit)
+	if st.Budget.Used > st.Budget.Limit {
+		t.Errorf("budget used %d > limit %d", st.Budget.Used, st.Budget.Limit)
 	}
 }

@@ -118,8 +118,8 @@ func TestBoundedMemory(t *testing.T) {
 	st := s.Stats()
 	sample()
 	t.Logf("wrote %d keys (%d MiB of state) in %v: LSM %d files, %d MiB on disk, %d flushes, %d evictions, %d LSM compactions, write amplification %.2f, %d backpressure waits, %d L0 stalls",
-		keys, int64(keys)*perKey>>20, written.Round(time.Millisecond), st.LSMFiles, st.LSMBytes>>20, st.Flushes, st.Evictions,
-		st.LSMCompactions, st.WriteAmplification, st.BackpressureWaits, st.L0Stalls)
+		keys, int64(keys)*perKey>>20, written.Round(time.Millisecond), st.LSM.Files, st.LSM.Bytes>>20, st.LSM.Flushes, st.Slices.Evictions,
+		st.LSM.Compactions, st.LSM.WriteAmplification, st.Stalls.BackpressureWaits, st.Stalls.L0)
 	check := func(i int) {
 		k := key(i)
 		v, ok, err := val.Get(k)
@@ -176,7 +176,7 @@ func TestBoundedMemory(t *testing.T) {
 	sample()
 	st = s.Stats()
 	t.Logf("budget %d MiB (peak use of it %d MiB), max VmRSS %d MiB, VmHWM %d MiB, max Go HeapInuse %d MiB; state %d MiB = %.1f× the budget, %d MiB on disk",
-		budget>>20, maxBudget>>20, maxRSS>>20, procStatus("VmHWM")>>20, maxHeap>>20, target>>20, float64(target)/budget, st.LSMBytes>>20)
+		budget>>20, maxBudget>>20, maxRSS>>20, procStatus("VmHWM")>>20, maxHeap>>20, target>>20, float64(target)/budget, st.LSM.Bytes>>20)
 	// The race detector's shadow memory, and an emulator's translation cache (scripts/test.sh
 	// sets STRATA_EMULATED=1 under qemu-user), add to RSS what the store does not map: the RSS
 	// bound is asserted in normal native builds only (the heap bound always).

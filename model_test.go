@@ -766,7 +766,7 @@ type modelRun struct {
 	timers                                                      timerCounts
 	counts                                                      [numSteps]int
 	clCounts                                                    [numSteps]int // steps begun with the changelog on
-	total                                                       StoreStats    // stats of the Stores closed so far
+	total                                                       Stats         // stats of the Stores closed so far
 	budgetFails, cacheChecks, cachedSeen, invalid, noSpaceFails int
 	ttlExpired                                                  int // TTL values found expired by the model's reads
 }
@@ -1444,7 +1444,7 @@ func (r *modelRun) pushDown(int32) error {
 	if err := s.WaitBackground(); err != nil {
 		return r.pressureErr(err)
 	}
-	for i := 0; i < 200 && s.Stats().Slices > 0; i++ {
+	for i := 0; i < 200 && s.Stats().Slices.Count > 0; i++ {
 		if !s.e.EvictNow() {
 			break
 		}
@@ -1452,8 +1452,8 @@ func (r *modelRun) pushDown(int32) error {
 			return fmt.Errorf("WaitBackground after evict: %w", err)
 		}
 	}
-	if st := s.Stats(); st.SealedSegments != 0 {
-		return fmt.Errorf("WaitBackground left %d sealed segments", st.SealedSegments)
+	if st := s.Stats(); st.Fresh.SealedSegments != 0 {
+		return fmt.Errorf("WaitBackground left %d sealed segments", st.Fresh.SealedSegments)
 	}
 	return nil
 }
@@ -1475,17 +1475,17 @@ func (r *modelRun) openStore() error {
 // addStats adds the open Store's statistics to the run's totals (before it closes).
 func (r *modelRun) addStats() {
 	st := r.st.s.Stats()
-	r.total.Transforms += st.Transforms
-	r.total.Compactions += st.Compactions
-	r.total.Evictions += st.Evictions
-	r.total.Flushes += st.Flushes
-	r.total.LSMCompactions += st.LSMCompactions
-	r.total.BackpressureWaits += st.BackpressureWaits
-	r.total.RowCacheHits += st.RowCacheHits
-	r.total.RowCacheMisses += st.RowCacheMisses
-	r.total.PersistFiles += st.PersistFiles
-	r.total.TTLCompactionEntries += st.TTLCompactionEntries
-	r.total.TTLSnapshotEntries += st.TTLSnapshotEntries
+	r.total.Slices.Transforms += st.Slices.Transforms
+	r.total.Slices.Compactions += st.Slices.Compactions
+	r.total.Slices.Evictions += st.Slices.Evictions
+	r.total.LSM.Flushes += st.LSM.Flushes
+	r.total.LSM.Compactions += st.LSM.Compactions
+	r.total.Stalls.BackpressureWaits += st.Stalls.BackpressureWaits
+	r.total.Caches.RowHits += st.Caches.RowHits
+	r.total.Caches.RowMisses += st.Caches.RowMisses
+	r.total.LSM.PersistFiles += st.LSM.PersistFiles
+	r.total.TTL.CompactionEntries += st.TTL.CompactionEntries
+	r.total.TTL.SnapshotEntries += st.TTL.SnapshotEntries
 }
 
 // checkEvery checks every slot, the operator states and the row cache.
@@ -1912,21 +1912,21 @@ func TestModel(t *testing.T) {
 			}
 			tot := r.total
 			t.Logf("%s: %d steps in %v (%s); %d transforms, %d compactions, %d evictions, %d flushes, %d LSM compactions, %d backpressure waits, %d budget failures, %d invalidated iterations, %d Closes failed with ENOSPC; row cache %d hits %d misses, %d checks saw %d entries",
-				cfg.name, r.op, time.Since(start).Round(time.Millisecond), strings.Join(drawn, ", "), tot.Transforms,
-				tot.Compactions, tot.Evictions, tot.Flushes, tot.LSMCompactions, tot.BackpressureWaits, r.budgetFails,
-				r.invalid, r.noSpaceFails, tot.RowCacheHits, tot.RowCacheMisses, r.cacheChecks, r.cachedSeen)
-			if tot.Transforms == 0 || (tot.Compactions == 0 && cfg.mustCompact) {
-				fail("the run did not exercise the SliceTable: %d transforms, %d compactions", tot.Transforms, tot.Compactions)
+				cfg.name, r.op, time.Since(start).Round(time.Millisecond), strings.Join(drawn, ", "), tot.Slices.Transforms,
+				tot.Slices.Compactions, tot.Slices.Evictions, tot.LSM.Flushes, tot.LSM.Compactions, tot.Stalls.BackpressureWaits, r.budgetFails,
+				r.invalid, r.noSpaceFails, tot.Caches.RowHits, tot.Caches.RowMisses, r.cacheChecks, r.cachedSeen)
+			if tot.Slices.Transforms == 0 || (tot.Slices.Compactions == 0 && cfg.mustCompact) {
+				fail("the run did not exercise the SliceTable: %d transforms, %d compactions", tot.Slices.Transforms, tot.Slices.Compactions)
 			}
-			if cfg.mustEvict && tot.Evictions == 0 {
+			if cfg.mustEvict && tot.Slices.Evictions == 0 {
 				fail("the run evicted nothing")
 			}
-			if cfg.mustLSMCompact && tot.LSMCompactions == 0 {
+			if cfg.mustLSMCompact && tot.LSM.Compactions == 0 {
 				fail("the run made no LSM compaction")
 			}
-			if cfg.mustRowCache && (tot.RowCacheHits == 0 || tot.RowCacheMisses == 0 || r.cachedSeen == 0) {
+			if cfg.mustRowCache && (tot.Caches.RowHits == 0 || tot.Caches.RowMisses == 0 || r.cachedSeen == 0) {
 				fail("the run did not exercise the row cache: %d hits, %d misses, %d cached entries seen",
-					tot.RowCacheHits, tot.RowCacheMisses, r.cachedSeen)
+					tot.Caches.RowHits, tot.Caches.RowMisses, r.cachedSeen)
 			}
 			if cfg.dir != "" {
 				t.Logf("%s: checkpoints: %d cut, %d durable kept, %d failed; %d restores, %d rescales (%d parts checked a share of an operator list)",
@@ -1949,13 +1949,13 @@ func TestModel(t *testing.T) {
 			}
 			if cfg.mustTTL {
 				t.Logf("%s: TTL: %d expired entries removed by compactions, %d by checkpoints; %d expiries seen by reads",
-					cfg.name, tot.TTLCompactionEntries, tot.TTLSnapshotEntries, r.ttlExpired)
-				if r.counts[stepTTLWrite] == 0 || r.counts[stepClock] == 0 || tot.TTLCompactionEntries == 0 ||
-					tot.TTLSnapshotEntries == 0 || r.ttlExpired == 0 {
+					cfg.name, tot.TTL.CompactionEntries, tot.TTL.SnapshotEntries, r.ttlExpired)
+				if r.counts[stepTTLWrite] == 0 || r.counts[stepClock] == 0 || tot.TTL.CompactionEntries == 0 ||
+					tot.TTL.SnapshotEntries == 0 || r.ttlExpired == 0 {
 					fail("the run did not exercise TTL")
 				}
 			}
-			if cfg.mustPressure && tot.BackpressureWaits+tot.Flushes+int64(r.budgetFails) == 0 {
+			if cfg.mustPressure && tot.Stalls.BackpressureWaits+tot.LSM.Flushes+int64(r.budgetFails) == 0 {
 				fail("the run saw no budget pressure")
 			}
 			for _, k := range cfg.forced {

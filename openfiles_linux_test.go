@@ -86,10 +86,10 @@ func TestOpenFilesChild(t *testing.T) {
 		}
 		st := s.Stats()
 		fmt.Printf("at the limit: tables %d, open tables %d, out of files %d, background errors %d, retries %d, last %q\n",
-			st.LSMFiles, st.OpenTables, st.OutOfFiles, st.BackgroundErrors, st.BackgroundRetries, st.LastBackgroundError)
-		if st.OutOfFiles == 0 && st.BackgroundRetries == 0 {
+			st.LSM.Files, st.LSM.OpenTables, st.LSM.OutOfFiles, st.Background.Errors, st.Background.Retries, st.Background.LastError)
+		if st.LSM.OutOfFiles == 0 && st.Background.Retries == 0 {
 			t.Fatalf("the process never ran out of descriptors at RLIMIT_NOFILE %d (%d tables, %d open)",
-				openFilesLimit, st.LSMFiles, st.OpenTables)
+				openFilesLimit, st.LSM.Files, st.LSM.OpenTables)
 		}
 		setLimit(lim)
 	}
@@ -98,15 +98,15 @@ func TestOpenFilesChild(t *testing.T) {
 	}
 	st := s.Stats()
 	fmt.Printf("stats: tables %d, open tables %d, cache hits %d, misses %d, out of files %d, background errors %d, retries %d, LSM compactions %d\n",
-		st.LSMFiles, st.OpenTables, st.TableCacheHits, st.TableCacheMisses, st.OutOfFiles, st.BackgroundErrors,
-		st.BackgroundRetries, st.LSMCompactions)
+		st.LSM.Files, st.LSM.OpenTables, st.LSM.TableCacheHits, st.LSM.TableCacheMisses, st.LSM.OutOfFiles, st.Background.Errors,
+		st.Background.Retries, st.LSM.Compactions)
 	if mode == "low" {
-		if st.LSMFiles < 2*openFilesLimit {
-			t.Fatalf("only %d tables: not enough to need the table cache under a limit of %d", st.LSMFiles, openFilesLimit)
+		if st.LSM.Files < 2*openFilesLimit {
+			t.Fatalf("only %d tables: not enough to need the table cache under a limit of %d", st.LSM.Files, openFilesLimit)
 		}
-		if st.BackgroundErrors != 0 || st.OutOfFiles != 0 || st.OpenTables > openFilesLimit/2 {
+		if st.Background.Errors != 0 || st.LSM.OutOfFiles != 0 || st.LSM.OpenTables > openFilesLimit/2 {
 			t.Fatalf("under a limit of %d from Open: %d background errors (last %q), %d times out of files, %d tables open",
-				openFilesLimit, st.BackgroundErrors, st.LastBackgroundError, st.OutOfFiles, st.OpenTables)
+				openFilesLimit, st.Background.Errors, st.Background.LastError, st.LSM.OutOfFiles, st.LSM.OpenTables)
 		}
 	}
 	if err := s.Close(); err != nil {

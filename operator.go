@@ -85,8 +85,8 @@ func (l *OperatorListState[T]) Union() bool { return l.st.kind == opUnion }
 // Errors: ErrClosed; the codec's Decode error (wrapped, naming the state).
 func (l *OperatorListState[T]) Get() ([]T, error) {
 	s := l.s
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	if s.closed {
 		return nil, ErrClosed
 	}
@@ -135,8 +135,8 @@ func (l *OperatorListState[T]) AddAll(xs []T) error {
 
 func (l *OperatorListState[T]) add(op string, elems [][]byte) error {
 	s, st := l.s, l.st
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	if s.closed {
 		return ErrClosed
 	}
@@ -165,8 +165,8 @@ func (l *OperatorListState[T]) add(op string, elems [][]byte) error {
 func (l *OperatorListState[T]) Update(xs []T) error {
 	s, st := l.s, l.st
 	elems := l.encode(xs)
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	if s.closed {
 		return ErrClosed
 	}
@@ -245,8 +245,8 @@ func (b *BroadcastState[K, V]) Name() string { return b.st.name }
 // BroadcastState.get returning null. Errors: ErrClosed, the value codec's Decode error.
 func (b *BroadcastState[K, V]) Get(k K) (V, bool, error) {
 	s := b.s
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	var zero V
 	if s.closed {
 		return zero, false, ErrClosed
@@ -267,8 +267,8 @@ func (b *BroadcastState[K, V]) Get(k K) (V, bool, error) {
 // ErrClosed.
 func (b *BroadcastState[K, V]) Contains(k K) (bool, error) {
 	s := b.s
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	if s.closed {
 		return false, ErrClosed
 	}
@@ -289,8 +289,8 @@ func (b *BroadcastState[K, V]) Len() (int, error) {
 // ErrMemoryBudget (nothing changes).
 func (b *BroadcastState[K, V]) Put(k K, v V) error {
 	s := b.s
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	if s.closed {
 		return ErrClosed
 	}
@@ -319,8 +319,8 @@ func (b *BroadcastState[K, V]) put(k K, v V) error {
 // use the Store. Errors as Put.
 func (b *BroadcastState[K, V]) PutAll(entries iter.Seq2[K, V]) error {
 	s := b.s
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	if s.closed {
 		return ErrClosed
 	}
@@ -337,8 +337,8 @@ func (b *BroadcastState[K, V]) PutAll(entries iter.Seq2[K, V]) error {
 // Errors: ErrClosed.
 func (b *BroadcastState[K, V]) Remove(k K) error {
 	s, st := b.s, b.st
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	if s.closed {
 		return ErrClosed
 	}
@@ -358,8 +358,8 @@ func (b *BroadcastState[K, V]) Remove(k K) error {
 // ErrClosed.
 func (b *BroadcastState[K, V]) Clear() error {
 	s, st := b.s, b.st
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	if s.closed {
 		return ErrClosed
 	}

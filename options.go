@@ -136,7 +136,7 @@ type Options struct {
 	// aggregating state that point reads found in the LsmStore, kept in sets of 1 KiB whose
 	// entries take runs of 32-byte units (composite key and value up to 508 bytes together,
 	// engine.RowCacheMaxData; longer ones are not cached and are counted in
-	// StoreStats.RowCacheTooLarge), so that the hot keys
+	// Stats.Caches.RowTooLarge), so that the hot keys
 	// of a skewed read load over state larger than memory are served from memory, as
 	// RocksDB's row cache does. Mapped at Open through the memory budget (counted with the
 	// block cache, memory.PurposeBlockCache), so it is part of MemoryBudget. A write to a cached

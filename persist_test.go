@@ -138,7 +138,7 @@ func TestLSMRoundTrip(t *testing.T) {
 	b.check(t, "before close", 2)
 	st := s.Stats()
 	t.Logf("before close: %+v", st)
-	if st.Evictions+st.Flushes == 0 || st.LSMFiles == 0 || st.BudgetUsed > st.BudgetLimit {
+	if st.Slices.Evictions+st.LSM.Flushes == 0 || st.LSM.Files == 0 || st.Budget.Used > st.Budget.Limit {
 		t.Fatalf("nothing evicted to the LSM: %+v", st)
 	}
 	if err := s.Close(); err != nil {

@@ -57,7 +57,7 @@ func (r *ReducingState[T]) Get(k Key) (T, bool, error) {
 func (r *ReducingState[T]) Add(k Key, x T) error {
 	s := r.s
 	key, h, err := s.begin(k, r.idAt(k))
-	defer s.guard.exit()
+	defer s.exit()
 	if err != nil {
 		return r.wrap("add", err)
 	}
@@ -133,7 +133,7 @@ func (b *stateBase) unexpired(v []byte, now int64) ([]byte, bool, error) {
 func getKV[T any](b *stateBase, c Codec[T], k Key) (T, bool, error) {
 	s := b.s
 	key, h, err := s.begin(k, b.idAt(k))
-	defer s.guard.exit()
+	defer s.exit()
 	var zero T
 	if err != nil {
 		return zero, false, b.wrap("get", err)
@@ -178,8 +178,8 @@ func repeated(sources [][]byte, i int) bool {
 // The target is written first and the sources deleted after it.
 func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target []byte, sources [][]byte) (err error) {
 	s := b.s
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	if err := s.check(k); err != nil {
 		return b.wrap("merge namespaces", err)
 	}

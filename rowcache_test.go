@@ -60,14 +60,14 @@ func TestRowCacheStore(t *testing.T) {
 			read("one")
 			st := s.Stats()
 			if size < 0 {
-				if st.RowCacheBytes != 0 || st.RowCacheHits != 0 {
-					t.Fatalf("row cache off: stats %d bytes, %d hits", st.RowCacheBytes, st.RowCacheHits)
+				if st.Caches.RowBytes != 0 || st.Caches.RowHits != 0 {
+					t.Fatalf("row cache off: stats %d bytes, %d hits", st.Caches.RowBytes, st.Caches.RowHits)
 				}
 				return
 			}
-			if st.RowCacheBytes != 64<<20/DefaultBlockCacheDivisor*DefaultRowCacheShare || st.RowCacheHits != 1 || st.RowCacheMisses != 1 {
-				t.Fatalf("row cache: %d bytes, %d hits, %d misses; want %d, 1, 1", st.RowCacheBytes, st.RowCacheHits,
-					st.RowCacheMisses, 64<<20/DefaultBlockCacheDivisor*DefaultRowCacheShare)
+			if st.Caches.RowBytes != 64<<20/DefaultBlockCacheDivisor*DefaultRowCacheShare || st.Caches.RowHits != 1 || st.Caches.RowMisses != 1 {
+				t.Fatalf("row cache: %d bytes, %d hits, %d misses; want %d, 1, 1", st.Caches.RowBytes, st.Caches.RowHits,
+					st.Caches.RowMisses, 64<<20/DefaultBlockCacheDivisor*DefaultRowCacheShare)
 			}
 			if err := v.Put(k, "two"); err != nil {
 				t.Fatal(err)
@@ -173,7 +173,7 @@ func TestRowCacheAttackHeldValues(t *testing.T) {
 	// Key 0 again, long after its slot was replaced many times over (one set).
 	read(0)
 	after := s.Stats()
-	if hits := after.RowCacheHits - before.RowCacheHits; hits != wantHits {
+	if hits := after.Caches.RowHits - before.Caches.RowHits; hits != wantHits {
 		t.Errorf("row cache hits %d, want %d (one per cacheable key read twice in a row)", hits, wantHits)
 	}
 	if s.e.RowCacheLen() > engine.RowCacheWays {
@@ -226,15 +226,15 @@ func TestRowCacheAttackWriteThrough(t *testing.T) {
 		t.Helper()
 		must(0, s.seal())
 		must(0, s.WaitBackground())
-		for i := 0; i < 100 && s.Stats().Slices > 0; i++ {
+		for i := 0; i < 100 && s.Stats().Slices.Count > 0; i++ {
 			s.e.EvictNow()
 			must(0, s.WaitBackground())
 		}
-		if st := s.Stats(); st.Slices != 0 || st.SealedSegments != 0 || st.Records != 0 {
+		if st := s.Stats(); st.Slices.Count != 0 || st.Fresh.SealedSegments != 0 || st.Fresh.Records != 0 {
 			t.Fatalf("not all in the LsmStore: %+v", st)
 		}
 	}
-	hits := func() int64 { return s.Stats().RowCacheHits }
+	hits := func() int64 { return s.Stats().Caches.RowHits }
 	get := func(k Key, want []byte, wantOK bool, wantHit bool) {
 		t.Helper()
 		h := hits()
@@ -383,9 +383,9 @@ func TestRowCacheAttackBudget(t *testing.T) {
 		if err != nil {
 			t.Fatalf("open %d (rows %d): %v", i, rows, err)
 		}
-		if st := s.Stats(); st.RowCacheBytes != 0 || st.BlockCacheBytes != 0 {
+		if st := s.Stats(); st.Caches.RowBytes != 0 || st.Caches.BlockBytes != 0 {
 			t.Errorf("store %d (rows %d), LsmStore empty: caches of %d + %d bytes mapped, want none",
-				i, rows, st.RowCacheBytes, st.BlockCacheBytes)
+				i, rows, st.Caches.RowBytes, st.Caches.BlockBytes)
 		}
 		v := must(NewValueState(s, ValueDescriptor[string]{Name: "v", Codec: String}))
 		if err := v.Put(s.Key([]byte("k")), "x"); err != nil {
@@ -406,8 +406,8 @@ func TestRowCacheAttackBudget(t *testing.T) {
 		case rows > 0:
 			want = int64(memoryPage()) // one set, a page mapped
 		}
-		if st.RowCacheBytes != want {
-			t.Errorf("store %d (rows %d): RowCacheBytes %d, want %d", i, rows, st.RowCacheBytes, want)
+		if st.Caches.RowBytes != want {
+			t.Errorf("store %d (rows %d): RowCacheBytes %d, want %d", i, rows, st.Caches.RowBytes, want)
 		}
 		if rows > 0 && s.e.RowCacheSets() != 1 {
 			t.Errorf("store %d (rows %d): %d sets, want 1", i, rows, s.e.RowCacheSets())
@@ -416,7 +416,7 @@ func TestRowCacheAttackBudget(t *testing.T) {
 	var sum int64
 	for _, s := range stores {
 		st := s.Stats()
-		sum += st.BlockCacheBytes + st.RowCacheBytes
+		sum += st.Caches.BlockBytes + st.Caches.RowBytes
 	}
 	if got := shared.UsedBy(memory.PurposeBlockCache); got != sum {
 		t.Errorf("budget accounts %d bytes of caches, stores report %d", got, sum)
@@ -467,8 +467,8 @@ func TestRowCacheAttackBudget(t *testing.T) {
 	}
 	// In memory only: no row cache whatever the option says.
 	ms := openTest(t, Options{RowCacheSize: 1 << 20})
-	if st := ms.Stats(); st.RowCacheBytes != 0 || ms.e.RowCacheSets() >= 0 {
-		t.Errorf("in-memory store has a row cache of %d bytes", st.RowCacheBytes)
+	if st := ms.Stats(); st.Caches.RowBytes != 0 || ms.e.RowCacheSets() >= 0 {
+		t.Errorf("in-memory store has a row cache of %d bytes", st.Caches.RowBytes)
 	}
 }
 
@@ -511,9 +511,9 @@ func TestRowCacheAttackWaitBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := s.Stats()
-	if st.SealedSegments != 0 || st.Transforms == 0 || s.e.Busy() {
+	if st.Fresh.SealedSegments != 0 || st.Slices.Transforms == 0 || s.e.Busy() {
 		t.Fatalf("after WaitBackground: %d sealed segments, %d transforms, busy %v",
-			st.SealedSegments, st.Transforms, s.e.Busy())
+			st.Fresh.SealedSegments, st.Slices.Transforms, s.e.Busy())
 	}
 	for it.Next() {
 	}
@@ -542,11 +542,11 @@ func pushDown(t *testing.T, s *Store) {
 	t.Helper()
 	must(0, s.seal())
 	must(0, s.WaitBackground())
-	for i := 0; i < 100 && s.Stats().Slices > 0; i++ {
+	for i := 0; i < 100 && s.Stats().Slices.Count > 0; i++ {
 		s.e.EvictNow()
 		must(0, s.WaitBackground())
 	}
-	if st := s.Stats(); st.Slices != 0 || st.SealedSegments != 0 || st.Records != 0 {
+	if st := s.Stats(); st.Slices.Count != 0 || st.Fresh.SealedSegments != 0 || st.Fresh.Records != 0 {
 		t.Fatalf("not all in the LsmStore: %+v", st)
 	}
 }
@@ -585,7 +585,7 @@ func TestRowCacheRealisticRows(t *testing.T) {
 	must(0, val.Put(s.Key([]byte("big")), value(0, 0, 600)))
 	pushDown(t, s)
 
-	hits := func() int64 { return s.Stats().RowCacheHits }
+	hits := func() int64 { return s.Stats().Caches.RowHits }
 	get := func(st *ValueState[[]byte], k Key, want []byte, wantOK, wantHit bool) []byte {
 		t.Helper()
 		h := hits()
@@ -612,10 +612,10 @@ func TestRowCacheRealisticRows(t *testing.T) {
 		}
 	}
 	// Too long: never cached, counted.
-	before := s.Stats().RowCacheTooLarge
+	before := s.Stats().Caches.RowTooLarge
 	get(val, s.Key([]byte("big")), value(0, 0, 600), true, false)
 	get(val, s.Key([]byte("big")), value(0, 0, 600), true, false)
-	if got := s.Stats().RowCacheTooLarge - before; got != 2 {
+	if got := s.Stats().Caches.RowTooLarge - before; got != 2 {
 		t.Fatalf("RowCacheTooLarge counted %d, want 2", got)
 	}
 

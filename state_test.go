@@ -209,14 +209,14 @@ func TestListRefusedBatchWritesNothing(t *testing.T) {
 		"update/middle": func() error { return l.Update(k, [][]byte{small, huge, small}) },
 		"addall":        func() error { return l.AddAll(k, [][]byte{small, small, huge}) },
 	} {
-		records := s.Stats().Records
+		records := s.Stats().Fresh.Records
 		if err := op(); !errors.Is(err, ErrValueTooLarge) {
 			t.Fatalf("%s: %v, want ErrValueTooLarge", name, err)
 		}
 		if got := listOf(t, l, k); len(got) != 2 || string(got[0]) != "a" || string(got[1]) != "b" {
 			t.Fatalf("%s: list after a refused write = %q, want [a b]", name, got)
 		}
-		if n := s.Stats().Records - records; n != 0 {
+		if n := s.Stats().Fresh.Records - records; n != 0 {
 			t.Fatalf("%s: a refused write added %d records", name, n)
 		}
 	}
@@ -728,8 +728,8 @@ func TestClosed(t *testing.T) {
 	if _, err := NewValueState(s, ValueDescriptor[int64]{Name: "w", Codec: Int64}); !errors.Is(err, ErrClosed) {
 		t.Fatal(err)
 	}
-	if st := s.Stats(); st.BudgetUsed != 0 {
-		t.Fatalf("budget used after Close: %d", st.BudgetUsed)
+	if st := s.Stats(); st.Budget.Used != 0 {
+		t.Fatalf("budget used after Close: %d", st.Budget.Used)
 	}
 }
 
@@ -769,7 +769,7 @@ func TestStats(t *testing.T) {
 		must(0, v.Put(s.Key(fmt.Appendf(nil, "k%d", i)), int64(i)))
 	}
 	st := s.Stats()
-	if st.Records < 1000 || st.Segments < 1 || st.SegmentBytes < 16<<20 || st.DataBytes <= 0 || st.IndexBytes <= 0 || st.BudgetUsed <= 0 || st.States != 1 {
+	if st.Fresh.Records < 1000 || st.Fresh.Segments < 1 || st.Fresh.SegmentBytes < 16<<20 || st.Fresh.DataBytes <= 0 || st.Fresh.IndexBytes <= 0 || st.Budget.Used <= 0 || st.States != 1 {
 		t.Fatalf("Stats = %+v", st)
 	}
 }

@@ -55,6 +55,7 @@ type Store struct {
 	// tests both with one compare.
 	liveMaxP uint32
 	guard    guard
+	meter    opMeter // the task side's cost accounting (cost.go)
 
 	// Checkpoints (checkpointing.go).
 	epoch        uint64             // writer epoch of the lineage (a restore increments it); under fenceMu
@@ -288,8 +289,8 @@ func (s *Store) Close() error {
 	if s.closed {
 		return ErrClosed
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	var err error
 	if s.e.HasDisk() {
 		if err = s.persistAll(); err != nil {
@@ -319,8 +320,8 @@ func (s *Store) Discard() error {
 	if s.closed {
 		return ErrClosed
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	s.closed, s.liveMaxP = true, ^uint32(0)
 	s.opCharge(-s.opBytes)
 	err := s.e.Close()
@@ -349,8 +350,8 @@ func (s *Store) WaitBackground() error {
 	if s.closed {
 		return ErrClosed
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	return s.e.WaitBackground()
 }
 
@@ -381,8 +382,8 @@ func (s *Store) CompactAll(ctx context.Context) error {
 	if s.closed {
 		return ErrClosed
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	if err := s.e.CompactAll(ctx); err != nil {
 		return fmt.Errorf("strata: compact all: %w", err)
 	}
@@ -435,24 +436,18 @@ func (s *Store) compose(k Key, id uint16) ([]byte, uint64) {
 // across segments and tiers).
 func (s *Store) seal() error { return s.e.Seal() }
 
-// StoreStats describes the memory, contents and background work of a Store (see the fields
-// of engine.Stats: sizes are bytes, times nanoseconds). Go heap memory (registrations, scratch
-// buffers) is not included.
-type StoreStats = engine.Stats
-
-// Stats returns a snapshot of the Store's statistics. On a closed Store it returns only
-// States and the budget figures. O(buckets + segments + slices + table files).
-func (s *Store) Stats() StoreStats {
+// Stats returns a snapshot of the Store's statistics and cost accounting (Stats). On a
+// closed Store it returns only States and the budget figures. O(buckets + segments + slices
+// + table files), and one getrusage system call. Owner goroutine only.
+func (s *Store) Stats() Stats {
 	if s.closed {
-		return StoreStats{
-			States:        len(s.states),
-			BudgetUsed:    s.budget.Used(),
-			BudgetLimit:   s.budget.Limit(),
-			BudgetReserve: s.budget.Reserve(),
-		}
+		return Stats{States: len(s.states), Budget: BudgetStats{Used: s.budget.Used(),
+			Limit: s.budget.Limit(), Reserve: s.budget.Reserve()}}
 	}
-	st := s.e.Stats()
-	st.States = len(s.states)
+	e := s.e.Stats()
+	e.States = len(s.states)
+	st := statsOf(&e)
+	s.meter.taskStats(&st, &e)
 	return st
 }
 
@@ -470,7 +465,7 @@ const (
 // scratch buffer (valid until the next begin or compose). The caller exits the guard
 // (s.guard.exit) whatever the outcome, and wraps a returned error with the state's name.
 func (s *Store) begin(k Key, id uint16) ([]byte, uint64, error) {
-	s.guard.enter()
+	s.enter(opCall)
 	if err := s.check(k); err != nil {
 		return nil, 0, err
 	}

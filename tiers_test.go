@@ -114,10 +114,10 @@ func TestManySegments(t *testing.T) {
 	sample()
 	check("after drain")
 	st := s.Stats()
-	t.Logf("stats %+v, peak budget use %d MiB of %d MiB", st, peak>>20, st.BudgetLimit>>20)
-	if st.Transforms < 3 || st.Compactions == 0 || st.SealedSegments != 0 || st.Slices == 0 {
+	t.Logf("stats %+v, peak budget use %d MiB of %d MiB", st, peak>>20, st.Budget.Limit>>20)
+	if st.Slices.Transforms < 3 || st.Slices.Compactions == 0 || st.Fresh.SealedSegments != 0 || st.Slices.Count == 0 {
 		t.Errorf("transforms %d, compactions %d, sealed %d, slices %d: the tiers did not move the data",
-			st.Transforms, st.Compactions, st.SealedSegments, st.Slices)
+			st.Slices.Transforms, st.Slices.Compactions, st.Fresh.SealedSegments, st.Slices.Count)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -184,8 +184,8 @@ func TestBackpressure(t *testing.T) {
 	}
 	st := s.Stats()
 	t.Logf("stats %+v", st)
-	if st.Transforms < 3 {
-		t.Errorf("%d transforms, want several: %+v", st.Transforms, st)
+	if st.Slices.Transforms < 3 {
+		t.Errorf("%d transforms, want several: %+v", st.Slices.Transforms, st)
 	}
 }
 
@@ -207,7 +207,7 @@ func TestAllocsFromSlices(t *testing.T) {
 	must(0, m.Put(k2, 1, 1))
 	must(0, s.seal())
 	must(0, s.e.Drain())
-	if st := s.Stats(); st.Slices == 0 || st.SealedSegments != 0 {
+	if st := s.Stats(); st.Slices.Count == 0 || st.Fresh.SealedSegments != 0 {
 		t.Fatalf("data not in slices: %+v", st)
 	}
 	var n int64

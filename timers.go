@@ -237,8 +237,8 @@ func (t *TimerService[N]) encodeNS(k Key, ns N) error {
 
 func (t *TimerService[N]) register(op string, d timer.Domain, k Key, ns N, ts int64) error {
 	s := t.b.s
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opTimer)
+	defer s.exit()
 	if err := s.check(k); err != nil {
 		return t.wrap(op, err)
 	}
@@ -259,8 +259,8 @@ func (t *TimerService[N]) register(op string, d timer.Domain, k Key, ns N, ts in
 
 func (t *TimerService[N]) delete(op string, d timer.Domain, k Key, ns N, ts int64) error {
 	s := t.b.s
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opTimer)
+	defer s.exit()
 	if err := s.check(k); err != nil {
 		return t.wrap(op, err)
 	}
@@ -324,18 +324,18 @@ func (t *TimerService[N]) advance(op string, d timer.Domain, to int64, fn func(T
 		if s.closed {
 			return t.wrap(op, ErrClosed)
 		}
-		s.guard.enter()
+		s.enter(opTimer)
 		tm, buf, ok, err := c.q[d].Pop(to, t.fbuf)
 		t.fbuf = buf
 		if err != nil {
 			err = s.timerRetry(err)
-			s.guard.exit()
+			s.exit()
 			if err == errRetry {
 				continue
 			}
 			return t.wrap(op, err)
 		}
-		s.guard.exit()
+		s.exit()
 		if !ok {
 			return nil
 		}
@@ -376,10 +376,10 @@ func (t *TimerService[N]) forEach(d timer.Domain, fn func(Timer[N]) error) error
 		if s.closed {
 			return t.wrap(op, ErrClosed)
 		}
-		s.guard.enter()
+		s.enter(opTimer)
 		tm, buf, ok := c.q[d].Next(&cur, t.ibuf)
 		t.ibuf = buf
-		s.guard.exit()
+		s.exit()
 		if !ok {
 			return nil
 		}

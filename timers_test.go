@@ -357,7 +357,7 @@ func TestTimersBudget(t *testing.T) {
 	if !errors.Is(err, ErrMemoryBudget) {
 		t.Fatalf("after %d timers: %v, want ErrMemoryBudget", n, err)
 	}
-	if st := s.Stats(); st.BackpressureWaits == 0 {
+	if st := s.Stats(); st.Stalls.BackpressureWaits == 0 {
 		t.Fatal("the refused registration did not wait (backpressure)")
 	}
 	if ts.NumEventTimeTimers() != n {

@@ -201,36 +201,36 @@ func TestTransientFault(t *testing.T) {
 			}
 			old := maxTable(t, filepath.Join(dir, "lsm"))
 			before := s.Stats()
-			if before.LSMFiles < 8 {
-				t.Fatalf("only %d tables before the fault", before.LSMFiles)
+			if before.LSM.Files < 8 {
+				t.Fatalf("only %d tables before the fault", before.LSM.Files)
 			}
 			fault.Inject(vfs.Fault{Ops: tc.ops, Path: tablesUpTo(old), Err: tc.errno, Sticky: true})
 			for range 120_000 {
 				if err := p.put(); err != nil {
 					t.Fatalf("a write while background work fails with %v: put %d: %v", tc.errno, p.n-1, err)
 				}
-				if tc.closeFirst && s.Stats().BackgroundErrors > 0 {
+				if tc.closeFirst && s.Stats().Background.Errors > 0 {
 					break // Close as soon as a compaction has failed
 				}
 			}
 			during := s.Stats()
 			t.Logf("during the fault: injected %d, background errors %d, retries %d, retrying %d, L0 %d, LSM compactions %d→%d, last error %q",
-				fault.Injected(), during.BackgroundErrors, during.BackgroundRetries, during.BackgroundRetrying,
-				during.L0Files, before.LSMCompactions, during.LSMCompactions, during.LastBackgroundError)
+				fault.Injected(), during.Background.Errors, during.Background.Retries, during.Background.Retrying,
+				during.LSM.L0Files, before.LSM.Compactions, during.LSM.Compactions, during.Background.LastError)
 			if tc.closeFirst {
 				if err := s.Close(); err != nil {
 					t.Fatalf("Close while LSM compactions fail with %v: %v", tc.errno, err)
 				}
 				closed = true
 			}
-			if fault.Injected() == 0 || during.BackgroundRetries == 0 {
-				t.Fatalf("no background work met the fault (injected %d, retries %d)", fault.Injected(), during.BackgroundRetries)
+			if fault.Injected() == 0 || during.Background.Retries == 0 {
+				t.Fatalf("no background work met the fault (injected %d, retries %d)", fault.Injected(), during.Background.Retries)
 			}
-			if during.BackgroundErrors != during.BackgroundRetries {
-				t.Fatalf("%d background errors, %d retried: a %v stopped the Store", during.BackgroundErrors, during.BackgroundRetries, tc.errno)
+			if during.Background.Errors != during.Background.Retries {
+				t.Fatalf("%d background errors, %d retried: a %v stopped the Store", during.Background.Errors, during.Background.Retries, tc.errno)
 			}
-			if !strings.Contains(during.LastBackgroundError, tc.errno.Error()) {
-				t.Fatalf("LastBackgroundError %q does not name %v", during.LastBackgroundError, tc.errno)
+			if !strings.Contains(during.Background.LastError, tc.errno.Error()) {
+				t.Fatalf("LastBackgroundError %q does not name %v", during.Background.LastError, tc.errno)
 			}
 			if !tc.closeFirst {
 				fault.ClearFaults()
@@ -238,9 +238,9 @@ func TestTransientFault(t *testing.T) {
 					t.Fatalf("WaitBackground once the fault is lifted: %v", err)
 				}
 				after := s.Stats()
-				if after.BackgroundRetrying != 0 || after.LSMCompactions == during.LSMCompactions {
+				if after.Background.Retrying != 0 || after.LSM.Compactions == during.LSM.Compactions {
 					t.Fatalf("after the fault: %d kinds still retrying, LSM compactions %d→%d",
-						after.BackgroundRetrying, during.LSMCompactions, after.LSMCompactions)
+						after.Background.Retrying, during.LSM.Compactions, after.LSM.Compactions)
 				}
 				if err := p.check(); err != nil {
 					t.Fatalf("read once the fault is lifted: %v", err)
@@ -326,8 +326,8 @@ func TestTransientWaitBackground(t *testing.T) {
 	if err := p.check(); err != nil {
 		t.Fatalf("after reopen: %v", err)
 	}
-	if st := s.Stats(); st.BackgroundErrors != 0 || st.LastBackgroundError != "" {
-		t.Fatalf("a new session starts with failures: %d, %q", st.BackgroundErrors, st.LastBackgroundError)
+	if st := s.Stats(); st.Background.Errors != 0 || st.Background.LastError != "" {
+		t.Fatalf("a new session starts with failures: %d, %q", st.Background.Errors, st.Background.LastError)
 	}
 }
 
@@ -387,9 +387,9 @@ func TestTransientCorruptionSticks(t *testing.T) {
 		t.Fatalf("a write after a compaction read a damaged table: %v, want ErrCorruption", werr)
 	}
 	st := s.Stats()
-	if st.BackgroundErrors != st.BackgroundRetries+1 || !strings.Contains(st.LastBackgroundError, "checksum") {
+	if st.Background.Errors != st.Background.Retries+1 || !strings.Contains(st.Background.LastError, "checksum") {
 		t.Fatalf("background errors %d, retries %d, last %q: want the damage counted once and not retried",
-			st.BackgroundErrors, st.BackgroundRetries, st.LastBackgroundError)
+			st.Background.Errors, st.Background.Retries, st.Background.LastError)
 	}
 	if err := s.Close(); !errors.Is(err, ErrCorruption) {
 		t.Fatalf("Close after damage: %v, want ErrCorruption", err)

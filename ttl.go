@@ -417,8 +417,8 @@ func (s *Store) RecordProcessed() error {
 		}
 		return nil
 	}
-	s.guard.enter()
-	defer s.guard.exit()
+	s.enter(opCall)
+	defer s.exit()
 	if s.closed {
 		return ErrClosed
 	}

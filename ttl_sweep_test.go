@@ -104,19 +104,19 @@ func TestTTLSweep(t *testing.T) {
 	now.Store(50)
 	must(0, s.WaitBackground())
 	st := s.Stats()
-	if st.TTLSweepSeals != 1 || st.Slices == 0 || st.Records != 0 {
-		t.Fatalf("after the second tick: %d seals, %d slices, %d FreshTable records", st.TTLSweepSeals, st.Slices, st.Records)
+	if st.TTL.SweepSeals != 1 || st.Slices.Count == 0 || st.Fresh.Records != 0 {
+		t.Fatalf("after the second tick: %d seals, %d slices, %d FreshTable records", st.TTL.SweepSeals, st.Slices.Count, st.Fresh.Records)
 	}
 	ttl, kept := ss.counts(t, s)
 	if ttl != 4*n || kept != 2*n {
 		t.Fatalf("before expiry: %d TTL entries, %d kept", ttl, kept)
 	}
-	sliceBytes := st.SliceBytes
+	sliceBytes := st.Slices.Bytes
 	// t=150: the dead keys expired at 100; "live" keys written now expire at 250. The bound
 	// is 200 ms: by 300 the dead data must be gone — here already at the first tick past 100.
 	now.Store(150)
-	if st := s.Stats(); st.TTLSweepDueUnits == 0 || st.TTLExpiredPendingBytes == 0 {
-		t.Fatalf("expired data not reported pending: %d units, %d bytes", st.TTLSweepDueUnits, st.TTLExpiredPendingBytes)
+	if st := s.Stats(); st.TTL.SweepDueUnits == 0 || st.TTL.ExpiredPendingBytes == 0 {
+		t.Fatalf("expired data not reported pending: %d units, %d bytes", st.TTL.SweepDueUnits, st.TTL.ExpiredPendingBytes)
 	}
 	ss.write(t, s, "live", 0, n)
 	must(0, s.WaitBackground())
@@ -125,18 +125,18 @@ func TestTTLSweep(t *testing.T) {
 	if ttl != 4*n || kept != 4*n {
 		t.Fatalf("after the sweep: %d TTL entries (want %d: the live keys'), %d kept (want %d)", ttl, 4*n, kept, 4*n)
 	}
-	if st.TTLSweepJobs == 0 || st.TTLSweepEntries < 5*n || st.TTLSweepBytes == 0 || st.TTLSweepReadBytes == 0 {
-		t.Fatalf("sweep stats: %d jobs, %d entries, %d bytes, %d read", st.TTLSweepJobs, st.TTLSweepEntries, st.TTLSweepBytes, st.TTLSweepReadBytes)
+	if st.TTL.SweepJobs == 0 || st.TTL.SweepEntries < 5*n || st.TTL.SweepBytes == 0 || st.TTL.SweepReadBytes == 0 {
+		t.Fatalf("sweep stats: %d jobs, %d entries, %d bytes, %d read", st.TTL.SweepJobs, st.TTL.SweepEntries, st.TTL.SweepBytes, st.TTL.SweepReadBytes)
 	}
-	if st.TTLSweepDueUnits != 0 || st.TTLExpiredPendingBytes != 0 {
-		t.Fatalf("after the sweep: %d units due, %d bytes pending", st.TTLSweepDueUnits, st.TTLExpiredPendingBytes)
+	if st.TTL.SweepDueUnits != 0 || st.TTL.ExpiredPendingBytes != 0 {
+		t.Fatalf("after the sweep: %d units due, %d bytes pending", st.TTL.SweepDueUnits, st.TTL.ExpiredPendingBytes)
 	}
-	if st.SliceBytes >= sliceBytes {
-		t.Fatalf("slice memory %d after the sweep, %d before", st.SliceBytes, sliceBytes)
+	if st.Slices.Bytes >= sliceBytes {
+		t.Fatalf("slice memory %d after the sweep, %d before", st.Slices.Bytes, sliceBytes)
 	}
 	t.Logf("slices: %d → %d bytes; sweep: %d ticks, %d jobs read %d bytes, removed %d entries (%d bytes) in %v",
-		sliceBytes, st.SliceBytes, st.TTLSweepTicks, st.TTLSweepJobs, st.TTLSweepReadBytes,
-		st.TTLSweepEntries, st.TTLSweepBytes, time.Duration(st.TTLSweepNanos))
+		sliceBytes, st.Slices.Bytes, st.TTL.SweepTicks, st.TTL.SweepJobs, st.TTL.SweepReadBytes,
+		st.TTL.SweepEntries, st.TTL.SweepBytes, time.Duration(st.TTL.SweepNanos))
 	ss.checkLive(t, s, "live", 0, n)
 	// In the tiers: the dead values are gone, not tombstones (their runs ended their chains
 	// and the LsmStore is empty).
@@ -167,8 +167,8 @@ func TestTTLSweep(t *testing.T) {
 		t.Fatalf("files found at Open swept before their bound: %d TTL entries", ttl)
 	}
 	before := s.Stats()
-	if before.TTLSweepDueUnits != 0 {
-		t.Fatalf("%d units due before the bound", before.TTLSweepDueUnits)
+	if before.TTL.SweepDueUnits != 0 {
+		t.Fatalf("%d units due before the bound", before.TTL.SweepDueUnits)
 	}
 	now.Store(390) // the first tick at or after 360 (ticks every 40 ms: 350, 390)
 	must(0, s.WaitBackground())
@@ -177,10 +177,10 @@ func TestTTLSweep(t *testing.T) {
 	if ttl != 0 || kept != 4*n {
 		t.Fatalf("after the LSM sweep: %d TTL entries, %d kept (want 0, %d)", ttl, kept, 4*n)
 	}
-	if st.LSMBytes >= before.LSMBytes || st.TTLSweepEntries < 5*n {
-		t.Fatalf("LSM sweep: %d → %d bytes, %d entries removed", before.LSMBytes, st.LSMBytes, st.TTLSweepEntries)
+	if st.LSM.Bytes >= before.LSM.Bytes || st.TTL.SweepEntries < 5*n {
+		t.Fatalf("LSM sweep: %d → %d bytes, %d entries removed", before.LSM.Bytes, st.LSM.Bytes, st.TTL.SweepEntries)
 	}
-	t.Logf("LSM (files found at Open): %d → %d bytes, %d entries removed", before.LSMBytes, st.LSMBytes, st.TTLSweepEntries)
+	t.Logf("LSM (files found at Open): %d → %d bytes, %d entries removed", before.LSM.Bytes, st.LSM.Bytes, st.TTL.SweepEntries)
 
 	// Files this Store wrote know their summaries: new keys at 390, pushed to the bottom
 	// level now (nothing expired), expire at 490 and are rewritten in place by the first tick
@@ -209,10 +209,10 @@ func TestTTLSweep(t *testing.T) {
 	if ttl, kept := ss.counts(t, s); ttl != 0 || kept != 6*n {
 		t.Fatalf("after the in-place sweep: %d TTL entries, %d kept (want 0, %d)", ttl, kept, 6*n)
 	}
-	if st.TTLSweepJobs == before.TTLSweepJobs || st.LSMBytes >= before.LSMBytes {
-		t.Fatalf("in-place sweep: %d jobs, %d → %d bytes", st.TTLSweepJobs-before.TTLSweepJobs, before.LSMBytes, st.LSMBytes)
+	if st.TTL.SweepJobs == before.TTL.SweepJobs || st.LSM.Bytes >= before.LSM.Bytes {
+		t.Fatalf("in-place sweep: %d jobs, %d → %d bytes", st.TTL.SweepJobs-before.TTL.SweepJobs, before.LSM.Bytes, st.LSM.Bytes)
 	}
-	t.Logf("LSM (known summaries, in place): %d → %d bytes", before.LSMBytes, st.LSMBytes)
+	t.Logf("LSM (known summaries, in place): %d → %d bytes", before.LSM.Bytes, st.LSM.Bytes)
 
 	// Restart after the sweep: the same contents.
 	must(0, s.Close())
@@ -299,7 +299,7 @@ func TestTTLSweepModel(t *testing.T) {
 		t.Fatalf("%d plain entries, want %d", n, len(model))
 	}
 	st := s.Stats()
-	t.Logf("sweep: %d ticks, %d seals, %d jobs, %d entries removed", st.TTLSweepTicks, st.TTLSweepSeals, st.TTLSweepJobs, st.TTLSweepEntries)
+	t.Logf("sweep: %d ticks, %d seals, %d jobs, %d entries removed", st.TTL.SweepTicks, st.TTL.SweepSeals, st.TTL.SweepJobs, st.TTL.SweepEntries)
 }
 
 // TestTTLSweepCheckpoint: a sweep that rewrites slices while a checkpoint pins them frees
@@ -327,8 +327,8 @@ func TestTTLSweepCheckpoint(t *testing.T) {
 	h := must(p.Wait(ctx))
 	must(0, s.NotifyCheckpointComplete(1))
 	st := s.Stats()
-	if st.TTLSweepJobs == 0 || st.TTLSweepEntries < 5*n {
-		t.Fatalf("no sweep while the checkpoint ran: %d jobs, %d entries", st.TTLSweepJobs, st.TTLSweepEntries)
+	if st.TTL.SweepJobs == 0 || st.TTL.SweepEntries < 5*n {
+		t.Fatalf("no sweep while the checkpoint ran: %d jobs, %d entries", st.TTL.SweepJobs, st.TTL.SweepEntries)
 	}
 	if ttl, kept := ss.counts(t, s); ttl != 4*n || kept != 4*n {
 		t.Fatalf("after the sweep: %d TTL entries, %d kept", ttl, kept)

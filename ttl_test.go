@@ -454,7 +454,7 @@ func (h *ttlHarness) run(script string) {
 			regFails = true
 		case "stats":
 			st := h.s.Stats()
-			if got := fmt.Sprintf("compaction=%d snapshot=%d", st.TTLCompactionEntries, st.TTLSnapshotEntries); got != want {
+			if got := fmt.Sprintf("compaction=%d snapshot=%d", st.TTL.CompactionEntries, st.TTL.SnapshotEntries); got != want {
 				h.fail("stats %s, want %s", got, want)
 			}
 		default:
@@ -1201,25 +1201,25 @@ func TestTTLCompactionCleanup(t *testing.T) {
 	must(0, s.seal())
 	must(0, s.WaitBackground())
 	st := s.Stats()
-	if st.Compactions == 0 || st.TTLCompactionEntries == 0 {
-		t.Fatalf("memory compactions %d removed %d expired entries", st.Compactions, st.TTLCompactionEntries)
+	if st.Slices.Compactions == 0 || st.TTL.CompactionEntries == 0 {
+		t.Fatalf("memory compactions %d removed %d expired entries", st.Slices.Compactions, st.TTL.CompactionEntries)
 	}
-	t.Logf("slice compactions: %d entries, %d bytes expired", st.TTLCompactionEntries, st.TTLCompactionBytes)
+	t.Logf("slice compactions: %d entries, %d bytes expired", st.TTL.CompactionEntries, st.TTL.CompactionBytes)
 	// Into the LsmStore (Close persists), then compact every level at t=170: round 1 expired.
 	must(0, s.Close())
 	s = must(Open(dir, opts))
 	v, l, m, kv = reg(s)
-	before := s.Stats().LSMBytes
+	before := s.Stats().LSM.Bytes
 	now.Store(170)
 	must(0, s.e.CompactLSM())
 	st = s.Stats()
-	if st.TTLCompactionEntries < 3*n {
-		t.Fatalf("LSM compactions removed %d expired entries, want at least %d", st.TTLCompactionEntries, 3*n)
+	if st.TTL.CompactionEntries < 3*n {
+		t.Fatalf("LSM compactions removed %d expired entries, want at least %d", st.TTL.CompactionEntries, 3*n)
 	}
-	if st.LSMBytes >= before {
-		t.Errorf("LSM bytes %d after compaction, %d before", st.LSMBytes, before)
+	if st.LSM.Bytes >= before {
+		t.Errorf("LSM bytes %d after compaction, %d before", st.LSM.Bytes, before)
 	}
-	t.Logf("LSM: %d → %d bytes, %d entries expired", before, st.LSMBytes, st.TTLCompactionEntries)
+	t.Logf("LSM: %d → %d bytes, %d entries expired", before, st.LSM.Bytes, st.TTL.CompactionEntries)
 	for i := range n {
 		k := s.Key(fmt.Appendf(nil, "key-%d", i))
 		key, h := s.compose(k, v.id)
@@ -1301,8 +1301,8 @@ func TestTTLRowCache(t *testing.T) {
 	if x, ok, err := v.Get(k); err != nil || !ok || x != "a" { // from the cache
 		t.Fatal(x, ok, err)
 	}
-	if st := s.Stats(); st.RowCacheHits == 0 || s.e.RowCacheLen() != 1 {
-		t.Fatalf("row cache: %d hits, %d entries", st.RowCacheHits, s.e.RowCacheLen())
+	if st := s.Stats(); st.Caches.RowHits == 0 || s.e.RowCacheLen() != 1 {
+		t.Fatalf("row cache: %d hits, %d entries", st.Caches.RowHits, s.e.RowCacheLen())
 	}
 	now.Store(100)
 	if x, ok, err := v.Get(k); err != nil || ok {

@@ -47,7 +47,7 @@ func (v *ValueState[T]) Get(k Key) (T, bool, error) {
 	var zero T
 	key, h, err := s.begin(k, v.idAt(k))
 	if err != nil {
-		s.guard.exit()
+		s.exit()
 		return zero, false, v.wrap("get", err)
 	}
 	var b []byte
@@ -55,18 +55,18 @@ func (v *ValueState[T]) Get(k Key) (T, bool, error) {
 	if v.ttl == nil {
 		b, st = s.e.Get(h, key)
 	} else if b, st, err = v.ttlGet(key, h); err != nil {
-		s.guard.exit()
+		s.exit()
 		return zero, false, v.wrap("get", err)
 	}
 	if st != found {
-		s.guard.exit()
+		s.exit()
 		if st == failed {
 			return zero, false, v.wrap("get", s.e.TakeErr())
 		}
 		return zero, false, nil
 	}
 	x, err := v.codec.Decode(b)
-	s.guard.exit()
+	s.exit()
 	if err != nil {
 		return zero, false, v.wrap("get", err)
 	}
@@ -80,20 +80,20 @@ func (v *ValueState[T]) Put(k Key, x T) error {
 	s := v.s
 	key, h, err := s.begin(k, v.idAt(k))
 	if err != nil {
-		s.guard.exit()
+		s.exit()
 		return v.wrap("put", err)
 	}
 	s.vbuf = s.vbuf[:0]
 	if v.ttl != nil {
 		if err := v.ttlAccess(); err != nil {
-			s.guard.exit()
+			s.exit()
 			return v.wrap("put", err)
 		}
 		s.vbuf = base.AppendTS(s.vbuf, s.clock())
 	}
 	s.vbuf = v.codec.Append(s.vbuf, x)
 	err = s.apply(engine.OpPut, key, h, nil, s.vbuf)
-	s.guard.exit()
+	s.exit()
 	if err != nil {
 		return v.wrap("put", err)
 	}
@@ -110,7 +110,7 @@ func (v *ValueState[T]) Clear(k Key) error {
 func clearKV(b *stateBase, k Key) error {
 	s := b.s
 	key, h, err := s.begin(k, b.idAt(k))
-	defer s.guard.exit()
+	defer s.exit()
 	if err != nil {
 		return b.wrap("clear", err)
 	}

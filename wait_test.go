@@ -32,17 +32,17 @@ func TestWaitBackground(t *testing.T) {
 			if err := s.seal(); err != nil { // the last segment's transform is queued now
 				t.Fatal(err)
 			}
-			if st := s.Stats(); st.SealedSegments == 0 {
+			if st := s.Stats(); st.Fresh.SealedSegments == 0 {
 				t.Fatalf("the workload sealed no segment (stats %+v): the test checks nothing", st)
 			}
 			if err := s.WaitBackground(); err != nil {
 				t.Fatal(err)
 			}
 			st := s.Stats()
-			if st.SealedSegments != 0 {
-				t.Fatalf("after WaitBackground: %d sealed segments still wait for their transform", st.SealedSegments)
+			if st.Fresh.SealedSegments != 0 {
+				t.Fatalf("after WaitBackground: %d sealed segments still wait for their transform", st.Fresh.SealedSegments)
 			}
-			if st.Transforms+st.Flushes == 0 {
+			if st.Slices.Transforms+st.LSM.Flushes == 0 {
 				t.Fatalf("after WaitBackground: nothing was transformed or flushed (stats %+v)", st)
 			}
 			for i := range n {

@@ -3,7 +3,7 @@
 // goroutines, by priority class, with cancellation and pprof labels, and keeps the coarse
 // millisecond clock of state TTL (AcquireClock). It is the only Strata
 // package that starts goroutines, and Close waits for every one of them. It imports only the
-// standard library.
+// standard library and golang.org/x/sys/unix (the thread CPU clock, invariant 11).
 //
 // # Terms
 //
@@ -97,6 +97,14 @@
 //     ErrGoexit.
 //  10. Accounting. For each class, Submitted == Completed + Failed + Cancelled + Queued +
 //     Running whenever the mutex is not held, and Stats reads all counters under it.
+//  11. CPU cost. Every worker goroutine is locked to its OS thread for its whole life
+//     (runtime.LockOSThread, never unlocked), so the thread's CPU clock
+//     (CLOCK_THREAD_CPUTIME_ID, linux) read before and after a task is the CPU that task
+//     used on it, whatever the Go scheduler does with other goroutines. The difference is
+//     added to the class's ClassStats.CPUNanos and, for a task submitted with a Meter
+//     (SubmitMetered), to the Meter — before the Handle completes. Two clock reads per task,
+//     none per state operation: background tasks are coarse (a segment transform, a
+//     compaction, an upload), so the accounting is always on. Elsewhere the clock reads 0.
 //
 // # Concurrency rules
 //

@@ -15,6 +15,7 @@ type Handle struct {
 	s     *Scheduler
 	class Class
 	name  string
+	meter *Meter        // nil: the task's cost goes to its class only
 	done  chan struct{} // closed once, after err is set
 
 	// Guarded by s.mu.

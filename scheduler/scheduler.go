@@ -177,13 +177,21 @@ func (s *Scheduler) Reserved(c Class) int {
 // Errors: ErrClosed after Close has been called; ErrInvalidTask (wrapped) for an invalid class
 // or a nil fn. Safe for concurrent use, including from inside a running task.
 func (s *Scheduler) Submit(c Class, name string, fn func(ctx context.Context) error) (*Handle, error) {
+	return s.SubmitMetered(c, name, nil, fn)
+}
+
+// SubmitMetered is Submit that also charges the task's cost — one job, the CPU time of its
+// worker thread and its running time — to m (nil: none, as Submit) before the Handle
+// completes. The class's ClassStats count the same cost whether m is nil or not. Errors and
+// concurrency as Submit.
+func (s *Scheduler) SubmitMetered(c Class, name string, m *Meter, fn func(ctx context.Context) error) (*Handle, error) {
 	if c >= NumClasses {
 		return nil, fmt.Errorf("%w: class %d >= NumClasses (task %q)", ErrInvalidTask, c, name)
 	}
 	if fn == nil {
 		return nil, fmt.Errorf("%w: nil function (task %s/%q)", ErrInvalidTask, c, name)
 	}
-	h := &Handle{s: s, class: c, name: name, fn: fn, done: make(chan struct{})}
+	h := &Handle{s: s, class: c, name: name, fn: fn, meter: m, done: make(chan struct{})}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -317,6 +325,10 @@ func (s *Scheduler) take(only Class) (*Handle, context.Context) {
 // worker is the loop of a worker goroutine; only is its reserved class, or anyClass.
 func (s *Scheduler) worker(only Class) {
 	defer s.wg.Done()
+	// Locked for its whole life (invariant 11), so that the thread's CPU clock read around a
+	// task measures that task. Never unlocked: a worker whose task calls runtime.Goexit
+	// takes its thread with it, and its replacement locks a new one.
+	runtime.LockOSThread()
 	for {
 		h, ctx := s.take(only)
 		if h == nil {
@@ -328,7 +340,7 @@ func (s *Scheduler) worker(only Class) {
 
 // execute runs one task on the calling worker and completes it.
 func (s *Scheduler) execute(h *Handle, ctx context.Context, only Class) {
-	start := time.Now()
+	start, cpu0 := time.Now(), threadCPU()
 	returned := false
 	defer func() {
 		if returned {
@@ -337,13 +349,13 @@ func (s *Scheduler) execute(h *Handle, ctx context.Context, only Class) {
 		// fn called runtime.Goexit (a panic would have been recovered in call): this
 		// goroutine is ending. Complete the task and start a replacement worker before
 		// this one's wg.Done runs, so the count cannot reach zero in between.
-		s.finish(h, ctx, fmt.Errorf("%w (task %s/%q)", ErrGoexit, h.class, h.name), time.Since(start))
+		s.finish(h, ctx, fmt.Errorf("%w (task %s/%q)", ErrGoexit, h.class, h.name), time.Since(start), threadCPU()-cpu0)
 		s.wg.Add(1)
 		go s.worker(only)
 	}()
 	err := s.call(h, ctx)
 	returned = true
-	s.finish(h, ctx, err, time.Since(start))
+	s.finish(h, ctx, err, time.Since(start), threadCPU()-cpu0)
 }
 
 // call runs fn under the task's pprof labels and turns a panic into a *PanicError.
@@ -359,15 +371,21 @@ func (s *Scheduler) call(h *Handle, ctx context.Context) (err error) {
 	return err
 }
 
-// finish records the outcome of a task that ran and wakes its waiters.
-func (s *Scheduler) finish(h *Handle, ctx context.Context, err error, d time.Duration) {
+// finish records the outcome of a task that ran — its running time d and the CPU time cpu
+// of its worker thread — and wakes its waiters.
+func (s *Scheduler) finish(h *Handle, ctx context.Context, err error, d time.Duration, cpu int64) {
 	cancelled := ctx.Err() != nil && errors.Is(err, context.Canceled)
 	h.cancel() // release the context's resources
+	cpu = max(cpu, 0)
+	if h.meter != nil {
+		h.meter.add(cpu, int64(d)) // before done is closed: a Wait that returns sees it
+	}
 	s.mu.Lock()
 	c := h.class
 	s.running[c]--
 	st := &s.stats[c]
 	st.RunNanos += int64(d)
+	st.CPUNanos += cpu
 	switch {
 	case err == nil:
 		st.Completed++

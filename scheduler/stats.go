@@ -21,6 +21,9 @@ type ClassStats struct {
 	// RunNanos is the total wall-clock time in nanoseconds that this class's tasks spent
 	// running on workers (from start to return, queueing excluded).
 	RunNanos int64
+	// CPUNanos is the total CPU time (user + system, ns) of the worker threads while this
+	// class's tasks ran (invariant 11); 0 where the OS does not provide a thread CPU clock.
+	CPUNanos int64
 }
 
 // Stats is a snapshot of a Scheduler's counters, taken under its lock so the numbers are

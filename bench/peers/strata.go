@@ -138,5 +138,5 @@ func (st *strataStore) Close() error {
 func (st *strataStore) Stats() string {
 	s := st.s.Stats()
 	return fmt.Sprintf("budget %d/%d MiB, segments %d (sealed %d), slices %d MiB (%d slices, %d runs, longest chain %d), LSM %d files %d MiB (L0 %d), evictions %d, flushes %d, block cache hits/misses %d/%d, row cache hits/misses %d/%d",
-		s.BudgetUsed>>20, s.BudgetLimit>>20, s.Segments, s.SealedSegments, s.SliceBytes>>20, s.Slices, s.SliceRuns, s.MaxChain, s.LSMFiles, s.LSMBytes>>20, s.L0Files, s.Evictions, s.Flushes, s.BlockCacheHits, s.BlockCacheMisses, s.RowCacheHits, s.RowCacheMisses)
+		s.Budget.Used>>20, s.Budget.Limit>>20, s.Fresh.Segments, s.Fresh.SealedSegments, s.Slices.Bytes>>20, s.Slices.Count, s.Slices.Runs, s.Slices.MaxChain, s.LSM.Files, s.LSM.Bytes>>20, s.LSM.L0Files, s.Slices.Evictions, s.LSM.Flushes, s.Caches.BlockHits, s.Caches.BlockMisses, s.Caches.RowHits, s.Caches.RowMisses)
 }

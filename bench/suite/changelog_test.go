@@ -309,11 +309,11 @@ func benchChangelogCheckpoint(b *testing.B, st *clState) {
 	}
 	s := st.s.Stats()
 	var levels []int64
-	for _, b := range s.LSMLevelBytes {
+	for _, b := range s.LSM.LevelBytes {
 		levels = append(levels, b>>20)
 	}
 	b.Logf("changelog=%s after %d checkpoints: %d updates; manifest %d MiB of tables + %d MiB of log over %d MiB live; LSM %d files %d MiB (MiB by level %v)",
-		clMode(st.on), st.last.ID, updates, tables>>20, logs>>20, int64(live)>>20, s.LSMFiles, s.LSMBytes>>20, levels[:7])
+		clMode(st.on), st.last.ID, updates, tables>>20, logs>>20, int64(live)>>20, s.LSM.Files, s.LSM.Bytes>>20, levels[:7])
 }
 
 func BenchmarkChangelogRestore(b *testing.B) {
@@ -364,7 +364,7 @@ func benchChangelogRestore(b *testing.B, st *clState) {
 		records = rs.ChangelogRecords
 		es := s.Stats()
 		b.Logf("restore %d: tables %v, replay %v (%d records, %d skipped), persist %v; backpressure %d waits %v, L0 stalls %d",
-			i, rs.TablesTime, rs.ReplayTime, records, rs.ChangelogSkipped, rs.PersistTime, es.BackpressureWaits, time.Duration(es.BackpressureNanos), es.L0Stalls)
+			i, rs.TablesTime, rs.ReplayTime, records, rs.ChangelogSkipped, rs.PersistTime, es.Stalls.BackpressureWaits, time.Duration(es.Stalls.BackpressureNanos), es.Stalls.L0)
 		// Discard: closing would persist the restored state, which no restore measures.
 		s.Discard()
 		os.RemoveAll(dir)

@@ -210,7 +210,7 @@ func ckStrata(b *testing.B, c ckSize) *ckStrataState {
 	}
 	s := st.s.Stats()
 	b.Logf("strata: loaded %d keys in %v: budget %d/%d MiB, slices %d MiB, LSM %d files %d MiB", n,
-		time.Since(start).Round(time.Millisecond), s.BudgetUsed>>20, s.BudgetLimit>>20, s.SliceBytes>>20, s.LSMFiles, s.LSMBytes>>20)
+		time.Since(start).Round(time.Millisecond), s.Budget.Used>>20, s.Budget.Limit>>20, s.Slices.Bytes>>20, s.LSM.Files, s.LSM.Bytes>>20)
 	h, err := st.s.Checkpoint(context.Background(), 1, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -362,7 +362,7 @@ func benchStrataCheckpoint(b *testing.B, st *ckStrataState) {
 	b.ReportMetric(float64(reused)/r, "reused-B/ckpt")
 	s := st.s.Stats()
 	b.Logf("strata after %d checkpoints: LSM %d files %d MiB (L0 %d), evictions %d, slices %d MiB",
-		st.last.ID, s.LSMFiles, s.LSMBytes>>20, s.L0Files, s.Evictions, s.SliceBytes>>20)
+		st.last.ID, s.LSM.Files, s.LSM.Bytes>>20, s.LSM.L0Files, s.Slices.Evictions, s.Slices.Bytes>>20)
 }
 
 // ckPebble is one size's Pebble state for the Checkpoint rows.

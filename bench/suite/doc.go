@@ -20,6 +20,7 @@
 //	BenchmarkCheckpoint/state=256MiB/impl=pebble
 //	BenchmarkRestore/state=256MiB/impl=strata/mode=scaleout
 //	BenchmarkMemoryEfficiency/state=value/keys=1M/impl=strata
+//	BenchmarkJob/job=flight/procs=2/impl=strata
 //
 // key= is the key shape of a point-op row (Shapes): 8B (an 8 B Long, no
 // namespace) or 16B+ns8B (a windowed job's 16 B key in an 8 B namespace);

@@ -31,13 +31,13 @@ import (
 //
 // N (state bytes) is keys × that: what the user wrote, without framing or the key group.
 // A budget keeps the state in memory when, after loading every key and Store.WaitBackground,
-// nothing went to the LsmStore: no eviction, no flush, no table file (StoreStats Evictions,
-// Flushes, LSMFiles all 0) and no write failed. The leaf searches the smallest such budget in
+// nothing went to the LsmStore: no eviction, no flush, no table file (Stats Slices.Evictions,
+// LSM.Flushes, LSM.Files all 0) and no write failed. The leaf searches the smallest such budget in
 // whole MiB by bisection (from 2 N, doubled until it fits, at most 32 N), a new Store in a new directory for every probe,
 // with every other option at its default, and reports it as budget/state (target ≤ 1.5,
 // cmd/results), with budget-MiB and state-MiB. A leaf is one search whatever b.N (ns/op is the
 // search's time, not a figure). Where the budget goes at the smallest budget is logged from
-// StoreStats. Whether a budget near the smallest fits depends a little on how far the
+// Stats. Whether a budget near the smallest fits depends a little on how far the
 // background transforms trail the writer (sealed segments waiting for them hold memory), so
 // repeats (-count) differ by a few MiB.
 var flagMemEffKeys = flag.Int("memeffkeys", 0, "keys of the MemoryEfficiency rows (0: 1M, 200K for map state)")
@@ -81,7 +81,7 @@ func MinStrataBudget(tb testing.TB, kind string, keys int) (budget, state int64)
 	per := map[string]int64{"value": 124, "list": 124, "map": 204}[kind]
 	state = per * int64(keys)
 	lo, hi := state>>20, 2*state>>20 // lo fails (the state alone); hi doubles until it fits
-	var st strata.StoreStats         // of the probe at hi
+	var st strata.Stats              // of the probe at hi
 	for {
 		ok, s := fitsStrata(tb, kind, keys, hi<<20)
 		if ok {
@@ -102,8 +102,8 @@ func MinStrataBudget(tb testing.TB, kind string, keys int) (budget, state int64)
 	}
 	tb.Logf("%s, %d keys, %.1f MiB of state: fits %d MiB (%.2f×); there: segments %d (%d MiB; data %.1f MiB), index %.1f MiB, slices %d (%.1f MiB), block cache %.1f MiB, row cache %.1f MiB, reserve %.1f MiB, used %.1f MiB",
 		kind, keys, float64(state)/(1<<20), hi, float64(hi<<20)/float64(state),
-		st.Segments, st.SegmentBytes>>20, mib(st.DataBytes), mib(st.IndexBytes), st.Slices, mib(st.SliceBytes),
-		mib(st.BlockCacheBytes), mib(st.RowCacheBytes), mib(st.BudgetReserve), mib(st.BudgetUsed))
+		st.Fresh.Segments, st.Fresh.SegmentBytes>>20, mib(st.Fresh.DataBytes), mib(st.Fresh.IndexBytes), st.Slices.Count, mib(st.Slices.Bytes),
+		mib(st.Caches.BlockBytes), mib(st.Caches.RowBytes), mib(st.Budget.Reserve), mib(st.Budget.Used))
 	return hi << 20, state
 }
 
@@ -111,7 +111,7 @@ func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
 // fitsStrata loads the state into a new Store of the given budget and reports whether all of
 // it stayed in memory, with the Store's statistics after loading.
-func fitsStrata(tb testing.TB, kind string, keys int, budget int64) (bool, strata.StoreStats) {
+func fitsStrata(tb testing.TB, kind string, keys int, budget int64) (bool, strata.Stats) {
 	dir, err := os.MkdirTemp("", "strata-memeff-")
 	if err != nil {
 		tb.Fatal(err)
@@ -120,7 +120,7 @@ func fitsStrata(tb testing.TB, kind string, keys int, budget int64) (bool, strat
 	s, err := strata.Open(dir, strata.Options{MemoryBudget: budget})
 	if err != nil {
 		if errors.Is(err, strata.ErrInvalidOptions) || errors.Is(err, strata.ErrMemoryBudget) {
-			return false, strata.StoreStats{}
+			return false, strata.Stats{}
 		}
 		tb.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func fitsStrata(tb testing.TB, kind string, keys int, budget int64) (bool, strat
 	if testing.Verbose() && err != nil {
 		tb.Logf("%s at %d MiB: %v", kind, budget>>20, err)
 	}
-	return err == nil && st.Evictions == 0 && st.Flushes == 0 && st.LSMFiles == 0, st
+	return err == nil && st.Slices.Evictions == 0 && st.LSM.Flushes == 0 && st.LSM.Files == 0, st
 }
 
 // loadMemEff writes keys keys of state kind (see BenchmarkMemoryEfficiency) into s.

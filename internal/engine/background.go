@@ -158,7 +158,7 @@ func (t *Engine) kickLSM() {
 		job := &lsmJob{j: j}
 		t.lsmJobs = append(t.lsmJobs, job)
 		// A closed scheduler never runs the job: InstallCompaction releases it (ErrJobNotRun).
-		t.run(bgLSM, scheduler.Compaction, j.String(), &job.done, &job.err, j.Run)
+		t.run(bgLSM, BgLSMCompaction, scheduler.Compaction, j.String(), &job.done, &job.err, j.Run)
 	}
 }
 
@@ -174,7 +174,7 @@ func (t *Engine) evict() bool {
 	}
 	job := &evictionJob{e: e, sink: evictSink{low: t.low}}
 	t.eviction = job
-	t.run(bgEviction, scheduler.Eviction, "eviction", &job.done, &job.err, func(ctx context.Context) error {
+	t.run(bgEviction, BgEviction, scheduler.Eviction, "eviction", &job.done, &job.err, func(ctx context.Context) error {
 		return e.Run(ctx, &job.sink)
 	})
 	return true
@@ -200,7 +200,7 @@ func (t *Engine) submitFlush(j *transformJob) {
 	if t.preferFlush > 0 {
 		t.preferFlush--
 	}
-	j.h = t.run(bgTransform, scheduler.Transform, "flush", &j.done, &j.err, func(ctx context.Context) error {
+	j.h = t.run(bgTransform, BgTransform, scheduler.Transform, "flush", &j.done, &j.err, func(ctx context.Context) error {
 		ents, err := t.segmentEntries(ctx, j.seg)
 		if err == nil {
 			j.pending, err = t.low.Evict(ents)
@@ -212,7 +212,7 @@ func (t *Engine) submitFlush(j *transformJob) {
 
 func (t *Engine) submitTransform(j *transformJob) {
 	j.failed, j.flush = false, false
-	j.h = t.run(bgTransform, scheduler.Transform, "transform", &j.done, &j.err, func(ctx context.Context) (err error) {
+	j.h = t.run(bgTransform, BgTransform, scheduler.Transform, "transform", &j.done, &j.err, func(ctx context.Context) (err error) {
 		j.out, err = t.transform(ctx, j.seg)
 		return err
 	})
@@ -225,7 +225,7 @@ func (t *Engine) submitTransform(j *transformJob) {
 func (t *Engine) submitRelocation(r *slice.Relocation) {
 	job := &relocationJob{r: r}
 	t.relocation = job
-	t.run(bgRelocation, scheduler.Compaction, "relocation", &job.done, &job.err, r.Run)
+	t.run(bgRelocation, BgCompaction, scheduler.Compaction, "relocation", &job.done, &job.err, r.Run)
 }
 
 // submitCompactions picks slice compactions, one bucket each, until their inputs reach a
@@ -253,7 +253,7 @@ func (t *Engine) submitCompactions() bool {
 		return false
 	}
 	t.compactions = append(t.compactions, job)
-	t.run(bgCompaction, scheduler.Compaction, "compaction", &job.done, &job.err, job.run)
+	t.run(bgCompaction, BgCompaction, scheduler.Compaction, "compaction", &job.done, &job.err, job.run)
 	return true
 }
 
@@ -270,13 +270,13 @@ func (j *compactionJob) run(ctx context.Context) error {
 }
 
 // run is the one way background work starts: it counts the job (submitted), runs work on the
-// scheduler in class c under the pprof label name, turns a panic into an invariant error, records
+// scheduler in class c under the pprof label name, its cost charged to cc (cost.go), turns a panic into an invariant error, records
 // the outcome in *errp and marks the job done for the owner's next install (finished). When the
 // scheduler refuses the task (it is closed) the refusal is the outcome, at once. It returns the
 // task's handle (nil when refused).
-func (t *Engine) run(kind bgKind, c scheduler.Class, name string, done *atomic.Bool, errp *error, work func(context.Context) error) *scheduler.Handle {
+func (t *Engine) run(kind bgKind, cc BackgroundClass, c scheduler.Class, name string, done *atomic.Bool, errp *error, work func(context.Context) error) *scheduler.Handle {
 	t.submitted(kind)
-	h, err := t.sched.Submit(c, name, func(ctx context.Context) error {
+	h, err := t.sched.SubmitMetered(c, name, t.meter(cc), func(ctx context.Context) error {
 		defer t.finished(done)
 		defer recoverInto(errp, name)
 		*errp = work(ctx)
@@ -384,6 +384,11 @@ func (t *Engine) install() int {
 			t.mapCaches()
 		} else {
 			t.bumpEpoch()
+			var out int64
+			for _, s := range j.out {
+				out += int64(s.MemBytes())
+			}
+			t.costBytes(BgTransform, 0, out)
 			if err := t.sl.Install(j.out); err != nil {
 				panic("strata: invariant: installing a transform in seal order: " + err.Error())
 			}
@@ -404,6 +409,7 @@ func (t *Engine) install() int {
 		n++
 		t.transforms++
 		t.transformedBytes += j.seg.DataBytes()
+		t.costBytes(BgTransform, j.seg.DataBytes(), 0)
 	}
 	// Compactions, in any order (each owns its busy runs): a job's compactions that ran are
 	// installed, the one that failed and those after it (never run) cancelled.
@@ -431,6 +437,11 @@ func (t *Engine) install() int {
 			}
 			n++
 			t.compacted++
+			if c.Sweep() {
+				t.costBytes(BgTTLSweep, c.InputBytes(), 0)
+			} else {
+				t.costBytes(BgCompaction, c.InputBytes(), 0)
+			}
 			if c.Sweep() {
 				t.sw.jobs++
 				t.sw.readBytes += c.InputBytes()
@@ -491,6 +502,7 @@ func (t *Engine) install() int {
 			}
 			n++
 			t.evictions++
+			t.costBytes(BgEviction, e.e.Bytes(), 0)
 			t.noteL0()
 			t.mapCaches()
 		}

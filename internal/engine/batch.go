@@ -35,6 +35,9 @@ var _ = [1]int{}[BatchMax/(slice.PrefetchMax+1)] // BatchMax <= slice.PrefetchMa
 //     in order-hash order (so consecutive reads reuse the LsmStore's index and data blocks),
 //     the row cache and the lower tier as in Get. The lower-tier reads are one at a time.
 func (t *Engine) GetBatch(hs []uint64, keys [][]byte, vals [][]byte, sts []Status) int {
+	if t.cost.on {
+		return t.sampledGetBatch(hs, keys, vals, sts)
+	}
 	n := len(keys)
 	if n > BatchMax {
 		panic("strata: invariant: GetBatch of more than BatchMax keys")
@@ -162,6 +165,9 @@ func (t *Engine) PrefetchWrite(hs []uint64) {
 // order-hash order. len(mks) <= BatchMax; the other slices are at least as long.
 // Allocation-free; owner goroutine only.
 func (t *Engine) MapGetBatch(hms []uint64, mks [][]byte, hus []uint64, uks [][]byte, vals [][]byte, sts []Status) int {
+	if t.cost.on {
+		return t.sampledMapGetBatch(hms, mks, hus, uks, vals, sts)
+	}
 	n := len(mks)
 	if n > BatchMax {
 		panic("strata: invariant: MapGetBatch of more than BatchMax keys")

@@ -298,10 +298,12 @@ func (t *Engine) pollChangelog(now time.Time) {
 		c.persistDone.Store(false)
 		c.persistErr = nil
 		w := c.o.Writer
-		h, err := t.sched.Submit(scheduler.Upload, "changelog persist", func(ctx context.Context) error {
+		h, err := t.sched.SubmitMetered(scheduler.Upload, "changelog persist", t.meter(BgChangelogPersist), func(ctx context.Context) error {
 			defer c.persistDone.Store(true)
 			defer recoverInto(&c.persistErr, "changelog persist")
-			_, c.persistErr = w.Persist(ctx)
+			var r changelog.PersistResult
+			r, c.persistErr = w.Persist(ctx)
+			t.costBytes(BgChangelogPersist, 0, r.Size)
 			return c.persistErr
 		})
 		if err == nil {
@@ -378,10 +380,11 @@ func (t *Engine) startMaterialization(now time.Time) error {
 		return err
 	}
 	p.pause = time.Since(now)
-	h, err := t.sched.Submit(scheduler.Upload, "materialization", func(ctx context.Context) error {
+	h, err := t.sched.SubmitMetered(scheduler.Upload, "materialization", t.meter(BgMaterialization), func(ctx context.Context) error {
 		defer t.finished(&p.fin)
 		defer recoverInto(&p.err, "materialization")
 		p.err = t.upload(ctx, p)
+		t.costBytes(BgMaterialization, 0, p.res.UploadedBytes)
 		return p.err
 	})
 	if err != nil {
@@ -484,10 +487,13 @@ func (t *Engine) startChangelogCheckpoint(spec CheckpointSpec, start time.Time) 
 	}
 	t.ck.running = append(t.ck.running, p)
 	p.pause = time.Since(start)
-	h, err := t.sched.Submit(scheduler.Upload, "changelog checkpoint", func(ctx context.Context) error {
+	h, err := t.sched.SubmitMetered(scheduler.Upload, "changelog checkpoint", t.meter(BgCheckpoint), func(ctx context.Context) error {
 		defer t.finished(&p.fin)
 		defer recoverInto(&p.err, "changelog checkpoint")
 		p.err = lowerError(t.uploadChangelog(ctx, p)) // a full checkpoint storage is ErrNoSpace, as a native checkpoint's
+		// The changelog segments it lists new were written by persists (counted there), or by
+		// its own Log.Checkpoint: the class counts the rest, timers and manifest.
+		t.costBytes(BgCheckpoint, 0, p.res.UploadedBytes-p.clNew)
 		return p.err
 	})
 	if err != nil {
@@ -542,6 +548,7 @@ func (t *Engine) uploadChangelog(ctx context.Context, p *PendingCheckpoint) erro
 			} else {
 				res.UploadedObjects++
 				res.UploadedBytes += h.Length
+				p.clNew += h.Length
 			}
 		}
 	}

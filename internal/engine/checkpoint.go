@@ -92,6 +92,7 @@ type PendingCheckpoint struct {
 	start time.Time
 	pause time.Duration
 	res   CheckpointResult
+	clNew int64 // bytes of changelog segments res counts as uploaded (cost accounting)
 	err   error
 	fin   atomic.Bool // set by the task once res and err are final
 	// memDone is set by the task once the memory table is written: the memory pins (segments,
@@ -220,10 +221,11 @@ func (t *Engine) StartCheckpoint(spec CheckpointSpec) (*PendingCheckpoint, error
 	}
 	t.ck.running = append(t.ck.running, p)
 	p.pause = time.Since(start)
-	h, err := t.sched.Submit(scheduler.Upload, "checkpoint", func(ctx context.Context) error {
+	h, err := t.sched.SubmitMetered(scheduler.Upload, "checkpoint", t.meter(BgCheckpoint), func(ctx context.Context) error {
 		defer t.finished(&p.fin)
 		defer recoverInto(&p.err, "checkpoint")
 		p.err = lowerError(t.upload(ctx, p)) // a full checkpoint storage is ErrNoSpace too
+		t.costBytes(BgCheckpoint, 0, p.res.UploadedBytes)
 		return p.err
 	})
 	if err != nil {
@@ -742,7 +744,7 @@ func (t *Engine) submitGC(r *gcRun) {
 	}
 	t.ck.gcDone.Store(false)
 	o := r.o
-	h, err := t.sched.Submit(scheduler.Upload, "checkpoint GC", func(ctx context.Context) error {
+	h, err := t.sched.SubmitMetered(scheduler.Upload, "checkpoint GC", t.meter(BgCheckpoint), func(ctx context.Context) error {
 		defer t.finished(&t.ck.gcDone)
 		t.ck.gcErr = nil
 		defer recoverInto(&t.ck.gcErr, "checkpoint GC")

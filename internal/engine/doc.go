@@ -462,6 +462,38 @@
 //     LsmStore's index and data blocks. A failed read fails its key only; the smallest failed
 //     index is returned and TakeErr gives its error.
 //
+// # Cost accounting (cost.go; the root's cost.go and stats.go)
+//
+// Where a Store's CPU goes, always on (Stats.Background, Stats.Task; issue 22):
+//
+//  1. Background work is measured per job, exactly. Every task the engine submits carries
+//     the Meter of its BackgroundClass (run, and the upload submits): the scheduler's worker
+//     is locked to its OS thread and reads the thread CPU clock before and after the task
+//     (scheduler invariant 11), so ClassCost.CPUNanos is that class's CPU, not wall time.
+//     Classes: transform (and flush), compaction (slice compactions, relocations),
+//     eviction, LSM compaction, TTL sweep, materialization, checkpoint (uploads and GC),
+//     changelog persist. Bytes: transform in = segment data bytes, out = slice bytes built
+//     (owner, at install); compaction and TTL sweep in = input slice bytes (at install);
+//     eviction in = slice bytes evicted, out = L0 bytes (lsm Metrics, flushes included);
+//     LSM compaction out = table bytes written; materialization and checkpoint out = bytes
+//     stored (a changelog checkpoint's changelog segments excluded), persist out = the
+//     object's size (by the task, atomically).
+//  2. The task side is sampled. The root counts every API call and marks one in
+//     SampleEvery (64): for it, SampleOn sets cost.on, and each entry point (Get, ListGet,
+//     MapGet, GetBatch, MapGetBatch, Apply) re-enters itself with on cleared, timed with the
+//     monotonic clock — nested calls are part of the outer one. A sampled Apply also times
+//     the changelog append (split) and takes the time writers waited (waitNanos:
+//     backpressure and the three stalls) out of its write time; SampleOff hands that wait to
+//     the root, which takes it out of the call's time. The sums are scaled by
+//     calls/sampled by the root. The common path pays one load and a branch per entry
+//     point and nothing else: no clock read, no allocation.
+//  3. The task's CPU is the process's (getrusage) since Open minus every class's CPU: it
+//     holds the caller's code and the Go runtime too — exact for a process that runs one
+//     Store's job.
+//  4. AppliedBytes counts the logical bytes (composite key, map user key, value) of every
+//     change Apply applied, records replayed at restore excluded: the "bytes changed" that
+//     bytes written to each tier and to checkpoint storage are compared with.
+//
 // # Invariants
 //
 //  1. Every state change goes through Apply: before (sticky error or pending full disk, due

@@ -142,6 +142,8 @@ type Engine struct {
 	persistFiles     int64 // L0 files Persist wrote
 	bgErrors         int64 // background jobs that failed (not for memory, not cancelled)
 	bgRetries        int64 // of those, the ones scheduled again after a backoff
+
+	cost costState // cost accounting (cost.go)
 }
 
 type transformJob struct {
@@ -472,6 +474,7 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 		ttl:        o.ttl,
 		wake:       make(chan struct{}, 1),
 	}
+	t.cost.cpu0 = processCPU()
 	t.lr.eagerMax = cmp.Or(o.ListEagerBytes, lowListEager)
 	return t, nil
 }

@@ -12,6 +12,9 @@ import (
 
 // Get returns the newest value of key (hash h) across the tiers.
 func (t *Engine) Get(h uint64, key []byte) ([]byte, status) {
+	if t.cost.on {
+		return t.sampledGet(h, key)
+	}
 	if v, st := t.f.Get(h, key); st != absent {
 		return v, st
 	}
@@ -39,6 +42,9 @@ func (t *Engine) Get(h uint64, key []byte) ([]byte, status) {
 // ll's pieces (LowerList.Next, oldest first) followed by dst's batches. With ll nil the whole
 // list is copied into dst. ll is reset by every call.
 func (t *Engine) ListGet(h uint64, key []byte, dst [][]byte, ll *LowerList) ([][]byte, status, bool) {
+	if t.cost.on {
+		return t.sampledListGet(h, key, dst, ll)
+	}
 	if ll != nil {
 		ll.t, ll.locs, ll.next, ll.epoch = t, ll.locs[:0], 0, t.epoch
 	}
@@ -79,6 +85,9 @@ func (t *Engine) ListGet(h uint64, key []byte, dst [][]byte, ll *LowerList) ([][
 
 // MapGet returns the value of userKey (hash hu) in the map mapKey (hash hm) across the tiers.
 func (t *Engine) MapGet(hm uint64, mapKey []byte, hu uint64, userKey []byte) ([]byte, status) {
+	if t.cost.on {
+		return t.sampledMapGet(hm, mapKey, hu, userKey)
+	}
 	if v, st := t.f.MapGet(hm, mapKey, hu, userKey); st != absent {
 		return v, st
 	}

@@ -2,7 +2,7 @@ package engine
 
 import "github.com/strata-db/strata/lsm"
 
-// Stats describes the memory, contents and background work of an engine (strata.StoreStats). Sizes are bytes.
+// Stats describes the memory, contents and background work of an engine (mapped onto strata.Stats by the root: stats.go). Sizes are bytes.
 // Go heap memory (registrations, scratch buffers) is not included.
 type Stats struct {
 	States         int   // registered states (filled by the root package)
@@ -173,6 +173,10 @@ type Stats struct {
 	Materializations          int64
 	MaterializationFailures   int64
 	LastMaterializationError  string
+	// Cost accounting (cost.go; doc.go, "Cost accounting"): the jobs, CPU and bytes of each
+	// background class, indexed by BackgroundClass, and the task side's CPU by part.
+	Background [NumBackgroundClasses]ClassCost
+	Task       TaskCost
 }
 
 // Stats returns a snapshot of the engine's statistics (States is the caller's to fill).
@@ -203,6 +207,7 @@ func (t *Engine) Stats() Stats {
 	if t.lastBgErr != nil {
 		st.LastBackgroundError = t.lastBgErr.Error()
 	}
+	t.costStats(&st)
 	if t.db != nil {
 		m := t.db.Metrics()
 		for i, l := range m.Levels {
@@ -217,6 +222,8 @@ func (t *Engine) Stats() Stats {
 		st.WriteAmplification = m.WriteAmplification
 		st.OpenTables, st.TableCacheHits, st.TableCacheMisses = m.OpenTables, m.TableCacheHits, m.TableCacheMisses
 		st.OutOfFiles = m.OutOfFiles
+		st.Background[BgEviction].BytesOut += m.BytesFlushed // L0 files: evictions and flushes
+		st.Background[BgLSMCompaction].BytesOut += m.BytesCompacted
 	}
 	if lt, ok := t.low.(*lsmTier); ok && lt.cache != nil {
 		cs := lt.cache.Stats()

@@ -131,7 +131,7 @@ func (t *Engine) sweepPick() {
 			}
 			job := &lsmJob{j: j}
 			t.lsmJobs = append(t.lsmJobs, job)
-			t.run(bgLSM, scheduler.Compaction, "ttl sweep "+j.String(), &job.done, &job.err, t.timed(j.Run))
+			t.run(bgLSM, BgTTLSweep, scheduler.Compaction, "ttl sweep "+j.String(), &job.done, &job.err, t.timed(j.Run))
 		}
 	}
 }
@@ -157,7 +157,7 @@ func subSat(a, b int64) int64 {
 func (t *Engine) submitSweep(c *slice.Compaction) {
 	job := &compactionJob{cs: []*slice.Compaction{c}}
 	t.compactions = append(t.compactions, job)
-	t.run(bgCompaction, scheduler.Compaction, "ttl sweep", &job.done, &job.err, t.timed(job.run))
+	t.run(bgCompaction, BgTTLSweep, scheduler.Compaction, "ttl sweep", &job.done, &job.err, t.timed(job.run))
 }
 
 // timed wraps a sweep job's work so its running time is added to the sweep's (shared)

@@ -86,6 +86,9 @@ type Op struct {
 // backpressure; nothing written), a background failure (ErrNoSpace, ErrCorruption, I/O errors),
 // ErrClosed. Owner goroutine only; allocates nothing.
 func (t *Engine) Apply(op Op) error {
+	if t.cost.on {
+		return t.sampledApply(op)
+	}
 	if err := t.before(); err != nil {
 		return err
 	}
@@ -107,9 +110,20 @@ func (t *Engine) Apply(op Op) error {
 		}
 	}
 	if t.cl != nil && !t.cl.replaying {
-		if err := t.logChange(&op); err != nil {
+		if t.cost.split {
+			t.cost.log -= mono()
+		}
+		err := t.logChange(&op)
+		if t.cost.split {
+			t.cost.log += mono()
+		}
+		if err != nil {
 			return err
 		}
+	}
+	if t.cl == nil || !t.cl.replaying { // bytes changed (TaskCost.AppliedBytes)
+		t.cost.applied += int64(len(op.Key) + len(op.UserKey) + len(op.Value))
+		t.cost.applies++
 	}
 	if op.Kind == OpPut && t.rc != nil && t.rc.n > 0 {
 		t.rc.refresh(t.orderOf(op.Key, op.Hash), op.Key, op.Value)

@@ -409,9 +409,9 @@ func run(args []string, out io.Writer) (err error) {
 
 	// The two Go models, timed over every event (a restored run replays only part of them):
 	// the fair one does the job's work on Go values in Go maps; the plain one less (model.go).
-	t1 := time.Now()
+	t1, cpu1 := time.Now(), processCPU()
 	fair, fairLists, fairDelays := runFairModel(tr, c.scale, fresh)
-	fairTime := time.Since(t1)
+	fairTime, fairCPU := time.Since(t1), processCPU()-cpu1
 	t1 = time.Now()
 	want := runModel(tr, c.scale, fresh, nil)
 	modelTime := time.Since(t1)
@@ -419,6 +419,8 @@ func run(args []string, out io.Writer) (err error) {
 	report(out, j, got, replayed, elapsed, st, ms.HeapAlloc, events, fairTime, modelTime)
 	reportET(out, j, got, len(table))
 	printCheckpoints(out, c, ck.taken, restores)
+	f := costTable(out, st, replayed, elapsed, events, fairTime, fairCPU, ck.taken)
+	jobLine(out, f)
 
 	t2 := time.Now()
 	lists, hdiffs, err := j.checkHistory(10)
@@ -430,7 +432,7 @@ func run(args []string, out io.Writer) (err error) {
 		return err
 	}
 	disk := dirBytes(store.Dir())
-	budget := st.BudgetLimit
+	budget := st.Budget.Limit
 	fmt.Fprintf(out, "memory: budget %.0f MiB, VmRSS %.0f MiB, peak VmHWM %.0f MiB, Go heap %.0f MiB (the trace and the Go map model included)\n",
 		float64(budget)/(1<<20), float64(procStatus("VmRSS"))/(1<<20), float64(procStatus("VmHWM"))/(1<<20), float64(ms.HeapAlloc)/(1<<20))
 	fmt.Fprintf(out, "disk: %d bytes (%.0f MiB) in %s after Close, %.1f× the budget; checkpoints %.0f MiB in %s "+
@@ -502,7 +504,7 @@ const rowSize = unsafe.Sizeof(trace.Row{})
 // report prints the replay's figures: events replayed by this process in elapsed, beside the
 // two Go models' times for all the trace's total events (fairTime: runFairModel, the same
 // work on Go maps; modelTime: runModel, the plain reference with no history).
-func report(out io.Writer, j *job, got *results, events int, elapsed time.Duration, st strata.StoreStats,
+func report(out io.Writer, j *job, got *results, events int, elapsed time.Duration, st strata.Stats,
 	heap uint64, total int, fairTime, modelTime time.Duration) {
 	fmt.Fprintf(out, "\nevents: %d in %.2fs: %.2f M events/s\n", events, elapsed.Seconds(), float64(events)/elapsed.Seconds()/1e6)
 	fmt.Fprintf(out, "  Go model doing the same work: %.2f M events/s (%.2fs for %d events: the same states, history and timers on Go maps and a heap, no serialization, no budget, no checkpoints)\n",

@@ -85,6 +85,10 @@ type ckRecord struct {
 	// persist before it wrote them. (With the changelog, CheckpointStats.UploadedBytes counts
 	// every segment listed since the materialization, persisted before or not.)
 	New int64
+	// Changed is the bytes changed since the previous checkpoint: the logical bytes (keys,
+	// map user keys, values) of the changes the job's Stores applied between the two cuts
+	// (Stats.Written.Changed).
+	Changed int64
 }
 
 // checkpointer takes the job's checkpoints: every Store at one id and one input position (an
@@ -102,6 +106,8 @@ type checkpointer struct {
 	onDone func(ckRecord) // may be nil; sees every completed checkpoint
 
 	mats map[*strata.Store]int64 // materializations of every Store the job used, at its last checkpoint
+	// changed is each Store's Stats.Written.Changed at the last cut.
+	changed map[*strata.Store]int64
 
 	storage checkpoint.Storage         // where the manifests are, for New
 	listed  map[string]map[string]bool // by owner: the objects of its last checkpoint
@@ -144,6 +150,15 @@ func (c *checkpointer) start(j *job, row int) error {
 	}
 	id := c.nextID
 	pos := j.positionAt(row).encode()
+	if c.changed == nil {
+		c.changed = map[*strata.Store]int64{}
+	}
+	var changed int64
+	for _, p := range j.parts {
+		w := p.store.Stats().Written.Changed
+		changed += w - c.changed[p.store]
+		c.changed[p.store] = w
+	}
 	for _, p := range j.parts {
 		pc, err := p.store.StartCheckpoint(id, pos)
 		if err != nil {
@@ -152,7 +167,7 @@ func (c *checkpointer) start(j *job, row int) error {
 		c.pending = append(c.pending, pc)
 	}
 	c.nextID++
-	c.pendingRec = ckRecord{ID: id, Events: row * j.K, Stores: len(j.parts)}
+	c.pendingRec = ckRecord{ID: id, Events: row * j.K, Stores: len(j.parts), Changed: changed}
 	return nil
 }
 

@@ -20,9 +20,9 @@ func TestFixedCostsAtDefaultBudget(t *testing.T) {
 	}
 	defer s.Close()
 	st := s.Stats()
-	seg := st.SegmentBytes / int64(max(st.Segments, 1))
-	if fixed := st.BudgetUsed + st.BudgetReserve + seg + seg/4; fixed > c.budget/3 {
+	seg := st.Fresh.SegmentBytes / int64(max(st.Fresh.Segments, 1))
+	if fixed := st.Budget.Used + st.Budget.Reserve + seg + seg/4; fixed > c.budget/3 {
 		t.Fatalf("fixed parts %d MiB of a %d MiB budget (segment %d MiB, used %d MiB, reserve %d MiB, room for the next segment %d MiB)",
-			fixed>>20, c.budget>>20, seg>>20, st.BudgetUsed>>20, st.BudgetReserve>>20, (seg+seg/4)>>20)
+			fixed>>20, c.budget>>20, seg>>20, st.Budget.Used>>20, st.Budget.Reserve>>20, (seg+seg/4)>>20)
 	}
 }

@@ -117,8 +117,8 @@ func main() {
 		check(s.WaitBackground())
 		st := s.Stats()
 		fmt.Fprintf(os.Stderr, "strata: %d segments, %d slices, %d LSM files, %d evictions\n",
-			st.Segments, st.Slices, st.LSMFiles, st.Evictions)
-		if st.LSMFiles != 0 {
+			st.Fresh.Segments, st.Slices.Count, st.LSM.Files, st.Slices.Evictions)
+		if st.LSM.Files != 0 {
 			log.Fatal("the state is not all in memory")
 		}
 	default:

@@ -144,7 +144,7 @@ type result struct {
 	cpu     time.Duration
 	peakRSS int64
 	events  int64 // run by this process (after a restore: the rest)
-	stats   strata.StoreStats
+	stats   strata.Stats
 	cks     []ckRecord
 	restore string
 }
@@ -228,12 +228,12 @@ func (r result) line() string {
 		r.rate(), float64(r.cpu.Nanoseconds())/float64(r.events), r.ratePerCore(), r.wall.Seconds(), float64(r.peakRSS)/(1<<20))
 }
 
-func stateLine(st strata.StoreStats, budget int64) string {
+func stateLine(st strata.Stats, budget int64) string {
 	const mib = 1 << 20
-	total := st.DataBytes + st.SliceBytes + st.LSMBytes
+	total := st.Fresh.DataBytes + st.Slices.Bytes + st.LSM.Bytes
 	return fmt.Sprintf("%.1f MiB (FreshTable %.1f, slices %.1f, LsmStore %.1f in %d files) = %.1f× the %.0f MiB budget; %d evictions",
-		float64(total)/mib, float64(st.DataBytes)/mib, float64(st.SliceBytes)/mib, float64(st.LSMBytes)/mib, st.LSMFiles,
-		float64(total)/float64(max(budget, 1)), float64(budget)/mib, st.Evictions)
+		float64(total)/mib, float64(st.Fresh.DataBytes)/mib, float64(st.Slices.Bytes)/mib, float64(st.LSM.Bytes)/mib, st.LSM.Files,
+		float64(total)/float64(max(budget, 1)), float64(budget)/mib, st.Slices.Evictions)
 }
 
 // measure runs f and returns its wall and CPU time and the process's peak RSS during it

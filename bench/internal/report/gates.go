@@ -9,8 +9,13 @@ type Gate struct {
 	Row      string
 	Peer     string  // "" for an allocation gate
 	Min      float64 // minimum speedup over Peer
-	// MaxAllocs, when Peer is "", is the maximum Strata allocs/op.
+	// MaxAllocs, when Peer and Unit are "", is the maximum Strata allocs/op.
 	MaxAllocs float64
+	// Unit, when set, makes a bound gate on Strata's own row: the median of its metric
+	// Unit (b.ReportMetric) must be ≥ Bound, or ≤ Bound with AtMost (the job rows).
+	Unit   string
+	Bound  float64
+	AtMost bool
 }
 
 // Gates are the throughput targets of DESIGN.md §5 (issue 5, items 4 and 5; issue 14 item 6,
@@ -66,6 +71,18 @@ var Gates = func() []Gate {
 	for _, w := range []string{BatchMemWorkload + "/op=get", BatchMemWorkload + "/op=put", BatchLTMWorkload + "/dist=uniform/op=get"} {
 		g = append(g, Gate{Target: batched, Workload: w, Peer: BatchSingle, Min: 2})
 	}
+	// The whole job (issue 22; DESIGN §5 "a whole job"): the flight demo at its default
+	// settings beside its Go model in the same process, at GOMAXPROCS=1 and 2 of the demo's
+	// process (bench/suite BenchmarkJob).
+	const job = "a whole job beside its Go model: ≥ ½ events/s, CPU ≤ 3×, bg ≤ task, changelog ≤ 15 %, no eviction at 64 MiB"
+	for _, w := range JobWorkloads {
+		g = append(g,
+			Gate{Target: job, Workload: w, Unit: "model-ratio", Bound: 0.5},
+			Gate{Target: job, Workload: w, Unit: "cpu/model", Bound: 3, AtMost: true},
+			Gate{Target: job, Workload: w, Unit: "bg/task", Bound: 1, AtMost: true},
+			Gate{Target: job, Workload: w, Unit: "changelog/task", Bound: 0.15, AtMost: true},
+			Gate{Target: job, Workload: w, Unit: "evictions", Bound: 0, AtMost: true})
+	}
 	return g
 }()
 
@@ -79,6 +96,10 @@ const (
 	BatchLTMWorkload = "BatchedAccess/keys=6100K/value=100B/budget=64MiB"
 	BatchSingle      = "strata-single"
 )
+
+// JobWorkloads are the workloads of bench/suite's job rows (BenchmarkJob): the flight demo's
+// process at GOMAXPROCS=1 and 2; each has one row, impl=strata, and its figures are metrics.
+var JobWorkloads = []string{"Job/job=flight/procs=1", "Job/job=flight/procs=2"}
 
 // Shapes are the key= values of bench/suite's point-op rows (suite.Shapes): 8 B keys in the
 // void namespace, and 16 B keys in an 8 B namespace.
@@ -108,6 +129,9 @@ type Outcome struct {
 // Name is the gate's benchmark row and comparison, e.g.
 // "FlinkValue/keys=1M/key=8B op=get vs pebble".
 func (o Outcome) Name() string {
+	if o.Unit != "" {
+		return fmt.Sprintf("%s %s", o.Workload, o.Unit)
+	}
 	if o.Peer == "" {
 		return fmt.Sprintf("%s %s allocs/op", o.Workload, o.Row)
 	}
@@ -116,6 +140,12 @@ func (o Outcome) Name() string {
 
 // Want formats the target, e.g. "≥ 10×".
 func (o Outcome) Want() string {
+	if o.Unit != "" {
+		if o.AtMost {
+			return fmt.Sprintf("≤ %g", o.Bound)
+		}
+		return fmt.Sprintf("≥ %g", o.Bound)
+	}
 	if o.Peer == "" {
 		return fmt.Sprintf("≤ %g allocs/op", o.MaxAllocs)
 	}
@@ -127,6 +157,8 @@ func (o Outcome) GotString() string {
 	switch {
 	case o.Missing:
 		return "no data"
+	case o.Unit != "":
+		return fmt.Sprintf("%.3g", o.Got)
 	case o.Peer == "":
 		return fmt.Sprintf("%g allocs/op", o.Got)
 	}
@@ -140,6 +172,10 @@ func (o Outcome) Miss() string {
 		return ""
 	case o.Missing:
 		return "row missing from the data"
+	case o.Unit != "" && o.AtMost:
+		return fmt.Sprintf("over by %.3g", o.Got-o.Bound)
+	case o.Unit != "":
+		return fmt.Sprintf("short by %.3g", o.Bound-o.Got)
 	case o.Peer == "":
 		return fmt.Sprintf("%g allocs/op over", o.Got-o.MaxAllocs)
 	}
@@ -151,7 +187,11 @@ func (d *Data) Check() []Outcome {
 	out := make([]Outcome, 0, len(Gates))
 	for _, g := range Gates {
 		o := Outcome{Gate: g}
-		if g.Peer == "" {
+		if g.Unit != "" {
+			v, ok := d.Median(Join(g.Workload, "strata", g.Row), g.Unit)
+			o.Got, o.Missing = v, !ok
+			o.Pass = ok && (g.AtMost && v <= g.Bound || !g.AtMost && v >= g.Bound)
+		} else if g.Peer == "" {
 			a, ok := d.Median(Join(g.Workload, "strata", g.Row), "allocs/op")
 			o.Got, o.Missing, o.Pass = a, !ok, ok && a <= g.MaxAllocs
 		} else {
