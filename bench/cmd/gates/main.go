@@ -34,6 +34,7 @@ var gatedBench = []string{
 	`^BenchmarkLargerThanMemoryWindowed$/^keys=/^key=/^ns=/^value=/^budget=/^impl=(strata|pebble)$/^dist=zipf0.99$/^mix=[CA]$`,
 	`^BenchmarkBatchedAccess$/^keys=10M$/^key=/^value=/^op=(get|put)$/^impl=`,
 	`^BenchmarkBatchedAccess$/^keys=6100K$/^value=/^budget=/^dist=uniform$/^op=get$/^impl=`,
+	`^BenchmarkJob$/^job=flight$/^procs=(1|2)$/^impl=strata$`, // issue 22's job gates
 }
 
 func main() {
