@@ -17,8 +17,12 @@ import (
 //     millisecond. It is the only goroutine this file starts; the release that drops the
 //     last hold stops it and waits for it to return, so no goroutine outlives the holders.
 //  2. The time is the wall clock read once per process (at the first acquire) plus the
-//     monotonic time elapsed since: it never goes back, whatever NTP does to the wall clock,
-//     across ticker restarts too.
+//     monotonic time elapsed since, plus the largest forward step of the wall clock seen since
+//     (clock.skew): it never goes back, whatever NTP does to the wall clock, across ticker
+//     restarts too, and it follows the wall clock when that steps forward (a fresh machine
+//     whose clock is synchronised after the process started, a VM resumed from a pause) — as
+//     Flink's processing time, System.currentTimeMillis, does. A backward step is not
+//     followed: the clock runs on at the monotonic rate until the wall clock passes it again.
 //  3. Every acquire stores the current time before it returns, so a new holder never reads a
 //     time older than its acquire. Between ticks a reader sees the time of the last tick: it
 //     lags the wall clock by up to one tick, longer when every P is busy and the ticker waits
@@ -28,8 +32,9 @@ var clock struct {
 	holders int
 	stop    chan struct{}
 	done    chan struct{}
-	base    time.Time // the first acquire's time.Now (with its monotonic reading)
-	baseMs  int64     // base as milliseconds since the epoch
+	base    time.Time    // the first acquire's time.Now (with its monotonic reading)
+	baseMs  int64        // base as milliseconds since the epoch
+	skew    atomic.Int64 // the largest forward step of the wall clock past base+monotonic, ms (≥ 0)
 	now     atomic.Int64
 	started bool
 }
@@ -68,8 +73,25 @@ func AcquireClock() (now func() int64, release func()) {
 // clockLoad is the coarse clock's reader.
 func clockLoad() int64 { return clock.now.Load() }
 
-// clockNow is the base plus the monotonic time since, in milliseconds (invariant 2).
-func clockNow() int64 { return clock.baseMs + time.Since(clock.base).Milliseconds() }
+// clockNow is the base plus the monotonic time since plus the wall clock's largest forward
+// step, in milliseconds (invariant 2).
+func clockNow() int64 {
+	n := time.Now()
+	mono := clock.baseMs + n.Sub(clock.base).Milliseconds()
+	step := wallMillis(n) - mono
+	for {
+		old := clock.skew.Load()
+		if step <= old || clock.skew.CompareAndSwap(old, step) {
+			return mono + max(old, step)
+		}
+	}
+}
+
+// wallMillis is n's wall-clock reading in milliseconds since the epoch, plus testWallStep.
+func wallMillis(n time.Time) int64 { return n.UnixMilli() + testWallStep.Load() }
+
+// testWallStep steps the wall clock in tests (export_test.go); 0 otherwise.
+var testWallStep atomic.Int64
 
 // advance stores the current time unless a racing store put a later one (an acquire and a
 // tick may compute in one order and store in the other): now never goes back (invariant 2).
