@@ -1,0 +1,198 @@
+package strata
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/strata-db/strata/internal/vfs"
+)
+
+// migrateStates are the five kinds of state of TestTTLMigrateCrash on one Store, all with one
+// TTLConfig (nil: none).
+type migrateStates struct {
+	val *ValueState[string]
+	lst *ListState[string]
+	mp  *MapState[string, string]
+	red *ReducingState[int64]
+	agg *AggregatingState[int64, avgAcc, string]
+}
+
+func registerMigrateStates(s *Store, c *TTLConfig) (*migrateStates, error) {
+	var m migrateStates
+	var err error
+	if m.val, err = NewValueState(s, ValueDescriptor[string]{Name: "val", Codec: String, TTL: c}); err != nil {
+		return nil, err
+	}
+	if m.lst, err = NewListState(s, ListDescriptor[string]{Name: "lst", Codec: String, TTL: c}); err != nil {
+		return nil, err
+	}
+	if m.mp, err = NewMapState(s, MapDescriptor[string, string]{Name: "mp", KeyCodec: String, ValueCodec: String, TTL: c}); err != nil {
+		return nil, err
+	}
+	if m.red, err = NewReducingState(s, ReducingDescriptor[int64]{Name: "red", Codec: Int64, TTL: c,
+		Reduce: func(a, b int64) int64 { return a + b }}); err != nil {
+		return nil, err
+	}
+	m.agg, err = NewAggregatingState(s, AggregatingDescriptor[int64, avgAcc, string]{Name: "agg", AccCodec: avgCodec{}, TTL: c,
+		CreateAccumulator: func() avgAcc { return avgAcc{} },
+		Add:               func(in int64, a avgAcc) avgAcc { return avgAcc{a.sum + in, a.n + 1} },
+		GetResult:         func(a avgAcc) string { return fmt.Sprintf("%d/%d", a.sum, a.n) },
+		Merge:             func(a, b avgAcc) avgAcc { return avgAcc{a.sum + b.sum, a.n + b.n} }})
+	return &m, err
+}
+
+// put writes key i of every state.
+func (m *migrateStates) put(s *Store, i int) error {
+	k := s.Key(fmt.Appendf(nil, "key-%d", i))
+	return firstErr(
+		m.val.Put(k, fmt.Sprint("v", i)),
+		m.lst.AddAll(k, []string{fmt.Sprint("a", i), fmt.Sprint("b", i)}),
+		m.mp.Put(k, "u", fmt.Sprint("m", i)),
+		m.mp.Put(k, "w", fmt.Sprint("n", i)),
+		m.red.Add(k, int64(i)),
+		m.red.Add(k, 1),
+		m.agg.Add(k, int64(i)),
+	)
+}
+
+// want is what read returns of key i when it is present.
+func migrateWant(i int) string {
+	return fmt.Sprintf("v%d|a%d b%d|m%d n%d|%d|%d/1", i, i, i, i, i, i+1, i)
+}
+
+// read returns the state of key i across the five states ("" where absent).
+func (m *migrateStates) read(s *Store, i int) (string, error) {
+	k := s.Key(fmt.Appendf(nil, "key-%d", i))
+	var parts [5]string
+	v, ok, err := m.val.Get(k)
+	if err != nil {
+		return "", err
+	}
+	if ok {
+		parts[0] = v
+	}
+	var xs []string
+	it := m.lst.Get(k)
+	for it.Next() {
+		xs = append(xs, it.Value())
+	}
+	if err := it.Err(); err != nil {
+		return "", err
+	}
+	parts[1] = strings.Join(xs, " ")
+	xs = xs[:0]
+	for _, u := range []string{"u", "w"} {
+		v, ok, err := m.mp.Get(k, u)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			xs = append(xs, v)
+		}
+	}
+	parts[2] = strings.Join(xs, " ")
+	r, ok, err := m.red.Get(k)
+	if err != nil {
+		return "", err
+	}
+	if ok {
+		parts[3] = fmt.Sprint(r)
+	}
+	a, ok, err := m.agg.Get(k)
+	if err != nil {
+		return "", err
+	}
+	if ok {
+		parts[4] = a
+	}
+	if parts == [5]string{} {
+		return "", nil
+	}
+	return strings.Join(parts[:], "|"), nil
+}
+
+// TestTTLMigrateCrash: a Store persisted with five states (one of each kind) without a TTL
+// (with one), its entries in the LsmStore, is opened with them registered with a TTL
+// (without), which migrates every entry, and closed; a crash at every file-system write of
+// that session leaves a directory whose Open with the new TTL flag migrates again (or finds
+// the migration persisted) — either way every value reads as before, and, turned on, each
+// expires exactly TTL after the migration, which runs at the same clock in both sessions.
+func TestTTLMigrateCrash(t *testing.T) {
+	keys := ttlBatch + 100 // more than one batch of the migration's scan
+	if testing.Short() {
+		keys = 60
+	}
+	ttl := &TTLConfig{TTL: 100 * time.Millisecond, Cleanup: TTLCleanup{NoCompaction: true}}
+	for _, on := range []bool{true, false} {
+		from, to := (*TTLConfig)(nil), ttl
+		if !on {
+			from, to = ttl, nil
+		}
+		t.Run(fmt.Sprintf("on=%v", on), func(t *testing.T) {
+			var now atomic.Int64
+			openAt := func(fs vfs.FS, ts int64) *Store {
+				opts, adjust := lsmModelOptions(fs)
+				opts.Clock = now.Load
+				now.Store(ts)
+				return must(open("/db", opts, adjust))
+			}
+			// run persists the old shape, then migrates in a second session that crashes at
+			// its write crash (0: none); it returns the second session's writes.
+			run := func(fault *vfs.FaultFS, crash int64) int64 {
+				s := openAt(fault, 0)
+				m := must(registerMigrateStates(s, from))
+				for i := range keys {
+					must(0, m.put(s, i))
+				}
+				must(0, s.Close())
+				before := fault.Count(vfs.WriteOps)
+				fault.CrashAt(crash)
+				// At 1000 every value stored with a TTL has expired: turned off, it is visible again.
+				opts, adjust := lsmModelOptions(fault)
+				opts.Clock = now.Load
+				now.Store(1000)
+				s, err := open("/db", opts, adjust)
+				if err == nil {
+					if _, err = registerMigrateStates(s, to); err == nil {
+						err = s.Close()
+					}
+					if err != nil && !s.closed {
+						s.Discard()
+					}
+				}
+				if err != nil && !fault.Crashed() {
+					t.Fatal(err)
+				}
+				return fault.Count(vfs.WriteOps) - before
+			}
+			writes := run(vfs.NewFaultFS(vfs.NewMem()), 0)
+			for n := int64(1); n <= writes+1; n++ {
+				mem := vfs.NewMem()
+				run(vfs.NewFaultFS(mem), n)
+				s := openAt(mem.CrashClone(), 1000)
+				m, err := registerMigrateStates(s, to)
+				if err != nil {
+					t.Fatalf("crash at write %d of %d: register: %v", n, writes, err)
+				}
+				for j, ts := range []int64{1099, 1100, 1 << 40} {
+					now.Store(ts)
+					for i := range keys {
+						got, err := m.read(s, i)
+						want := migrateWant(i)
+						if on && j > 0 {
+							want = ""
+						}
+						if err != nil || got != want {
+							t.Fatalf("crash at write %d of %d: key %d at %d: %q, %v; want %q", n, writes, i, ts, got, err, want)
+						}
+					}
+				}
+				must(0, s.Close())
+			}
+			t.Logf("%d crash points checked", writes+1)
+		})
+	}
+}
