@@ -1,12 +1,14 @@
 package strata
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -193,6 +195,78 @@ func TestTTLMigrateCrash(t *testing.T) {
 				must(0, s.Close())
 			}
 			t.Logf("%d crash points checked", writes+1)
+		})
+	}
+}
+
+// TestTTLMigrateAliases: two Stores that registered the five states under different ids
+// (one registered another state first) are checkpointed and restored into one (a scale-in:
+// the restored Store keeps state id aliases, persist.go), whose registration with the other
+// TTL flag migrates the data of both parts, each under its own ids; a reopen finds the new
+// flag and the aliases persisted.
+func TestTTLMigrateAliases(t *testing.T) {
+	ttl := &TTLConfig{TTL: 100 * time.Millisecond, Cleanup: TTLCleanup{NoCompaction: true}}
+	for _, on := range []bool{true, false} {
+		from, to := (*TTLConfig)(nil), ttl
+		if !on {
+			from, to = ttl, nil
+		}
+		t.Run(fmt.Sprintf("on=%v", on), func(t *testing.T) {
+			ctx := context.Background()
+			fsys := vfs.NewMem()
+			e := &idsEnv{t: t, fs: fsys, st: must(checkpoint.NewDirStorage(fsys, "/ck")), now: new(atomic.Int64)}
+			const n = 400
+			a, b := KeyGroupRange{Start: 0, End: 63}, KeyGroupRange{Start: 64, End: 127}
+			var hs []CheckpointHandle
+			for i, kg := range []KeyGroupRange{a, b} {
+				s := must(Open(e.dir(), e.opts(kg, fmt.Sprint("part", i))))
+				if i == 0 { // shifts the ids of part 0's states by one
+					must(NewValueState(s, ValueDescriptor[string]{Name: "pad", Codec: String}))
+				}
+				m := must(registerMigrateStates(s, from))
+				for j := range n {
+					if kg.Contains(s.Key(fmt.Appendf(nil, "key-%d", j)).KeyGroup()) {
+						must(0, m.put(s, j))
+					}
+				}
+				must(0, s.seal())
+				must(0, s.WaitBackground())
+				hs = append(hs, must(s.Checkpoint(ctx, 1, nil)))
+				must(0, s.Close())
+			}
+			all := KeyGroupRange{Start: 0, End: 127}
+			dir := e.dir()
+			e.now.Store(1000)
+			s := must(Restore(dir, e.opts(all, "c"), e.st, hs...))
+			if len(s.aliases) == 0 {
+				t.Fatal("the scale-in has no state id aliases")
+			}
+			m := must(registerMigrateStates(s, to))
+			check := func(what string, ts int64, present bool) {
+				t.Helper()
+				e.now.Store(ts)
+				for j := range n {
+					got, err := m.read(s, j)
+					want := ""
+					if present {
+						want = migrateWant(j)
+					}
+					if err != nil || got != want {
+						t.Fatalf("%s: key %d at %d: %q, %v; want %q", what, j, ts, got, err, want)
+					}
+				}
+			}
+			check("migrated", 1099, true)
+			must(0, s.Close())
+			e.now.Store(1050)
+			s = must(Open(dir, e.opts(all, "c")))
+			if len(s.aliases) == 0 {
+				t.Fatal("the aliases were not persisted")
+			}
+			m = must(registerMigrateStates(s, to))
+			check("reopened", 1099, true)
+			check("reopened", 1100, !on)
+			must(0, s.Close())
 		})
 	}
 }
