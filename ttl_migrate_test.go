@@ -2,6 +2,7 @@ package strata
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -269,4 +271,43 @@ func TestTTLMigrateAliases(t *testing.T) {
 			must(0, s.Close())
 		})
 	}
+}
+
+// TestTTLMigrateFailure: a migration that fails part way (here a stored TTL value too short
+// to hold a timestamp, planted below the API) discards the Store with an error matching the
+// cause and ErrClosed; the directory keeps its persist point, whose state is stored with its
+// TTL and unmigrated, every good value intact.
+func TestTTLMigrateFailure(t *testing.T) {
+	var now atomic.Int64
+	fsys := vfs.NewMem()
+	opts := Options{MaxParallelism: 16, MemoryBudget: 64 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 1, Clock: now.Load}
+	opts.fs = fsys
+	ttl := &TTLConfig{TTL: time.Hour}
+	s := must(Open("/db", opts))
+	v := must(NewValueState(s, ValueDescriptor[string]{Name: "v", Codec: String, TTL: ttl}))
+	const n = 200
+	for i := range n {
+		must(0, v.Put(s.Key(fmt.Appendf(nil, "key-%d", i)), fmt.Sprint("v", i)))
+	}
+	key, h := s.compose(s.Key([]byte("bad")), v.id)
+	must(0, s.apply(engine.OpPut, key, h, nil, []byte("short")))
+	must(0, s.Close())
+
+	s = must(Open("/db", opts))
+	_, err := NewValueState(s, ValueDescriptor[string]{Name: "v", Codec: String})
+	if !errors.Is(err, ErrCorruption) || !errors.Is(err, ErrClosed) || !s.closed {
+		t.Fatalf("a failed migration: %v (closed %v), want ErrCorruption and ErrClosed, the Store discarded", err, s.closed)
+	}
+	s = must(Open("/db", opts))
+	if p := s.persisted["v"]; !p.ttl {
+		t.Fatal("the failed migration's flag was persisted")
+	}
+	v = must(NewValueState(s, ValueDescriptor[string]{Name: "v", Codec: String, TTL: ttl}))
+	for i := range n {
+		got, ok, err := v.Get(s.Key(fmt.Appendf(nil, "key-%d", i)))
+		if err != nil || !ok || got != fmt.Sprint("v", i) {
+			t.Fatalf("key %d after the failed migration: %q %v %v", i, got, ok, err)
+		}
+	}
+	must(0, s.Close())
 }
