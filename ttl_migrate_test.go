@@ -311,3 +311,38 @@ func TestTTLMigrateFailure(t *testing.T) {
 	}
 	must(0, s.Close())
 }
+
+// BenchmarkTTLMigrate: the registration of a value state of keys values (16-byte values,
+// after Close and Open: in the LsmStore) with the other TTL flag, which rewrites every value;
+// directions alternate. Reports ns per migrated value.
+func BenchmarkTTLMigrate(b *testing.B) {
+	for _, keys := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("kind=value/keys=%d", keys), func(b *testing.B) {
+			dir := b.TempDir()
+			opts := Options{MaxParallelism: 128, MemoryBudget: 256 << 20, SegmentSize: 16 << 20}
+			ttl := &TTLConfig{TTL: time.Hour}
+			s := must(Open(dir, opts))
+			v := must(NewValueState(s, ValueDescriptor[string]{Name: "v", Codec: String}))
+			for i := range keys {
+				must(0, v.Put(s.Key(fmt.Appendf(nil, "key-%08d", i)), fmt.Sprintf("value-%010d", i)))
+			}
+			must(0, s.Close())
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				s = must(Open(dir, opts))
+				c := ttl
+				if i%2 == 1 {
+					c = nil
+				}
+				b.StartTimer()
+				must(NewValueState(s, ValueDescriptor[string]{Name: "v", Codec: String, TTL: c}))
+				b.StopTimer()
+				must(0, s.Close())
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(keys), "ns/value")
+		})
+	}
+}
