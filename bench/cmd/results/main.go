@@ -7,6 +7,7 @@
 //	cd bench && go run ./cmd/results                     # default suite, ~35 minutes on 2 cores
 //	cd bench && go run ./cmd/results -count 10 -big      # more repeats, plus the 10M-key rows
 //	cd bench && go run ./cmd/results -cpu 1,2            # every row also at GOMAXPROCS=2 (twice the time)
+//	cd bench && go run ./cmd/results -only nexmark       # rerun and rewrite only the Nexmark section (~3 minutes)
 //
 // The suite runs with -test.cpu 1 (and GOMAXPROCS=1 in its environment): GOMAXPROCS=1 for the
 // whole benchmark process, so that Strata's background workers and the peers' compactions
@@ -66,7 +67,57 @@ func main() {
 	merge := flag.Bool("merge", false, "run only -bench and replace those benchmarks' rows in -raw, keeping the others")
 	profTime := flag.String("proftime", "3s", "-benchtime of each profiled workload (0 skips profiles)")
 	suiteArgs := flag.String("suiteargs", "", "more flags for the suite binary, space-separated (e.g. \"-restorerounds 1 -clrounds 30\")")
+	nxQueries := flag.String("nexmark", "all", "Nexmark queries of the Nexmark section (cmd/nexmark -query; empty: no section)")
+	nxEvents := flag.Int64("nexmark-events", 1_000_000, "events per Nexmark query")
+	nxPastEvents := flag.Int64("nexmark-past-events", 3_000_000, "events of the q20 runs past the budget and in memory")
+	nxPastBudget := flag.Int64("nexmark-past-budget", 48<<20, "Strata budget in bytes of the q20 run past the budget")
+	only := flag.String("only", "", "\"nexmark\": run only the Nexmark runs and replace the Nexmark section of -out, keeping the rest")
 	flag.Parse()
+
+	nxRaw := filepath.Join(filepath.Dir(*rawPath), "nexmark.txt")
+	nxChart := filepath.Join(filepath.Dir(*rawPath), "nexmark.svg")
+	nxChartRel, err := filepath.Rel(filepath.Dir(*out), nxChart)
+	must(err)
+	nxPlan := nexmarkPlan(*nxQueries, *nxEvents, *nxPastEvents, *nxPastBudget)
+	nexmarkSection := func(md *bytes.Buffer, reuse bool) {
+		if *nxQueries == "" {
+			return
+		}
+		var raw []byte
+		if reuse {
+			var err error
+			if raw, err = os.ReadFile(nxRaw); err != nil {
+				logf("no Nexmark section: %v", err)
+				return
+			}
+		} else {
+			raw = runNexmark(nxPlan)
+			must(os.MkdirAll(filepath.Dir(nxRaw), 0o755))
+			must(os.WriteFile(nxRaw, raw, 0o644))
+		}
+		runs, err := parseNexmark(string(raw))
+		must(err)
+		must(writeNexmark(md, runs, nxRaw, nxChart, nxChartRel))
+	}
+	if *only != "" {
+		if *only != "nexmark" {
+			fatalf("-only %q: want nexmark", *only)
+		}
+		old, err := os.ReadFile(*out)
+		must(err)
+		var sec bytes.Buffer
+		nexmarkSection(&sec, *reuse)
+		head := fmt.Sprintf("Section written by `cd bench && go run ./cmd/results %s` on %s (Go %s, %d CPUs); the rest of "+
+			"this report is from the run named at its top.\n\n", strings.Join(os.Args[1:], " "),
+			time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.Version(), runtime.NumCPU())
+		s := sec.Bytes()
+		if i := bytes.IndexByte(s, '\n'); i >= 0 {
+			s = append(append(append([]byte{}, s[:i+2]...), head...), s[i+2:]...)
+		}
+		must(os.WriteFile(*out, replaceSection(old, "## Nexmark\n", s, "## Rows not run\n", "## benchstat\n"), 0o644))
+		logf("rewrote the Nexmark section of %s", *out)
+		return
+	}
 
 	var md bytes.Buffer
 	started := time.Now()
@@ -159,6 +210,7 @@ func main() {
 	writeTTLTimers(&md, d)
 	writeBatched(&md, d)
 	writeMemory(&md, d)
+	nexmarkSection(&md, *reuse)
 	writeSkips(&md, d)
 	writeBenchstat(&md, *rawPath)
 	if *profTime != "0" {
