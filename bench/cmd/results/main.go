@@ -7,7 +7,8 @@
 //	cd bench && go run ./cmd/results                     # default suite, ~35 minutes on 2 cores
 //	cd bench && go run ./cmd/results -count 10 -big      # more repeats, plus the 10M-key rows
 //	cd bench && go run ./cmd/results -cpu 1,2            # every row also at GOMAXPROCS=2 (twice the time)
-//	cd bench && go run ./cmd/results -only nexmark       # rerun and rewrite only the Nexmark section (~3 minutes)
+//	cd bench && go run ./cmd/results -only nexmark       # rerun and rewrite only the Nexmark section (~5 minutes)
+//	cd bench && go run ./cmd/results -only nexmark,flight # … and the flight job's section (its chart)
 //
 // The suite runs with -test.cpu 1 (and GOMAXPROCS=1 in its environment): GOMAXPROCS=1 for the
 // whole benchmark process, so that Strata's background workers and the peers' compactions
@@ -71,7 +72,8 @@ func main() {
 	nxEvents := flag.Int64("nexmark-events", 1_000_000, "events per Nexmark query")
 	nxPastEvents := flag.Int64("nexmark-past-events", 3_000_000, "events of the q20 runs past the budget and in memory")
 	nxPastBudget := flag.Int64("nexmark-past-budget", 48<<20, "Strata budget in bytes of the q20 run past the budget")
-	only := flag.String("only", "", "\"nexmark\": run only the Nexmark runs and replace the Nexmark section of -out, keeping the rest")
+	flight := flag.Bool("flight", true, "run the flight demo with -series for the flight job's section and chart (about a minute)")
+	only := flag.String("only", "", "comma-separated sections (nexmark, flight) to run alone and replace in -out, keeping the rest of it")
 	flag.Parse()
 
 	nxRaw := filepath.Join(filepath.Dir(*rawPath), "nexmark.txt")
@@ -99,23 +101,49 @@ func main() {
 		must(err)
 		must(writeNexmark(md, runs, nxRaw, nxChart, nxChartRel))
 	}
-	if *only != "" {
-		if *only != "nexmark" {
-			fatalf("-only %q: want nexmark", *only)
+	flOut := filepath.Join(filepath.Dir(*rawPath), "flight.txt")
+	flSeries := filepath.Join(filepath.Dir(*rawPath), "flight-series.txt")
+	flChart := filepath.Join(filepath.Dir(*rawPath), "flight.svg")
+	flChartRel, err := filepath.Rel(filepath.Dir(*out), flChart)
+	must(err)
+	flightSection := func(md *bytes.Buffer, reuse bool) {
+		var out []byte
+		if reuse {
+			var err error
+			if out, err = os.ReadFile(flOut); err != nil {
+				logf("no flight section: %v", err)
+				return
+			}
+		} else {
+			must(os.MkdirAll(filepath.Dir(flOut), 0o755))
+			out = runFlight(flSeries)
+			must(os.WriteFile(flOut, out, 0o644))
 		}
+		series, err := os.ReadFile(flSeries)
+		must(err)
+		must(writeFlight(md, out, series, flOut, flSeries, flChart, flChartRel))
+	}
+	if *only != "" {
 		old, err := os.ReadFile(*out)
 		must(err)
-		var sec bytes.Buffer
-		nexmarkSection(&sec, *reuse)
-		head := fmt.Sprintf("Section written by `cd bench && go run ./cmd/results %s` on %s (Go %s, %d CPUs); the rest of "+
-			"this report is from the run named at its top.\n\n", strings.Join(os.Args[1:], " "),
-			time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.Version(), runtime.NumCPU())
-		s := sec.Bytes()
-		if i := bytes.IndexByte(s, '\n'); i >= 0 {
-			s = append(append(append([]byte{}, s[:i+2]...), head...), s[i+2:]...)
+		for _, name := range strings.Split(*only, ",") {
+			var sec bytes.Buffer
+			var head string
+			before := []string{"## Rows not run\n", "## benchstat\n"}
+			switch name {
+			case "nexmark":
+				nexmarkSection(&sec, *reuse)
+				head, before = "## Nexmark\n", append([]string{"## Flight job\n"}, before...)
+			case "flight":
+				flightSection(&sec, *reuse)
+				head = "## Flight job\n"
+			default:
+				fatalf("-only %q: the sections are nexmark and flight", name)
+			}
+			old = replaceSection(old, head, onlyHead(sec.Bytes()), before...)
 		}
-		must(os.WriteFile(*out, replaceSection(old, "## Nexmark\n", s, "## Rows not run\n", "## benchstat\n"), 0o644))
-		logf("rewrote the Nexmark section of %s", *out)
+		must(os.WriteFile(*out, old, 0o644))
+		logf("rewrote the %s sections of %s", *only, *out)
 		return
 	}
 
@@ -211,6 +239,9 @@ func main() {
 	writeBatched(&md, d)
 	writeMemory(&md, d)
 	nexmarkSection(&md, *reuse)
+	if *flight {
+		flightSection(&md, *reuse)
+	}
 	writeSkips(&md, d)
 	writeBenchstat(&md, *rawPath)
 	if *profTime != "0" {
@@ -965,4 +996,17 @@ func must(err error) {
 	if err != nil {
 		fatalf("%v", err)
 	}
+}
+
+// onlyHead returns the section sec with a line after its heading saying that it was written
+// by this -only run, not by the run the rest of the report comes from.
+func onlyHead(sec []byte) []byte {
+	head := fmt.Sprintf("Section written by `cd bench && go run ./cmd/results %s` on %s (%s, %d CPUs); the rest of "+
+		"this report is from the run named at its top.\n\n", strings.Join(os.Args[1:], " "),
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.Version(), runtime.NumCPU())
+	i := bytes.Index(sec, []byte("\n\n"))
+	if i < 0 {
+		return sec
+	}
+	return append(append(append([]byte{}, sec[:i+2]...), head...), sec[i+2:]...)
 }

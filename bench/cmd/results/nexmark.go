@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -219,4 +220,47 @@ func replaceSection(report []byte, head string, section []byte, before ...string
 		}
 	}
 	return append(append([]byte(s), '\n'), section...)
+}
+
+// flightArgs are the arguments of the flight demo's run for the report (its -series file is
+// added): the demo's defaults, all 3M flights.
+var flightArgs = []string{}
+
+// runFlight runs the flight demo with -series seriesPath and returns its output.
+func runFlight(seriesPath string) []byte {
+	args := append([]string{"run", "./cmd/flightdemo"}, flightArgs...)
+	args = append(args, "-series", seriesPath)
+	logf("running: go %s", strings.Join(args, " "))
+	out, err := exec.Command("go", args...).CombinedOutput()
+	if err != nil {
+		fatalf("flight demo: %v\n%s", err, out)
+	}
+	return out
+}
+
+// writeFlight writes the flight job's section: its chart of events/s over time (written to
+// chartPath, embedded at chartRel) and the demo's output.
+func writeFlight(md *bytes.Buffer, out, seriesRaw []byte, outPath, seriesPath, chartPath, chartRel string) error {
+	md.WriteString("## Flight job\n\n")
+	ss, err := parseFlightSeries(string(seriesRaw))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(md, "`go run ./cmd/flightdemo %s` (the demo job on the 3M real flights; its output in %s, the "+
+		"series in %s). The chart: events/s over 0.5 s windows of the replay, with every checkpoint's "+
+		"completion and every materialization (when the replay first sees it counted, within 100 ms) marked.\n\n",
+		strings.Join(append(slices.Clone(flightArgs), "-series", seriesPath), " "), outPath, seriesPath)
+	if err := writeFlightChart(chartPath, ss); err != nil {
+		return err
+	}
+	fmt.Fprintf(md, "![Flight job: events/s over time, checkpoints and materializations marked](%s)\n\n", chartRel)
+	md.WriteString("<details><summary>the demo's output</summary>\n\n```\n")
+	for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		if strings.Contains(l, " events/s") && strings.Contains(l, " / ") && strings.Contains(l, "%") {
+			continue // the progress lines
+		}
+		md.WriteString(l + "\n")
+	}
+	md.WriteString("```\n\n</details>\n\n")
+	return nil
 }

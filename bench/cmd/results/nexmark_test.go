@@ -104,3 +104,30 @@ func TestReplaceSection(t *testing.T) {
 		t.Errorf("insert: got %q, want %q", got, want)
 	}
 }
+
+// TestWriteFlight: the flight job's section reads the demo's -series file, charts events/s
+// over time as a well-formed SVG and leaves the demo's progress lines out of its output.
+func TestWriteFlight(t *testing.T) {
+	series := "# flightdemo series: seconds events kind\n0.000 1 progress\n0.300 30000 progress\n0.600 60001 progress\n" +
+		"0.650 50000 checkpoint\n0.900 90001 progress\n0.950 90001 materialization\n1.200 120001 progress\n"
+	ss, err := parseFlightSeries(series)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := flightRates(ss, 0.5); len(r) != 2 || r[0].X != 0.6 || r[0].Y != 100000 {
+		t.Fatalf("rates %v", r)
+	}
+	out := "loaded …\n      40000 / 120001 events   33.3%  0.10 M events/s\ncheck: OK\n"
+	chart := filepath.Join(t.TempDir(), "flight.svg")
+	var md bytes.Buffer
+	if err := writeFlight(&md, []byte(out), []byte(series), "results/flight.txt", "results/flight-series.txt", chart, "results/flight.svg"); err != nil {
+		t.Fatal(err)
+	}
+	if s := md.String(); !strings.Contains(s, "check: OK") || strings.Contains(s, "M events/s") || !strings.Contains(s, "](results/flight.svg)") {
+		t.Errorf("section:\n%s", s)
+	}
+	checkSVG(t, chart)
+	if _, err := parseFlightSeries("0.1 x progress\n"); err == nil {
+		t.Error("a malformed series line parsed")
+	}
+}
