@@ -7,7 +7,7 @@
 //	cd bench && go run ./cmd/results                     # default suite, ~35 minutes on 2 cores
 //	cd bench && go run ./cmd/results -count 10 -big      # more repeats, plus the 10M-key rows
 //	cd bench && go run ./cmd/results -cpu 1,2            # every row also at GOMAXPROCS=2 (twice the time)
-//	cd bench && go run ./cmd/results -only nexmark       # rerun and rewrite only the Nexmark section (~5 minutes)
+//	cd bench && go run ./cmd/results -only nexmark       # rerun and rewrite only the Nexmark section (~3 minutes)
 //	cd bench && go run ./cmd/results -only nexmark,flight # … and the flight job's section (its chart)
 //
 // The suite runs with -test.cpu 1 (and GOMAXPROCS=1 in its environment): GOMAXPROCS=1 for the
