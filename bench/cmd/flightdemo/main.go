@@ -148,7 +148,7 @@ func parseFlags(args []string) (config, error) {
 	fs.Float64Var(&c.spaceAmp, "space-amplification", 0, "with -changelog, start a materialization early once the log exceeds (`cap` − 1) × the materialized size (0 = off; otherwise at least 1)")
 	fs.StringVar(&c.airports, "airports", "", "airports CSV, the job's broadcast state (default: testdata/airports.csv of the repository)")
 	fs.DurationVar(&c.outOfOrder, "out-of-order", defaultOutOfOrder, "the watermark's out-of-orderness `bound`: the watermark is the largest event time seen minus it")
-	fs.StringVar(&c.series, "series", "", "write the replay's progress over time (events, checkpoints, materializations) to `file` (series.go; cmd/results charts it)")
+	fs.StringVar(&c.series, "series", "", "write the replay's progress over time (events, checkpoints, materializations) to `file` (series.go; cmd/results charts it; ignored with -kill-after)")
 	fs.IntVar(&c.rescale, "rescale", 0, "at half the events, checkpoint and restore into `p` Stores splitting the key groups; at three quarters, back into one")
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -78,8 +78,7 @@ func main() {
 
 	nxRaw := filepath.Join(filepath.Dir(*rawPath), "nexmark.txt")
 	nxChart := filepath.Join(filepath.Dir(*rawPath), "nexmark.svg")
-	nxChartRel, err := filepath.Rel(filepath.Dir(*out), nxChart)
-	must(err)
+	nxChartRel := relTo(*out, nxChart)
 	nxPlan := nexmarkPlan(*nxQueries, *nxEvents, *nxPastEvents, *nxPastBudget)
 	nexmarkSection := func(md *bytes.Buffer, reuse bool) {
 		if *nxQueries == "" {
@@ -104,8 +103,7 @@ func main() {
 	flOut := filepath.Join(filepath.Dir(*rawPath), "flight.txt")
 	flSeries := filepath.Join(filepath.Dir(*rawPath), "flight-series.txt")
 	flChart := filepath.Join(filepath.Dir(*rawPath), "flight.svg")
-	flChartRel, err := filepath.Rel(filepath.Dir(*out), flChart)
-	must(err)
+	flChartRel := relTo(*out, flChart)
 	flightSection := func(md *bytes.Buffer, reuse bool) {
 		var out []byte
 		if reuse {
@@ -1009,4 +1007,15 @@ func onlyHead(sec []byte) []byte {
 		return sec
 	}
 	return append(append(append([]byte{}, sec[:i+2]...), head...), sec[i+2:]...)
+}
+
+// relTo returns path relative to the directory of the report at out (as the report embeds it).
+func relTo(out, path string) string {
+	o, err := filepath.Abs(filepath.Dir(out))
+	must(err)
+	p, err := filepath.Abs(path)
+	must(err)
+	r, err := filepath.Rel(o, p)
+	must(err)
+	return filepath.ToSlash(r)
 }
