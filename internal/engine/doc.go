@@ -304,9 +304,10 @@
 //  2. Exactly once across tiers. With deltas, a version can be in the chain (materialized from
 //     memory at seq <= H) and again in an LSM table flushed after H. Restore and LSM merges
 //     must treat equal (composite key, seq) entries as one version — a list append counted
-//     twice doubles an element. Either the resolver dedups equal seqs (to be verified for
-//     lists and maps in lsm and base.MergingIter, with a test) or the manifest clips each
-//     memory object by seq to what no listed LSM table holds.
+//     twice doubles an element. Compactions skip such duplicates already (base.Resolver.Add:
+//     an entry with the group's previous Seq) and so do the LsmStore's map reads
+//     (lsm/read.go); list reads and the engine's own merges need a test that proves the same,
+//     else the manifest clips each memory object by seq to what no listed LSM table holds.
 //  3. Order on restore. Chain objects are imported as L0, older below newer (F, D1..Dk in
 //     install order), each clipped by key-group range as today; TTL cleanup in full snapshots
 //     (ttl.go) applies only to full rewrites (Flink: cleanupFullSnapshot is not applied to
