@@ -144,3 +144,37 @@ func (r *checkedReader) Read(p []byte) (int, error) {
 	r.buf = r.buf[n:]
 	return n, nil
 }
+
+// Verify reads checkpoint id of owner in s (a checkpoint or a native savepoint) and checks
+// every byte it names: the manifest's magic, version and CRC32C (ReadManifest), then each
+// object's size and the CRC32C of every range an entry covers, reading whole objects in ranges
+// of 4 MiB and packed ranges by GetRange. It returns the manifest and nil when all is intact,
+// else the first failure: ErrNotFound (the manifest or an object is missing), a
+// *base.CorruptionError (errors.Is ErrCorruption) naming the object and offset, ctx's or the
+// storage's error. It writes nothing. For the offline reader (cmd/strata-state verify).
+func Verify(ctx context.Context, s Storage, owner string, id uint64) (*Manifest, error) {
+	m, err := ReadManifest(ctx, s, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range m.Objects {
+		if !o.Packed {
+			if _, err := io.Copy(io.Discard, &checkedReader{ctx: ctx, s: s, o: o}); err != nil {
+				return m, err
+			}
+			continue
+		}
+		b, err := s.GetRange(ctx, o.Name, o.Offset, o.Length)
+		if errors.Is(err, ErrRange) {
+			return m, base.Corrupt(o.Name, o.Offset, base.ErrTruncated, "object ends before [%d, +%d) its manifest records", o.Offset, o.Length)
+		}
+		if err != nil {
+			return m, err
+		}
+		if crc := crc32.Checksum(b, base.CRC32C); crc != o.CRC {
+			return m, base.Corrupt(o.Name, o.Offset, base.ErrChecksum, "crc32c %#08x of [%d, +%d), the manifest records %#08x",
+				crc, o.Offset, o.Length, o.CRC)
+		}
+	}
+	return m, nil
+}

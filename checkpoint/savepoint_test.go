@@ -78,6 +78,9 @@ func TestCopyNative(t *testing.T) {
 			t.Fatalf("object %s: %d bytes, %v", o.Name, len(b), err)
 		}
 	}
+	if _, err := Verify(ctx, dst, "sp", 7); err != nil {
+		t.Fatalf("Verify of the copy: %v", err)
+	}
 	if _, err := CopyNative(ctx, src, "job", 7, dst, "sp"); !errors.Is(err, ErrExists) {
 		t.Fatalf("second copy: %v, want ErrExists", err)
 	}
@@ -94,6 +97,9 @@ func TestCopyNative(t *testing.T) {
 		if err := src.Put(ctx, name, b); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := Verify(ctx, src, "job", 7); !errors.Is(err, base.ErrCorruption) {
+			t.Fatalf("Verify with %s damaged: %v, want ErrCorruption", name, err)
+		}
 		d2, _ := newMemStorage(t)
 		if _, err := CopyNative(ctx, src, "job", 7, d2, "sp"); !errors.Is(err, base.ErrCorruption) {
 			t.Fatalf("copy with %s damaged: %v, want ErrCorruption", name, err)
@@ -107,6 +113,9 @@ func TestCopyNative(t *testing.T) {
 	}
 	if err := src.Delete(ctx, m.Objects[0].Name); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := Verify(ctx, src, "job", 7); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Verify with an object missing: %v, want ErrNotFound", err)
 	}
 	d3, _ := newMemStorage(t)
 	if _, err := CopyNative(ctx, src, "job", 7, d3, "sp"); !errors.Is(err, ErrNotFound) {
