@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"maps"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"time"
 
@@ -469,6 +470,11 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	}
 	if storage == nil {
 		return nil, fmt.Errorf("%w: Restore needs the storage of the checkpoints", ErrInvalidOptions)
+	}
+	if c := opts.Checkpoint; c.RestoreMode == Claim && c.Storage != nil && !sameStorage(c.Storage, storage) {
+		// A claimed checkpoint's objects become the Store's own, referenced by its next
+		// checkpoints by name: in another storage they would not be there.
+		return nil, fmt.Errorf("%w: Restore in CLAIM mode needs Options.Checkpoint.Storage to be the storage restored from (or nil)", ErrInvalidOptions)
 	}
 	d := opts.withDefaults()
 	fsys := d.fs
@@ -970,4 +976,11 @@ func restoreIDs(merged *registry, srcs []idSource) error {
 		merged.aliases = aliases
 	}
 	return nil
+}
+
+// sameStorage reports whether a and b are the same storage (equal interface values; values of
+// a type that cannot be compared count as different).
+func sameStorage(a, b checkpoint.Storage) bool {
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta.Comparable() && a == b
 }

@@ -43,6 +43,9 @@ type ckRun struct {
 	// Storage outages: their number, and what failed during them (checkpoint uploads and
 	// forced materializations; background persists fail unseen).
 	outages, outageFails int
+	// Savepoints: their storage (beside the checkpoints') and number.
+	sp         *checkpoint.DirStorage
+	savepoints int
 }
 
 // ckInit gives a run with a directory its checkpoint storage, on the run's file system.
@@ -427,6 +430,7 @@ func (r *modelRun) changelogToggle(int32) error {
 // composite literal referring to it would be an initialization cycle).
 func init() {
 	modelSteps[stepCkOutage] = stepDef{"checkpoint-storage-outage", false, (*modelRun).ckOutage}
+	modelSteps[stepSavepoint] = stepDef{"savepoint", false, (*modelRun).savepointStep}
 }
 
 // ckOutage is a checkpoint-storage outage of random length (issue 21): the storage refuses
@@ -499,4 +503,84 @@ func (r *modelRun) ckOutage(int32) error {
 	// The outage ends after a checkpoint cut during it is waited for: it fails (counted in
 	// ck.failed), as its manifest could not be written.
 	return r.ckSettle()
+}
+
+// savepointStep takes a native savepoint of the Store now, restores it into 1, 2 or 3 Stores
+// splitting the run's key groups and checks each against the model (as rescale does), then
+// restores it whole, in a random restore mode, into the Store the run goes on with.
+func (r *modelRun) savepointStep(int32) error {
+	if r.ck.st == nil {
+		return nil
+	}
+	if err := r.ckSettle(); err != nil {
+		return err
+	}
+	if err := r.invalidate(); err != nil { // the savepoint's checkpoint seals the active segment
+		return err
+	}
+	if r.ck.sp == nil {
+		sp, err := checkpoint.NewDirStorage(r.opts.fs, filepath.Join(filepath.Dir(r.dir), "savepoints"))
+		if err != nil {
+			return err
+		}
+		r.ck.sp = sp
+	}
+	ctx := context.Background()
+	r.ck.id++
+	h, err := r.st.s.Savepoint(ctx, r.ck.sp, SavepointNative, r.ck.id, nil)
+	if err != nil {
+		if r.fault != nil && (errors.Is(err, vfs.ErrInjected) || errors.Is(err, ErrNoSpace)) || r.pressure && errors.Is(err, ErrMemoryBudget) {
+			r.ck.failed++
+			return nil
+		}
+		return fmt.Errorf("savepoint %d: %w", r.ck.id, err)
+	}
+	r.ck.savepoints++
+	m := r.m.clone()
+	kg := *r.opts.withDefaults().KeyGroups
+	n := 1 + r.rng.IntN(min(3, kg.End-kg.Start+1))
+	for i, part := range splitRange(kg, n) {
+		o := r.opts
+		o.KeyGroups = &part
+		o.Parallelism, o.SubtaskIndex = n, i
+		o.Checkpoint.Owner = fmt.Sprintf("model-sp-%d-%d", r.ck.savepoints, i)
+		pm := m.clone() // TTL reads of the part change it
+		s, err := Restore(r.ckDir(), o, r.ck.sp, h)
+		if err != nil {
+			return fmt.Errorf("savepoint %d into %d Stores: restore of part %v: %w", h.ID, n, part, err)
+		}
+		st, err := r.register(s)
+		if err == nil {
+			err = st.checkOwned(pm)
+		}
+		if err == nil {
+			err = st.checkTimers(pm)
+		}
+		if err == nil {
+			err = st.checkOpShare(pm, i, n)
+		}
+		if cerr := s.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("savepoint %d into %d Stores, part %v: %w", h.ID, n, part, err)
+		}
+	}
+	dir := r.ckDir()
+	o := r.opts
+	o.Checkpoint.RestoreMode = RestoreMode(r.rng.IntN(2))
+	if o.Checkpoint.RestoreMode == Claim {
+		// CLAIM needs the savepoint storage as the Store's checkpoint storage: the run's Store
+		// keeps r.ck.st, so Restore must refuse it, and the run goes on in NO_CLAIM mode
+		// (TestSavepointNative restores savepoints in CLAIM mode).
+		if _, err := Restore(r.ckDir(), o, r.ck.sp, h); !errors.Is(err, ErrInvalidOptions) {
+			return fmt.Errorf("restore of savepoint %d in CLAIM mode into another storage: %v, want ErrInvalidOptions", h.ID, err)
+		}
+		o.Checkpoint.RestoreMode = NoClaim
+	}
+	s, err := Restore(dir, o, r.ck.sp, h)
+	if err != nil {
+		return fmt.Errorf("restore of savepoint %d (%v): %w", h.ID, o.Checkpoint.RestoreMode, err)
+	}
+	return r.replaceStore(s, dir, m)
 }

@@ -585,6 +585,7 @@ const (
 	stepValBatch    // ValueState.GetBatch of a few dozen slots, repeats included
 	stepValPutBatch // ValueState.PutBatch of a few dozen slots, repeats included
 	stepMapBatch    // MapState.GetBatch of a few dozen (slot, user key) pairs
+	stepSavepoint   // a native savepoint, restored into 1, 2 or 3 Stores and into the one the run goes on with
 	numSteps
 )
 
@@ -1634,7 +1635,7 @@ type modelConfig struct {
 // dirWeights add the steps of a Store with a directory (and the operator state steps, which
 // checkpoints, restores and rescales carry).
 var dirWeights = readWeights.withOps().withTimers().with(15, stepEvict, stepEvictDrain, stepCheckCache).with(12, stepPushDown).
-	with(2, stepReopen, stepCrash, stepNoSpace).with(6, stepCheckpoint, stepCkNotify).with(1, stepRestore, stepRescale, stepCkOutage)
+	with(2, stepReopen, stepCrash, stepNoSpace).with(6, stepCheckpoint, stepCkNotify).with(1, stepRestore, stepRescale, stepCkOutage, stepSavepoint)
 
 var modelConfigs = []modelConfig{
 	{
@@ -1680,7 +1681,7 @@ var modelConfigs = []modelConfig{
 			return &modelWorkload{u: plainUniverse("key-%d", 40, "", "w1", "w2", "window-3"), maxVal: 300, hot: true,
 				weights: dirWeights}
 		},
-		forced:    []stepKind{stepReopen, stepCheckpoint, stepNoSpace, stepRescale, stepCrash, stepRestore},
+		forced:    []stepKind{stepReopen, stepCheckpoint, stepNoSpace, stepRescale, stepCrash, stepRestore, stepSavepoint},
 		mustEvict: true, mustLSMCompact: true, mustRowCache: true,
 	},
 	{
@@ -1702,7 +1703,7 @@ var modelConfigs = []modelConfig{
 		},
 		changelog: true,
 		forced: []stepKind{stepCheckpoint, stepMaterialize, stepCheckpoint, stepCkNotify, stepCrash, stepRestore,
-			stepClToggle, stepReopen, stepCkOutage, stepClToggle, stepRescale, stepNoSpace, stepCkOutage},
+			stepClToggle, stepReopen, stepCkOutage, stepClToggle, stepRescale, stepNoSpace, stepCkOutage, stepSavepoint},
 		mustChangelog: []stepKind{stepCheckpoint, stepCkNotify, stepMaterialize, stepRestore, stepRescale, stepCrash,
 			stepReopen, stepNoSpace, stepClToggle, stepCkOutage},
 		mustEvict: true, mustRowCache: true,

@@ -299,6 +299,25 @@
 //  3. Deletions of X by two claimants race harmlessly: each deletes only what no claimant
 //     reaches, and Delete of a missing object succeeds.
 //
+// # Native savepoints
+//
+// A native savepoint (Flink's NATIVE savepoint format) is a checkpoint whose objects are all
+// its own: CopyNative copies every object a committed manifest names — shared, private, timer
+// and packed changelog objects, each once — under PrivateName(dstOwner, id, …), checking each
+// copied range's size and CRC32C against the manifest, and commits a manifest with the same
+// fields (Parent 0, objects renamed) last, as every checkpoint's. Consequences:
+//
+//  1. No GC of the source lineage reaches it: its names are under another owner (the root
+//     package's Savepoint uses "<owner>-savepoint"), whatever storage holds it.
+//  2. It restores as any checkpoint (the root package's Restore: any key-group range, either
+//     restore mode; in CLAIM mode the restored Store's checkpoints must go to the savepoint's
+//     storage, since they reference its objects by name).
+//  3. A copy cut short by a crash or an error commits no manifest: it leaves unreferenced
+//     objects under "<dstOwner>/chk-<id>/" only, which a GC of dstOwner collects; the source
+//     is only read.
+//  4. A source object damaged or changed since its checkpoint fails the copy with a
+//     corruption error naming it; nothing damaged is stored under the savepoint.
+//
 // # Invariants
 //
 //  1. An object name is written at most once (unique names); its bytes never change.
