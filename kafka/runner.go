@@ -296,7 +296,10 @@ func (r *Runner) loop(ctx context.Context) error {
 				return nil
 			}
 			for _, fe := range fs.Errors() {
-				if !errors.Is(fe.Err, context.DeadlineExceeded) && !errors.Is(fe.Err, context.Canceled) {
+				// Errors of the group (an empty topic: joins, heartbeats) and retriable
+				// ones are the client's to retry; the session aborts the transaction
+				// if the group moved meanwhile.
+				if fe.Topic != "" && !kerr.IsRetriable(fe.Err) && !errors.Is(fe.Err, context.DeadlineExceeded) && !errors.Is(fe.Err, context.Canceled) {
 					return fmt.Errorf("strata/kafka: fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
 				}
 			}

@@ -75,7 +75,7 @@ func (e *testEnv) config(name string) Config {
 		MaxParallelism: testMaxP, Storage: e.storage, LocalDir: e.t.TempDir() + "/" + name,
 		StoreOptions:       strata.Options{MemoryBudget: 16 << 20},
 		CheckpointInterval: 100 * time.Millisecond,
-		TransactionTimeout: 3 * time.Second,
+		TransactionTimeout: 10 * time.Second,
 		SessionTimeout:     3 * time.Second,
 		Setup: func(s *strata.Store) (any, error) {
 			c, err := strata.NewValueState(s, strata.ValueDescriptor[int64]{Name: "count", Codec: strata.Int64})
