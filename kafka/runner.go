@@ -519,7 +519,9 @@ func (r *Runner) commit(ctx context.Context) error {
 	return nil
 }
 
-func (r *Runner) metadata(id uint64) string { return "strata/" + r.cfg.Job + "/" + strconv.FormatUint(id, 10) }
+func (r *Runner) metadata(id uint64) string {
+	return "strata/" + r.cfg.Job + "/" + strconv.FormatUint(id, 10)
+}
 
 // committedOffset fetches partition p's committed offset and metadata, waiting out
 // transactions in flight (KIP-447 RequireStable). offset -1: nothing committed.
