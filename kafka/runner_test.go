@@ -241,12 +241,20 @@ func (x *running) kill(t *testing.T) {
 	<-x.done
 }
 
-func waitEvents(t *testing.T, x *running, n int64) {
+// waitEvents waits until the runners processed n events together.
+func waitEvents(t *testing.T, xs []*running, n int64) {
 	t.Helper()
 	end := time.Now().Add(20 * time.Second)
-	for x.r.Stats().Events < n {
+	for {
+		var sum int64
+		for _, x := range xs {
+			sum += x.r.Stats().Events
+		}
+		if sum >= n {
+			return
+		}
 		if time.Now().After(end) {
-			t.Fatalf("runner processed %d events, waited for %d", x.r.Stats().Events, n)
+			t.Fatalf("runners processed %d events, waited for %d", sum, n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -304,7 +312,7 @@ func TestScaleOutAndIn(t *testing.T) {
 	const n = 6000
 	xs := []*running{e.start("a"), e.start("b")}
 	e.produce(0, n/3)
-	waitEvents(t, xs[0], 1)
+	waitEvents(t, xs, 1)
 	xs = append(xs, e.start("c"), e.start("d"))
 	e.produce(n/3, 2*n/3)
 	time.Sleep(500 * time.Millisecond)
