@@ -45,6 +45,9 @@ step "checkpoint/s3 module (its own go.mod): vet, and its tests with -race again
 step "checkpoint/s3 against a real S3-compatible server (versitygw, posix back-end, 127.0.0.1): conformance, two writers racing a conditional create, a Store checkpointed and restored, the server killed mid-upload and restarted"
 scripts/s3-real.sh
 
+step "kafka module (its own go.mod): vet, and the runner's tests with -race on kfake (a single runner, three with one killed mid-stream, scale 2 -> 4 -> 1, a bad partition count, another job's checkpoint; output compared with a plain Go model); about 20 s of tests after the build"
+(cd kafka && go vet ./... && GOARCH=arm64 go vet ./... && go test -race -count=1 -timeout 5m ./...)
+
 step "arm64 under qemu"
 command -v qemu-aarch64-static >/dev/null || { echo "qemu-aarch64-static missing: apt-get install -y qemu-user-static"; exit 1; }
 # Packages with arm64-specific code and the tiers that call it, at every configuration; the

@@ -1,0 +1,714 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	strata "github.com/strata-db/strata"
+	"github.com/strata-db/strata/checkpoint"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/zeebo/xxh3"
+)
+
+// Config configures a Runner. Brokers, Group, Job, InputTopic, Storage, LocalDir and Process
+// are required; the rest has defaults.
+type Config struct {
+	// Brokers are the seed brokers (host:port).
+	Brokers []string
+	// Group is the Kafka consumer group the runners of one job share.
+	Group string
+	// Job names the job: one checkpoint-owner name segment (checkpoint.ValidateOwner). The
+	// checkpoints of input partition p go under owner "<Job>-p<p, five digits>", and the
+	// committed offsets carry it, so a restore refuses another job's state.
+	Job string
+	// InputTopic is read; OutputTopic is where Emit writes (optional if nothing is emitted).
+	InputTopic, OutputTopic string
+	// MaxParallelism is the number of key groups (strata.Options.MaxParallelism); the input
+	// topic's partition count must divide it. Default strata.DefaultMaxParallelism.
+	MaxParallelism int
+	// Storage holds the checkpoints of every runner of the job (shared).
+	Storage checkpoint.Storage
+	// LocalDir is this runner's scratch directory for the partitions' Stores.
+	LocalDir string
+	// StoreOptions is the template of each partition's strata.Options; MaxParallelism,
+	// KeyGroups and Checkpoint.{Storage,Owner,Retain} are set by the runner.
+	StoreOptions strata.Options
+	// CheckpointInterval is how often a checkpoint is taken and the Kafka transaction
+	// committed with it (milliseconds of wall time). Default 1 s.
+	CheckpointInterval time.Duration
+	// Retain is how many completed checkpoints each partition keeps (at least 2: the one the
+	// committed offset names must survive a checkpoint whose transaction did not commit).
+	// Default 2.
+	Retain int
+	// OutOfOrderness bounds event-time disorder: a partition's watermark is the largest event
+	// time it has read minus OutOfOrderness (milliseconds). Default 0.
+	OutOfOrderness int64
+	// EventTime gives a record's event time in milliseconds. Default the record's timestamp.
+	EventTime func(*kgo.Record) int64
+	// Clock gives the processing time in milliseconds. Default time.Now().UnixMilli.
+	Clock func() int64
+	// Setup registers a partition's states after its Store is opened or restored (the same
+	// names every time); what it returns is given to Process and OnTimer as Context.State.
+	Setup func(*strata.Store) (any, error)
+	// Process handles one input record.
+	Process func(c *Context, key, value []byte, eventTime int64) error
+	// OnTimer handles a fired timer (event time when eventTime is true).
+	OnTimer func(c *Context, t strata.Timer[[]byte], eventTime bool) error
+	// TransactionTimeout is the Kafka transaction timeout. Default 10 s.
+	TransactionTimeout time.Duration
+	// SessionTimeout is the consumer group session timeout. Default 10 s.
+	SessionTimeout time.Duration
+	// ExtraOpts are appended to the kgo client options (logging, TLS, SASL).
+	ExtraOpts []kgo.Opt
+}
+
+// Context is what Process and OnTimer get: the partition's Store and states, its timer
+// service, the Key of the record or timer, and Emit. Valid during the call only.
+type Context struct {
+	Store  *strata.Store
+	State  any
+	Timers *strata.TimerService[[]byte]
+	// Key is the record's key in the Store (void namespace), or the timer's.
+	Key       strata.Key
+	Partition int32
+	r         *Runner
+}
+
+// Emit produces key/value to Config.OutputTopic inside the running transaction: it becomes
+// visible to read_committed consumers with the next checkpoint, or never if that checkpoint
+// fails.
+func (c *Context) Emit(key, value []byte) {
+	c.r.emit(key, value)
+}
+
+// Stats are a runner's counters; safe to read from any goroutine.
+type Stats struct {
+	Events           int64         // records processed (including replays after an abort)
+	Checkpoints      int64         // checkpoints committed with their transaction
+	Aborts           int64         // transactions aborted (state rolled back)
+	Restores         int64         // partitions restored from a checkpoint
+	LastCheckpoint   time.Duration // duration of the last checkpoint + commit
+	LastRestore      time.Duration // duration of the last partition restore
+	OwnedPartitions  int
+	StateBytesByPart map[int32]int64 // memory budget bytes in use per owned partition at the last checkpoint
+}
+
+// KeyGroupOf is the key group of key bytes, as strata.Store.Key assigns it (xxh3, Flink's
+// murmur mix).
+func KeyGroupOf(key []byte, maxParallelism int) int {
+	return strata.AssignToKeyGroup(int32(uint32(xxh3.Hash(key))), maxParallelism)
+}
+
+// PartitionOf is the input partition that must carry key: the one whose key-group range holds
+// the key's group. Producers of the input topic must partition with it (KeyGroupPartitioner).
+func PartitionOf(key []byte, maxParallelism, partitions int) int32 {
+	return int32(strata.ComputeOperatorIndexForKeyGroup(maxParallelism, partitions, KeyGroupOf(key, maxParallelism)))
+}
+
+// KeyGroupPartitioner is a kgo.Partitioner that sends each record to PartitionOf(its key).
+func KeyGroupPartitioner(maxParallelism int) kgo.Partitioner {
+	return kgo.BasicConsistentPartitioner(func(string) func(*kgo.Record, int) int {
+		return func(r *kgo.Record, n int) int { return int(PartitionOf(r.Key, maxParallelism, n)) }
+	})
+}
+
+type partState struct {
+	p       int32
+	dir     string
+	store   *strata.Store
+	state   any
+	timers  *strata.TimerService[[]byte]
+	offset  int64 // next offset to read; -1 unknown (nothing read, nothing committed)
+	maxTs   int64
+	nextID  uint64
+	pending uint64 // checkpoint id taken for the running End, 0 none
+}
+
+// Runner runs a keyed process function over the partitions the consumer group assigns it.
+// Run drives it from one goroutine; Stats may be read concurrently.
+type Runner struct {
+	cfg        Config
+	sess       *kgo.GroupTransactSession
+	partitions int
+	mu         sync.Mutex // guards parts against the group's callbacks
+	parts      map[int32]*partState
+	fatal      error // from a callback, returned by Run
+	emitErr    atomic.Pointer[error]
+	ctx        Context
+	stats      Stats
+	statsMu    sync.Mutex
+	crash      atomic.Bool // test hook: stop without committing
+}
+
+// New checks cfg and returns a Runner. Errors: ErrInvalidConfig naming the field.
+func New(cfg Config) (*Runner, error) {
+	switch {
+	case len(cfg.Brokers) == 0:
+		return nil, fmt.Errorf("%w: Brokers empty", ErrInvalidConfig)
+	case cfg.Group == "" || cfg.InputTopic == "":
+		return nil, fmt.Errorf("%w: Group and InputTopic are required", ErrInvalidConfig)
+	case cfg.Storage == nil || cfg.LocalDir == "":
+		return nil, fmt.Errorf("%w: Storage and LocalDir are required", ErrInvalidConfig)
+	case cfg.Process == nil:
+		return nil, fmt.Errorf("%w: Process is required", ErrInvalidConfig)
+	}
+	if err := checkpoint.ValidateOwner(cfg.Job + "-p00000"); err != nil || cfg.Job == "" || strings.Contains(cfg.Job, "/") {
+		return nil, fmt.Errorf("%w: Job %q: %v", ErrInvalidConfig, cfg.Job, err)
+	}
+	if cfg.MaxParallelism == 0 {
+		cfg.MaxParallelism = strata.DefaultMaxParallelism
+	}
+	if cfg.CheckpointInterval <= 0 {
+		cfg.CheckpointInterval = time.Second
+	}
+	if cfg.Retain == 0 {
+		cfg.Retain = 2
+	}
+	if cfg.Retain < 2 {
+		return nil, fmt.Errorf("%w: Retain %d: at least 2", ErrInvalidConfig, cfg.Retain)
+	}
+	if cfg.EventTime == nil {
+		cfg.EventTime = func(r *kgo.Record) int64 { return r.Timestamp.UnixMilli() }
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = func() int64 { return time.Now().UnixMilli() }
+	}
+	if cfg.TransactionTimeout == 0 {
+		cfg.TransactionTimeout = 10 * time.Second
+	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = 10 * time.Second
+	}
+	return &Runner{cfg: cfg, parts: map[int32]*partState{}}, nil
+}
+
+func (r *Runner) owner(p int32) string { return fmt.Sprintf("%s-p%05d", r.cfg.Job, p) }
+
+// Stats returns a copy of the runner's counters.
+func (r *Runner) Stats() Stats {
+	r.statsMu.Lock()
+	defer r.statsMu.Unlock()
+	s := r.stats
+	s.StateBytesByPart = make(map[int32]int64, len(r.stats.StateBytesByPart))
+	for k, v := range r.stats.StateBytesByPart {
+		s.StateBytesByPart[k] = v
+	}
+	return s
+}
+
+// checkTopic reads the input topic's partition count and checks it divides MaxParallelism.
+func (r *Runner) checkTopic(ctx context.Context, cl *kgo.Client) error {
+	adm := kadm.NewClient(cl)
+	td, err := adm.ListTopics(ctx, r.cfg.InputTopic)
+	if err != nil {
+		return fmt.Errorf("strata/kafka: metadata of %q: %w", r.cfg.InputTopic, err)
+	}
+	t, ok := td[r.cfg.InputTopic]
+	if !ok || t.Err != nil {
+		return fmt.Errorf("strata/kafka: topic %q: %v", r.cfg.InputTopic, t.Err)
+	}
+	n := len(t.Partitions)
+	if n == 0 || r.cfg.MaxParallelism%n != 0 {
+		return fmt.Errorf("%w: topic %q has %d partitions, MaxParallelism is %d", ErrPartitionCount, r.cfg.InputTopic, n, r.cfg.MaxParallelism)
+	}
+	r.partitions = n
+	return nil
+}
+
+// Run joins the group and processes until ctx is done, then takes a last checkpoint, commits
+// it and leaves the group (graceful shutdown: cancel ctx on SIGTERM). Errors: ErrPartitionCount,
+// ErrForeignCheckpoint, a Store's or Kafka's fatal error.
+func (r *Runner) Run(ctx context.Context) error {
+	meta, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.ExtraOpts...)...)
+	if err != nil {
+		return err
+	}
+	err = r.checkTopic(ctx, meta)
+	meta.Close()
+	if err != nil {
+		return err
+	}
+	txid := fmt.Sprintf("%s-%s-%d", r.cfg.Job, filepath.Base(r.cfg.LocalDir), time.Now().UnixNano())
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(r.cfg.Brokers...),
+		kgo.ConsumerGroup(r.cfg.Group),
+		kgo.ConsumeTopics(r.cfg.InputTopic),
+		kgo.TransactionalID(txid),
+		kgo.TransactionTimeout(r.cfg.TransactionTimeout),
+		kgo.SessionTimeout(r.cfg.SessionTimeout),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.OnPartitionsAssigned(r.onAssigned),
+		kgo.OnPartitionsRevoked(r.onRevoked),
+		kgo.OnPartitionsLost(r.onLost),
+	}
+	if r.cfg.OutputTopic != "" {
+		opts = append(opts, kgo.DefaultProduceTopic(r.cfg.OutputTopic))
+	}
+	opts = append(opts, r.cfg.ExtraOpts...)
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return err
+	}
+	r.sess = sess
+	err = r.loop(ctx)
+	if r.crash.Load() {
+		r.sess.CloseAllowingRebalance() // leaves the group; the open transaction is never committed
+		r.dropAll()
+		return err
+	}
+	r.sess.CloseAllowingRebalance()
+	r.dropAll()
+	return err
+}
+
+func (r *Runner) loop(ctx context.Context) error {
+	if err := r.sess.Begin(); err != nil {
+		return err
+	}
+	last := time.Now()
+	for {
+		if r.crash.Load() {
+			return nil
+		}
+		stopping := ctx.Err() != nil
+		if !stopping {
+			pctx, cancel := context.WithTimeout(ctx, max(time.Until(last.Add(r.cfg.CheckpointInterval)), time.Millisecond))
+			fs := r.sess.PollFetches(pctx)
+			cancel()
+			if r.crash.Load() {
+				return nil
+			}
+			if fs.IsClientClosed() {
+				return nil
+			}
+			for _, fe := range fs.Errors() {
+				// Errors of the group (an empty topic: joins, heartbeats) and retriable
+				// ones are the client's to retry; the session aborts the transaction
+				// if the group moved meanwhile.
+				if fe.Topic != "" && !kerr.IsRetriable(fe.Err) && !errors.Is(fe.Err, context.DeadlineExceeded) && !errors.Is(fe.Err, context.Canceled) {
+					return fmt.Errorf("strata/kafka: fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+				}
+			}
+			if err := r.process(fs); err != nil {
+				return err
+			}
+		}
+		if stopping || time.Since(last) >= r.cfg.CheckpointInterval {
+			// The last commit of a shutdown runs on: ctx is already done.
+			if err := r.commit(context.WithoutCancel(ctx)); err != nil {
+				return err
+			}
+			last = time.Now()
+			r.sess.AllowRebalance()
+			if stopping {
+				return nil
+			}
+			if err := r.sess.Begin(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (r *Runner) process(fs kgo.Fetches) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fatal != nil {
+		return r.fatal
+	}
+	touched := map[int32]*partState{}
+	var n int64
+	var perr error
+	fs.EachRecord(func(rec *kgo.Record) {
+		if perr != nil {
+			return
+		}
+		ps := r.parts[rec.Partition]
+		if ps == nil {
+			perr = fmt.Errorf("strata/kafka: invariant: record of partition %d, not owned", rec.Partition)
+			return
+		}
+		ts := r.cfg.EventTime(rec)
+		c := r.context(ps)
+		c.Key = ps.store.Key(rec.Key)
+		if !ps.store.KeyGroups().Contains(c.Key.KeyGroup()) {
+			perr = fmt.Errorf("strata/kafka: record at %s/%d@%d: key group %d is not in the partition's range %v (produce with KeyGroupPartitioner): %w",
+				rec.Topic, rec.Partition, rec.Offset, c.Key.KeyGroup(), ps.store.KeyGroups(), strata.ErrKeyGroupOutOfRange)
+			return
+		}
+		if err := r.cfg.Process(c, rec.Key, rec.Value, ts); err != nil {
+			perr = err
+			return
+		}
+		ps.offset = rec.Offset + 1
+		if ts > ps.maxTs {
+			ps.maxTs = ts
+		}
+		touched[rec.Partition] = ps
+		n++
+	})
+	if perr != nil {
+		return perr
+	}
+	now := r.cfg.Clock()
+	for _, ps := range r.parts {
+		c := r.context(ps)
+		if _, ok := touched[ps.p]; ok && ps.maxTs != minTs {
+			if err := ps.timers.AdvanceWatermark(ps.maxTs-r.cfg.OutOfOrderness, func(t strata.Timer[[]byte]) error { return r.fire(c, t, true) }); err != nil {
+				return err
+			}
+		}
+		if err := ps.timers.AdvanceProcessingTime(now, func(t strata.Timer[[]byte]) error { return r.fire(c, t, false) }); err != nil {
+			return err
+		}
+	}
+	r.statsMu.Lock()
+	r.stats.Events += n
+	r.statsMu.Unlock()
+	return nil
+}
+
+const minTs = -1 << 63
+
+func (r *Runner) fire(c *Context, t strata.Timer[[]byte], ev bool) error {
+	if r.cfg.OnTimer == nil {
+		return nil
+	}
+	c.Key = t.Key
+	return r.cfg.OnTimer(c, t, ev)
+}
+
+func (r *Runner) context(ps *partState) *Context {
+	r.ctx = Context{Store: ps.store, State: ps.state, Timers: ps.timers, Partition: ps.p, r: r}
+	return &r.ctx
+}
+
+func (r *Runner) emit(key, value []byte) {
+	rec := &kgo.Record{Key: append([]byte(nil), key...), Value: append([]byte(nil), value...)}
+	r.sess.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
+		if err != nil {
+			r.emitErr.CompareAndSwap(nil, &err)
+		}
+	})
+}
+
+// commit checkpoints every owned partition and commits the transaction with the offsets and
+// the checkpoint ids; on an abort it rolls every partition back to its committed checkpoint.
+func (r *Runner) commit(ctx context.Context) error {
+	start := time.Now()
+	r.mu.Lock()
+	type ck struct {
+		id     uint64
+		offset int64
+	}
+	cks := map[int32]ck{}
+	var ckErr error
+	for _, ps := range r.parts {
+		if ps.offset < 0 {
+			continue
+		}
+		pos := Position{Job: r.cfg.Job, Topic: r.cfg.InputTopic, Partition: ps.p, Offset: ps.offset}.Append(nil)
+		if _, err := ps.store.Checkpoint(ctx, ps.nextID, pos); err != nil {
+			ckErr = err
+			break
+		}
+		ps.pending = ps.nextID
+		cks[ps.p] = ck{ps.nextID, ps.offset}
+	}
+	r.mu.Unlock()
+	want := kgo.TryCommit
+	if ckErr != nil || r.emitErr.Load() != nil {
+		want = kgo.TryAbort
+	}
+	ectx := kgo.PreTxnCommitFnContext(context.WithoutCancel(ctx), func(req *kmsg.TxnOffsetCommitRequest) error {
+		var topic *kmsg.TxnOffsetCommitRequestTopic
+		for i := range req.Topics {
+			if req.Topics[i].Topic == r.cfg.InputTopic {
+				topic = &req.Topics[i]
+			}
+		}
+		if topic == nil {
+			req.Topics = append(req.Topics, kmsg.NewTxnOffsetCommitRequestTopic())
+			topic = &req.Topics[len(req.Topics)-1]
+			topic.Topic = r.cfg.InputTopic
+		}
+		seen := map[int32]bool{}
+		for i := range topic.Partitions {
+			p := &topic.Partitions[i]
+			if c, ok := cks[p.Partition]; ok {
+				p.Offset, p.LeaderEpoch = c.offset, -1
+				md := r.metadata(c.id)
+				p.Metadata = &md
+				seen[p.Partition] = true
+			}
+		}
+		for p, c := range cks {
+			if !seen[p] {
+				tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+				tp.Partition, tp.Offset, tp.LeaderEpoch = p, c.offset, -1
+				md := r.metadata(c.id)
+				tp.Metadata = &md
+				topic.Partitions = append(topic.Partitions, tp)
+			}
+		}
+		return nil
+	})
+	committed, err := r.sess.End(ectx, want)
+	if err != nil {
+		return fmt.Errorf("strata/kafka: end transaction: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ps := range r.parts {
+		if ps.pending == 0 {
+			continue
+		}
+		if committed {
+			if err := ps.store.NotifyCheckpointComplete(ps.pending); err != nil {
+				return err
+			}
+		}
+		ps.nextID = ps.pending + 1
+		ps.pending = 0
+	}
+	if !committed {
+		if ckErr != nil && !errors.Is(ckErr, strata.ErrFenced) && !errors.Is(ckErr, strata.ErrCheckpointExists) {
+			return ckErr
+		}
+		r.emitErr.Store(nil)
+		// The client went back to the committed offsets: so does the state.
+		ps := make([]int32, 0, len(r.parts))
+		for p := range r.parts {
+			ps = append(ps, p)
+		}
+		for _, p := range ps {
+			r.drop(p)
+			if err := r.restore(ctx, p); err != nil {
+				return err
+			}
+		}
+		r.statsMu.Lock()
+		r.stats.Aborts++
+		r.statsMu.Unlock()
+		return nil
+	}
+	r.statsMu.Lock()
+	r.stats.Checkpoints++
+	r.stats.LastCheckpoint = time.Since(start)
+	if r.stats.StateBytesByPart == nil {
+		r.stats.StateBytesByPart = map[int32]int64{}
+	}
+	for p, ps := range r.parts {
+		r.stats.StateBytesByPart[p] = ps.store.Stats().Budget.Used
+	}
+	r.statsMu.Unlock()
+	return nil
+}
+
+func (r *Runner) metadata(id uint64) string {
+	return "strata/" + r.cfg.Job + "/" + strconv.FormatUint(id, 10)
+}
+
+// committedOffset fetches partition p's committed offset and metadata, waiting out
+// transactions in flight (KIP-447 RequireStable). offset -1: nothing committed.
+func (r *Runner) committedOffset(ctx context.Context, p int32) (int64, string, error) {
+	for {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Group = r.cfg.Group
+		req.RequireStable = true
+		t := kmsg.NewOffsetFetchRequestTopic()
+		t.Topic = r.cfg.InputTopic
+		t.Partitions = []int32{p}
+		req.Topics = append(req.Topics, t)
+		resp, err := req.RequestWith(ctx, r.sess.Client())
+		if err != nil {
+			return 0, "", err
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			if errors.Is(err, kerr.UnstableOffsetCommit) {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			return 0, "", err
+		}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.Partition != p {
+					continue
+				}
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					if errors.Is(err, kerr.UnstableOffsetCommit) {
+						time.Sleep(50 * time.Millisecond)
+						goto again
+					}
+					return 0, "", err
+				}
+				md := ""
+				if rp.Metadata != nil {
+					md = *rp.Metadata
+				}
+				return rp.Offset, md, nil
+			}
+		}
+		return -1, "", nil
+	again:
+	}
+}
+
+// restore opens partition p's Store: from the checkpoint the committed offset's metadata
+// names, or empty when nothing was committed. Called with r.mu held.
+func (r *Runner) restore(ctx context.Context, p int32) error {
+	start := time.Now()
+	off, md, err := r.committedOffset(ctx, p)
+	if err != nil {
+		return fmt.Errorf("strata/kafka: committed offset of %s/%d: %w", r.cfg.InputTopic, p, err)
+	}
+	kg := strata.ComputeKeyGroupRangeForOperatorIndex(r.cfg.MaxParallelism, r.partitions, int(p))
+	opts := r.cfg.StoreOptions
+	opts.MaxParallelism = r.cfg.MaxParallelism
+	opts.KeyGroups = &kg
+	opts.Parallelism, opts.SubtaskIndex = r.partitions, int(p)
+	opts.Checkpoint.Storage = r.cfg.Storage
+	opts.Checkpoint.Owner = r.owner(p)
+	opts.Checkpoint.Retain = r.cfg.Retain
+	if err := os.MkdirAll(r.cfg.LocalDir, 0o755); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp(r.cfg.LocalDir, fmt.Sprintf("p%05d-", p))
+	if err != nil {
+		return err
+	}
+	ids, err := checkpoint.ListCheckpoints(ctx, r.cfg.Storage, r.owner(p))
+	if err != nil {
+		return err
+	}
+	var next uint64 = 1
+	if len(ids) > 0 {
+		next = ids[len(ids)-1] + 1
+	}
+	var st *strata.Store
+	restored := false
+	if off < 0 || md == "" {
+		if off >= 0 {
+			return fmt.Errorf("%w: group %q committed offset %d of %s/%d without a checkpoint", ErrForeignCheckpoint, r.cfg.Group, off, r.cfg.InputTopic, p)
+		}
+		st, err = strata.Open(dir, opts)
+		off = -1
+	} else {
+		prefix := "strata/" + r.cfg.Job + "/"
+		if !strings.HasPrefix(md, prefix) {
+			return fmt.Errorf("%w: group %q committed %s/%d with metadata %q, not of job %q", ErrForeignCheckpoint, r.cfg.Group, r.cfg.InputTopic, p, md, r.cfg.Job)
+		}
+		id, perr := strconv.ParseUint(md[len(prefix):], 10, 64)
+		if perr != nil {
+			return fmt.Errorf("%w: metadata %q: %v", ErrForeignCheckpoint, md, perr)
+		}
+		h, lerr := strata.LoadCheckpoint(ctx, r.cfg.Storage, r.owner(p), id)
+		if lerr != nil {
+			return fmt.Errorf("strata/kafka: checkpoint %d of %s (committed for %s/%d at %d): %w", id, r.owner(p), r.cfg.InputTopic, p, off, lerr)
+		}
+		pos, derr := DecodePosition(h.InputPosition)
+		if derr != nil {
+			return fmt.Errorf("%w: checkpoint %d of %s: %w", ErrForeignCheckpoint, id, r.owner(p), derr)
+		}
+		if pos.Job != r.cfg.Job || pos.Topic != r.cfg.InputTopic || pos.Partition != p || pos.Offset != off {
+			return fmt.Errorf("%w: checkpoint %d of %s holds %+v, the group committed %s/%d at %d", ErrForeignCheckpoint, id, r.owner(p), pos, r.cfg.InputTopic, p, off)
+		}
+		st, err = strata.Restore(dir, opts, r.cfg.Storage, h)
+		restored = true
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return fmt.Errorf("strata/kafka: partition %d: %w", p, err)
+	}
+	ps := &partState{p: p, dir: dir, store: st, offset: off, maxTs: minTs, nextID: next}
+	if r.cfg.Setup != nil {
+		if ps.state, err = r.cfg.Setup(st); err != nil {
+			st.Close()
+			os.RemoveAll(dir)
+			return err
+		}
+	}
+	if ps.timers, err = strata.NewTimerService(st, strata.TimerServiceDescriptor[[]byte]{Name: "kafka.timers", NamespaceCodec: strata.Bytes}); err != nil {
+		st.Close()
+		os.RemoveAll(dir)
+		return err
+	}
+	r.parts[p] = ps
+	r.statsMu.Lock()
+	if restored {
+		r.stats.Restores++
+		r.stats.LastRestore = time.Since(start)
+	}
+	r.stats.OwnedPartitions = len(r.parts)
+	r.statsMu.Unlock()
+	return nil
+}
+
+// drop closes partition p's Store and removes its directory (its state lives on in its
+// checkpoints). Called with r.mu held.
+func (r *Runner) drop(p int32) {
+	ps := r.parts[p]
+	if ps == nil {
+		return
+	}
+	delete(r.parts, p)
+	ps.store.Close()
+	os.RemoveAll(ps.dir)
+	r.statsMu.Lock()
+	r.stats.OwnedPartitions = len(r.parts)
+	delete(r.stats.StateBytesByPart, p)
+	r.statsMu.Unlock()
+}
+
+func (r *Runner) dropAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p := range r.parts {
+		r.drop(p)
+	}
+}
+
+func (r *Runner) onAssigned(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range m[r.cfg.InputTopic] {
+		if r.fatal != nil {
+			return
+		}
+		r.drop(p)
+		if err := r.restore(ctx, p); err != nil {
+			r.fatal = err
+		}
+	}
+}
+
+// onRevoked runs only between transactions (BlockRebalanceOnPoll, and AllowRebalance right
+// after each commit), so every revoked partition's state is in the checkpoint just
+// committed: release it.
+func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range m[r.cfg.InputTopic] {
+		r.drop(p)
+	}
+}
+
+// onLost drops the lost partitions' state without committing anything.
+func (r *Runner) onLost(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+	r.onRevoked(ctx, cl, m)
+}

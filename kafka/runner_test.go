@@ -1,0 +1,360 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	strata "github.com/strata-db/strata"
+	"github.com/strata-db/strata/checkpoint"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const (
+	testMaxP  = 16
+	testParts = 4
+	testKeys  = 40
+)
+
+type testEnv struct {
+	t       *testing.T
+	c       *kfake.Cluster
+	brokers []string
+	storage checkpoint.Storage
+	job     string
+}
+
+func newEnv(t *testing.T, parts int32) *testEnv {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond), kfake.SeedTopics(parts, "in"), kfake.SeedTopics(4, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	st, err := checkpoint.NewLocalStorage(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testEnv{t: t, c: c, brokers: c.ListenAddrs(), storage: st, job: "count"}
+}
+
+// produce writes records [from, to) of the test input: key i%testKeys, event time 10 ms * i
+// (monotone per partition).
+func (e *testEnv) produce(from, to int) {
+	e.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.RecordPartitioner(KeyGroupPartitioner(testMaxP)), kgo.DefaultProduceTopic("in"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer cl.Close()
+	var rs []*kgo.Record
+	for i := from; i < to; i++ {
+		rs = append(rs, &kgo.Record{Key: testKey(i), Value: []byte(strconv.Itoa(i)), Timestamp: time.UnixMilli(int64(10 * i))})
+	}
+	if err := cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func testKey(i int) []byte { return []byte(fmt.Sprintf("k%03d", i%testKeys)) }
+
+type testStates struct {
+	count, window *strata.ValueState[int64]
+}
+
+// config is the test job: a running count per key (emitted at every record) and a count per
+// key and 1-second event-time window (emitted when the watermark passes the window).
+func (e *testEnv) config(name string) Config {
+	return Config{
+		Brokers: e.brokers, Group: "g", Job: e.job, InputTopic: "in", OutputTopic: "out",
+		MaxParallelism: testMaxP, Storage: e.storage, LocalDir: e.t.TempDir() + "/" + name,
+		StoreOptions:       strata.Options{MemoryBudget: 16 << 20},
+		CheckpointInterval: 100 * time.Millisecond,
+		TransactionTimeout: 10 * time.Second,
+		SessionTimeout:     3 * time.Second,
+		Setup: func(s *strata.Store) (any, error) {
+			c, err := strata.NewValueState(s, strata.ValueDescriptor[int64]{Name: "count", Codec: strata.Int64})
+			if err != nil {
+				return nil, err
+			}
+			w, err := strata.NewValueState(s, strata.ValueDescriptor[int64]{Name: "window", Codec: strata.Int64})
+			return &testStates{c, w}, err
+		},
+		Process: func(c *Context, key, value []byte, ts int64) error {
+			st := c.State.(*testStates)
+			n, _, err := st.count.Get(c.Key)
+			if err != nil {
+				return err
+			}
+			if err := st.count.Put(c.Key, n+1); err != nil {
+				return err
+			}
+			c.Emit(key, []byte("c:"+strconv.FormatInt(n+1, 10)))
+			win := []byte(strconv.FormatInt(ts/1000, 10))
+			wk := c.Key.In(win)
+			m, _, err := st.window.Get(wk)
+			if err != nil {
+				return err
+			}
+			if err := st.window.Put(wk, m+1); err != nil {
+				return err
+			}
+			return c.Timers.RegisterEventTimeTimer(c.Key, win, (ts/1000+1)*1000-1)
+		},
+		OnTimer: func(c *Context, t strata.Timer[[]byte], ev bool) error {
+			st := c.State.(*testStates)
+			m, _, err := st.window.Get(t.Key)
+			if err != nil {
+				return err
+			}
+			c.Emit(t.Key.Bytes(), []byte("w:"+string(t.Namespace)+":"+strconv.FormatInt(m, 10)))
+			return st.window.Clear(t.Key)
+		},
+	}
+}
+
+// model is the plain Go computation of the job's output for records [0, n): a multiset of
+// "key=value" strings.
+func model(n int) map[string]int {
+	out := map[string]int{}
+	counts := map[string]int64{}
+	windows := map[string]map[int64]int64{}
+	maxTs := map[int32]int64{}
+	for i := range n {
+		k := string(testKey(i))
+		ts := int64(10 * i)
+		counts[k]++
+		out[k+"=c:"+strconv.FormatInt(counts[k], 10)]++
+		if windows[k] == nil {
+			windows[k] = map[int64]int64{}
+		}
+		windows[k][ts/1000]++
+		p := PartitionOf([]byte(k), testMaxP, testParts)
+		maxTs[p] = max(maxTs[p], ts)
+	}
+	for k, ws := range windows {
+		wm := maxTs[PartitionOf([]byte(k), testMaxP, testParts)]
+		for w, m := range ws {
+			if (w+1)*1000-1 <= wm {
+				out[k+"=w:"+strconv.FormatInt(w, 10)+":"+strconv.FormatInt(m, 10)]++
+			}
+		}
+	}
+	return out
+}
+
+func total(m map[string]int) (n int) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// readOutput reads the committed output until it holds want records (then 300 ms more, to
+// catch duplicates) or the deadline passes.
+func (e *testEnv) readOutput(want int, deadline time.Duration) map[string]int {
+	e.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics("out"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer cl.Close()
+	got := map[string]int{}
+	n := 0
+	end := time.Now().Add(deadline)
+	var extra time.Time
+	for time.Now().Before(end) && (extra.IsZero() || time.Now().Before(extra)) {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			got[string(r.Key)+"="+string(r.Value)]++
+			n++
+		})
+		if n >= want && extra.IsZero() {
+			extra = time.Now().Add(300 * time.Millisecond)
+		}
+	}
+	return got
+}
+
+func diff(t *testing.T, got, want map[string]int) {
+	t.Helper()
+	var bad []string
+	for k, v := range want {
+		if got[k] != v {
+			bad = append(bad, fmt.Sprintf("%s: got %d, want %d", k, got[k], v))
+		}
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok {
+			bad = append(bad, fmt.Sprintf("%s: got %d, want 0", k, v))
+		}
+	}
+	slices.Sort(bad)
+	if len(bad) > 0 {
+		if len(bad) > 20 {
+			bad = append(bad[:20], "...")
+		}
+		t.Fatalf("output differs from the model (%d records, want %d):\n%v", total(got), total(want), bad)
+	}
+}
+
+type running struct {
+	r      *Runner
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (e *testEnv) start(name string) *running {
+	e.t.Helper()
+	r, err := New(e.config(name))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	x := &running{r: r, cancel: cancel, done: make(chan error, 1)}
+	go func() { x.done <- r.Run(ctx) }()
+	return x
+}
+
+// stop shuts the runner down gracefully (checkpoint, commit, leave) and checks its error.
+func (x *running) stop(t *testing.T) {
+	t.Helper()
+	x.cancel()
+	if err := <-x.done; err != nil {
+		t.Fatalf("runner: %v", err)
+	}
+}
+
+// kill stops the runner without committing its open transaction or checkpoint.
+func (x *running) kill(t *testing.T) {
+	t.Helper()
+	x.r.crash.Store(true)
+	x.cancel()
+	<-x.done
+}
+
+// waitEvents waits until the runners processed n events together.
+func waitEvents(t *testing.T, xs []*running, n int64) {
+	t.Helper()
+	end := time.Now().Add(20 * time.Second)
+	for {
+		var sum int64
+		for _, x := range xs {
+			sum += x.r.Stats().Events
+		}
+		if sum >= n {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("runners processed %d events, waited for %d", sum, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestSingleRunner(t *testing.T) {
+	e := newEnv(t, testParts)
+	const n = 2000
+	e.produce(0, n)
+	x := e.start("a")
+	want := model(n)
+	got := e.readOutput(total(want), 20*time.Second)
+	x.stop(t)
+	diff(t, got, want)
+}
+
+// TestKillMidStream: three runners share the input; one is killed mid-stream without
+// committing; its partitions move to the others, which restore them from the checkpoints the
+// committed offsets name. The committed output equals the model's: no loss, no duplicates.
+func TestKillMidStream(t *testing.T) {
+	e := newEnv(t, testParts)
+	const n = 6000
+	e.produce(0, n/2)
+	xs := []*running{e.start("a"), e.start("b"), e.start("c")}
+	var victim *running
+	end := time.Now().Add(20 * time.Second)
+	for victim == nil {
+		for _, x := range xs {
+			if x.r.Stats().Checkpoints > 0 && x.r.Stats().Events > 100 {
+				victim = x
+				break
+			}
+		}
+		if time.Now().After(end) {
+			t.Fatal("no runner checkpointed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.produce(n/2, 3*n/4)
+	victim.kill(t)
+	e.produce(3*n/4, n)
+	want := model(n)
+	got := e.readOutput(total(want), 30*time.Second)
+	for _, x := range xs {
+		if x != victim {
+			x.stop(t)
+		}
+	}
+	diff(t, got, want)
+}
+
+// TestScaleOutAndIn: 2 runners, then 4, then 1, while input flows.
+func TestScaleOutAndIn(t *testing.T) {
+	e := newEnv(t, testParts)
+	const n = 6000
+	xs := []*running{e.start("a"), e.start("b")}
+	e.produce(0, n/3)
+	waitEvents(t, xs, 1)
+	xs = append(xs, e.start("c"), e.start("d"))
+	e.produce(n/3, 2*n/3)
+	time.Sleep(500 * time.Millisecond)
+	for _, x := range xs[1:] {
+		x.stop(t)
+	}
+	e.produce(2*n/3, n)
+	want := model(n)
+	got := e.readOutput(total(want), 30*time.Second)
+	xs[0].stop(t)
+	diff(t, got, want)
+}
+
+func TestPartitionCountError(t *testing.T) {
+	e := newEnv(t, 3) // 3 does not divide 16
+	r, err := New(e.config("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Run(ctx); !errors.Is(err, ErrPartitionCount) {
+		t.Fatalf("Run = %v, want ErrPartitionCount", err)
+	}
+}
+
+// TestForeignCheckpoint: a group whose committed offsets name another job's checkpoints.
+func TestForeignCheckpoint(t *testing.T) {
+	e := newEnv(t, testParts)
+	e.produce(0, 200)
+	x := e.start("a")
+	want := model(200)
+	e.readOutput(total(want), 20*time.Second)
+	x.stop(t)
+	e.job = "other"
+	r, err := New(e.config("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := r.Run(ctx); !errors.Is(err, ErrForeignCheckpoint) {
+		t.Fatalf("Run = %v, want ErrForeignCheckpoint", err)
+	}
+}
