@@ -16,6 +16,7 @@ type runIter struct {
 	si, i   int
 	started bool
 	e       base.Entry
+	hk      hashMemo
 }
 
 func (s *runIter) Next() bool {
@@ -25,7 +26,7 @@ func (s *runIter) Next() bool {
 	s.started = true
 	for s.si < len(s.slices) {
 		if sl := s.slices[s.si]; s.i < sl.count {
-			sl.Entry(s.i, &s.e)
+			sl.entryMemo(s.i, &s.e, &s.hk)
 			return true
 		}
 		s.si++
@@ -62,6 +63,7 @@ type Compaction struct {
 	sweep   bool       // picked by PickExpired (sweep.go)
 	maxList int
 	inBytes int64
+	outMem  int64 // memory of the output slices, set by Run
 	out     []*Slice
 	ran, ok bool // Run was called; it succeeded
 	done    bool // installed or cancelled
@@ -75,6 +77,12 @@ func (c *Compaction) Runs() int { return len(c.inputs) }
 
 // InputBytes returns the memory of the input slices, in bytes.
 func (c *Compaction) InputBytes() int64 { return c.inBytes }
+
+// OutputBytes returns the memory of the slices Run built, in bytes: 0 before
+// Run succeeds, and when it dropped everything. Read it after Run returned
+// (scheduler.Handle.Wait or the job's completion); it stays valid after
+// InstallCompaction.
+func (c *Compaction) OutputBytes() int64 { return c.outMem }
 
 // PickCompaction proposes a compaction for the longest chain whose length
 // in runs exceeds Options.CompactionThreshold, or reports false. The job
@@ -228,6 +236,9 @@ func (c *Compaction) Run(ctx context.Context) error {
 	if err != nil {
 		b.abort()
 		return err
+	}
+	for _, s := range out {
+		c.outMem += int64(s.mem)
 	}
 	c.out, c.ok = out, true
 	return nil
