@@ -184,30 +184,12 @@ func (s *Slice) Entry(i int, e *base.Entry) {
 		Kind: r.kind, Key: r.key, UserKey: r.uk, Value: r.val}
 }
 
-// hashMemo remembers the last key Hash entryMemo computed, by the address and
-// length of the key's bytes.
-type hashMemo struct {
-	p    *byte
-	n    int
-	hash uint64
-}
-
-// entryMemo is Entry for a reader that walks entries in order (a merge's
-// runIter): the records of one key after the first hold a reference to its
-// inline key (kindKeyRef), so their keys alias the same bytes, and the Hash
-// computed for the first is reused instead of hashing the key again (the
-// map entries and list versions of one key, profiled at a quarter of
-// Entry's time in slice compaction). Equal address and length mean equal
-// bytes because slice memory is immutable while a reader holds it and two
-// live slices never overlap.
-func (s *Slice) entryMemo(i int, e *base.Entry, m *hashMemo) {
+// entryNoHash is Entry without Hash and UserHash (left 0): hashing every
+// key and user key again was a quarter of Entry's time in the flight demo's
+// memory compactions, which never read them (newMergeIter).
+func (s *Slice) entryNoHash(i int, e *base.Entry) {
 	r := s.rec(i)
-	p := unsafe.SliceData(r.key)
-	if p != m.p || len(r.key) != m.n || p == nil {
-		m.p, m.n, m.hash = p, len(r.key), keyHash(r.key)
-	}
-	*e = base.Entry{Order: s.fps[i], Hash: m.hash, UserHash: userHash(r.kind, r.uk), Seq: r.seq,
-		Kind: r.kind, Key: r.key, UserKey: r.uk, Value: r.val}
+	*e = base.Entry{Order: s.fps[i], Seq: r.seq, Kind: r.kind, Key: r.key, UserKey: r.uk, Value: r.val}
 }
 
 // rec is one decoded record; byte slices alias the slice.
