@@ -197,3 +197,44 @@ func BenchmarkCompaction(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCompactionMap: merging a chain of 4 runs of map entries (4K
+// keys of 16 user keys each, each run holding 4 user keys of every key)
+// into one: the map state's shape, where most records of a slice refer
+// back to their key (kindKeyRef).
+func BenchmarkCompactionMap(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 7))
+	const keys, perKey = 1 << 12, 16
+	es := make([]base.Entry, 0, keys*perKey)
+	for i := range keys {
+		k := make([]byte, 20)
+		binary.BigEndian.PutUint64(k[4:], uint64(i))
+		o := r.Uint64()
+		for u := range perKey {
+			uk := binary.BigEndian.AppendUint32(nil, uint32(u))
+			es = append(es, base.Entry{Order: o, Hash: o, UserHash: base.HashUserKey(uk), Kind: base.KindMapEntry,
+				Key: k, UserKey: uk, Value: k[4:]})
+		}
+	}
+	for _, size := range sliceSizes {
+		b.Run(fmt.Sprintf("slice=%dKiB/runs=4", size>>10), func(b *testing.B) {
+			e := newEnv(b, size, Options{BucketBits: -1, CompactionThreshold: 3})
+			installRuns(b, e.t, slices.Clone(es), 4)
+			var in int64
+			for b.Loop() {
+				job, ok := e.t.PickCompaction()
+				if !ok {
+					b.Fatal("no compaction")
+				}
+				if err := job.Run(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				in = job.InputBytes()
+				if err := e.t.CancelCompaction(job); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(in)
+		})
+	}
+}

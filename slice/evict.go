@@ -131,7 +131,7 @@ func (e *Eviction) Run(ctx context.Context, sink base.Sink) error {
 	for i := range e.slices {
 		in[i] = e.slices[i : i+1 : i+1]
 	}
-	if err := sink.Evict(newMergeIter(in)); err != nil {
+	if err := sink.Evict(newMergeIter(in, false)); err != nil {
 		return fmt.Errorf("eviction of %d slices (%d bytes): %w", len(e.slices), e.bytes, err)
 	}
 	e.ok = true

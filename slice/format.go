@@ -184,6 +184,14 @@ func (s *Slice) Entry(i int, e *base.Entry) {
 		Kind: r.kind, Key: r.key, UserKey: r.uk, Value: r.val}
 }
 
+// entryNoHash is Entry without Hash and UserHash (left 0): hashing every
+// key and user key again was a quarter of Entry's time in the flight demo's
+// memory compactions, which never read them (newMergeIter).
+func (s *Slice) entryNoHash(i int, e *base.Entry) {
+	r := s.rec(i)
+	*e = base.Entry{Order: s.fps[i], Seq: r.seq, Kind: r.kind, Key: r.key, UserKey: r.uk, Value: r.val}
+}
+
 // rec is one decoded record; byte slices alias the slice.
 type rec struct {
 	seq          uint64

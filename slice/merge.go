@@ -15,6 +15,7 @@ type runIter struct {
 	slices  []*Slice
 	si, i   int
 	started bool
+	noHash  bool // leave Hash and UserHash 0 (a compaction's merge: nothing reads them)
 	e       base.Entry
 }
 
@@ -25,7 +26,11 @@ func (s *runIter) Next() bool {
 	s.started = true
 	for s.si < len(s.slices) {
 		if sl := s.slices[s.si]; s.i < sl.count {
-			sl.Entry(s.i, &s.e)
+			if s.noHash {
+				sl.entryNoHash(s.i, &s.e)
+			} else {
+				sl.Entry(s.i, &s.e)
+			}
 			return true
 		}
 		s.si++
@@ -38,12 +43,17 @@ func (s *runIter) Entry() *base.Entry { return &s.e }
 func (s *runIter) Err() error         { return nil }
 
 // newMergeIter merges runs, newest first (ties, which a correct chain never
-// holds, go to the newer run), into one stream in entry order.
-func newMergeIter(inputs [][]*Slice) *base.MergingIter {
+// holds, go to the newer run), into one stream in entry order. With noHash
+// its entries carry Hash and UserHash 0 (entryNoHash): for a memory
+// compaction, whose merge, Resolver, Filter and builder order and write
+// entries by Order, Key, UserKey and Seq only; an eviction's and a
+// snapshot's consumers (the LSM store's filters and block indexes) need them.
+func newMergeIter(inputs [][]*Slice, noHash bool) *base.MergingIter {
 	runs := make([]runIter, len(inputs))
 	srcs := make([]base.Iterator, len(inputs))
 	for i, in := range inputs {
 		runs[i].slices = in
+		runs[i].noHash = noHash
 		srcs[i] = &runs[i]
 	}
 	return base.NewMergingIter(srcs...)
@@ -62,6 +72,7 @@ type Compaction struct {
 	sweep   bool       // picked by PickExpired (sweep.go)
 	maxList int
 	inBytes int64
+	outMem  int64 // memory of the output slices, set by Run
 	out     []*Slice
 	ran, ok bool // Run was called; it succeeded
 	done    bool // installed or cancelled
@@ -75,6 +86,12 @@ func (c *Compaction) Runs() int { return len(c.inputs) }
 
 // InputBytes returns the memory of the input slices, in bytes.
 func (c *Compaction) InputBytes() int64 { return c.inBytes }
+
+// OutputBytes returns the memory of the slices Run built, in bytes: 0 before
+// Run succeeds, and when it dropped everything. Read it after Run returned
+// (scheduler.Handle.Wait or the job's completion); it stays valid after
+// InstallCompaction.
+func (c *Compaction) OutputBytes() int64 { return c.outMem }
 
 // PickCompaction proposes a compaction for the longest chain whose length
 // in runs exceeds Options.CompactionThreshold, or reports false. The job
@@ -207,7 +224,7 @@ func (c *Compaction) Run(ctx context.Context) error {
 	if nf := c.t.opts.NewFilter; nf != nil {
 		res.Filter = nf(c.drop, c.sweep)
 	}
-	m := newMergeIter(c.inputs)
+	m := newMergeIter(c.inputs, true)
 	for n := 0; m.Next(); n++ {
 		if n&255 == 255 {
 			if err := ctx.Err(); err != nil {
@@ -228,6 +245,9 @@ func (c *Compaction) Run(ctx context.Context) error {
 	if err != nil {
 		b.abort()
 		return err
+	}
+	for _, s := range out {
+		c.outMem += int64(s.mem)
 	}
 	c.out, c.ok = out, true
 	return nil

@@ -169,7 +169,7 @@ func (s *Snapshot) Iter() base.Iterator {
 	if s.released.Load() {
 		return &releasedIter{err: fmt.Errorf("%w: iterator of a snapshot of %d slices", ErrSnapshotReleased, s.slices)}
 	}
-	return newMergeIter(s.depths)
+	return newMergeIter(s.depths, false)
 }
 
 // Bytes returns the memory held by the snapshot's slices, in bytes (block

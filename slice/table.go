@@ -67,7 +67,9 @@ type Options struct {
 	// concurrent use; bottom says the job's inputs end their chain with no
 	// lower tier below (Compaction drops tombstones then). A nil result, or a
 	// nil NewFilter, filters nothing. The TTL cleanup drops expired data with
-	// it (base.TTLFilter).
+	// it (base.TTLFilter). The entries it sees carry Hash and UserHash 0: a
+	// compaction does not recompute them (newMergeIter), so a filter must
+	// decide by Order, Key, UserKey, Seq, Kind and Value.
 	//
 	// sweep says the job is a TTL sweep (PickExpired), so that its removals
 	// can be counted apart.

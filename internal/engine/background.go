@@ -438,9 +438,9 @@ func (t *Engine) install() int {
 			n++
 			t.compacted++
 			if c.Sweep() {
-				t.costBytes(BgTTLSweep, c.InputBytes(), 0)
+				t.costBytes(BgTTLSweep, c.InputBytes(), c.OutputBytes())
 			} else {
-				t.costBytes(BgCompaction, c.InputBytes(), 0)
+				t.costBytes(BgCompaction, c.InputBytes(), c.OutputBytes())
 			}
 			if c.Sweep() {
 				t.sw.jobs++
