@@ -675,7 +675,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		s.restoreStats.PersistTime = time.Since(t2)
 	}
 	if err := fsys.Remove(filepath.Join(dir, restoringMarker)); err == nil {
-		err = syncDir(fsys, dir)
+		err = vfs.SyncDir(fsys, dir)
 	}
 	if err != nil {
 		s.Discard()
@@ -797,20 +797,7 @@ func markRestoring(fsys vfs.FS, dir string) error {
 	if err != nil {
 		return err
 	}
-	return syncDir(fsys, dir)
-}
-
-// syncDir makes the entries of directory dir durable.
-func syncDir(fsys vfs.FS, dir string) error {
-	d, err := fsys.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return vfs.SyncDir(fsys, dir)
 }
 
 // removeRestored removes what a failed Restore wrote under dir (dir/lsm and its files, timer

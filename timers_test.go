@@ -489,7 +489,7 @@ func TestTimersCloseOpen(t *testing.T) {
 	files := timerFiles()
 	// Damage: a flipped bit, a truncation, a missing file.
 	path := filepath.Join(dir, files[0])
-	good := must(readFile(e.fs, path))
+	good := must(vfs.ReadFile(e.fs, path))
 	for _, tc := range []struct {
 		name  string
 		b     []byte

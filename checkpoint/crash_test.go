@@ -113,8 +113,8 @@ func newCrashFS(t *testing.T) (*vfs.MemFS, vfs.FS) {
 	f, _ = other.Create("/000002.sst")
 	f.Write([]byte("other fs table"))
 	f.Close()
-	syncDir(mem, "/src")
-	syncDir(mem, "/")
+	vfs.SyncDir(mem, "/src")
+	vfs.SyncDir(mem, "/")
 	return mem, other
 }
 

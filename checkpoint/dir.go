@@ -62,7 +62,7 @@ func NewDirStorage(fsys vfs.FS, dir string) (*DirStorage, error) {
 	// Make dir's own entry (and its parents') durable once, here, so that every put only
 	// syncs the directories below dir.
 	for p := dir; ; {
-		if err := syncDir(fsys, p); err != nil {
+		if err := vfs.SyncDir(fsys, p); err != nil {
 			return nil, err
 		}
 		parent := filepath.Dir(p)
@@ -87,25 +87,13 @@ func (d *DirStorage) path(name string) string {
 	return filepath.Join(d.dir, filepath.FromSlash(name))
 }
 
-func syncDir(fsys vfs.FS, dir string) error {
-	f, err := fsys.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 // syncChain makes the entries of dir and of every directory between it and d.dir durable:
 // the object's own entry, and those of directories a MkdirAll may just have created. Another
 // put may have created them, and its own syncs may not have happened yet, so every put syncs
 // the whole chain (a directory fsync with nothing to write is cheap).
 func (d *DirStorage) syncChain(dir string) error {
 	for p := dir; ; p = filepath.Dir(p) {
-		if err := syncDir(d.fs, p); err != nil {
+		if err := vfs.SyncDir(d.fs, p); err != nil {
 			return err
 		}
 		if p == d.dir || len(p) <= len(d.dir) {
@@ -410,7 +398,7 @@ func (d *DirStorage) Delete(ctx context.Context, name string) error {
 		return fmt.Errorf("checkpoint: delete %s: %w", name, err)
 	}
 	dir := filepath.Dir(p)
-	if err := syncDir(d.fs, dir); err != nil {
+	if err := vfs.SyncDir(d.fs, dir); err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			return nil // the directory is gone, and the object with it
 		}

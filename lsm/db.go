@@ -151,7 +151,7 @@ func (d *DB) open() error {
 	d.nextFile.Store(maxNum + 1)
 
 	cur := filepath.Join(d.dir, currentName)
-	cb, err := readFile(d.fs, cur)
+	cb, err := vfs.ReadFile(d.fs, cur)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		// A new DB. Tables exist only once CURRENT was durable (Open had
@@ -195,7 +195,7 @@ func (d *DB) recover(cur string, cb []byte) error {
 	}
 	num := c.Manifest
 	name := manifestName(d.dir, num)
-	mb, err := readFile(d.fs, name)
+	mb, err := vfs.ReadFile(d.fs, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return base.Corrupt(d.errName(cur), fileHeaderSize, err, "CURRENT names %s, which is missing", filepath.Base(name))
 	}

@@ -103,24 +103,11 @@ func Restore(ctx context.Context, fsys vfs.FS, dir string, maxParallelism int, k
 			num++
 		}
 	}
-	if err := syncDir(fsys, lsmDir); err != nil {
+	if err := vfs.SyncDir(fsys, lsmDir); err != nil {
 		return res, lowerError(err)
 	}
 	if err := lsm.Import(lsm.Options{FS: fsys, Dir: lsmDir, Name: "lsm"}, tables, lastSeq, meta); err != nil {
 		return res, lowerError(err)
 	}
 	return res, nil
-}
-
-// syncDir makes the entries of directory dir durable.
-func syncDir(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
