@@ -15,6 +15,7 @@ import (
 
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/memory"
 	"github.com/strata-db/strata/timer"
@@ -380,7 +381,7 @@ type timerEnv struct {
 
 func newTimerEnv(t *testing.T) *timerEnv {
 	fsys := vfs.NewMem()
-	st, err := checkpoint.NewDirStorage(fsys, "/ck")
+	st, err := checkpointfs.NewDirStorage(fsys, "/ck")
 	if err != nil {
 		t.Fatal(err)
 	}

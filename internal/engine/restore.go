@@ -7,6 +7,7 @@ import (
 
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/lsm"
 )
@@ -85,7 +86,7 @@ func Restore(ctx context.Context, fsys vfs.FS, dir string, maxParallelism int, k
 				continue
 			}
 			path := lsm.TablePath(lsmDir, num)
-			linked, err := checkpoint.GetFile(ctx, s, o, fsys, path)
+			linked, err := checkpointfs.GetFile(ctx, s, o, fsys, path)
 			if err != nil {
 				return res, fmt.Errorf("strata: restore of checkpoint %d: %w", m.ID, err)
 			}
