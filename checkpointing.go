@@ -20,7 +20,7 @@ import (
 // Checkpoints, completion, retention and restore with rescaling — Flink's checkpointing of a
 // keyed state backend (CheckpointedFunction.snapshotState, CheckpointListener, RestoreMode),
 // over the storage protocol of package checkpoint. The mechanism is internal/engine's
-// (checkpoint.go, restore.go): a cut that pins the immutable tiers in O(slices + files), an
+// (internal/engine/checkpoint.go, internal/engine/restore.go): a cut that pins the immutable tiers in O(slices + files), an
 // upload in the background, a manifest committed last with create-if-absent.
 
 // RestoreMode is how a restored Store treats the checkpoint it was restored from, as Flink's
