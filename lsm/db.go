@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/invariants"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/lsm/sstable"
 )
@@ -376,6 +377,11 @@ func (d *DB) logAndApply(e *edit, added []*tableFile) error {
 	nv := b.version()
 	if msg := nv.checkLevels(); msg != "" {
 		panic("strata: invariant: " + msg)
+	}
+	if invariants.Enabled {
+		if msg := nv.checkFilesOnce(); msg != "" {
+			panic("strata: invariant: after a manifest edit: " + msg)
+		}
 	}
 	e.HasNextFile, e.NextFile = true, d.nextFile.Load()
 	e.HasLastSeq, e.LastSeq = true, max(d.lastSeq, e.LastSeq)
