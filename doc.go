@@ -62,7 +62,9 @@
 // each value, list element and map entry carries the processing time of its last write
 // (Options.Clock, milliseconds) and expires TTL after it, exactly as Flink's TTL states decide
 // (ttl.go); reads remove what they find expired, compactions and (optionally) checkpoints and
-// each access clean up the rest.
+// each access clean up the rest. A state stored with a TTL and registered without one after a
+// reopen, restore or rescale (or the reverse) has its stored values migrated by the
+// registration, as Flink 2.x migrates them (ttl_migrate.go).
 //
 // Absent keys read as (zero, false, nil), where Flink returns null. Go values have no null,
 // so ValueState.Put stores whatever the codec encodes (a nil []byte reads back as an empty,

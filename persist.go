@@ -433,28 +433,31 @@ func decodeRegistry(b []byte) (*registry, error) {
 // checkPersisted checks a registration against the recovered registry and returns the id the
 // state's data is stored under (0 when the name is new).
 func (s *Store) checkPersisted(name string, kind stateKind, codecs [2]any) (uint16, error) {
-	return s.checkPersistedTTL(name, kind, codecs, false)
+	id, migrate, err := s.checkPersistedTTL(name, kind, codecs, false)
+	if err == nil && migrate {
+		// Only the keyed state kinds take a TTL (ttl_migrate.go); a registry giving another
+		// kind a TTL flag is refused as before.
+		err = fmt.Errorf("%w: state %q is stored with a TTL, requested without a TTL", ErrIncompatibleState, name)
+	}
+	return id, err
 }
 
-// checkPersistedTTL is checkPersisted of a state with a TTL (ttl) or without: the stored
-// state must have the same TTL flag.
-func (s *Store) checkPersistedTTL(name string, kind stateKind, codecs [2]any, ttl bool) (uint16, error) {
+// checkPersistedTTL is checkPersisted of a state with a TTL (ttl) or without: migrate reports
+// that the stored state has the other TTL flag, so that its values must be migrated to the
+// requested shape before use (ttl_migrate.go; only kinds value to aggregating, which take a
+// TTL, report it; Flink 2.x migrates so too, TtlAwareSerializer).
+func (s *Store) checkPersistedTTL(name string, kind stateKind, codecs [2]any, ttl bool) (id uint16, migrate bool, err error) {
 	p, ok := s.persisted[name]
 	if !ok {
-		return 0, nil
+		return 0, false, nil
 	}
 	if p.kind != kind {
-		return 0, fmt.Errorf("%w: state %q is stored as %v state, requested as %v state",
+		return 0, false, fmt.Errorf("%w: state %q is stored as %v state, requested as %v state",
 			ErrIncompatibleState, name, p.kind, kind)
 	}
 	if c0, c1 := codecID(codecs[0]), codecID(codecs[1]); c0 != p.codecs[0] || c1 != p.codecs[1] {
-		return 0, fmt.Errorf("%w: state %q is stored with codec %s/%s, requested with %s/%s",
+		return 0, false, fmt.Errorf("%w: state %q is stored with codec %s/%s, requested with %s/%s",
 			ErrIncompatibleState, name, p.codecs[0], p.codecs[1], c0, c1)
 	}
-	if p.ttl != ttl {
-		// Its values are stored with (or without) timestamps: as Flink's TtlStateFactory, which
-		// refuses the serializer change, the TTL cannot be switched on or off across a restore.
-		return 0, fmt.Errorf("%w: state %q is stored %s, requested %s", ErrIncompatibleState, name, withTTL(p.ttl), withTTL(ttl))
-	}
-	return p.id, nil
+	return p.id, p.ttl != ttl, nil
 }

@@ -59,9 +59,12 @@ func register[S any](s *Store, name string, kind stateKind, codecs [2]any, mk fu
 }
 
 // registerTTL returns the state registered under name, creating it with mk when the name is
-// new. A name registered with another kind, other codecs, other type parameters or with a TTL
-// where it had none (or the reverse) fails with ErrIncompatibleState; an invalid ttl with
-// ErrInvalidOptions.
+// new. A name registered in this run with another kind, other codecs, other type parameters
+// or with a TTL where it had none (or the reverse) fails with ErrIncompatibleState; an
+// invalid ttl with ErrInvalidOptions. A name stored (Open, Restore) with another kind or
+// other codecs fails with ErrIncompatibleState; one stored with the other TTL flag is
+// migrated to the requested one before it is returned (ttl_migrate.go, as Flink 2.x), and a
+// failed migration discards the Store (the error includes ErrClosed).
 func registerTTL[S any](s *Store, name string, kind stateKind, codecs [2]any, ttl *TTLConfig, mk func(b stateBase) *S) (*S, error) {
 	if s.closed {
 		return nil, ErrClosed
@@ -102,9 +105,13 @@ func registerTTL[S any](s *Store, name string, kind stateKind, codecs [2]any, tt
 		}
 		return st, nil
 	}
-	id, err := s.checkPersistedTTL(name, kind, codecs, ttl.enabled())
+	id, migrate, err := s.checkPersistedTTL(name, kind, codecs, ttl.enabled())
 	if err != nil {
 		return nil, err
+	}
+	if migrate && kind > kindAggregating {
+		return nil, fmt.Errorf("%w: state %q is stored %s, requested %s", ErrIncompatibleState, name,
+			withTTL(!ttl.enabled()), withTTL(ttl.enabled()))
 	}
 	if id == 0 {
 		if s.nextID > maxStates {
@@ -118,6 +125,16 @@ func registerTTL[S any](s *Store, name string, kind stateKind, codecs [2]any, tt
 		ts = newTTLState(ttl, kind)
 	}
 	sb := stateBase{s: s, id: id, name: name, ttl: ts, kg0: s.kgStart, ids: s.aliasIDs(name, id)}
+	if migrate {
+		// Stored with the other TTL flag: rewrite its values before the state is registered
+		// (ttl_migrate.go, invariant 1); a failure discards the Store.
+		if err := s.migrateTTL(&sb, kind, ttl.enabled()); err != nil {
+			return nil, err
+		}
+		p := s.persisted[name]
+		p.ttl = ttl.enabled()
+		s.persisted[name] = p
+	}
 	st := mk(sb)
 	s.states[name] = &registration{name: name, kind: kind, id: id, ids: sb.ids, codecs: codecs, ttl: ts, state: st}
 	if ts != nil {

@@ -52,9 +52,13 @@ import (
 // record the task processes (EveryRecord, Store.RecordProcessed). Keys,
 // KeysAndNamespaces and NumEntries count expired data not yet removed, as Flink's getKeys.
 //
-// Restore: each state's TTL flag is stored with the state (registry, checkpoints): a state
-// stored with a TTL must be registered with one, and one stored without must be registered
-// without (ErrIncompatibleState; Flink's TtlStateFactory refuses that serializer change too).
+// Restore: each state's TTL flag is stored with the state (registry, checkpoints). A state
+// stored with a TTL may be registered without one, and one stored without with one: the
+// registration migrates every stored value (ttl_migrate.go), as Flink 2.x's state migration
+// (TtlAwareSerializer) — turned on, each value, list element and map entry is stamped with the
+// registration's time; turned off, every timestamp is dropped and values that had expired but
+// were not cleaned up yet are visible again. Within one run a name keeps its first
+// registration's TTL flag (ErrIncompatibleState otherwise).
 // TTL, UpdateType, Visibility and Cleanup may change from one run to the next; stored
 // timestamps are kept, so the time a Store was closed or a checkpoint waited counts toward
 // expiry. Re-registering a name in one run keeps the first registration's TTLConfig.

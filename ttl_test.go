@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -45,6 +46,10 @@ import (
 //	checkpoint / restore / reopen          a checkpoint; Restore of the last one into a new
 //	                                       directory; Close and Open; each registers again
 //	register-fails                         the next registration fails with ErrIncompatibleState
+//	changelog                              Close; a new Store with the changelog on (checkpoints
+//	                                       from then on are changelog checkpoints), registered
+//	rescale                                restore as above into a Store owning only the key
+//	                                       group of the current key (scale out)
 type ttlHarness struct {
 	t     *testing.T
 	kind  stateKind
@@ -445,6 +450,26 @@ func (h *ttlHarness) run(script string) {
 			}
 			h.reregister(s, regFails)
 			regFails = false
+		case "changelog":
+			h.s.Close()
+			h.opts.Checkpoint.Changelog = &ChangelogOptions{MaterializationInterval: -1}
+			h.dir = h.newDir()
+			h.s = must(Open(h.dir, h.opts))
+			h.reregister(h.s, false)
+		case "rescale":
+			kg := h.k().KeyGroup()
+			if err = h.s.Discard(); err != nil {
+				break
+			}
+			h.dir = h.newDir()
+			o := h.opts
+			o.KeyGroups = &KeyGroupRange{Start: kg, End: kg}
+			s, rerr := Restore(h.dir, o, h.store, h.ck[len(h.ck)-1])
+			if rerr != nil {
+				h.fail("rescale: %v", rerr)
+			}
+			h.reregister(s, regFails)
+			regFails = false
 		case "reopen":
 			if err = h.s.Close(); err != nil {
 				break
@@ -578,17 +603,6 @@ restore
 get a
 t 500
 get ∅`,
-		"restore-without-ttl-fails": `
-t 0
-put a
-checkpoint
-config update=off  # no TTL: stored with one
-register-fails
-restore
-config
-register-fails
-config update=off
-reopen`,
 		"full-snapshot": `
 config snapshot=true
 first-config
@@ -1416,5 +1430,179 @@ func TestTTLDefaultClock(t *testing.T) {
 				t.Fatalf("goroutines after %s: %d, before Open: %d (the clock's ticker?)", end, n, base)
 			}
 		})
+	}
+}
+
+// ttlMigrateScripts are the TTL migration scenarios (ttl_migrate.go), run for every kind of
+// state with PUT, GET and RAW replaced by ttlMigrateArgs: a state stored without a TTL and
+// registered with one (on) or the reverse (off), after a reopen, a native checkpoint's
+// restore, a changelog checkpoint's restore and a rescale. Each checks Flink's rules: values
+// are equal after the migration; turned on, they expire TTL after the migration; turned off,
+// an expired value not cleaned up is visible again and nothing expires; and the next open or
+// restore sees the new flag (a second migration would stamp again, or strip bytes that are
+// not a timestamp).
+var ttlMigrateScripts = map[string]string{
+	"on/reopen": `
+config update=off
+first-config
+t 0
+put PUT
+t 1000
+config
+reopen          # migrated: stamped 1000
+get GET
+t 1050
+reopen          # stored with a TTL now: not stamped again
+t 1099
+get GET
+t 1100
+get ∅`,
+	"off/reopen": `
+config compact=false
+first-config
+t 0
+put PUT
+t 200           # expired, not cleaned up
+raw RAW
+config update=off
+reopen          # timestamps dropped: visible again, as Flink's
+get GET
+t 100000
+reopen          # stored without a TTL now: nothing stripped again
+get GET
+config
+reopen          # on again: stamped 100000
+t 100099
+get GET
+t 100100
+get ∅`,
+	"on/restore": `
+config update=off
+first-config
+t 0
+put PUT
+checkpoint
+t 1000
+config
+restore
+get GET
+checkpoint
+t 1050
+restore
+t 1099
+get GET
+t 1100
+get ∅`,
+	"off/restore": `
+config compact=false
+first-config
+t 0
+put PUT
+checkpoint
+t 200
+config update=off
+restore
+get GET
+checkpoint
+t 100000
+restore
+get GET`,
+	"on/changelog": `
+config update=off
+changelog
+t 0
+put PUT
+checkpoint      # the first is native
+key k2
+put PUT
+checkpoint      # k2 in the changelog
+t 1000
+config
+restore
+key k
+get GET
+checkpoint      # the migration's writes in the changelog
+t 1050
+restore
+t 1099
+get GET
+key k2
+get GET
+t 1100
+get ∅
+key k
+get ∅`,
+	"off/changelog": `
+config compact=false
+changelog
+t 0
+put PUT
+checkpoint
+key k2
+put PUT
+checkpoint
+t 200
+config update=off
+restore
+get GET
+checkpoint
+t 100000
+restore
+get GET
+key k
+get GET`,
+	"on/rescale": `
+config update=off
+first-config
+t 0
+put PUT
+checkpoint
+t 1000
+config
+rescale
+get GET
+checkpoint
+t 1050
+restore
+t 1099
+get GET
+t 1100
+get ∅`,
+	"off/rescale": `
+config compact=false
+first-config
+t 0
+put PUT
+checkpoint
+t 200
+config update=off
+rescale
+get GET
+checkpoint
+t 100000
+restore
+get GET`,
+}
+
+// ttlMigrateArgs are the PUT, GET and RAW of ttlMigrateScripts by kind.
+var ttlMigrateArgs = map[stateKind][3]string{
+	kindValue:       {"a", "a", "1"},
+	kindList:        {"a b", "a b", "2"},
+	kindMap:         {"u=a v=b", "u=a v=b", "2"},
+	kindReducing:    {"1 2", "3", "1"},
+	kindAggregating: {"1 2", "3/2", "1"},
+}
+
+// TestTTLMigrate runs ttlMigrateScripts for every kind of state.
+func TestTTLMigrate(t *testing.T) {
+	for _, kind := range []stateKind{kindValue, kindList, kindMap, kindReducing, kindAggregating} {
+		names := slices.Sorted(maps.Keys(ttlMigrateScripts))
+		a := ttlMigrateArgs[kind]
+		for _, name := range names {
+			t.Run(kind.String()+"/"+name, func(t *testing.T) {
+				script := strings.NewReplacer("PUT", a[0], "GET", a[1], "RAW", a[2]).Replace(ttlMigrateScripts[name])
+				newTTLHarness(t, kind).run(script)
+			})
+		}
 	}
 }

@@ -62,6 +62,7 @@
 //	go run ./cmd/flightdemo -kill-after 1700000 # SIGKILL past 1.7M events, restore, finish, check
 //	go run ./cmd/flightdemo -rescale 2        # 1 -> 2 -> 1 Stores through checkpoints
 //	go run ./cmd/flightdemo -changelog=false  # native incremental checkpoints, no changelog
+//	go run ./cmd/flightdemo -series s.txt     # also write events over time, checkpoints, materializations (series.go)
 //	go run ./cmd/flightdemo -kill-after 1700000 -checkpoints 's3://ckpt/demo?endpoint=http://127.0.0.1:7070'
 //
 // It exits non-zero when the state disagrees with the plain Go map computation.
@@ -126,6 +127,7 @@ type config struct {
 	airports    string        // airports CSV path, "" = testdata/airports.csv
 	outOfOrder  time.Duration // the watermark's out-of-orderness bound
 	clock       *eventClock   // the Stores' Options.Clock (eventtime.go)
+	series      string        // -series file, "" = none
 }
 
 func parseFlags(args []string) (config, error) {
@@ -146,6 +148,7 @@ func parseFlags(args []string) (config, error) {
 	fs.Float64Var(&c.spaceAmp, "space-amplification", 0, "with -changelog, start a materialization early once the log exceeds (`cap` − 1) × the materialized size (0 = off; otherwise at least 1)")
 	fs.StringVar(&c.airports, "airports", "", "airports CSV, the job's broadcast state (default: bench/testdata/airports.csv of the repository)")
 	fs.DurationVar(&c.outOfOrder, "out-of-order", defaultOutOfOrder, "the watermark's out-of-orderness `bound`: the watermark is the largest event time seen minus it")
+	fs.StringVar(&c.series, "series", "", "write the replay's progress over time (events, checkpoints, materializations) to `file` (series.go; cmd/results charts it; ignored with -kill-after)")
 	fs.IntVar(&c.rescale, "rescale", 0, "at half the events, checkpoint and restore into `p` Stores splitting the key groups; at three quarters, back into one")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -239,10 +242,30 @@ func run(args []string, out io.Writer) (err error) {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	var sr *series
+	if c.series != "" && c.killAfter == 0 {
+		if sr, err = newSeries(c.series); err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := sr.close(); err == nil {
+				err = cerr
+			}
+		}()
+		ck.onDone = func(r ckRecord) { sr.record(r.Events, "checkpoint") }
+	}
 	play := func(from, to int) error {
 		t0 := time.Now()
 		last := t0
 		err := j.replay(from, to, func(done int) {
+			if sr != nil {
+				sr.progress(done, func() (mats int64) {
+					for _, p := range j.parts {
+						mats += p.store.ChangelogStats().Materializations
+					}
+					return mats
+				})
+			}
 			if now := time.Now(); now.Sub(last) >= time.Second {
 				last = now
 				fmt.Fprintf(out, "  %10d / %d events  %6.1f%%  %.2f M events/s\n", done, events,

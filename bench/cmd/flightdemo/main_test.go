@@ -353,8 +353,9 @@ func TestCheckpointsDefault(t *testing.T) {
 	for _, m := range changelogModes {
 		t.Run(m.name, func(t *testing.T) {
 			args := append([]string{"-json", jsonPath}, m.args...)
+			seriesPath := filepath.Join(t.TempDir(), "series.txt")
 			if m.name == "changelog=on" {
-				args = append(args, "-materialize-every", "20ms")
+				args = append(args, "-materialize-every", "20ms", "-series", seriesPath)
 			}
 			out := runOut(t, args...)
 			if n := count(t, out, `checkpoints: (\d+) taken every`); n < 10 {
@@ -376,6 +377,24 @@ func TestCheckpointsDefault(t *testing.T) {
 			}
 			if !strings.Contains(out, "log since the last materialization at a checkpoint") {
 				t.Errorf("output lacks the log's size:\n%s", out)
+			}
+			// -series: the progress samples, every checkpoint and the materializations.
+			b, err := os.ReadFile(seriesPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kinds := map[string]int{}
+			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n")[1:] {
+				var sec float64
+				var events int
+				var kind string
+				if _, err := fmt.Sscanf(l, "%g %d %s", &sec, &events, &kind); err != nil {
+					t.Fatalf("series line %q: %v", l, err)
+				}
+				kinds[kind]++
+			}
+			if ck := count(t, out, `checkpoints: (\d+) taken every`); kinds["progress"] < 2 || kinds["checkpoint"] != ck || kinds["materialization"] < 1 {
+				t.Errorf("series records %v, want progress, %d checkpoints and materializations:\n%s", kinds, ck, b)
 			}
 		})
 	}

@@ -7,6 +7,8 @@
 //	cd bench && go run ./cmd/results                     # default suite, ~35 minutes on 2 cores
 //	cd bench && go run ./cmd/results -count 10 -big      # more repeats, plus the 10M-key rows
 //	cd bench && go run ./cmd/results -cpu 1,2            # every row also at GOMAXPROCS=2 (twice the time)
+//	cd bench && go run ./cmd/results -only nexmark       # rerun and rewrite only the Nexmark section (~3 minutes)
+//	cd bench && go run ./cmd/results -only nexmark,flight # … and the flight job's section (its chart)
 //
 // The suite runs with -test.cpu 1 (and GOMAXPROCS=1 in its environment): GOMAXPROCS=1 for the
 // whole benchmark process, so that Strata's background workers and the peers' compactions
@@ -66,7 +68,82 @@ func main() {
 	merge := flag.Bool("merge", false, "run only -bench and replace those benchmarks' rows in -raw, keeping the others")
 	profTime := flag.String("proftime", "3s", "-benchtime of each profiled workload (0 skips profiles)")
 	suiteArgs := flag.String("suiteargs", "", "more flags for the suite binary, space-separated (e.g. \"-restorerounds 1 -clrounds 30\")")
+	nxQueries := flag.String("nexmark", "all", "Nexmark queries of the Nexmark section (cmd/nexmark -query; empty: no section)")
+	nxEvents := flag.Int64("nexmark-events", 1_000_000, "events per Nexmark query")
+	nxPastEvents := flag.Int64("nexmark-past-events", 3_000_000, "events of the q20 runs past the budget and in memory")
+	nxPastBudget := flag.Int64("nexmark-past-budget", 48<<20, "Strata budget in bytes of the q20 run past the budget")
+	flight := flag.Bool("flight", true, "run the flight demo with -series for the flight job's section and chart (about a minute)")
+	only := flag.String("only", "", "comma-separated sections (nexmark, flight) to run alone and replace in -out, keeping the rest of it")
 	flag.Parse()
+
+	nxRaw := filepath.Join(filepath.Dir(*rawPath), "nexmark.txt")
+	nxChart := filepath.Join(filepath.Dir(*rawPath), "nexmark.svg")
+	nxChartRel := relTo(*out, nxChart)
+	nxPlan := nexmarkPlan(*nxQueries, *nxEvents, *nxPastEvents, *nxPastBudget)
+	nexmarkSection := func(md *bytes.Buffer, reuse bool) {
+		if *nxQueries == "" {
+			return
+		}
+		var raw []byte
+		if reuse {
+			var err error
+			if raw, err = os.ReadFile(nxRaw); err != nil {
+				logf("no Nexmark section: %v", err)
+				return
+			}
+		} else {
+			raw = runNexmark(nxPlan)
+			must(os.MkdirAll(filepath.Dir(nxRaw), 0o755))
+			must(os.WriteFile(nxRaw, raw, 0o644))
+		}
+		runs, err := parseNexmark(string(raw))
+		must(err)
+		must(writeNexmark(md, runs, nxRaw, nxChart, nxChartRel))
+	}
+	flOut := filepath.Join(filepath.Dir(*rawPath), "flight.txt")
+	flSeries := filepath.Join(filepath.Dir(*rawPath), "flight-series.txt")
+	flChart := filepath.Join(filepath.Dir(*rawPath), "flight.svg")
+	flChartRel := relTo(*out, flChart)
+	flightSection := func(md *bytes.Buffer, reuse bool) {
+		var out []byte
+		if reuse {
+			var err error
+			if out, err = os.ReadFile(flOut); err != nil {
+				logf("no flight section: %v", err)
+				return
+			}
+		} else {
+			must(os.MkdirAll(filepath.Dir(flOut), 0o755))
+			out = runFlight(flSeries)
+			must(os.WriteFile(flOut, out, 0o644))
+		}
+		series, err := os.ReadFile(flSeries)
+		must(err)
+		must(writeFlight(md, out, series, flOut, flSeries, flChart, flChartRel))
+	}
+	if *only != "" {
+		old, err := os.ReadFile(*out)
+		must(err)
+		for _, name := range strings.Split(*only, ",") {
+			var sec bytes.Buffer
+			var head string
+			before := []string{"## Rows not run\n", "## benchstat\n"}
+			switch name {
+			case "nexmark":
+				nexmarkSection(&sec, *reuse)
+				head, before = "## Nexmark\n", append([]string{"## Flight job\n"}, before...)
+			case "flight":
+				flightSection(&sec, *reuse)
+				head = "## Flight job\n"
+			default:
+				fatalf("-only %q: the sections are nexmark and flight", name)
+			}
+			old = replaceSection(old, head, onlyHead(sec.Bytes()), before...)
+		}
+		must(os.WriteFile(*out, old, 0o644))
+		logf("rewrote the %s sections of %s", *only, *out)
+		return
+	}
 
 	var md bytes.Buffer
 	started := time.Now()
@@ -159,6 +236,10 @@ func main() {
 	writeTTLTimers(&md, d)
 	writeBatched(&md, d)
 	writeMemory(&md, d)
+	nexmarkSection(&md, *reuse)
+	if *flight {
+		flightSection(&md, *reuse)
+	}
 	writeSkips(&md, d)
 	writeBenchstat(&md, *rawPath)
 	if *profTime != "0" {
@@ -913,4 +994,28 @@ func must(err error) {
 	if err != nil {
 		fatalf("%v", err)
 	}
+}
+
+// onlyHead returns the section sec with a line after its heading saying that it was written
+// by this -only run, not by the run the rest of the report comes from.
+func onlyHead(sec []byte) []byte {
+	head := fmt.Sprintf("Section written by `cd bench && go run ./cmd/results %s` on %s (%s, %d CPUs); the rest of "+
+		"this report is from the run named at its top.\n\n", strings.Join(os.Args[1:], " "),
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.Version(), runtime.NumCPU())
+	i := bytes.Index(sec, []byte("\n\n"))
+	if i < 0 {
+		return sec
+	}
+	return append(append(append([]byte{}, sec[:i+2]...), head...), sec[i+2:]...)
+}
+
+// relTo returns path relative to the directory of the report at out (as the report embeds it).
+func relTo(out, path string) string {
+	o, err := filepath.Abs(filepath.Dir(out))
+	must(err)
+	p, err := filepath.Abs(path)
+	must(err)
+	r, err := filepath.Rel(o, p)
+	must(err)
+	return filepath.ToSlash(r)
 }
