@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -77,7 +78,7 @@ func TestCheckpointGCStoreClock(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			st := must(checkpoint.NewDirStorage(vfs.Default(), t.TempDir()))
+			st := must(checkpointfs.NewDirStorage(vfs.Default(), t.TempDir()))
 			var now atomic.Int64 // starts at 0, decades behind the storage's dates
 			s := openTest(t, Options{MaxParallelism: 8, MemoryBudget: 64 << 20, SegmentSize: 4 << 20, Clock: now.Load,
 				Checkpoint: CheckpointOptions{Storage: st, Owner: "o", Grace: 10 * time.Minute}})
@@ -132,7 +133,7 @@ func TestStoreMaterialize(t *testing.T) {
 		t.Fatalf("Materialize without the changelog: %v, want ErrChangelogOff", err)
 	}
 
-	st := &refusingStorage{Storage: must(checkpoint.NewDirStorage(vfs.Default(), t.TempDir()))}
+	st := &refusingStorage{Storage: must(checkpointfs.NewDirStorage(vfs.Default(), t.TempDir()))}
 	s := openTest(t, Options{MaxParallelism: 8, MemoryBudget: 64 << 20, SegmentSize: 4 << 20,
 		Checkpoint: CheckpointOptions{Storage: st, Owner: "o", Grace: checkpoint.NoGrace,
 			Changelog: &ChangelogOptions{MaterializationInterval: -1, MaxMaterializationFailures: 100}}})

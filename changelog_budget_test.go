@@ -29,7 +29,7 @@ func TestChangelogFullBudget(t *testing.T) {
 
 func testChangelogFullBudget(t *testing.T, interval time.Duration) {
 	dir := t.TempDir()
-	st, err := checkpoint.NewLocalStorage(filepath.Join(dir, "ck"))
+	st, err := checkpoint.NewDirStorage(filepath.Join(dir, "ck"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
 )
@@ -44,7 +45,7 @@ type clCrashOutcome struct {
 func clCrashWorkload(t *testing.T, fault *vfs.FaultFS, arm func()) (out clCrashOutcome) {
 	ctx := context.Background()
 	out.models = map[uint64]*model{}
-	st, err := checkpoint.NewDirStorage(fault, "/ck")
+	st, err := checkpointfs.NewDirStorage(fault, "/ck")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestChangelogCrash(t *testing.T) {
 			t.Fatalf("crash at write %d of %d (stopped at %q: %v): %s", n, w, out.stage, out.err, fmt.Sprintf(format, args...))
 		}
 		clone := vfs.NewFaultFS(mem.CrashClone())
-		st, err := checkpoint.NewDirStorage(clone, "/ck")
+		st, err := checkpointfs.NewDirStorage(clone, "/ck")
 		if err != nil {
 			fail("storage after the crash: %v", err)
 		}
@@ -342,7 +343,7 @@ func TestChangelogRestoreDurable(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
 	fault := vfs.NewFaultFS(mem)
-	st, err := checkpoint.NewDirStorage(fault, "/ck")
+	st, err := checkpointfs.NewDirStorage(fault, "/ck")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // taken in the background, periodically) with the log after it; a restore loads the
 // materialization and replays the log for its key groups. Checkpoints become about as long as
 // the tail's upload, whatever the state's size. The mechanism is internal/engine's
-// (changelog.go) over package changelog.
+// (internal/engine/changelog.go) over package changelog.
 
 // ChangelogWriter is the changelog buffer of a process (Flink's per-TaskManager batching
 // writer): Stores given the same one through ChangelogOptions.Writer persist their records

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -39,7 +40,7 @@ func ckCrashWorkloadDef() *modelWorkload {
 // so its writes are the same in every run.
 func ckCrashWorkload(t *testing.T, fault *vfs.FaultFS, arm func()) (out ckCrashOutcome) {
 	ctx := context.Background()
-	st, err := checkpoint.NewDirStorage(fault, "/ck")
+	st, err := checkpointfs.NewDirStorage(fault, "/ck")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestCheckpointCrash(t *testing.T) {
 			t.Fatalf("crash at write %d of %d (stopped at %q: %v): %s", n, w, out.stage, out.err, fmt.Sprintf(format, args...))
 		}
 		clone := vfs.NewFaultFS(mem.CrashClone())
-		st, err := checkpoint.NewDirStorage(clone, "/ck")
+		st, err := checkpointfs.NewDirStorage(clone, "/ck")
 		if err != nil {
 			fail("storage after the crash: %v", err)
 		}

@@ -18,7 +18,7 @@ func TestCheckpointWaitKeepsHeldValues(t *testing.T) {
 	for _, cl := range []bool{false, true} {
 		t.Run(fmt.Sprintf("changelog=%v", cl), func(t *testing.T) {
 			ctx := context.Background()
-			st, err := checkpoint.NewLocalStorage(t.TempDir())
+			st, err := checkpoint.NewDirStorage(t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
 )
@@ -33,7 +34,7 @@ type ckEnv struct {
 
 func newCkEnv(t *testing.T, fsys vfs.FS, root string, maxP int) *ckEnv {
 	t.Helper()
-	st, err := checkpoint.NewDirStorage(fsys, filepath.Join(root, "checkpoints"))
+	st, err := checkpointfs.NewDirStorage(fsys, filepath.Join(root, "checkpoints"))
 	if err != nil {
 		t.Fatal(err)
 	}

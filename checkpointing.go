@@ -21,7 +21,7 @@ import (
 // Checkpoints, completion, retention and restore with rescaling — Flink's checkpointing of a
 // keyed state backend (CheckpointedFunction.snapshotState, CheckpointListener, RestoreMode),
 // over the storage protocol of package checkpoint. The mechanism is internal/engine's
-// (checkpoint.go, restore.go): a cut that pins the immutable tiers in O(slices + files), an
+// (internal/engine/checkpoint.go, internal/engine/restore.go): a cut that pins the immutable tiers in O(slices + files), an
 // upload in the background, a manifest committed last with create-if-absent.
 
 // RestoreMode is how a restored Store treats the checkpoint it was restored from, as Flink's
@@ -681,7 +681,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		s.restoreStats.PersistTime = time.Since(t2)
 	}
 	if err := fsys.Remove(filepath.Join(dir, restoringMarker)); err == nil {
-		err = syncDir(fsys, dir)
+		err = vfs.SyncDir(fsys, dir)
 	}
 	if err != nil {
 		s.Discard()
@@ -803,20 +803,7 @@ func markRestoring(fsys vfs.FS, dir string) error {
 	if err != nil {
 		return err
 	}
-	return syncDir(fsys, dir)
-}
-
-// syncDir makes the entries of directory dir durable.
-func syncDir(fsys vfs.FS, dir string) error {
-	d, err := fsys.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return vfs.SyncDir(fsys, dir)
 }
 
 // removeRestored removes what a failed Restore wrote under dir (dir/lsm and its files, timer

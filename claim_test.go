@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestClaimScaleOut(t *testing.T) {
 	ctx := context.Background()
 	fsys := vfs.NewMem()
-	st := must(checkpoint.NewDirStorage(fsys, "/ck"))
+	st := must(checkpointfs.NewDirStorage(fsys, "/ck"))
 	opts := func(kg KeyGroupRange, owner string) Options {
 		o := Options{MaxParallelism: 128, MemoryBudget: 64 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 1, KeyGroups: &kg,
 			Checkpoint: CheckpointOptions{Storage: st, Owner: owner, Grace: checkpoint.NoGrace, RestoreMode: Claim}}

@@ -72,7 +72,7 @@
 //
 // # Layout
 //
-// A Store keeps its states in three tiers (table.go draws the paths): writes go to a
+// A Store keeps its states in three tiers (internal/engine/doc.go draws the paths): writes go to a
 // FreshTable (package fresh) in segments of Options.SegmentSize bytes taken from a memory.Pool
 // under a hard memory.Budget; sealed segments are transformed in the background into the
 // sorted slices of a SliceTable (package slice); with a directory, the coldest slices — or,
@@ -123,13 +123,14 @@
 // checkpoints of one or more Stores for any key-group range (rescaling). A Store in memory
 // only (dir "") drops its state on Close unless checkpointed.
 //
-// # Not yet
+// # TTL cleanup
 //
-// TTL: expired data of keys that are never read again is removed only when a compaction
-// rewrites it (or a checkpoint with TTLCleanup.FullSnapshot leaves it out, or incremental
-// cleanup reaches it); a background sweep that bounds how long it stays (DESIGN §3, §5) is
-// not built yet, and neither is Flink's per-record incremental cleanup
-// (runCleanupForEveryRecord: a Store has no per-record hook).
+// Expired data of keys that are never read again is removed by compactions (TTLCleanup.
+// NoCompaction turns that off), by the background sweep that bounds how long it stays
+// (TTLCleanup.ReclaimWithin; internal/engine/doc.go, "TTL sweep"), by a checkpoint with
+// TTLCleanup.FullSnapshot, and by incremental cleanup on accesses (IncrementalSize) or for
+// every record the task marks with Store.RecordProcessed (EveryRecord, Flink's
+// runCleanupForEveryRecord).
 //
 // # Example
 //

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
 )
@@ -54,7 +55,7 @@ func (r *modelRun) ckInit() error {
 		return nil
 	}
 	fsys := r.opts.fs
-	st, err := checkpoint.NewDirStorage(fsys, filepath.Join(filepath.Dir(r.dir), "checkpoints"))
+	st, err := checkpointfs.NewDirStorage(fsys, filepath.Join(filepath.Dir(r.dir), "checkpoints"))
 	if err != nil {
 		return err
 	}

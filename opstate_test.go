@@ -15,6 +15,7 @@ import (
 
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/memory"
 )
@@ -31,7 +32,7 @@ type opEnv struct {
 
 func newOpEnv(t *testing.T) *opEnv {
 	fsys := vfs.NewMem()
-	st, err := checkpoint.NewDirStorage(fsys, "/ck")
+	st, err := checkpointfs.NewDirStorage(fsys, "/ck")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -162,7 +163,7 @@ func idsWrite(t *testing.T, s *Store, x *idsStates, n int) {
 func TestRestoreStatesByName(t *testing.T) {
 	ctx := context.Background()
 	fsys := vfs.NewMem()
-	st := must(checkpoint.NewDirStorage(fsys, "/ck"))
+	st := must(checkpointfs.NewDirStorage(fsys, "/ck"))
 	e := &idsEnv{t: t, fs: fsys, st: st, now: new(atomic.Int64)}
 	e.now.Store(1_000_000)
 	const n = 400

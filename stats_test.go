@@ -16,7 +16,7 @@ import (
 // its API time; Written.Changed is exactly the logical bytes of the changes applied.
 func TestStatsCost(t *testing.T) {
 	dir := t.TempDir()
-	st, err := checkpoint.NewLocalStorage(filepath.Join(dir, "ck"))
+	st, err := checkpoint.NewDirStorage(filepath.Join(dir, "ck"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -492,7 +492,7 @@ func (s *Store) writeTimerFile() (ref timerFileRef, err error) {
 		err = cerr
 	}
 	if err == nil {
-		err = syncDir(fsys, s.dir)
+		err = vfs.SyncDir(fsys, s.dir)
 	}
 	if err != nil {
 		return timerFileRef{}, noSpace(fmt.Errorf("writing the timer file %s: %w", name, err))
@@ -508,7 +508,7 @@ func (s *Store) loadTimerFile(ref timerFileRef) error {
 	if ref.name == "" {
 		return nil
 	}
-	b, err := readFile(s.opts.fs, filepath.Join(s.dir, ref.name))
+	b, err := vfs.ReadFile(s.opts.fs, filepath.Join(s.dir, ref.name))
 	if err != nil {
 		return base.Corrupt(ref.name, -1, err, "the timer file the persist point names")
 	}
@@ -590,21 +590,3 @@ func (w *crcWriter) Write(p []byte) (int, error) {
 }
 
 func crc32c(b []byte) uint32 { return crc32.Checksum(b, base.CRC32C) }
-
-// readFile reads the whole file at path of fsys.
-func readFile(fsys vfs.FS, path string) ([]byte, error) {
-	f, err := fsys.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, fi.Size())
-	if _, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && len(b) == 0) {
-		return nil, err
-	}
-	return b, nil
-}

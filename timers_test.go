@@ -15,6 +15,7 @@ import (
 
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/memory"
 	"github.com/strata-db/strata/timer"
@@ -380,7 +381,7 @@ type timerEnv struct {
 
 func newTimerEnv(t *testing.T) *timerEnv {
 	fsys := vfs.NewMem()
-	st, err := checkpoint.NewDirStorage(fsys, "/ck")
+	st, err := checkpointfs.NewDirStorage(fsys, "/ck")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +490,7 @@ func TestTimersCloseOpen(t *testing.T) {
 	files := timerFiles()
 	// Damage: a flipped bit, a truncation, a missing file.
 	path := filepath.Join(dir, files[0])
-	good := must(readFile(e.fs, path))
+	good := must(vfs.ReadFile(e.fs, path))
 	for _, tc := range []struct {
 		name  string
 		b     []byte

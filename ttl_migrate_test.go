@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
 )
@@ -216,7 +216,7 @@ func TestTTLMigrateAliases(t *testing.T) {
 		t.Run(fmt.Sprintf("on=%v", on), func(t *testing.T) {
 			ctx := context.Background()
 			fsys := vfs.NewMem()
-			e := &idsEnv{t: t, fs: fsys, st: must(checkpoint.NewDirStorage(fsys, "/ck")), now: new(atomic.Int64)}
+			e := &idsEnv{t: t, fs: fsys, st: must(checkpointfs.NewDirStorage(fsys, "/ck")), now: new(atomic.Int64)}
 			const n = 400
 			a, b := KeyGroupRange{Start: 0, End: 63}, KeyGroupRange{Start: 64, End: 127}
 			var hs []CheckpointHandle

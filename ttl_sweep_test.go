@@ -309,7 +309,7 @@ func TestTTLSweepCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	var now atomic.Int64
 	dir := t.TempDir()
-	stor := must(checkpoint.NewLocalStorage(filepath.Join(dir, "ck")))
+	stor := must(checkpoint.NewDirStorage(filepath.Join(dir, "ck")))
 	opts := Options{MaxParallelism: 16, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 1, Clock: now.Load,
 		Checkpoint: CheckpointOptions{Storage: stor, Grace: checkpoint.NoGrace}}
 	s := must(Open(filepath.Join(dir, "a"), opts))

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -74,7 +75,7 @@ type ttlHarness struct {
 
 func newTTLHarness(t *testing.T, kind stateKind) *ttlHarness {
 	h := &ttlHarness{t: t, kind: kind, fs: vfs.NewMem(), key: "k", cfg: &TTLConfig{TTL: 100 * time.Millisecond}}
-	st, err := checkpoint.NewDirStorage(h.fs, "/checkpoints")
+	st, err := checkpointfs.NewDirStorage(h.fs, "/checkpoints")
 	if err != nil {
 		t.Fatal(err)
 	}

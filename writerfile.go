@@ -115,7 +115,7 @@ func writeWriterFile(fsys vfs.FS, dir string, w writerRecord) error {
 		err = cerr
 	}
 	if err == nil {
-		err = syncDir(fsys, dir)
+		err = vfs.SyncDir(fsys, dir)
 	}
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -16,7 +17,7 @@ import (
 // persist that returned nil.
 func crashWorkload(fsys vfs.FS) (models map[string][]modelRec, acked map[string][]checkpoint.Object, err error) {
 	models, acked = map[string][]modelRec{}, map[string][]checkpoint.Object{}
-	d, err := checkpoint.NewDirStorage(fsys, "/ck")
+	d, err := checkpointfs.NewDirStorage(fsys, "/ck")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -75,7 +76,7 @@ func TestCrashPersist(t *testing.T) {
 			t.Fatalf("crash at %d: not reached", n)
 		}
 		clone := mem.CrashClone()
-		d, err := checkpoint.NewDirStorage(clone, "/ck")
+		d, err := checkpointfs.NewDirStorage(clone, "/ck")
 		if err != nil {
 			t.Fatalf("crash at %d: reopen: %v", n, err)
 		}

@@ -3,8 +3,8 @@
 // records of all Stores of a process are persisted together, in batches, as one object per
 // persist; a checkpoint references only its Store's segments of those objects; a restore
 // replays them after loading the materialized snapshot. It imports only internal/base,
-// checkpoint, memory and the standard library, and starts no goroutine: the engine's
-// scheduler asks Writer.PersistDue and calls Writer.Persist.
+// checkpoint, memory, internal/vfs (the restore cache's files) and the standard library, and
+// starts no goroutine: the engine's scheduler asks Writer.PersistDue and calls Writer.Persist.
 //
 // # Terms
 //

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/memory"
 )
@@ -31,7 +32,7 @@ func fromRecord(r *Record) modelRec {
 
 func newStorage(t *testing.T) checkpoint.Storage {
 	t.Helper()
-	s, err := checkpoint.NewDirStorage(vfs.NewMem(), "/ck")
+	s, err := checkpointfs.NewDirStorage(vfs.NewMem(), "/ck")
 	if err != nil {
 		t.Fatal(err)
 	}

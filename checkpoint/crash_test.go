@@ -27,7 +27,7 @@ const crashManifestName = "job/chk-00000000000000000042/MANIFEST"
 func storageWorkload(fsys vfs.FS, other vfs.FS) storageResult {
 	ctx := context.Background()
 	res := storageResult{want: map[string][]byte{}, acked: map[string]bool{}, deleted: map[string]bool{}}
-	d, err := NewDirStorage(fsys, "/ckpt")
+	d, err := newDirStorage(fsys, "/ckpt")
 	if err != nil {
 		res.err = err
 		return res
@@ -51,8 +51,8 @@ func storageWorkload(fsys vfs.FS, other vfs.FS) storageResult {
 	}
 	steps[0].do = func() error { return d.Put(ctx, steps[0].name, steps[0].data) }
 	steps[1].do = func() error { return d.PutReader(ctx, steps[1].name, bytes.NewReader(big), int64(len(big))) }
-	steps[2].do = func() error { return d.PutFile(ctx, steps[2].name, fsys, "/src/000001.sst") }
-	steps[3].do = func() error { return d.PutFile(ctx, steps[3].name, other, "/000002.sst") }
+	steps[2].do = func() error { return d.putFile(ctx, steps[2].name, fsys, "/src/000001.sst") }
+	steps[3].do = func() error { return d.putFile(ctx, steps[3].name, other, "/000002.sst") }
 	steps[4].do = func() error { return d.Create(ctx, steps[4].name, steps[4].data) }
 	steps[5].do = func() error {
 		if err := d.Create(ctx, crashManifestName, []byte("zombie")); !errors.Is(err, ErrExists) {
@@ -113,8 +113,8 @@ func newCrashFS(t *testing.T) (*vfs.MemFS, vfs.FS) {
 	f, _ = other.Create("/000002.sst")
 	f.Write([]byte("other fs table"))
 	f.Close()
-	syncDir(mem, "/src")
-	syncDir(mem, "/")
+	vfs.SyncDir(mem, "/src")
+	vfs.SyncDir(mem, "/")
 	return mem, other
 }
 
@@ -143,7 +143,7 @@ func TestCrashStorage(t *testing.T) {
 			t.Fatalf("crash at %d: workload stopped by %v, not the crash", n, res.err)
 		}
 		clone := mem.CrashClone()
-		d, err := NewDirStorage(clone, "/ckpt")
+		d, err := newDirStorage(clone, "/ckpt")
 		if err != nil {
 			t.Fatalf("crash at %d: reopen: %v", n, err)
 		}
@@ -185,7 +185,7 @@ func TestCrashStorage(t *testing.T) {
 func gcSetup(t *testing.T) *vfs.MemFS {
 	t.Helper()
 	mem := vfs.NewMem()
-	d, err := NewDirStorage(mem, "/ckpt")
+	d, err := newDirStorage(mem, "/ckpt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestCrashGC(t *testing.T) {
 	base := gcSetup(t)
 	opts := GCOptions{Owner: "job", LastCompleted: 5, Aborted: []uint64{6}, Grace: NoGrace}
 	ffs := vfs.NewFaultFS(base.CrashClone())
-	d, err := NewDirStorage(ffs, "/ckpt")
+	d, err := newDirStorage(ffs, "/ckpt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestCrashGC(t *testing.T) {
 	}
 	for n := int64(1); n <= total+1; n++ {
 		mem := base.CrashClone()
-		d, err := NewDirStorage(mem, "/ckpt")
+		d, err := newDirStorage(mem, "/ckpt")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +240,7 @@ func TestCrashGC(t *testing.T) {
 		if err != nil && !errors.Is(err, vfs.ErrCrashed) {
 			t.Fatalf("crash at %d: GC stopped by %v, not the crash", n, err)
 		}
-		d2, err := NewDirStorage(mem.CrashClone(), "/ckpt")
+		d2, err := newDirStorage(mem.CrashClone(), "/ckpt")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -51,9 +51,9 @@ type DirStorage struct {
 	writing map[string]struct{} // paths of the temporaries being written by this DirStorage
 }
 
-// NewDirStorage returns a DirStorage keeping its objects under dir on fsys, creating dir (and
+// newDirStorage returns a DirStorage keeping its objects under dir on fsys, creating dir (and
 // making its entry durable) if needed. Errors: those of fsys (syscall.ENOTDIR if dir is a file).
-func NewDirStorage(fsys vfs.FS, dir string) (*DirStorage, error) {
+func newDirStorage(fsys vfs.FS, dir string) (*DirStorage, error) {
 	dir = filepath.Clean(dir)
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -62,7 +62,7 @@ func NewDirStorage(fsys vfs.FS, dir string) (*DirStorage, error) {
 	// Make dir's own entry (and its parents') durable once, here, so that every put only
 	// syncs the directories below dir.
 	for p := dir; ; {
-		if err := syncDir(fsys, p); err != nil {
+		if err := vfs.SyncDir(fsys, p); err != nil {
 			return nil, err
 		}
 		parent := filepath.Dir(p)
@@ -74,11 +74,15 @@ func NewDirStorage(fsys vfs.FS, dir string) (*DirStorage, error) {
 	return d, nil
 }
 
-// NewLocalStorage is NewDirStorage on the operating system's file system (vfs.Default()), for
-// callers outside this module, which cannot name package vfs (the benchmarks, a job's main).
-// A Store opened without a test file system shares that file system, so its table files reach
-// this storage as hard links when both directories are on one device.
-func NewLocalStorage(dir string) (*DirStorage, error) { return NewDirStorage(vfs.Default(), dir) }
+// NewDirStorage returns a DirStorage keeping its objects under dir on the operating system's
+// file system, creating dir (and making its entry and its parents' durable) if needed. A Store
+// opened without a test file system shares that file system, so its table files reach this
+// storage as hard links when both directories are on one device. Errors: those of the file
+// system (syscall.ENOTDIR if dir is a file, fs.ErrPermission).
+//
+// Tests inside this module open a DirStorage over a fault-injecting or in-memory file system
+// through internal/checkpointfs, which is why the file system is not a parameter here.
+func NewDirStorage(dir string) (*DirStorage, error) { return newDirStorage(vfs.Default(), dir) }
 
 // Dir returns the directory the storage keeps its objects in.
 func (d *DirStorage) Dir() string { return d.dir }
@@ -87,25 +91,13 @@ func (d *DirStorage) path(name string) string {
 	return filepath.Join(d.dir, filepath.FromSlash(name))
 }
 
-func syncDir(fsys vfs.FS, dir string) error {
-	f, err := fsys.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 // syncChain makes the entries of dir and of every directory between it and d.dir durable:
 // the object's own entry, and those of directories a MkdirAll may just have created. Another
 // put may have created them, and its own syncs may not have happened yet, so every put syncs
 // the whole chain (a directory fsync with nothing to write is cheap).
 func (d *DirStorage) syncChain(dir string) error {
 	for p := dir; ; p = filepath.Dir(p) {
-		if err := syncDir(d.fs, p); err != nil {
+		if err := vfs.SyncDir(d.fs, p); err != nil {
 			return err
 		}
 		if p == d.dir || len(p) <= len(d.dir) {
@@ -266,13 +258,13 @@ func (d *DirStorage) Create(ctx context.Context, name string, data []byte) error
 	})
 }
 
-// PutFile stores the file at path on fsys as the object name, with Put's semantics. If fsys is
+// putFile stores the file at path on fsys as the object name, with Put's semantics. If fsys is
 // the storage's own file system, the object becomes a hard link to the file — no bytes are
 // copied — after an fsync of the file; where the link is refused (EXDEV: another device,
 // EPERM, EMLINK, ENOTSUP) or fsys is another file system, the bytes are copied. The file must
 // never change afterwards, since a linked object shares it. Errors: fs.ErrNotExist for a
 // missing file, and those of Put.
-func (d *DirStorage) PutFile(ctx context.Context, name string, fsys vfs.FS, path string) error {
+func (d *DirStorage) putFile(ctx context.Context, name string, fsys vfs.FS, path string) error {
 	if err := ValidateName(name); err != nil {
 		return err
 	}
@@ -410,7 +402,7 @@ func (d *DirStorage) Delete(ctx context.Context, name string) error {
 		return fmt.Errorf("checkpoint: delete %s: %w", name, err)
 	}
 	dir := filepath.Dir(p)
-	if err := syncDir(d.fs, dir); err != nil {
+	if err := vfs.SyncDir(d.fs, dir); err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			return nil // the directory is gone, and the object with it
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/checkpoint/storagetest"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestDirStorageConformance(t *testing.T) {
 	t.Run("fs=mem", func(t *testing.T) {
 		storagetest.Run(t, func(t *testing.T) checkpoint.Storage {
-			d, err := checkpoint.NewDirStorage(vfs.NewMem(), "/ckpt")
+			d, err := checkpointfs.NewDirStorage(vfs.NewMem(), "/ckpt")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -30,7 +31,7 @@ func TestDirStorageConformance(t *testing.T) {
 	})
 	t.Run("fs=os", func(t *testing.T) {
 		storagetest.Run(t, func(t *testing.T) checkpoint.Storage {
-			d, err := checkpoint.NewLocalStorage(t.TempDir())
+			d, err := checkpoint.NewDirStorage(t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,11 +40,11 @@ func TestDirStorageConformance(t *testing.T) {
 	})
 }
 
-// TestPutLocalFile: from outside the module's internal packages, a local file is stored by
+// TestPutFile: from outside the module's internal packages, a local file is stored by
 // path (hard-linked into a DirStorage on the same device), and a missing one is fs.ErrNotExist.
-func TestPutLocalFile(t *testing.T) {
+func TestPutFileLocal(t *testing.T) {
 	ctx := context.Background()
-	d, err := checkpoint.NewLocalStorage(filepath.Join(t.TempDir(), "ck"))
+	d, err := checkpoint.NewDirStorage(filepath.Join(t.TempDir(), "ck"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,13 +52,13 @@ func TestPutLocalFile(t *testing.T) {
 	if err := os.WriteFile(src, []byte("table bytes"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkpoint.PutLocalFile(ctx, d, "o/shared/t.sst", src); err != nil {
+	if err := checkpoint.PutFile(ctx, d, "o/shared/t.sst", src); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := d.Get(ctx, "o/shared/t.sst"); err != nil || string(b) != "table bytes" {
-		t.Fatalf("Get after PutLocalFile = %q, %v", b, err)
+		t.Fatalf("Get after PutFile = %q, %v", b, err)
 	}
-	if err := checkpoint.PutLocalFile(ctx, d, "o/shared/u.sst", src+".missing"); !errors.Is(err, fs.ErrNotExist) {
+	if err := checkpoint.PutFile(ctx, d, "o/shared/u.sst", src+".missing"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("PutLocalFile of a missing file = %v; want fs.ErrNotExist", err)
 	}
 	if err := checkpoint.ValidatePrefix("o/sha"); err != nil {

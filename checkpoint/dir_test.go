@@ -16,7 +16,7 @@ import (
 func newMemStorage(t *testing.T) (*DirStorage, *vfs.MemFS) {
 	t.Helper()
 	mem := vfs.NewMem()
-	d, err := NewDirStorage(mem, "/ckpt")
+	d, err := newDirStorage(mem, "/ckpt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestDirStorageSemantics(t *testing.T) {
 			} else {
 				var err error
 				fsys = vfs.Default()
-				if d, err = NewDirStorage(fsys, t.TempDir()+"/ckpt"); err != nil {
+				if d, err = newDirStorage(fsys, t.TempDir()+"/ckpt"); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -81,14 +81,14 @@ func TestDirStorageSemantics(t *testing.T) {
 			_, err = f.Write([]byte("table bytes"))
 			must(err)
 			must(f.Close())
-			must(d.PutFile(ctx, "o/shared/t.sst", fsys, src))
+			must(d.putFile(ctx, "o/shared/t.sst", fsys, src))
 			other := vfs.NewMem()
 			f, err = other.Create("/x.sst")
 			must(err)
 			f.Write([]byte("copied bytes"))
 			f.Close()
-			must(PutFile(ctx, d, "o/shared/u.sst", other, "/x.sst"))
-			if err := d.PutFile(ctx, "o/shared/v.sst", fsys, src+".missing"); !errors.Is(err, fs.ErrNotExist) {
+			must(putFile(ctx, d, "o/shared/u.sst", other, "/x.sst"))
+			if err := d.putFile(ctx, "o/shared/v.sst", fsys, src+".missing"); !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("PutFile of a missing file: %v", err)
 			}
 			for name, want := range map[string]string{"o/shared/t.sst": "table bytes", "o/shared/u.sst": "copied bytes"} {
@@ -110,7 +110,7 @@ func TestDirStoragePutFileLinks(t *testing.T) {
 	d, mem := newMemStorage(t)
 	f, _ := mem.Create("/000001.sst")
 	f.Write([]byte("abc"))
-	if err := d.PutFile(ctx, "o/t.sst", mem, "/000001.sst"); err != nil {
+	if err := d.putFile(ctx, "o/t.sst", mem, "/000001.sst"); err != nil {
 		t.Fatal(err)
 	}
 	f.Write([]byte("def")) // never done for real: only to observe the sharing
@@ -120,11 +120,11 @@ func TestDirStoragePutFileLinks(t *testing.T) {
 	}
 	// Through a FaultFS that refuses links with EXDEV, PutFile falls back to a copy.
 	ffs := vfs.NewFaultFS(mem, vfs.Fault{Ops: vfs.Ops(vfs.OpLink), Err: syscall.EXDEV, Sticky: true})
-	d2, err := NewDirStorage(ffs, "/ckpt")
+	d2, err := newDirStorage(ffs, "/ckpt")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d2.PutFile(ctx, "o/t2.sst", ffs, "/000001.sst"); err != nil {
+	if err := d2.putFile(ctx, "o/t2.sst", ffs, "/000001.sst"); err != nil {
 		t.Fatalf("PutFile with EXDEV: %v", err)
 	}
 	if b, _ := d2.Get(ctx, "o/t2.sst"); string(b) != "abcdef" {
@@ -147,7 +147,7 @@ func TestCreateRaceTemporaries(t *testing.T) {
 					d, _ = newMemStorage(t)
 				} else {
 					var err error
-					if d, err = NewDirStorage(vfs.Default(), t.TempDir()); err != nil {
+					if d, err = newDirStorage(vfs.Default(), t.TempDir()); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -160,7 +160,7 @@ func TestCommitFenced(t *testing.T) {
 // epoch 2 from checkpoint 1 and commits checkpoint 2.
 func fenceWorkload(fsys vfs.FS) error {
 	ctx := context.Background()
-	d, err := NewDirStorage(fsys, "/ckpt")
+	d, err := newDirStorage(fsys, "/ckpt")
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func TestCrashFence(t *testing.T) {
 		if err := fenceWorkload(ffs); err != nil && !errors.Is(err, vfs.ErrCrashed) {
 			t.Fatalf("crash at %d: workload stopped by %v", n, err)
 		}
-		d, err := NewDirStorage(mem.CrashClone(), "/ckpt")
+		d, err := newDirStorage(mem.CrashClone(), "/ckpt")
 		if err != nil {
 			t.Fatalf("crash at %d: %v", n, err)
 		}

@@ -319,7 +319,7 @@ func TestGCFLINK30461(t *testing.T) {
 	mem := vfs.NewMem()
 	clock := newClockFS(mem)
 	ffs := vfs.NewFaultFS(clock)
-	d, err := NewDirStorage(ffs, "/ckpt")
+	d, err := newDirStorage(ffs, "/ckpt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +389,7 @@ func TestGCFLINK7268(t *testing.T) {
 			for id := uint64(1); id <= 5; id++ {
 				_, prev = ckpt(t, d, nil, "job", id, prev[len(prev)/2:], 2)
 			}
-			d2, err := NewDirStorage(mem.CrashClone(), "/ckpt")
+			d2, err := newDirStorage(mem.CrashClone(), "/ckpt")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,7 +16,7 @@ import (
 // getChunk is the byte range GetFile reads per GetRange call when it copies.
 const getChunk = 4 << 20
 
-// GetFile stores the object name as the file path on fsys, the inverse of PutFile: when s is a
+// getFile stores the object name as the file path on fsys, the inverse of PutFile: when s is a
 // *DirStorage on the same file system, path becomes a hard link to the object (restore of a
 // local checkpoint costs a link per file, as Pebble's checkpoints are opened in place),
 // falling back to a copy where the link is refused (EXDEV, EPERM, …); otherwise the object is
@@ -28,7 +28,7 @@ const getChunk = 4 << 20
 // Errors: ErrNotFound, a *base.CorruptionError naming the object when its size or CRC32C
 // differs from want (base.ErrTruncated for a short object, base.ErrChecksum), ctx's error, the
 // storage's and fsys's errors.
-func GetFile(ctx context.Context, s Storage, o Object, fsys vfs.FS, path string) (linked bool, err error) {
+func getFile(ctx context.Context, s Storage, o Object, fsys vfs.FS, path string) (linked bool, err error) {
 	if err := ValidateName(o.Name); err != nil {
 		return false, err
 	}
@@ -54,7 +54,7 @@ func GetFile(ctx context.Context, s Storage, o Object, fsys vfs.FS, path string)
 				// restored Store naming its file — nor be uploaded again, with a CRC32C of the
 				// damaged bytes, by that Store's next checkpoint.
 				var crc uint32
-				if crc, _, err = FileCRC(fsys, path); err == nil && crc != o.CRC {
+				if crc, _, err = fileCRC(fsys, path); err == nil && crc != o.CRC {
 					err = base.Corrupt(o.Name, 0, base.ErrChecksum, "crc32c %#08x, the manifest records %#08x", crc, o.CRC)
 				}
 			}
@@ -130,9 +130,9 @@ func sizeError(o Object, size int64) error {
 	return base.Corrupt(o.Name, min(size, o.Size), cause, "object is %d bytes, the manifest records %d", size, o.Size)
 }
 
-// FileCRC returns the CRC32C (base.CRC32C) and size of the file at path, the figures an Object
+// fileCRC returns the CRC32C (base.CRC32C) and size of the file at path, the figures an Object
 // records; it reads the file once in 1 MiB pieces.
-func FileCRC(fsys vfs.FS, path string) (crc uint32, size int64, err error) {
+func fileCRC(fsys vfs.FS, path string) (crc uint32, size int64, err error) {
 	f, err := fsys.Open(path)
 	if err != nil {
 		return 0, 0, err

@@ -98,16 +98,16 @@ type Cleaner interface {
 	Cleanup(ctx context.Context, prefix string, now time.Time, minAge time.Duration) (int, error)
 }
 
-// PutFile stores the file at path on fsys as the object name, with Put's semantics. When s is
+// putFile stores the file at path on fsys as the object name, with Put's semantics. When s is
 // a *DirStorage on the same file system, the object is a hard link to the file rather than a
 // copy (as Pebble's Checkpoint links its immutable sstables), falling back to a copy where the
 // link is refused (EXDEV across devices, EPERM); otherwise the file is streamed through
-// s.PutReader. Either way the object is complete and durable when PutFile returns (a linked
+// s.PutReader. Either way the object is complete and durable when putFile returns (a linked
 // file is fsynced first). The file must not change afterwards: a linked object shares its
 // bytes. Errors: those of fsys (fs.ErrNotExist for a missing file) and of s.
-func PutFile(ctx context.Context, s Storage, name string, fsys vfs.FS, path string) error {
+func putFile(ctx context.Context, s Storage, name string, fsys vfs.FS, path string) error {
 	if d, ok := s.(*DirStorage); ok {
-		return d.PutFile(ctx, name, fsys, path)
+		return d.putFile(ctx, name, fsys, path)
 	}
 	if err := ValidateName(name); err != nil {
 		return err
@@ -127,11 +127,12 @@ func PutFile(ctx context.Context, s Storage, name string, fsys vfs.FS, path stri
 	return nil
 }
 
-// PutLocalFile is PutFile from the operating system's file system (vfs.Default()), for callers
-// outside this module, which cannot name package vfs (a job's main, a Storage of another
-// module, the tools): the file at path becomes the object name, hard-linked when s is a
-// *DirStorage on the same device, streamed through s.PutReader otherwise. Errors: those of
-// PutFile.
-func PutLocalFile(ctx context.Context, s Storage, name, path string) error {
-	return PutFile(ctx, s, name, vfs.Default(), path)
+// PutFile stores the file at path on the operating system's file system as the object name,
+// with Put's semantics: hard-linked when s is a *DirStorage on the same device (as Pebble's
+// Checkpoint links its immutable sstables), falling back to a copy where the link is refused
+// (EXDEV, EPERM), streamed through s.PutReader otherwise. The object is complete and durable
+// when PutFile returns; the file must not change afterwards, as a linked object shares its
+// bytes. Errors: fs.ErrNotExist for a missing file, the file system's and s's errors.
+func PutFile(ctx context.Context, s Storage, name, path string) error {
+	return putFile(ctx, s, name, vfs.Default(), path)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/invariants"
 	"github.com/strata-db/strata/memory"
 )
 
@@ -135,6 +136,11 @@ func (t *Table) Seal() error {
 	if s := t.active; s != nil && s.used > segHeaderSize {
 		s.sealed = true
 		t.active = nil
+		if invariants.Enabled {
+			if err := t.Verify(); err != nil {
+				panic("strata: invariant: fresh: after a seal: " + err.Error())
+			}
+		}
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/invariants"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/lsm/sstable"
 )
@@ -151,7 +152,7 @@ func (d *DB) open() error {
 	d.nextFile.Store(maxNum + 1)
 
 	cur := filepath.Join(d.dir, currentName)
-	cb, err := readFile(d.fs, cur)
+	cb, err := vfs.ReadFile(d.fs, cur)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		// A new DB. Tables exist only once CURRENT was durable (Open had
@@ -195,7 +196,7 @@ func (d *DB) recover(cur string, cb []byte) error {
 	}
 	num := c.Manifest
 	name := manifestName(d.dir, num)
-	mb, err := readFile(d.fs, name)
+	mb, err := vfs.ReadFile(d.fs, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return base.Corrupt(d.errName(cur), fileHeaderSize, err, "CURRENT names %s, which is missing", filepath.Base(name))
 	}
@@ -376,6 +377,11 @@ func (d *DB) logAndApply(e *edit, added []*tableFile) error {
 	nv := b.version()
 	if msg := nv.checkLevels(); msg != "" {
 		panic("strata: invariant: " + msg)
+	}
+	if invariants.Enabled {
+		if msg := nv.checkFilesOnce(); msg != "" {
+			panic("strata: invariant: after a manifest edit: " + msg)
+		}
 	}
 	e.HasNextFile, e.NextFile = true, d.nextFile.Load()
 	e.HasLastSeq, e.LastSeq = true, max(d.lastSeq, e.LastSeq)

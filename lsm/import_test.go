@@ -64,7 +64,7 @@ func clipModel(m *model, batches [][]base.Entry, lo, hi uint64) {
 // copyTable writes a copy of the file src of from as dst on to, synced or not.
 func copyTable(t testing.TB, from vfs.FS, src string, to vfs.FS, dst string, sync bool) {
 	t.Helper()
-	b, err := readFile(from, src)
+	b, err := vfs.ReadFile(from, src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestSnapshot(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		for _, st := range tabs {
-			b, err := readFile(mem, st.Path)
+			b, err := vfs.ReadFile(mem, st.Path)
 			if err != nil {
 				done <- err
 				return

@@ -63,7 +63,7 @@ func TestOpenLocked(t *testing.T) {
 			}
 			// A failed Open releases the lock.
 			cur := filepath.Join(dir, currentName)
-			b, _ := readFile(fs, cur)
+			b, _ := vfs.ReadFile(fs, cur)
 			b[20] ^= 1
 			writeFile(t, fs, cur, b)
 			if _, err := Open(opts); !errors.Is(err, base.ErrCorruption) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -529,24 +528,6 @@ func parseFileName(name string) (fileKind, uint64) {
 	return kindUnknown, 0
 }
 
-// readFile reads a whole file through fs.
-func readFile(fs vfs.FS, name string) ([]byte, error) {
-	f, err := fs.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, st.Size())
-	if _, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && len(b) == 0) {
-		return nil, err
-	}
-	return b, nil
-}
-
 // writeFileSynced creates name, writes b, syncs and closes it. On failure it
 // removes the partial file.
 func writeFileSynced(fs vfs.FS, name string, b []byte) error {
@@ -571,18 +552,10 @@ func writeFileSynced(fs vfs.FS, name string, b []byte) error {
 	return nil
 }
 
-// syncDir makes dir's entries durable.
+// syncDir makes dir's entries durable (vfs.SyncDir), its error wrapped as an *IOError.
 func syncDir(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return ioError("open directory", dir, err)
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
+	if err := vfs.SyncDir(fs, dir); err != nil {
 		return ioError("sync directory", dir, err)
-	}
-	if err := d.Close(); err != nil {
-		return ioError("close directory", dir, err)
 	}
 	return nil
 }

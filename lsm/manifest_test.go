@@ -217,7 +217,7 @@ func manifestDB(t *testing.T, n int) (*vfs.MemFS, [][]base.Entry, []testKey, str
 	}
 	name := manifestName(d.dir, d.manifestNum)
 	d.Close()
-	b, err := readFile(fs, name)
+	b, err := vfs.ReadFile(fs, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func writeFile(t *testing.T, fs vfs.FS, name string, b []byte) {
 // fail with a *base.CorruptionError naming the manifest and the record's offset.
 func TestManifestBitFlip(t *testing.T) {
 	fs0, _, _, name, offs := manifestDB(t, 6)
-	orig, _ := readFile(fs0, name)
+	orig, _ := vfs.ReadFile(fs0, name)
 	for i, off := range offs[:len(offs)-1] {
 		end := offs[i+1]
 		for _, pos := range []int64{off, off + 3, off + 5, off + 9, off + 12, (off + end) / 2, end - 1} {
@@ -321,7 +321,7 @@ func manifestRecords(t *testing.T, name string, b []byte) ([]recordPos, []edit) 
 // and Open deletes nothing.
 func TestManifestTornTail(t *testing.T) {
 	fs0, batches, keys, name, offs := manifestDB(t, 5)
-	orig, _ := readFile(fs0, name)
+	orig, _ := vfs.ReadFile(fs0, name)
 	recs, edits := manifestRecords(t, name, orig)
 	var points []int // record index of each batch's persist point
 	for i, e := range edits {
@@ -412,7 +412,7 @@ func dirSnapshot(t *testing.T, fs vfs.FS, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, n := range must(fs.List(dir)) {
-		b, err := readFile(fs, filepath.Join(dir, n))
+		b, err := vfs.ReadFile(fs, filepath.Join(dir, n))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -438,7 +438,7 @@ func keysOf(m map[string]string) []string {
 // table missing or cut) a failed Open leaves every file as it was.
 func TestOpenDeletesNothingUnlessClean(t *testing.T) {
 	fs0, _, _, name, _ := manifestDB(t, 4)
-	orig, _ := readFile(fs0, name)
+	orig, _ := vfs.ReadFile(fs0, name)
 	recs, _ := manifestRecords(t, name, orig)
 	last := recs[len(recs)-1].End // CURRENT names the last record, a persist point
 	var table string
@@ -471,14 +471,14 @@ func TestOpenDeletesNothingUnlessClean(t *testing.T) {
 		}, name, last, true},
 		{"manifest missing", func(fs *vfs.MemFS) { fs.Remove(name) }, "/db/CURRENT", -1, false},
 		{"CURRENT flipped", func(fs *vfs.MemFS) {
-			b, _ := readFile(fs, "/db/CURRENT")
+			b, _ := vfs.ReadFile(fs, "/db/CURRENT")
 			b[30] ^= 1
 			writeFile(t, fs, "/db/CURRENT", b)
 		}, "/db/CURRENT", -1, false},
 		{"CURRENT missing", func(fs *vfs.MemFS) { fs.Remove("/db/CURRENT") }, "/db/CURRENT", -1, false},
 		{"table missing", func(fs *vfs.MemFS) { fs.Remove(table) }, table, -1, false},
 		{"table cut", func(fs *vfs.MemFS) {
-			b, _ := readFile(fs, table)
+			b, _ := vfs.ReadFile(fs, table)
 			writeFile(t, fs, table, b[:len(b)/2])
 		}, table, -1, false},
 	}
@@ -548,7 +548,7 @@ func TestMissingAndDamagedFiles(t *testing.T) {
 	t.Run("table truncated", func(t *testing.T) {
 		fs := fs0.CrashClone()
 		tb := tables(fs)[0]
-		b, _ := readFile(fs, tb)
+		b, _ := vfs.ReadFile(fs, tb)
 		writeFile(t, fs, tb, b[:len(b)-1])
 		_, err := Open(smallOptions(fs))
 		expect(t, err, tb, nil)
@@ -556,7 +556,7 @@ func TestMissingAndDamagedFiles(t *testing.T) {
 	t.Run("table footer", func(t *testing.T) {
 		fs := fs0.CrashClone()
 		tb := tables(fs)[0]
-		b, _ := readFile(fs, tb)
+		b, _ := vfs.ReadFile(fs, tb)
 		b[len(b)-10] ^= 1
 		writeFile(t, fs, tb, b)
 		_, err := Open(smallOptions(fs))
@@ -565,7 +565,7 @@ func TestMissingAndDamagedFiles(t *testing.T) {
 	t.Run("table block", func(t *testing.T) {
 		fs := fs0.CrashClone()
 		for _, tb := range tables(fs) {
-			b, _ := readFile(fs, tb)
+			b, _ := vfs.ReadFile(fs, tb)
 			b[40] ^= 1 // inside the first data block
 			writeFile(t, fs, tb, b)
 		}

@@ -94,6 +94,23 @@ func (v *version) checkLevels() string {
 	return ""
 }
 
+// checkFilesOnce verifies invariant 4 of doc.go on a whole version: no table file number is in
+// two places. It returns a description of the first violation, or "". O(files); run after
+// every manifest edit in builds with the invariants tag (the recovery builder checks it
+// always, edit by edit).
+func (v *version) checkFilesOnce() string {
+	seen := make(map[uint64]int)
+	for l, files := range v.levels {
+		for _, f := range files {
+			if pl, dup := seen[f.meta.Num]; dup {
+				return fmt.Sprintf("file %d is in L%d and L%d", f.meta.Num, pl, l)
+			}
+			seen[f.meta.Num] = l
+		}
+	}
+	return ""
+}
+
 // versionBuilder applies edits to a copy of a version: every edit of a
 // manifest during recovery (with where, to reject a file added twice), and
 // each install on the owner (without: the DB's own edits add new numbers).

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/invariants"
 )
 
 // Status is the outcome of a lookup in the SliceTable: base.Status, shared
@@ -240,6 +241,11 @@ func (t *Table) Install(slices []*Slice) error {
 	}
 	// Validate everything first, then mutate: an error installs nothing.
 	for i, s := range slices {
+		if invariants.Enabled {
+			if err := validate(s.buf); err != nil {
+				panic(fmt.Sprintf("strata: invariant: slice: install of slice %d: %v", i, err))
+			}
+		}
 		if s.table != nil || s.ref == (blockRef{}) {
 			return fmt.Errorf("%w: slice %d already installed or not built by this table", ErrJob, i)
 		}

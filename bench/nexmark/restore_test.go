@@ -7,7 +7,6 @@ import (
 
 	"github.com/strata-db/strata"
 	"github.com/strata-db/strata/checkpoint"
-	"github.com/strata-db/strata/internal/vfs"
 )
 
 // TestRestoreMatchesModel checkpoints a query's Strata run (changelog on) every 25 000
@@ -25,7 +24,7 @@ func TestRestoreMatchesModel(t *testing.T) {
 			}
 			want := runOn(t, spec, &ModelBackend{}, 0, testEvents)
 			dir := t.TempDir()
-			storage, err := checkpoint.NewDirStorage(vfs.Default(), filepath.Join(dir, "checkpoints"))
+			storage, err := checkpoint.NewDirStorage(filepath.Join(dir, "checkpoints"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -110,7 +110,7 @@ func clOpen(b *testing.B, c ckSize, on bool) *clState {
 	n := c.keys()
 	st := &clState{size: c, on: on, dir: ckDir(b, "changelog-"+c.label+"-"+clMode(on)), rng: rand.New(rand.NewPCG(47, 53))}
 	var err error
-	if st.storage, err = checkpoint.NewLocalStorage(filepath.Join(st.dir, "checkpoints")); err != nil {
+	if st.storage, err = checkpoint.NewDirStorage(filepath.Join(st.dir, "checkpoints")); err != nil {
 		b.Fatal(err)
 	}
 	if st.s, err = strata.Open(filepath.Join(st.dir, "store"), clOptions(st.storage, on)); err != nil {

@@ -189,7 +189,7 @@ func ckStrata(b *testing.B, c ckSize) *ckStrataState {
 	n := c.keys()
 	st := &ckStrataState{size: c, dir: ckDir(b, "strata-"+c.label), perm: Perm(0, n, 43)}
 	var err error
-	if st.storage, err = checkpoint.NewLocalStorage(filepath.Join(st.dir, "checkpoints")); err != nil {
+	if st.storage, err = checkpoint.NewDirStorage(filepath.Join(st.dir, "checkpoints")); err != nil {
 		b.Fatal(err)
 	}
 	if st.s, err = strata.Open(filepath.Join(st.dir, "store"), ckOptions(st.storage, nil)); err != nil {

@@ -1,6 +1,6 @@
 // Package storagetest is the conformance suite of checkpoint.Storage: every implementation —
 // DirStorage here, an object store in its own module (checkpoint/s3) — runs the same tests of
-// the contract written on checkpoint.Storage and in checkpoint's doc.go ("Storage protocol"):
+// the contract written on checkpoint.Storage and in checkpoint/doc.go ("Storage protocol"):
 //
 //   - create-if-absent: Create of an existing name fails with ErrExists and leaves the object
 //     as it was; of N concurrent Creates of one name exactly one wins (S3's If-None-Match: *);

@@ -89,7 +89,7 @@ type TTLState struct {
 	// (Flink's queryTimeAfterNumEntries); > 0.
 	QueryEvery int
 	// ReclaimWithin is the bound, in milliseconds, within which the background sweep
-	// reclaims the state's expired data (engine doc.go, "TTL sweep"); 0: no sweep. Only with
+	// reclaims the state's expired data (internal/engine/doc.go, "TTL sweep"); 0: no sweep. Only with
 	// Compaction: the sweep is a compaction.
 	ReclaimWithin int64
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // Background work: scheduling (kick), the tasks (transform, compaction, eviction), installs in
-// order (install), and the writers' wait for memory (backpressure). See table.go for the
+// order (install), and the writers' wait for memory (backpressure). See doc.go for the
 // protocol.
 
 // finished marks a job done and tells the owner: done is set after the job's results are
@@ -314,7 +314,7 @@ func (t *Engine) transform(ctx context.Context, seg *fresh.SealedSegment) ([]*sl
 	return t.sl.Build(ctx, ents)
 }
 
-// poll installs finished background work, unless a map iteration is open (table.go, protocol
+// poll installs finished background work, unless a map iteration is open (doc.go, install protocol
 // item 4): then it waits, for at most maxDeferredWrites writes.
 func (t *Engine) poll() {
 	if t.openIters > 0 {

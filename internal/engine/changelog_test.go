@@ -7,6 +7,7 @@ import (
 
 	"github.com/strata-db/strata/changelog"
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -14,7 +15,7 @@ import (
 // temporary directory.
 func openChangelogTest(t *testing.T) (*Engine, *changelog.Writer, checkpoint.Storage) {
 	t.Helper()
-	st, err := checkpoint.NewDirStorage(vfs.Default(), t.TempDir())
+	st, err := checkpointfs.NewDirStorage(vfs.Default(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

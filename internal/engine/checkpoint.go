@@ -14,6 +14,7 @@ import (
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/fresh"
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/lsm"
 	"github.com/strata-db/strata/lsm/sstable"
@@ -448,14 +449,14 @@ func (t *Engine) upload(ctx context.Context, p *PendingCheckpoint) error {
 				res.ReusedBytes += o.Size
 				t.hold(p, o.Name)
 			} else {
-				crc, size, err := checkpoint.FileCRC(t.ck.tmpFS, tb.Path)
+				crc, size, err := checkpointfs.FileCRC(t.ck.tmpFS, tb.Path)
 				if err != nil {
 					return fmt.Errorf("strata: checkpoint %d: %w", spec.ID, lowerError(err))
 				}
 				o = checkpoint.Object{Name: checkpoint.SharedName(spec.Owner, spec.KeyGroups, spec.ID, "sst"),
 					Kind: checkpoint.KindTable, Size: size, CRC: crc}
 				t.hold(p, o.Name)
-				if err := checkpoint.PutFile(ctx, spec.Storage, o.Name, t.ck.tmpFS, tb.Path); err != nil {
+				if err := checkpointfs.PutFile(ctx, spec.Storage, o.Name, t.ck.tmpFS, tb.Path); err != nil {
 					return fmt.Errorf("strata: checkpoint %d: %w", spec.ID, err)
 				}
 				res.UploadedObjects++
@@ -470,7 +471,7 @@ func (t *Engine) upload(ctx context.Context, p *PendingCheckpoint) error {
 	}
 	if mt != nil {
 		t.hold(p, mt.Name)
-		if err := checkpoint.PutFile(ctx, spec.Storage, mt.Name, t.ck.tmpFS, mtPath); err != nil {
+		if err := checkpointfs.PutFile(ctx, spec.Storage, mt.Name, t.ck.tmpFS, mtPath); err != nil {
 			return fmt.Errorf("strata: checkpoint %d: memory table: %w", spec.ID, err)
 		}
 		m.Objects = append(m.Objects, *mt)
@@ -542,7 +543,7 @@ func (t *Engine) putTimers(ctx context.Context, p *PendingCheckpoint, m *checkpo
 		return nil
 	}
 	t.hold(p, tm[0].Name)
-	if err := checkpoint.PutFile(ctx, p.spec.Storage, tm[0].Name, t.ck.tmpFS, path); err != nil {
+	if err := checkpointfs.PutFile(ctx, p.spec.Storage, tm[0].Name, t.ck.tmpFS, path); err != nil {
 		return fmt.Errorf("strata: checkpoint %d: timers: %w", p.spec.ID, err)
 	}
 	m.Objects = append(m.Objects, tm...)
@@ -661,7 +662,7 @@ func (t *Engine) memoryTable(ctx context.Context, p *PendingCheckpoint) (_ *chec
 	if err != nil {
 		return nil, "", lowerError(err)
 	}
-	crc, size, err := checkpoint.FileCRC(fsys, path)
+	crc, size, err := checkpointfs.FileCRC(fsys, path)
 	if err != nil {
 		return nil, "", lowerError(err)
 	}

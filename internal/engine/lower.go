@@ -15,7 +15,7 @@ import (
 // KindTombstone with an empty user key hides its older entries).
 //
 // The production implementation is lsmTier (lsmtier.go), over the Store's lsm.DB; a Store in
-// memory only has none and never evicts. Tests also plug in an in-memory one (lower_test.go).
+// memory only has none and never evicts. Tests also plug in their own (lowreader_test.go).
 //
 // Concurrency: Evict runs on a background goroutine (an eviction task of the scheduler) while
 // the owner keeps reading the lower tier, so it must not change what the reads see: its output

@@ -176,7 +176,7 @@ func (t *Engine) MapIter(hm uint64, mapKey []byte) MapIter {
 	return MapIter{t: t, hm: hm, mk: mapKey, epoch: t.epoch, fi: t.f.MapIter(hm, mapKey)}
 }
 
-// Hold counts the iteration as open, deferring installs until it ends (table.go, protocol
+// Hold counts the iteration as open, deferring installs until it ends (doc.go, install protocol
 // item 4).
 func (it *MapIter) Hold() {
 	if !it.open && it.phase != 3 && it.err == nil {

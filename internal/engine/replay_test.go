@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/changelog"
-	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -164,7 +164,7 @@ func TestReplayKeep(t *testing.T) {
 // BenchmarkReplayKeep: the superseded-record pass of a restore over 200,000 value puts to
 // 100,000 keys (ns/op is per record).
 func BenchmarkReplayKeep(b *testing.B) {
-	st, err := checkpoint.NewDirStorage(vfs.NewMem(), "/ck")
+	st, err := checkpointfs.NewDirStorage(vfs.NewMem(), "/ck")
 	if err != nil {
 		b.Fatal(err)
 	}

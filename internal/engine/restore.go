@@ -7,6 +7,7 @@ import (
 
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/lsm"
 )
@@ -85,7 +86,7 @@ func Restore(ctx context.Context, fsys vfs.FS, dir string, maxParallelism int, k
 				continue
 			}
 			path := lsm.TablePath(lsmDir, num)
-			linked, err := checkpoint.GetFile(ctx, s, o, fsys, path)
+			linked, err := checkpointfs.GetFile(ctx, s, o, fsys, path)
 			if err != nil {
 				return res, fmt.Errorf("strata: restore of checkpoint %d: %w", m.ID, err)
 			}
@@ -103,24 +104,11 @@ func Restore(ctx context.Context, fsys vfs.FS, dir string, maxParallelism int, k
 			num++
 		}
 	}
-	if err := syncDir(fsys, lsmDir); err != nil {
+	if err := vfs.SyncDir(fsys, lsmDir); err != nil {
 		return res, lowerError(err)
 	}
 	if err := lsm.Import(lsm.Options{FS: fsys, Dir: lsmDir, Name: "lsm"}, tables, lastSeq, meta); err != nil {
 		return res, lowerError(err)
 	}
 	return res, nil
-}
-
-// syncDir makes the entries of directory dir durable.
-func syncDir(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

@@ -58,7 +58,7 @@
 //	go run ./cmd/flightdemo                   # all 3M flights, store in a temporary directory
 //	go run ./cmd/flightdemo -scale 8          # 8 salted copies of every key and flight
 //	go run ./cmd/flightdemo -budget 0         # Strata's default budget (1 GiB) instead of 64 MiB
-//	go run ./cmd/flightdemo -json ../testdata/flights-20k.json
+//	go run ./cmd/flightdemo -json testdata/flights-20k.json
 //	go run ./cmd/flightdemo -kill-after 1700000 # SIGKILL past 1.7M events, restore, finish, check
 //	go run ./cmd/flightdemo -rescale 2        # 1 -> 2 -> 1 Stores through checkpoints
 //	go run ./cmd/flightdemo -changelog=false  # native incremental checkpoints, no changelog
@@ -133,7 +133,7 @@ type config struct {
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("flightdemo", flag.ContinueOnError)
 	var c config
-	fs.StringVar(&c.data, "data", "", "flights parquet file (default: testdata/"+defaultData+" of the repository)")
+	fs.StringVar(&c.data, "data", "", "flights parquet file (default: bench/testdata/"+defaultData+" of the repository)")
 	fs.StringVar(&c.json, "json", "", "flights JSON file (e.g. testdata/flights-20k.json), instead of -data")
 	fs.IntVar(&c.rows, "rows", 0, "read only the first `n` parquet rows (0 = all)")
 	fs.StringVar(&c.dir, "dir", "", "store directory (default: a temporary directory, removed at exit); with -kill-after or -rescale, the Stores go to subdirectories")
@@ -146,7 +146,7 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.changelog, "changelog", true, "checkpoint with the changelog: each checkpoint stores the log's tail on top of a materialization taken in the background (false: native incremental checkpoints)")
 	fs.DurationVar(&c.materialize, "materialize-every", defaultMaterializeEvery, "with -changelog, the `interval` between materializations")
 	fs.Float64Var(&c.spaceAmp, "space-amplification", 0, "with -changelog, start a materialization early once the log exceeds (`cap` − 1) × the materialized size (0 = off; otherwise at least 1)")
-	fs.StringVar(&c.airports, "airports", "", "airports CSV, the job's broadcast state (default: testdata/airports.csv of the repository)")
+	fs.StringVar(&c.airports, "airports", "", "airports CSV, the job's broadcast state (default: bench/testdata/airports.csv of the repository)")
 	fs.DurationVar(&c.outOfOrder, "out-of-order", defaultOutOfOrder, "the watermark's out-of-orderness `bound`: the watermark is the largest event time seen minus it")
 	fs.StringVar(&c.series, "series", "", "write the replay's progress over time (events, checkpoints, materializations) to `file` (series.go; cmd/results charts it; ignored with -kill-after)")
 	fs.IntVar(&c.rescale, "rescale", 0, "at half the events, checkpoint and restore into `p` Stores splitting the key groups; at three quarters, back into one")
@@ -581,17 +581,17 @@ func load(c config) (*trace.Trace, string, error) {
 	return tr, path, err
 }
 
-// findData looks for testdata/name of the repository: from the working directory (bench/ or
+// findData looks for bench/testdata/name of the repository: from the working directory (bench/ or
 // the repository root), then next to this source file, then above the executable.
 func findData(name string) (string, error) {
-	cands := []string{filepath.Join("..", "testdata", name), filepath.Join("testdata", name)}
+	cands := []string{filepath.Join("testdata", name), filepath.Join("bench", "testdata", name)}
 	if _, file, _, ok := runtime.Caller(0); ok {
-		cands = append(cands, filepath.Join(filepath.Dir(file), "..", "..", "..", "testdata", name))
+		cands = append(cands, filepath.Join(filepath.Dir(file), "..", "..", "testdata", name))
 	}
 	if exe, err := os.Executable(); err == nil {
 		d := filepath.Dir(exe)
 		for range 4 {
-			cands = append(cands, filepath.Join(d, "testdata", name))
+			cands = append(cands, filepath.Join(d, "testdata", name), filepath.Join(d, "bench", "testdata", name))
 			d = filepath.Dir(d)
 		}
 	}

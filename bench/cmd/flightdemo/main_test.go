@@ -18,9 +18,9 @@ import (
 )
 
 var (
-	jsonPath    = filepath.Join("..", "..", "..", "testdata", "flights-20k.json")
-	parquetPath = filepath.Join("..", "..", "..", "testdata", "flights-3m.parquet")
-	airportsCSV = filepath.Join("..", "..", "..", "testdata", "airports.csv")
+	jsonPath    = filepath.Join("..", "..", "testdata", "flights-20k.json")
+	parquetPath = filepath.Join("..", "..", "testdata", "flights-3m.parquet")
+	airportsCSV = filepath.Join("..", "..", "testdata", "airports.csv")
 )
 
 // testAirports returns the airports table of testdata.

@@ -6,7 +6,6 @@ import (
 
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/checkpoint/s3"
-	"github.com/strata-db/strata/internal/vfs"
 )
 
 // openStorage returns the checkpoint storage -checkpoints names: an S3-compatible bucket for
@@ -16,7 +15,7 @@ func openStorage(where string) (checkpoint.Storage, error) {
 	if isURL(where) {
 		return s3.Open(where)
 	}
-	return checkpoint.NewDirStorage(vfs.Default(), where)
+	return checkpoint.NewDirStorage(where)
 }
 
 func isURL(where string) bool { return strings.HasPrefix(where, "s3://") }

@@ -44,7 +44,6 @@ import (
 	"github.com/strata-db/strata"
 	"github.com/strata-db/strata/bench/nexmark"
 	"github.com/strata-db/strata/checkpoint"
-	"github.com/strata-db/strata/internal/vfs"
 )
 
 const childEnv = "NEXMARK_KILL_CHILD"
@@ -290,7 +289,7 @@ func runModel(c config, spec nexmark.QuerySpec) (result, error) {
 // completed checkpoint.
 func runStrata(c config, spec nexmark.QuerySpec, h *strata.CheckpointHandle, attempt int) (result, error) {
 	var r result
-	storage, err := checkpoint.NewDirStorage(vfs.Default(), filepath.Join(c.dir, spec.Name+"-checkpoints"))
+	storage, err := checkpoint.NewDirStorage(filepath.Join(c.dir, spec.Name+"-checkpoints"))
 	if err != nil {
 		return r, err
 	}
@@ -502,7 +501,7 @@ func runKilled(c config, spec nexmark.QuerySpec, w io.Writer) (result, error) {
 		return result{}, fmt.Errorf("child process %d was not killed by SIGKILL after %d events: %v", cmd.Process.Pid, c.killAfter, werr)
 	}
 	fmt.Fprintf(w, "  kill  : child process %d SIGKILLed after reporting %d events and %d completed checkpoints\n", cmd.Process.Pid, killed, cks)
-	storage, err := checkpoint.NewDirStorage(vfs.Default(), filepath.Join(c.dir, spec.Name+"-checkpoints"))
+	storage, err := checkpoint.NewDirStorage(filepath.Join(c.dir, spec.Name+"-checkpoints"))
 	if err != nil {
 		return result{}, err
 	}

@@ -7,8 +7,8 @@ import (
 )
 
 var (
-	parquetPath = filepath.Join("..", "..", "..", "testdata", "flights-3m.parquet")
-	jsonPath    = filepath.Join("..", "..", "..", "testdata", "flights-20k.json")
+	parquetPath = filepath.Join("..", "..", "testdata", "flights-3m.parquet")
+	jsonPath    = filepath.Join("..", "..", "testdata", "flights-20k.json")
 )
 
 func minuteOf(t *testing.T, s string) uint32 {

@@ -31,7 +31,7 @@ import (
 	"strings"
 )
 
-// newOps are the NEON mnemonics Go 1.26 lacks (verified by diffing anames.go).
+// newOps are the NEON mnemonics Go 1.26 lacks (verified by diffing Go's cmd/internal/obj/arm64/anames.go).
 const newOps = "VSHRN,VSHRN2,VCMHI,VCMHS,VCMGE,VCMGT,VCMLE,VCMLT,VUMAXV,VUMINV,VUMAXP,VUMINP,VXTN,VXTN2,VUQXTN,VBIC,VORN,VNOT,VMUL"
 
 const (

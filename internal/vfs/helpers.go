@@ -1,0 +1,42 @@
+package vfs
+
+import (
+	"errors"
+	"io"
+)
+
+// SyncDir makes the entries of directory dir of fsys durable: it opens dir, syncs it and
+// closes it, returning the first error of the three. It is the one copy of the step "fsync the
+// directory" of the rename protocol (write a new file, fsync it, rename, fsync the directory)
+// that the root, the engine, checkpoint's DirStorage and the LSM manifest all follow.
+func SyncDir(fsys FS, dir string) error {
+	d, err := fsys.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ReadFile reads the whole file at path of fsys, as os.ReadFile: the size comes from Stat and
+// one ReadAt fills it. An empty file returns an empty, non-nil slice. Errors are those of
+// Open, Stat and ReadAt, unwrapped.
+func ReadFile(fsys FS, path string) ([]byte, error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, fi.Size())
+	if _, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && len(b) == 0) {
+		return nil, err
+	}
+	return b, nil
+}
