@@ -1,6 +1,7 @@
 package strata
 
 import (
+	"go/build"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -82,5 +83,7 @@ func citeExists(root, dir, c string) bool {
 	if fi, err := os.Stat(filepath.Join(root, first)); err != nil || !fi.IsDir() {
 		return true // not a path of this module
 	}
-	return exists(filepath.Join(root, filepath.FromSlash(c)))
+	// A path of the Go distribution (cmd/internal/obj/…) shares a first element with ours.
+	return exists(filepath.Join(root, filepath.FromSlash(c))) ||
+		exists(filepath.Join(build.Default.GOROOT, "src", filepath.FromSlash(c)))
 }

@@ -142,6 +142,7 @@ var importAllowList = map[string][]string{
 	"lsm":                        {"internal/base", "internal/vfs", "memory", "lsm/sstable", "internal/invariants"},
 	"lsm/sstable":                {"internal/base", "internal/vfs", "memory"},
 	"lsm/sstable/cmd/sstdump":    {"internal/vfs", "lsm/sstable"},
+	"cmd/strata-state":           {"", "checkpoint"},
 	"internal/base":              nil,
 	"internal/vfs":               nil,
 	"internal/invariants":        nil,

@@ -520,7 +520,7 @@ func (r *modelRun) savepointStep(int32) error {
 		return err
 	}
 	if r.ck.sp == nil {
-		sp, err := checkpoint.NewDirStorage(r.opts.fs, filepath.Join(filepath.Dir(r.dir), "savepoints"))
+		sp, err := checkpointfs.NewDirStorage(r.opts.fs, filepath.Join(filepath.Dir(r.dir), "savepoints"))
 		if err != nil {
 			return err
 		}

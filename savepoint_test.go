@@ -12,13 +12,14 @@ import (
 	"testing"
 
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
 // spEnv is a ckEnv with a second DirStorage for savepoints.
 func spStorage(t *testing.T, e *ckEnv) *checkpoint.DirStorage {
 	t.Helper()
-	sp, err := checkpoint.NewDirStorage(e.fs, filepath.Join(e.root, "savepoints"))
+	sp, err := checkpointfs.NewDirStorage(e.fs, filepath.Join(e.root, "savepoints"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/strata-db/strata/internal/base"
-	"github.com/strata-db/strata/internal/vfs"
 )
 
 // spSource commits, under "job", checkpoint 7 of two objects: a table covered whole (shared,
@@ -136,7 +135,7 @@ func TestCopyNative(t *testing.T) {
 func BenchmarkCopyNative(b *testing.B) {
 	ctx := context.Background()
 	root := b.TempDir()
-	src, err := NewDirStorage(vfs.Default(), root+"/src")
+	src, err := NewDirStorage(root + "/src")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -157,7 +156,7 @@ func BenchmarkCopyNative(b *testing.B) {
 	b.SetBytes(int64(len(table)))
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		dst, err := NewDirStorage(vfs.Default(), fmt.Sprintf("%s/dst-%d", root, i))
+		dst, err := NewDirStorage(fmt.Sprintf("%s/dst-%d", root, i))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -36,7 +36,7 @@ func newEnv(t *testing.T, parts int32) *testEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	st, err := checkpoint.NewLocalStorage(t.TempDir())
+	st, err := checkpoint.NewDirStorage(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,6 @@ import (
 
 	"github.com/strata-db/strata"
 	"github.com/strata-db/strata/checkpoint"
-	"github.com/strata-db/strata/internal/vfs"
 )
 
 func main() {
@@ -59,7 +58,7 @@ func command(args []string, stdout io.Writer) error {
 		return errUsage
 	}
 	ctx := context.Background()
-	st, err := checkpoint.NewDirStorage(vfs.Default(), *dir)
+	st, err := checkpoint.NewDirStorage(*dir)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/strata-db/strata"
 	"github.com/strata-db/strata/checkpoint"
-	"github.com/strata-db/strata/internal/vfs"
 )
 
 // testJob writes a value and a map state of a Store, takes checkpoint 1 and a native
@@ -21,11 +20,11 @@ func testJob(t *testing.T) (ckDir, spDir, owner string) {
 	t.Helper()
 	root := t.TempDir()
 	ckDir, spDir = filepath.Join(root, "checkpoints"), filepath.Join(root, "savepoints")
-	ck, err := checkpoint.NewDirStorage(vfs.Default(), ckDir)
+	ck, err := checkpoint.NewDirStorage(ckDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp, err := checkpoint.NewDirStorage(vfs.Default(), spDir)
+	sp, err := checkpoint.NewDirStorage(spDir)
 	if err != nil {
 		t.Fatal(err)
 	}
