@@ -36,10 +36,23 @@
 //   - Ghost: an entry (near or far) whose record was deleted (Delete marks the record dead and
 //     leaves the entry; deleting from the middle of a heap would need the entry's position,
 //     which every swap would have to write back into the record). A refill moves far ghosts
-//     near like any entry; the near heap drops them when they reach its top.
+//     near like any entry; the near heap drops them when they reach its top; a compaction
+//     drops the others.
+//   - Compaction: a group's ghosts dropped in place: the near entries without ghosts slide to
+//     the front and are heapified again, the far ones to the back, the ghosts' slots go on
+//     their free lists. Records do not move, so the set stays; the heap's root is live and
+//     stays. An Add that finds the entries or the arena full compacts when ghosts are at
+//     least a quarter of the entries (else it grows the group: a rebuild), and a removal that
+//     leaves more ghosts than live timers compacts. So deleting a timer and adding another,
+//     as a session window extended by an event does (Flink's MergingWindowSet deletes the
+//     merged window's cleanup timer and registers the new one), costs amortised O(1) and maps
+//     nothing while the group's live count stays steady.
 //   - Rebuild: a group's region replaced by a new one sized for its live timers (headroom
 //     ×1.5), live records copied in heap order, ghosts dropped, free lists emptied, the set
-//     rebuilt. Growth, shrinking and thawing (below) are all rebuilds.
+//     rebuilt. Growth, shrinking and thawing (below) are all rebuilds; growth needs the live
+//     timers (not ghosts) to fill the set to 3/4, or the entries or arena with ghosts under a
+//     quarter of the entries, and shrinking needs the slots in use to fall under a quarter of
+//     the arena's high-water mark: a group whose live count is steady never rebuilds.
 //   - Snapshot: the groups of some queues frozen at a cut (Freeze), written in the background
 //     as one section per key group (WriteTo), released by the owner (Release).
 //
@@ -136,9 +149,10 @@
 //     group); Queue.pos[key group − kgStart] is the group's index in it, −1 when absent.
 //  5. Memory: every group region is mapped through the queue's Budget (PurposeTimers, a
 //     writer's purpose: never the transform reserve). After a removal, a region larger than a
-//     page has slots in use of at least a quarter of its arena's high-water mark and no more
-//     ghosts than live timers, or it is rebuilt (a refused rebuild is tried at the next
-//     removal); a group without timers gives its region up unless it is one page. So a group
+//     page has slots in use of at least a quarter of its arena's high-water mark, or it is
+//     rebuilt (a refused rebuild is tried at the next removal), and no more ghosts than live
+//     timers, or it is compacted; a group without timers gives its region up unless it is one
+//     page. So a group
 //     holds O(live timers) bytes: about 1.5 × (16 + slot + 16) + 8 to 16 bytes per timer
 //     after a rebuild (BenchmarkQueue reports it), at least one page per group with timers.
 //     On the Go heap: a *group (about 250 bytes) per key group that ever had a timer, and the

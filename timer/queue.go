@@ -520,6 +520,53 @@ func (q *Queue) rebuild(g *group, extraLive, extraBytes int) error {
 	return nil
 }
 
+// compact drops g's ghosts in place (doc.go, "Compaction"): their entries leave the near and
+// far parts, their slots go on the free lists, the near heap is re-heapified. Records do not
+// move, so the set is unchanged, and heap[0] stays (it is live: invariant 3). g must be
+// writable (not frozen). O(entries), no region mapped.
+func (g *group) compact() {
+	if g.ghosts == 0 {
+		return
+	}
+	keep := func(e entry) bool {
+		_, _, kl, nl, dead := g.record(e.ref)
+		if dead {
+			g.freeSlot(e.ref, recSize(kl, nl))
+			g.ghosts--
+		}
+		return !dead
+	}
+	n := 0
+	for _, e := range g.heap[:g.n] {
+		if keep(e) {
+			g.heap[n] = e
+			n++
+		}
+	}
+	// The far part is kept from the back, in its order.
+	top, f := len(g.heap)-1, 0
+	for i := top; i >= len(g.heap)-g.f; i-- {
+		if e := g.heap[i]; keep(e) {
+			g.heap[top-f] = e
+			f++
+		}
+	}
+	if g.ghosts != 0 || n+f != g.live || (n == 0 && f > 0) {
+		panic(fmt.Sprintf("strata: invariant: key group %d compacted to %d+%d entries, %d ghosts left, %d live", g.kg, n, f, g.ghosts, g.live))
+	}
+	nearGhosts := n < g.n
+	g.n, g.f = n, f
+	if nearGhosts {
+		g.heapify()
+	}
+}
+
+// compactable reports whether compacting g in place would free at least a quarter of its
+// entries: less would make a group that keeps adding compact again soon, so it grows instead.
+func (g *group) compactable() bool {
+	return g.frozen == nil && g.r != nil && g.ghosts > 0 && 4*g.ghosts >= g.n+g.f
+}
+
 // near returns the near entries: the heap.
 func (g *group) near() []entry { return g.heap[:g.n] }
 
@@ -601,6 +648,14 @@ func (q *Queue) writable(g *group, sz int) error {
 	if g.frozen == nil && g.r != nil {
 		if sz == 0 || (g.live+1 <= len(g.set)*3/4 && g.n+g.f < len(g.heap) && g.canAlloc(sz)) {
 			return nil
+		}
+		// Entries or arena full of ghosts: a timer deleted and another added (a session window
+		// extended) leave the live count steady, and compacting in place keeps the region.
+		if g.live+1 <= len(g.set)*3/4 && g.compactable() {
+			g.compact()
+			if g.n+g.f < len(g.heap) && g.canAlloc(sz) {
+				return nil
+			}
 		}
 	}
 	if sz > 0 {
@@ -728,15 +783,17 @@ func (q *Queue) Delete(kg int, h uint32, key, ns []byte, ts int64) (bool, error)
 }
 
 // maybeShrink rebuilds g, when its region is larger than a page, once the slots in use are
-// less than a quarter of its arena's high-water mark or the ghosts outnumber the live timers,
-// and gives the region up when no timer is left (invariant 5). A refused rebuild is tried
-// again at the next removal.
+// less than a quarter of its arena's high-water mark, and gives the region up when no timer is
+// left (invariant 5); it compacts g in place once the ghosts outnumber the live timers. A
+// refused rebuild is tried again at the next removal.
 func (q *Queue) maybeShrink(g *group) {
 	if g.r == nil || len(g.r.Bytes()) <= pageSize {
 		return
 	}
-	if g.live == 0 || 4*g.slotBytes < g.alen-arenaBase || g.ghosts > g.live {
+	if g.live == 0 || 4*g.slotBytes < g.alen-arenaBase {
 		q.rebuild(g, 0, 0) // best effort: on ErrMemoryBudget the group stays as it is
+	} else if g.ghosts > g.live && g.frozen == nil {
+		g.compact()
 	}
 }
 

@@ -461,3 +461,76 @@ func equalSets(a, b map[mt]bool) bool {
 	}
 	return true
 }
+
+// TestQueueDeleteAddSteady: deleting a timer and adding a later one for the same key (a
+// session window extended) with a steady live count compacts the groups in place: no region
+// is mapped or released once the groups have grown, and the queue keeps its order and its
+// invariants (doc.go, "Compaction").
+func TestQueueDeleteAddSteady(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	b := memory.NewBudget(1 << 30)
+	q := NewQueue(b, 0, 4)
+	defer q.Close()
+	const keys = 3000
+	cur := make([]mt, keys)
+	model := map[mt]bool{}
+	for k := range cur {
+		cur[k] = mt{kg: k % 4, key: fmt.Sprintf("session-%d", k), ns: "w", ts: rng.Int64N(10_000)}
+		add(t, q, cur[k])
+		model[cur[k]] = true
+	}
+	step := func() {
+		k := rng.IntN(keys)
+		if !del(t, q, cur[k]) {
+			t.Fatalf("Delete(%v) found nothing", cur[k])
+		}
+		delete(model, cur[k])
+		cur[k].ts += 1 + rng.Int64N(10_000)
+		if !add(t, q, cur[k]) {
+			t.Fatalf("Add(%v) found it there", cur[k])
+		}
+		model[cur[k]] = true
+	}
+	for range 20 * keys { // let every group reach its steady size
+		step()
+	}
+	checkQueue(t, q)
+	regions := make([]*memory.Region, 4)
+	for i, g := range q.groups {
+		regions[i] = g.r
+	}
+	mapped := q.MappedBytes()
+	for i := range 20 * keys {
+		step()
+		if i%997 == 0 {
+			checkQueue(t, q)
+		}
+	}
+	checkQueue(t, q)
+	for i, g := range q.groups {
+		if g.r != regions[i] {
+			t.Fatalf("key group %d rebuilt in the steady state", i)
+		}
+	}
+	if q.MappedBytes() != mapped {
+		t.Fatalf("mapped %d bytes, then %d", mapped, q.MappedBytes())
+	}
+	// Firing everything gives the model's order.
+	want := make([]mt, 0, len(model))
+	for x := range model {
+		want = append(want, x)
+	}
+	slices.SortFunc(want, modelCmp)
+	for i, w := range want {
+		got, ok := pop(t, q, 1<<62)
+		if !ok || got != w {
+			t.Fatalf("pop %d: %v %v, want %v", i, got, ok, w)
+		}
+		if i%500 == 0 {
+			checkQueue(t, q)
+		}
+	}
+	if q.Len() != 0 {
+		t.Fatalf("%d timers left", q.Len())
+	}
+}

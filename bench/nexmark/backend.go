@@ -54,6 +54,16 @@ type List[K comparable, T any] interface {
 	Clear(k K, ns int64) error
 }
 
+// Map is a map per key and namespace, as Flink's MapState: Get, Put and Remove one user key;
+// ForEach calls fn for each entry, in an order of the back-end's (fn must not write the
+// back-end; the value is valid during the call).
+type Map[K, UK comparable, UV any] interface {
+	Get(k K, ns int64, uk UK) (UV, bool, error)
+	Put(k K, ns int64, uk UK, v UV) error
+	Remove(k K, ns int64, uk UK) error
+	ForEach(k K, ns int64, fn func(UK, UV) error) error
+}
+
 // Timers are the timers of one service, as Flink's InternalTimerService of one time domain:
 // at most one per (key, namespace, timestamp). Advance fires, in timestamp order, every timer
 // at or before t and removes it (ties in an order of the back-end's: the queries' outputs do
@@ -91,6 +101,22 @@ func NewList[K comparable, T any](b Backend, name string, kc strata.Codec[K], vc
 			return nil, err
 		}
 		return &sList[K, T]{sKey: sKey[K]{s: b.Store, kc: kc}, st: st}, nil
+	}
+	return nil, fmt.Errorf("nexmark: unknown back-end %T", b)
+}
+
+// NewMap returns the map state name of b; kc, ukc and vc serialize keys, user keys and values
+// on Strata.
+func NewMap[K, UK comparable, UV any](b Backend, name string, kc strata.Codec[K], ukc strata.Codec[UK], vc strata.Codec[UV]) (Map[K, UK, UV], error) {
+	switch b := b.(type) {
+	case *ModelBackend:
+		return mMap[K, UK, UV]{}, nil
+	case *StrataBackend:
+		st, err := strata.NewMapState(b.Store, strata.MapDescriptor[UK, UV]{Name: name, KeyCodec: ukc, ValueCodec: vc})
+		if err != nil {
+			return nil, err
+		}
+		return &sMap[K, UK, UV]{sKey: sKey[K]{s: b.Store, kc: kc}, st: st}, nil
 	}
 	return nil, fmt.Errorf("nexmark: unknown back-end %T", b)
 }
@@ -151,6 +177,41 @@ func (m mList[K, T]) ForEach(k K, ns int64, fn func(T) error) error {
 	return nil
 }
 func (m mList[K, T]) Clear(k K, ns int64) error { delete(m, mKey[K]{k, ns}); return nil }
+
+type mMap[K, UK comparable, UV any] map[mKey[K]]map[UK]UV
+
+func (m mMap[K, UK, UV]) Get(k K, ns int64, uk UK) (UV, bool, error) {
+	v, ok := m[mKey[K]{k, ns}][uk]
+	return v, ok, nil
+}
+func (m mMap[K, UK, UV]) Put(k K, ns int64, uk UK, v UV) error {
+	mk := mKey[K]{k, ns}
+	um := m[mk]
+	if um == nil {
+		um = map[UK]UV{}
+		m[mk] = um
+	}
+	um[uk] = v
+	return nil
+}
+func (m mMap[K, UK, UV]) Remove(k K, ns int64, uk UK) error {
+	mk := mKey[K]{k, ns}
+	if um := m[mk]; um != nil {
+		delete(um, uk)
+		if len(um) == 0 {
+			delete(m, mk)
+		}
+	}
+	return nil
+}
+func (m mMap[K, UK, UV]) ForEach(k K, ns int64, fn func(UK, UV) error) error {
+	for uk, v := range m[mKey[K]{k, ns}] {
+		if err := fn(uk, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 type mTimer[K comparable] struct {
 	ts, ns int64
@@ -254,6 +315,30 @@ type sValue[K comparable, T any] struct {
 func (v *sValue[K, T]) Get(k K, ns int64) (T, bool, error) { return v.st.Get(v.key(k, ns)) }
 func (v *sValue[K, T]) Put(k K, ns int64, x T) error       { return v.st.Put(v.key(k, ns), x) }
 func (v *sValue[K, T]) Clear(k K, ns int64) error          { return v.st.Clear(v.key(k, ns)) }
+
+type sMap[K, UK comparable, UV any] struct {
+	sKey[K]
+	st *strata.MapState[UK, UV]
+}
+
+func (m *sMap[K, UK, UV]) Get(k K, ns int64, uk UK) (UV, bool, error) {
+	return m.st.Get(m.key(k, ns), uk)
+}
+func (m *sMap[K, UK, UV]) Put(k K, ns int64, uk UK, v UV) error {
+	return m.st.Put(m.key(k, ns), uk, v)
+}
+func (m *sMap[K, UK, UV]) Remove(k K, ns int64, uk UK) error {
+	return m.st.Remove(m.key(k, ns), uk)
+}
+func (m *sMap[K, UK, UV]) ForEach(k K, ns int64, fn func(UK, UV) error) error {
+	it := m.st.Iterator(m.key(k, ns))
+	for it.Next() {
+		if err := fn(it.Key(), it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Err()
+}
 
 type sList[K comparable, T any] struct {
 	sKey[K]

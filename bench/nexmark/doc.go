@@ -56,6 +56,8 @@
 //   - q16: the channel is keyed by its 64-bit hash.
 //   - q19: the ranking holds (price, time, bidder, hash of the row) per bid, not the row, and
 //     its output is the rows entering and leaving the top 10, not the rank numbers' shifts.
+//     Its state is Flink's rank operator's (a map per auction keyed by price, read through a
+//     cache of rankings on the Go heap); the cache is cleared when full rather than LRU.
 //   - q4 closes an auction at its expiry (a timer) instead of updating its maximum on every
 //     bid; its final rows are the SQL's.
 //   - q6, q9, q10, q13, q14, q21, q22 are not implemented.

@@ -1,6 +1,7 @@
 package nexmark
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -42,7 +43,7 @@ var Queries = []QuerySpec{
 	{"q16", "q15 per (channel, day)", newQ16, 0},
 	{"q17", "per-auction per-day bid statistics: value state per (auction, day), updates", newQ17, 0},
 	{"q18", "last bid per (bidder, auction): deduplication, a bid row per pair", newQ18, 53.7e3},
-	{"q19", "top-10 bids per auction by price: value state of the ranking per auction", newQ19, 44.0e3},
+	{"q19", "top-10 bids per auction by price: map state per auction keyed by price (Flink's rank operator), a cache of rankings", newQ19, 44.0e3},
 	{"q20", "bid ⋈ auction of category 10: unbounded join state (every bid kept in a list per auction)", newQ20, 19.0e3},
 }
 
@@ -823,8 +824,8 @@ const q19N = 10
 // other fields reduced to it: the ranking's state holds 32 bytes per bid, not the row).
 type topRow struct{ Price, DateTime, Bidder, Hash int64 }
 
-// topCodec encodes a ranking as 32 bytes per row, best first. Decode returns a slice of its
-// scratch buffer, valid until the next Decode.
+// topCodec encodes rows (a price's rows of a ranking) as 32 bytes per row, in order. Decode
+// returns a slice of its scratch buffer, valid until the next Decode.
 type topCodec struct{ scratch *[]topRow }
 
 func (topCodec) Append(dst []byte, rs []topRow) []byte {
@@ -849,16 +850,53 @@ func (c topCodec) Decode(b []byte) ([]topRow, error) {
 	return rs, nil
 }
 
+// q19 keeps each auction's ranking as Flink's AppendOnlyTopNFunction does. Its data state is
+// a map keyed by the sort key (the price) whose value is the ranking's rows of that price, in
+// arrival order, so a bid entering the top 10 writes its price's rows and the evicted row's
+// price's rows, not the whole ranking. It reads rankings through a cache on the Go heap
+// (Flink's TopNBuffer cache, table.exec.rank.topn-cache-size, 10 000 keys by default) holding
+// each auction's ranking, best first; a miss (a new auction, or after a restore: the cache is
+// not state) reads the auction's map. The cache is cleared when it passes q19Cache auctions
+// (Flink evicts the least recently used one). Both back-ends run this code, so the ratio
+// compares their states only.
 type q19 struct {
-	o   *Out
-	top Value[int64, []topRow]
+	o     *Out
+	rows  Map[int64, int64, []topRow] // auction, price -> the ranking's rows of that price
+	cache map[int64][]topRow
+	scr   []topRow // scan's scratch
 }
 
+const q19Cache = 10_000
+
 func newQ19(b Backend, o *Out) (Query, error) {
-	q := &q19{o: o}
+	q := &q19{o: o, cache: make(map[int64][]topRow, q19Cache)}
 	var err error
-	q.top, err = NewValue[int64, []topRow](b, "q19-top", int64Codec, topCodec{scratch: new([]topRow)})
+	q.rows, err = NewMap[int64, int64, []topRow](b, "q19-rows", int64Codec, int64Codec, topCodec{scratch: new([]topRow)})
 	return q, err
+}
+
+// scan reads an auction's ranking from its map, best first (a stable sort keeps each
+// price's rows in arrival order).
+func (q *q19) scan(auction int64) ([]topRow, error) {
+	q.scr = q.scr[:0]
+	err := q.rows.ForEach(auction, Void, func(_ int64, rs []topRow) error {
+		q.scr = append(q.scr, rs...)
+		return nil
+	})
+	rs := make([]topRow, len(q.scr), q19N)
+	copy(rs, q.scr)
+	slices.SortStableFunc(rs, func(a, b topRow) int { return cmp.Compare(b.Price, a.Price) })
+	return rs, err
+}
+
+// run returns the rows of price p in a ranking (best first): a run, possibly empty.
+func q19Run(rs []topRow, p int64) []topRow {
+	i, _ := slices.BinarySearchFunc(rs, p, func(r topRow, p int64) int { return cmp.Compare(p, r.Price) })
+	j := i
+	for j < len(rs) && rs[j].Price == p {
+		j++
+	}
+	return rs[i:j]
 }
 
 // Event ranks the bid among its auction's best 10 by price (ties: the earlier first), as
@@ -869,9 +907,16 @@ func (q *q19) Event(e *Event) error {
 		return nil
 	}
 	b := &e.Bid
-	rs, _, err := q.top.Get(b.Auction, Void)
-	if err != nil {
-		return err
+	rs, ok := q.cache[b.Auction]
+	if !ok {
+		var err error
+		if rs, err = q.scan(b.Auction); err != nil {
+			return err
+		}
+		if len(q.cache) >= q19Cache {
+			clear(q.cache)
+		}
+		q.cache[b.Auction] = rs
 	}
 	i, _ := slices.BinarySearchFunc(rs, b.Price, func(r topRow, p int64) int {
 		if r.Price >= p {
@@ -882,17 +927,26 @@ func (q *q19) Event(e *Event) error {
 	if i >= q19N {
 		return nil
 	}
-	r := topRow{b.Price, b.DateTime, b.Bidder, int64(bidHash(b))}
 	if len(rs) == q19N {
-		q.o.Retract(uint64(rs[q19N-1].Hash))
+		ev := rs[q19N-1]
+		q.o.Retract(uint64(ev.Hash))
 		rs = rs[:q19N-1]
+		var err error
+		if left := q19Run(rs, ev.Price); len(left) > 0 {
+			err = q.rows.Put(b.Auction, Void, ev.Price, slices.Clone(left))
+		} else {
+			err = q.rows.Remove(b.Auction, Void, ev.Price)
+		}
+		if err != nil {
+			return err
+		}
 	}
-	if rs == nil {
-		rs = make([]topRow, 0, q19N)
-	}
+	r := topRow{b.Price, b.DateTime, b.Bidder, int64(bidHash(b))}
 	rs = slices.Insert(rs, i, r)
+	q.cache[b.Auction] = rs
 	q.o.Emit(uint64(r.Hash))
-	return q.top.Put(b.Auction, Void, rs)
+	// The model keeps the value it is given: a copy, not the cache's array.
+	return q.rows.Put(b.Auction, Void, b.Price, slices.Clone(q19Run(rs, b.Price)))
 }
 
 func (q *q19) Fire(int64) error { return nil }

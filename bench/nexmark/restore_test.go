@@ -16,7 +16,7 @@ import (
 // dedup's values (q18) survive the checkpoint and its changelog.
 func TestRestoreMatchesModel(t *testing.T) {
 	const every, crashAt = testEvents / 8, testEvents * 23 / 40
-	for _, name := range []string{"q5", "q11", "q18", "q20"} {
+	for _, name := range []string{"q5", "q11", "q18", "q19", "q20"} {
 		t.Run(name, func(t *testing.T) {
 			spec, err := Lookup(name)
 			if err != nil {
