@@ -21,7 +21,7 @@ go vet -tags invariants ./...
 
 step "go test -race (host); the tiers with the invariants tag (internal/invariants: FreshTable verify after a seal, slice validation at install, the LSM version after every manifest edit)"
 tiers='/(fresh|slice|lsm)$'
-go test -race -count=1 -timeout 25m $(go list ./... | grep -Ev "$tiers")
+go test -race -count=1 -timeout 40m $(go list ./... | grep -Ev "$tiers")
 go test -race -tags invariants -count=1 -timeout 25m $(go list ./... | grep -E "$tiers")
 
 step "without -race: a crash at every write of a checkpoint and of the changelog (the race run samples the write points), and the 0-allocation pins (the race detector allocates, so they skip under it)"
