@@ -29,6 +29,9 @@ func (h *hookStorage) Put(ctx context.Context, name string, b []byte) error {
 // dropped when the active one was not empty, and the next batch regrew from nil (32
 // allocations per cycle of 2000 appends instead of 5–6; 8 % of the demo's CPU in growslice).
 func TestSpareAcrossOverlappingPersist(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts under -race include the detector's own (CI saw 10 vs 7); the test command runs this test without -race")
+	}
 	st := &hookStorage{}
 	w, _ := NewWriter(WriterOptions{Storage: st, Prefix: "tm-1", Budget: memory.NewBudget(1 << 30)})
 	l, _ := w.Log("s", KeyGroupRange{Start: 0, End: 127})
