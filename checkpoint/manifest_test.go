@@ -359,7 +359,11 @@ func TestManifestValidate(t *testing.T) {
 		{"bad name", func(m *Manifest) { m.Objects[0].Name = "../x" }},
 		{"kind 0", func(m *Manifest) { m.Objects[0].Kind = 0 }},
 		{"kind 6", func(m *Manifest) { m.Objects[0].Kind = 6 }},
-		{"packed canonical", func(m *Manifest) { m.Objects[0].Kind = KindCanonical; m.Objects[0].Packed = true; m.Objects[0].Length = 1 }},
+		{"packed canonical", func(m *Manifest) {
+			m.Objects[0].Kind = KindCanonical
+			m.Objects[0].Packed = true
+			m.Objects[0].Length = 1
+		}},
 		{"timers of two key groups", func(m *Manifest) { m.Objects[0].Kind = KindTimers; m.Objects[0].KeyGroups.End = 1 }},
 		{"level on a timers object", func(m *Manifest) { m.Objects[0].Kind = KindTimers; m.Objects[0].Level = 1 }},
 		{"negative size", func(m *Manifest) { m.Objects[0].Size = -1 }},
