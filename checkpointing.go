@@ -437,6 +437,11 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 // handles: those whose key groups do not overlap opts.KeyGroups are read for their operator
 // state only (their manifests, not their tables).
 //
+// A canonical savepoint (SavepointCanonical) among the handles brings its registry and
+// operator state as any checkpoint does; its entries and timers of opts.KeyGroups (only the
+// blocks of those key groups are read) are written into the Store through the engine's write
+// path and persisted before Restore returns (savepoint_canonical.go; RestoreStats.CanonicalEntries).
+//
 // Timers (timers.go) move with their key groups: the Store gets exactly the timers of
 // opts.KeyGroups the checkpoints hold (each checkpoint's timer object read once, the sections
 // of its key groups checked against their manifest entries), under their timer services,

@@ -5,7 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"reflect"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/base"
@@ -195,5 +199,129 @@ func TestSavepointCanonicalDamaged(t *testing.T) {
 				t.Fatalf("restore of a damaged savepoint: %v, want ErrCorruption (%v) naming %s", err, tc.cause, obj.Name)
 			}
 		})
+	}
+}
+
+// TestSavepointCanonicalTTLTimersOps: TTL states keep their timestamps (an expired value no
+// cleanup removed is in the savepoint and expires in the restored Store at the same time),
+// timers of both domains and operator list, union list and broadcast state travel with a
+// canonical savepoint, and the savepoint's entries carry the timestamps.
+func TestSavepointCanonicalTTLTimersOps(t *testing.T) {
+	ctx := context.Background()
+	var now atomic.Int64
+	now.Store(1000)
+	dir := t.TempDir()
+	sp, err := checkpoint.NewDirStorage(filepath.Join(dir, "sp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{MaxParallelism: 16, MemoryBudget: 64 << 20, SegmentSize: 4 << 20, Clock: now.Load}
+	type states struct {
+		v  *ValueState[int64]
+		l  *ListState[int64]
+		m  *MapState[string, int64]
+		tm *TimerService[string]
+		ol *OperatorListState[int64]
+		ou *OperatorListState[int64]
+		bc *BroadcastState[string, int64]
+	}
+	reg := func(s *Store) states {
+		cfg := &TTLConfig{TTL: 100 * time.Millisecond, Cleanup: TTLCleanup{NoSweep: true}}
+		return states{
+			v:  must(NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64, TTL: cfg})),
+			l:  must(NewListState(s, ListDescriptor[int64]{Name: "l", Codec: Int64, TTL: cfg})),
+			m:  must(NewMapState(s, MapDescriptor[string, int64]{Name: "m", KeyCodec: String, ValueCodec: Int64, TTL: cfg})),
+			tm: must(NewTimerService(s, TimerServiceDescriptor[string]{Name: "tm", NamespaceCodec: String})),
+			ol: must(NewOperatorListState(s, OperatorListDescriptor[int64]{Name: "ol", Codec: Int64})),
+			ou: must(NewUnionListState(s, OperatorListDescriptor[int64]{Name: "ou", Codec: Int64})),
+			bc: must(NewBroadcastState(s, BroadcastDescriptor[string, int64]{Name: "bc", KeyCodec: String, ValueCodec: Int64})),
+		}
+	}
+	s, err := Open(filepath.Join(dir, "a"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := reg(s)
+	old, fresh := s.Key([]byte("old")), s.Key([]byte("fresh"))
+	must0(t, a.v.Put(old, 1))
+	now.Store(1050)
+	must0(t, a.v.Put(fresh, 2))
+	must0(t, a.l.Add(fresh, 3))
+	must0(t, a.m.Put(fresh, "uk", 4))
+	must0(t, a.tm.RegisterEventTimeTimer(fresh, "w", 77))
+	must0(t, a.tm.RegisterProcessingTimeTimer(old, "", 88))
+	must0(t, a.ol.AddAll([]int64{5, 6}))
+	must0(t, a.ou.Add(7))
+	must0(t, a.bc.Put("b", 8))
+	now.Store(1120) // "old" expired (not cleaned up: no sweep, not read)
+	h, err := s.Savepoint(ctx, sp, SavepointCanonical, 1, []byte("pos"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	man, err := checkpoint.ReadManifest(ctx, sp, h.Owner, h.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := checkpoint.ReadCanonical(ctx, sp, man.Objects[0].Name, man.Objects[0].Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttls := map[string]int64{}
+	err = r.Scan(r.Meta().KeyGroups, func(e *checkpoint.CanonicalEntry) error {
+		name := r.Meta().States[e.State].Name + "/" + string(e.Key)
+		ttls[name] = e.TTL
+		if len(e.ElementTTLs) > 0 {
+			ttls[name] = e.ElementTTLs[0]
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int64{"v/old": 1000, "v/fresh": 1050, "l/fresh": 1050, "m/fresh": 1050}; !reflect.DeepEqual(ttls, want) {
+		t.Fatalf("entries' TTL timestamps %v, want %v", ttls, want)
+	}
+	if n, m, err := r.Verify(); err != nil || n != 4 || m != 2 {
+		t.Fatalf("Verify: %d entries, %d timers, %v", n, m, err)
+	}
+	s2, err := Restore(filepath.Join(dir, "b"), opts, sp, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	b := reg(s2)
+	old, fresh = s2.Key([]byte("old")), s2.Key([]byte("fresh"))
+	if _, ok, err := b.v.Get(old); ok || err != nil {
+		t.Errorf("expired value restored readable: %v, %v", ok, err)
+	}
+	if x, ok, err := b.v.Get(fresh); !ok || x != 2 || err != nil {
+		t.Errorf("value: %d, %v, %v", x, ok, err)
+	}
+	now.Store(1160) // fresh expires at 1150 in the restored Store too: the timestamp was kept
+	if _, ok, err := b.m.Get(fresh, "uk"); ok || err != nil {
+		t.Errorf("map entry past its TTL after restore: %v, %v", ok, err)
+	}
+	if b.tm.NumEventTimeTimers() != 1 || b.tm.NumProcessingTimeTimers() != 1 {
+		t.Errorf("timers: %d event, %d processing", b.tm.NumEventTimeTimers(), b.tm.NumProcessingTimeTimers())
+	}
+	if xs, err := b.ol.Get(); err != nil || !reflect.DeepEqual(xs, []int64{5, 6}) {
+		t.Errorf("operator list %v, %v", xs, err)
+	}
+	if xs, err := b.ou.Get(); err != nil || !reflect.DeepEqual(xs, []int64{7}) {
+		t.Errorf("union list %v, %v", xs, err)
+	}
+	if x, ok, err := b.bc.Get("b"); !ok || x != 8 || err != nil {
+		t.Errorf("broadcast %d, %v, %v", x, ok, err)
+	}
+	if string(h.InputPosition) != "pos" {
+		t.Errorf("input position %q", h.InputPosition)
+	}
+}
+
+func must0(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
