@@ -578,7 +578,7 @@ func TestCommitAndRead(t *testing.T) {
 // also tried resealed (length and CRC recomputed), so that the fuzzer reaches the payload
 // checks behind the checksum.
 func FuzzManifestDecode(f *testing.F) {
-	for _, name := range []string{"MANIFEST-v1", "MANIFEST-v2", "MANIFEST-v3", "MANIFEST-v4"} {
+	for _, name := range []string{"MANIFEST-v1", "MANIFEST-v2", "MANIFEST-v3", "MANIFEST-v4", "MANIFEST-v5"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
