@@ -405,12 +405,14 @@ func (s *Store) restoreCanonicalObject(ctx context.Context, storage checkpoint.S
 			if ttl {
 				val = base.AppendTS(val, e.TTL)
 			}
-			err = s.apply(engine.OpMapPut, ck, h, e.UserKey, append(val, e.Value...))
+			val = append(val, e.Value...)
+			err = s.apply(engine.OpMapPut, ck, h, e.UserKey, val)
 		default:
 			if ttl {
 				val = base.AppendTS(val, e.TTL)
 			}
-			err = s.apply(engine.OpPut, ck, h, nil, append(val, e.Value...))
+			val = append(val, e.Value...)
+			err = s.apply(engine.OpPut, ck, h, nil, val)
 		}
 		if err != nil {
 			return err

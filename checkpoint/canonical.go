@@ -151,6 +151,7 @@ type CanonicalWriter struct {
 	started [4]bool
 	entries int64
 	timers  int64
+	rec     []byte // the record being encoded (reused)
 	err     error
 }
 
@@ -292,8 +293,7 @@ func (cw *CanonicalWriter) Add(e *CanonicalEntry) error {
 		return cw.err
 	}
 	st := cw.meta.States[e.State]
-	var b [binary.MaxVarintLen64 + 8]byte
-	rec := binary.AppendUvarint(b[:0], uint64(e.State))
+	rec := binary.AppendUvarint(cw.rec[:0], uint64(e.State))
 	rec = appendBytes(appendBytes(rec, e.Key), e.Namespace)
 	le := binary.LittleEndian
 	switch st.Kind {
@@ -322,6 +322,7 @@ func (cw *CanonicalWriter) Add(e *CanonicalEntry) error {
 		}
 		rec = appendBytes(rec, e.Value)
 	}
+	cw.rec = rec
 	if err := cw.record(canonicalEntries, e.KeyGroup, rec); err != nil {
 		return err
 	}
@@ -340,11 +341,12 @@ func (cw *CanonicalWriter) AddTimer(t *CanonicalTimer) error {
 		return cw.err
 	}
 	le := binary.LittleEndian
-	rec := binary.AppendUvarint(nil, uint64(t.Service))
+	rec := binary.AppendUvarint(cw.rec[:0], uint64(t.Service))
 	rec = append(rec, t.Domain)
 	rec = le.AppendUint32(rec, uint32(t.KeyHash))
 	rec = le.AppendUint64(rec, uint64(t.Timestamp))
 	rec = appendBytes(appendBytes(rec, t.Key), t.Namespace)
+	cw.rec = rec
 	if err := cw.record(canonicalTimers, t.KeyGroup, rec); err != nil {
 		return err
 	}
