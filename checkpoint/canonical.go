@@ -152,6 +152,7 @@ type CanonicalWriter struct {
 	entries int64
 	timers  int64
 	rec     []byte // the record being encoded (reused)
+	target  int    // CanonicalBlockTarget; tests make it small
 	err     error
 }
 
@@ -187,7 +188,7 @@ func NewCanonicalWriter(w io.Writer, meta CanonicalMeta) (*CanonicalWriter, erro
 		p = appendBytes(appendBytes(p, []byte(st.Codecs[0])), []byte(st.Codecs[1]))
 	}
 	p = appendBytes(appendBytes(p, meta.InputPosition), meta.OperatorState)
-	cw := &CanonicalWriter{w: w, meta: meta}
+	cw := &CanonicalWriter{w: w, meta: meta, target: CanonicalBlockTarget}
 	h := make([]byte, canonicalHeader)
 	copy(h, canonicalMagic)
 	le := binary.LittleEndian
@@ -260,7 +261,7 @@ func (cw *CanonicalWriter) record(kind uint8, kg uint16, rec []byte) error {
 		cw.err = fmt.Errorf("%w: key group %d after %d", ErrInvalidEntry, kg, cw.curKG[kind])
 		return cw.err
 	}
-	if cw.started[kind] && (kg != cw.curKG[kind] || len(cw.cur[kind]) >= CanonicalBlockTarget) {
+	if cw.started[kind] && (kg != cw.curKG[kind] || len(cw.cur[kind]) >= cw.target) {
 		if err := cw.flush(kind); err != nil {
 			return err
 		}

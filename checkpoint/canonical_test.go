@@ -41,8 +41,8 @@ func goldenCanonicalRecords() ([]CanonicalEntry, []CanonicalTimer) {
 		{KeyGroup: 40, State: 3, Key: []byte("bob"), Value: []byte{9}},
 		{KeyGroup: 40, State: 4, Key: []byte("bob"), Value: []byte("acc"), TTL: -1},
 	}
-	for i := range 40 { // more than one block of key group 63
-		es = append(es, CanonicalEntry{KeyGroup: 63, State: 0, Key: []byte{byte(i)}, Value: bytes.Repeat([]byte{byte(i)}, 2000)})
+	for i := range 40 { // more than one block of key group 63 (blocks of 1 KiB in the tests)
+		es = append(es, CanonicalEntry{KeyGroup: 63, State: 0, Key: []byte{byte(i)}, Value: bytes.Repeat([]byte{byte(i)}, 100)})
 	}
 	ts := []CanonicalTimer{
 		{KeyGroup: 33, Service: 5, Domain: 0, KeyHash: -7, Timestamp: -100, Key: []byte("alice"), Namespace: []byte("w1")},
@@ -58,6 +58,7 @@ func encodeCanonical(t testing.TB, meta CanonicalMeta, es []CanonicalEntry, ts [
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.target = 1 << 10
 	for i := range es {
 		if err := w.Add(&es[i]); err != nil {
 			t.Fatal(err)
