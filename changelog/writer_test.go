@@ -525,6 +525,73 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
+// flightMix is a record mix like the flight demo's changelog (about 30 logical bytes a
+// record): value and aggregate puts, list appends, map puts and removes, timer deletes, over
+// 128 key groups, with sequence numbers mostly one apart (a write may take several).
+type flightRec struct {
+	kind    uint8
+	kg      uint16
+	seqStep uint64
+	k, u, v []byte
+}
+
+func flightMix() []flightRec {
+	rng := rand.New(rand.NewPCG(22, 2))
+	out := make([]flightRec, 4096)
+	for i := range out {
+		g := uint16(rng.IntN(128))
+		r := flightRec{kg: g, seqStep: 1}
+		if rng.IntN(8) == 0 {
+			r.seqStep = uint64(2 + rng.IntN(3))
+		}
+		switch x := rng.IntN(20); {
+		case x < 8: // value / aggregating put: namespace + route key, a small accumulator
+			r.kind, r.k, r.v = 1, kgKey(g, fmt.Sprintf("\x01\x02ns%08dKORD-KSFO", rng.IntN(1e6))), make([]byte, 12+rng.IntN(12))
+		case x < 11: // list append: one framed element
+			r.kind, r.k, r.v = 3, kgKey(g, fmt.Sprintf("\x03\x01N%05d", rng.IntN(1e5))), make([]byte, 10+rng.IntN(8))
+		case x < 15: // map put
+			r.kind, r.k, r.u, r.v = 6, kgKey(g, fmt.Sprintf("\x04\x01KORD%03d", rng.IntN(1000))), make([]byte, 8), make([]byte, 8+rng.IntN(8))
+		case x < 17: // map remove
+			r.kind, r.k, r.u = 7, kgKey(g, fmt.Sprintf("\x04\x01KORD%03d", rng.IntN(1000))), make([]byte, 8)
+		default: // timer or window delete
+			r.kind, r.k = 2, kgKey(g, fmt.Sprintf("\x05\x01%016x", rng.Uint64()))
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// BenchmarkAppendMix: Append of the flight-like record mix (flightMix); B/record is the
+// encoded bytes a record takes in the buffer (and in the segment), logical-B/record the key,
+// user key and value bytes it carries.
+func BenchmarkAppendMix(b *testing.B) {
+	mix := flightMix()
+	w, _ := NewWriter(WriterOptions{Storage: discardStorage{}, Prefix: "tm-1", Budget: memory.NewBudget(1 << 30)})
+	l, _ := w.Log("s", KeyGroupRange{Start: 0, End: 127})
+	logical := 0
+	for _, r := range mix {
+		logical += len(r.k) + len(r.u) + len(r.v)
+	}
+	b.ReportAllocs()
+	seq, i := uint64(0), 0
+	for b.Loop() {
+		r := &mix[i&(len(mix)-1)]
+		i++
+		seq += r.seqStep
+		if err := l.Append(r.kind, r.kg, seq, r.k, r.u, r.v); err != nil {
+			if _, err := w.Persist(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if seq%4096 == 0 && w.PersistDue(time.Time{}) {
+			w.Persist(context.Background())
+		}
+	}
+	st := l.Stats()
+	b.ReportMetric(float64(st.AppendedBytes)/float64(st.AppendedRecords), "B/record")
+	b.ReportMetric(float64(logical)/float64(len(mix)), "logical-B/record")
+}
+
 // discardStorage accepts every Put and stores nothing.
 type discardStorage struct{ checkpoint.Storage }
 
