@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/strata-db/strata/internal/base"
 )
@@ -243,6 +244,35 @@ func TestGolden(t *testing.T) {
 	}
 	if v1, v2 := len(goldenObject(formatV1)), len(goldenObject(formatVersion)); v2 >= v1-14 {
 		t.Fatalf("golden object: version 2 %d bytes, version 1 %d", v2, v1)
+	}
+}
+
+// TestDecodeSegmentAllocatesNothing: checking a segment of either version allocates nothing
+// per record (the one Record handed to fn escapes: one allocation per segment); its records
+// alias the segment.
+func TestDecodeSegmentAllocatesNothing(t *testing.T) {
+	for _, v := range versions {
+		g := goldenObject(v)
+		segs, err := DecodeObject("g", g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &segs[2]
+		seg := g[s.Offset : s.Offset+s.Length]
+		fn := func(_ int, r *Record) error {
+			k, lo := uintptr(unsafe.Pointer(&r.Key[0])), uintptr(unsafe.Pointer(&seg[0]))
+			if k < lo || k >= lo+uintptr(len(seg)) {
+				t.Fatal("a record's key does not alias its segment")
+			}
+			return nil
+		}
+		if n := testing.AllocsPerRun(100, func() {
+			if err := checkSegment("g", s, seg, fn); err != nil {
+				t.Fatal(err)
+			}
+		}); n > 1 {
+			t.Fatalf("version %d: checkSegment of %d records allocated %v times", v, s.Records, n)
+		}
 	}
 }
 

@@ -420,10 +420,10 @@ func (l *Log) KeyGroups() KeyGroupRange { return l.kg }
 //
 // Called on the Store's goroutine on its write path: it encodes the record in place into the
 // Log's current off-heap chunk (doc.go, "Record buffer"), its seq as the delta from the
-// previous record of the batch (the Log's mutex guards both), and allocates nothing, also in a new
-// Log (chunks come from the Writer's idle ones; a chunk is mapped only when none is idle),
-// takes one uncontended mutex, and touches the shared counters and the Budget once per
-// 16 KiB. Errors, all preallocated: ErrInvalidRecord for a record that breaks the rules; an
+// previous record of the batch (the Log's mutex guards both), allocates nothing, also in a
+// new Log (chunks come from the Writer's idle ones; a chunk is mapped only when none is
+// idle), takes one uncontended mutex, and touches the shared counters and the Budget once
+// per 16 KiB. Errors, all preallocated: ErrInvalidRecord for a record that breaks the rules; an
 // error matching memory.ErrMemoryBudget when the Budget refuses or the Writer holds Threshold
 // bytes or no chunk can be mapped (backpressure: persist, then retry); ErrClosed. A refused
 // record is not buffered.
