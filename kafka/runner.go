@@ -526,15 +526,19 @@ func (r *Runner) metadata(id uint64) string {
 // committedOffset fetches partition p's committed offset and metadata, waiting out
 // transactions in flight (KIP-447 RequireStable). offset -1: nothing committed.
 func (r *Runner) committedOffset(ctx context.Context, p int32) (int64, string, error) {
+	return fetchCommitted(ctx, r.sess.Client(), r.cfg.Group, r.cfg.InputTopic, p)
+}
+
+func fetchCommitted(ctx context.Context, cl *kgo.Client, group, topic string, p int32) (int64, string, error) {
 	for {
 		req := kmsg.NewPtrOffsetFetchRequest()
-		req.Group = r.cfg.Group
+		req.Group = group
 		req.RequireStable = true
 		t := kmsg.NewOffsetFetchRequestTopic()
-		t.Topic = r.cfg.InputTopic
+		t.Topic = topic
 		t.Partitions = []int32{p}
 		req.Topics = append(req.Topics, t)
-		resp, err := req.RequestWith(ctx, r.sess.Client())
+		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
 			return 0, "", err
 		}
@@ -567,6 +571,54 @@ func (r *Runner) committedOffset(ctx context.Context, p int32) (int64, string, e
 		return -1, "", nil
 	again:
 	}
+}
+
+// committedCheckpoint loads the handle of the checkpoint that committed offset off with
+// metadata md names for partition p, and checks that it is this job's, of this partition, at
+// that offset (ErrForeignCheckpoint otherwise).
+func committedCheckpoint(ctx context.Context, cfg *Config, owner string, p int32, off int64, md string) (strata.CheckpointHandle, error) {
+	prefix := "strata/" + cfg.Job + "/"
+	if !strings.HasPrefix(md, prefix) {
+		return strata.CheckpointHandle{}, fmt.Errorf("%w: group %q committed %s/%d with metadata %q, not of job %q", ErrForeignCheckpoint, cfg.Group, cfg.InputTopic, p, md, cfg.Job)
+	}
+	id, perr := strconv.ParseUint(md[len(prefix):], 10, 64)
+	if perr != nil {
+		return strata.CheckpointHandle{}, fmt.Errorf("%w: metadata %q: %v", ErrForeignCheckpoint, md, perr)
+	}
+	h, lerr := strata.LoadCheckpoint(ctx, cfg.Storage, owner, id)
+	if lerr != nil {
+		return strata.CheckpointHandle{}, fmt.Errorf("strata/kafka: checkpoint %d of %s (committed for %s/%d at %d): %w", id, owner, cfg.InputTopic, p, off, lerr)
+	}
+	pos, derr := DecodePosition(h.InputPosition)
+	if derr != nil {
+		return strata.CheckpointHandle{}, fmt.Errorf("%w: checkpoint %d of %s: %w", ErrForeignCheckpoint, id, owner, derr)
+	}
+	if pos.Job != cfg.Job || pos.Topic != cfg.InputTopic || pos.Partition != p || pos.Offset != off {
+		return strata.CheckpointHandle{}, fmt.Errorf("%w: checkpoint %d of %s holds %+v, the group committed %s/%d at %d", ErrForeignCheckpoint, id, owner, pos, cfg.InputTopic, p, off)
+	}
+	return h, nil
+}
+
+// CommittedCheckpoint returns the checkpoint of input partition p that the job's consumer
+// group has committed (the one a runner taking p over restores) and the committed offset,
+// the next input offset to read; ok is false when the group committed nothing for p. It is
+// for tools that inspect a job's state from outside (restore h with strata.Restore and
+// read it): cl is any client of the cluster; cfg needs Group, Job, InputTopic and Storage.
+// It waits out a transaction in flight (RequireStable). Errors: ErrForeignCheckpoint (an
+// offset without a checkpoint, or another job's), Kafka's, the storage's.
+func CommittedCheckpoint(ctx context.Context, cl *kgo.Client, cfg Config, p int32) (h strata.CheckpointHandle, offset int64, ok bool, err error) {
+	off, md, err := fetchCommitted(ctx, cl, cfg.Group, cfg.InputTopic, p)
+	if err != nil {
+		return h, 0, false, fmt.Errorf("strata/kafka: committed offset of %s/%d: %w", cfg.InputTopic, p, err)
+	}
+	if off < 0 {
+		return h, -1, false, nil
+	}
+	if md == "" {
+		return h, off, false, fmt.Errorf("%w: group %q committed offset %d of %s/%d without a checkpoint", ErrForeignCheckpoint, cfg.Group, off, cfg.InputTopic, p)
+	}
+	h, err = committedCheckpoint(ctx, &cfg, fmt.Sprintf("%s-p%05d", cfg.Job, p), p, off, md)
+	return h, off, err == nil, err
 }
 
 // restore opens partition p's Store: from the checkpoint the committed offset's metadata
@@ -609,24 +661,9 @@ func (r *Runner) restore(ctx context.Context, p int32) error {
 		st, err = strata.Open(dir, opts)
 		off = -1
 	} else {
-		prefix := "strata/" + r.cfg.Job + "/"
-		if !strings.HasPrefix(md, prefix) {
-			return fmt.Errorf("%w: group %q committed %s/%d with metadata %q, not of job %q", ErrForeignCheckpoint, r.cfg.Group, r.cfg.InputTopic, p, md, r.cfg.Job)
-		}
-		id, perr := strconv.ParseUint(md[len(prefix):], 10, 64)
-		if perr != nil {
-			return fmt.Errorf("%w: metadata %q: %v", ErrForeignCheckpoint, md, perr)
-		}
-		h, lerr := strata.LoadCheckpoint(ctx, r.cfg.Storage, r.owner(p), id)
-		if lerr != nil {
-			return fmt.Errorf("strata/kafka: checkpoint %d of %s (committed for %s/%d at %d): %w", id, r.owner(p), r.cfg.InputTopic, p, off, lerr)
-		}
-		pos, derr := DecodePosition(h.InputPosition)
-		if derr != nil {
-			return fmt.Errorf("%w: checkpoint %d of %s: %w", ErrForeignCheckpoint, id, r.owner(p), derr)
-		}
-		if pos.Job != r.cfg.Job || pos.Topic != r.cfg.InputTopic || pos.Partition != p || pos.Offset != off {
-			return fmt.Errorf("%w: checkpoint %d of %s holds %+v, the group committed %s/%d at %d", ErrForeignCheckpoint, id, r.owner(p), pos, r.cfg.InputTopic, p, off)
+		h, cerr := committedCheckpoint(ctx, &r.cfg, r.owner(p), p, off, md)
+		if cerr != nil {
+			return cerr
 		}
 		st, err = strata.Restore(dir, opts, r.cfg.Storage, h)
 		restored = true
