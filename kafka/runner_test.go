@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +28,8 @@ type testEnv struct {
 	brokers []string
 	storage checkpoint.Storage
 	job     string
+	// delivery is the runners' Config.Delivery.
+	delivery Delivery
 }
 
 func newEnv(t *testing.T, parts int32) *testEnv {
@@ -75,6 +78,7 @@ func (e *testEnv) config(name string) Config {
 		MaxParallelism: testMaxP, Storage: e.storage, LocalDir: e.t.TempDir() + "/" + name,
 		StoreOptions:       strata.Options{MemoryBudget: 16 << 20},
 		CheckpointInterval: 100 * time.Millisecond,
+		Delivery:           e.delivery,
 		TransactionTimeout: 10 * time.Second,
 		SessionTimeout:     3 * time.Second,
 		Setup: func(s *strata.Store) (any, error) {
@@ -267,8 +271,24 @@ func TestSingleRunner(t *testing.T) {
 	x := e.start("a")
 	want := model(n)
 	got := e.readOutput(total(want), 20*time.Second)
+	s := x.r.Stats()
 	x.stop(t)
 	diff(t, got, want)
+	// Per-partition figures: every partition owned, read to its end.
+	if len(s.Partitions) != testParts {
+		t.Fatalf("Stats.Partitions has %d partitions, want %d: %+v", len(s.Partitions), testParts, s.Partitions)
+	}
+	var events, offsets int64
+	for p, ps := range s.Partitions {
+		if ps.Lag != 0 || ps.Restore <= 0 || ps.Offset <= 0 || ps.StateBytes <= 0 {
+			t.Errorf("partition %d: %+v: want lag 0 and a restore time, an offset and state bytes", p, ps)
+		}
+		events += ps.Events
+		offsets += ps.Offset
+	}
+	if offsets != n || events < n {
+		t.Errorf("partitions: offsets sum to %d, events to %d; want %d and at least %d", offsets, events, n, n)
+	}
 }
 
 // TestKillMidStream: three runners share the input; one is killed mid-stream without
@@ -357,4 +377,64 @@ func TestForeignCheckpoint(t *testing.T) {
 	if err := r.Run(ctx); !errors.Is(err, ErrForeignCheckpoint) {
 		t.Fatalf("Run = %v, want ErrForeignCheckpoint", err)
 	}
+}
+
+// TestAtLeastOnceKill: the kill of TestKillMidStream with Delivery AtLeastOnce. No output is
+// lost; the extra records are duplicates (a record at most twice, one kill) of keys whose
+// partition the killed runner owned: its output since its last commit, emitted again by the
+// new owner replaying from the committed checkpoint.
+func TestAtLeastOnceKill(t *testing.T) {
+	e := newEnv(t, testParts)
+	e.delivery = AtLeastOnce
+	const n = 6000
+	e.produce(0, n/2)
+	xs := []*running{e.start("a"), e.start("b"), e.start("c")}
+	var victim *running
+	end := time.Now().Add(20 * time.Second)
+	for victim == nil {
+		for _, x := range xs {
+			if x.r.Stats().Checkpoints > 0 && x.r.Stats().Events > 100 {
+				victim = x
+				break
+			}
+		}
+		if time.Now().After(end) {
+			t.Fatal("no runner checkpointed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.produce(n/2, 3*n/4)
+	owned := map[int32]bool{}
+	for p := range victim.r.Stats().Partitions {
+		owned[p] = true
+	}
+	victim.kill(t)
+	e.produce(3*n/4, n)
+	want := model(n)
+	got := e.readOutput(total(want), 30*time.Second)
+	for _, x := range xs {
+		if x != victim {
+			x.stop(t)
+		}
+	}
+	dups := 0
+	for k, w := range want {
+		g := got[k]
+		key := []byte(k[:strings.IndexByte(k, '=')])
+		switch {
+		case g < w:
+			t.Errorf("%s: got %d, want %d: lost", k, g, w)
+		case g > 2*w:
+			t.Errorf("%s: got %d, want %d: more than one duplicate after one kill", k, g, w)
+		case g > w && !owned[PartitionOf(key, testMaxP, testParts)]:
+			t.Errorf("%s: got %d, want %d: a duplicate of a partition the killed runner did not own (it owned %v)", k, g, w, owned)
+		}
+		dups += g - w
+	}
+	for k, g := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: got %d, want 0", k, g)
+		}
+	}
+	t.Logf("at least once: %d records, %d duplicates after the kill (partitions %v)", total(want), dups, owned)
 }
