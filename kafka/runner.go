@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,6 +122,8 @@ type Stats struct {
 	Checkpoints      int64         // checkpoints committed with their transaction
 	Aborts           int64         // transactions aborted (state rolled back); at least once, offset commits refused
 	Restores         int64         // partitions restored from a checkpoint
+	Fenced           int64         // checkpoints refused by Strata's writer fencing (strata.ErrFenced: another runner owns the partition now)
+	Restarts         int64         // sessions started again after a transaction ended in doubt (Run, "Restarts")
 	LastCheckpoint   time.Duration // duration of the last checkpoint + commit
 	LastRestore      time.Duration // duration of the last partition restore
 	OwnedPartitions  int
@@ -195,6 +198,7 @@ type Runner struct {
 	partitions int
 	mu         sync.Mutex // guards parts against the group's callbacks
 	parts      map[int32]*partState
+	moved      bool  // a group callback ran since the last End (guarded by mu)
 	fatal      error // from a callback, returned by Run
 	emitErr    atomic.Pointer[error]
 	ctx        Context
@@ -288,6 +292,14 @@ func (r *Runner) checkTopic(ctx context.Context, cl *kgo.Client) error {
 // Run joins the group and processes until ctx is done, then takes a last checkpoint, commits
 // it and leaves the group (graceful shutdown: cancel ctx on SIGTERM). Errors: ErrPartitionCount,
 // ErrForeignCheckpoint, a Store's or Kafka's fatal error.
+//
+// Restarts: when a transaction ends in doubt — EndTxn failed (PRODUCER_FENCED, the broker's
+// transaction timeout) or the heartbeat that must precede the commit did not come within
+// Config.TransactionTimeout (the runner stalled past its session and is out of the group) —
+// Run drops every partition without committing, leaves the group and joins it again with a
+// new transactional producer (Stats.Restarts); the partitions come back restored from what
+// was committed. After maxRestarts (5) restarts without a commit in between it returns the
+// error.
 func (r *Runner) Run(ctx context.Context) error {
 	meta, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.ExtraOpts...)...)
 	if err != nil {
@@ -308,6 +320,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		kgo.ConsumerGroup(r.cfg.Group),
 		kgo.ConsumeTopics(r.cfg.InputTopic),
 		kgo.SessionTimeout(r.cfg.SessionTimeout),
+		// Three heartbeats per session, as Kafka's own default (10 s / 3 s): one late
+		// heartbeat must not cost the membership (kgo's default, 3 s, is a whole session
+		// of 3 s).
+		kgo.HeartbeatInterval(min(3*time.Second, r.cfg.SessionTimeout/3)),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
 		kgo.BlockRebalanceOnPoll(),
@@ -319,28 +335,59 @@ func (r *Runner) Run(ctx context.Context) error {
 	if r.cfg.OutputTopic != "" {
 		opts = append(opts, kgo.DefaultProduceTopic(r.cfg.OutputTopic))
 	}
-	if r.cfg.Delivery == AtLeastOnce {
-		opts = append(opts, kgo.DisableAutoCommit(), kgo.RequiredAcks(kgo.AllISRAcks()))
-		opts = append(opts, r.cfg.ExtraOpts...)
-		if r.cl, err = kgo.NewClient(opts...); err != nil {
+	restarts, commits := 0, int64(0)
+	for {
+		if r.cfg.Delivery == AtLeastOnce {
+			o := append(slices.Clip(opts), kgo.DisableAutoCommit(), kgo.RequiredAcks(kgo.AllISRAcks()))
+			if r.cl, err = kgo.NewClient(append(o, r.cfg.ExtraOpts...)...); err != nil {
+				return err
+			}
+		} else {
+			// A new transactional id per session: a session that ended in doubt (below) is
+			// never resumed, its open transaction is aborted by the broker (or was committed).
+			txid := fmt.Sprintf("%s-%s-%d", r.cfg.Job, filepath.Base(r.cfg.LocalDir), time.Now().UnixNano())
+			o := append(slices.Clip(opts), kgo.TransactionalID(txid), kgo.TransactionTimeout(r.cfg.TransactionTimeout))
+			if r.sess, err = kgo.NewGroupTransactSession(append(o, r.cfg.ExtraOpts...)...); err != nil {
+				return err
+			}
+			r.cl = r.sess.Client()
+		}
+		err = r.loop(ctx)
+		// Leaves the group. After a crash (test hook) the open transaction is never
+		// committed, and at least once the output since the last commit may be emitted again.
+		r.cl.CloseAllowingRebalance()
+		r.dropAll()
+		if !errors.Is(err, errRestart) || r.crash.Load() {
 			return err
 		}
-	} else {
-		txid := fmt.Sprintf("%s-%s-%d", r.cfg.Job, filepath.Base(r.cfg.LocalDir), time.Now().UnixNano())
-		opts = append(opts, kgo.TransactionalID(txid), kgo.TransactionTimeout(r.cfg.TransactionTimeout))
-		opts = append(opts, r.cfg.ExtraOpts...)
-		if r.sess, err = kgo.NewGroupTransactSession(opts...); err != nil {
+		if ctx.Err() != nil {
+			// The last commit of a shutdown ended in doubt: the partitions were no longer
+			// this runner's (or its producer was fenced); their next owner restores what
+			// was committed, as after a crash. Nothing to report.
+			return nil
+		}
+		// The transaction ended in doubt (a fenced producer, a group membership lost
+		// during a stall): drop every partition without committing and join again with a
+		// new session; the partitions come back through the group, restored from what was
+		// committed (RequireStable waits until the doubtful transaction is resolved).
+		if c := r.Stats().Checkpoints; c != commits {
+			restarts, commits = 0, c
+		}
+		if restarts++; restarts > maxRestarts {
 			return err
 		}
-		r.cl = r.sess.Client()
+		r.emitErr.Store(nil)
+		r.statsMu.Lock()
+		r.stats.Restarts++
+		r.statsMu.Unlock()
 	}
-	err = r.loop(ctx)
-	// Leaves the group. After a crash (test hook) the open transaction is never committed,
-	// and at least once the output since the last commit may be emitted again.
-	r.cl.CloseAllowingRebalance()
-	r.dropAll()
-	return err
 }
+
+// maxRestarts bounds the sessions Run starts again without a commit in between.
+const maxRestarts = 5
+
+// errRestart marks an error after which Run starts a new session rather than returning.
+var errRestart = errors.New("transaction in doubt")
 
 func (r *Runner) loop(ctx context.Context) error {
 	if err := r.begin(); err != nil {
@@ -536,7 +583,14 @@ func (r *Runner) commit(ctx context.Context) error {
 	if ckErr != nil || r.emitErr.Load() != nil {
 		want = kgo.TryAbort
 	}
-	ectx := kgo.PreTxnCommitFnContext(context.WithoutCancel(ctx), func(req *kmsg.TxnOffsetCommitRequest) error {
+	// End waits for a heartbeat that proves the group generation still holds (KIP-447). A
+	// runner stalled past its session (a long GC, a starved process) is out of the group and
+	// the client's group management waits for AllowRebalance, which only follows End: without
+	// a bound End would wait forever. The bound is the transaction timeout, after which the
+	// broker aborts the transaction anyway; End then aborts and the state is rolled back.
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.TransactionTimeout)
+	defer cancel()
+	ectx := kgo.PreTxnCommitFnContext(tctx, func(req *kmsg.TxnOffsetCommitRequest) error {
 		var topic *kmsg.TxnOffsetCommitRequestTopic
 		for i := range req.Topics {
 			if req.Topics[i].Topic == r.cfg.InputTopic {
@@ -571,10 +625,12 @@ func (r *Runner) commit(ctx context.Context) error {
 	})
 	committed, err := r.sess.End(ectx, want)
 	if err != nil {
-		return fmt.Errorf("strata/kafka: end transaction: %w", err)
+		return fmt.Errorf("strata/kafka: end transaction: %w (%w)", err, errRestart)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	moved := r.moved
+	r.moved = false
 	for _, ps := range r.parts {
 		if ps.pending == 0 {
 			continue
@@ -587,12 +643,32 @@ func (r *Runner) commit(ctx context.Context) error {
 		ps.nextID = ps.pending + 1
 		ps.pending = 0
 	}
+	if errors.Is(ckErr, strata.ErrFenced) {
+		r.statsMu.Lock()
+		r.stats.Fenced++
+		r.statsMu.Unlock()
+	}
 	if !committed {
 		if ckErr != nil && !errors.Is(ckErr, strata.ErrFenced) && !errors.Is(ckErr, strata.ErrCheckpointExists) {
 			return ckErr
 		}
 		r.emitErr.Store(nil)
-		// The client went back to the committed offsets: so does the state.
+		r.statsMu.Lock()
+		r.stats.Aborts++
+		r.statsMu.Unlock()
+		if !moved || errors.Is(ckErr, strata.ErrFenced) {
+			// Aborted with no rebalance seen (the group refused the commit) or with a
+			// checkpoint refused by Strata's fencing: this runner may be a zombie whose
+			// client has not learnt it yet. Restoring its partitions in place would claim
+			// their lineages (the restored Stores' first checkpoint writes a fence) and
+			// fence the checkpoints their real owners have committed since: drop them
+			// without restoring and join the group again (Run), which restores what the
+			// group assigns.
+			return fmt.Errorf("strata/kafka: transaction aborted without a rebalance (checkpoint: %v): %w", ckErr, errRestart)
+		}
+		// A rebalance ran during the transaction (the session aborted it): the group told
+		// the client what it owns, and the client went back to the committed offsets of
+		// those partitions: so does the state.
 		ps := make([]int32, 0, len(r.parts))
 		for p := range r.parts {
 			ps = append(ps, p)
@@ -603,9 +679,6 @@ func (r *Runner) commit(ctx context.Context) error {
 				return err
 			}
 		}
-		r.statsMu.Lock()
-		r.stats.Aborts++
-		r.statsMu.Unlock()
 		return nil
 	}
 	r.committed(start)
@@ -923,6 +996,7 @@ func (r *Runner) dropAll() {
 func (r *Runner) onAssigned(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.moved = true
 	for _, p := range m[r.cfg.InputTopic] {
 		if r.fatal != nil {
 			return
@@ -940,6 +1014,7 @@ func (r *Runner) onAssigned(ctx context.Context, _ *kgo.Client, m map[string][]i
 func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.moved = true
 	for _, p := range m[r.cfg.InputTopic] {
 		r.drop(p)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,7 +219,17 @@ type running struct {
 
 func (e *testEnv) start(name string) *running {
 	e.t.Helper()
-	r, err := New(e.config(name))
+	return e.startWith(name, nil)
+}
+
+// startWith starts a runner whose config edit changed (nil: none).
+func (e *testEnv) startWith(name string, edit func(*Config)) *running {
+	e.t.Helper()
+	cfg := e.config(name)
+	if edit != nil {
+		edit(&cfg)
+	}
+	r, err := New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -437,4 +448,65 @@ func TestAtLeastOnceKill(t *testing.T) {
 		}
 	}
 	t.Logf("at least once: %d records, %d duplicates after the kill (partitions %v)", total(want), dups, owned)
+}
+
+// TestZombieFenced: runner a stalls in Process (a long GC pause, a starved process) while
+// runner c joins: the group rebalances, a cannot rejoin within the rebalance timeout (its
+// client blocks rebalances while it processes, as Kafka's max.poll.interval.ms), so the group
+// gives a's partitions to b and c, which restore them from the committed checkpoints and
+// checkpoint them (claiming their lineages). When a wakes it is a zombie: Strata refuses its
+// checkpoints (ErrFenced) and Kafka its transaction (the group generation, KIP-447; or the
+// heartbeat before the commit never comes, the transaction ends in doubt and a starts a new
+// session). The committed output is still exactly the model's, and a goes on without error.
+func TestZombieFenced(t *testing.T) {
+	e := newEnv(t, testParts)
+	const n = 4000
+	e.produce(0, n/2)
+	var stall atomic.Bool
+	short := func(c *Config) {
+		c.SessionTimeout = time.Second
+		c.TransactionTimeout = 3 * time.Second
+		c.ExtraOpts = append(c.ExtraOpts, kgo.RebalanceTimeout(time.Second))
+	}
+	a := e.startWith("a", func(c *Config) {
+		short(c)
+		process := c.Process
+		c.Process = func(x *Context, key, value []byte, ts int64) error {
+			if stall.CompareAndSwap(true, false) {
+				time.Sleep(4 * time.Second)
+			}
+			return process(x, key, value, ts)
+		}
+	})
+	waitEvents(t, []*running{a}, n/4)
+	b := e.startWith("b", short)
+	end := time.Now().Add(20 * time.Second)
+	for a.r.Stats().OwnedPartitions == 0 || b.r.Stats().OwnedPartitions == 0 || b.r.Stats().Checkpoints == 0 {
+		if time.Now().After(end) {
+			t.Fatalf("no rebalance to a and b: %+v, %+v", a.r.Stats(), b.r.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	zombie := func() int64 { s := a.r.Stats(); return s.Fenced + s.Aborts + s.Restarts }
+	before := zombie()
+	stall.Store(true)
+	e.produce(n/2, 3*n/4)
+	c := e.startWith("c", short)
+	e.produce(3*n/4, n)
+	want := model(n)
+	got := e.readOutput(total(want), 30*time.Second)
+	for end := time.Now().Add(15 * time.Second); zombie() == before && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	sa := a.r.Stats()
+	got2 := e.readOutput(total(want), 10*time.Second) // whatever the zombie did meanwhile
+	for _, x := range []*running{a, b, c} {
+		x.stop(t)
+	}
+	diff(t, got, want)
+	diff(t, got2, want)
+	if zombie() == before {
+		t.Errorf("the zombie was neither fenced nor aborted nor restarted: %+v", sa)
+	}
+	t.Logf("zombie: %d checkpoints fenced, %d transactions aborted, %d sessions restarted", sa.Fenced, sa.Aborts, sa.Restarts)
 }
