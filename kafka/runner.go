@@ -718,6 +718,13 @@ func (r *Runner) committed(start time.Time) {
 // produce that failed stops the runner (the output of the interval may be lost otherwise; a
 // new runner replays it from the last commit); a refused commit does not.
 func (r *Runner) commitAtLeastOnce(ctx context.Context, start time.Time, cks map[int32]ck, ckErr error) error {
+	if errors.Is(ckErr, strata.ErrFenced) {
+		// Another runner restored a partition of this one: a zombie. Start again (Run).
+		r.statsMu.Lock()
+		r.stats.Fenced++
+		r.statsMu.Unlock()
+		return fmt.Errorf("strata/kafka: checkpoint: %w (%w)", ckErr, errRestart)
+	}
 	if ckErr != nil {
 		return fmt.Errorf("strata/kafka: checkpoint: %w", ckErr)
 	}

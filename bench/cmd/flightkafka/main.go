@@ -97,7 +97,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.local, "local", "", "runners' scratch directory (default: a temporary directory)")
 	fs.DurationVar(&c.interval, "interval", time.Second, "checkpoint (and transaction) interval")
 	fs.Int64Var(&c.budget, "budget", 64<<20, "memory budget of each partition's Store in bytes")
-	fs.DurationVar(&c.session, "session-timeout", 3*time.Second, "consumer group session timeout (how soon a killed runner's partitions move)")
+	fs.DurationVar(&c.session, "session-timeout", 6*time.Second, "consumer group session timeout (how soon a killed runner's partitions move)")
 	fs.DurationVar(&c.txnTimeout, "txn-timeout", 10*time.Second, "Kafka transaction timeout (how soon a killed runner's open transaction is aborted)")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Minute, "give up when the job has not committed every input offset by then")
 }
