@@ -508,5 +508,65 @@ func TestZombieFenced(t *testing.T) {
 	if zombie() == before {
 		t.Errorf("the zombie was neither fenced nor aborted nor restarted: %+v", sa)
 	}
+	// Fenced, or aborted with no rebalance seen, it drops its partitions without committing
+	// and joins again with a new session (Restarts); aborted after its client saw the
+	// partitions revoked, it only drops them.
+	sa = a.r.Stats()
+	if sa.Fenced > 0 && sa.Restarts == 0 {
+		t.Errorf("the zombie was fenced but did not start a new session: %+v", sa)
+	}
 	t.Logf("zombie: %d checkpoints fenced, %d transactions aborted, %d sessions restarted", sa.Fenced, sa.Aborts, sa.Restarts)
+}
+
+// slowStorage delays one Create (a checkpoint's manifest) when slow is set, and reports its
+// start on started.
+type slowStorage struct {
+	checkpoint.Storage
+	slow    atomic.Bool
+	started chan struct{}
+}
+
+func (s *slowStorage) Create(ctx context.Context, name string, data []byte) error {
+	if s.slow.CompareAndSwap(true, false) {
+		close(s.started)
+		time.Sleep(time.Second)
+	}
+	return s.Storage.Create(ctx, name, data)
+}
+
+// TestRebalanceDuringCheckpoint: runner b joins while runner a is inside a slow checkpoint
+// (its manifest's Create takes a second). a's client holds the rebalance until the
+// transaction ends (BlockRebalanceOnPoll), then the partitions b gets are revoked from a
+// between transactions and restored by b from what a committed: the output is still
+// exactly the model's.
+func TestRebalanceDuringCheckpoint(t *testing.T) {
+	e := newEnv(t, testParts)
+	slow := &slowStorage{Storage: e.storage, started: make(chan struct{})}
+	e.storage = slow
+	const n = 4000
+	e.produce(0, n/2)
+	a := e.start("a")
+	for end := time.Now().Add(20 * time.Second); a.r.Stats().Checkpoints == 0; {
+		if time.Now().After(end) {
+			t.Fatal("a did not checkpoint")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	slow.slow.Store(true)
+	select {
+	case <-slow.started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no checkpoint started")
+	}
+	b := e.start("b")
+	e.produce(n/2, n)
+	want := model(n)
+	got := e.readOutput(total(want), 30*time.Second)
+	sb := b.r.Stats()
+	a.stop(t)
+	b.stop(t)
+	diff(t, got, want)
+	if sb.Restores == 0 || sb.Events == 0 {
+		t.Errorf("b restored %d partitions and processed %d events: the rebalance gave it nothing", sb.Restores, sb.Events)
+	}
 }
