@@ -349,6 +349,16 @@ func run(c *config, out io.Writer) error {
 	produced := false
 
 	var victim *child
+	var killedAt time.Time
+	moved := false
+	survivorsOwn := func() (n int) {
+		for _, ch := range kids {
+			if !ch.killed {
+				n += ch.read().owned
+			}
+		}
+		return n
+	}
 	deadline := time.Now().Add(c.timeout)
 	for {
 		if !produced {
@@ -384,9 +394,15 @@ func run(c *config, out io.Writer) error {
 				victim.killed = true
 				victim.cmd.Process.Kill()
 				<-victim.done
+				killedAt = time.Now()
 				fmt.Fprintf(out, "killed %s (SIGKILL) after %d events of %d, it owned %d partitions and had committed %d checkpoints: they move to the others\n",
 					victim.name, sum, n, s.owned, s.checkpoints)
 			}
+		}
+		if victim != nil && !moved && survivorsOwn() == c.partitions {
+			moved = true
+			fmt.Fprintf(out, "rebalance: every partition owned (restored) by the others %v after the kill, to within 200 ms (the session timeout, %v, is most of it)\n",
+				time.Since(killedAt).Round(10*time.Millisecond), c.session)
 		}
 		if produced && (victim != nil || c.killAfter == 0 || c.killAfter > int64(n)) {
 			if ok, err := allCommitted(ctx, adm, c); err != nil {
@@ -414,8 +430,8 @@ func run(c *config, out io.Writer) error {
 		}
 		s := ch.read()
 		events += s.events
-		fmt.Fprintf(out, "%s: %d events, %d checkpoints committed, %d aborted, %d partitions restored; stopped by SIGTERM\n",
-			ch.name, s.events, s.checkpoints, s.aborts, s.restores)
+		fmt.Fprintf(out, "%s: %d events (%.0f events/s over the job), %d checkpoints committed, %d aborted, %d partitions restored; stopped by SIGTERM\n",
+			ch.name, s.events, float64(s.events)/elapsed.Seconds(), s.checkpoints, s.aborts, s.restores)
 	}
 	fmt.Fprintf(out, "job: every input offset committed after %v: %d events processed for %d flights (%.0f flights/s; replays after the kill included in events)\n",
 		elapsed.Round(time.Millisecond), events, n, float64(n)/elapsed.Seconds())
