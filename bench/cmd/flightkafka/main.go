@@ -417,10 +417,8 @@ func run(c *config, out io.Writer) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
-	var events int64
 	for _, ch := range kids {
 		if ch.killed {
-			events += ch.read().events
 			continue
 		}
 		ch.cmd.Process.Signal(syscall.SIGTERM)
@@ -429,12 +427,11 @@ func run(c *config, out io.Writer) error {
 			return fmt.Errorf("%s after SIGTERM: %v", ch.name, ch.err)
 		}
 		s := ch.read()
-		events += s.events
-		fmt.Fprintf(out, "%s: %d events (%.0f events/s over the job), %d checkpoints committed, %d aborted, %d partitions restored; stopped by SIGTERM\n",
+		fmt.Fprintf(out, "%s: %d events processed, replays included (%.0f events/s over the job), %d checkpoints committed, %d aborted, %d partitions restored; stopped by SIGTERM\n",
 			ch.name, s.events, float64(s.events)/elapsed.Seconds(), s.checkpoints, s.aborts, s.restores)
 	}
-	fmt.Fprintf(out, "job: every input offset committed after %v: %d events processed for %d flights (%.0f flights/s; replays after the kill included in events)\n",
-		elapsed.Round(time.Millisecond), events, n, float64(n)/elapsed.Seconds())
+	fmt.Fprintf(out, "job: every input offset committed after %v: %d flights (%.0f flights/s, %d runners, one killed)\n",
+		elapsed.Round(time.Millisecond), n, float64(n)/elapsed.Seconds(), c.runners)
 
 	exp := flightjob.Model(tr, func(route string) int32 { return kafka.PartitionOf([]byte(route), maxParallelism, c.partitions) })
 	bad, err := check(ctx, c, cl, exp)
