@@ -27,10 +27,14 @@
 //  2. ends the transaction with a commit whose TxnOffsetCommit (PreTxnCommitFnContext) sets,
 //     for each partition, the offset to the checkpoint's and the offset metadata to
 //     "strata/<Job>/<n_p>" — output, offsets and the checkpoint pointer commit atomically;
-//  3. on commit, NotifyCheckpointComplete(n_p); on abort (a rebalance during the
-//     transaction, a failed checkpoint, a failed produce) every owned partition is dropped
-//     and restored from the committed state, to which the client has also reset its
-//     positions;
+//  3. on commit, NotifyCheckpointComplete(n_p); on abort after a rebalance during the
+//     transaction every owned partition is dropped and restored from the committed state, to
+//     which the client has also reset its positions; on abort without a rebalance seen (the
+//     group refused the commit), or with a checkpoint Strata's fencing refused, the runner may
+//     be a zombie: it drops every partition without restoring and joins the group again
+//     (restoring in place would claim the lineages and fence checkpoints the real owners
+//     committed since); a transaction in doubt (EndTxn failed, or the heartbeat the commit
+//     waits for did not come within TransactionTimeout) does the same (Stats.Restarts);
 //  4. allows the group to rebalance (BlockRebalanceOnPoll: the callbacks run only here).
 //
 // On partitions assigned, a partition's committed offset is fetched with RequireStable (a
@@ -50,18 +54,29 @@
 // new owner checkpointed the lineage. New checkpoint ids continue above every id in the
 // lineage (checkpoint.ListCheckpoints), so a zombie's orphaned ids are skipped.
 //
+// # At least once
+//
+// With Config.Delivery AtLeastOnce there is no transaction: output is produced as it is
+// emitted; every CheckpointInterval the runner checkpoints each partition, flushes the output,
+// then commits the offsets with the checkpoint names (OffsetCommit metadata). Nothing a
+// commit covers is lost; a failure re-emits what the partition emitted since its last commit
+// (at most one interval per failure).
+//
+// # Operations
+//
+// Stats has the runner's counters and, per owned partition (PartitionStats), events, events/s
+// over the last interval, offset, lag (last stable offset minus offset), the duration of the
+// last Store checkpoint and of the restore, and the state's memory bytes. Run's goroutine
+// carries the pprof label strata.kafka.job; the processing, timers and checkpoint of a
+// partition also strata.kafka.partition (go tool pprof -tagfocus).
+//
 // # Shutdown
 //
 // Run returns when its context is done, after a last checkpoint and commit, and leaves the
-// group: wire SIGTERM with signal.NotifyContext.
+// group: wire SIGTERM with signal.NotifyContext (bench/cmd/flightkafka does).
 //
 // # Not yet
 //
-//   - At-least-once output without transactions (the issue's documented option) is not built:
-//     output is always transactional.
-//   - A transaction that outlives Config.TransactionTimeout (a rebalance stalled longer than
-//     that with a transaction open) is aborted by the broker and the runner's producer is
-//     fenced: Run returns the error and the process must start a new Runner.
-//   - Restore is full, not lazy (the storage issue); pprof labels and events/s, lag in Stats;
-//     the flight job on Kafka (kafka/cmd) and the benchmarks are not built.
+//   - Restore is full, not lazy (the storage issue); the benchmarks of issue 25 are not built.
+//   - A real cluster has not been tried: the tests and bench/cmd/flightkafka run on kfake.
 package kafka

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,9 +71,31 @@ type Config struct {
 	TransactionTimeout time.Duration
 	// SessionTimeout is the consumer group session timeout. Default 10 s.
 	SessionTimeout time.Duration
+	// Delivery is how output reaches OutputTopic: ExactlyOnce (default) or AtLeastOnce.
+	Delivery Delivery
 	// ExtraOpts are appended to the kgo client options (logging, TLS, SASL).
 	ExtraOpts []kgo.Opt
 }
+
+// Delivery is a Runner's output guarantee (Config.Delivery).
+type Delivery int
+
+const (
+	// ExactlyOnce commits output, input offsets and checkpoint names in one Kafka
+	// transaction per checkpoint (package doc, "Exactly once"): read_committed consumers of
+	// the output see every record once, after the checkpoint that produced it committed.
+	ExactlyOnce Delivery = iota
+	// AtLeastOnce produces output without transactions, as it is emitted (idempotent
+	// producer; visible at once, also to read_uncommitted consumers). Every checkpoint
+	// flushes the output produced so far before the group's offsets and checkpoint names are
+	// committed (OffsetCommit with metadata), so no output of a committed checkpoint is lost;
+	// a runner that dies, or loses a partition, after emitting and before its next commit
+	// has that output emitted again by the partition's next owner, which replays from the
+	// committed checkpoint: duplicates, at most the output of one checkpoint interval of the
+	// partition per failure. A refused offset commit (a rebalance under way) is counted in
+	// Stats.Aborts and not rolled back: the state goes on, the next commit covers it.
+	AtLeastOnce
+)
 
 // Context is what Process and OnTimer get: the partition's Store and states, its timer
 // service, the Key of the record or timer, and Emit. Valid during the call only.
@@ -96,12 +120,38 @@ func (c *Context) Emit(key, value []byte) {
 type Stats struct {
 	Events           int64         // records processed (including replays after an abort)
 	Checkpoints      int64         // checkpoints committed with their transaction
-	Aborts           int64         // transactions aborted (state rolled back)
+	Aborts           int64         // transactions aborted (state rolled back); at least once, offset commits refused
 	Restores         int64         // partitions restored from a checkpoint
+	Fenced           int64         // checkpoints refused by Strata's writer fencing (strata.ErrFenced: another runner owns the partition now)
+	Restarts         int64         // sessions started again after a transaction ended in doubt (Run, "Restarts")
 	LastCheckpoint   time.Duration // duration of the last checkpoint + commit
 	LastRestore      time.Duration // duration of the last partition restore
 	OwnedPartitions  int
 	StateBytesByPart map[int32]int64 // memory budget bytes in use per owned partition at the last checkpoint
+	// Partitions has the figures of each owned input partition.
+	Partitions map[int32]PartitionStats
+}
+
+// PartitionStats are the figures of one input partition a runner owns, since it took it (a
+// partition restored after an abort starts again).
+type PartitionStats struct {
+	// Events is the records processed.
+	Events int64
+	// EventsPerSec is the records processed per second over the last checkpoint interval.
+	EventsPerSec float64
+	// Offset is the next input offset to read (-1: nothing read and nothing committed).
+	Offset int64
+	// Lag is the records of the partition not yet read, as of the last fetch: its last stable
+	// offset (read_committed) minus Offset; -1 before the first fetch.
+	Lag int64
+	// Checkpoint is the duration of the partition Store's last Checkpoint call (the
+	// synchronous part; the commit of the interval is Stats.LastCheckpoint).
+	Checkpoint time.Duration
+	// Restore is how long opening the partition's Store took when the runner took the
+	// partition (restore from its committed checkpoint, or an empty Store).
+	Restore time.Duration
+	// StateBytes is the partition Store's memory budget bytes in use at the last checkpoint.
+	StateBytes int64
 }
 
 // KeyGroupOf is the key group of key bytes, as strata.Store.Key assigns it (xxh3, Flink's
@@ -132,23 +182,30 @@ type partState struct {
 	offset  int64 // next offset to read; -1 unknown (nothing read, nothing committed)
 	maxTs   int64
 	nextID  uint64
-	pending uint64 // checkpoint id taken for the running End, 0 none
+	pending uint64          // checkpoint id taken for the running End, 0 none
+	labels  context.Context // pprof labels of the partition's work
+	stats   PartitionStats
+	since   int64     // stats.Events at the last checkpoint
+	sinceT  time.Time // time of the last checkpoint (or of the restore)
 }
 
 // Runner runs a keyed process function over the partitions the consumer group assigns it.
 // Run drives it from one goroutine; Stats may be read concurrently.
 type Runner struct {
 	cfg        Config
-	sess       *kgo.GroupTransactSession
+	sess       *kgo.GroupTransactSession // ExactlyOnce
+	cl         *kgo.Client               // the consumer and producer (the session's, with ExactlyOnce)
 	partitions int
 	mu         sync.Mutex // guards parts against the group's callbacks
 	parts      map[int32]*partState
+	moved      bool  // a group callback ran since the last End (guarded by mu)
 	fatal      error // from a callback, returned by Run
 	emitErr    atomic.Pointer[error]
 	ctx        Context
 	stats      Stats
 	statsMu    sync.Mutex
-	crash      atomic.Bool // test hook: stop without committing
+	crash      atomic.Bool     // test hook: stop without committing
+	labels     context.Context // pprof labels of the runner's goroutine (Run's context plus job)
 }
 
 // New checks cfg and returns a Runner. Errors: ErrInvalidConfig naming the field.
@@ -162,6 +219,8 @@ func New(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("%w: Storage and LocalDir are required", ErrInvalidConfig)
 	case cfg.Process == nil:
 		return nil, fmt.Errorf("%w: Process is required", ErrInvalidConfig)
+	case cfg.Delivery != ExactlyOnce && cfg.Delivery != AtLeastOnce:
+		return nil, fmt.Errorf("%w: Delivery %d", ErrInvalidConfig, cfg.Delivery)
 	}
 	if err := checkpoint.ValidateOwner(cfg.Job + "-p00000"); err != nil || cfg.Job == "" || strings.Contains(cfg.Job, "/") {
 		return nil, fmt.Errorf("%w: Job %q: %v", ErrInvalidConfig, cfg.Job, err)
@@ -204,6 +263,10 @@ func (r *Runner) Stats() Stats {
 	for k, v := range r.stats.StateBytesByPart {
 		s.StateBytesByPart[k] = v
 	}
+	s.Partitions = make(map[int32]PartitionStats, len(r.stats.Partitions))
+	for k, v := range r.stats.Partitions {
+		s.Partitions[k] = v
+	}
 	return s
 }
 
@@ -229,6 +292,14 @@ func (r *Runner) checkTopic(ctx context.Context, cl *kgo.Client) error {
 // Run joins the group and processes until ctx is done, then takes a last checkpoint, commits
 // it and leaves the group (graceful shutdown: cancel ctx on SIGTERM). Errors: ErrPartitionCount,
 // ErrForeignCheckpoint, a Store's or Kafka's fatal error.
+//
+// Restarts: when a transaction ends in doubt — EndTxn failed (PRODUCER_FENCED, the broker's
+// transaction timeout) or the heartbeat that must precede the commit did not come within
+// Config.TransactionTimeout (the runner stalled past its session and is out of the group) —
+// Run drops every partition without committing, leaves the group and joins it again with a
+// new transactional producer (Stats.Restarts); the partitions come back restored from what
+// was committed. After maxRestarts (5) restarts without a commit in between it returns the
+// error.
 func (r *Runner) Run(ctx context.Context) error {
 	meta, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.ExtraOpts...)...)
 	if err != nil {
@@ -239,14 +310,20 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	txid := fmt.Sprintf("%s-%s-%d", r.cfg.Job, filepath.Base(r.cfg.LocalDir), time.Now().UnixNano())
+	// pprof labels: the job on the Run goroutine, the partition on its records' processing,
+	// timers and checkpoint (profiles group by them: go tool pprof -tagfocus).
+	r.labels = pprof.WithLabels(ctx, pprof.Labels("strata.kafka.job", r.cfg.Job))
+	pprof.SetGoroutineLabels(r.labels)
+	defer pprof.SetGoroutineLabels(ctx)
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(r.cfg.Brokers...),
 		kgo.ConsumerGroup(r.cfg.Group),
 		kgo.ConsumeTopics(r.cfg.InputTopic),
-		kgo.TransactionalID(txid),
-		kgo.TransactionTimeout(r.cfg.TransactionTimeout),
 		kgo.SessionTimeout(r.cfg.SessionTimeout),
+		// Three heartbeats per session, as Kafka's own default (10 s / 3 s): one late
+		// heartbeat must not cost the membership (kgo's default, 3 s, is a whole session
+		// of 3 s).
+		kgo.HeartbeatInterval(min(3*time.Second, r.cfg.SessionTimeout/3)),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
 		kgo.BlockRebalanceOnPoll(),
@@ -258,25 +335,62 @@ func (r *Runner) Run(ctx context.Context) error {
 	if r.cfg.OutputTopic != "" {
 		opts = append(opts, kgo.DefaultProduceTopic(r.cfg.OutputTopic))
 	}
-	opts = append(opts, r.cfg.ExtraOpts...)
-	sess, err := kgo.NewGroupTransactSession(opts...)
-	if err != nil {
-		return err
-	}
-	r.sess = sess
-	err = r.loop(ctx)
-	if r.crash.Load() {
-		r.sess.CloseAllowingRebalance() // leaves the group; the open transaction is never committed
+	restarts, commits := 0, int64(0)
+	for {
+		if r.cfg.Delivery == AtLeastOnce {
+			o := append(slices.Clip(opts), kgo.DisableAutoCommit(), kgo.RequiredAcks(kgo.AllISRAcks()))
+			if r.cl, err = kgo.NewClient(append(o, r.cfg.ExtraOpts...)...); err != nil {
+				return err
+			}
+		} else {
+			// A new transactional id per session: a session that ended in doubt (below) is
+			// never resumed, its open transaction is aborted by the broker (or was committed).
+			txid := fmt.Sprintf("%s-%s-%d", r.cfg.Job, filepath.Base(r.cfg.LocalDir), time.Now().UnixNano())
+			o := append(slices.Clip(opts), kgo.TransactionalID(txid), kgo.TransactionTimeout(r.cfg.TransactionTimeout))
+			if r.sess, err = kgo.NewGroupTransactSession(append(o, r.cfg.ExtraOpts...)...); err != nil {
+				return err
+			}
+			r.cl = r.sess.Client()
+		}
+		err = r.loop(ctx)
+		// Leaves the group. After a crash (test hook) the open transaction is never
+		// committed, and at least once the output since the last commit may be emitted again.
+		r.cl.CloseAllowingRebalance()
 		r.dropAll()
-		return err
+		if !errors.Is(err, errRestart) || r.crash.Load() {
+			return err
+		}
+		if ctx.Err() != nil {
+			// The last commit of a shutdown ended in doubt: the partitions were no longer
+			// this runner's (or its producer was fenced); their next owner restores what
+			// was committed, as after a crash. Nothing to report.
+			return nil
+		}
+		// The transaction ended in doubt (a fenced producer, a group membership lost
+		// during a stall): drop every partition without committing and join again with a
+		// new session; the partitions come back through the group, restored from what was
+		// committed (RequireStable waits until the doubtful transaction is resolved).
+		if c := r.Stats().Checkpoints; c != commits {
+			restarts, commits = 0, c
+		}
+		if restarts++; restarts > maxRestarts {
+			return err
+		}
+		r.emitErr.Store(nil)
+		r.statsMu.Lock()
+		r.stats.Restarts++
+		r.statsMu.Unlock()
 	}
-	r.sess.CloseAllowingRebalance()
-	r.dropAll()
-	return err
 }
 
+// maxRestarts bounds the sessions Run starts again without a commit in between.
+const maxRestarts = 5
+
+// errRestart marks an error after which Run starts a new session rather than returning.
+var errRestart = errors.New("transaction in doubt")
+
 func (r *Runner) loop(ctx context.Context) error {
-	if err := r.sess.Begin(); err != nil {
+	if err := r.begin(); err != nil {
 		return err
 	}
 	last := time.Now()
@@ -287,7 +401,7 @@ func (r *Runner) loop(ctx context.Context) error {
 		stopping := ctx.Err() != nil
 		if !stopping {
 			pctx, cancel := context.WithTimeout(ctx, max(time.Until(last.Add(r.cfg.CheckpointInterval)), time.Millisecond))
-			fs := r.sess.PollFetches(pctx)
+			fs := r.cl.PollFetches(pctx)
 			cancel()
 			if r.crash.Load() {
 				return nil
@@ -313,11 +427,11 @@ func (r *Runner) loop(ctx context.Context) error {
 				return err
 			}
 			last = time.Now()
-			r.sess.AllowRebalance()
+			r.cl.AllowRebalance()
 			if stopping {
 				return nil
 			}
-			if err := r.sess.Begin(); err != nil {
+			if err := r.begin(); err != nil {
 				return err
 			}
 		}
@@ -333,39 +447,50 @@ func (r *Runner) process(fs kgo.Fetches) error {
 	touched := map[int32]*partState{}
 	var n int64
 	var perr error
-	fs.EachRecord(func(rec *kgo.Record) {
-		if perr != nil {
+	defer pprof.SetGoroutineLabels(r.labels)
+	fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+		if perr != nil || len(ftp.Records) == 0 {
 			return
 		}
-		ps := r.parts[rec.Partition]
+		ps := r.parts[ftp.Partition]
 		if ps == nil {
-			perr = fmt.Errorf("strata/kafka: invariant: record of partition %d, not owned", rec.Partition)
+			perr = fmt.Errorf("strata/kafka: invariant: record of partition %d, not owned", ftp.Partition)
 			return
 		}
-		ts := r.cfg.EventTime(rec)
-		c := r.context(ps)
-		c.Key = ps.store.Key(rec.Key)
-		if !ps.store.KeyGroups().Contains(c.Key.KeyGroup()) {
-			perr = fmt.Errorf("strata/kafka: record at %s/%d@%d: key group %d is not in the partition's range %v (produce with KeyGroupPartitioner): %w",
-				rec.Topic, rec.Partition, rec.Offset, c.Key.KeyGroup(), ps.store.KeyGroups(), strata.ErrKeyGroupOutOfRange)
-			return
+		pprof.SetGoroutineLabels(ps.labels)
+		for _, rec := range ftp.Records {
+			ts := r.cfg.EventTime(rec)
+			c := r.context(ps)
+			c.Key = ps.store.Key(rec.Key)
+			if !ps.store.KeyGroups().Contains(c.Key.KeyGroup()) {
+				perr = fmt.Errorf("strata/kafka: record at %s/%d@%d: key group %d is not in the partition's range %v (produce with KeyGroupPartitioner): %w",
+					rec.Topic, rec.Partition, rec.Offset, c.Key.KeyGroup(), ps.store.KeyGroups(), strata.ErrKeyGroupOutOfRange)
+				return
+			}
+			if err := r.cfg.Process(c, rec.Key, rec.Value, ts); err != nil {
+				perr = err
+				return
+			}
+			ps.offset = rec.Offset + 1
+			if ts > ps.maxTs {
+				ps.maxTs = ts
+			}
+			ps.stats.Events++
+			n++
 		}
-		if err := r.cfg.Process(c, rec.Key, rec.Value, ts); err != nil {
-			perr = err
-			return
+		touched[ps.p] = ps
+		end := ftp.LastStableOffset
+		if end < 0 {
+			end = ftp.HighWatermark
 		}
-		ps.offset = rec.Offset + 1
-		if ts > ps.maxTs {
-			ps.maxTs = ts
-		}
-		touched[rec.Partition] = ps
-		n++
+		ps.stats.Lag = max(end-ps.offset, 0)
 	})
 	if perr != nil {
 		return perr
 	}
 	now := r.cfg.Clock()
 	for _, ps := range r.parts {
+		pprof.SetGoroutineLabels(ps.labels)
 		c := r.context(ps)
 		if _, ok := touched[ps.p]; ok && ps.maxTs != minTs {
 			if err := ps.timers.AdvanceWatermark(ps.maxTs-r.cfg.OutOfOrderness, func(t strata.Timer[[]byte]) error { return r.fire(c, t, true) }); err != nil {
@@ -378,11 +503,31 @@ func (r *Runner) process(fs kgo.Fetches) error {
 	}
 	r.statsMu.Lock()
 	r.stats.Events += n
+	for p := range touched {
+		r.publish(r.parts[p])
+	}
 	r.statsMu.Unlock()
 	return nil
 }
 
+// publish copies ps's figures into Stats. Called with r.mu and r.statsMu held.
+func (r *Runner) publish(ps *partState) {
+	if r.stats.Partitions == nil {
+		r.stats.Partitions = map[int32]PartitionStats{}
+	}
+	ps.stats.Offset = ps.offset
+	r.stats.Partitions[ps.p] = ps.stats
+}
+
 const minTs = -1 << 63
+
+// begin starts the transaction of the next checkpoint interval (ExactlyOnce).
+func (r *Runner) begin() error {
+	if r.sess == nil {
+		return nil
+	}
+	return r.sess.Begin()
+}
 
 func (r *Runner) fire(c *Context, t strata.Timer[[]byte], ev bool) error {
 	if r.cfg.OnTimer == nil {
@@ -399,7 +544,7 @@ func (r *Runner) context(ps *partState) *Context {
 
 func (r *Runner) emit(key, value []byte) {
 	rec := &kgo.Record{Key: append([]byte(nil), key...), Value: append([]byte(nil), value...)}
-	r.sess.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
+	r.cl.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
 		if err != nil {
 			r.emitErr.CompareAndSwap(nil, &err)
 		}
@@ -411,10 +556,6 @@ func (r *Runner) emit(key, value []byte) {
 func (r *Runner) commit(ctx context.Context) error {
 	start := time.Now()
 	r.mu.Lock()
-	type ck struct {
-		id     uint64
-		offset int64
-	}
 	cks := map[int32]ck{}
 	var ckErr error
 	for _, ps := range r.parts {
@@ -422,19 +563,34 @@ func (r *Runner) commit(ctx context.Context) error {
 			continue
 		}
 		pos := Position{Job: r.cfg.Job, Topic: r.cfg.InputTopic, Partition: ps.p, Offset: ps.offset}.Append(nil)
-		if _, err := ps.store.Checkpoint(ctx, ps.nextID, pos); err != nil {
+		pprof.SetGoroutineLabels(ps.labels)
+		t := time.Now()
+		_, err := ps.store.Checkpoint(ctx, ps.nextID, pos)
+		ps.stats.Checkpoint = time.Since(t)
+		if err != nil {
 			ckErr = err
 			break
 		}
 		ps.pending = ps.nextID
 		cks[ps.p] = ck{ps.nextID, ps.offset}
 	}
+	pprof.SetGoroutineLabels(r.labels)
 	r.mu.Unlock()
+	if r.sess == nil {
+		return r.commitAtLeastOnce(ctx, start, cks, ckErr)
+	}
 	want := kgo.TryCommit
 	if ckErr != nil || r.emitErr.Load() != nil {
 		want = kgo.TryAbort
 	}
-	ectx := kgo.PreTxnCommitFnContext(context.WithoutCancel(ctx), func(req *kmsg.TxnOffsetCommitRequest) error {
+	// End waits for a heartbeat that proves the group generation still holds (KIP-447). A
+	// runner stalled past its session (a long GC, a starved process) is out of the group and
+	// the client's group management waits for AllowRebalance, which only follows End: without
+	// a bound End would wait forever. The bound is the transaction timeout, after which the
+	// broker aborts the transaction anyway; End then aborts and the state is rolled back.
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.TransactionTimeout)
+	defer cancel()
+	ectx := kgo.PreTxnCommitFnContext(tctx, func(req *kmsg.TxnOffsetCommitRequest) error {
 		var topic *kmsg.TxnOffsetCommitRequestTopic
 		for i := range req.Topics {
 			if req.Topics[i].Topic == r.cfg.InputTopic {
@@ -469,10 +625,12 @@ func (r *Runner) commit(ctx context.Context) error {
 	})
 	committed, err := r.sess.End(ectx, want)
 	if err != nil {
-		return fmt.Errorf("strata/kafka: end transaction: %w", err)
+		return fmt.Errorf("strata/kafka: end transaction: %w (%w)", err, errRestart)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	moved := r.moved
+	r.moved = false
 	for _, ps := range r.parts {
 		if ps.pending == 0 {
 			continue
@@ -485,12 +643,32 @@ func (r *Runner) commit(ctx context.Context) error {
 		ps.nextID = ps.pending + 1
 		ps.pending = 0
 	}
+	if errors.Is(ckErr, strata.ErrFenced) {
+		r.statsMu.Lock()
+		r.stats.Fenced++
+		r.statsMu.Unlock()
+	}
 	if !committed {
 		if ckErr != nil && !errors.Is(ckErr, strata.ErrFenced) && !errors.Is(ckErr, strata.ErrCheckpointExists) {
 			return ckErr
 		}
 		r.emitErr.Store(nil)
-		// The client went back to the committed offsets: so does the state.
+		r.statsMu.Lock()
+		r.stats.Aborts++
+		r.statsMu.Unlock()
+		if !moved || errors.Is(ckErr, strata.ErrFenced) {
+			// Aborted with no rebalance seen (the group refused the commit) or with a
+			// checkpoint refused by Strata's fencing: this runner may be a zombie whose
+			// client has not learnt it yet. Restoring its partitions in place would claim
+			// their lineages (the restored Stores' first checkpoint writes a fence) and
+			// fence the checkpoints their real owners have committed since: drop them
+			// without restoring and join the group again (Run), which restores what the
+			// group assigns.
+			return fmt.Errorf("strata/kafka: transaction aborted without a rebalance (checkpoint: %v): %w", ckErr, errRestart)
+		}
+		// A rebalance ran during the transaction (the session aborted it): the group told
+		// the client what it owns, and the client went back to the committed offsets of
+		// those partitions: so does the state.
 		ps := make([]int32, 0, len(r.parts))
 		for p := range r.parts {
 			ps = append(ps, p)
@@ -501,21 +679,118 @@ func (r *Runner) commit(ctx context.Context) error {
 				return err
 			}
 		}
-		r.statsMu.Lock()
-		r.stats.Aborts++
-		r.statsMu.Unlock()
 		return nil
 	}
+	r.committed(start)
+	return nil
+}
+
+// ck is a partition's checkpoint of a commit: its id and the input offset it holds.
+type ck struct {
+	id     uint64
+	offset int64
+}
+
+// committed records a commit in Stats. Called with r.mu held.
+func (r *Runner) committed(start time.Time) {
 	r.statsMu.Lock()
 	r.stats.Checkpoints++
 	r.stats.LastCheckpoint = time.Since(start)
 	if r.stats.StateBytesByPart == nil {
 		r.stats.StateBytesByPart = map[int32]int64{}
 	}
+	now := time.Now()
 	for p, ps := range r.parts {
-		r.stats.StateBytesByPart[p] = ps.store.Stats().Budget.Used
+		b := ps.store.Stats().Budget.Used
+		r.stats.StateBytesByPart[p] = b
+		ps.stats.StateBytes = b
+		if d := now.Sub(ps.sinceT).Seconds(); d > 0 {
+			ps.stats.EventsPerSec = float64(ps.stats.Events-ps.since) / d
+		}
+		ps.since, ps.sinceT = ps.stats.Events, now
+		r.publish(ps)
 	}
 	r.statsMu.Unlock()
+}
+
+// commitAtLeastOnce ends a checkpoint interval at least once (Delivery): the output emitted so
+// far is flushed, then the offsets and checkpoint names of cks are committed. A checkpoint or
+// produce that failed stops the runner (the output of the interval may be lost otherwise; a
+// new runner replays it from the last commit); a refused commit does not.
+func (r *Runner) commitAtLeastOnce(ctx context.Context, start time.Time, cks map[int32]ck, ckErr error) error {
+	if errors.Is(ckErr, strata.ErrFenced) {
+		// Another runner restored a partition of this one: a zombie. Start again (Run).
+		r.statsMu.Lock()
+		r.stats.Fenced++
+		r.statsMu.Unlock()
+		return fmt.Errorf("strata/kafka: checkpoint: %w (%w)", ckErr, errRestart)
+	}
+	if ckErr != nil {
+		return fmt.Errorf("strata/kafka: checkpoint: %w", ckErr)
+	}
+	if err := r.cl.Flush(ctx); err != nil {
+		return fmt.Errorf("strata/kafka: flush output: %w", err)
+	}
+	if e := r.emitErr.Load(); e != nil {
+		return fmt.Errorf("strata/kafka: produce output: %w", *e)
+	}
+	var cerr error
+	if len(cks) > 0 {
+		offs := map[int32]kgo.EpochOffset{}
+		for p, c := range cks {
+			offs[p] = kgo.EpochOffset{Epoch: -1, Offset: c.offset}
+		}
+		cctx := kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+			for i := range req.Topics {
+				t := &req.Topics[i]
+				if t.Topic != r.cfg.InputTopic {
+					continue
+				}
+				for j := range t.Partitions {
+					if c, ok := cks[t.Partitions[j].Partition]; ok {
+						md := r.metadata(c.id)
+						t.Partitions[j].Metadata = &md
+					}
+				}
+			}
+			return nil
+		})
+		r.cl.CommitOffsetsSync(cctx, map[string]map[int32]kgo.EpochOffset{r.cfg.InputTopic: offs},
+			func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+				if err != nil {
+					cerr = err
+					return
+				}
+				for _, t := range resp.Topics {
+					for _, p := range t.Partitions {
+						if err := kerr.ErrorForCode(p.ErrorCode); err != nil && cerr == nil {
+							cerr = fmt.Errorf("%s/%d: %w", t.Topic, p.Partition, err)
+						}
+					}
+				}
+			})
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ps := range r.parts {
+		if ps.pending == 0 {
+			continue
+		}
+		if cerr == nil {
+			if err := ps.store.NotifyCheckpointComplete(ps.pending); err != nil {
+				return err
+			}
+		}
+		ps.nextID = ps.pending + 1
+		ps.pending = 0
+	}
+	if cerr != nil {
+		r.statsMu.Lock()
+		r.stats.Aborts++
+		r.statsMu.Unlock()
+		return nil
+	}
+	r.committed(start)
 	return nil
 }
 
@@ -526,15 +801,19 @@ func (r *Runner) metadata(id uint64) string {
 // committedOffset fetches partition p's committed offset and metadata, waiting out
 // transactions in flight (KIP-447 RequireStable). offset -1: nothing committed.
 func (r *Runner) committedOffset(ctx context.Context, p int32) (int64, string, error) {
+	return fetchCommitted(ctx, r.cl, r.cfg.Group, r.cfg.InputTopic, p)
+}
+
+func fetchCommitted(ctx context.Context, cl *kgo.Client, group, topic string, p int32) (int64, string, error) {
 	for {
 		req := kmsg.NewPtrOffsetFetchRequest()
-		req.Group = r.cfg.Group
+		req.Group = group
 		req.RequireStable = true
 		t := kmsg.NewOffsetFetchRequestTopic()
-		t.Topic = r.cfg.InputTopic
+		t.Topic = topic
 		t.Partitions = []int32{p}
 		req.Topics = append(req.Topics, t)
-		resp, err := req.RequestWith(ctx, r.sess.Client())
+		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
 			return 0, "", err
 		}
@@ -567,6 +846,54 @@ func (r *Runner) committedOffset(ctx context.Context, p int32) (int64, string, e
 		return -1, "", nil
 	again:
 	}
+}
+
+// committedCheckpoint loads the handle of the checkpoint that committed offset off with
+// metadata md names for partition p, and checks that it is this job's, of this partition, at
+// that offset (ErrForeignCheckpoint otherwise).
+func committedCheckpoint(ctx context.Context, cfg *Config, owner string, p int32, off int64, md string) (strata.CheckpointHandle, error) {
+	prefix := "strata/" + cfg.Job + "/"
+	if !strings.HasPrefix(md, prefix) {
+		return strata.CheckpointHandle{}, fmt.Errorf("%w: group %q committed %s/%d with metadata %q, not of job %q", ErrForeignCheckpoint, cfg.Group, cfg.InputTopic, p, md, cfg.Job)
+	}
+	id, perr := strconv.ParseUint(md[len(prefix):], 10, 64)
+	if perr != nil {
+		return strata.CheckpointHandle{}, fmt.Errorf("%w: metadata %q: %v", ErrForeignCheckpoint, md, perr)
+	}
+	h, lerr := strata.LoadCheckpoint(ctx, cfg.Storage, owner, id)
+	if lerr != nil {
+		return strata.CheckpointHandle{}, fmt.Errorf("strata/kafka: checkpoint %d of %s (committed for %s/%d at %d): %w", id, owner, cfg.InputTopic, p, off, lerr)
+	}
+	pos, derr := DecodePosition(h.InputPosition)
+	if derr != nil {
+		return strata.CheckpointHandle{}, fmt.Errorf("%w: checkpoint %d of %s: %w", ErrForeignCheckpoint, id, owner, derr)
+	}
+	if pos.Job != cfg.Job || pos.Topic != cfg.InputTopic || pos.Partition != p || pos.Offset != off {
+		return strata.CheckpointHandle{}, fmt.Errorf("%w: checkpoint %d of %s holds %+v, the group committed %s/%d at %d", ErrForeignCheckpoint, id, owner, pos, cfg.InputTopic, p, off)
+	}
+	return h, nil
+}
+
+// CommittedCheckpoint returns the checkpoint of input partition p that the job's consumer
+// group has committed (the one a runner taking p over restores) and the committed offset,
+// the next input offset to read; ok is false when the group committed nothing for p. It is
+// for tools that inspect a job's state from outside (restore h with strata.Restore and
+// read it): cl is any client of the cluster; cfg needs Group, Job, InputTopic and Storage.
+// It waits out a transaction in flight (RequireStable). Errors: ErrForeignCheckpoint (an
+// offset without a checkpoint, or another job's), Kafka's, the storage's.
+func CommittedCheckpoint(ctx context.Context, cl *kgo.Client, cfg Config, p int32) (h strata.CheckpointHandle, offset int64, ok bool, err error) {
+	off, md, err := fetchCommitted(ctx, cl, cfg.Group, cfg.InputTopic, p)
+	if err != nil {
+		return h, 0, false, fmt.Errorf("strata/kafka: committed offset of %s/%d: %w", cfg.InputTopic, p, err)
+	}
+	if off < 0 {
+		return h, -1, false, nil
+	}
+	if md == "" {
+		return h, off, false, fmt.Errorf("%w: group %q committed offset %d of %s/%d without a checkpoint", ErrForeignCheckpoint, cfg.Group, off, cfg.InputTopic, p)
+	}
+	h, err = committedCheckpoint(ctx, &cfg, fmt.Sprintf("%s-p%05d", cfg.Job, p), p, off, md)
+	return h, off, err == nil, err
 }
 
 // restore opens partition p's Store: from the checkpoint the committed offset's metadata
@@ -609,24 +936,9 @@ func (r *Runner) restore(ctx context.Context, p int32) error {
 		st, err = strata.Open(dir, opts)
 		off = -1
 	} else {
-		prefix := "strata/" + r.cfg.Job + "/"
-		if !strings.HasPrefix(md, prefix) {
-			return fmt.Errorf("%w: group %q committed %s/%d with metadata %q, not of job %q", ErrForeignCheckpoint, r.cfg.Group, r.cfg.InputTopic, p, md, r.cfg.Job)
-		}
-		id, perr := strconv.ParseUint(md[len(prefix):], 10, 64)
-		if perr != nil {
-			return fmt.Errorf("%w: metadata %q: %v", ErrForeignCheckpoint, md, perr)
-		}
-		h, lerr := strata.LoadCheckpoint(ctx, r.cfg.Storage, r.owner(p), id)
-		if lerr != nil {
-			return fmt.Errorf("strata/kafka: checkpoint %d of %s (committed for %s/%d at %d): %w", id, r.owner(p), r.cfg.InputTopic, p, off, lerr)
-		}
-		pos, derr := DecodePosition(h.InputPosition)
-		if derr != nil {
-			return fmt.Errorf("%w: checkpoint %d of %s: %w", ErrForeignCheckpoint, id, r.owner(p), derr)
-		}
-		if pos.Job != r.cfg.Job || pos.Topic != r.cfg.InputTopic || pos.Partition != p || pos.Offset != off {
-			return fmt.Errorf("%w: checkpoint %d of %s holds %+v, the group committed %s/%d at %d", ErrForeignCheckpoint, id, r.owner(p), pos, r.cfg.InputTopic, p, off)
+		h, cerr := committedCheckpoint(ctx, &r.cfg, r.owner(p), p, off, md)
+		if cerr != nil {
+			return cerr
 		}
 		st, err = strata.Restore(dir, opts, r.cfg.Storage, h)
 		restored = true
@@ -635,7 +947,9 @@ func (r *Runner) restore(ctx context.Context, p int32) error {
 		os.RemoveAll(dir)
 		return fmt.Errorf("strata/kafka: partition %d: %w", p, err)
 	}
-	ps := &partState{p: p, dir: dir, store: st, offset: off, maxTs: minTs, nextID: next}
+	ps := &partState{p: p, dir: dir, store: st, offset: off, maxTs: minTs, nextID: next, sinceT: time.Now(),
+		labels: pprof.WithLabels(r.labels, pprof.Labels("strata.kafka.partition", strconv.Itoa(int(p))))}
+	ps.stats.Lag = -1
 	if r.cfg.Setup != nil {
 		if ps.state, err = r.cfg.Setup(st); err != nil {
 			st.Close()
@@ -655,6 +969,8 @@ func (r *Runner) restore(ctx context.Context, p int32) error {
 		r.stats.LastRestore = time.Since(start)
 	}
 	r.stats.OwnedPartitions = len(r.parts)
+	ps.stats.Restore = time.Since(start)
+	r.publish(ps)
 	r.statsMu.Unlock()
 	return nil
 }
@@ -672,6 +988,7 @@ func (r *Runner) drop(p int32) {
 	r.statsMu.Lock()
 	r.stats.OwnedPartitions = len(r.parts)
 	delete(r.stats.StateBytesByPart, p)
+	delete(r.stats.Partitions, p)
 	r.statsMu.Unlock()
 }
 
@@ -686,6 +1003,7 @@ func (r *Runner) dropAll() {
 func (r *Runner) onAssigned(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.moved = true
 	for _, p := range m[r.cfg.InputTopic] {
 		if r.fatal != nil {
 			return
@@ -703,6 +1021,7 @@ func (r *Runner) onAssigned(ctx context.Context, _ *kgo.Client, m map[string][]i
 func (r *Runner) onRevoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.moved = true
 	for _, p := range m[r.cfg.InputTopic] {
 		r.drop(p)
 	}

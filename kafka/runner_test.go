@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +29,8 @@ type testEnv struct {
 	brokers []string
 	storage checkpoint.Storage
 	job     string
+	// delivery is the runners' Config.Delivery.
+	delivery Delivery
 }
 
 func newEnv(t *testing.T, parts int32) *testEnv {
@@ -75,6 +79,7 @@ func (e *testEnv) config(name string) Config {
 		MaxParallelism: testMaxP, Storage: e.storage, LocalDir: e.t.TempDir() + "/" + name,
 		StoreOptions:       strata.Options{MemoryBudget: 16 << 20},
 		CheckpointInterval: 100 * time.Millisecond,
+		Delivery:           e.delivery,
 		TransactionTimeout: 10 * time.Second,
 		SessionTimeout:     3 * time.Second,
 		Setup: func(s *strata.Store) (any, error) {
@@ -214,7 +219,17 @@ type running struct {
 
 func (e *testEnv) start(name string) *running {
 	e.t.Helper()
-	r, err := New(e.config(name))
+	return e.startWith(name, nil)
+}
+
+// startWith starts a runner whose config edit changed (nil: none).
+func (e *testEnv) startWith(name string, edit func(*Config)) *running {
+	e.t.Helper()
+	cfg := e.config(name)
+	if edit != nil {
+		edit(&cfg)
+	}
+	r, err := New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -267,8 +282,24 @@ func TestSingleRunner(t *testing.T) {
 	x := e.start("a")
 	want := model(n)
 	got := e.readOutput(total(want), 20*time.Second)
+	s := x.r.Stats()
 	x.stop(t)
 	diff(t, got, want)
+	// Per-partition figures: every partition owned, read to its end.
+	if len(s.Partitions) != testParts {
+		t.Fatalf("Stats.Partitions has %d partitions, want %d: %+v", len(s.Partitions), testParts, s.Partitions)
+	}
+	var events, offsets int64
+	for p, ps := range s.Partitions {
+		if ps.Lag != 0 || ps.Restore <= 0 || ps.Offset <= 0 || ps.StateBytes <= 0 {
+			t.Errorf("partition %d: %+v: want lag 0 and a restore time, an offset and state bytes", p, ps)
+		}
+		events += ps.Events
+		offsets += ps.Offset
+	}
+	if offsets != n || events < n {
+		t.Errorf("partitions: offsets sum to %d, events to %d; want %d and at least %d", offsets, events, n, n)
+	}
 }
 
 // TestKillMidStream: three runners share the input; one is killed mid-stream without
@@ -356,5 +387,186 @@ func TestForeignCheckpoint(t *testing.T) {
 	defer cancel()
 	if err := r.Run(ctx); !errors.Is(err, ErrForeignCheckpoint) {
 		t.Fatalf("Run = %v, want ErrForeignCheckpoint", err)
+	}
+}
+
+// TestAtLeastOnceKill: the kill of TestKillMidStream with Delivery AtLeastOnce. No output is
+// lost; the extra records are duplicates (a record at most twice, one kill) of keys whose
+// partition the killed runner owned: its output since its last commit, emitted again by the
+// new owner replaying from the committed checkpoint.
+func TestAtLeastOnceKill(t *testing.T) {
+	e := newEnv(t, testParts)
+	e.delivery = AtLeastOnce
+	const n = 6000
+	e.produce(0, n/2)
+	xs := []*running{e.start("a"), e.start("b"), e.start("c")}
+	var victim *running
+	end := time.Now().Add(20 * time.Second)
+	for victim == nil {
+		for _, x := range xs {
+			if x.r.Stats().Checkpoints > 0 && x.r.Stats().Events > 100 {
+				victim = x
+				break
+			}
+		}
+		if time.Now().After(end) {
+			t.Fatal("no runner checkpointed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.produce(n/2, 3*n/4)
+	owned := map[int32]bool{}
+	for p := range victim.r.Stats().Partitions {
+		owned[p] = true
+	}
+	victim.kill(t)
+	e.produce(3*n/4, n)
+	want := model(n)
+	got := e.readOutput(total(want), 30*time.Second)
+	for _, x := range xs {
+		if x != victim {
+			x.stop(t)
+		}
+	}
+	dups := 0
+	for k, w := range want {
+		g := got[k]
+		key := []byte(k[:strings.IndexByte(k, '=')])
+		switch {
+		case g < w:
+			t.Errorf("%s: got %d, want %d: lost", k, g, w)
+		case g > 2*w:
+			t.Errorf("%s: got %d, want %d: more than one duplicate after one kill", k, g, w)
+		case g > w && !owned[PartitionOf(key, testMaxP, testParts)]:
+			t.Errorf("%s: got %d, want %d: a duplicate of a partition the killed runner did not own (it owned %v)", k, g, w, owned)
+		}
+		dups += g - w
+	}
+	for k, g := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: got %d, want 0", k, g)
+		}
+	}
+	t.Logf("at least once: %d records, %d duplicates after the kill (partitions %v)", total(want), dups, owned)
+}
+
+// TestZombieFenced: runner a stalls in Process (a long GC pause, a starved process) while
+// runner c joins: the group rebalances, a cannot rejoin within the rebalance timeout (its
+// client blocks rebalances while it processes, as Kafka's max.poll.interval.ms), so the group
+// gives a's partitions to b and c, which restore them from the committed checkpoints and
+// checkpoint them (claiming their lineages). When a wakes it is a zombie: Strata refuses its
+// checkpoints (ErrFenced) and Kafka its transaction (the group generation, KIP-447; or the
+// heartbeat before the commit never comes, the transaction ends in doubt and a starts a new
+// session). The committed output is still exactly the model's, and a goes on without error.
+func TestZombieFenced(t *testing.T) {
+	e := newEnv(t, testParts)
+	const n = 4000
+	e.produce(0, n/2)
+	var stall atomic.Bool
+	short := func(c *Config) {
+		c.SessionTimeout = time.Second
+		c.TransactionTimeout = 3 * time.Second
+		c.ExtraOpts = append(c.ExtraOpts, kgo.RebalanceTimeout(time.Second))
+	}
+	a := e.startWith("a", func(c *Config) {
+		short(c)
+		process := c.Process
+		c.Process = func(x *Context, key, value []byte, ts int64) error {
+			if stall.CompareAndSwap(true, false) {
+				time.Sleep(4 * time.Second)
+			}
+			return process(x, key, value, ts)
+		}
+	})
+	waitEvents(t, []*running{a}, n/4)
+	b := e.startWith("b", short)
+	end := time.Now().Add(20 * time.Second)
+	for a.r.Stats().OwnedPartitions == 0 || b.r.Stats().OwnedPartitions == 0 || b.r.Stats().Checkpoints == 0 {
+		if time.Now().After(end) {
+			t.Fatalf("no rebalance to a and b: %+v, %+v", a.r.Stats(), b.r.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	zombie := func() int64 { s := a.r.Stats(); return s.Fenced + s.Aborts + s.Restarts }
+	before := zombie()
+	stall.Store(true)
+	e.produce(n/2, 3*n/4)
+	c := e.startWith("c", short)
+	e.produce(3*n/4, n)
+	want := model(n)
+	got := e.readOutput(total(want), 30*time.Second)
+	for end := time.Now().Add(15 * time.Second); zombie() == before && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	sa := a.r.Stats()
+	got2 := e.readOutput(total(want), 10*time.Second) // whatever the zombie did meanwhile
+	for _, x := range []*running{a, b, c} {
+		x.stop(t)
+	}
+	diff(t, got, want)
+	diff(t, got2, want)
+	if zombie() == before {
+		t.Errorf("the zombie was neither fenced nor aborted nor restarted: %+v", sa)
+	}
+	// Fenced, or aborted with no rebalance seen, it drops its partitions without committing
+	// and joins again with a new session (Restarts); aborted after its client saw the
+	// partitions revoked, it only drops them.
+	sa = a.r.Stats()
+	if sa.Fenced > 0 && sa.Restarts == 0 {
+		t.Errorf("the zombie was fenced but did not start a new session: %+v", sa)
+	}
+	t.Logf("zombie: %d checkpoints fenced, %d transactions aborted, %d sessions restarted", sa.Fenced, sa.Aborts, sa.Restarts)
+}
+
+// slowStorage delays one Create (a checkpoint's manifest) when slow is set, and reports its
+// start on started.
+type slowStorage struct {
+	checkpoint.Storage
+	slow    atomic.Bool
+	started chan struct{}
+}
+
+func (s *slowStorage) Create(ctx context.Context, name string, data []byte) error {
+	if s.slow.CompareAndSwap(true, false) {
+		close(s.started)
+		time.Sleep(time.Second)
+	}
+	return s.Storage.Create(ctx, name, data)
+}
+
+// TestRebalanceDuringCheckpoint: runner b joins while runner a is inside a slow checkpoint
+// (its manifest's Create takes a second). a's client holds the rebalance until the
+// transaction ends (BlockRebalanceOnPoll), then the partitions b gets are revoked from a
+// between transactions and restored by b from what a committed: the output is still
+// exactly the model's.
+func TestRebalanceDuringCheckpoint(t *testing.T) {
+	e := newEnv(t, testParts)
+	slow := &slowStorage{Storage: e.storage, started: make(chan struct{})}
+	e.storage = slow
+	const n = 4000
+	e.produce(0, n/2)
+	a := e.start("a")
+	for end := time.Now().Add(20 * time.Second); a.r.Stats().Checkpoints == 0; {
+		if time.Now().After(end) {
+			t.Fatal("a did not checkpoint")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	slow.slow.Store(true)
+	select {
+	case <-slow.started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no checkpoint started")
+	}
+	b := e.start("b")
+	e.produce(n/2, n)
+	want := model(n)
+	got := e.readOutput(total(want), 30*time.Second)
+	sb := b.r.Stats()
+	a.stop(t)
+	b.stop(t)
+	diff(t, got, want)
+	if sb.Restores == 0 || sb.Events == 0 {
+		t.Errorf("b restored %d partitions and processed %d events: the rebalance gave it nothing", sb.Restores, sb.Events)
 	}
 }

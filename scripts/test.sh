@@ -49,8 +49,11 @@ step "checkpoint/s3 module (its own go.mod): vet, and its tests with -race again
 step "checkpoint/s3 against a real S3-compatible server (versitygw, posix back-end, 127.0.0.1): conformance, two writers racing a conditional create, a Store checkpointed and restored, the server killed mid-upload and restarted"
 scripts/s3-real.sh
 
-step "kafka module (its own go.mod): vet, and the runner's tests with -race on kfake (a single runner, three with one killed mid-stream, scale 2 -> 4 -> 1, a bad partition count, another job's checkpoint; output compared with a plain Go model); about 20 s of tests after the build"
+step "kafka module (its own go.mod): vet, and the runner's tests with -race on kfake (a single runner, three with one killed mid-stream, scale 2 -> 4 -> 1, a bad partition count, another job's checkpoint, a zombie runner stalled past a rebalance, at-least-once output after a kill; output compared with a plain Go model); about 35 s of tests after the build"
 (cd kafka && go vet ./... && GOARCH=arm64 go vet ./... && go test -race -count=1 -timeout 5m ./...)
+
+step "the flight job on Kafka, short: 300 000 flights into 8 partitions on kfake, 3 runner processes, one SIGKILLed mid-run (its partitions move), the others stopped by SIGTERM; committed output and committed state checked against plain Go maps (about 15 s after the build)"
+(cd bench && go run ./cmd/flightkafka -rows 300000)
 
 step "arm64 under qemu"
 command -v qemu-aarch64-static >/dev/null || { echo "qemu-aarch64-static missing: apt-get install -y qemu-user-static"; exit 1; }

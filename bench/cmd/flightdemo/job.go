@@ -192,9 +192,9 @@ func newPart(store *strata.Store) (*part, error) {
 		Name:              "route-delay-stats",
 		AccCodec:          accCodec{},
 		CreateAccumulator: func() delayAcc { return delayAcc{} },
-		Add:               func(in int16, acc delayAcc) delayAcc { return acc.add(in) },
+		Add:               func(in int16, acc delayAcc) delayAcc { return acc.Add(in) },
 		GetResult:         func(acc delayAcc) delayAcc { return acc },
-		Merge:             func(a, b delayAcc) delayAcc { return a.merge(b) },
+		Merge:             func(a, b delayAcc) delayAcc { return a.Merge(b) },
 	})
 	if err != nil {
 		return nil, err

@@ -560,7 +560,7 @@ func report(out io.Writer, j *job, got *results, events int, elapsed time.Durati
 	for i, r := range worstRoutes(got.Stats, 5, minFlights) {
 		s := r.Stats
 		fmt.Fprintf(out, "  %d. %-12s mean %6.2f min  stddev %6.2f  count %5d  min %5d  max %5d  last %d: %v\n",
-			i+1, routeKeyName(j.tr, j.K, r.Key), s.mean(), s.stddev(), s.Count, s.Min, s.Max, lastN, got.Last[r.Key])
+			i+1, routeKeyName(j.tr, j.K, r.Key), s.Mean(), s.Stddev(), s.Count, s.Min, s.Max, lastN, got.Last[r.Key])
 	}
 }
 

@@ -149,7 +149,7 @@ func TestReplayJSON(t *testing.T) {
 		{"PHX-LAX", 56, 798, 57744, -17, 134, []int16{-5, 32, 10, -7, -8, -4, -9, -12, 32, -14}, 42, "2001/01/03", 7},
 	} {
 		ki := routeIndex(t, tr, tc.route)
-		want := delayAcc{tc.count, tc.sum, tc.sumSq, tc.min, tc.max}
+		want := delayAcc{Count: tc.count, Sum: tc.sum, SumSq: tc.sumSq, Min: tc.min, Max: tc.max}
 		if got.Stats[ki] != want {
 			t.Errorf("%s: stats %+v, want %+v", tc.route, got.Stats[ki], want)
 		}

@@ -39,7 +39,7 @@ func runModel(tr *trace.Trace, K int, ec etConfig, onDay func(ki int, day uint32
 			ki := int(r.Route)*K + k
 			oi := int(rt.Origin)*K + k
 			d := copyDelay(i, k, r.Delay)
-			m.stats[ki] = m.stats[ki].add(d)
+			m.stats[ki] = m.stats[ki].Add(d)
 			l := append(m.last[ki], d)
 			if len(l) > lastN {
 				l = append(l[:0], l[len(l)-lastN:]...)

@@ -189,7 +189,7 @@ func runFairModel(tr *trace.Trace, K int, ec etConfig) (res *results, histLists,
 
 // event is job.event on Go maps.
 func (m *fairModel) event(ki, oi int32, dest string, d int16) {
-	m.stats[ki] = m.stats[ki].add(d)
+	m.stats[ki] = m.stats[ki].Add(d)
 
 	l := append(m.last[ki], d)
 	if len(l) > lastN {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/strata-db/strata/bench/internal/flightjob"
 	"github.com/strata-db/strata/bench/internal/trace"
 )
 
@@ -23,7 +24,7 @@ import (
 //   - event: one emitted copy; it updates four states (see job.event).
 
 // lastN is the length of the per-route list of last delays.
-const lastN = 10
+const lastN = flightjob.LastN
 
 // jitterMax bounds the per-copy delay jitter, in minutes.
 const jitterMax = 5

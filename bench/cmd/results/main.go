@@ -9,6 +9,7 @@
 //	cd bench && go run ./cmd/results -cpu 1,2            # every row also at GOMAXPROCS=2 (twice the time)
 //	cd bench && go run ./cmd/results -only nexmark       # rerun and rewrite only the Nexmark section (~3 minutes)
 //	cd bench && go run ./cmd/results -only nexmark,flight # … and the flight job's section (its chart)
+//	cd bench && go run ./cmd/results -only kafka         # the flight job on Kafka's section (~1.5 minutes)
 //
 // The suite runs with -test.cpu 1 (and GOMAXPROCS=1 in its environment): GOMAXPROCS=1 for the
 // whole benchmark process, so that Strata's background workers and the peers' compactions
@@ -73,7 +74,8 @@ func main() {
 	nxPastEvents := flag.Int64("nexmark-past-events", 3_000_000, "events of the q20 runs past the budget and in memory")
 	nxPastBudget := flag.Int64("nexmark-past-budget", 48<<20, "Strata budget in bytes of the q20 run past the budget")
 	flight := flag.Bool("flight", true, "run the flight demo with -series for the flight job's section and chart (about a minute)")
-	only := flag.String("only", "", "comma-separated sections (nexmark, flight) to run alone and replace in -out, keeping the rest of it")
+	kafka := flag.Bool("kafka", true, "run the flight job on Kafka (cmd/flightkafka, all 3M flights on kfake) for its section (about a minute and a half)")
+	only := flag.String("only", "", "comma-separated sections (nexmark, flight, kafka) to run alone and replace in -out, keeping the rest of it")
 	flag.Parse()
 
 	nxRaw := filepath.Join(filepath.Dir(*rawPath), "nexmark.txt")
@@ -121,6 +123,22 @@ func main() {
 		must(err)
 		must(writeFlight(md, out, series, flOut, flSeries, flChart, flChartRel))
 	}
+	kaOut := filepath.Join(filepath.Dir(*rawPath), "kafka.txt")
+	kafkaSection := func(md *bytes.Buffer, reuse bool) {
+		var out []byte
+		if reuse {
+			var err error
+			if out, err = os.ReadFile(kaOut); err != nil {
+				logf("no Kafka section: %v", err)
+				return
+			}
+		} else {
+			must(os.MkdirAll(filepath.Dir(kaOut), 0o755))
+			out = runKafka()
+			must(os.WriteFile(kaOut, out, 0o644))
+		}
+		writeKafka(md, out, kaOut)
+	}
 	if *only != "" {
 		old, err := os.ReadFile(*out)
 		must(err)
@@ -131,12 +149,16 @@ func main() {
 			switch name {
 			case "nexmark":
 				nexmarkSection(&sec, *reuse)
-				head, before = "## Nexmark\n", append([]string{"## Flight job\n"}, before...)
+				head, before = "## Nexmark\n", append([]string{"## Flight job\n", "## Flight job on Kafka\n"}, before...)
 			case "flight":
 				flightSection(&sec, *reuse)
 				head = "## Flight job\n"
+				before = append([]string{"## Flight job on Kafka\n"}, before...)
+			case "kafka":
+				kafkaSection(&sec, *reuse)
+				head = "## Flight job on Kafka\n"
 			default:
-				fatalf("-only %q: the sections are nexmark and flight", name)
+				fatalf("-only %q: the sections are nexmark, flight and kafka", name)
 			}
 			old = replaceSection(old, head, onlyHead(sec.Bytes()), before...)
 		}
@@ -239,6 +261,9 @@ func main() {
 	nexmarkSection(&md, *reuse)
 	if *flight {
 		flightSection(&md, *reuse)
+	}
+	if *kafka {
+		kafkaSection(&md, *reuse)
 	}
 	writeSkips(&md, d)
 	writeBenchstat(&md, *rawPath)
