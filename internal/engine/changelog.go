@@ -789,6 +789,13 @@ func NewChangelogCache(dir string, idle time.Duration) (*ChangelogCache, error) 
 	return changelog.NewCache(dir, idle)
 }
 
+// OwnWriterThreshold is the Threshold of a Store's own changelog writer under a budget of
+// limit bytes: limit/16, between 1 MiB and changelog.DefaultThreshold, so that a small
+// budget's buffer does not take the state's room (the root's ChangelogOptions.Writer).
+func OwnWriterThreshold(limit int64) int64 {
+	return min(max(limit/16, 1<<20), changelog.DefaultThreshold)
+}
+
 // NewChangelogWriter is changelog.NewWriter.
 func NewChangelogWriter(o ChangelogWriterOptions) (*ChangelogWriter, error) {
 	return changelog.NewWriter(o)
