@@ -211,4 +211,3 @@ func (s *Store) replayChangelog(ctx context.Context, storage checkpoint.Storage,
 	}
 	return s.e.ReplayChangelog(ctx, storage, cache, sources, checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)})
 }
-
