@@ -437,6 +437,11 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 // handles: those whose key groups do not overlap opts.KeyGroups are read for their operator
 // state only (their manifests, not their tables).
 //
+// A canonical savepoint (SavepointCanonical) among the handles brings its registry and
+// operator state as any checkpoint does; its entries and timers of opts.KeyGroups (only the
+// blocks of those key groups are read) are written into the Store through the engine's write
+// path and persisted before Restore returns (savepoint_canonical.go; RestoreStats.CanonicalEntries).
+//
 // Timers (timers.go) move with their key groups: the Store gets exactly the timers of
 // opts.KeyGroups the checkpoints hold (each checkpoint's timer object read once, the sections
 // of its key groups checked against their manifest entries), under their timer services,
@@ -667,8 +672,15 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		removeRestored(fsys, dir)
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
-	s.restoreStats.Timers = nt
-	if n > 0 || nt > 0 {
+	nc, nct, err := s.restoreCanonical(ctx, storage, sources)
+	if err != nil {
+		s.Discard()
+		removeRestored(fsys, dir)
+		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
+	}
+	nt += nct
+	s.restoreStats.Timers, s.restoreStats.CanonicalEntries = nt, nc
+	if n > 0 || nt > 0 || nc > 0 {
 		// The replayed records and the timers are in memory only; the directory's persist
 		// point (engine.Restore's) holds the tables alone. Persist, as Close would, so that a
 		// crash after Restore returns reopens dir to the checkpoint's state, not to its
@@ -705,6 +717,9 @@ type RestoreStats struct {
 	// Timers is the number of timers restored (of the Store's key groups, every service and
 	// time domain).
 	Timers int
+	// CanonicalEntries is the number of logical entries written from canonical savepoints
+	// (SavepointCanonical): values, lists and map entries of the Store's key groups.
+	CanonicalEntries int64
 	// The phases' wall times: TablesTime fetches and imports the table objects (links or
 	// copies, CRC checks), ReplayTime applies the changelog records, PersistTime makes the
 	// replayed records and the timers durable in the directory (zero without either).

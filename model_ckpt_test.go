@@ -506,7 +506,7 @@ func (r *modelRun) ckOutage(int32) error {
 	return r.ckSettle()
 }
 
-// savepointStep takes a native savepoint of the Store now, restores it into 1, 2 or 3 Stores
+// savepointStep takes a savepoint of the Store now — native and canonical in turn —, restores it into 1, 2 or 3 Stores
 // splitting the run's key groups and checks each against the model (as rescale does), then
 // restores it whole, in a random restore mode, into the Store the run goes on with.
 func (r *modelRun) savepointStep(int32) error {
@@ -528,13 +528,17 @@ func (r *modelRun) savepointStep(int32) error {
 	}
 	ctx := context.Background()
 	r.ck.id++
-	h, err := r.st.s.Savepoint(ctx, r.ck.sp, SavepointNative, r.ck.id, nil)
+	kind := SavepointNative
+	if r.ck.savepoints%2 == 1 {
+		kind = SavepointCanonical
+	}
+	h, err := r.st.s.Savepoint(ctx, r.ck.sp, kind, r.ck.id, nil)
 	if err != nil {
 		if r.fault != nil && (errors.Is(err, vfs.ErrInjected) || errors.Is(err, ErrNoSpace)) || r.pressure && errors.Is(err, ErrMemoryBudget) {
 			r.ck.failed++
 			return nil
 		}
-		return fmt.Errorf("savepoint %d: %w", r.ck.id, err)
+		return fmt.Errorf("%v savepoint %d: %w", kind, r.ck.id, err)
 	}
 	r.ck.savepoints++
 	m := r.m.clone()
@@ -548,7 +552,7 @@ func (r *modelRun) savepointStep(int32) error {
 		pm := m.clone() // TTL reads of the part change it
 		s, err := Restore(r.ckDir(), o, r.ck.sp, h)
 		if err != nil {
-			return fmt.Errorf("savepoint %d into %d Stores: restore of part %v: %w", h.ID, n, part, err)
+			return fmt.Errorf("%v savepoint %d into %d Stores: restore of part %v: %w", kind, h.ID, n, part, err)
 		}
 		st, err := r.register(s)
 		if err == nil {

@@ -20,10 +20,13 @@ const (
 	SavepointNative SavepointKind = 1
 )
 
-// String returns "NATIVE", Flink's name.
+// String returns "NATIVE" or "CANONICAL", Flink's names.
 func (k SavepointKind) String() string {
-	if k == SavepointNative {
+	switch k {
+	case SavepointNative:
 		return "NATIVE"
+	case SavepointCanonical:
+		return "CANONICAL"
 	}
 	return fmt.Sprintf("SavepointKind(%d)", k)
 }
@@ -50,17 +53,27 @@ func SavepointOwner(owner string) string { return owner + "-savepoint" }
 // unreferenced; a GC of the savepoint lineage collects them) and does not touch the Store's
 // checkpoints.
 //
+// A canonical savepoint (SavepointCanonical, savepoint_canonical.go) is written from the
+// Store's state at the call as one object in checkpoint's canonical format plus its manifest
+// (object kind checkpoint.KindCanonical), committed last; it takes no checkpoint of the
+// Store's lineage, needs no Options.Checkpoint.Storage, and its id must only be new in the
+// savepoint lineage (checkpoint.ErrExists otherwise). The stream is built in memory before it
+// is stored (O(state size) of Go heap, outside the memory budget).
+//
 // Like Checkpoint, it runs on the Store's goroutine and returns once the savepoint is durable.
 // Errors: ErrInvalidOptions for an unknown kind or a nil storage; Checkpoint's
 // (ErrNoCheckpointStorage for a Store without Options.Checkpoint.Storage, ErrClosed, …);
 // checkpoint.ErrExists when the savepoint lineage already has id; ErrCorruption when a
 // checkpoint object changed under the copy; ctx's and the storages' errors.
 func (s *Store) Savepoint(ctx context.Context, storage checkpoint.Storage, kind SavepointKind, id uint64, inputPosition []byte) (CheckpointHandle, error) {
-	if kind != SavepointNative {
+	if kind != SavepointNative && kind != SavepointCanonical {
 		return CheckpointHandle{}, fmt.Errorf("%w: savepoint kind %v", ErrInvalidOptions, kind)
 	}
 	if storage == nil {
 		return CheckpointHandle{}, fmt.Errorf("%w: Savepoint needs a storage", ErrInvalidOptions)
+	}
+	if kind == SavepointCanonical {
+		return s.canonicalSavepoint(ctx, storage, id, inputPosition)
 	}
 	h, err := s.Checkpoint(ctx, id, inputPosition)
 	if err != nil {

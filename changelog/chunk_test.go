@@ -41,13 +41,15 @@ func TestNewLogAppendsWithoutAllocating(t *testing.T) {
 	}
 	runtime.ReadMemStats(&after)
 	if n := after.Mallocs - before.Mallocs; n > 0 {
-		t.Fatalf("a new Log's first 20000 appends (%d bytes) allocated %d times", 20000*recordLen(key, uk, val), n)
+		t.Fatalf("a new Log's first 20000 appends (%d bytes) allocated %d times", 20000*recordLen(6, 1, key, uk, val), n)
 	}
 }
 
-// TestRecordsAcrossChunks: records of every size, up to several chunks long, come back whole
-// and in order, through persists that fail and succeed, from a Log whose records span the
-// buffer's chunks.
+// TestRecordsAcrossChunks: records of every size, up to several chunks long, with seqs one
+// apart or far apart (multi-byte deltas), come back whole and in order, through persists that
+// fail and succeed (a failed persist's batch and the next are joined into one segment: the
+// next one's first record gets its delta there), from a Log whose records span the buffer's
+// chunks.
 func TestRecordsAcrossChunks(t *testing.T) {
 	st := &failingStorage{Storage: newStorage(t)}
 	budget := memory.NewBudget(1 << 30)
@@ -56,7 +58,12 @@ func TestRecordsAcrossChunks(t *testing.T) {
 	l, _ := w.Log("s", kg)
 	rng := rand.New(rand.NewPCG(7, 9))
 	var want []modelRec
-	for seq := uint64(1); seq <= 3000; seq++ {
+	seq := uint64(0)
+	for range 3000 {
+		seq++
+		if rng.IntN(5) == 0 {
+			seq += uint64(rng.IntN(1 << uint(rng.IntN(40))))
+		}
 		r := randRec(rng, kg, seq)
 		if r.v != "" && rng.IntN(50) == 0 {
 			r.v = string(make([]byte, rng.IntN(3*64<<10))) // spans up to four chunks
@@ -74,7 +81,7 @@ func TestRecordsAcrossChunks(t *testing.T) {
 	if _, err := w.Persist(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	hs, err := l.Handles(3000)
+	hs, err := l.Handles(seq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,16 +101,27 @@ func TestRecordsAcrossChunks(t *testing.T) {
 }
 
 // TestPutRecordMatchesAppend: Append's in-place encoding is the format's (appendRecord, which
-// the golden file pins), for lengths around the uvarint boundaries.
+// the golden file pins), for every kind, lengths and deltas around the uvarint boundaries.
 func TestPutRecordMatchesAppend(t *testing.T) {
-	for _, kl := range []int{2, 127, 128, 300} {
-		for _, vl := range []int{0, 1, 127, 128, 16383, 16384} {
-			key, uk, val := kgKey(5, string(make([]byte, kl-2))), []byte("u"), make([]byte, vl)
-			want := appendRecord(nil, 6, 5, 1<<40+3, key, uk, val)
-			got := make([]byte, recordLen(key, uk, val))
-			putRecord(got, 6, 5, 1<<40+3, key, uk, val)
-			if string(got) != string(want) {
-				t.Fatalf("key %d B, value %d B: putRecord differs from appendRecord", kl, vl)
+	for kind := uint8(MinKind); kind <= MaxKind; kind++ {
+		f := kindFields[kind]
+		for _, delta := range []uint64{0, 1, 127, 128, 1<<40 + 3, ^uint64(0)} {
+			for _, kl := range []int{2, 127, 128, 300} {
+				for _, vl := range []int{0, 1, 127, 128, 16383, 16384} {
+					key, uk, val := kgKey(5, string(make([]byte, kl-2))), []byte("u"), make([]byte, vl)
+					if f&fieldUserKey == 0 {
+						uk = nil
+					}
+					if f&fieldValue == 0 {
+						val = nil
+					}
+					want := appendRecord(nil, kind, delta, key, uk, val)
+					got := make([]byte, recordLen(kind, delta, key, uk, val))
+					putRecord(got, kind, delta, key, uk, val)
+					if string(got) != string(want) {
+						t.Fatalf("kind %d, delta %d, key %d B, value %d B: putRecord differs from appendRecord", kind, delta, kl, vl)
+					}
+				}
 			}
 		}
 	}

@@ -8,8 +8,9 @@
 //
 // # Terms
 //
-//   - Record: one state change: the engine's op kind, the key group of the key it changes,
-//     its sequence number, the composite key, the map user key, the value.
+//   - Record: one state change: the engine's op kind, its sequence number, the composite key
+//     (which begins with its key group), the map user key, the value — the last two only for
+//     the kinds that have them.
 //   - Log: one Store's part of a Writer: its buffer, its persisted segments' handles.
 //   - Writer: the buffer of one process (Flink's per-TaskManager
 //     BatchingStateChangeUploadScheduler), shared by its Stores as a memory budget is.
@@ -19,15 +20,16 @@
 //     For changelog handles MinOrder and MaxOrder hold the segment's smallest and largest
 //     sequence numbers (they are order hashes for tables).
 //
-// # Object layout (format version 1)
+// # Object layout (format versions 1 and 2)
 //
-// All integers little endian. Key groups in records are u16 values; the composite key itself
-// begins with its key group big endian (base.KeyGroupOf), and the two must agree.
+// All integers little endian. The composite key begins with its key group big endian
+// (base.KeyGroupOf). Writers write version 2; decoders read both. The version is per object
+// (header and trailer carry it, and must agree); the two differ only in the record encoding.
 //
 //	0          8         10   11   12
 //	+----------+---------+----+----+-----------+-----------+-----+--------+---------+
 //	| magic    | version | ck | 0  | segment 0 | segment 1 | ... | footer | trailer |
-//	| STRATACL | u16 = 1 | =1 |    |           |           |     |        | 20 B    |
+//	| STRATACL | u16 1|2 | =1 |    |           |           |     |        | 20 B    |
 //	+----------+---------+----+----+-----------+-----------+-----+--------+---------+
 //	ck 1 = CRC32C (Castagnoli)
 //
@@ -37,16 +39,38 @@
 //	| u32     |          |          |     |
 //	+---------+----------+----------+-----+
 //
-//	record:
+//	kind: the engine's OpKind, 1 put, 2 delete, 3 list-append, 4 list-replace,
+//	      5 list-delete, 6 map-put, 7 map-remove, 8 map-clear (part of the format; do not
+//	      change).
+//
+// Record, version 2 (written since issue 22: 3 to 5 bytes of framing a record, not 14):
+//
+//	0      1
+//	+------+---------+--------+-----+ - - - - + - - - - - + - - - - + - - - - +
+//	| kind | seq     | keyLen | key | ukLen   | userKey   | valLen  | value   |
+//	| u8   | delta   | uvarint|     | uvarint |           | uvarint |         |
+//	|      | uvarint |        |     |   only kinds 6, 7   | only kinds 1, 3, 4, 6
+//	+------+---------+--------+-----+ - - - - + - - - - - + - - - - + - - - - +
+//	seq delta: the record's seq minus the previous record's of the segment; the first
+//	      record's is from the segment's MinSeq (its footer entry), so it is 0.
+//	fields by kind (kindFields; part of the format; do not change):
+//	      1 put, 3 list-append, 4 list-replace    key, value
+//	      2 delete, 5 list-delete, 8 map-clear    key
+//	      6 map-put                               key, user key, value
+//	      7 map-remove                            key, user key
+//	      A field a kind does not carry has no length either; Append refuses a record that
+//	      gives one. The key group is not stored: it is base.KeyGroupOf(key), and must lie
+//	      in the footer entry's range.
+//
+// Record, version 1 (read only; testdata/CHANGELOG-v1):
+//
 //	0      1      3        11
 //	+------+------+--------+--------+-----+--------+---------+--------+-------+
 //	| kind | kg   | seq    | keyLen | key | ukLen  | userKey | valLen | value |
 //	| u8   | u16  | u64    | uvarint|     | uvarint|         | uvarint|       |
 //	+------+------+--------+--------+-----+--------+---------+--------+-------+
-//	kind: the engine's OpKind, 1 put, 2 delete, 3 list-append, 4 list-replace,
-//	      5 list-delete, 6 map-put, 7 map-remove, 8 map-clear (part of the format; do not
-//	      change). kg == base.KeyGroupOf(key), always (FLINK-26063 logged timers under the
-//	      wrong key group).
+//	every kind carries all three lengths (0 when unused). kg == base.KeyGroupOf(key),
+//	always (FLINK-26063 logged timers under the wrong key group).
 //
 //	footer:
 //	+-------+---------+---------+-----+
@@ -67,7 +91,7 @@
 //	0          4         6    7    8         12         20
 //	+----------+---------+----+----+---------+----------+
 //	| footer   | version | ck | 0  | crc32c  | magic    |
-//	| length   | u16 = 1 | =1 |    | u32     | STRATACL |
+//	| length   | u16 1|2 | =1 |    | u32     | STRATACL |
 //	| u32      |         |    |    |         |          |
 //	+----------+---------+----+----+---------+----------+
 //	crc32c covers the footer and the trailer's first 8 bytes.
@@ -81,20 +105,27 @@
 // checksum type (base.ErrChecksumType), the footer length against the object
 // (base.ErrTruncated: needed to find the bytes the CRC covers), the CRC (base.ErrChecksum),
 // then bounds (base.ErrTruncated) and rules (no specific cause): entries inside the data,
-// valid store ids, ranges ordered, counts possible for the bytes; in a segment, its CRC, then
-// each record's bounds, kind, key group of its key, key group and seq inside the entry's
-// ranges, seqs not decreasing, the count, no trailing bytes. Each failure is a
-// *base.CorruptionError naming the object and the byte offset. Decoders never panic and
-// allocate at most about their input (a footer's entry count is checked against its length
-// before the entries are allocated; records alias the input). The golden file
-// testdata/CHANGELOG-v1 pins the format (TestGolden; -update rewrites it); FuzzDecodeRecord,
-// FuzzDecodeSegment and FuzzDecodeObject fuzz the decoders.
+// valid store ids, ranges ordered, counts possible for the bytes (a record takes at least 14
+// bytes in version 1, 5 in version 2); in a segment, its CRC, then each record's bounds, kind
+// (version 2: first, since it says which fields follow), the key group of its key (version 1:
+// equal to the stored one), key group and seq inside the entry's ranges (version 2: no seq
+// past 2^64-1), seqs not decreasing, the count, no trailing bytes. DecodeObject also checks
+// that header and trailer give the same version. Each failure is a *base.CorruptionError
+// naming the object and the byte offset. Decoders never panic and allocate at most about their
+// input (a footer's entry count is checked against its length before the entries are
+// allocated; records alias the input). The golden files testdata/CHANGELOG-v1 (frozen:
+// checkpoints written before version 2 hold it) and testdata/CHANGELOG-v2 pin the formats
+// (TestGolden; -update rewrites v2 only); FuzzDecodeRecord, FuzzDecodeSegment and
+// FuzzDecodeObject fuzz the decoders in both versions. A restore's Batch keeps each record's
+// seq beside its offset, so a version 2 record is decoded again alone (Batch.Record).
 //
 // # Writer protocol
 //
 //  1. Log.Append runs on its Store's goroutine: checks the record, takes the Log's mutex
 //     (contended only by the once-per-persist swap), encodes the record in place into the
-//     Log's current chunk (see "Record buffer"), and every 16 KiB charges the granule to the
+//     Log's current chunk (see "Record buffer") — its seq as the delta from the batch's
+//     previous record, its maxSeq, read under that mutex; 0 for the first record after a swap,
+//     which begins its segment — and every 16 KiB charges the granule to the
 //     Writer's buffered count and the memory.Budget (PurposeChangelog). A refusal — the
 //     Budget's, or Threshold bytes buffered — is a preallocated error matching
 //     memory.ErrMemoryBudget: the engine applies backpressure (wait for a persist, retry).
@@ -107,8 +138,10 @@
 //  2. Writer.PersistDue(now) is true when the buffered bytes reach PreemptiveThreshold or
 //     records have waited PersistDelay (measured from the first PersistDue call that saw them).
 //  3. Writer.Persist (one at a time) swaps every Log's chunk list out under the Log's mutex,
-//     links it after the Log's records a failed persist left pending, copies the chunks'
-//     bytes into one object with one segment per Log with records, and Puts it under a new
+//     links it after the Log's records a failed persist left pending (noting the join: the
+//     linked batch's first record was encoded with delta 0, and its copy gets its delta from
+//     the pending records' last seq), copies the chunks' bytes into one object with one
+//     segment per Log with records, and Puts it under a new
 //     name (never reused, also after a failure). On success each Log gets a handle, its
 //     PersistedUpTo rises to the last seq it had at the swap, the charge is refunded and the
 //     chunks go back to the Writer's idle list; on failure everything stays pending, charged,

@@ -11,7 +11,8 @@ import (
 // *base.CorruptionError (errors.Is(err, base.ErrCorruption)) naming the object and offset.
 var (
 	// ErrInvalidRecord: Append was given a record that breaks the format's rules: a kind
-	// outside 1..8, a key shorter than 2 bytes, a key group that is not the key's
+	// outside 1..8, a user key or value for a kind that has none (doc.go, "Record, version
+	// 2"), a key shorter than 2 bytes, a key group that is not the key's
 	// (base.KeyGroupOf; FLINK-26063 logged timers under the wrong key group), a key group
 	// outside the Log's range, or a sequence number below the last one appended.
 	ErrInvalidRecord = errors.New("changelog: invalid record")
@@ -34,6 +35,7 @@ var (
 	errChunkMap = fmt.Errorf("changelog: mapping a record buffer chunk failed, persist first: %w", memory.ErrMemoryBudget)
 
 	errKind       = fmt.Errorf("%w: op kind outside 1..8", ErrInvalidRecord)
+	errField      = fmt.Errorf("%w: a user key or value for an op kind that has none", ErrInvalidRecord)
 	errShortKey   = fmt.Errorf("%w: composite key shorter than 2 bytes", ErrInvalidRecord)
 	errWrongGroup = fmt.Errorf("%w: key group is not the key's (base.KeyGroupOf)", ErrInvalidRecord)
 	errOutOfRange = fmt.Errorf("%w: key group outside the Log's range", ErrInvalidRecord)

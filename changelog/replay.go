@@ -66,6 +66,7 @@ func ReplayRange(ctx context.Context, s checkpoint.Storage, segs []checkpoint.Ob
 // spans read (about the bytes replayed). Read-only: safe for concurrent readers.
 type Batch struct {
 	spans [][]byte
+	vers  []uint16 // format version of each span's object
 	recs  []recordRef
 }
 
@@ -90,7 +91,7 @@ func Collect(ctx context.Context, s checkpoint.Storage, segs []checkpoint.Object
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := readObjectSegments(ctx, s, name, byName[name], kg, from, to, &b.spans, &b.recs); err != nil {
+		if err := readObjectSegments(ctx, s, name, byName[name], kg, from, to, b); err != nil {
 			return nil, err
 		}
 	}
@@ -106,9 +107,10 @@ func (b *Batch) Len() int { return len(b.recs) }
 // here is a broken invariant (memory damaged since).
 func (b *Batch) Record(i int, r *Record) error {
 	rr := &b.recs[i]
-	if _, err := decodeRecord("", 0, b.spans[rr.span][rr.off:], r); err != nil {
+	if _, err := decodeRecord("", 0, b.spans[rr.span][rr.off:], b.vers[rr.span], 0, r); err != nil {
 		return fmt.Errorf("strata: invariant: a checked changelog record no longer decodes: %w", err)
 	}
+	r.Seq = rr.seq // a version 2 record holds only its delta from the one before it
 	return nil
 }
 
@@ -120,9 +122,9 @@ type recordRef struct {
 }
 
 // readObjectSegments reads the footer of object name and the segments hs of it that can hold
-// wanted records, checks them, appends the byte spans read to *spans and a recordRef for
-// every wanted record to *recs.
-func readObjectSegments(ctx context.Context, s checkpoint.Storage, name string, hs []checkpoint.Object, kg KeyGroupRange, from, to uint64, spans *[][]byte, recs *[]recordRef) error {
+// wanted records, checks them, appends the byte spans read to b.spans (their version to
+// b.vers) and a recordRef for every wanted record to b.recs.
+func readObjectSegments(ctx context.Context, s checkpoint.Storage, name string, hs []checkpoint.Object, kg KeyGroupRange, from, to uint64, b *Batch) error {
 	size := hs[0].Size
 	for _, h := range hs {
 		if h.Size != size {
@@ -168,13 +170,14 @@ func readObjectSegments(ctx context.Context, s checkpoint.Storage, name string, 
 		if int64(len(data)) != end-start {
 			return base.Corrupt(name, start, base.ErrTruncated, "read %d bytes of %d", len(data), end-start)
 		}
-		span := len(*spans)
-		*spans = append(*spans, data)
+		span := len(b.spans)
+		b.spans = append(b.spans, data)
+		b.vers = append(b.vers, want[i].Version)
 		for _, si := range want[i:j] {
 			segStart := int(si.Offset - start)
 			err := checkSegment(name, si, data[segStart:segStart+int(si.Length)], func(off int, r *Record) error {
 				if contains(kg, r.KeyGroup) && r.Seq >= from && r.Seq <= to {
-					*recs = append(*recs, recordRef{seq: r.Seq, span: span, off: segStart + off})
+					b.recs = append(b.recs, recordRef{seq: r.Seq, span: span, off: segStart + off})
 				}
 				return nil
 			})
@@ -208,7 +211,7 @@ func readFooter(ctx context.Context, s checkpoint.Storage, name string, size int
 	if int64(len(tail)) != n {
 		return nil, base.Corrupt(name, size-n, base.ErrTruncated, "read %d bytes of %d", len(tail), n)
 	}
-	fl, err := footerLenOf(name, size, tail)
+	fl, _, err := footerLenOf(name, size, tail)
 	if err != nil {
 		return nil, err
 	}

@@ -243,7 +243,8 @@ func (l *Log) Stats() LogStats {
 }
 
 // batch is records of one Log not yet persisted: their bytes, in order, in a list of chunks
-// (a record may span chunks).
+// (a record may span chunks). Its first record begins its head chunk and has the sequence
+// number delta 0 (its segment's MinSeq is its own seq).
 type batch struct {
 	head, tail     *chunk
 	size           int // bytes of records in the chunks
@@ -251,6 +252,17 @@ type batch struct {
 	minSeq, maxSeq uint64
 	kgLo, kgHi     uint16
 	charged        int64 // bytes charged for the records and the segment header
+	// joins are the first records of the batches merged into this one (merge): each was
+	// encoded with delta 0 as the first of its own batch, and Persist writes it with its
+	// delta from the record before it in this batch. Only after a failed persist.
+	joins []join
+}
+
+// join marks a chunk that begins with a record encoded with delta 0 whose delta in its
+// segment is delta (batch.joins).
+type join struct {
+	at    *chunk
+	delta uint64
 }
 
 func (b *batch) empty() bool { return b.n == 0 }
@@ -261,6 +273,10 @@ func (b *batch) merge(o *batch) {
 	if o.head == nil {
 		return
 	}
+	if o.n > 0 {
+		b.joins = append(b.joins, join{at: o.head, delta: o.minSeq - b.maxSeq})
+	}
+	b.joins = append(b.joins, o.joins...)
 	b.tail.next = o.head
 	b.tail = o.tail
 	b.size += o.size
@@ -323,7 +339,7 @@ func (w *Writer) putChunks(head *chunk) {
 
 // appendSpanning writes the record of n bytes across the end of the current chunk and as many
 // new ones as it needs; l.mu held. The chunks are taken first, so a refusal buffers nothing.
-func (l *Log) appendSpanning(n int, kind uint8, kg uint16, seq uint64, key, userKey, value []byte) error {
+func (l *Log) appendSpanning(n int, kind uint8, delta uint64, key, userKey, value []byte) error {
 	c := &l.cur
 	room := 0
 	if c.tail != nil {
@@ -354,19 +370,24 @@ func (l *Log) appendSpanning(n int, kind uint8, kg uint16, seq uint64, key, user
 	}
 	c.tail = tail
 	if n <= len(first.mem)-first.n { // a fresh chunk holds it whole
-		putRecord(first.mem[first.n:first.n+n], kind, kg, seq, key, userKey, value)
+		putRecord(first.mem[first.n:first.n+n], kind, delta, key, userKey, value)
 		first.n += n
 		return nil
 	}
-	var hdr [recordFixed + 3*binary.MaxVarintLen64]byte
-	h := putHeader(hdr[:], kind, kg, seq, len(key))
+	var hdr [1 + 2*binary.MaxVarintLen64]byte
+	h := putHead(hdr[:], kind, delta, len(key))
 	w := spanWriter{c: first}
 	w.write(hdr[:h])
 	w.write(key)
-	w.write(hdr[:binary.PutUvarint(hdr[:], uint64(len(userKey)))])
-	w.write(userKey)
-	w.write(hdr[:binary.PutUvarint(hdr[:], uint64(len(value)))])
-	w.write(value)
+	f := kindFields[kind]
+	if f&fieldUserKey != 0 {
+		w.write(hdr[:binary.PutUvarint(hdr[:], uint64(len(userKey)))])
+		w.write(userKey)
+	}
+	if f&fieldValue != 0 {
+		w.write(hdr[:binary.PutUvarint(hdr[:], uint64(len(value)))])
+		w.write(value)
+	}
 	return nil
 }
 
@@ -393,19 +414,25 @@ func (l *Log) KeyGroups() KeyGroupRange { return l.kg }
 // Append buffers one change record: kind is the engine's OpKind value (1..8), kg the key
 // group of key (base.KeyGroupOf(key) — checked: a record is always logged under its key's
 // group), seq its sequence number (not below the last one appended), key the composite key,
-// userKey the map user key (or empty), value the value (or empty). The bytes are copied.
+// userKey the map user key (empty unless kind is 6 map-put or 7 map-remove), value the value
+// (empty unless kind is 1 put, 3 list-append, 4 list-replace or 6 map-put): a kind stores
+// only its fields (doc.go, "Record, version 2"). The bytes are copied.
 //
 // Called on the Store's goroutine on its write path: it encodes the record in place into the
-// Log's current off-heap chunk (doc.go, "Record buffer") and allocates nothing, also in a new
-// Log (chunks come from the Writer's idle ones; a chunk is mapped only when none is idle),
-// takes one uncontended mutex, and touches the shared counters and the Budget once per
-// 16 KiB. Errors, all preallocated: ErrInvalidRecord for a record that breaks the rules; an
+// Log's current off-heap chunk (doc.go, "Record buffer"), its seq as the delta from the
+// previous record of the batch (the Log's mutex guards both), allocates nothing, also in a
+// new Log (chunks come from the Writer's idle ones; a chunk is mapped only when none is
+// idle), takes one uncontended mutex, and touches the shared counters and the Budget once
+// per 16 KiB. Errors, all preallocated: ErrInvalidRecord for a record that breaks the rules; an
 // error matching memory.ErrMemoryBudget when the Budget refuses or the Writer holds Threshold
 // bytes or no chunk can be mapped (backpressure: persist, then retry); ErrClosed. A refused
 // record is not buffered.
 func (l *Log) Append(kind uint8, kg uint16, seq uint64, key, userKey, value []byte) error {
 	if kind < MinKind || kind > MaxKind {
 		return errKind
+	}
+	if f := kindFields[kind]; len(userKey) > 0 && f&fieldUserKey == 0 || len(value) > 0 && f&fieldValue == 0 {
+		return errField
 	}
 	if len(key) < 2 {
 		return errShortKey
@@ -416,8 +443,8 @@ func (l *Log) Append(kind uint8, kg uint16, seq uint64, key, userKey, value []by
 	if !contains(l.kg, kg) {
 		return errOutOfRange
 	}
-	n := recordLen(key, userKey, value)
-	if n > MaxRecord {
+	body := recordBody(kind, key, userKey, value)
+	if body > MaxRecord-binary.MaxVarintLen64 {
 		return errTooLarge
 	}
 	l.mu.Lock()
@@ -430,6 +457,11 @@ func (l *Log) Append(kind uint8, kg uint16, seq uint64, key, userKey, value []by
 		return errSeqOrder
 	}
 	c := &l.cur
+	var delta uint64 // 0 for a batch's first record: its segment's MinSeq is its seq
+	if !c.empty() {
+		delta = seq - c.maxSeq
+	}
+	n := body + uvarintLen(delta)
 	if need := int64(segHeaderLen + c.size + n); need > c.charged {
 		if r := l.reserved.Load(); r > 0 {
 			// Room reserved for this record (Reserve): up to a granule moves to the batch.
@@ -445,9 +477,9 @@ func (l *Log) Append(kind uint8, kg uint16, seq uint64, key, userKey, value []by
 		}
 	}
 	if t := c.tail; t != nil && len(t.mem)-t.n >= n {
-		putRecord(t.mem[t.n:t.n+n], kind, kg, seq, key, userKey, value) // the common path
+		putRecord(t.mem[t.n:t.n+n], kind, delta, key, userKey, value) // the common path
 		t.n += n
-	} else if err := l.appendSpanning(n, kind, kg, seq, key, userKey, value); err != nil {
+	} else if err := l.appendSpanning(n, kind, delta, key, userKey, value); err != nil {
 		l.mu.Unlock()
 		return err
 	}
@@ -507,7 +539,7 @@ func (w *Writer) charge(n int64) (int64, error) {
 // memory.ErrMemoryBudget when the Threshold or the Budget refuses (persist, then retry), as
 // Append's; ErrInvalidRecord for a record too large to log; ErrClosed.
 func (l *Log) Reserve(key, userKey, value []byte) error {
-	n := int64(recordLen(key, userKey, value))
+	n := int64(maxRecordLen(key, userKey, value))
 	if n > MaxRecord {
 		return errTooLarge
 	}
@@ -714,14 +746,30 @@ func (w *Writer) Persist(ctx context.Context) (PersistResult, error) {
 
 	w.nextID++
 	name := fmt.Sprintf("%s/changelog/%020d-%016x.log", w.opts.Prefix, w.nextID, rand.Uint64())
-	obj := appendHeader(w.obj[:0])
+	obj := appendHeader(w.obj[:0], formatVersion)
 	w.infos = w.infos[:0]
 	for _, l := range in {
 		p := &l.pending
 		off := len(obj)
 		obj = binary.LittleEndian.AppendUint32(obj, p.n)
+		j := 0
 		for c := p.head; c != nil; c = c.next {
+			if j < len(p.joins) && p.joins[j].at == c {
+				// A merged batch's first record: kind, delta 0 (one byte), the rest. Its
+				// delta follows the record before it here.
+				if c.n < 2 || c.mem[1] != 0 {
+					panic("strata: invariant: a merged changelog batch does not begin with a record of delta 0")
+				}
+				obj = append(obj, c.mem[0])
+				obj = binary.AppendUvarint(obj, p.joins[j].delta)
+				obj = append(obj, c.mem[2:c.n]...)
+				j++
+				continue
+			}
 			obj = append(obj, c.mem[:c.n]...)
+		}
+		if j != len(p.joins) {
+			panic("strata: invariant: a merged changelog batch's join is not one of its chunks")
 		}
 		seg := obj[off:]
 		w.infos = append(w.infos, SegmentInfo{
@@ -730,7 +778,7 @@ func (w *Writer) Persist(ctx context.Context) (PersistResult, error) {
 			Records: p.n, CRC: crc32.Checksum(seg, base.CRC32C),
 		})
 	}
-	obj = appendFooter(obj, w.infos)
+	obj = appendFooter(obj, formatVersion, w.infos)
 	w.obj = obj
 	if f := w.opts.InFlight; f != nil {
 		for range in {

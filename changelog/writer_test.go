@@ -296,7 +296,7 @@ func TestBudgetAccounting(t *testing.T) {
 			refused = err
 			break
 		}
-		appended += int64(recordLen(kgKey(0, "k"), nil, val))
+		appended += int64(recordLen(1, 1, kgKey(0, "k"), nil, val))
 		if u := budget.UsedBy(memory.PurposeChangelog); u < appended || u > appended+segHeaderLen+chargeGranule {
 			t.Fatalf("charged %d for %d bytes buffered", u, appended)
 		}
@@ -424,6 +424,10 @@ func TestAppendRules(t *testing.T) {
 		{"wrong key group (FLINK-26063)", l.Append(1, 6, 11, kgKey(5, "k"), nil, nil)},
 		{"out of range", l.Append(1, 10, 11, kgKey(10, "k"), nil, nil)},
 		{"short key", l.Append(1, 5, 11, []byte{0}, nil, nil)},
+		{"user key of a put", l.Append(1, 5, 11, kgKey(5, "k"), []byte("u"), []byte("v"))},
+		{"value of a delete", l.Append(2, 5, 11, kgKey(5, "k"), nil, []byte("v"))},
+		{"value of a map remove", l.Append(7, 5, 11, kgKey(5, "k"), []byte("u"), []byte("v"))},
+		{"user key of a map clear", l.Append(8, 5, 11, kgKey(5, "k"), []byte("u"), nil)},
 		{"seq going back", l.Append(1, 5, 9, kgKey(5, "k"), nil, nil)},
 	} {
 		if !errors.Is(tt.err, ErrInvalidRecord) {
@@ -508,7 +512,7 @@ func BenchmarkAppend(b *testing.B) {
 			l, _ := w.Log("s", KeyGroupRange{Start: 0, End: 127})
 			key, val := kgKey(3, "key-0000000001"), make([]byte, size)
 			b.ReportAllocs()
-			b.SetBytes(int64(recordLen(key, nil, val)))
+			b.SetBytes(int64(recordLen(1, 1, key, nil, val)))
 			seq := uint64(0)
 			for b.Loop() {
 				seq++
@@ -523,6 +527,124 @@ func BenchmarkAppend(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestReplayBothVersions: a restore reads objects of format version 1 (written before
+// version 2: checkpoints still hold them) and version 2 alike, in one Replay, records in seq
+// order across them, with ReplayRange's bounds and key-group filter applied to both.
+func TestReplayBothVersions(t *testing.T) {
+	st := newStorage(t)
+	var hs []checkpoint.Object
+	var want []modelRec
+	for i, v := range versions {
+		obj := goldenObject(v)
+		name := fmt.Sprintf("tm-1/changelog/%020d-%016x.log", i+1, i+1)
+		if err := st.Put(context.Background(), name, obj); err != nil {
+			t.Fatal(err)
+		}
+		segs, err := DecodeObject(name, obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range segs {
+			hs = append(hs, checkpoint.Object{Name: name, Kind: checkpoint.KindChangelog, Size: int64(len(obj)), CRC: s.CRC,
+				KeyGroups: s.KeyGroups, MinOrder: s.MinSeq, MaxOrder: s.MaxSeq, Packed: true, Offset: s.Offset, Length: s.Length})
+		}
+		for _, s := range goldenStores(v) {
+			for _, r := range s.recs {
+				want = append(want, modelRec{r.kind, r.kg, r.seq, string(kgKey(r.kg, r.k)), r.u, r.v})
+			}
+		}
+	}
+	slices.SortStableFunc(want, func(a, b modelRec) int { return cmpInt64(int64(a.seq), int64(b.seq)) })
+	all := KeyGroupRange{Start: 0, End: 65535}
+	if got := replayAll(t, st, hs, all); !slices.Equal(got, want) {
+		t.Fatalf("replayed %v\nwant %v", got, want)
+	}
+	part := KeyGroupRange{Start: 3, End: 200}
+	var got []modelRec
+	if err := ReplayRange(context.Background(), st, hs, part, 2, 100, func(r *Record) error {
+		got = append(got, fromRecord(r))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var wantPart []modelRec
+	for _, r := range want {
+		if contains(part, r.kg) && r.seq >= 2 && r.seq <= 100 {
+			wantPart = append(wantPart, r)
+		}
+	}
+	if len(wantPart) == 0 || !slices.Equal(got, wantPart) {
+		t.Fatalf("ReplayRange replayed %v\nwant %v", got, wantPart)
+	}
+}
+
+// flightMix is a record mix like the flight demo's changelog (about 30 logical bytes a
+// record): value and aggregate puts, list appends, map puts and removes, timer deletes, over
+// 128 key groups, with sequence numbers mostly one apart (a write may take several).
+type flightRec struct {
+	kind    uint8
+	kg      uint16
+	seqStep uint64
+	k, u, v []byte
+}
+
+func flightMix() []flightRec {
+	rng := rand.New(rand.NewPCG(22, 2))
+	out := make([]flightRec, 4096)
+	for i := range out {
+		g := uint16(rng.IntN(128))
+		r := flightRec{kg: g, seqStep: 1}
+		if rng.IntN(8) == 0 {
+			r.seqStep = uint64(2 + rng.IntN(3))
+		}
+		switch x := rng.IntN(20); {
+		case x < 8: // value / aggregating put: namespace + route key, a small accumulator
+			r.kind, r.k, r.v = 1, kgKey(g, fmt.Sprintf("\x01\x02ns%08dKORD-KSFO", rng.IntN(1e6))), make([]byte, 12+rng.IntN(12))
+		case x < 11: // list append: one framed element
+			r.kind, r.k, r.v = 3, kgKey(g, fmt.Sprintf("\x03\x01N%05d", rng.IntN(1e5))), make([]byte, 10+rng.IntN(8))
+		case x < 15: // map put
+			r.kind, r.k, r.u, r.v = 6, kgKey(g, fmt.Sprintf("\x04\x01KORD%03d", rng.IntN(1000))), make([]byte, 8), make([]byte, 8+rng.IntN(8))
+		case x < 17: // map remove
+			r.kind, r.k, r.u = 7, kgKey(g, fmt.Sprintf("\x04\x01KORD%03d", rng.IntN(1000))), make([]byte, 8)
+		default: // timer or window delete
+			r.kind, r.k = 2, kgKey(g, fmt.Sprintf("\x05\x01%016x", rng.Uint64()))
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// BenchmarkAppendMix: Append of the flight-like record mix (flightMix); B/record is the
+// encoded bytes a record takes in the buffer (and in the segment), logical-B/record the key,
+// user key and value bytes it carries.
+func BenchmarkAppendMix(b *testing.B) {
+	mix := flightMix()
+	w, _ := NewWriter(WriterOptions{Storage: discardStorage{}, Prefix: "tm-1", Budget: memory.NewBudget(1 << 30)})
+	l, _ := w.Log("s", KeyGroupRange{Start: 0, End: 127})
+	logical := 0
+	for _, r := range mix {
+		logical += len(r.k) + len(r.u) + len(r.v)
+	}
+	b.ReportAllocs()
+	seq, i := uint64(0), 0
+	for b.Loop() {
+		r := &mix[i&(len(mix)-1)]
+		i++
+		seq += r.seqStep
+		if err := l.Append(r.kind, r.kg, seq, r.k, r.u, r.v); err != nil {
+			if _, err := w.Persist(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if seq%4096 == 0 && w.PersistDue(time.Time{}) {
+			w.Persist(context.Background())
+		}
+	}
+	st := l.Stats()
+	b.ReportMetric(float64(st.AppendedBytes)/float64(st.AppendedRecords), "B/record")
+	b.ReportMetric(float64(logical)/float64(len(mix)), "logical-B/record")
 }
 
 // discardStorage accepts every Put and stores nothing.

@@ -61,7 +61,7 @@
 // Names are validated (ValidateName): "/"-separated non-empty segments of [A-Za-z0-9._-], none
 // beginning with '.', relative, at most 1024 bytes; a bad one is a *NameError (ErrInvalidName).
 //
-// # Manifest layout (format version 4)
+// # Manifest layout (format version 4, and 5)
 //
 //	0          8         10   11   12         16
 //	+----------+---------+----+----+----------+---------------------------+---------+
@@ -103,7 +103,8 @@
 //	| minOrder | maxOrder | offset   | length   |
 //	| u64      | u64      | u64      | u64      |
 //	+----------+----------+----------+----------+
-//	kind: 1 table, 2 changelog, 3 other, 4 timers (part of the format; do not change)
+//	kind: 1 table, 2 changelog, 3 other, 4 timers, 5 canonical savepoint (part of the
+//	format; do not change)
 //	size: of the whole object; crc32c: of the bytes the entry covers
 //	timers: one key group's timer section (package timer's format, STRATATM), packed with
 //	the other key groups' in one object per checkpoint; kg start = kg end; minOrder and
@@ -117,6 +118,12 @@
 //	P      packed: the entry covers [offset, offset+length) of the object; offset and
 //	       length are 0 otherwise
 //	level  the LSM level 0..15 the table held in the Store; 0 unless kind is table
+//
+// Format version 5 is version 4 with kind 5 (a canonical savepoint, "Canonical savepoint
+// layout"): Encode writes version 5 exactly when a manifest lists a canonical object, so a
+// reader of version 4 refuses a canonical savepoint instead of restoring it without its
+// state, and every other manifest stays version 4 byte for byte; a version 5 manifest
+// without a canonical object is corrupt (testdata/MANIFEST-v5 pins it).
 //
 // Format version 3 is the same without kind 4 (a version 3 reader refuses timer entries, so a
 // checkpoint with timers is never restored without them). Format version 2 is version 3
@@ -317,6 +324,105 @@
 //     is only read.
 //  4. A source object damaged or changed since its checkpoint fails the copy with a
 //     corruption error naming it; nothing damaged is stored under the savepoint.
+//
+// # Canonical savepoint layout (format version 1)
+//
+// A canonical savepoint (Flink's CANONICAL savepoint format) is the state of a Store as
+// logical entries — (state name, kind, key, namespace, map user key, value or list elements,
+// TTL timestamp) —, its timers, its operator state, its state registry and the job's input
+// position, in one object that depends on none of the engine's file formats: a later Strata,
+// or another engine, reads it with this section alone. CanonicalWriter writes it,
+// OpenCanonical / ReadCanonical / DecodeCanonical read it; a manifest of format version 5
+// lists it as one object of kind 5 (KindCanonical), not packed, whose KeyGroups are the
+// savepoint's. All integers little endian; uvarint is encoding/binary's.
+//
+//	0          8         10   11   12        16       18       20       24
+//	+----------+---------+----+----+---------+--------+--------+--------+------+-----+-------+--------+
+//	| magic    | version | ck | 0  | maxP    | kg     | kg     | crc32c | meta | ... | index | footer |
+//	| STRATACS | u16 = 1 | =1 |    | u32     | start  | end    | u32    | block| blocks   |       | 24 B   |
+//	+----------+---------+----+----+---------+--------+--------+--------+------+-----+-------+--------+
+//	ck 1 = CRC32C (Castagnoli); crc32c covers bytes 0..19; 1 <= maxP <= 32768,
+//	kg start <= kg end < maxP
+//
+//	block (the meta block first, right after the header; then entries and timers blocks):
+//	0      1    2       4         8          12
+//	+------+----+-------+---------+----------+-------------------+--------+
+//	| kind | 0  | kg    | count   | length   | payload           | crc32c |
+//	| u8   |    | u16   | u32     | u32      | (length bytes)    | u32    |
+//	+------+----+-------+---------+----------+-------------------+--------+
+//	kind: 1 meta (kg 0; count = states), 2 entries of key group kg, 3 timers of key group
+//	kg (count = records); part of the format; do not change. crc32c covers the 12-byte
+//	block header and the payload. length <= 256 MiB; writers end a block after 64 KiB of
+//	records (CanonicalBlockTarget), so one key group may have many blocks.
+//
+//	meta payload: count states, then the input position and the operator state
+//	+---------+------+------+-------+---------+------+---------+------+   +--------+-----+-------+----+
+//	| nameLen | name | kind | flags | c0Len   | c0   | c1Len   | c1   |...| posLen | pos | opLen | op |
+//	| uvarint |      | u8   | u8    | uvarint |      | uvarint |      |   | uvarint|     |uvarint|    |
+//	+---------+------+------+-------+---------+------+---------+------+   +--------+-----+-------+----+
+//	kind: 1 value, 2 list, 3 map, 4 reducing, 5 aggregating, 6 timer service (the root
+//	package's state kinds; part of the format); flags bit 0: the state has TTL (its values
+//	carry last-access timestamps), other bits 0; c0, c1: codec ids (informative); names
+//	unique and not empty. op: the root package's operator state blob (magic STRATAOP, its
+//	own version and CRC32C; lists, union lists, broadcast state), opaque here.
+//
+//	entry record (in a kind 2 block; its key group is the block's):
+//	+---------+--------+-----+--------+----+--------------------------------------+
+//	| state   | keyLen | key | nsLen  | ns | by the state's kind:                 |
+//	| uvarint | uvarint|     | uvarint|    |                                      |
+//	+---------+--------+-----+--------+----+--------------------------------------+
+//	  value, reducing, aggregating:  [ttl i64] valLen uvarint, value
+//	  map (one record per entry):    ukLen uvarint, user key, [ttl i64] valLen uvarint, value
+//	  list:                          count uvarint (>= 1), count × ([ttl i64] len uvarint, elem)
+//	state: index into the meta's states (not a timer service); ttl: the last-access
+//	timestamp in milliseconds, present exactly when the state has TTL (per list element)
+//
+//	timer record (in a kind 3 block):
+//	+---------+--------+---------+-----------+--------+-----+--------+----+
+//	| service | domain | keyHash | timestamp | keyLen | key | nsLen  | ns |
+//	| uvarint | u8     | i32     | i64       | uvarint|     | uvarint|    |
+//	+---------+--------+---------+-----------+--------+-----+--------+----+
+//	service: index of a timer service in the meta; domain 0 event time, 1 processing time;
+//	keyHash: the int32 the key's group was assigned from (murmur hash mod maxP)
+//
+//	index (after the last block): count u32, then count entries of 16 bytes
+//	+------+----+-------+----------+----------+
+//	| kind | 0  | kg    | length   | offset   |     one per entries or timers block, sorted by
+//	| u8   |    | u16   | u32      | u64      |     key group (entries before timers in one)
+//	+------+----+-------+----------+----------+     length: the whole block, header and crc
+//
+//	footer (the object's last 24 bytes):
+//	+----------+----------+--------+----------+
+//	| index    | index    | crc32c | magic    |     crc32c covers the index and the
+//	| offset   | length   | u32    | STRATACS |     footer's first 12 bytes
+//	| u64      | u32      |        |          |
+//	+----------+----------+--------+----------+
+//
+// Within a kind, blocks are written in key-group order, so the blocks of a key-group range
+// are one run of the index and mostly one run of bytes: a restore into a sub-range (a
+// rescale) reads the header, footer, index and meta, then only its blocks, adjacent ones in
+// one ranged read (CanonicalReader.Scan). The manifest's CRC32C covers the whole object
+// (checked by Verify, not by a restore, which checks each block it reads).
+//
+// What an entry means. A savepoint holds each live (key, namespace) of a state once: a value
+// once, a list whole (its elements oldest first), a map one record per live entry. Tombstones,
+// cleared maps and shadowed versions are never written — the writer reads through the Store's
+// read path. Values of TTL states keep their timestamp, also expired ones no cleanup removed
+// yet (the restoring Store judges them by its TTL at the first access, as Flink's savepoints
+// keep what the backend holds).
+//
+// Decoding checks, in order: magic (base.ErrBadMagic; fewer than 8 bytes base.ErrTruncated),
+// size, version (base.ErrFormatVersion), checksum type (base.ErrChecksumType), the header's
+// CRC32C (base.ErrChecksum), the reserved byte, maxP and key groups, the footer's magic
+// (base.ErrTruncated: an object cut short loses it), the index's bounds (base.ErrTruncated)
+// and CRC32C (base.ErrChecksum), each index entry (kind, key group inside the header's
+// range and ascending, inside the data, no two blocks overlapping), the meta block (CRC32C,
+// bounds, unique known states, no trailing bytes); and for each block read, its CRC32C, its
+// header against the index, then each record's bounds (base.ErrTruncated), state index and
+// kind, the count and no trailing bytes. Each failure is a *base.CorruptionError naming the
+// object and the byte offset. Readers never panic and allocate about what they read.
+// testdata/CANONICAL-v1 pins the format (TestGoldenCanonical; -update-canonical rewrites it,
+// and testdata/MANIFEST-v5); FuzzDecodeCanonical fuzzes the reader.
 //
 // # Invariants
 //

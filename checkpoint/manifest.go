@@ -16,7 +16,8 @@ const (
 	manifestVersion1 = 1 // no LastSeq, no levels; read only; part of the format; do not change
 	manifestVersion2 = 2 // no operator state; read only; part of the format; do not change
 	manifestVersion3 = 3 // no timer objects (kind 4); read only; part of the format; do not change
-	manifestVersion  = 4 // what Encode writes; part of the format; do not change
+	manifestVersion  = 4 // what Encode writes without a canonical savepoint; part of the format; do not change
+	manifestVersion5 = 5 // version 4 plus kind 5 (KindCanonical); written only when one is listed; part of the format; do not change
 	manifestCRC32C   = 1 // checksum type 1 = CRC32C; part of the format; do not change
 	manifestHeader   = 16
 	manifestFixed    = 48 // fixed payload fields before the registry (versions 2 to 4)
@@ -55,9 +56,15 @@ const (
 	// timer package's format (STRATATM), packed in the checkpoint's timer object with the
 	// other key groups' sections. Format version 4 and later.
 	KindTimers ObjectKind = 4
+	// KindCanonical is a canonical savepoint (canonical.go, doc.go "Canonical savepoint
+	// layout"): a stream of logical entries of KeyGroups, independent of the engine's file
+	// formats, read by key group through its own index. Not packed. Format version 5 (a
+	// manifest listing one is written as version 5, every other as version 4, so readers of
+	// version 4 refuse it rather than restore a savepoint without its state).
+	KindCanonical ObjectKind = 5
 )
 
-// String returns "table", "changelog", "other", "timers" or "kind(<n>)".
+// String returns "table", "changelog", "other", "timers", "canonical" or "kind(<n>)".
 func (k ObjectKind) String() string {
 	switch k {
 	case KindTable:
@@ -68,11 +75,24 @@ func (k ObjectKind) String() string {
 		return "other"
 	case KindTimers:
 		return "timers"
+	case KindCanonical:
+		return "canonical"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-func (k ObjectKind) valid() bool { return k >= KindTable && k <= KindTimers }
+// version returns the format version Encode writes m in: 5 when m lists a canonical
+// savepoint, 4 otherwise.
+func (m *Manifest) version() uint16 {
+	for i := range m.Objects {
+		if m.Objects[i].Kind == KindCanonical {
+			return manifestVersion5
+		}
+	}
+	return manifestVersion
+}
+
+func (k ObjectKind) valid() bool { return k >= KindTable && k <= KindCanonical }
 
 // The flags byte of an object entry; part of the format. Version 1 knows only flagPacked
 // (every other bit 0); version 2 adds the level in bits 4..7 and keeps bits 1..3 zero, and
@@ -221,14 +241,16 @@ func (m *Manifest) checkObject(o *Object) error {
 		return fmt.Errorf("level %d above %d", o.Level, MaxLevel)
 	case o.Level != 0 && o.Kind != KindTable:
 		return fmt.Errorf("level %d on a %s object (only tables have levels)", o.Level, o.Kind)
+	case o.Kind == KindCanonical && o.Packed:
+		return fmt.Errorf("a packed canonical savepoint (it is a whole object)")
 	case o.Kind == KindTimers && o.KeyGroups.Start != o.KeyGroups.End:
 		return fmt.Errorf("timers of key groups [%d, %d] (one key group per entry)", o.KeyGroups.Start, o.KeyGroups.End)
 	}
 	return nil
 }
 
-// Encode returns the manifest's bytes in format version 4 (doc.go, "Manifest layout"), or
-// Validate's error. Encoding is canonical: every field has one fixed-width encoding, so
+// Encode returns the manifest's bytes in format version 4 (doc.go, "Manifest layout"), or 5
+// when it lists a KindCanonical object, or Validate's error. Encoding is canonical: every field has one fixed-width encoding, so
 // decoding a version 4 manifest and encoding it gives back the same bytes (a version 1, 2 or
 // 3 manifest comes back as version 4, with what it lacks zero: LastSeq and levels 0, no
 // operator state; a version 3 one as its own bytes with the version changed).
@@ -243,7 +265,7 @@ func (m *Manifest) Encode() ([]byte, error) {
 	le := binary.LittleEndian
 	b := make([]byte, manifestHeader, manifestHeader+n+4)
 	copy(b, manifestMagic)
-	le.PutUint16(b[8:], manifestVersion)
+	le.PutUint16(b[8:], m.version())
 	b[10] = manifestCRC32C
 	le.PutUint32(b[12:], uint32(n))
 	b = le.AppendUint64(b, m.ID)
@@ -285,9 +307,9 @@ func (m *Manifest) Encode() ([]byte, error) {
 	return le.AppendUint32(b, crc32.Checksum(b, base.CRC32C)), nil
 }
 
-// DecodeManifest decodes a manifest's bytes, format version 1 to 4 (a version 1 manifest
-// decodes with LastSeq and every Level 0, a version 1 or 2 one without OperatorState, and
-// only version 4 may hold KindTimers objects); file names it in errors (the object's name). It
+// DecodeManifest decodes a manifest's bytes, format version 1 to 5 (a version 1 manifest
+// decodes with LastSeq and every Level 0, a version 1 or 2 one without OperatorState, only
+// version 4 and 5 may hold KindTimers objects, and version 5 must hold a KindCanonical one); file names it in errors (the object's name). It
 // checks, in this order, each failure its own cause inside a *base.CorruptionError naming file
 // and the byte offset (errors.Is(err, base.ErrCorruption) for all): the magic
 // (base.ErrBadMagic; base.ErrTruncated if fewer than 8 bytes), the header's size
@@ -311,8 +333,8 @@ func DecodeManifest(file string, b []byte) (*Manifest, error) {
 		return nil, bad(base.ErrTruncated, 0, "%d bytes, shorter than the header and checksum", len(b))
 	}
 	version := le.Uint16(b[8:])
-	if version < manifestVersion1 || version > manifestVersion {
-		return nil, bad(base.ErrFormatVersion, 8, "format version %d, this code reads %d to %d", version, manifestVersion1, manifestVersion)
+	if version < manifestVersion1 || version > manifestVersion5 {
+		return nil, bad(base.ErrFormatVersion, 8, "format version %d, this code reads %d to %d", version, manifestVersion1, manifestVersion5)
 	}
 	if c := b[10]; c != manifestCRC32C {
 		return nil, bad(base.ErrChecksumType, 10, "checksum type %d, want %d (CRC32C)", c, manifestCRC32C)
@@ -411,7 +433,7 @@ func DecodeManifest(file string, b []byte) (*Manifest, error) {
 		if flags&^knownFlags != 0 {
 			return nil, bad(nil, off+1, "object %d: unknown flags %#x in format version %d", i, flags, version)
 		}
-		if o.Kind == KindTimers && version < manifestVersion {
+		if o.Kind == KindTimers && version < manifestVersion || o.Kind == KindCanonical && version < manifestVersion5 {
 			return nil, bad(nil, off, "object %d: unknown kind %d in format version %d", i, o.Kind, version)
 		}
 		o.Packed = flags&flagPacked != 0
@@ -422,6 +444,9 @@ func DecodeManifest(file string, b []byte) (*Manifest, error) {
 	}
 	if d.off != end {
 		return nil, bad(nil, d.off, "%d bytes after the last object", end-d.off)
+	}
+	if version == manifestVersion5 && m.version() != manifestVersion5 {
+		return nil, bad(nil, 8, "format version 5 without a canonical savepoint object")
 	}
 	return m, nil
 }

@@ -358,7 +358,12 @@ func TestManifestValidate(t *testing.T) {
 		{"key groups outside", func(m *Manifest) { m.KeyGroups = KeyGroupRange{Start: 0, End: 8} }},
 		{"bad name", func(m *Manifest) { m.Objects[0].Name = "../x" }},
 		{"kind 0", func(m *Manifest) { m.Objects[0].Kind = 0 }},
-		{"kind 5", func(m *Manifest) { m.Objects[0].Kind = 5 }},
+		{"kind 6", func(m *Manifest) { m.Objects[0].Kind = 6 }},
+		{"packed canonical", func(m *Manifest) {
+			m.Objects[0].Kind = KindCanonical
+			m.Objects[0].Packed = true
+			m.Objects[0].Length = 1
+		}},
 		{"timers of two key groups", func(m *Manifest) { m.Objects[0].Kind = KindTimers; m.Objects[0].KeyGroups.End = 1 }},
 		{"level on a timers object", func(m *Manifest) { m.Objects[0].Kind = KindTimers; m.Objects[0].Level = 1 }},
 		{"negative size", func(m *Manifest) { m.Objects[0].Size = -1 }},
@@ -472,7 +477,7 @@ func TestManifestCorruption(t *testing.T) {
 		{"bad magic", edit(set(0, 'X')), base.ErrBadMagic, 0},
 		{"header only", good[:16], base.ErrTruncated, 0},
 		{"version 0", edit(set(8, 0)), base.ErrFormatVersion, 8},
-		{"version 5", edit(set(8, 5)), base.ErrFormatVersion, 8},
+		{"version 6", edit(set(8, 6)), base.ErrFormatVersion, 8},
 		{"version 0x0102", edit(set(8, 2, 1)), base.ErrFormatVersion, 8},
 		// Version 3 bytes labelled version 1: lastSeq's low half is read as the registry length.
 		{"version 3 payload as version 1", reseal(edit(set(8, 1))), nil, p + manifestFixedV1},
@@ -573,7 +578,7 @@ func TestCommitAndRead(t *testing.T) {
 // also tried resealed (length and CRC recomputed), so that the fuzzer reaches the payload
 // checks behind the checksum.
 func FuzzManifestDecode(f *testing.F) {
-	for _, name := range []string{"MANIFEST-v1", "MANIFEST-v2", "MANIFEST-v3", "MANIFEST-v4"} {
+	for _, name := range []string{"MANIFEST-v1", "MANIFEST-v2", "MANIFEST-v3", "MANIFEST-v4", "MANIFEST-v5"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
@@ -614,7 +619,7 @@ func FuzzManifestDecode(f *testing.F) {
 				t.Fatalf("a decoded manifest does not encode: %v", err)
 			}
 			switch v := binary.LittleEndian.Uint16(in[8:]); v {
-			case manifestVersion:
+			case manifestVersion, manifestVersion5:
 				if !bytes.Equal(out, in) {
 					t.Fatalf("re-encoding differs:\n in %x\nout %x", in, out)
 				}
