@@ -270,7 +270,7 @@ func (t *Engine) logChange(op *Op) error {
 		t.stick("changelog append", fmt.Errorf("%w: the append of an applied change was refused: %w", errInvariant, err))
 		return t.bgErr
 	}
-	c.logBytes += int64(len(op.Key) + len(op.UserKey) + len(op.Value) + 16)
+	c.logBytes += int64(len(op.Key) + len(op.UserKey) + len(op.Value) + 5) // v2 framing: 3–5 bytes
 	if c.n++; c.n >= persistCheckEvery {
 		c.n = 0
 		t.pollChangelog(time.Now())
