@@ -99,7 +99,10 @@ func (c *ChangelogCache) Close() error { return c.c.Close() }
 type ChangelogOptions struct {
 	// Writer is a ChangelogWriter shared with other Stores of the process. nil: the Store has
 	// its own, with Prefix = the Store's Owner, charged to the Store's budget, so its objects
-	// are garbage-collected with the Store's checkpoints. The objects of a shared writer
+	// are garbage-collected with the Store's checkpoints; it buffers at most a sixteenth of the
+	// budget's limit (between 1 MiB and the default 10 MiB; its PreemptiveThreshold half of
+	// that), so that the buffer of a small budget does not take the state's room (a 64 MiB
+	// budget: 4 MiB, persisted from 2 MiB). The objects of a shared writer
 	// under another prefix are not collected by any Store (no cross-Store GC yet).
 	Writer *ChangelogWriter
 	// MaterializationInterval is the time between background materializations (Flink's
@@ -186,7 +189,8 @@ func changelogEngineOptions(opts *Options, budget *Budget) (*engine.ChangelogOpt
 	owner := ownerOf(opts)
 	kg := *opts.KeyGroups
 	o := &engine.ChangelogOptions{
-		NewWriter: engine.ChangelogWriterOptions{Storage: opts.Checkpoint.Storage, Prefix: owner, Budget: budget},
+		NewWriter: engine.ChangelogWriterOptions{Storage: opts.Checkpoint.Storage, Prefix: owner, Budget: budget,
+			Threshold: engine.OwnWriterThreshold(budget.Limit()), PreemptiveThreshold: engine.OwnWriterThreshold(budget.Limit()) / 2},
 		Spec: engine.CheckpointSpec{Storage: opts.Checkpoint.Storage, Owner: owner, MaxParallelism: uint32(opts.MaxParallelism),
 			KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)}},
 		MaterializationInterval: c.MaterializationInterval, MaxMaterializationFailures: c.MaxMaterializationFailures,

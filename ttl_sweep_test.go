@@ -97,11 +97,17 @@ func TestTTLSweep(t *testing.T) {
 	defer func() { s.Close() }()
 	ss := newSweepStates(t, s)
 	const n = 400
-	// t=0: "dead" keys, never touched again. The ticks at 0 and 50 see the active segment,
-	// the second seals it; its slices are due at 100.
+	// t=0: "dead" keys, never touched again. The sweep sees the active segment at its first
+	// writes (t=0), a tick at 50 leaves it (younger than sweepSealAge = 2 periods of 40 ms),
+	// the tick at 90 seals it; its slices expire at 100 and are due 3 periods later, at 220.
 	ss.write(t, s, "dead", 0, n)
 	must(0, s.WaitBackground())
 	now.Store(50)
+	must(0, s.WaitBackground())
+	if st := s.Stats(); st.TTL.SweepSeals != 0 {
+		t.Fatalf("a segment active for less than 2 periods sealed: %d seals", st.TTL.SweepSeals)
+	}
+	now.Store(90)
 	must(0, s.WaitBackground())
 	st := s.Stats()
 	if st.TTL.SweepSeals != 1 || st.Slices.Count == 0 || st.Fresh.Records != 0 {
@@ -112,13 +118,22 @@ func TestTTLSweep(t *testing.T) {
 		t.Fatalf("before expiry: %d TTL entries, %d kept", ttl, kept)
 	}
 	sliceBytes := st.Slices.Bytes
-	// t=150: the dead keys expired at 100; "live" keys written now expire at 250. The bound
-	// is 200 ms: by 300 the dead data must be gone — here already at the first tick past 100.
+	// t=150: the dead keys expired at 100, reported pending; at the tick at 200 they are
+	// still within the sweep's lag. "live" keys written at 200 expire at 300. The bound is
+	// 200 ms: by 300 the dead data must be gone — here at the first tick past 220 (the lag),
+	// 240, which leaves the live keys' segment active (for 40 ms).
 	now.Store(150)
 	if st := s.Stats(); st.TTL.SweepDueUnits == 0 || st.TTL.ExpiredPendingBytes == 0 {
 		t.Fatalf("expired data not reported pending: %d units, %d bytes", st.TTL.SweepDueUnits, st.TTL.ExpiredPendingBytes)
 	}
+	now.Store(200)
+	must(0, s.WaitBackground())
+	if ttl, _ := ss.counts(t, s); ttl != 4*n {
+		t.Fatalf("dead keys swept within the lag: %d TTL entries (want %d)", ttl, 4*n)
+	}
 	ss.write(t, s, "live", 0, n)
+	must(0, s.WaitBackground())
+	now.Store(240)
 	must(0, s.WaitBackground())
 	st = s.Stats()
 	ttl, kept = ss.counts(t, s)
@@ -153,15 +168,15 @@ func TestTTLSweep(t *testing.T) {
 		}
 	}
 
-	// Into the LsmStore (Close persists) and back at t=200: the files found at Open are due
-	// at 200 + 200 − 40 (the bound less a period), swept by the first tick after; the live
-	// keys expire at 250.
+	// Into the LsmStore (Close persists) and back at t=240: the files found at Open are due
+	// at 240 + 200 − 40 (the bound less a period), swept by the first tick after; the live
+	// keys expire at 300.
 	must(0, s.Close())
-	now.Store(200)
+	now.Store(240)
 	s = must(Open(dir, opts))
 	ss = newSweepStates(t, s)
 	ss.checkLive(t, s, "live", 0, n)
-	now.Store(350)
+	now.Store(390)
 	must(0, s.WaitBackground())
 	if ttl, _ := ss.counts(t, s); ttl != 4*n {
 		t.Fatalf("files found at Open swept before their bound: %d TTL entries", ttl)
@@ -170,7 +185,7 @@ func TestTTLSweep(t *testing.T) {
 	if before.TTL.SweepDueUnits != 0 {
 		t.Fatalf("%d units due before the bound", before.TTL.SweepDueUnits)
 	}
-	now.Store(390) // the first tick at or after 360 (ticks every 40 ms: 350, 390)
+	now.Store(430) // the first tick at or after 400 (ticks every 40 ms: 390, 430)
 	must(0, s.WaitBackground())
 	st = s.Stats()
 	ttl, kept = ss.counts(t, s)
@@ -182,28 +197,28 @@ func TestTTLSweep(t *testing.T) {
 	}
 	t.Logf("LSM (files found at Open): %d → %d bytes, %d entries removed", before.LSM.Bytes, st.LSM.Bytes, st.TTL.SweepEntries)
 
-	// Files this Store wrote know their summaries: new keys at 390, pushed to the bottom
-	// level now (nothing expired), expire at 490 and are rewritten in place by the first tick
-	// past 490 + 3 periods (the LsmStore's lag: 610), within the bound's 4 periods — well
-	// before the files found at Open are due (390 + 160).
+	// Files this Store wrote know their summaries: new keys at 430, pushed to the bottom
+	// level now (nothing expired), expire at 530 and are rewritten in place by the first tick
+	// past 530 + 3 periods (the sweep's lag: 650), within the bound's 4 periods — well
+	// before the files found at Open are due (430 + 160).
 	ss.write(t, s, "late", 0, n)
 	must(0, s.Close())
 	s = must(Open(dir, opts))
 	ss = newSweepStates(t, s)
 	must(0, s.e.CompactLSM()) // outputs written by this Store: summaries known
-	now.Store(489)
+	now.Store(529)
 	must(0, s.WaitBackground())
 	if ttl, _ := ss.counts(t, s); ttl != 4*n {
 		t.Fatalf("late keys swept before they expired: %d TTL entries", ttl)
 	}
 	ss.checkLive(t, s, "late", 0, n)
-	now.Store(609) // expired, but within the lag
+	now.Store(649) // expired, but within the lag
 	must(0, s.WaitBackground())
 	if ttl, _ := ss.counts(t, s); ttl != 4*n {
 		t.Fatalf("late keys swept within the LsmStore's lag: %d TTL entries", ttl)
 	}
 	before = s.Stats()
-	now.Store(650)
+	now.Store(690)
 	must(0, s.WaitBackground())
 	st = s.Stats()
 	if ttl, kept := ss.counts(t, s); ttl != 0 || kept != 6*n {
@@ -318,10 +333,10 @@ func TestTTLSweepCheckpoint(t *testing.T) {
 	const n = 300
 	ss.write(t, s, "dead", 0, n)
 	must(0, s.WaitBackground())
-	now.Store(50)
-	must(0, s.WaitBackground()) // sealed: the dead keys are in slices
+	now.Store(90)
+	must(0, s.WaitBackground()) // sealed (2 periods active): the dead keys are in slices
 	p := must(s.StartCheckpoint(1, nil))
-	now.Store(150)
+	now.Store(230)               // the dead keys expired at 100: due after the lag, at 220
 	ss.write(t, s, "live", 0, n) // ticks sweep the pinned slices
 	must(0, s.WaitBackground())
 	h := must(p.Wait(ctx))

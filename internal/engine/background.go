@@ -96,14 +96,14 @@ func (t *Engine) kick() {
 	}
 }
 
-// roomShort reports whether the writers' room in the budget is below EvictionRoom and the
-// caches still to be mapped (cachesWanted). Memory a running checkpoint pins counts as room:
+// roomShort reports whether the writers' room in the budget is below EvictionRoom. Caches not
+// mapped yet do not count: they yield to state (mapCaches). Memory a running checkpoint pins counts as room:
 // it comes back when the checkpoint ends, and evicting for it would only pin the evicted
 // slices too (they stay counted until the checkpoint ends), emptying the SliceTable for no
 // room; a writer that cannot wait for it gets backpressure, which evicts.
 func (t *Engine) roomShort() bool {
 	room := t.budget.WriterRoom()
-	need := t.evictRoom + t.cachesWanted()
+	need := t.evictRoom
 	if room >= need {
 		return false
 	}
@@ -111,33 +111,22 @@ func (t *Engine) roomShort() bool {
 	return room < need
 }
 
-// cachesWanted returns the bytes of the LsmStore's caches still to be mapped (mapCaches) once
-// the lower tier holds data, 0 before: eviction makes room for them then.
-func (t *Engine) cachesWanted() int64 {
-	if t.evictions == 0 && t.flushes == 0 {
-		return 0
-	}
-	n := t.rowWant
-	if lt, ok := t.low.(*lsmTier); ok {
-		n += lt.cacheWant
-	}
-	return n
-}
-
 // mapCaches maps the LsmStore's block cache and the row cache (Options.BlockCacheSize,
 // RowCacheSize) that Open left unmapped because the LsmStore was empty, once an eviction or
-// flush gave it data — and only from the writers' room (memory.Budget.WriterRoom), never from
-// the transform reserve: the eviction trigger (kick) counts them beside the next segment's
-// room and evicts to make it, so the caches yield to state. A cache that cannot be mapped now
-// is tried again at the next install. Owner only.
+// flush gave it data — and only from the writers' room (memory.Budget.WriterRoom) beyond
+// EvictionRoom, never from the transform reserve: the caches yield to state. No eviction
+// makes room for them (roomShort does not count them): evicting state to map a cache of the
+// evicted state made the flight demo's first eviction at 64 MiB bring the next ones
+// (2026-12-04). A cache that cannot be mapped now is tried again at the next install.
+// Owner only.
 func (t *Engine) mapCaches() {
-	if lt, ok := t.low.(*lsmTier); ok && lt.cacheWant > 0 && t.budget.WriterRoom() >= lt.cacheWant {
+	if lt, ok := t.low.(*lsmTier); ok && lt.cacheWant > 0 && t.budget.WriterRoom() >= lt.cacheWant+t.evictRoom {
 		if c, err := sstable.NewCache(t.budget, lt.cacheWant, 0); err == nil {
 			lt.db.SetCache(c)
 			lt.cache, lt.cacheWant = c, 0
 		}
 	}
-	if t.rowWant > 0 && t.budget.WriterRoom() >= t.rowWant {
+	if t.rowWant > 0 && t.budget.WriterRoom() >= t.rowWant+t.evictRoom {
 		if rc, err := newRowCache(t.budget, t.rowWant); err == nil {
 			t.rc, t.rowWant = rc, 0
 		}

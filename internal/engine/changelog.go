@@ -270,7 +270,7 @@ func (t *Engine) logChange(op *Op) error {
 		t.stick("changelog append", fmt.Errorf("%w: the append of an applied change was refused: %w", errInvariant, err))
 		return t.bgErr
 	}
-	c.logBytes += int64(len(op.Key) + len(op.UserKey) + len(op.Value) + 16)
+	c.logBytes += int64(len(op.Key) + len(op.UserKey) + len(op.Value) + 5) // v2 framing: 3–5 bytes
 	if c.n++; c.n >= persistCheckEvery {
 		c.n = 0
 		t.pollChangelog(time.Now())
@@ -787,6 +787,13 @@ type ChangelogCacheStats = changelog.CacheStats
 // NewChangelogCache is changelog.NewCache.
 func NewChangelogCache(dir string, idle time.Duration) (*ChangelogCache, error) {
 	return changelog.NewCache(dir, idle)
+}
+
+// OwnWriterThreshold is the Threshold of a Store's own changelog writer under a budget of
+// limit bytes: limit/16, between 1 MiB and changelog.DefaultThreshold, so that a small
+// budget's buffer does not take the state's room (the root's ChangelogOptions.Writer).
+func OwnWriterThreshold(limit int64) int64 {
+	return min(max(limit/16, 1<<20), changelog.DefaultThreshold)
 }
 
 // NewChangelogWriter is changelog.NewWriter.

@@ -440,18 +440,24 @@
 //
 //	tier          unit            summary                         the tick's work
 //	FreshTable    active segment  fresh.Table.Active id, first     seal it once it stayed
-//	                              seen at a tick                  active P (a transform follows)
+//	                              seen (every sweepWrites writes)  active 2P (a transform follows)
 //	SliceTable    run             base.Expiry per slice, noted by a compaction of the run alone
 //	                              the builder (Build, compaction) through the TTL filter
 //	LsmStore      table file      base.Expiry per file, noted as  the L0 compaction (an L0 file),
 //	                              written; unknown for files      else the file rewritten in
 //	                              found at Open or imported       place (lsm.DB.PickExpired)
 //
-// A slice run is due when its earliest expiry instant has passed (base.Expiry.Due), a table
-// file lsmSweepLag (3) periods later: a file holding old copies of keys that are rewritten all
-// the time has an oldest copy expiring at every tick, and the lag makes it one rewrite per four
+// A slice run or a table file is due sweepLag (3) periods after its earliest expiry instant
+// (base.Expiry.Due at now − 3P): a unit holding old copies of keys that are rewritten all the
+// time has an oldest copy expiring at every tick, and the lag makes it one rewrite per four
 // ticks, and one L0 compaction for the L0 files of several evictions, instead of one per tick
-// and one per eviction (each an L0 compaction of all of L1). A file without
+// and one per eviction (each an L0 compaction of all of L1). The active segment is sealed once
+// it stayed active sweepSealAge (2) periods, counted from the first look after its first
+// write (sweepDue looks every sweepWrites writes), not from a tick: sealing after one period
+// counted from a tick sealed the flight demo's segment every ~1.5 periods, 391 transforms of
+// 1.3 MiB instead of ~50 full segments, and their small runs' compactions cost 44 % of the
+// process's CPU (2026-12-04; with both, one A/B run on the loaded VM: sweep jobs 4814 → 1232,
+// transforms 410 → 213, transform + compaction + sweep CPU 3.06 → 2.24 µs per event). A file without
 // a known summary — found at Open, imported by a restore, or written while the table lacked
 // a state it now sweeps (SetTTL calls lsm ForgetExpiry when the swept states grow: a
 // compaction at Open may run before the states register) — is due at openAt + R − P, openAt
@@ -473,12 +479,13 @@
 // load and a clock read per kick. No goroutine and no timer: the sweep runs on the owner's
 // calls, as every install does (invariant 4), so a Store nobody calls sweeps nothing.
 //
-// The bound: a datum expiring at x (or written after x) in a slice run is rewritten by the
-// first tick after x, at most P later, in a table file by the first tick after x + 3P, at
-// most 4P later (the lag); in the active
-// segment it is seen by a tick within P of its write, sealed within 2P more, and its run is
-// due at the tick after the transform — within 4P = 4R/5 of max(x, write), if the owner
-// calls in at least every P and the jobs (P of slack) keep up.
+// The bound: a datum expiring at x (or written after x) in a slice run or a table file is
+// rewritten by the first tick after x + 3P, at most 4P after x (the lag); in the active
+// segment written at w, it is sealed by the first tick 2P after the segment's first write
+// (≤ w + 3P), and its run is due 3P after its earliest expiry (≤ x) — so within 4P = 4R/5 of
+// max(x, w), if the owner calls in at least every P and the jobs (P of slack) keep up. A
+// Store written fewer than sweepWrites times a period sees its active segment at the next
+// tick instead, up to P later: within 5P = R, with no slack.
 //
 // Invariants:
 //

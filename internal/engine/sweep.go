@@ -51,8 +51,35 @@ func (t *Engine) sweepDue() bool {
 		t.sw.writes = math.MaxInt // no state sweeps: look again after SetTTL
 		return false
 	}
-	return t.sw.again || tab.Now() >= t.sw.next
+	now := tab.Now()
+	t.noteActive(now)
+	return t.sw.again || now >= t.sw.next
 }
+
+// noteActive records the clock at which the sweep first saw the FreshTable's active segment:
+// sweepDue looks every sweepWrites writes, so activeAt trails the segment's first write by at
+// most that many writes, not by a period (sweepCheck seals at sweepSealAge periods from it).
+func (t *Engine) noteActive(now int64) {
+	if id, ok := t.f.Active(); ok && id != t.sw.activeID {
+		t.sw.activeID, t.sw.activeAt = id, now
+	}
+}
+
+// sweepLag is the number of sweep periods a unit waits past its earliest expiry instant
+// before the sweep rewrites it — a slice run, an LsmStore table file — and sweepSealAge the
+// number a FreshTable segment stays active before the sweep seals it (doc.go, "TTL sweep":
+// with them every datum is reclaimed within 4 periods of max(its expiry, its write), a
+// period of slack left in the bound's 5). Without the lag a unit holding copies of keys that
+// are rewritten all the time — their oldest copy expiring at every tick — is rewritten at
+// every tick: the flight demo's event-time clock made slice sweeps and LSM sweeps each
+// rewrite their tier every period; a run swept after the lag holds nothing expired that
+// the next lag does not also take. Sealing at one period sealed the demo's active segment
+// every ~1.5 periods (391 transforms of 1.3 MiB segments instead of ~50 full ones, and the
+// slice compactions of their small runs: 44 % of the process's CPU, 2026-12-04).
+const (
+	sweepLag     = 3
+	sweepSealAge = 2
+)
 
 // sweepCheck starts a sweep tick when one is due (sweepDue): it seals a FreshTable segment
 // that stayed active a whole period (its transform is queued here and submitted by the kick
@@ -80,16 +107,12 @@ func (t *Engine) sweepCheck() {
 	t.sw.ticks++
 	t.sw.pick, t.sw.now, t.sw.within = true, now, within
 
-	if id, ok := t.f.Active(); ok {
-		switch {
-		case id != t.sw.activeID:
-			t.sw.activeID, t.sw.activeAt = id, now
-		case now-t.sw.activeAt >= period && t.openIters == 0:
-			if t.f.Seal() == nil {
-				t.queueSealed()
-				t.sw.seals++
-				t.sw.again = true
-			}
+	t.noteActive(now)
+	if _, ok := t.f.Active(); ok && now-t.sw.activeAt >= sweepSealAge*period && t.openIters == 0 {
+		if t.f.Seal() == nil {
+			t.queueSealed()
+			t.sw.seals++
+			t.sw.again = true
 		}
 	}
 }
@@ -107,8 +130,9 @@ func (t *Engine) sweepPick() {
 	now := t.sw.now
 	// Slices: while no slot is free, or compactions wait (a failure's backoff, memory), the
 	// next kick ticks again — also the one that retries them.
+	lag := sweepLag * sweepPeriod(t.sw.within)
 	if free := t.maxCompact - len(t.compactions); free > 0 && !t.noCompact && !t.waiting(bgCompaction) {
-		for _, c := range t.sl.PickExpired(now, free) {
+		for _, c := range t.sl.PickExpired(subSat(now, lag), free) {
 			t.submitSweep(c)
 		}
 	} else {
@@ -117,9 +141,8 @@ func (t *Engine) sweepPick() {
 	if t.db != nil && t.waiting(bgLSM) {
 		t.sw.again = true
 	} else if t.db != nil {
-		// Files with a summary are due lsmSweepLag periods after their earliest expiry;
+		// Files with a summary are due sweepLag periods after their earliest expiry;
 		// files without one at unknownAt, as before (both instants shifted by the lag).
-		lag := lsmSweepLag * sweepPeriod(t.sw.within)
 		due, unknownAt := subSat(now, lag), t.unknownAt(t.sw.within)
 		if unknownAt != math.MaxInt64 {
 			unknownAt = subSat(unknownAt, lag)
@@ -135,14 +158,6 @@ func (t *Engine) sweepPick() {
 		}
 	}
 }
-
-// lsmSweepLag is the number of sweep periods an LsmStore table file waits past its earliest
-// expiry instant before the sweep rewrites it (doc.go, "TTL sweep": the lag the FreshTable
-// path already takes, so the bound stays 4 periods). Without it a file holding copies of keys
-// that are rewritten all the time — their oldest copy expiring at every tick — is rewritten at
-// every tick, and every eviction's L0 file brings an L0 compaction of its own (the whole of L1):
-// the flight demo's event-time clock made that half its CPU time (write amplification 37).
-const lsmSweepLag = 3
 
 // subSat returns a − b for b >= 0, saturated at math.MinInt64.
 func subSat(a, b int64) int64 {

@@ -83,9 +83,10 @@ func (s *ttlShared) lsmFilter(sweep bool) lsm.CompactionFilter {
 }
 
 // snapshotFilter returns the filter of a checkpoint's memory table, or nil when no state
-// cleans up in snapshots. The memory table keeps every version (it lies above the checkpoint's
-// tables), so the filter judges each version alone, never at the bottom: an expired value or
-// map entry becomes a tombstone, a list batch loses its expired elements.
+// cleans up in snapshots. The memory table is resolved as a compaction that is never at the
+// bottom (the checkpoint's tables lie below), so the filter judges each resolved entry as a
+// non-bottom compaction's filter does: an expired value or map entry becomes a tombstone, a
+// list batch loses its expired elements.
 func (s *ttlShared) snapshotFilter() *base.TTLFilter {
 	tab := s.table.Load()
 	if tab == nil || !tab.Cleans(true) {
