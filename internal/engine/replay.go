@@ -11,8 +11,9 @@ import (
 )
 
 // replaySource applies the records of one restored manifest's changelog segments for key
-// groups r, each once, in seq order, skipping those a later record supersedes (replayKeep).
-// It returns the records applied and skipped.
+// groups r, each once, skipping those a later record supersedes (replayKeep): in bulk while
+// the upper tiers are empty (canBulkReplay, bulkReplay), else through Apply in seq order. It
+// returns the records applied and skipped.
 func (t *Engine) replaySource(ctx context.Context, s checkpoint.Storage, m *checkpoint.Manifest, segs []checkpoint.Object, r changelog.KeyGroupRange) (applied, skipped int64, err error) {
 	b, err := changelog.Collect(ctx, s, segs, r, 0, m.LastSeq)
 	if err != nil {
@@ -21,6 +22,15 @@ func (t *Engine) replaySource(ctx context.Context, s checkpoint.Storage, m *chec
 	keep, err := replayKeep(b, segs[0].Name)
 	if err != nil {
 		return 0, 0, err
+	}
+	if t.canBulkReplay() {
+		for _, k := range keep {
+			if !k {
+				skipped++
+			}
+		}
+		applied, err = t.bulkReplay(ctx, b, keep, segs[0].Name)
+		return applied, skipped, err
 	}
 	var rec changelog.Record
 	for i, k := range keep {
