@@ -215,6 +215,7 @@ type bulkIter struct {
 	// never move.
 	arena    []byte
 	cur      base.Entry
+	in       base.Entry // the entry fed to the Resolver (a field: through Emit it escapes)
 	rec      changelog.Record
 	finished bool
 	err      error
@@ -259,13 +260,13 @@ func (it *bulkIter) Next() bool {
 			return false
 		}
 		k, _ := opEntryKind(OpKind(it.rec.Kind)) // checked by bulkReplay
-		e := base.Entry{Order: sr.order, Hash: sr.hash, Seq: it.rec.Seq, Kind: k, Key: it.rec.Key, UserKey: it.rec.UserKey, Value: it.rec.Value}
+		it.in = base.Entry{Order: sr.order, Hash: sr.hash, Seq: it.rec.Seq, Kind: k, Key: it.rec.Key, UserKey: it.rec.UserKey, Value: it.rec.Value}
 		if k == base.KindMapEntry || k == base.KindMapEntryTombstone {
-			e.UserHash = base.HashUserKey(it.rec.UserKey)
+			it.in.UserHash = base.HashUserKey(it.rec.UserKey)
 		} else {
-			e.UserKey = nil
+			it.in.UserKey = nil
 		}
-		if it.err = it.res.Add(&e); it.err != nil {
+		if it.err = it.res.Add(&it.in); it.err != nil {
 			return false
 		}
 	}

@@ -797,9 +797,9 @@ func NewChangelogWriter(o ChangelogWriterOptions) (*ChangelogWriter, error) {
 // ReplayChangelog applies the changelog segments listed by sources (restored manifests) to
 // the engine, for the key groups kg: every record with seq <= its manifest's LastSeq, in bulk
 // as L0 files of the LsmStore while nothing else was written (doc.go, "Bulk changelog
-// replay"), else in seq order through Apply (Restore, after the tables; doc.go, "Changelog": the segments a
-// manifest lists all come after its materialization), read through cache when not nil
-// (each object fetched once per process). With the changelog on, the records are
+// replay"), else in seq order through Apply (Restore, after the tables; doc.go, "Changelog":
+// the segments a manifest lists all come after its materialization), read through cache when
+// not nil (each object fetched once per process). With the changelog on, the records are
 // not logged again: the restoring Store has no materialization yet, so its first checkpoint
 // is native and holds them. Records a later one supersedes are skipped (replayKeep). It
 // returns the records applied and skipped.
