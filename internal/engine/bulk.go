@@ -63,12 +63,14 @@ func opEntryKind(k OpKind) (base.Kind, bool) {
 	return 0, false
 }
 
-// bulkReplay writes the records of b that keep marks (replayKeep) to the lower tier in batches
-// of consecutive records, each resolved and written as one L0 file and installed before the
-// next (invariant 16). It returns the records written. Owner only; the caller checked
+// bulkReplay writes the records of b that keep marks (replayKeep; nil: every record) to the
+// lower tier in batches of consecutive records, each resolved and written as one L0 file and
+// installed before the next (invariant 16). It returns the records that reached a file and
+// those the Resolver found superseded (a newer version, a map clear or a duplicate hides
+// them; a list's base joined with its operands counts too). Owner only; the caller checked
 // canBulkReplay. Errors: a *base.CorruptionError naming object for a record of an unknown kind;
 // the lower tier's (ErrNoSpace, I/O); ctx's.
-func (t *Engine) bulkReplay(ctx context.Context, b *changelog.Batch, keep []bool, object string) (applied int64, err error) {
+func (t *Engine) bulkReplay(ctx context.Context, b *changelog.Batch, keep []bool, object string) (applied, skipped int64, err error) {
 	bufs := &t.sb
 	if !bufs.busy.CompareAndSwap(false, true) {
 		bufs = nil // in use (nothing should be in flight): the Go heap
@@ -87,29 +89,29 @@ func (t *Engine) bulkReplay(ctx context.Context, b *changelog.Batch, keep []bool
 	n := b.Len()
 	for lo := 0; lo < n; {
 		if err := ctx.Err(); err != nil {
-			return applied, err
+			return applied, skipped, err
 		}
 		recs = recs[:0]
 		size := 0
 		hi := lo
 		for ; hi < n && len(recs) < bulkRecords && size < bulkBytes; hi++ {
-			if !keep[hi] {
+			if keep != nil && !keep[hi] {
 				continue
 			}
 			if err := b.Record(hi, &r); err != nil {
-				return applied, err
+				return applied, skipped, err
 			}
 			if _, ok := opEntryKind(OpKind(r.Kind)); !ok {
-				return applied, base.Corrupt(object, -1, nil, "changelog record of seq %d has the unknown kind %d", r.Seq, r.Kind)
+				return applied, skipped, base.Corrupt(object, -1, nil, "changelog record of seq %d has the unknown kind %d", r.Seq, r.Kind)
 			}
 			h, kg, ok := base.HashCompositeKey(r.Key)
 			if !ok {
-				return applied, base.Corrupt(object, -1, nil, "changelog record of seq %d has no composite key", r.Seq)
+				return applied, skipped, base.Corrupt(object, -1, nil, "changelog record of seq %d has no composite key", r.Seq)
 			}
 			sr := segRec{order: base.OrderHash(kg, t.stride, h), hash: h, off: uint32(hi)}
 			if bufs != nil && len(recs) == cap(recs) {
 				if recs, err = bufs.recs.grow(recs, max(len(recs)+1, min(n-lo, bulkRecords))); err != nil {
-					return applied, err
+					return applied, skipped, err
 				}
 			}
 			recs = append(recs, sr)
@@ -121,7 +123,7 @@ func (t *Engine) bulkReplay(ctx context.Context, b *changelog.Batch, keep []bool
 			continue
 		}
 		if maxSeq > t.f.Seq() {
-			return applied, fmt.Errorf("strata: invariant: a changelog record of seq %d is above the restored Store's seq %d", maxSeq, t.f.Seq())
+			return applied, skipped, fmt.Errorf("strata: invariant: a changelog record of seq %d is above the restored Store's seq %d", maxSeq, t.f.Seq())
 		}
 		slices.Reverse(recs) // newest first: the stable sort keeps a key's versions so
 		if bufs != nil && len(recs) >= 64 {
@@ -131,28 +133,29 @@ func (t *Engine) bulkReplay(ctx context.Context, b *changelog.Batch, keep []bool
 		}
 		tmp = radixSortSegRecs(recs, tmp)
 		if err := sortEqualOrderRecords(b, recs); err != nil {
-			return applied, err
+			return applied, skipped, err
 		}
 		it := &bulkIter{b: b, recs: recs}
 		it.res = base.Resolver{Stable: true, MaxList: base.MaxListPiece, Emit: it.emit}
 		p, err := t.low.Evict(it)
 		if err != nil {
-			return applied, err
+			return applied, skipped, err
 		}
 		if err := t.low.Install(p, t.f.Seq()); err != nil {
 			t.low.Discard(p)
-			return applied, err
+			return applied, skipped, err
 		}
 		t.bulkFiles++
 		t.bumpEpoch()
 		t.noteL0()
 		t.mapCaches()
-		applied += int64(len(recs))
+		rs := it.res.Stats()
+		applied, skipped = applied+rs.In-rs.Hidden, skipped+rs.Hidden
 	}
 	if applied > 0 {
 		t.kick() // LSM compactions of the new L0 files
 	}
-	return applied, nil
+	return applied, skipped, nil
 }
 
 // sortEqualOrderRecords orders every run of records with one order hash (the versions of a

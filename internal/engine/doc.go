@@ -283,9 +283,8 @@
 // down — and then the root's Persist writes them all to the LsmStore anyway. A restore
 // instead applies the tail in bulk, the way a flush writes a sealed segment (protocol item 5):
 //
-//	Collect (seq order) ──► replayKeep ──► batches of ≤ bulkRecords records / bulkBytes bytes,
-//	                                         in seq order
-//	per batch: one segRec (40 bytes) per kept record, mapped outside the Go heap (the sort
+//	Collect (seq order) ──► batches of ≤ bulkRecords records / bulkBytes bytes, in seq order
+//	per batch: one segRec (40 bytes) per record, mapped outside the Go heap (the sort
 //	buffers of a transform), newest first; radix sort by order hash (stable: equal orders stay
 //	newest first), runs of one order hash ordered by base.Compare on the decoded records
 //	  ──► base.Resolver (Stable; not Bottom: the restored tables lie below) ──► lsm WriteL0
@@ -295,7 +294,10 @@
 // KindValue, delete, list delete and map clear → KindTombstone (user key empty), list append →
 // KindListAppend, list replace → KindListBase, map put → KindMapEntry, map remove →
 // KindMapEntryTombstone, each with the record's own seq. The resolving is the Resolver's, as in
-// every compaction: no second set of merge rules.
+// every compaction: no second set of merge rules. So replayKeep, which Apply replays need, is
+// skipped: the sort brings a key's versions together and the Resolver drops the superseded
+// ones (they count as ChangelogSkipped); its hash table cost about 0.9 µs a record of a
+// 664,000-record tail, more than sorting and writing the 18 % it would have dropped.
 //
 // Invariants:
 //
