@@ -216,12 +216,14 @@ type bulkIter struct {
 	// arena holds the values of queued list entries (a joined list lies in the Resolver's
 	// buffer only during Emit); a new arena is started rather than grown, so queued values
 	// never move.
-	arena    []byte
-	cur      base.Entry
-	in       base.Entry // the entry fed to the Resolver (a field: through Emit it escapes)
-	rec      changelog.Record
-	finished bool
-	err      error
+	arena []byte
+	cur   base.Entry
+	in    base.Entry // the entry fed to the Resolver (a field: through Emit it escapes)
+	// dec holds the records recs[base:ahead], decoded ahead of the Resolver.
+	dec         [touchBatch]changelog.Record
+	base, ahead int
+	finished    bool
+	err         error
 }
 
 func (it *bulkIter) emit(e *base.Entry) error {
@@ -257,15 +259,24 @@ func (it *bulkIter) Next() bool {
 			}
 			continue
 		}
-		sr := &it.recs[it.i]
-		it.i++
-		if it.err = it.b.Record(int(sr.off), &it.rec); it.err != nil {
-			return false
+		if it.i == it.ahead {
+			// The records lie at random places of the Batch's spans (sorted by key, not by
+			// seq): decoded touchBatch at a time, the cache misses of independent records
+			// overlap instead of stalling each decode.
+			it.base = it.i
+			it.ahead = min(it.i+touchBatch, len(it.recs))
+			for j := it.i; j < it.ahead; j++ {
+				if it.err = it.b.Record(int(it.recs[j].off), &it.dec[j-it.i]); it.err != nil {
+					return false
+				}
+			}
 		}
-		k, _ := opEntryKind(OpKind(it.rec.Kind)) // checked by bulkReplay
-		it.in = base.Entry{Order: sr.order, Hash: sr.hash, Seq: it.rec.Seq, Kind: k, Key: it.rec.Key, UserKey: it.rec.UserKey, Value: it.rec.Value}
+		sr, rec := &it.recs[it.i], &it.dec[it.i-it.base]
+		it.i++
+		k, _ := opEntryKind(OpKind(rec.Kind)) // checked by bulkReplay
+		it.in = base.Entry{Order: sr.order, Hash: sr.hash, Seq: rec.Seq, Kind: k, Key: rec.Key, UserKey: rec.UserKey, Value: rec.Value}
 		if k == base.KindMapEntry || k == base.KindMapEntryTombstone {
-			it.in.UserHash = base.HashUserKey(it.rec.UserKey)
+			it.in.UserHash = base.HashUserKey(rec.UserKey)
 		} else {
 			it.in.UserKey = nil
 		}
