@@ -802,14 +802,16 @@ func NewChangelogWriter(o ChangelogWriterOptions) (*ChangelogWriter, error) {
 }
 
 // ReplayChangelog applies the changelog segments listed by sources (restored manifests) to
-// the engine, for the key groups kg: every record with seq <= its manifest's LastSeq, in seq
-// order, through Apply (Restore, after the tables; doc.go, "Changelog": the segments a
-// manifest lists all come after its materialization), read through cache when not nil
-// (each object fetched once per process). With the changelog on, the records are
+// the engine, for the key groups kg: every record with seq <= its manifest's LastSeq, in bulk
+// as L0 files of the LsmStore while nothing else was written (doc.go, "Bulk changelog
+// replay"), else in seq order through Apply (Restore, after the tables; doc.go, "Changelog":
+// the segments a manifest lists all come after its materialization), read through cache when
+// not nil (each object fetched once per process). With the changelog on, the records are
 // not logged again: the restoring Store has no materialization yet, so its first checkpoint
 // is native and holds them. Records a later one supersedes are skipped (replayKeep). It
 // returns the records applied and skipped.
-// Errors: ReplayRange's (ErrCorruption naming the object, the storage's), Apply's. Owner only.
+// Errors: ReplayRange's (ErrCorruption naming the object, the storage's), Apply's, the lower
+// tier's. Owner only.
 func (t *Engine) ReplayChangelog(ctx context.Context, s checkpoint.Storage, cache *ChangelogCache, sources []*checkpoint.Manifest, kg checkpoint.KeyGroupRange) (applied, skipped int64, err error) {
 	if c := t.cl; c != nil {
 		if len(c.mats) > 0 || c.run != nil {

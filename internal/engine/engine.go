@@ -137,6 +137,7 @@ type Engine struct {
 	runStop          int // runStopPerBucket × the SliceTable's buckets
 	lsmCompactions   int64
 	flushes          int64 // sealed segments flushed straight to the lower tier
+	bulkFiles        int64 // L0 files a bulk changelog replay installed (bulk.go)
 	relocations      int64 // relocations installed
 	persistNanos     int64 // time Persist spent moving the tiers into the LsmStore
 	persistFiles     int64 // L0 files Persist wrote

@@ -11,12 +11,18 @@ import (
 )
 
 // replaySource applies the records of one restored manifest's changelog segments for key
-// groups r, each once, in seq order, skipping those a later record supersedes (replayKeep).
-// It returns the records applied and skipped.
+// groups r, each once: in bulk while the upper tiers are empty (canBulkReplay, bulkReplay),
+// else through Apply in seq order, skipping those a later record supersedes (replayKeep). It
+// returns the records applied and skipped (superseded).
 func (t *Engine) replaySource(ctx context.Context, s checkpoint.Storage, m *checkpoint.Manifest, segs []checkpoint.Object, r changelog.KeyGroupRange) (applied, skipped int64, err error) {
 	b, err := changelog.Collect(ctx, s, segs, r, 0, m.LastSeq)
 	if err != nil {
 		return 0, 0, err
+	}
+	if t.canBulkReplay() {
+		// Every record goes to the sort: the Resolver drops what a later record supersedes
+		// (about 1 µs a record cheaper than replayKeep's hash table, which Apply needs).
+		return t.bulkReplay(ctx, b, nil, segs[0].Name)
 	}
 	keep, err := replayKeep(b, segs[0].Name)
 	if err != nil {

@@ -20,6 +20,10 @@ func (t *Engine) BackgroundErr() error { return t.bgErr }
 // Busy reports whether background work is queued or in flight (LSM compactions included).
 func (t *Engine) Busy() bool { return t.inFlight() || len(t.lsmJobs) != 0 }
 
+// BulkReplayFiles returns the number of L0 files bulk changelog replays installed (bulk.go):
+// tests tell by it which path a restore took.
+func (t *Engine) BulkReplayFiles() int64 { return t.bulkFiles }
+
 // RowCacheSets returns the number of sets of the row cache; -1 when there is none.
 func (t *Engine) RowCacheSets() int {
 	if t.rc == nil {

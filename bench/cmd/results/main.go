@@ -689,7 +689,7 @@ func writeChangelog(md *bytes.Buffer, d *report.Data, clc, clr []string, med, mi
 			state := strings.TrimPrefix(w, "ChangelogRestore/")
 			mode := strings.TrimPrefix(row, "changelog=")
 			x, res := "–", "–"
-			if mode == "on" {
+			if mode != "off" { // on, and apply (-clapply: the replay through the write path)
 				v, ok1 := d.Median(n, "restore-ms")
 				off, ok2 := d.Median(report.Join(w, "strata", "changelog=off"), "restore-ms")
 				if ok1 && ok2 && off > 0 {
