@@ -29,14 +29,8 @@ import (
 //     (DESIGN §4a's allow-list), and every package has a row, so a new package or a new edge is
 //     a decision written down here rather than an accident.
 func TestImportRules(t *testing.T) {
-	if testing.Short() && os.Getenv("STRATA_EMULATED") != "" {
-		t.Skip("needs the go command of the host (runs in the host's test run)")
-	}
-	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gocmd); err != nil {
-		gocmd = "go"
-	}
-	const mod = "github.com/strata-db/strata"
+	gocmd := hostGo(t)
+	const mod = layoutModule
 	tierOf := func(p string) string {
 		for _, tier := range []string{"fresh", "slice", "lsm", "changelog"} {
 			if p == mod+"/"+tier || strings.HasPrefix(p, mod+"/"+tier+"/") {
@@ -189,14 +183,8 @@ func checkAllowList(mod, pkg string, imports []string) string {
 // TestImportExceptionsUsed fails when an entry of importExceptions is no longer needed (the
 // edge is gone on both architectures), so that the exceptions are removed with the edge.
 func TestImportExceptionsUsed(t *testing.T) {
-	if testing.Short() && os.Getenv("STRATA_EMULATED") != "" {
-		t.Skip("needs the go command of the host (runs in the host's test run)")
-	}
-	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gocmd); err != nil {
-		gocmd = "go"
-	}
-	const mod = "github.com/strata-db/strata"
+	gocmd := hostGo(t)
+	const mod = layoutModule
 	used := map[string]bool{}
 	for _, arch := range []string{"amd64", "arm64"} {
 		cmd := exec.Command(gocmd, "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...")
@@ -220,4 +208,21 @@ func TestImportExceptionsUsed(t *testing.T) {
 			}
 		}
 	}
+}
+
+// layoutModule is the module whose packages the layout tests read.
+const layoutModule = "github.com/strata-db/strata"
+
+// hostGo returns the go command of the host's toolchain (GOROOT's, else the one on PATH), or
+// skips t in an emulated short run, which has none.
+func hostGo(t *testing.T) string {
+	t.Helper()
+	if testing.Short() && os.Getenv("STRATA_EMULATED") != "" {
+		t.Skip("needs the go command of the host (runs in the host's test run)")
+	}
+	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gocmd); err != nil {
+		gocmd = "go"
+	}
+	return gocmd
 }

@@ -122,11 +122,17 @@ func (d *DirStorage) doneTemp(tmp string) {
 }
 
 // inDir runs op (which creates an entry in dir) after MkdirAll(dir), again if op fails with
-// ENOENT because a concurrent Delete removed the emptied directory in between.
+// ENOENT because a concurrent Delete removed the emptied directory in between — or if
+// MkdirAll itself does: a Delete may remove a parent it just created before it creates the
+// child (a native savepoint's upload right after another's, with a GC at NoGrace: "mkdir
+// …/chk-…: no such file or directory").
 func (d *DirStorage) inDir(dir string, op func() error) error {
 	var err error
 	for range 4 {
 		if err = d.fs.MkdirAll(dir, 0o755); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
 			return err
 		}
 		if err = op(); !errors.Is(err, fs.ErrNotExist) {

@@ -173,3 +173,39 @@ func TestCreateRaceTemporaries(t *testing.T) {
 		})
 	}
 }
+
+// mkdirRaceFS fails the first MkdirAll with ENOENT, as os.MkdirAll does when a concurrent
+// Delete removes a parent it has just created before it creates the child.
+type mkdirRaceFS struct {
+	vfs.FS
+	failed bool
+}
+
+func (f *mkdirRaceFS) MkdirAll(dir string, perm fs.FileMode) error {
+	if !f.failed {
+		f.failed = true
+		return &fs.PathError{Op: "mkdir", Path: dir, Err: fs.ErrNotExist}
+	}
+	return f.FS.MkdirAll(dir, perm)
+}
+
+// TestDirPutMkdirRace: a Put whose MkdirAll loses a parent to a concurrent Delete (the GC of
+// emptied directories) tries again instead of failing.
+func TestDirPutMkdirRace(t *testing.T) {
+	mem := vfs.NewMem()
+	if err := mem.MkdirAll("/ck", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fsys := &mkdirRaceFS{FS: mem, failed: true} // armed after newDirStorage's own MkdirAll
+	d, err := newDirStorage(fsys, "/ck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys.failed = false
+	if err := d.Put(context.Background(), "o/chk-1/x", []byte("x")); err != nil {
+		t.Fatalf("Put after a MkdirAll that lost its parent: %v", err)
+	}
+	if !fsys.failed {
+		t.Fatal("the race was not injected")
+	}
+}

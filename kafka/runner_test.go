@@ -559,6 +559,14 @@ func TestRebalanceDuringCheckpoint(t *testing.T) {
 		t.Fatal("no checkpoint started")
 	}
 	b := e.start("b")
+	// The second half goes in once the rebalance gave b its partitions: produced earlier, a
+	// may process all of it before the group moves anything (seen once in CI: b got nothing).
+	for end := time.Now().Add(30 * time.Second); b.r.Stats().Restores == 0; {
+		if time.Now().After(end) {
+			t.Fatal("the rebalance gave b no partition in 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	e.produce(n/2, n)
 	want := model(n)
 	got := e.readOutput(total(want), 30*time.Second)

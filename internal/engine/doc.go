@@ -76,9 +76,9 @@
 // compaction failed for memory, or while the head transform waits for memory: backpressure).
 //
 // Eviction policy: while the writers' room in the budget (memory.Budget.WriterRoom) is below
-// Options.EvictionRoom — the FreshTable's next segment — plus, once the lower tier holds data,
-// the caches still to be mapped (mapCaches: the block and row caches take budget only once
-// there is something below to cache); above Options.EvictionWatermark bytes of slices (when
+// Options.EvictionRoom — the FreshTable's next segment (the block and row caches do not count:
+// mapCaches maps them once the lower tier holds data, only from room beyond EvictionRoom, and
+// no eviction is made for them: they yield to state); above Options.EvictionWatermark bytes of slices (when
 // set); and whenever a writer waits for memory or the head transform failed for it, the
 // coldest units of the chains' oldest runs are evicted (slice.Table.PickEviction, one batch
 // in flight). So state that fits the budget is never evicted. A transform that fails for
