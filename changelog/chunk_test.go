@@ -15,6 +15,9 @@ import (
 // grow from nil by append, once per generation: growslice was a third of the changelog's
 // 3.3 s of the flight demo's task CPU (64 MiB, 46 materializations).
 func TestNewLogAppendsWithoutAllocating(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts under -race include the detector's own (CI saw 7 over 20000 appends); the test command runs this test without -race")
+	}
 	w, _ := NewWriter(WriterOptions{Storage: discardStorage{}, Prefix: "tm-1", Budget: memory.NewBudget(1 << 30)})
 	defer w.Close()
 	key, uk, val := kgKey(3, "some-key"), []byte("uk"), make([]byte, 64)
