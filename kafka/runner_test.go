@@ -32,6 +32,8 @@ type testEnv struct {
 	job     string
 	// delivery is the runners' Config.Delivery.
 	delivery Delivery
+	// edit, when set, changes every runner's config (before startWith's own edit).
+	edit func(*Config)
 }
 
 func newEnv(t *testing.T, parts int32) *testEnv {
@@ -211,6 +213,9 @@ func (e *testEnv) start(name string) *running {
 func (e *testEnv) startWith(name string, edit func(*Config)) *running {
 	e.t.Helper()
 	cfg := e.config(name)
+	if e.edit != nil {
+		e.edit(&cfg)
+	}
 	if edit != nil {
 		edit(&cfg)
 	}
