@@ -25,8 +25,8 @@ func padOf(i int64) []byte {
 	return v
 }
 
-// TestBeyondStateBudget: the kill of TestKillMidStream with each partition's state three
-// times its Store's memory budget (6000 records of 8 KiB over 4 partitions: 12 MiB of pads
+// TestBeyondStateBudget: the kill of TestKillMidStream with each partition's state twice
+// its Store's memory budget (6000 records of 8 KiB over 4 partitions: 12 MiB of pads
 // per partition, budget 6 MiB), so most of it lives in LSM files: the checkpoints carry them
 // and the new owners restore them. Each record reads back the pad of the record 160 earlier
 // (the same key, so the same partition) and checks its bytes: a pad lost to the eviction, a

@@ -341,22 +341,46 @@ func TestKillMidStream(t *testing.T) {
 	diff(t, got, want)
 }
 
-// TestScaleOutAndIn: 2 runners, then 4, then 1, while input flows.
+// TestScaleOutAndIn: 2 runners, then 4 (one partition each), then 1 (all four), while input
+// flows: each stage gets a third of the input once the group has settled on its runners.
 func TestScaleOutAndIn(t *testing.T) {
 	e := newEnv(t, testParts)
 	const n = 6000
+	settle := func(xs []*running, each int) {
+		t.Helper()
+		for end := time.Now().Add(30 * time.Second); ; {
+			ok := true
+			for _, x := range xs {
+				ok = ok && x.r.Stats().OwnedPartitions == each
+			}
+			if ok {
+				return
+			}
+			if time.Now().After(end) {
+				var owned []int
+				for _, x := range xs {
+					owned = append(owned, x.r.Stats().OwnedPartitions)
+				}
+				t.Fatalf("%d runners own %v partitions, want %d each", len(xs), owned, each)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	xs := []*running{e.start("a"), e.start("b")}
 	e.produce(0, n/3)
 	waitEvents(t, xs, 1)
+	settle(xs, testParts/2)
 	xs = append(xs, e.start("c"), e.start("d"))
+	settle(xs, testParts/4)
 	e.produce(n/3, 2*n/3)
-	time.Sleep(500 * time.Millisecond)
+	waitEvents(t, xs[2:], 1) // the new runners process input
 	for _, x := range xs[1:] {
 		x.stop(t)
 	}
 	e.produce(2*n/3, n)
 	want := model(n)
 	got := e.readOutput(total(want), 30*time.Second)
+	settle(xs[:1], testParts)
 	xs[0].stop(t)
 	diff(t, got, want)
 }
