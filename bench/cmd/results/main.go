@@ -9,7 +9,7 @@
 //	cd bench && go run ./cmd/results -cpu 1,2            # every row also at GOMAXPROCS=2 (twice the time)
 //	cd bench && go run ./cmd/results -only nexmark       # rerun and rewrite only the Nexmark section (~3 minutes)
 //	cd bench && go run ./cmd/results -only nexmark,flight # … and the flight job's section (its chart)
-//	cd bench && go run ./cmd/results -only kafka         # the flight job on Kafka's section (~1.5 minutes)
+//	cd bench && go run ./cmd/results -only kafka         # the flight job on Kafka's section and package kafka's benchmarks (~6 minutes)
 //
 // The suite runs with -test.cpu 1 (and GOMAXPROCS=1 in its environment): GOMAXPROCS=1 for the
 // whole benchmark process, so that Strata's background workers and the peers' compactions
@@ -74,7 +74,7 @@ func main() {
 	nxPastEvents := flag.Int64("nexmark-past-events", 3_000_000, "events of the q20 runs past the budget and in memory")
 	nxPastBudget := flag.Int64("nexmark-past-budget", 48<<20, "Strata budget in bytes of the q20 run past the budget")
 	flight := flag.Bool("flight", true, "run the flight demo with -series for the flight job's section and chart (about a minute)")
-	kafka := flag.Bool("kafka", true, "run the flight job on Kafka (cmd/flightkafka, all 3M flights on kfake) for its section (about a minute and a half)")
+	kafka := flag.Bool("kafka", true, "run the flight job on Kafka (cmd/flightkafka, all 3M flights on kfake) and package kafka's benchmarks for its section (about six minutes)")
 	only := flag.String("only", "", "comma-separated sections (nexmark, flight, kafka) to run alone and replace in -out, keeping the rest of it")
 	flag.Parse()
 
@@ -124,20 +124,26 @@ func main() {
 		must(writeFlight(md, out, series, flOut, flSeries, flChart, flChartRel))
 	}
 	kaOut := filepath.Join(filepath.Dir(*rawPath), "kafka.txt")
+	kaBench := filepath.Join(filepath.Dir(*rawPath), "kafka-bench.txt")
 	kafkaSection := func(md *bytes.Buffer, reuse bool) {
-		var out []byte
+		var out, bench []byte
 		if reuse {
 			var err error
 			if out, err = os.ReadFile(kaOut); err != nil {
 				logf("no Kafka section: %v", err)
 				return
 			}
+			if bench, err = os.ReadFile(kaBench); err != nil {
+				logf("no tables of package kafka's benchmarks: %v", err)
+			}
 		} else {
 			must(os.MkdirAll(filepath.Dir(kaOut), 0o755))
 			out = runKafka()
 			must(os.WriteFile(kaOut, out, 0o644))
+			bench = runKafkaBench()
+			must(os.WriteFile(kaBench, bench, 0o644))
 		}
-		writeKafka(md, out, kaOut)
+		must(writeKafka(md, out, kaOut, bench, kaBench))
 	}
 	if *only != "" {
 		old, err := os.ReadFile(*out)
