@@ -170,26 +170,41 @@ func ckOptions(storage checkpoint.Storage, kg *strata.KeyGroupRange) strata.Opti
 type ckStrataState struct {
 	size    ckSize
 	dir     string
-	storage *checkpoint.DirStorage
+	where   string // "": the Checkpoint rows' own; else s3Wheres' (s3_test.go)
+	storage checkpoint.Storage
 	s       *strata.Store
 	v       *strata.ValueState[[]byte]
 	perm    []int32
 	rounds  int // update rounds so far
 	last    strata.CheckpointHandle
+	taken   uint64                    // the highest checkpoint id taken (savepoints included)
 	halves  []strata.CheckpointHandle // checkpoints of the two halves, for scale-in
 	plainMs []float64                 // restore-ms samples of mode=plain
 }
 
-func ckStrata(b *testing.B, c ckSize) *ckStrataState {
-	if st := ckStates[c.label]; st != nil {
+func ckStrata(b *testing.B, c ckSize) *ckStrataState { return ckStrataOn(b, c, "") }
+
+// ckStrataOn is ckStrata with the checkpoint storage where: "" for the Checkpoint and Restore
+// rows' state, else one of s3Wheres (a state of its own, built the same way).
+func ckStrataOn(b *testing.B, c ckSize, where string) *ckStrataState {
+	key := c.label
+	if where != "" {
+		key += "/" + where
+	}
+	if st := ckStates[key]; st != nil {
 		return st
 	}
 	b.StopTimer()
 	defer b.StartTimer()
 	n := c.keys()
-	st := &ckStrataState{size: c, dir: ckDir(b, "strata-"+c.label), perm: Perm(0, n, 43)}
+	st := &ckStrataState{size: c, where: where, dir: ckDir(b, "strata-"+strings.ReplaceAll(key, "/", "-")), perm: Perm(0, n, 43)}
 	var err error
-	if st.storage, err = checkpoint.NewDirStorage(filepath.Join(st.dir, "checkpoints")); err != nil {
+	if where == "" || where == "local" {
+		st.storage, err = checkpoint.NewDirStorage(filepath.Join(st.dir, "checkpoints"))
+	} else {
+		st.storage, err = s3Storage(c.label)
+	}
+	if err != nil {
 		b.Fatal(err)
 	}
 	if st.s, err = strata.Open(filepath.Join(st.dir, "store"), ckOptions(st.storage, nil)); err != nil {
@@ -220,8 +235,8 @@ func ckStrata(b *testing.B, c ckSize) *ckStrataState {
 	}
 	b.Logf("strata: first (full) checkpoint: sync %v, async %v, %d MiB in %d objects (memory tiers %d MiB)",
 		h.Stats.SyncPause, h.Stats.AsyncDuration, h.Stats.UploadedBytes>>20, h.Stats.UploadedObjects, h.Stats.MemoryBytes>>20)
-	st.last = h
-	ckStates[c.label] = st
+	st.last, st.taken = h, h.ID
+	ckStates[key] = st
 	return st
 }
 
@@ -322,7 +337,8 @@ func benchStrataCheckpoint(b *testing.B, st *ckStrataState) {
 	m.begin(b)
 	for range rounds {
 		changed += int64(st.update(b)) * (ckKeySize + ckValueSize)
-		id := st.last.ID + 1
+		st.taken++
+		id := st.taken
 		t0 := time.Now()
 		p, err := st.s.StartCheckpoint(id, nil)
 		start = append(start, int64(time.Since(t0)))
@@ -580,7 +596,8 @@ func (st *ckStrataState) prepareHalves(b *testing.B) {
 	defer b.StartTimer()
 	for _, kg := range halfRanges() {
 		s, dir := st.restoreOne(b, &kg, st.last)
-		h, err := s.Checkpoint(context.Background(), st.last.ID+1, nil)
+		st.taken++ // above every id of the lineage, savepoints' included
+		h, err := s.Checkpoint(context.Background(), st.taken, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
