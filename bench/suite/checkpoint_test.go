@@ -57,7 +57,8 @@ import (
 //
 // A Restore leaf restores the last completed checkpoint of the Checkpoint rows (or, when they
 // did not run, of a state built and checkpointed once) max(b.N, -restorerounds) times, each into
-// a new directory, and reports restore-ms (median; ns/op is the mean): strata.Restore, which
+// a new directory, and reports restore-ms (median; ns/op is the mean) and restored-MiB (the
+// table bytes the round's Stores restored, RestoreStats.Bytes summed): strata.Restore, which
 // fetches the tables and opens the Store, then registering the value state and a first read of
 // a key. mode=plain restores one Store of all key groups; scaleout two Stores of half the key
 // groups each (ComputeKeyGroupRangeForOperatorIndex over parallelism 2), one after the other,
@@ -616,6 +617,7 @@ func benchRestore(b *testing.B, st *ckStrataState, mode string) {
 	}
 	rounds := max(b.N, *flagRestoreRounds)
 	var total, slowest []int64
+	var restored int64 // table bytes restored by every Store of every round
 	var m ckMeter
 	m.begin(b)
 	var stats strata.RestoreStats
@@ -644,6 +646,7 @@ func benchRestore(b *testing.B, st *ckStrataState, mode string) {
 		b.StopTimer()
 		stats = stores[0].RestoreStats()
 		for i, s := range stores {
+			restored += s.RestoreStats().Bytes
 			discard(b, s, dirs[i])
 		}
 		b.StartTimer()
@@ -655,6 +658,7 @@ func benchRestore(b *testing.B, st *ckStrataState, mode string) {
 	m.end(b, rounds, time.Duration(sum))
 	med := ms(Percentile(total, 0.5))
 	b.ReportMetric(med, "restore-ms")
+	b.ReportMetric(float64(restored)/float64(rounds)/(1<<20), "restored-MiB")
 	if mode == "scaleout" {
 		b.ReportMetric(ms(Percentile(slowest, 0.5)), "subtask-max-ms")
 	}

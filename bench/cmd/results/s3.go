@@ -46,6 +46,7 @@ func runS3(server string, args []string) []byte {
 		fatalf("-s3server %q: versitygw or gofakes3", server)
 	}
 	logf("running: %s", strings.Join(cmd.Args, " "))
+	loadStart := loadAvg()
 	var out, errOut bytes.Buffer
 	cmd.Dir = "suite"
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
@@ -55,6 +56,7 @@ func runS3(server string, args []string) []byte {
 		fatalf("S3 rows: %v", err)
 	}
 	var raw bytes.Buffer
+	fmt.Fprintf(&raw, "# load average (1/5/15 min) at start: %s, at end: %s\n", loadStart, loadAvg())
 	for _, l := range strings.Split(errOut.String(), "\n") {
 		if strings.HasPrefix(l, "versitygw ") && strings.Contains(l, " (PID ") { // "versitygw v1.8.0 (PID n) on …"
 			raw.WriteString("# " + l + "\n")
@@ -62,6 +64,15 @@ func runS3(server string, args []string) []byte {
 	}
 	raw.Write(out.Bytes())
 	return raw.Bytes()
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages, "n/a" where there are none.
+func loadAvg() string {
+	v, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(v)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "n/a"
 }
 
 // writeS3 writes the section "Checkpoints on S3" from raw, the output of runS3 kept at
@@ -85,7 +96,11 @@ func writeS3(md *bytes.Buffer, raw []byte, rawPath string, args string) {
 		}
 	}
 	var server []string
+	load := ""
 	for _, l := range strings.Split(string(raw), "\n") {
+		if s, ok := strings.CutPrefix(l, "# load average "); ok {
+			load = "Load average " + s + " (a shared 2-vCPU VM). "
+		}
 		if s, ok := strings.CutPrefix(l, "# "); ok && strings.Contains(s, " (PID ") {
 			s, _, _ = strings.Cut(s, " (PID ")
 			server = append(server, s)
@@ -107,12 +122,12 @@ func writeS3(md *bytes.Buffer, raw []byte, rawPath string, args string) {
 		"Store.Savepoint of the whole state into the same storage (native: a checkpoint copied object by object with "+
 		"checkpoint.CopyNative; canonical: the logical entries as one stream), then restore it into a new Store with a "+
 		"first read; per GiB is over the state's bytes (keys × 116 B). Loopback HTTP adds no network latency or "+
-		"bandwidth limit: the S3 rows measure the protocol and the server, not a network. How: "+
+		"bandwidth limit: the S3 rows measure the protocol and the server, not a network. %sHow: "+
 		"bench/suite/s3_test.go; raw output in %s (`suite.test %s`). Targets (DESIGN §5, issue 24): sync pause p99 ≤ "+
 		"%g ms and bytes beyond the memory tiers ≤ %g × the bytes changed, on S3 as locally; rescale 1→2 and 2→1 "+
 		"through S3 ≤ %g × a plain restore through S3 (the result column reads the sum for scaleout, the slower "+
 		"subtask as parallel subtasks would wait, after the comma). The savepoint rows have no target.\n\n",
-		where, rawPath, args, ckSyncP99Ms, ckBytesFactor, ckRestoreRatio)
+		where, load, rawPath, args, ckSyncP99Ms, ckBytesFactor, ckRestoreRatio)
 	med := func(n, unit string) string {
 		if v, ok := d.Median(n, unit); ok {
 			return fnum(v)
@@ -172,13 +187,20 @@ func writeS3(md *bytes.Buffer, raw []byte, rawPath string, args string) {
 		md.WriteString("\n")
 	}
 	if len(rs) > 0 {
-		md.WriteString("| row | storage | mode | restore ms | ÷ local | subtask max ms | × plain | subtask max × plain | result |\n" +
-			"|---|---|---|---:|---:|---:|---:|---:|---|\n")
+		md.WriteString("| row | storage | mode | restore ms | ÷ local | subtask max ms | × plain | subtask max × plain | " +
+			"MiB restored | MiB ÷ plain | result |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		var why []string
 		for _, n := range rs {
 			w, impl, row, _ := report.Split(n)
 			storage, mode, _ := strings.Cut(row, "/")
-			x, sub, res := "–", "–", "–"
-			plain, okPlain := d.Median(report.Join(w, impl, storage+"/mode=plain"), "restore-ms")
+			x, sub, res, mibX := "–", "–", "–", "–"
+			plainN := report.Join(w, impl, storage+"/mode=plain")
+			plain, okPlain := d.Median(plainN, "restore-ms")
+			mibV, okM := d.Median(n, "restored-MiB")
+			mibP, okMP := d.Median(plainN, "restored-MiB")
+			if okM && okMP && mibP > 0 && mode != "mode=plain" {
+				mibX = fmt.Sprintf("%.2f", mibV/mibP)
+			}
 			if v, ok := d.Median(n, "restore-ms"); ok && okPlain && plain > 0 && mode != "mode=plain" {
 				x = fmt.Sprintf("%.2f", v/plain)
 				res = verdict(v/plain <= ckRestoreRatio)
@@ -188,13 +210,26 @@ func writeS3(md *bytes.Buffer, raw []byte, rawPath string, args string) {
 				}
 				if storage == "storage=local" {
 					res = "(" + res + ")" // the target is the S3 rows'; the local rows are tabled in "Checkpoints and restore"
+				} else if v/plain > ckRestoreRatio && okM && okMP && mibP > 0 {
+					why = append(why, fmt.Sprintf("%s %s %s: %.2f × plain, its Stores restoring %.2f × the plain "+
+						"restore's table bytes (%.0f MiB)", strings.TrimPrefix(w, "S3Restore/"),
+						strings.TrimPrefix(storage, "storage="), strings.TrimPrefix(mode, "mode="), v/plain, mibV/mibP, mibV))
 				}
 			}
-			fmt.Fprintf(md, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", strings.TrimPrefix(w, "S3Restore/"),
+			fmt.Fprintf(md, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", strings.TrimPrefix(w, "S3Restore/"),
 				strings.TrimPrefix(storage, "storage="), strings.TrimPrefix(mode, "mode="), med(n, "restore-ms"),
-				vsLocal(n, "restore-ms"), med(n, "subtask-max-ms"), x, sub, res)
+				vsLocal(n, "restore-ms"), med(n, "subtask-max-ms"), x, sub, med(n, "restored-MiB"), mibX, res)
 		}
 		md.WriteString("\n")
+		if len(why) > 0 {
+			// A rescaled restore costs what it fetches: the tables a half's Store restores are
+			// whole objects (clipped to its key groups at read time, DESIGN §4 item 6), so a
+			// table holding key groups of both halves is fetched by both.
+			md.WriteString("Rescale misses through S3 — " + strings.Join(why, "; ") + ". MiB ÷ plain near 2 means every " +
+				"table holds key groups of both halves: a scale-out fetches each table once per half-Store (whole objects, " +
+				"clipped to the Store's key groups at read time), and a scale-in fetches both halves' checkpoints, each of " +
+				"which holds whole tables again; over loopback HTTP the time follows the bytes.\n\n")
+		}
 	}
 	if len(sp) > 0 {
 		md.WriteString("| row | storage | kind | write ms | write s/GiB | write ÷ local | restore ms | restore s/GiB | " +
