@@ -83,10 +83,9 @@
 // consumer, exactly once at three checkpoint intervals and at least once beside; and
 // BenchmarkRebalance, a partition's move to a runner that restores its whole Store
 // (-kafka.state bytes of state, 256 MiB by default) from checkpoints linked or copied. Its
-// restore modes are one table (rebalanceRestores): full (RestoreMode NoClaim, the default:
-// the new owner's first checkpoint stores the whole state again, before its first record
-// where the storage copies) and full-claim (StoreOptions.Checkpoint.RestoreMode Claim, which
-// the runner keeps: that checkpoint is incremental); a lazy restore is one more entry.
+// restore modes are one table (rebalanceRestores): full-claim, the runner's (RestoreMode
+// Claim: a partition restores its own lineage, so the new owner's first checkpoint is
+// incremental); a lazy restore is one more entry.
 //
 // # Not yet
 //
