@@ -159,7 +159,7 @@ func (p *PendingCheckpoint) Wait(ctx context.Context) (CheckpointHandle, error) 
 // handleOf returns the handle of manifest m written by s's lineage.
 func (s *Store) handleOf(m *checkpoint.Manifest, st CheckpointStats) CheckpointHandle {
 	return CheckpointHandle{Owner: s.owner(), ID: m.ID, MaxParallelism: int(m.MaxParallelism),
-		KeyGroups:     KeyGroupRange{Start: int(m.KeyGroups.Start), End: int(m.KeyGroups.End)},
+		KeyGroups:     m.KeyGroups,
 		InputPosition: m.InputPosition, Stats: st}
 }
 
@@ -228,7 +228,7 @@ func (s *Store) StartCheckpoint(id uint64, inputPosition []byte) (*PendingCheckp
 	epoch := s.epoch
 	s.fenceMu.Unlock()
 	p, err := s.e.StartCheckpoint(engine.CheckpointSpec{ID: id, Storage: s.opts.Checkpoint.Storage, Owner: s.owner(),
-		Epoch: epoch, Fence: s.fenceCheckpoint, MaxParallelism: s.maxP, KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)},
+		Epoch: epoch, Fence: s.fenceCheckpoint, MaxParallelism: s.maxP, KeyGroups: kg,
 		Registry: s.encodeRegistry(), InputPosition: slices.Clone(inputPosition), OperatorState: s.opSnapshot().encode(true),
 		Timers: s.freezeTimers()})
 	if err != nil {
@@ -370,7 +370,7 @@ func LoadCheckpoint(ctx context.Context, storage checkpoint.Storage, owner strin
 		return CheckpointHandle{}, err
 	}
 	return CheckpointHandle{Owner: owner, ID: m.ID, MaxParallelism: int(m.MaxParallelism),
-		KeyGroups:     KeyGroupRange{Start: int(m.KeyGroups.Start), End: int(m.KeyGroups.End)},
+		KeyGroups:     m.KeyGroups,
 		InputPosition: m.InputPosition}, nil
 }
 
@@ -401,7 +401,7 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 			continue
 		}
 		return CheckpointHandle{Owner: owner, ID: m.ID, MaxParallelism: int(m.MaxParallelism),
-			KeyGroups:     KeyGroupRange{Start: int(m.KeyGroups.Start), End: int(m.KeyGroups.End)},
+			KeyGroups:     m.KeyGroups,
 			InputPosition: m.InputPosition}, nil
 	}
 	return CheckpointHandle{}, fmt.Errorf("%w under owner %q (every manifest there is fenced)", ErrNoCheckpoint, owner)
@@ -490,7 +490,6 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	}
 	ctx := context.Background()
 	kg := *d.KeyGroups
-	ckKG := checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)}
 	// Until the restored state is persisted whole (tables, then the replayed changelog), dir
 	// carries a marker that makes Open refuse it: a crash in between must not leave a
 	// directory that opens to a part of the checkpoint.
@@ -619,7 +618,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		}
 	}
 	t0 := time.Now()
-	res, err := engine.Restore(ctx, fsys, dir, d.MaxParallelism, ckKG, storage, sources, merged.encode())
+	res, err := engine.Restore(ctx, fsys, dir, d.MaxParallelism, kg, storage, sources, merged.encode())
 	if err != nil {
 		removeRestored(fsys, dir)
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)

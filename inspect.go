@@ -52,7 +52,7 @@ func InspectCheckpoint(ctx context.Context, storage checkpoint.Storage, owner st
 	}
 	info := CheckpointInfo{
 		Handle: CheckpointHandle{Owner: owner, ID: m.ID, MaxParallelism: int(m.MaxParallelism),
-			KeyGroups:     KeyGroupRange{Start: int(m.KeyGroups.Start), End: int(m.KeyGroups.End)},
+			KeyGroups:     m.KeyGroups,
 			InputPosition: m.InputPosition},
 		Parent: m.Parent, Epoch: m.Epoch, LastSeq: m.LastSeq, Created: time.UnixMilli(m.CreatedUnixMilli),
 		OperatorStateBytes: len(m.OperatorState), Objects: m.Objects,

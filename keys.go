@@ -197,7 +197,7 @@ func (x *stateScan) next(n int) ([][]byte, []int64, error) {
 			x.pos = end
 			kg0 := int(x.s.kgStart)
 			x.sc = x.s.e.NewScan(engine.ScanSpec{State: id, Namespace: x.ns, AnyNamespace: x.anyNS,
-				KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg0 + lo), End: uint16(kg0 + end - 1)}})
+				KeyGroups: checkpoint.KeyGroupRange{Start: kg0 + lo, End: kg0 + end - 1}})
 		}
 		keys, cnts, err := x.sc.Next(n)
 		if err != nil || len(keys) > 0 {

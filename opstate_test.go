@@ -698,7 +698,7 @@ func TestOperatorStateOptions(t *testing.T) {
 	if want := ComputeKeyGroupRangeForOperatorIndex(128, 3, 1); *d.KeyGroups != want {
 		t.Fatalf("default key groups %v, want %v", *d.KeyGroups, want)
 	}
-	if d := (Options{}).withDefaults(); d.Parallelism != 1 || *d.KeyGroups != (KeyGroupRange{0, 127}) {
+	if d := (Options{}).withDefaults(); d.Parallelism != 1 || *d.KeyGroups != (KeyGroupRange{Start: 0, End: 127}) {
 		t.Fatalf("defaults %d %v", d.Parallelism, *d.KeyGroups)
 	}
 }

@@ -62,7 +62,6 @@ func (s *Store) canonicalSavepoint(ctx context.Context, storage checkpoint.Stora
 		return CheckpointHandle{}, fmt.Errorf("%w: input position of %d bytes, more than %d", ErrInvalidOptions, len(inputPosition), checkpoint.MaxBlob)
 	}
 	kg := *s.opts.KeyGroups
-	ckKG := checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)}
 	owner := SavepointOwner(s.owner())
 	var buf bytes.Buffer
 	s.enter(opCall)
@@ -71,7 +70,7 @@ func (s *Store) canonicalSavepoint(ctx context.Context, storage checkpoint.Stora
 	if err != nil {
 		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
 	}
-	name := checkpoint.PrivateName(owner, id, ckKG, "canon")
+	name := checkpoint.PrivateName(owner, id, kg, "canon")
 	if err := storage.Put(ctx, name, buf.Bytes()); err != nil {
 		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
 	}
@@ -80,10 +79,10 @@ func (s *Store) canonicalSavepoint(ctx context.Context, storage checkpoint.Stora
 		reg.states[st.Name] = persistedState{id: uint16(i + 1), kind: stateKind(st.Kind), codecs: st.Codecs, ttl: st.TTL}
 	}
 	reg.nextID = uint32(len(meta.States) + 1)
-	m := &checkpoint.Manifest{ID: id, CreatedUnixMilli: time.Now().UnixMilli(), MaxParallelism: uint32(s.maxP), KeyGroups: ckKG,
+	m := &checkpoint.Manifest{ID: id, CreatedUnixMilli: time.Now().UnixMilli(), MaxParallelism: uint32(s.maxP), KeyGroups: kg,
 		Registry: reg.encode(), InputPosition: meta.InputPosition, OperatorState: meta.OperatorState,
 		Objects: []checkpoint.Object{{Name: name, Kind: checkpoint.KindCanonical, Size: int64(buf.Len()),
-			CRC: crc32.Checksum(buf.Bytes(), base.CRC32C), KeyGroups: ckKG}}}
+			CRC: crc32.Checksum(buf.Bytes(), base.CRC32C), KeyGroups: kg}}}
 	if err := checkpoint.Commit(ctx, storage, owner, m); err != nil {
 		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
 	}
@@ -123,7 +122,7 @@ func (s *Store) writeCanonical(ctx context.Context, w io.Writer, inputPosition [
 	kg := *s.opts.KeyGroups
 	reg := s.registry()
 	meta := &checkpoint.CanonicalMeta{MaxParallelism: int(s.maxP),
-		KeyGroups:     checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)},
+		KeyGroups:     kg,
 		InputPosition: inputPosition, OperatorState: s.opSnapshot().encode(true)}
 	names := make([]string, 0, len(reg.states))
 	for name := range reg.states {
@@ -429,6 +428,6 @@ func (s *Store) restoreCanonicalObject(ctx context.Context, storage checkpoint.S
 	}
 	s.enter(opCall)
 	defer s.exit()
-	err = r.Scan(checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)}, entryFn, timerFn)
+	err = r.Scan(kg, entryFn, timerFn)
 	return entries, timers, err
 }
