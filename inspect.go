@@ -58,12 +58,12 @@ func InspectCheckpoint(ctx context.Context, storage checkpoint.Storage, owner st
 		OperatorStateBytes: len(m.OperatorState), Objects: m.Objects,
 	}
 	if len(m.Registry) > 0 {
-		r, err := decodeRegistry(m.Registry)
+		r, _, err := decodeRegistry(m.Registry)
 		if err != nil {
 			return CheckpointInfo{}, err
 		}
-		for name, p := range r.states {
-			info.States = append(info.States, StateInfo{Name: name, Kind: p.kind.String(), ID: p.id, Codecs: p.codecs, TTL: p.ttl})
+		for name, p := range r.States {
+			info.States = append(info.States, StateInfo{Name: name, Kind: p.Kind.String(), ID: p.ID, Codecs: p.Codecs, TTL: p.TTL})
 		}
 		slices.SortFunc(info.States, func(a, b StateInfo) int {
 			if a.Name < b.Name {

@@ -166,9 +166,10 @@ func (s *Store) newScan(b *stateBase, ns []byte, anyNS bool) stateScan {
 	return stateScan{s: s, b: b, ns: ns, anyNS: anyNS}
 }
 
-// stateScan is a scan of one state's keys: one engine scan per key-group range over which
-// the state's id is constant (one range unless the registry has aliases for it, persist.go
-// "State id aliases"), one after the other in key-group order. Owner goroutine only.
+// stateScan is a scan of one state's keys: one engine scan per key-group range over which the
+// state's id is constant (one range unless the registry has aliases for it,
+// internal/engine/registry.go "State id aliases"), one after the other in key-group order. Owner
+// goroutine only.
 type stateScan struct {
 	s     *Store
 	b     *stateBase

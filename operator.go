@@ -447,7 +447,7 @@ func registerOp[S any](s *Store, name string, kind opKind, codecs [2]any, mk fun
 		return nil, fmt.Errorf("%w: state %q is a keyed %v state, requested as %v state", ErrIncompatibleState, name, r.kind, kind)
 	}
 	if p, ok := s.persisted[name]; ok {
-		return nil, fmt.Errorf("%w: state %q is stored as a keyed %v state, requested as %v state", ErrIncompatibleState, name, p.kind, kind)
+		return nil, fmt.Errorf("%w: state %q is stored as a keyed %v state, requested as %v state", ErrIncompatibleState, name, p.Kind, kind)
 	}
 	st, ok := s.ops[name]
 	switch {

@@ -30,8 +30,8 @@ import (
 //     manifest (checkpoint.Manifest.OperatorState), written whole at every checkpoint, native
 //     or changelog (Flink's changelog backend snapshots operator state fully too);
 //   - the Store's directory (Close, Open): the blob in its directory form (version 1: received
-//     elements flagged) inside the state registry (persist.go, registry version 2), so it is part of the
-//     LSM's persist point, atomically with the keyed state.
+//     elements flagged) inside the state registry (internal/engine/registry.go, registry version
+//     2), so it is part of the LSM's persist point, atomically with the keyed state.
 //
 // Union state: every element a subtask holds is in its checkpoints, without duplication.
 // As Flink's, each subtask's checkpoint stores its union list as the subtask holds it, and a

@@ -10,10 +10,10 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/timer"
 	"github.com/zeebo/xxh3"
@@ -31,11 +31,11 @@ import (
 //     ones too (internal/engine, doc.go "Timers": timers are snapshotted, not logged);
 //   - Restore: the sections of the Store's key groups, from every checkpoint given, so timers
 //     move with their key groups when rescaling;
-//   - the Store's directory (Close, Open): the same sections in one file,
-//     "TIMERS-<16 hex digits>", written and synced before the persist point that names it
-//     (its name, size and CRC32C are in the state registry, version 4: persist.go), so a
-//     crash reopens to the timers of the last Close with its keyed state; the file of the
-//     previous Close is removed after the persist point, stray ones at Open.
+//   - the Store's directory (Close, Open): the same sections in one file, "TIMERS-<16 hex digits>",
+//     written and synced before the persist point that names it (its name, size and CRC32C are in
+//     the state registry, version 4: internal/engine/registry.go), so a crash reopens to the timers
+//     of the last Close with its keyed state; the file of the previous Close is removed after the
+//     persist point, stray ones at Open.
 //
 // The watermark and processing time are not persisted: a Store from Open or Restore starts at
 // math.MinInt64, as Flink's InternalTimerServiceImpl does after a restore; the next advance
@@ -429,50 +429,24 @@ func (s *Store) closeTimers() {
 	}
 }
 
-// timerFileRef names the Store directory's timer file in the state registry: name, size and
-// CRC32C of the whole file.
-type timerFileRef struct {
-	name string
-	size int64
-	crc  uint32
-}
-
-// timerFilePrefix begins every timer file's name.
-const timerFilePrefix = "TIMERS-"
-
-// validTimerFile reports whether name is a timer file's: "TIMERS-" and 16 lower-case hex
-// digits (a registry naming anything else, a path above all, is damaged).
-func validTimerFile(name string) bool {
-	hex, ok := strings.CutPrefix(name, timerFilePrefix)
-	if !ok || len(hex) != 16 {
-		return false
-	}
-	for _, c := range hex {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // writeTimerFile writes the Store's timers as a new timer file of its directory, synced with
 // its directory entry, and returns its reference (zero, and no file, without timers). Close
 // calls it before the persist point that names it. Errors: the file system's (ErrNoSpace for a
 // full disk); nothing is left behind then.
-func (s *Store) writeTimerFile() (ref timerFileRef, err error) {
+func (s *Store) writeTimerFile() (ref engine.TimerFileRef, err error) {
 	n := 0
 	for _, c := range s.timers {
 		n += c.q[eventTime].Len() + c.q[processingTime].Len()
 	}
 	if n == 0 {
-		return timerFileRef{}, nil
+		return engine.TimerFileRef{}, nil
 	}
 	fsys := s.opts.fs
-	name := fmt.Sprintf("%s%016x", timerFilePrefix, rand.Uint64())
+	name := fmt.Sprintf("%s%016x", engine.TimerFilePrefix, rand.Uint64())
 	path := filepath.Join(s.dir, name)
 	f, err := fsys.Create(path)
 	if err != nil {
-		return timerFileRef{}, noSpace(err)
+		return engine.TimerFileRef{}, noSpace(err)
 	}
 	defer func() {
 		if err != nil {
@@ -495,30 +469,30 @@ func (s *Store) writeTimerFile() (ref timerFileRef, err error) {
 		err = vfs.SyncDir(fsys, s.dir)
 	}
 	if err != nil {
-		return timerFileRef{}, noSpace(fmt.Errorf("writing the timer file %s: %w", name, err))
+		return engine.TimerFileRef{}, noSpace(fmt.Errorf("writing the timer file %s: %w", name, err))
 	}
 	last := secs[len(secs)-1]
-	return timerFileRef{name: name, size: last.Offset + last.Length, crc: cw.crc}, nil
+	return engine.TimerFileRef{Name: name, Size: last.Offset + last.Length, CRC: cw.crc}, nil
 }
 
 // loadTimerFile reads the timer file ref of the Store's directory into the timer services
 // (Open). Errors: ErrCorruption naming the file (missing, of another size or CRC32C, damaged
 // inside, or holding timers the registry or the key groups do not allow); ErrMemoryBudget.
-func (s *Store) loadTimerFile(ref timerFileRef) error {
-	if ref.name == "" {
+func (s *Store) loadTimerFile(ref engine.TimerFileRef) error {
+	if ref.Name == "" {
 		return nil
 	}
-	b, err := vfs.ReadFile(s.opts.fs, filepath.Join(s.dir, ref.name))
+	b, err := vfs.ReadFile(s.opts.fs, filepath.Join(s.dir, ref.Name))
 	if err != nil {
-		return base.Corrupt(ref.name, -1, err, "the timer file the persist point names")
+		return base.Corrupt(ref.Name, -1, err, "the timer file the persist point names")
 	}
-	if int64(len(b)) != ref.size {
-		return base.Corrupt(ref.name, int64(len(b)), ErrTruncated, "%d bytes, the persist point says %d", len(b), ref.size)
+	if int64(len(b)) != ref.Size {
+		return base.Corrupt(ref.Name, int64(len(b)), ErrTruncated, "%d bytes, the persist point says %d", len(b), ref.Size)
 	}
-	if crc := crc32c(b); crc != ref.crc {
-		return base.Corrupt(ref.name, 0, ErrChecksum, "crc32c %#08x, the persist point says %#08x", crc, ref.crc)
+	if crc := crc32c(b); crc != ref.CRC {
+		return base.Corrupt(ref.Name, 0, ErrChecksum, "crc32c %#08x, the persist point says %#08x", crc, ref.CRC)
 	}
-	return timer.DecodeSections(ref.name, b, s.loadTimer(ref.name))
+	return timer.DecodeSections(ref.Name, b, s.loadTimer(ref.Name))
 }
 
 // loadTimer returns the function that puts a decoded timer of file into its service's queue,
@@ -562,7 +536,7 @@ func (s *Store) removeStrayTimerFiles(keep string) {
 		return
 	}
 	for _, n := range names {
-		if n != keep && validTimerFile(n) {
+		if n != keep && engine.ValidTimerFile(n) {
 			s.opts.fs.Remove(filepath.Join(s.dir, n))
 		}
 	}

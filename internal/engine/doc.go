@@ -457,7 +457,7 @@
 // Every lookup in it goes by the whole composite key (TTLTable.StateOf: key group, then state
 // id), never by the id alone: a Store restored from checkpoints whose Stores gave a state
 // different ids keeps their ids per key-group range, so one id may name a state with a TTL in
-// some key groups and one without in others (the root's state id aliases, persist.go).
+// some key groups and one without in others (the root's state id aliases, registry.go).
 //
 //	slice compaction   slice.Options.NewFilter → base.TTLFilter per job (bottom: the chain's
 //	                   end with no lower tier)
