@@ -229,7 +229,7 @@ func (s *Store) StartCheckpoint(id uint64, inputPosition []byte) (*PendingCheckp
 	s.fenceMu.Unlock()
 	p, err := s.e.StartCheckpoint(engine.CheckpointSpec{ID: id, Storage: s.opts.Checkpoint.Storage, Owner: s.owner(),
 		Epoch: epoch, Fence: s.fenceCheckpoint, MaxParallelism: s.maxP, KeyGroups: kg,
-		Registry: s.encodeRegistry(), InputPosition: slices.Clone(inputPosition), OperatorState: s.opSnapshot().encode(true),
+		Registry: s.encodeRegistry(), InputPosition: slices.Clone(inputPosition), OperatorState: s.opSnapshot().Encode(),
 		Timers: s.freezeTimers()})
 	if err != nil {
 		return nil, fmt.Errorf("strata: checkpoint %d: %w", id, err)
@@ -509,7 +509,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	merged := &engine.Registry{MaxParallelism: d.MaxParallelism, KeyGroups: kg, NextID: 1, States: map[string]engine.PersistedState{}}
 	var regs []idSource
 	var epoch, lastID uint64
-	var opSrcs []opSource
+	var opSrcs []engine.OpSource
 	var noOps []string
 	fencesOf := map[string][]checkpoint.Fence{} // per owner, read once
 	for _, h := range handles {
@@ -538,11 +538,11 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		if len(m.OperatorState) == 0 {
 			noOps = append(noOps, what)
 		} else {
-			o, err := decodeOps(checkpoint.ManifestName(h.Owner, h.ID)+" (operator state)", m.OperatorState, true)
+			o, err := engine.DecodeOps(checkpoint.ManifestName(h.Owner, h.ID)+" (operator state)", m.OperatorState, true)
 			if err != nil {
 				return nil, fmt.Errorf("strata: restore of %s: %w", what, err)
 			}
-			opSrcs = append(opSrcs, opSource{snap: o, what: what})
+			opSrcs = append(opSrcs, engine.OpSource{Snap: o, What: what})
 		}
 		lo, hi := max(int(m.KeyGroups.Start), kg.Start), min(int(m.KeyGroups.End), kg.End)
 		if lo > hi {
@@ -566,17 +566,17 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	if err := restoreIDs(merged, regs); err != nil {
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
-	ops, err := redistributeOps(opSrcs, noOps, d.SubtaskIndex, d.Parallelism)
+	ops, err := engine.RedistributeOps(opSrcs, noOps, d.SubtaskIndex, d.Parallelism)
 	if err != nil {
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
 	total := int64(0)
-	for _, st := range ops.states {
-		if p, ok := merged.States[st.name]; ok {
+	for _, st := range ops.States {
+		if p, ok := merged.States[st.Name]; ok {
 			return nil, fmt.Errorf("%w: %q is a keyed %v state in one checkpoint, an %v state in another",
-				ErrIncompatibleState, st.name, p.Kind, st.kind)
+				ErrIncompatibleState, st.Name, p.Kind, st.Kind)
 		}
-		total += st.cost
+		total += opCost(st)
 	}
 	if total > MaxOperatorStateSize {
 		return nil, fmt.Errorf("%w: the restored operator state of subtask %d of %d counts %d bytes, the bound is %d",

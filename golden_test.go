@@ -99,7 +99,7 @@ func TestGoldenRegistryV3(t *testing.T) {
 	}
 	for _, c := range []struct {
 		path string
-		ops  *opSnapshot
+		ops  *engine.OpSnapshot
 	}{{"testdata/registry-v3.bin", nil}, {"testdata/registry-v3-ops.bin", goldenOpSnapshotV1()}} {
 		r := s.registry()
 		var golden []byte

@@ -41,7 +41,7 @@ func codecID(c any) string {
 func (s *Store) persistMeta(tf engine.TimerFileRef) []byte {
 	r := s.registry()
 	if len(s.ops) > 0 {
-		r.Ops = s.opSnapshot().encode(false)
+		r.Ops = s.opSnapshot().Encode()
 	}
 	r.TimerFile = tf
 	return r.Encode()
@@ -73,28 +73,28 @@ func (s *Store) registry() *engine.Registry {
 
 // encodeRegistryOps returns the registry blob of r with the operator state ops (in its
 // directory form; nil or without states: none).
-func encodeRegistryOps(r *engine.Registry, ops *opSnapshot) []byte {
+func encodeRegistryOps(r *engine.Registry, ops *engine.OpSnapshot) []byte {
 	r.Ops = nil
-	if ops != nil && len(ops.states) > 0 {
-		r.Ops = ops.encode(false)
+	if ops != nil && len(ops.States) > 0 {
+		r.Ops = ops.Encode()
 	}
 	return r.Encode()
 }
 
 // decodeRegistry decodes a registry blob (engine.DecodeRegistry) and the operator state blob
-// it carries (decodeOps; nil: none). Errors are *base.CorruptionError values: the engine's,
-// naming the "state registry", or decodeOps's, naming the "operator state in the state
+// it carries (engine.DecodeOps; nil: none). Errors are *base.CorruptionError values: the engine's,
+// naming the "state registry", or engine.DecodeOps's, naming the "operator state in the state
 // registry".
-func decodeRegistry(b []byte) (*engine.Registry, *opSnapshot, error) {
+func decodeRegistry(b []byte) (*engine.Registry, *engine.OpSnapshot, error) {
 	r, err := engine.DecodeRegistry(b)
 	if err != nil || len(r.Ops) == 0 {
 		return r, nil, err
 	}
-	ops, err := decodeOps("operator state in the state registry", r.Ops, false)
+	ops, err := engine.DecodeOps("operator state in the state registry", r.Ops, false)
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(ops.states) == 0 {
+	if len(ops.States) == 0 {
 		return nil, nil, base.Corrupt(engine.RegistryName, int64(r.OpsOffset), nil, "an operator state blob without operator state")
 	}
 	return r, ops, nil

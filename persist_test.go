@@ -335,7 +335,7 @@ func TestRegistryDecode(t *testing.T) {
 	bc := must(NewBroadcastState(s, BroadcastDescriptor[string, int64]{Name: "c", KeyCodec: String, ValueCodec: Int64}))
 	must(0, bc.Put("k", 1))
 	blob2 := s.persistMeta(engine.TimerFileRef{})
-	if r2, err := decodeReg(blob2); err != nil || r2.ops == nil || len(r2.ops.states) != 1 || r2.ops.states[0].m["k"] == nil {
+	if r2, err := decodeReg(blob2); err != nil || r2.ops == nil || len(r2.ops.States) != 1 || r2.ops.States[0].Map["k"] == nil {
 		t.Fatalf("version 2 decoded %+v, %v", r2, err)
 	}
 	// Version 3: a state with a TTL (and the operator state).
@@ -422,7 +422,7 @@ func FuzzRegistryDecode(f *testing.F) {
 // decodedRegistry is decodeRegistry's two results in one value, for tests.
 type decodedRegistry struct {
 	*engine.Registry
-	ops *opSnapshot
+	ops *engine.OpSnapshot
 }
 
 // decodeReg is decodeRegistry for tests: the registry and its operator state in one value.

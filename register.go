@@ -69,7 +69,7 @@ func registerTTL[S any](s *Store, name string, kind stateKind, codecs [2]any, tt
 		}
 	}
 	if st, ok := s.ops[name]; ok {
-		return nil, fmt.Errorf("%w: state %q is %v state, requested as %v state", ErrIncompatibleState, name, st.kind, kind)
+		return nil, fmt.Errorf("%w: state %q is %v state, requested as %v state", ErrIncompatibleState, name, st.Kind, kind)
 	}
 	if r, ok := s.states[name]; ok {
 		if r.kind != kind {

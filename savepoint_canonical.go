@@ -123,7 +123,7 @@ func (s *Store) writeCanonical(ctx context.Context, w io.Writer, inputPosition [
 	reg := s.registry()
 	meta := &checkpoint.CanonicalMeta{MaxParallelism: int(s.maxP),
 		KeyGroups:     kg,
-		InputPosition: inputPosition, OperatorState: s.opSnapshot().encode(true)}
+		InputPosition: inputPosition, OperatorState: s.opSnapshot().Encode()}
 	names := make([]string, 0, len(reg.States))
 	for name := range reg.States {
 		names = append(names, name)

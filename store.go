@@ -176,7 +176,7 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 		return nil, fmt.Errorf("strata: open %q: %w", dir, err)
 	}
 	var reg *engine.Registry
-	var regOps *opSnapshot
+	var regOps *engine.OpSnapshot
 	if rec.OK {
 		reg, regOps, err = decodeRegistry(rec.Meta)
 		if err == nil && (reg.MaxParallelism != opts.MaxParallelism || reg.KeyGroups != *opts.KeyGroups) {
