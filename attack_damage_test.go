@@ -152,7 +152,7 @@ func TestAttackDamagedFiles(t *testing.T) {
 	}
 	manifest := manifests[0]
 	mb, _ := os.ReadFile(filepath.Join(lsmDir, manifest))
-	regAt := bytes.LastIndex(mb, []byte(registryMagic))
+	regAt := bytes.LastIndex(mb, []byte("STRATARG")) // the state registry's magic (internal/engine, registry.go)
 	if regAt < 0 {
 		t.Fatal("no registry in the manifest")
 	}

@@ -192,7 +192,7 @@ func changelogEngineOptions(opts *Options, budget *Budget) (*engine.ChangelogOpt
 		NewWriter: engine.ChangelogWriterOptions{Storage: opts.Checkpoint.Storage, Prefix: owner, Budget: budget,
 			Threshold: engine.OwnWriterThreshold(budget.Limit()), PreemptiveThreshold: engine.OwnWriterThreshold(budget.Limit()) / 2},
 		Spec: engine.CheckpointSpec{Storage: opts.Checkpoint.Storage, Owner: owner, MaxParallelism: uint32(opts.MaxParallelism),
-			KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)}},
+			KeyGroups: kg},
 		MaterializationInterval: c.MaterializationInterval, MaxMaterializationFailures: c.MaxMaterializationFailures,
 		SpaceAmplificationCap: c.SpaceAmplificationCap}
 	if c.Writer != nil {
@@ -209,5 +209,5 @@ func (s *Store) replayChangelog(ctx context.Context, storage checkpoint.Storage,
 	if c := s.opts.Checkpoint.ChangelogCache; c != nil {
 		cache = c.c
 	}
-	return s.e.ReplayChangelog(ctx, storage, cache, sources, checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)})
+	return s.e.ReplayChangelog(ctx, storage, cache, sources, kg)
 }

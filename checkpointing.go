@@ -159,7 +159,7 @@ func (p *PendingCheckpoint) Wait(ctx context.Context) (CheckpointHandle, error) 
 // handleOf returns the handle of manifest m written by s's lineage.
 func (s *Store) handleOf(m *checkpoint.Manifest, st CheckpointStats) CheckpointHandle {
 	return CheckpointHandle{Owner: s.owner(), ID: m.ID, MaxParallelism: int(m.MaxParallelism),
-		KeyGroups:     KeyGroupRange{Start: int(m.KeyGroups.Start), End: int(m.KeyGroups.End)},
+		KeyGroups:     m.KeyGroups,
 		InputPosition: m.InputPosition, Stats: st}
 }
 
@@ -228,8 +228,8 @@ func (s *Store) StartCheckpoint(id uint64, inputPosition []byte) (*PendingCheckp
 	epoch := s.epoch
 	s.fenceMu.Unlock()
 	p, err := s.e.StartCheckpoint(engine.CheckpointSpec{ID: id, Storage: s.opts.Checkpoint.Storage, Owner: s.owner(),
-		Epoch: epoch, Fence: s.fenceCheckpoint, MaxParallelism: s.maxP, KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)},
-		Registry: s.encodeRegistry(), InputPosition: slices.Clone(inputPosition), OperatorState: s.opSnapshot().encode(true),
+		Epoch: epoch, Fence: s.fenceCheckpoint, MaxParallelism: s.maxP, KeyGroups: kg,
+		Registry: s.encodeRegistry(), InputPosition: slices.Clone(inputPosition), OperatorState: s.opSnapshot().Encode(),
 		Timers: s.freezeTimers()})
 	if err != nil {
 		return nil, fmt.Errorf("strata: checkpoint %d: %w", id, err)
@@ -370,7 +370,7 @@ func LoadCheckpoint(ctx context.Context, storage checkpoint.Storage, owner strin
 		return CheckpointHandle{}, err
 	}
 	return CheckpointHandle{Owner: owner, ID: m.ID, MaxParallelism: int(m.MaxParallelism),
-		KeyGroups:     KeyGroupRange{Start: int(m.KeyGroups.Start), End: int(m.KeyGroups.End)},
+		KeyGroups:     m.KeyGroups,
 		InputPosition: m.InputPosition}, nil
 }
 
@@ -401,7 +401,7 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 			continue
 		}
 		return CheckpointHandle{Owner: owner, ID: m.ID, MaxParallelism: int(m.MaxParallelism),
-			KeyGroups:     KeyGroupRange{Start: int(m.KeyGroups.Start), End: int(m.KeyGroups.End)},
+			KeyGroups:     m.KeyGroups,
 			InputPosition: m.InputPosition}, nil
 	}
 	return CheckpointHandle{}, fmt.Errorf("%w under owner %q (every manifest there is fenced)", ErrNoCheckpoint, owner)
@@ -420,12 +420,12 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 // checkpoints go to opts.Checkpoint.Storage (default: storage), as opts.Checkpoint.RestoreMode
 // says (NoClaim by default).
 //
-// Keyed states are matched by name, as Flink identifies state: the checkpoints' Stores may
-// have registered their states in different orders, or different sets of states (a subtask
-// registers a state when its first record needs it). Their state ids then differ; the
-// restored Store keeps each checkpoint's ids in the key groups it came from (state id
-// aliases, persist.go and restoreIDs) instead of rewriting any key, and every access, scan
-// and TTL cleanup of a state goes to the id its key group holds it under.
+// Keyed states are matched by name, as Flink identifies state: the checkpoints' Stores may have
+// registered their states in different orders, or different sets of states (a subtask registers a
+// state when its first record needs it). Their state ids then differ; the restored Store keeps each
+// checkpoint's ids in the key groups it came from (state id aliases, internal/engine/registry.go
+// and restoreIDs) instead of rewriting any key, and every access, scan and TTL cleanup of a state
+// goes to the id its key group holds it under.
 //
 // Operator state (operator.go) is redistributed as Flink's RoundRobinOperatorStateRepartitioner
 // does, by the new subtask's opts.SubtaskIndex and opts.Parallelism and the old subtasks'
@@ -490,7 +490,6 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	}
 	ctx := context.Background()
 	kg := *d.KeyGroups
-	ckKG := checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)}
 	// Until the restored state is persisted whole (tables, then the replayed changelog), dir
 	// carries a marker that makes Open refuse it: a crash in between must not leave a
 	// directory that opens to a part of the checkpoint.
@@ -507,10 +506,10 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	}()
 	var sources []*checkpoint.Manifest
 	var used []CheckpointHandle
-	merged := &registry{maxP: d.MaxParallelism, kgStart: kg.Start, kgEnd: kg.End, nextID: 1, states: map[string]persistedState{}}
+	merged := &engine.Registry{MaxParallelism: d.MaxParallelism, KeyGroups: kg, NextID: 1, States: map[string]engine.PersistedState{}}
 	var regs []idSource
 	var epoch, lastID uint64
-	var opSrcs []opSource
+	var opSrcs []engine.OpSource
 	var noOps []string
 	fencesOf := map[string][]checkpoint.Fence{} // per owner, read once
 	for _, h := range handles {
@@ -539,11 +538,11 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		if len(m.OperatorState) == 0 {
 			noOps = append(noOps, what)
 		} else {
-			o, err := decodeOps(checkpoint.ManifestName(h.Owner, h.ID)+" (operator state)", m.OperatorState, true)
+			o, err := engine.DecodeOps(checkpoint.ManifestName(h.Owner, h.ID)+" (operator state)", m.OperatorState, true)
 			if err != nil {
 				return nil, fmt.Errorf("strata: restore of %s: %w", what, err)
 			}
-			opSrcs = append(opSrcs, opSource{snap: o, what: what})
+			opSrcs = append(opSrcs, engine.OpSource{Snap: o, What: what})
 		}
 		lo, hi := max(int(m.KeyGroups.Start), kg.Start), min(int(m.KeyGroups.End), kg.End)
 		if lo > hi {
@@ -555,7 +554,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 					ErrOverlappingHandles, h.ID, h.Owner, o.ID, used[i].Owner, kg)
 			}
 		}
-		reg, err := decodeRegistry(m.Registry)
+		reg, _, err := decodeRegistry(m.Registry) // a manifest's registry carries no operator state
 		if err != nil {
 			return nil, fmt.Errorf("strata: restore of checkpoint %d of %q: %w", h.ID, h.Owner, err)
 		}
@@ -567,23 +566,22 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	if err := restoreIDs(merged, regs); err != nil {
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
-	ops, err := redistributeOps(opSrcs, noOps, d.SubtaskIndex, d.Parallelism)
+	ops, err := engine.RedistributeOps(opSrcs, noOps, d.SubtaskIndex, d.Parallelism)
 	if err != nil {
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
 	total := int64(0)
-	for _, st := range ops.states {
-		if p, ok := merged.states[st.name]; ok {
+	for _, st := range ops.States {
+		if p, ok := merged.States[st.Name]; ok {
 			return nil, fmt.Errorf("%w: %q is a keyed %v state in one checkpoint, an %v state in another",
-				ErrIncompatibleState, st.name, p.kind, st.kind)
+				ErrIncompatibleState, st.Name, p.Kind, st.Kind)
 		}
-		total += st.cost
+		total += opCost(st)
 	}
 	if total > MaxOperatorStateSize {
 		return nil, fmt.Errorf("%w: the restored operator state of subtask %d of %d counts %d bytes, the bound is %d",
 			ErrOperatorStateTooLarge, d.SubtaskIndex, d.Parallelism, total, MaxOperatorStateSize)
 	}
-	merged.ops = ops
 	// The Store's writer epoch: above every restored manifest's and every fence of its
 	// lineage (a later claim of one of those is a newer writer's; checkpoint doc, "Writer
 	// fencing").
@@ -619,7 +617,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		}
 	}
 	t0 := time.Now()
-	res, err := engine.Restore(ctx, fsys, dir, d.MaxParallelism, ckKG, storage, sources, merged.encode())
+	res, err := engine.Restore(ctx, fsys, dir, d.MaxParallelism, kg, storage, sources, encodeRegistryOps(merged, ops))
 	if err != nil {
 		removeRestored(fsys, dir)
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
@@ -831,7 +829,7 @@ func removeRestored(fsys interface {
 	fsys.Remove(filepath.Join(dir, writerFileName))
 	names, _ := fsys.List(dir)
 	for _, n := range names {
-		if validTimerFile(n) {
+		if engine.ValidTimerFile(n) {
 			fsys.Remove(filepath.Join(dir, n))
 		}
 	}
@@ -849,15 +847,15 @@ func removeRestored(fsys interface {
 // lo..hi of the new Store it holds.
 type idSource struct {
 	lo, hi uint16
-	reg    *registry
+	reg    *engine.Registry
 }
 
-// restoreIDs fills merged (the restored Store's registry) with the states of the sources,
-// matched by name, as Flink identifies state: their kinds, codecs and TTL flags must agree
-// (ErrIncompatibleState), their ids need not — Stores register lazily, in the order their
-// records need the states, and a state may be missing from some (persist.go, "State id
-// aliases"). Each state gets an own id, and an alias in the key groups where its data (or
-// another state's data under its own id) says otherwise:
+// restoreIDs fills merged (the restored Store's registry) with the states of the sources, matched
+// by name, as Flink identifies state: their kinds, codecs and TTL flags must agree
+// (ErrIncompatibleState), their ids need not — Stores register lazily, in the order their records
+// need the states, and a state may be missing from some (internal/engine/registry.go, "State id
+// aliases"). Each state gets an own id, and an alias in the key groups where its data (or another
+// state's data under its own id) says otherwise:
 //
 //   - the key groups are cut into ranges over which one source, and one alias of it, applies;
 //     in each, a state the source holds keeps the source's id there;
@@ -870,7 +868,7 @@ type idSource struct {
 // So in every key group distinct states have distinct ids (invariant 1), and no entry is
 // read or rewritten: the cost is O(sources + aliases) in time and registry bytes. nextID
 // becomes larger than every id of every source and every fresh id.
-func restoreIDs(merged *registry, srcs []idSource) error {
+func restoreIDs(merged *engine.Registry, srcs []idSource) error {
 	type rng struct {
 		lo, hi uint16
 		ids    map[string]uint16 // name → id in this range
@@ -878,19 +876,19 @@ func restoreIDs(merged *registry, srcs []idSource) error {
 	}
 	var ranges []rng
 	for _, src := range srcs {
-		merged.nextID = max(merged.nextID, src.reg.nextID)
-		for name, st := range src.reg.states {
-			if p, ok := merged.states[name]; ok && (p.kind != st.kind || p.codecs != st.codecs || p.ttl != st.ttl) {
+		merged.NextID = max(merged.NextID, src.reg.NextID)
+		for name, st := range src.reg.States {
+			if p, ok := merged.States[name]; ok && (p.Kind != st.Kind || p.Codecs != st.Codecs || p.TTL != st.TTL) {
 				return fmt.Errorf("%w: state %q is %v state with codecs %v (%s) in one checkpoint, %v state with %v (%s) in another",
-					ErrIncompatibleState, name, p.kind, p.codecs, withTTL(p.ttl), st.kind, st.codecs, withTTL(st.ttl))
+					ErrIncompatibleState, name, p.Kind, p.Codecs, withTTL(p.TTL), st.Kind, st.Codecs, withTTL(st.TTL))
 			}
-			merged.states[name] = st // its id is set below
+			merged.States[name] = st // its id is set below
 		}
 		// Cut src's key groups where one of its aliases starts or ends.
 		cuts := []int{int(src.lo), int(src.hi) + 1}
-		for _, as := range src.reg.aliases {
+		for _, as := range src.reg.Aliases {
 			for _, a := range as {
-				for _, c := range []int{int(a.lo), int(a.hi) + 1} {
+				for _, c := range []int{int(a.Lo), int(a.Hi) + 1} {
 					if c > int(src.lo) && c <= int(src.hi) {
 						cuts = append(cuts, c)
 					}
@@ -901,11 +899,11 @@ func restoreIDs(merged *registry, srcs []idSource) error {
 		cuts = slices.Compact(cuts)
 		for i := 0; i+1 < len(cuts); i++ {
 			g := rng{lo: uint16(cuts[i]), hi: uint16(cuts[i+1] - 1), ids: map[string]uint16{}, used: map[uint16]bool{}}
-			for name, st := range src.reg.states {
-				id := st.id
-				for _, a := range src.reg.aliases[name] {
-					if a.lo <= g.lo && g.hi <= a.hi {
-						id = a.id
+			for name, st := range src.reg.States {
+				id := st.ID
+				for _, a := range src.reg.Aliases[name] {
+					if a.Lo <= g.lo && g.hi <= a.Hi {
+						id = a.ID
 					}
 				}
 				g.ids[name], g.used[id] = id, true
@@ -914,8 +912,8 @@ func restoreIDs(merged *registry, srcs []idSource) error {
 		}
 	}
 	slices.SortFunc(ranges, func(a, b rng) int { return int(a.lo) - int(b.lo) })
-	names := slices.Sorted(maps.Keys(merged.states))
-	next := merged.nextID
+	names := slices.Sorted(maps.Keys(merged.States))
+	next := merged.NextID
 	fresh := func() (uint16, error) {
 		if next > maxStates {
 			return 0, fmt.Errorf("%w: the restored states need more than %d state ids", ErrIncompatibleState, maxStates)
@@ -924,7 +922,7 @@ func restoreIDs(merged *registry, srcs []idSource) error {
 		return uint16(next - 1), nil
 	}
 	own := map[uint16]bool{}
-	aliases := map[string][]idAlias{}
+	aliases := map[string][]engine.IDAlias{}
 	for _, name := range names {
 		id := uint16(0)
 		for _, g := range ranges {
@@ -940,12 +938,12 @@ func restoreIDs(merged *registry, srcs []idSource) error {
 			}
 		}
 		own[id] = true
-		st := merged.states[name]
-		st.id = id
-		merged.states[name] = st
+		st := merged.States[name]
+		st.ID = id
+		merged.States[name] = st
 	}
 	for _, name := range names {
-		id := merged.states[name].id
+		id := merged.States[name].ID
 		var alt uint16 // the state's fresh id for ranges whose source uses its own id otherwise
 		for _, g := range ranges {
 			eff, ok := g.ids[name]
@@ -965,17 +963,17 @@ func restoreIDs(merged *registry, srcs []idSource) error {
 				continue
 			}
 			as := aliases[name]
-			if n := len(as); n > 0 && as[n-1].id == eff && as[n-1].hi+1 == g.lo {
-				as[n-1].hi = g.hi
+			if n := len(as); n > 0 && as[n-1].ID == eff && as[n-1].Hi+1 == g.lo {
+				as[n-1].Hi = g.hi
 			} else {
-				as = append(as, idAlias{lo: g.lo, hi: g.hi, id: eff})
+				as = append(as, engine.IDAlias{Lo: g.lo, Hi: g.hi, ID: eff})
 			}
 			aliases[name] = as
 		}
 	}
-	merged.nextID = next
+	merged.NextID = next
 	if len(aliases) > 0 {
-		merged.aliases = aliases
+		merged.Aliases = aliases
 	}
 	return nil
 }

@@ -41,8 +41,9 @@ var (
 	ErrValueTooLarge = engine.ErrValueTooLarge
 	// ErrIncompatibleState is returned when a state name is registered again with another
 	// kind, codec or type, or a descriptor lacks a codec or function; the error names the
-	// state.
-	ErrIncompatibleState = errors.New("strata: incompatible state")
+	// state. It is engine.ErrIncompatibleState (the engine's restore of operator state
+	// returns it too).
+	ErrIncompatibleState = engine.ErrIncompatibleState
 	// ErrCorruption is returned when stored bytes cannot be decoded: a damaged file of the
 	// Store's directory (a *CorruptionError naming the file relative to the directory, the
 	// byte offset and the cause below, "strata: corruption: lsm/000012.sst at offset 4096:
@@ -115,8 +116,8 @@ var (
 	// format version 3 —: the lists cannot be redistributed without every old subtask's
 	// (Flink hands every new subtask the handles of all old ones). Pass every old subtask's
 	// handle, and set Options.SubtaskIndex and Options.Parallelism on the Stores that write
-	// them.
-	ErrIncompleteOperatorState = errors.New("strata: operator state needs the checkpoints of every old subtask")
+	// them. It is engine.ErrIncompleteOperatorState.
+	ErrIncompleteOperatorState = engine.ErrIncompleteOperatorState
 	// ErrOperatorStateTooLarge is returned by operator state writes, and by Restore, that
 	// would take a Store's operator state beyond MaxOperatorStateSize; nothing changes.
 	ErrOperatorStateTooLarge = errors.New("strata: operator state too large")

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/strata-db/strata/internal/engine"
 )
 
 var updateGolden = flag.Bool("update", false, "TestGoldenRegistryV1: rewrite testdata/registry-v1.bin")
@@ -27,8 +29,8 @@ func goldenRegistryStore(t *testing.T) *Store {
 	must(NewMapState(s, MapDescriptor[string, int64]{Name: "map", KeyCodec: String, ValueCodec: Int64}))
 	must(NewReducingState(s, ReducingDescriptor[int64]{Name: "reducing", Codec: Int64, Reduce: func(a, b int64) int64 { return a + b }}))
 	must(NewAggregatingState(s, avgDescriptor("aggregating")))
-	s.persisted = map[string]persistedState{
-		"old": {id: 7, kind: kindMap, codecs: [2]string{"example.com/job.KeyCodec", "*example.com/job.Row"}},
+	s.persisted = map[string]engine.PersistedState{
+		"old": {ID: 7, Kind: kindMap, Codecs: [2]string{"example.com/job.KeyCodec", "*example.com/job.Row"}},
 	}
 	s.nextID = 9
 	return s
@@ -54,20 +56,20 @@ func TestGoldenRegistryV1(t *testing.T) {
 	if !bytes.Equal(golden, fresh) {
 		t.Errorf("encodeRegistry no longer produces %s byte for byte: the format changed\n got %q\nwant %q", path, fresh, golden)
 	}
-	r, err := decodeRegistry(golden)
+	r, err := decodeReg(golden)
 	if err != nil {
 		t.Fatalf("decoding %s: %v", path, err)
 	}
 	const pkg = "github.com/strata-db/strata."
-	want := &registry{maxP: 256, kgStart: 3, kgEnd: 200, nextID: 9, states: map[string]persistedState{
-		"value":       {id: 1, kind: kindValue, codecs: [2]string{pkg + "bytesCodec", ""}},
-		"list":        {id: 2, kind: kindList, codecs: [2]string{pkg + "int64Codec", ""}},
-		"map":         {id: 3, kind: kindMap, codecs: [2]string{pkg + "stringCodec", pkg + "int64Codec"}},
-		"reducing":    {id: 4, kind: kindReducing, codecs: [2]string{pkg + "int64Codec", ""}},
-		"aggregating": {id: 5, kind: kindAggregating, codecs: [2]string{pkg + "avgCodec", ""}},
-		"old":         {id: 7, kind: kindMap, codecs: [2]string{"example.com/job.KeyCodec", "*example.com/job.Row"}},
+	want := &engine.Registry{MaxParallelism: 256, KeyGroups: KeyGroupRange{Start: 3, End: 200}, NextID: 9, States: map[string]engine.PersistedState{
+		"value":       {ID: 1, Kind: kindValue, Codecs: [2]string{pkg + "bytesCodec", ""}},
+		"list":        {ID: 2, Kind: kindList, Codecs: [2]string{pkg + "int64Codec", ""}},
+		"map":         {ID: 3, Kind: kindMap, Codecs: [2]string{pkg + "stringCodec", pkg + "int64Codec"}},
+		"reducing":    {ID: 4, Kind: kindReducing, Codecs: [2]string{pkg + "int64Codec", ""}},
+		"aggregating": {ID: 5, Kind: kindAggregating, Codecs: [2]string{pkg + "avgCodec", ""}},
+		"old":         {ID: 7, Kind: kindMap, Codecs: [2]string{"example.com/job.KeyCodec", "*example.com/job.Row"}},
 	}}
-	if !reflect.DeepEqual(r, want) {
+	if !reflect.DeepEqual(r.Registry, want) || r.ops != nil {
 		t.Fatalf("%s decodes to\n%+v\nwant\n%+v", path, r, want)
 	}
 }
@@ -83,38 +85,37 @@ func TestGoldenRegistryV3(t *testing.T) {
 	must(NewMapState(s, MapDescriptor[string, int64]{Name: "map", KeyCodec: String, ValueCodec: Int64, TTL: ttl}))
 	must(NewReducingState(s, ReducingDescriptor[int64]{Name: "reducing", Codec: Int64, TTL: &TTLConfig{TTL: time.Hour, UpdateType: TTLUpdateDisabled},
 		Reduce: func(a, b int64) int64 { return a + b }}))
-	s.persisted = map[string]persistedState{
-		"old": {id: 7, kind: kindList, codecs: [2]string{"acme/job.Row", ""}, ttl: true},
+	s.persisted = map[string]engine.PersistedState{
+		"old": {ID: 7, Kind: kindList, Codecs: [2]string{"acme/job.Row", ""}, TTL: true},
 	}
 	s.nextID = 9
 	const pkg = "github.com/strata-db/strata."
-	want := map[string]persistedState{
-		"value":    {id: 1, kind: kindValue, codecs: [2]string{pkg + "bytesCodec", ""}, ttl: true},
-		"list":     {id: 2, kind: kindList, codecs: [2]string{pkg + "int64Codec", ""}},
-		"map":      {id: 3, kind: kindMap, codecs: [2]string{pkg + "stringCodec", pkg + "int64Codec"}, ttl: true},
-		"reducing": {id: 4, kind: kindReducing, codecs: [2]string{pkg + "int64Codec", ""}},
-		"old":      {id: 7, kind: kindList, codecs: [2]string{"acme/job.Row", ""}, ttl: true},
+	want := map[string]engine.PersistedState{
+		"value":    {ID: 1, Kind: kindValue, Codecs: [2]string{pkg + "bytesCodec", ""}, TTL: true},
+		"list":     {ID: 2, Kind: kindList, Codecs: [2]string{pkg + "int64Codec", ""}},
+		"map":      {ID: 3, Kind: kindMap, Codecs: [2]string{pkg + "stringCodec", pkg + "int64Codec"}, TTL: true},
+		"reducing": {ID: 4, Kind: kindReducing, Codecs: [2]string{pkg + "int64Codec", ""}},
+		"old":      {ID: 7, Kind: kindList, Codecs: [2]string{"acme/job.Row", ""}, TTL: true},
 	}
 	for _, c := range []struct {
 		path string
-		ops  *opSnapshot
+		ops  *engine.OpSnapshot
 	}{{"testdata/registry-v3.bin", nil}, {"testdata/registry-v3-ops.bin", goldenOpSnapshotV1()}} {
 		r := s.registry()
-		r.ops = c.ops
 		var golden []byte
 		if c.ops == nil {
-			golden = goldenFile(t, c.path, r.encode())
+			golden = goldenFile(t, c.path, r.Encode())
 		} else { // its operator state blob is of version 1, no longer written: decoded only
 			golden = readGolden(t, c.path)
 		}
 		if v := binary.LittleEndian.Uint16(golden[8:]); v != 3 {
 			t.Fatalf("%s: version %d", c.path, v)
 		}
-		got, err := decodeRegistry(golden)
+		got, err := decodeReg(golden)
 		if err != nil {
 			t.Fatalf("decoding %s: %v", c.path, err)
 		}
-		if !maps.Equal(got.states, want) || got.nextID != 9 || got.maxP != 256 || (c.ops != nil) != (got.ops != nil) ||
+		if !maps.Equal(got.States, want) || got.NextID != 9 || got.MaxParallelism != 256 || (c.ops != nil) != (got.ops != nil) ||
 			(c.ops != nil && !opEqual(got.ops, c.ops)) {
 			t.Fatalf("%s decodes to %+v", c.path, got)
 		}
@@ -126,14 +127,14 @@ func TestGoldenRegistryV3(t *testing.T) {
 // only) to exactly testdata/registry-v5.bin, and the file decodes back to it.
 func TestGoldenRegistryV5(t *testing.T) {
 	s := goldenRegistryStore(t)
-	s.aliases = map[string][]idAlias{"list": {{lo: 3, hi: 99, id: 8}}, "old": {{lo: 100, hi: 150, id: 2}, {lo: 151, hi: 200, id: 1}}}
+	s.aliases = map[string][]engine.IDAlias{"list": {{Lo: 3, Hi: 99, ID: 8}}, "old": {{Lo: 100, Hi: 150, ID: 2}, {Lo: 151, Hi: 200, ID: 1}}}
 	r := s.registry()
-	golden := goldenFile(t, "testdata/registry-v5.bin", r.encode())
-	got, err := decodeRegistry(golden)
+	golden := goldenFile(t, "testdata/registry-v5.bin", r.Encode())
+	got, err := decodeReg(golden)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !maps.Equal(got.states, r.states) || !maps.EqualFunc(got.aliases, r.aliases, slices.Equal) || got.nextID != 9 {
+	if !maps.Equal(got.States, r.States) || !maps.EqualFunc(got.Aliases, r.Aliases, slices.Equal) || got.NextID != 9 {
 		t.Fatalf("registry-v5.bin decodes to %+v", got)
 	}
 	if v := binary.LittleEndian.Uint16(golden[8:]); v != 5 {

@@ -52,18 +52,18 @@ func InspectCheckpoint(ctx context.Context, storage checkpoint.Storage, owner st
 	}
 	info := CheckpointInfo{
 		Handle: CheckpointHandle{Owner: owner, ID: m.ID, MaxParallelism: int(m.MaxParallelism),
-			KeyGroups:     KeyGroupRange{Start: int(m.KeyGroups.Start), End: int(m.KeyGroups.End)},
+			KeyGroups:     m.KeyGroups,
 			InputPosition: m.InputPosition},
 		Parent: m.Parent, Epoch: m.Epoch, LastSeq: m.LastSeq, Created: time.UnixMilli(m.CreatedUnixMilli),
 		OperatorStateBytes: len(m.OperatorState), Objects: m.Objects,
 	}
 	if len(m.Registry) > 0 {
-		r, err := decodeRegistry(m.Registry)
+		r, _, err := decodeRegistry(m.Registry)
 		if err != nil {
 			return CheckpointInfo{}, err
 		}
-		for name, p := range r.states {
-			info.States = append(info.States, StateInfo{Name: name, Kind: p.kind.String(), ID: p.id, Codecs: p.codecs, TTL: p.ttl})
+		for name, p := range r.States {
+			info.States = append(info.States, StateInfo{Name: name, Kind: p.Kind.String(), ID: p.ID, Codecs: p.Codecs, TTL: p.TTL})
 		}
 		slices.SortFunc(info.States, func(a, b StateInfo) int {
 			if a.Name < b.Name {

@@ -1,6 +1,10 @@
 package strata
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/strata-db/strata/checkpoint"
+)
 
 // Bounds of MaxParallelism, as Flink's KeyGroupRangeAssignment.
 const (
@@ -12,32 +16,13 @@ const (
 	UpperBoundMaxParallelism = 1 << 15
 )
 
-// KeyGroupRange is an inclusive range [Start, End] of key groups, as Flink's KeyGroupRange.
-// A Store owns one KeyGroupRange out of Options.MaxParallelism key groups; operations on a
-// Key whose key group lies outside it fail with ErrKeyGroupOutOfRange.
-type KeyGroupRange struct {
-	Start int // first key group, inclusive
-	End   int // last key group, inclusive
-}
-
-// Contains reports whether keyGroup lies in [r.Start, r.End].
-func (r KeyGroupRange) Contains(keyGroup int) bool {
-	return keyGroup >= r.Start && keyGroup <= r.End
-}
-
-// NumberOfKeyGroups is End-Start+1 (0 for an empty range), as Flink's
-// KeyGroupRange.getNumberOfKeyGroups.
-func (r KeyGroupRange) NumberOfKeyGroups() int {
-	if r.End < r.Start {
-		return 0
-	}
-	return r.End - r.Start + 1
-}
-
-// String formats the range as Flink does: "KeyGroupRange{startKeyGroup=0, endKeyGroup=127}".
-func (r KeyGroupRange) String() string {
-	return fmt.Sprintf("KeyGroupRange{startKeyGroup=%d, endKeyGroup=%d}", r.Start, r.End)
-}
+// KeyGroupRange is an inclusive range [Start, End] of key groups (ints), as Flink's
+// KeyGroupRange. A Store owns one KeyGroupRange out of Options.MaxParallelism key groups;
+// operations on a Key whose key group lies outside it fail with ErrKeyGroupOutOfRange. It is an
+// alias of checkpoint.KeyGroupRange, the one range type that manifests, changelog segments and
+// object names also record (Contains, NumberOfKeyGroups and the Flink-style String are its
+// methods).
+type KeyGroupRange = checkpoint.KeyGroupRange
 
 // murmurHash is Flink's MathUtils.murmurHash(int): one murmur3 x86_32 round over a 4-byte
 // input followed by the fmix32 finalizer, folded to a non-negative int

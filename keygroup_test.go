@@ -107,13 +107,13 @@ func TestKeyGroupRangeExamples(t *testing.T) {
 		maxP, p, op int
 		want        KeyGroupRange
 	}{
-		{128, 1, 0, KeyGroupRange{0, 127}},
-		{128, 2, 0, KeyGroupRange{0, 63}},
-		{128, 2, 1, KeyGroupRange{64, 127}},
-		{10, 3, 0, KeyGroupRange{0, 3}},
-		{10, 3, 1, KeyGroupRange{4, 6}},
-		{10, 3, 2, KeyGroupRange{7, 9}},
-		{10, 10, 9, KeyGroupRange{9, 9}},
+		{128, 1, 0, KeyGroupRange{Start: 0, End: 127}},
+		{128, 2, 0, KeyGroupRange{Start: 0, End: 63}},
+		{128, 2, 1, KeyGroupRange{Start: 64, End: 127}},
+		{10, 3, 0, KeyGroupRange{Start: 0, End: 3}},
+		{10, 3, 1, KeyGroupRange{Start: 4, End: 6}},
+		{10, 3, 2, KeyGroupRange{Start: 7, End: 9}},
+		{10, 10, 9, KeyGroupRange{Start: 9, End: 9}},
 	} {
 		if got := ComputeKeyGroupRangeForOperatorIndex(tc.maxP, tc.p, tc.op); got != tc.want {
 			t.Errorf("ComputeKeyGroupRangeForOperatorIndex(%d, %d, %d) = %v, want %v", tc.maxP, tc.p, tc.op, got, tc.want)

@@ -166,9 +166,10 @@ func (s *Store) newScan(b *stateBase, ns []byte, anyNS bool) stateScan {
 	return stateScan{s: s, b: b, ns: ns, anyNS: anyNS}
 }
 
-// stateScan is a scan of one state's keys: one engine scan per key-group range over which
-// the state's id is constant (one range unless the registry has aliases for it, persist.go
-// "State id aliases"), one after the other in key-group order. Owner goroutine only.
+// stateScan is a scan of one state's keys: one engine scan per key-group range over which the
+// state's id is constant (one range unless the registry has aliases for it,
+// internal/engine/registry.go "State id aliases"), one after the other in key-group order. Owner
+// goroutine only.
 type stateScan struct {
 	s     *Store
 	b     *stateBase
@@ -197,7 +198,7 @@ func (x *stateScan) next(n int) ([][]byte, []int64, error) {
 			x.pos = end
 			kg0 := int(x.s.kgStart)
 			x.sc = x.s.e.NewScan(engine.ScanSpec{State: id, Namespace: x.ns, AnyNamespace: x.anyNS,
-				KeyGroups: checkpoint.KeyGroupRange{Start: uint16(kg0 + lo), End: uint16(kg0 + end - 1)}})
+				KeyGroups: checkpoint.KeyGroupRange{Start: kg0 + lo, End: kg0 + end - 1}})
 		}
 		keys, cnts, err := x.sc.Next(n)
 		if err != nil || len(keys) > 0 {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+
+	"github.com/strata-db/strata/internal/engine"
 )
 
 // Operator state: the non-keyed state of one operator subtask, as Flink's
@@ -75,10 +77,10 @@ func NewUnionListState[T any](s *Store, d OperatorListDescriptor[T]) (*OperatorL
 }
 
 // Name returns the name the state was registered under.
-func (l *OperatorListState[T]) Name() string { return l.st.name }
+func (l *OperatorListState[T]) Name() string { return l.st.Name }
 
 // Union reports whether the state is a union list (NewUnionListState).
-func (l *OperatorListState[T]) Union() bool { return l.st.kind == opUnion }
+func (l *OperatorListState[T]) Union() bool { return l.st.Kind == opUnion }
 
 // Get returns the elements in order (nil when empty), as Flink's ListState.get: for a union
 // list, the restored union followed by what was added since.
@@ -91,10 +93,10 @@ func (l *OperatorListState[T]) Get() ([]T, error) {
 		return nil, ErrClosed
 	}
 	var out []T
-	for i, e := range l.st.elems {
+	for i, e := range l.st.Elems {
 		x, err := l.codec.Decode(e)
 		if err != nil {
-			return nil, fmt.Errorf("strata: get operator state %q: element %d: %w", l.st.name, i, err)
+			return nil, fmt.Errorf("strata: get operator state %q: element %d: %w", l.st.Name, i, err)
 		}
 		out = append(out, x)
 	}
@@ -106,7 +108,7 @@ func (l *OperatorListState[T]) Len() (int, error) {
 	if l.s.closed {
 		return 0, ErrClosed
 	}
-	return len(l.st.elems), nil
+	return len(l.st.Elems), nil
 }
 
 // encode returns the encodings of xs, each its own allocation (elements outlive the call).
@@ -145,13 +147,13 @@ func (l *OperatorListState[T]) add(op string, elems [][]byte) error {
 	}
 	c := opElemsCost(elems)
 	if err := s.opCharge(c); err != nil {
-		return fmt.Errorf("strata: %s operator state %q: %w", op, st.name, err)
+		return fmt.Errorf("strata: %s operator state %q: %w", op, st.Name, err)
 	}
 	st.cost += c
-	st.elems = append(st.elems, elems...)
-	if st.kind == opUnion {
+	st.Elems = append(st.Elems, elems...)
+	if st.Kind == opUnion {
 		for range elems {
-			st.ids = append(st.ids, freshUnionID())
+			st.IDs = append(st.IDs, freshUnionID())
 		}
 	}
 	return nil
@@ -171,10 +173,10 @@ func (l *OperatorListState[T]) Update(xs []T) error {
 		return ErrClosed
 	}
 	var ids []uint64
-	if st.kind == opUnion && len(elems) > 0 {
+	if st.Kind == opUnion && len(elems) > 0 {
 		left := map[string][]uint64{} // the ids of the elements held, by element, in order
-		for i, e := range st.elems {
-			left[string(e)] = append(left[string(e)], st.ids[i])
+		for i, e := range st.Elems {
+			left[string(e)] = append(left[string(e)], st.IDs[i])
 		}
 		ids = make([]uint64, len(elems))
 		for i, e := range elems {
@@ -185,14 +187,14 @@ func (l *OperatorListState[T]) Update(xs []T) error {
 			}
 		}
 	}
-	delta := opElemsCost(elems) - opElemsCost(st.elems)
+	delta := opElemsCost(elems) - opElemsCost(st.Elems)
 	if err := s.opCharge(delta); err != nil {
-		return fmt.Errorf("strata: update operator state %q: %w", st.name, err)
+		return fmt.Errorf("strata: update operator state %q: %w", st.Name, err)
 	}
 	st.cost += delta
-	st.elems, st.ids = elems, ids
+	st.Elems, st.IDs = elems, ids
 	if len(elems) == 0 {
-		st.elems = nil
+		st.Elems = nil
 	}
 	return nil
 }
@@ -239,7 +241,7 @@ func NewBroadcastState[K, V any](s *Store, d BroadcastDescriptor[K, V]) (*Broadc
 }
 
 // Name returns the name the state was registered under.
-func (b *BroadcastState[K, V]) Name() string { return b.st.name }
+func (b *BroadcastState[K, V]) Name() string { return b.st.Name }
 
 // Get returns the value of k and true, or the zero V and false when absent, as Flink's
 // BroadcastState.get returning null. Errors: ErrClosed, the value codec's Decode error.
@@ -252,13 +254,13 @@ func (b *BroadcastState[K, V]) Get(k K) (V, bool, error) {
 		return zero, false, ErrClosed
 	}
 	b.kbuf = b.kc.Append(b.kbuf[:0], k)
-	v, ok := b.st.m[string(b.kbuf)]
+	v, ok := b.st.Map[string(b.kbuf)]
 	if !ok {
 		return zero, false, nil
 	}
 	x, err := b.vc.Decode(v)
 	if err != nil {
-		return zero, false, fmt.Errorf("strata: get broadcast state %q: %w", b.st.name, err)
+		return zero, false, fmt.Errorf("strata: get broadcast state %q: %w", b.st.Name, err)
 	}
 	return x, true, nil
 }
@@ -273,7 +275,7 @@ func (b *BroadcastState[K, V]) Contains(k K) (bool, error) {
 		return false, ErrClosed
 	}
 	b.kbuf = b.kc.Append(b.kbuf[:0], k)
-	_, ok := b.st.m[string(b.kbuf)]
+	_, ok := b.st.Map[string(b.kbuf)]
 	return ok, nil
 }
 
@@ -282,7 +284,7 @@ func (b *BroadcastState[K, V]) Len() (int, error) {
 	if b.s.closed {
 		return 0, ErrClosed
 	}
-	return len(b.st.m), nil
+	return len(b.st.Map), nil
 }
 
 // Put sets k to v, as Flink's BroadcastState.put. Errors: ErrClosed, ErrOperatorStateTooLarge,
@@ -303,14 +305,14 @@ func (b *BroadcastState[K, V]) put(k K, v V) error {
 	key := string(b.kbuf)
 	val := b.vc.Append(make([]byte, 0, 16), v)
 	delta := int64(len(key)+len(val)) + opEntryCost
-	if old, ok := st.m[key]; ok {
+	if old, ok := st.Map[key]; ok {
 		delta = int64(len(val) - len(old))
 	}
 	if err := s.opCharge(delta); err != nil {
-		return fmt.Errorf("strata: put broadcast state %q: %w", st.name, err)
+		return fmt.Errorf("strata: put broadcast state %q: %w", st.Name, err)
 	}
 	st.cost += delta
-	st.m[key] = val
+	st.Map[key] = val
 	return nil
 }
 
@@ -343,14 +345,14 @@ func (b *BroadcastState[K, V]) Remove(k K) error {
 		return ErrClosed
 	}
 	b.kbuf = b.kc.Append(b.kbuf[:0], k)
-	old, ok := st.m[string(b.kbuf)]
+	old, ok := st.Map[string(b.kbuf)]
 	if !ok {
 		return nil
 	}
 	delta := -(int64(len(b.kbuf)+len(old)) + opEntryCost)
 	s.opCharge(delta) // a refund: never fails
 	st.cost += delta
-	delete(st.m, string(b.kbuf))
+	delete(st.Map, string(b.kbuf))
 	return nil
 }
 
@@ -366,7 +368,7 @@ func (b *BroadcastState[K, V]) Clear() error {
 	delta := st.opBaseCost() - st.cost
 	s.opCharge(delta) // a refund: never fails
 	st.cost += delta
-	clear(st.m)
+	clear(st.Map)
 	return nil
 }
 
@@ -384,8 +386,8 @@ func (b *BroadcastState[K, V]) Entries() (iter.Seq2[K, V], func() error) {
 			err = ErrClosed
 			return
 		}
-		keys := make([]string, 0, len(b.st.m))
-		for k := range b.st.m {
+		keys := make([]string, 0, len(b.st.Map))
+		for k := range b.st.Map {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
@@ -394,14 +396,14 @@ func (b *BroadcastState[K, V]) Entries() (iter.Seq2[K, V], func() error) {
 				err = ErrClosed
 				return
 			}
-			v, ok := b.st.m[k]
+			v, ok := b.st.Map[k]
 			if !ok {
 				continue
 			}
 			kx, kerr := b.kc.Decode([]byte(k))
 			vx, verr := b.vc.Decode(v)
 			if kerr != nil || verr != nil {
-				err = fmt.Errorf("strata: broadcast state %q: entry %x: %w", b.st.name, k, firstErr(kerr, verr))
+				err = fmt.Errorf("strata: broadcast state %q: entry %x: %w", b.st.Name, k, firstErr(kerr, verr))
 				return
 			}
 			if !yield(kx, vx) {
@@ -447,13 +449,13 @@ func registerOp[S any](s *Store, name string, kind opKind, codecs [2]any, mk fun
 		return nil, fmt.Errorf("%w: state %q is a keyed %v state, requested as %v state", ErrIncompatibleState, name, r.kind, kind)
 	}
 	if p, ok := s.persisted[name]; ok {
-		return nil, fmt.Errorf("%w: state %q is stored as a keyed %v state, requested as %v state", ErrIncompatibleState, name, p.kind, kind)
+		return nil, fmt.Errorf("%w: state %q is stored as a keyed %v state, requested as %v state", ErrIncompatibleState, name, p.Kind, kind)
 	}
 	st, ok := s.ops[name]
 	switch {
-	case ok && st.kind != kind:
+	case ok && st.Kind != kind:
 		return nil, fmt.Errorf("%w: state %q is %v state, requested as %v state (incompatible assignment mode)",
-			ErrIncompatibleState, name, st.kind, kind)
+			ErrIncompatibleState, name, st.Kind, kind)
 	case ok && st.view != nil:
 		if !sameCodec(st.vcodecs[0], codecs[0]) || !sameCodec(st.vcodecs[1], codecs[1]) {
 			return nil, fmt.Errorf("%w: state %q is registered with codec %T/%T, requested with %T/%T",
@@ -465,14 +467,14 @@ func registerOp[S any](s *Store, name string, kind opKind, codecs [2]any, mk fun
 		}
 		return v, nil
 	case ok:
-		if st.codecs != ids {
+		if st.Codecs != ids {
 			return nil, fmt.Errorf("%w: state %q is stored with codec %s/%s, requested with %s/%s",
-				ErrIncompatibleState, name, st.codecs[0], st.codecs[1], ids[0], ids[1])
+				ErrIncompatibleState, name, st.Codecs[0], st.Codecs[1], ids[0], ids[1])
 		}
 	default:
-		st = &opState{name: name, kind: kind, codecs: ids}
+		st = &opState{OpState: engine.OpState{Name: name, Kind: kind, Codecs: ids}}
 		if kind == opBroadcast {
-			st.m = map[string][]byte{}
+			st.Map = map[string][]byte{}
 		}
 		c := st.opBaseCost()
 		if err := s.opCharge(c); err != nil {

@@ -15,16 +15,16 @@ func TestOptionsValidate(t *testing.T) {
 		field string // "" = valid
 	}{
 		{"zero", Options{}, ""},
-		{"full", Options{MaxParallelism: 10, KeyGroups: &KeyGroupRange{3, 5}, MemoryBudget: 64 << 20, SegmentSize: 16 << 20}, ""},
-		{"keygroup0", Options{MaxParallelism: 10, KeyGroups: &KeyGroupRange{0, 0}}, ""},
+		{"full", Options{MaxParallelism: 10, KeyGroups: &KeyGroupRange{Start: 3, End: 5}, MemoryBudget: 64 << 20, SegmentSize: 16 << 20}, ""},
+		{"keygroup0", Options{MaxParallelism: 10, KeyGroups: &KeyGroupRange{Start: 0, End: 0}}, ""},
 		{"shared", Options{SharedBudget: shared}, ""},
 		{"maxP negative", Options{MaxParallelism: -1}, "MaxParallelism"},
 		{"maxP too large", Options{MaxParallelism: 1<<15 + 1}, "MaxParallelism"},
 		{"maxP upper bound", Options{MaxParallelism: 1 << 15}, ""},
-		{"range beyond maxP", Options{MaxParallelism: 10, KeyGroups: &KeyGroupRange{5, 10}}, "KeyGroups"},
-		{"range beyond default maxP", Options{KeyGroups: &KeyGroupRange{0, 128}}, "KeyGroups"},
-		{"range inverted", Options{KeyGroups: &KeyGroupRange{5, 4}}, "KeyGroups"},
-		{"range negative", Options{KeyGroups: &KeyGroupRange{-1, 4}}, "KeyGroups"},
+		{"range beyond maxP", Options{MaxParallelism: 10, KeyGroups: &KeyGroupRange{Start: 5, End: 10}}, "KeyGroups"},
+		{"range beyond default maxP", Options{KeyGroups: &KeyGroupRange{Start: 0, End: 128}}, "KeyGroups"},
+		{"range inverted", Options{KeyGroups: &KeyGroupRange{Start: 5, End: 4}}, "KeyGroups"},
+		{"range negative", Options{KeyGroups: &KeyGroupRange{Start: -1, End: 4}}, "KeyGroups"},
 		{"budget negative", Options{MemoryBudget: -1}, "MemoryBudget"},
 		{"budget below segment", Options{MemoryBudget: 4 << 20}, "MemoryBudget"},
 		{"budget below explicit segment", Options{MemoryBudget: 64 << 20, SegmentSize: 64 << 20}, "MemoryBudget"},
@@ -56,7 +56,7 @@ func TestOptionsValidate(t *testing.T) {
 
 func TestOptionsDefaults(t *testing.T) {
 	o := Options{}.withDefaults()
-	if o.MaxParallelism != 128 || *o.KeyGroups != (KeyGroupRange{0, 127}) || o.MemoryBudget != 1<<30 ||
+	if o.MaxParallelism != 128 || *o.KeyGroups != (KeyGroupRange{Start: 0, End: 127}) || o.MemoryBudget != 1<<30 ||
 		o.SegmentSize != 32<<20 {
 		t.Fatalf("defaults: %+v", o)
 	}
@@ -76,7 +76,7 @@ func TestOptionsDefaults(t *testing.T) {
 	if got := (Options{MemoryBudget: 256 << 20, SegmentSize: 64 << 20}).withDefaults().SegmentSize; got != 64<<20 {
 		t.Errorf("explicit SegmentSize changed to %d", got)
 	}
-	r := KeyGroupRange{1, 2}
+	r := KeyGroupRange{Start: 1, End: 2}
 	o = Options{MaxParallelism: 4, KeyGroups: &r}.withDefaults()
 	r.End = 3
 	if o.KeyGroups.End != 2 {

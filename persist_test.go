@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -324,23 +325,23 @@ func TestRegistryDecode(t *testing.T) {
 	must(NewValueState(s, ValueDescriptor[int64]{Name: "a", Codec: Int64}))
 	must(NewMapState(s, MapDescriptor[string, []byte]{Name: "b", KeyCodec: String, ValueCodec: Bytes}))
 	blob := s.encodeRegistry()
-	r, err := decodeRegistry(blob)
+	r, err := decodeReg(blob)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.states) != 2 || r.states["b"].kind != kindMap || r.states["a"].codecs[0] != "github.com/strata-db/strata.int64Codec" || r.nextID != 3 {
+	if len(r.States) != 2 || r.States["b"].Kind != kindMap || r.States["a"].Codecs[0] != "github.com/strata-db/strata.int64Codec" || r.NextID != 3 {
 		t.Fatalf("decoded %+v", r)
 	}
 	bc := must(NewBroadcastState(s, BroadcastDescriptor[string, int64]{Name: "c", KeyCodec: String, ValueCodec: Int64}))
 	must(0, bc.Put("k", 1))
-	blob2 := s.persistMeta(timerFileRef{})
-	if r2, err := decodeRegistry(blob2); err != nil || r2.ops == nil || len(r2.ops.states) != 1 || r2.ops.states[0].m["k"] == nil {
+	blob2 := s.persistMeta(engine.TimerFileRef{})
+	if r2, err := decodeReg(blob2); err != nil || r2.ops == nil || len(r2.ops.States) != 1 || r2.ops.States[0].Map["k"] == nil {
 		t.Fatalf("version 2 decoded %+v, %v", r2, err)
 	}
 	// Version 3: a state with a TTL (and the operator state).
 	must(NewValueState(s, ValueDescriptor[int64]{Name: "t", Codec: Int64, TTL: &TTLConfig{TTL: time.Second}}))
-	blob3 := s.persistMeta(timerFileRef{})
-	if r3, err := decodeRegistry(blob3); err != nil || !r3.states["t"].ttl || r3.states["a"].ttl || r3.ops == nil {
+	blob3 := s.persistMeta(engine.TimerFileRef{})
+	if r3, err := decodeReg(blob3); err != nil || !r3.States["t"].TTL || r3.States["a"].TTL || r3.ops == nil {
 		t.Fatalf("version 3 decoded %+v, %v", r3, err)
 	}
 	if v := binary.LittleEndian.Uint16(blob3[8:]); v != 3 {
@@ -349,9 +350,9 @@ func TestRegistryDecode(t *testing.T) {
 	blob3n := s.encodeRegistry() // version 3 without operator state
 	// Version 4: a timer service and a timer file (with the TTL state and the operator state).
 	strTimers(t, s, "timers")
-	blob4 := s.persistMeta(timerFileRef{name: "TIMERS-00000000000000ff", size: 77, crc: 0xfeedf00d})
-	if r4, err := decodeRegistry(blob4); err != nil || r4.timerFile.size != 77 || r4.states["timers"].kind != kindTimerService ||
-		!r4.states["t"].ttl || r4.states["timers"].ttl || r4.ops == nil {
+	blob4 := s.persistMeta(engine.TimerFileRef{Name: "TIMERS-00000000000000ff", Size: 77, CRC: 0xfeedf00d})
+	if r4, err := decodeReg(blob4); err != nil || r4.TimerFile.Size != 77 || r4.States["timers"].Kind != kindTimerService ||
+		!r4.States["t"].TTL || r4.States["timers"].TTL || r4.ops == nil {
 		t.Fatalf("version 4 decoded %+v, %v", r4, err)
 	}
 	if v := binary.LittleEndian.Uint16(blob4[8:]); v != 4 {
@@ -360,10 +361,10 @@ func TestRegistryDecode(t *testing.T) {
 	blob4n := s.encodeRegistry() // version 4 without operator state and timer file
 	// Version 5: state id aliases (with everything above).
 	s.nextID += 2
-	s.aliases = map[string][]idAlias{"a": {{lo: 10, hi: 20, id: uint16(s.nextID - 1)}, {lo: 21, hi: 21, id: uint16(s.nextID - 2)}},
-		"b": {{lo: 0, hi: 127, id: uint16(s.nextID - 1)}}}
-	blob5 := s.persistMeta(timerFileRef{name: "TIMERS-00000000000000ff", size: 77, crc: 0xfeedf00d})
-	if r5, err := decodeRegistry(blob5); err != nil || !maps.EqualFunc(r5.aliases, s.aliases, slices.Equal) || r5.timerFile.size != 77 || r5.ops == nil {
+	s.aliases = map[string][]engine.IDAlias{"a": {{Lo: 10, Hi: 20, ID: uint16(s.nextID - 1)}, {Lo: 21, Hi: 21, ID: uint16(s.nextID - 2)}},
+		"b": {{Lo: 0, Hi: 127, ID: uint16(s.nextID - 1)}}}
+	blob5 := s.persistMeta(engine.TimerFileRef{Name: "TIMERS-00000000000000ff", Size: 77, CRC: 0xfeedf00d})
+	if r5, err := decodeReg(blob5); err != nil || !maps.EqualFunc(r5.Aliases, s.aliases, slices.Equal) || r5.TimerFile.Size != 77 || r5.ops == nil {
 		t.Fatalf("version 5 decoded %+v, %v", r5, err)
 	}
 	if v := binary.LittleEndian.Uint16(blob5[8:]); v != 5 {
@@ -373,21 +374,21 @@ func TestRegistryDecode(t *testing.T) {
 	for j, blob := range [][]byte{blob, blob2, blob3, blob3n, blob4, blob4n, blob5, blob5n} {
 		v := []string{"1", "2", "3", "3 without operator state", "4", "4 without operator state and timer file", "5", "5 without operator state and timer file"}[j]
 		for n := range len(blob) {
-			if _, err := decodeRegistry(blob[:n]); !errors.Is(err, ErrCorruption) {
+			if _, err := decodeReg(blob[:n]); !errors.Is(err, ErrCorruption) {
 				t.Fatalf("version %s truncated to %d: %v", v, n, err)
 			}
 		}
 		for i := range len(blob) * 8 {
 			b := bytes.Clone(blob)
 			b[i/8] ^= 1 << (i % 8)
-			if _, err := decodeRegistry(b); !errors.Is(err, ErrCorruption) {
+			if _, err := decodeReg(b); !errors.Is(err, ErrCorruption) {
 				t.Fatalf("version %s, bit %d flipped: %v", v, i, err)
 			}
 		}
 	}
 	b := bytes.Clone(blob)
 	b[8] = 6
-	if _, err := decodeRegistry(b); !errors.Is(err, ErrFormatVersion) {
+	if _, err := decodeReg(b); !errors.Is(err, ErrFormatVersion) {
 		t.Fatalf("version 6: %v", err)
 	}
 }
@@ -403,17 +404,32 @@ func FuzzRegistryDecode(f *testing.F) {
 	f.Add(s.encodeRegistry())
 	u := must(NewUnionListState(s, OperatorListDescriptor[int64]{Name: "u", Codec: Int64}))
 	must(0, u.AddAll([]int64{1, 2}))
-	f.Add(s.persistMeta(timerFileRef{})) // version 2, with operator state
+	f.Add(s.persistMeta(engine.TimerFileRef{})) // version 2, with operator state
 	must(NewMapState(s, MapDescriptor[string, int64]{Name: "t", KeyCodec: String, ValueCodec: Int64, TTL: &TTLConfig{TTL: time.Hour}}))
-	f.Add(s.persistMeta(timerFileRef{})) // version 3, with a TTL state and operator state
-	f.Add(s.encodeRegistry())            // version 3 without operator state
+	f.Add(s.persistMeta(engine.TimerFileRef{})) // version 3, with a TTL state and operator state
+	f.Add(s.encodeRegistry())                   // version 3 without operator state
 	strTimers(f, s, "timers")
-	f.Add(s.persistMeta(timerFileRef{name: "TIMERS-0000000000000001", size: 1, crc: 2})) // version 4
-	f.Add(s.encodeRegistry())                                                            // version 4 without operator state and timer file
+	f.Add(s.persistMeta(engine.TimerFileRef{Name: "TIMERS-0000000000000001", Size: 1, CRC: 2})) // version 4
+	f.Add(s.encodeRegistry())                                                                   // version 4 without operator state and timer file
 	s.Close()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if r, err := decodeRegistry(b); err == nil && r == nil {
+		if r, err := decodeReg(b); err == nil && r == nil {
 			t.Fatal("nil registry without an error")
 		}
 	})
+}
+
+// decodedRegistry is decodeRegistry's two results in one value, for tests.
+type decodedRegistry struct {
+	*engine.Registry
+	ops *engine.OpSnapshot
+}
+
+// decodeReg is decodeRegistry for tests: the registry and its operator state in one value.
+func decodeReg(b []byte) (*decodedRegistry, error) {
+	r, ops, err := decodeRegistry(b)
+	if err != nil {
+		return nil, err
+	}
+	return &decodedRegistry{r, ops}, nil
 }

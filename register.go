@@ -1,44 +1,30 @@
 package strata
 
-import "fmt"
+import (
+	"fmt"
 
-// stateKind is the kind of a registered state. The values are written in the state registry
-// (persist.go): part of the format; do not change.
-type stateKind uint8
+	"github.com/strata-db/strata/internal/engine"
+)
+
+// stateKind is the kind of a registered state, as the state registry records it
+// (engine.StateKind; its values are part of the registry's format).
+type stateKind = engine.StateKind
 
 const (
-	kindValue       stateKind = 1
-	kindList        stateKind = 2
-	kindMap         stateKind = 3
-	kindReducing    stateKind = 4
-	kindAggregating stateKind = 5
+	kindValue       = engine.KindValue
+	kindList        = engine.KindList
+	kindMap         = engine.KindMap
+	kindReducing    = engine.KindReducing
+	kindAggregating = engine.KindAggregating
 	// kindTimerService is a timer service (timers.go): registered by name like a state, with
 	// its namespace codec, so it survives Close and Open and travels with checkpoints; it
 	// keeps no data in the tiers (its id names none). Registry version 4 and later.
-	kindTimerService stateKind = 6
+	kindTimerService = engine.KindTimerService
 )
-
-func (k stateKind) String() string {
-	switch k {
-	case kindValue:
-		return "value"
-	case kindList:
-		return "list"
-	case kindMap:
-		return "map"
-	case kindReducing:
-		return "reducing"
-	case kindAggregating:
-		return "aggregating"
-	case kindTimerService:
-		return "timer service"
-	}
-	return fmt.Sprintf("stateKind(%d)", uint8(k))
-}
 
 // maxStates is the number of states one Store can register: state ids are uint16 and 0 is
 // reserved.
-const maxStates = 1<<16 - 1
+const maxStates = engine.MaxStates
 
 // registration is one registered state: its name, kind, id, codecs, TTL and the state object.
 type registration struct {
@@ -83,7 +69,7 @@ func registerTTL[S any](s *Store, name string, kind stateKind, codecs [2]any, tt
 		}
 	}
 	if st, ok := s.ops[name]; ok {
-		return nil, fmt.Errorf("%w: state %q is %v state, requested as %v state", ErrIncompatibleState, name, st.kind, kind)
+		return nil, fmt.Errorf("%w: state %q is %v state, requested as %v state", ErrIncompatibleState, name, st.Kind, kind)
 	}
 	if r, ok := s.states[name]; ok {
 		if r.kind != kind {
@@ -132,7 +118,7 @@ func registerTTL[S any](s *Store, name string, kind stateKind, codecs [2]any, tt
 			return nil, err
 		}
 		p := s.persisted[name]
-		p.ttl = ttl.enabled()
+		p.TTL = ttl.enabled()
 		s.persisted[name] = p
 	}
 	st := mk(sb)
@@ -160,8 +146,8 @@ type stateBase struct {
 	id   uint16
 	name string
 	ttl  *ttlState // nil: the state has no TTL
-	// ids is the state's effective id by key group (index: key group - kg0) when the
-	// registry has aliases for it (persist.go, "State id aliases"); nil: id everywhere.
+	// ids is the state's effective id by key group (index: key group - kg0) when the registry has
+	// aliases for it (internal/engine/registry.go, "State id aliases"); nil: id everywhere.
 	ids []uint16
 	kg0 uint32
 }
@@ -189,8 +175,8 @@ func (s *Store) aliasIDs(name string, id uint16) []uint16 {
 		ids[i] = id
 	}
 	for _, a := range as {
-		for kg := int(a.lo); kg <= int(a.hi); kg++ {
-			ids[kg-int(s.kgStart)] = a.id
+		for kg := int(a.Lo); kg <= int(a.Hi); kg++ {
+			ids[kg-int(s.kgStart)] = a.ID
 		}
 	}
 	return ids

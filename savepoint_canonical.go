@@ -62,7 +62,6 @@ func (s *Store) canonicalSavepoint(ctx context.Context, storage checkpoint.Stora
 		return CheckpointHandle{}, fmt.Errorf("%w: input position of %d bytes, more than %d", ErrInvalidOptions, len(inputPosition), checkpoint.MaxBlob)
 	}
 	kg := *s.opts.KeyGroups
-	ckKG := checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)}
 	owner := SavepointOwner(s.owner())
 	var buf bytes.Buffer
 	s.enter(opCall)
@@ -71,19 +70,19 @@ func (s *Store) canonicalSavepoint(ctx context.Context, storage checkpoint.Stora
 	if err != nil {
 		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
 	}
-	name := checkpoint.PrivateName(owner, id, ckKG, "canon")
+	name := checkpoint.PrivateName(owner, id, kg, "canon")
 	if err := storage.Put(ctx, name, buf.Bytes()); err != nil {
 		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
 	}
-	reg := &registry{maxP: int(s.maxP), kgStart: kg.Start, kgEnd: kg.End, states: map[string]persistedState{}}
+	reg := &engine.Registry{MaxParallelism: int(s.maxP), KeyGroups: kg, States: map[string]engine.PersistedState{}}
 	for i, st := range meta.States {
-		reg.states[st.Name] = persistedState{id: uint16(i + 1), kind: stateKind(st.Kind), codecs: st.Codecs, ttl: st.TTL}
+		reg.States[st.Name] = engine.PersistedState{ID: uint16(i + 1), Kind: stateKind(st.Kind), Codecs: st.Codecs, TTL: st.TTL}
 	}
-	reg.nextID = uint32(len(meta.States) + 1)
-	m := &checkpoint.Manifest{ID: id, CreatedUnixMilli: time.Now().UnixMilli(), MaxParallelism: uint32(s.maxP), KeyGroups: ckKG,
-		Registry: reg.encode(), InputPosition: meta.InputPosition, OperatorState: meta.OperatorState,
+	reg.NextID = uint32(len(meta.States) + 1)
+	m := &checkpoint.Manifest{ID: id, CreatedUnixMilli: time.Now().UnixMilli(), MaxParallelism: uint32(s.maxP), KeyGroups: kg,
+		Registry: reg.Encode(), InputPosition: meta.InputPosition, OperatorState: meta.OperatorState,
 		Objects: []checkpoint.Object{{Name: name, Kind: checkpoint.KindCanonical, Size: int64(buf.Len()),
-			CRC: crc32.Checksum(buf.Bytes(), base.CRC32C), KeyGroups: ckKG}}}
+			CRC: crc32.Checksum(buf.Bytes(), base.CRC32C), KeyGroups: kg}}}
 	if err := checkpoint.Commit(ctx, storage, owner, m); err != nil {
 		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
 	}
@@ -123,24 +122,24 @@ func (s *Store) writeCanonical(ctx context.Context, w io.Writer, inputPosition [
 	kg := *s.opts.KeyGroups
 	reg := s.registry()
 	meta := &checkpoint.CanonicalMeta{MaxParallelism: int(s.maxP),
-		KeyGroups:     checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)},
-		InputPosition: inputPosition, OperatorState: s.opSnapshot().encode(true)}
-	names := make([]string, 0, len(reg.states))
-	for name := range reg.states {
+		KeyGroups:     kg,
+		InputPosition: inputPosition, OperatorState: s.opSnapshot().Encode()}
+	names := make([]string, 0, len(reg.States))
+	for name := range reg.States {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	var curs []*canonicalCursor
 	svc := map[string]int{}
 	for i, name := range names {
-		p := reg.states[name]
-		meta.States = append(meta.States, checkpoint.CanonicalState{Name: name, Kind: checkpoint.StateKind(p.kind), TTL: p.ttl, Codecs: p.codecs})
-		if p.kind == kindTimerService {
+		p := reg.States[name]
+		meta.States = append(meta.States, checkpoint.CanonicalState{Name: name, Kind: checkpoint.StateKind(p.Kind), TTL: p.TTL, Codecs: p.Codecs})
+		if p.Kind == kindTimerService {
 			svc[name] = i
 			continue
 		}
-		b := &stateBase{s: s, id: p.id, name: name, kg0: s.kgStart, ids: s.aliasIDs(name, p.id)}
-		curs = append(curs, &canonicalCursor{idx: i, kind: p.kind, ttl: p.ttl, sc: s.newScan(b, nil, true)})
+		b := &stateBase{s: s, id: p.ID, name: name, kg0: s.kgStart, ids: s.aliasIDs(name, p.ID)}
+		curs = append(curs, &canonicalCursor{idx: i, kind: p.Kind, ttl: p.TTL, sc: s.newScan(b, nil, true)})
 	}
 	defer func() {
 		for _, c := range curs {
@@ -367,12 +366,12 @@ func (s *Store) restoreCanonicalObject(ctx context.Context, storage checkpoint.S
 	for i, st := range meta.States {
 		p, ok := s.persisted[st.Name]
 		if rs, reg := s.states[st.Name]; reg {
-			p, ok = persistedState{id: rs.id, kind: rs.kind}, true
+			p, ok = engine.PersistedState{ID: rs.id, Kind: rs.kind}, true
 		}
-		if !ok || p.kind != stateKind(st.Kind) {
+		if !ok || p.Kind != stateKind(st.Kind) {
 			return 0, 0, base.Corrupt(o.Name, -1, nil, "state %q of kind %v, which the restored registry does not hold as such", st.Name, st.Kind)
 		}
-		tg[i] = target{id: p.id, ids: s.aliasIDs(st.Name, p.id), kind: p.kind}
+		tg[i] = target{id: p.ID, ids: s.aliasIDs(st.Name, p.ID), kind: p.Kind}
 	}
 	kg := *s.opts.KeyGroups
 	var ck, val []byte
@@ -429,6 +428,6 @@ func (s *Store) restoreCanonicalObject(ctx context.Context, storage checkpoint.S
 	}
 	s.enter(opCall)
 	defer s.exit()
-	err = r.Scan(checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)}, entryFn, timerFn)
+	err = r.Scan(kg, entryFn, timerFn)
 	return entries, timers, err
 }

@@ -78,10 +78,10 @@ type Store struct {
 	gcWall    time.Time
 	gcClock   int64
 	nextID    uint32
-	persisted map[string]persistedState // the registry recovered by Open (nil: none)
-	// aliases are the state id aliases of the registry (persist.go, "State id aliases"), by
-	// state name; nil: none. Replaced whole, never changed in place.
-	aliases map[string][]idAlias
+	persisted map[string]engine.PersistedState // the registry recovered by Open (nil: none)
+	// aliases are the state id aliases of the registry (internal/engine/registry.go, "State id
+	// aliases"), by state name; nil: none. Replaced whole, never changed in place.
+	aliases map[string][]engine.IDAlias
 
 	// Operator state (operator.go, opstate.go): registered and restored states by name, and
 	// the bytes charged for them to budget (memory.PurposeOperatorState).
@@ -91,7 +91,7 @@ type Store struct {
 	// Timer services (timers.go), registered or restored, by name; the timer file the
 	// directory's persist point names.
 	timers    map[string]*timerCore
-	timerFile timerFileRef
+	timerFile engine.TimerFileRef
 
 	// Scratch buffers, reused by every operation (one goroutine at a time).
 	kbuf    []byte        // composite key of the current operation
@@ -175,12 +175,13 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 	if err != nil {
 		return nil, fmt.Errorf("strata: open %q: %w", dir, err)
 	}
-	var reg *registry
+	var reg *engine.Registry
+	var regOps *engine.OpSnapshot
 	if rec.OK {
-		reg, err = decodeRegistry(rec.Meta)
-		if err == nil && (reg.maxP != opts.MaxParallelism || reg.kgStart != opts.KeyGroups.Start || reg.kgEnd != opts.KeyGroups.End) {
+		reg, regOps, err = decodeRegistry(rec.Meta)
+		if err == nil && (reg.MaxParallelism != opts.MaxParallelism || reg.KeyGroups != *opts.KeyGroups) {
 			err = fmt.Errorf("%w: stored with MaxParallelism %d and key groups %v, opened with %d and %v",
-				ErrIncompatibleStore, reg.maxP, KeyGroupRange{Start: reg.kgStart, End: reg.kgEnd},
+				ErrIncompatibleStore, reg.MaxParallelism, reg.KeyGroups,
 				opts.MaxParallelism, *opts.KeyGroups)
 		}
 		if err != nil {
@@ -220,27 +221,27 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 		}
 	}
 	if reg != nil {
-		s.persisted, s.nextID, s.aliases = reg.states, reg.nextID, reg.aliases
-		if reg.ops != nil {
-			if err := s.loadOps(reg.ops); err != nil {
+		s.persisted, s.nextID, s.aliases = reg.States, reg.NextID, reg.Aliases
+		if regOps != nil {
+			if err := s.loadOps(regOps); err != nil {
 				s.opCharge(-s.opBytes)
 				return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
 			}
 		}
-		for name, p := range reg.states {
-			if p.kind == kindTimerService {
-				s.timerCore(name, p.codecs[0])
+		for name, p := range reg.States {
+			if p.Kind == kindTimerService {
+				s.timerCore(name, p.Codecs[0])
 			}
 		}
-		if err := s.loadTimerFile(reg.timerFile); err != nil {
+		if err := s.loadTimerFile(reg.TimerFile); err != nil {
 			s.opCharge(-s.opBytes)
 			err = errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
 			s.closeTimers()
 			return nil, err
 		}
-		s.timerFile = reg.timerFile
+		s.timerFile = reg.TimerFile
 		if dir != "" {
-			s.removeStrayTimerFiles(reg.timerFile.name)
+			s.removeStrayTimerFiles(reg.TimerFile.Name)
 		}
 	}
 	return s, nil
@@ -259,7 +260,7 @@ func (s *Store) persistAll() error {
 		return err
 	}
 	s.timerFile = tf
-	s.removeStrayTimerFiles(tf.name)
+	s.removeStrayTimerFiles(tf.Name)
 	return nil
 }
 

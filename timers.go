@@ -1,20 +1,14 @@
 package strata
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"math"
-	"math/rand/v2"
-	"path/filepath"
 	"slices"
-	"strings"
-	"syscall"
 
 	"github.com/strata-db/strata/internal/base"
-	"github.com/strata-db/strata/internal/vfs"
+	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/timer"
 	"github.com/zeebo/xxh3"
 )
@@ -31,11 +25,12 @@ import (
 //     ones too (internal/engine, doc.go "Timers": timers are snapshotted, not logged);
 //   - Restore: the sections of the Store's key groups, from every checkpoint given, so timers
 //     move with their key groups when rescaling;
-//   - the Store's directory (Close, Open): the same sections in one file,
-//     "TIMERS-<16 hex digits>", written and synced before the persist point that names it
-//     (its name, size and CRC32C are in the state registry, version 4: persist.go), so a
-//     crash reopens to the timers of the last Close with its keyed state; the file of the
-//     previous Close is removed after the persist point, stray ones at Open.
+//   - the Store's directory (Close, Open): the same sections in one file, "TIMERS-<16 hex
+//     digits>", written and read by the engine (internal/engine/timerfile.go) before the
+//     persist point that names it (its name, size and CRC32C are in the state registry,
+//     version 4: internal/engine/registry.go), so a crash reopens to the timers of the last
+//     Close with its keyed state; the file of the previous Close is removed after the persist
+//     point, stray ones at Open.
 //
 // The watermark and processing time are not persisted: a Store from Open or Restore starts at
 // math.MinInt64, as Flink's InternalTimerServiceImpl does after a restore; the next advance
@@ -429,96 +424,34 @@ func (s *Store) closeTimers() {
 	}
 }
 
-// timerFileRef names the Store directory's timer file in the state registry: name, size and
-// CRC32C of the whole file.
-type timerFileRef struct {
-	name string
-	size int64
-	crc  uint32
-}
-
-// timerFilePrefix begins every timer file's name.
-const timerFilePrefix = "TIMERS-"
-
-// validTimerFile reports whether name is a timer file's: "TIMERS-" and 16 lower-case hex
-// digits (a registry naming anything else, a path above all, is damaged).
-func validTimerFile(name string) bool {
-	hex, ok := strings.CutPrefix(name, timerFilePrefix)
-	if !ok || len(hex) != 16 {
-		return false
-	}
-	for _, c := range hex {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// writeTimerFile writes the Store's timers as a new timer file of its directory, synced with
-// its directory entry, and returns its reference (zero, and no file, without timers). Close
-// calls it before the persist point that names it. Errors: the file system's (ErrNoSpace for a
-// full disk); nothing is left behind then.
-func (s *Store) writeTimerFile() (ref timerFileRef, err error) {
+// writeTimerFile writes the Store's timers as a new timer file of its directory
+// (engine.WriteTimerFile) and returns its reference (zero, and no file, without timers). Close
+// calls it before the persist point that names it; the queues do not change meanwhile (Close
+// holds the Store). Errors: the file system's (ErrNoSpace for a full disk); nothing is left
+// behind then.
+func (s *Store) writeTimerFile() (engine.TimerFileRef, error) {
 	n := 0
 	for _, c := range s.timers {
 		n += c.q[eventTime].Len() + c.q[processingTime].Len()
 	}
 	if n == 0 {
-		return timerFileRef{}, nil
+		return engine.TimerFileRef{}, nil
 	}
-	fsys := s.opts.fs
-	name := fmt.Sprintf("%s%016x", timerFilePrefix, rand.Uint64())
-	path := filepath.Join(s.dir, name)
-	f, err := fsys.Create(path)
-	if err != nil {
-		return timerFileRef{}, noSpace(err)
-	}
-	defer func() {
-		if err != nil {
-			fsys.Remove(path)
-		}
-	}()
-	// The queues do not change during the write (Close holds the Store): a snapshot that
-	// freezes nothing (timer.Capture), so a checkpoint still uploading keeps its own.
-	snap := timer.Capture(s.timerSources())
-	cw := &crcWriter{w: f}
-	secs, err := snap.WriteTo(context.Background(), cw)
-	snap.Release()
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = vfs.SyncDir(fsys, s.dir)
-	}
-	if err != nil {
-		return timerFileRef{}, noSpace(fmt.Errorf("writing the timer file %s: %w", name, err))
-	}
-	last := secs[len(secs)-1]
-	return timerFileRef{name: name, size: last.Offset + last.Length, crc: cw.crc}, nil
+	return engine.WriteTimerFile(s.opts.fs, s.dir, s.timerSources())
 }
 
 // loadTimerFile reads the timer file ref of the Store's directory into the timer services
 // (Open). Errors: ErrCorruption naming the file (missing, of another size or CRC32C, damaged
 // inside, or holding timers the registry or the key groups do not allow); ErrMemoryBudget.
-func (s *Store) loadTimerFile(ref timerFileRef) error {
-	if ref.name == "" {
+func (s *Store) loadTimerFile(ref engine.TimerFileRef) error {
+	if ref.Name == "" {
 		return nil
 	}
-	b, err := vfs.ReadFile(s.opts.fs, filepath.Join(s.dir, ref.name))
+	b, err := engine.ReadTimerFile(s.opts.fs, s.dir, ref)
 	if err != nil {
-		return base.Corrupt(ref.name, -1, err, "the timer file the persist point names")
+		return err
 	}
-	if int64(len(b)) != ref.size {
-		return base.Corrupt(ref.name, int64(len(b)), ErrTruncated, "%d bytes, the persist point says %d", len(b), ref.size)
-	}
-	if crc := crc32c(b); crc != ref.crc {
-		return base.Corrupt(ref.name, 0, ErrChecksum, "crc32c %#08x, the persist point says %#08x", crc, ref.crc)
-	}
-	return timer.DecodeSections(ref.name, b, s.loadTimer(ref.name))
+	return timer.DecodeSections(ref.Name, b, s.loadTimer(ref.Name))
 }
 
 // loadTimer returns the function that puts a decoded timer of file into its service's queue,
@@ -553,40 +486,10 @@ func (s *Store) loadTimer(file string) func(service string, d timer.Domain, t ti
 	}
 }
 
-// removeStrayTimerFiles removes the timer files of the Store's directory other than keep (the
-// one its persist point names): those of a Close that failed or crashed after writing one.
-// Best effort (Open, after a clean recovery; Close, after its persist point).
+// removeStrayTimerFiles removes the timer files of the Store's directory other than keep
+// (engine.RemoveStrayTimerFiles; best effort).
 func (s *Store) removeStrayTimerFiles(keep string) {
-	names, err := s.opts.fs.List(s.dir)
-	if err != nil {
-		return
-	}
-	for _, n := range names {
-		if n != keep && validTimerFile(n) {
-			s.opts.fs.Remove(filepath.Join(s.dir, n))
-		}
-	}
-}
-
-// noSpace marks an error of a full disk (ENOSPC) as ErrNoSpace, as the engine marks its own.
-func noSpace(err error) error {
-	if err != nil && errors.Is(err, syscall.ENOSPC) && !errors.Is(err, ErrNoSpace) {
-		return fmt.Errorf("%w: %w", ErrNoSpace, err)
-	}
-	return err
-}
-
-// crcWriter passes writes on, keeping their CRC32C.
-type crcWriter struct {
-	w   io.Writer
-	crc uint32
-}
-
-// Write writes p to the underlying writer and adds what it took to the CRC.
-func (w *crcWriter) Write(p []byte) (int, error) {
-	n, err := w.w.Write(p)
-	w.crc = crc32.Update(w.crc, base.CRC32C, p[:n])
-	return n, err
+	engine.RemoveStrayTimerFiles(s.opts.fs, s.dir, keep)
 }
 
 func crc32c(b []byte) uint32 { return crc32.Checksum(b, base.CRC32C) }

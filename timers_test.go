@@ -16,6 +16,7 @@ import (
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/checkpointfs"
+	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/memory"
 	"github.com/strata-db/strata/timer"
@@ -468,7 +469,7 @@ func TestTimersCloseOpen(t *testing.T) {
 	timerFiles := func() []string {
 		var files []string
 		for _, n := range must(e.fs.List(dir)) {
-			if strings.HasPrefix(n, timerFilePrefix) {
+			if strings.HasPrefix(n, engine.TimerFilePrefix) {
 				files = append(files, n)
 			}
 		}
@@ -479,7 +480,7 @@ func TestTimersCloseOpen(t *testing.T) {
 	}
 	timerFiles()
 	// A stray timer file (a Close that crashed after writing it) is removed by Open.
-	stray := filepath.Join(dir, timerFilePrefix+"0123456789abcdef")
+	stray := filepath.Join(dir, engine.TimerFilePrefix+"0123456789abcdef")
 	f := must(e.fs.Create(stray))
 	f.Close()
 	s = must(Open(dir, o))
@@ -697,9 +698,9 @@ func TestTimerCorruptionCauses(t *testing.T) {
 		dir := e.dir()
 		s := must(Open(dir, o))
 		strTimers(t, s, "svc")
-		name := timerFilePrefix + "00000000000000aa"
+		name := engine.TimerFilePrefix + "00000000000000aa"
 		writeFile(t, e.fs, filepath.Join(dir, name), tc.sec)
-		if err := s.e.Persist(s.persistMeta(timerFileRef{name: name, size: int64(len(tc.sec)), crc: crc32c(tc.sec)})); err != nil {
+		if err := s.e.Persist(s.persistMeta(engine.TimerFileRef{Name: name, Size: int64(len(tc.sec)), CRC: crc32c(tc.sec)})); err != nil {
 			t.Fatal(err)
 		}
 		must(0, s.Discard())
@@ -721,34 +722,34 @@ func TestGoldenRegistryV4(t *testing.T) {
 	v1 := s.encodeRegistry()
 	strTimers(t, s, "timers") // id 9
 	r := s.registry()
-	old := r.states["old"]
-	old.ttl = true // the state flags of version 3 are in version 4 too
-	r.states["old"] = old
-	r.ops = goldenOpSnapshotV1()
-	r.timerFile = timerFileRef{name: "TIMERS-0123456789abcdef", size: 1 << 40, crc: 0xdeadbeef}
+	old := r.States["old"]
+	old.TTL = true // the state flags of version 3 are in version 4 too
+	r.States["old"] = old
+	ops := goldenOpSnapshotV1()
+	r.TimerFile = engine.TimerFileRef{Name: "TIMERS-0123456789abcdef", Size: 1 << 40, CRC: 0xdeadbeef}
 	// Its operator state blob is of version 1, no longer written: the file is decoded only.
 	golden := readGolden(t, "testdata/registry-v4.bin")
-	got, err := decodeRegistry(golden)
+	got, err := decodeReg(golden)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !opEqual(got.ops, r.ops) || !maps.Equal(got.states, r.states) || got.nextID != 10 || got.timerFile != r.timerFile ||
-		got.states["timers"] != (persistedState{id: 9, kind: kindTimerService, codecs: [2]string{"github.com/strata-db/strata.stringCodec", ""}}) {
+	if !opEqual(got.ops, ops) || !maps.Equal(got.States, r.States) || got.NextID != 10 || got.TimerFile != r.TimerFile ||
+		got.States["timers"] != (engine.PersistedState{ID: 9, Kind: kindTimerService, Codecs: [2]string{"github.com/strata-db/strata.stringCodec", ""}}) {
 		t.Fatalf("registry-v4.bin decodes to %+v", got)
 	}
 	if v := golden[8]; v != 4 {
 		t.Fatalf("version %d", v)
 	}
-	r.ops, r.timerFile = nil, timerFileRef{}
-	if b := r.encode(); b[8] != 4 {
+	r.TimerFile = engine.TimerFileRef{}
+	if b := r.Encode(); b[8] != 4 {
 		t.Fatalf("a registry with a timer service is version %d", b[8])
-	} else if got, err := decodeRegistry(b); err != nil || got.ops != nil || got.timerFile.name != "" || !got.states["old"].ttl {
+	} else if got, err := decodeReg(b); err != nil || got.ops != nil || got.TimerFile.Name != "" || !got.States["old"].TTL {
 		t.Fatalf("version 4 without operator state: %+v, %v", got, err)
 	}
 	noTimers := *r
-	noTimers.states = maps.Clone(r.states)
-	delete(noTimers.states, "timers")
-	if b := noTimers.encode(); b[8] != 3 {
+	noTimers.States = maps.Clone(r.States)
+	delete(noTimers.States, "timers")
+	if b := noTimers.Encode(); b[8] != 3 {
 		t.Fatalf("a registry with a TTL state and no timers is version %d", b[8])
 	}
 	if v1[8] != 1 {
@@ -759,8 +760,8 @@ func TestGoldenRegistryV4(t *testing.T) {
 		t.Fatalf("a registry without timers is version %d", b[8])
 	}
 	for _, bad := range []string{"TIMERS-0123", "../x", "TIMERS-0123456789ABCDEF", "timers-0123456789abcdef"} {
-		r.timerFile = timerFileRef{name: bad, size: 1}
-		if _, err := decodeRegistry(r.encode()); !errors.Is(err, ErrCorruption) {
+		r.TimerFile = engine.TimerFileRef{Name: bad, Size: 1}
+		if _, err := decodeReg(r.Encode()); !errors.Is(err, ErrCorruption) {
 			t.Fatalf("timer file %q: %v", bad, err)
 		}
 	}

@@ -295,9 +295,9 @@ func (s *Store) setTTLTable() {
 	s.e.SetTTL(base.NewTTLTableSegments(s.clock, m, s.ttlSegments(m, ttls)))
 }
 
-// ttlSegments returns the key-group ranges of the Store whose ids are their own (those some
-// state id alias covers, persist.go "State id aliases"), each with the TTL states (m, by their
-// own ids) under their ids there; nil without aliases.
+// ttlSegments returns the key-group ranges of the Store whose ids are their own (those some state
+// id alias covers, internal/engine/registry.go "State id aliases"), each with the TTL states (m, by
+// their own ids) under their ids there; nil without aliases.
 func (s *Store) ttlSegments(m map[uint16]base.TTLState, ttls []*registration) []base.TTLSegment {
 	if len(s.aliases) == 0 {
 		return nil
@@ -306,7 +306,7 @@ func (s *Store) ttlSegments(m map[uint16]base.TTLState, ttls []*registration) []
 	aliased := make([]bool, span)
 	for _, as := range s.aliases {
 		for _, a := range as {
-			for kg := int(a.lo); kg <= int(a.hi); kg++ {
+			for kg := int(a.Lo); kg <= int(a.Hi); kg++ {
 				aliased[kg-int(s.kgStart)] = true
 			}
 		}

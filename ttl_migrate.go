@@ -35,12 +35,12 @@ import (
 //
 // Another kind or other codecs stay ErrIncompatibleState: only the TTL flag migrates.
 //
-// Eager conversion. The migration scans the state's keys (every key group of the Store, each
-// under its effective id: state id aliases, persist.go) in batches of ttlBatch keys and
+// Eager conversion. The migration scans the state's keys (every key group of the Store, each under
+// its effective id: state id aliases, internal/engine/registry.go) in batches of ttlBatch keys and
 // rewrites each key through the engine's write path — a value with OpPut, a list with one
-// OpListReplace of the converted list (pieces as Update writes them), a map with OpMapPut of
-// each entry — so memory is one batch of keys plus one key's list or map, and writes wait for
-// the memory budget as every write does. Invariants:
+// OpListReplace of the converted list (pieces as Update writes them), a map with OpMapPut of each
+// entry — so memory is one batch of keys plus one key's list or map, and writes wait for the memory
+// budget as every write does. Invariants:
 //
 //  1. While the migration runs the state is not registered: no read of the state, no
 //     compaction filter and no sweep judges its data by the new shape (the engine's TTL table

@@ -299,7 +299,7 @@ func TestTTLMigrateFailure(t *testing.T) {
 		t.Fatalf("a failed migration: %v (closed %v), want ErrCorruption and ErrClosed, the Store discarded", err, s.closed)
 	}
 	s = must(Open("/db", opts))
-	if p := s.persisted["v"]; !p.ttl {
+	if p := s.persisted["v"]; !p.TTL {
 		t.Fatal("the failed migration's flag was persisted")
 	}
 	v = must(NewValueState(s, ValueDescriptor[string]{Name: "v", Codec: String, TTL: ttl}))

@@ -61,7 +61,7 @@ var kindFields = [MaxKind + 1]uint8{
 // KeyGroupRange is an inclusive range of key groups (checkpoint.KeyGroupRange).
 type KeyGroupRange = checkpoint.KeyGroupRange
 
-func contains(r KeyGroupRange, kg uint16) bool { return r.Start <= kg && kg <= r.End }
+func contains(r KeyGroupRange, kg uint16) bool { return r.Start <= int(kg) && int(kg) <= r.End }
 func overlaps(a, b KeyGroupRange) bool         { return a.Start <= b.End && b.Start <= a.End }
 
 // Record is one state change as the changelog stores it. Key, UserKey and Value alias the
@@ -296,8 +296,8 @@ func appendFooter(dst []byte, version uint16, segs []SegmentInfo) []byte {
 		s := &segs[i]
 		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(s.Store)))
 		dst = append(dst, s.Store...)
-		dst = binary.LittleEndian.AppendUint16(dst, s.KeyGroups.Start)
-		dst = binary.LittleEndian.AppendUint16(dst, s.KeyGroups.End)
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(s.KeyGroups.Start))
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(s.KeyGroups.End))
 		dst = binary.LittleEndian.AppendUint64(dst, s.MinSeq)
 		dst = binary.LittleEndian.AppendUint64(dst, s.MaxSeq)
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(s.Offset))
@@ -410,8 +410,8 @@ func decodeFooter(name string, size int64, tail []byte) ([]SegmentInfo, error) {
 		s.Version = version
 		s.Store = string(b[p : p+sl])
 		p += sl
-		s.KeyGroups.Start = binary.LittleEndian.Uint16(b[p:])
-		s.KeyGroups.End = binary.LittleEndian.Uint16(b[p+2:])
+		s.KeyGroups.Start = int(binary.LittleEndian.Uint16(b[p:]))
+		s.KeyGroups.End = int(binary.LittleEndian.Uint16(b[p+2:]))
 		s.MinSeq = binary.LittleEndian.Uint64(b[p+4:])
 		s.MaxSeq = binary.LittleEndian.Uint64(b[p+12:])
 		off := binary.LittleEndian.Uint64(b[p+20:])

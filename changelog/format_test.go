@@ -188,7 +188,7 @@ func goldenObject(v uint16) []byte {
 			prev = r.seq
 			lo, hi = min(lo, r.kg), max(hi, r.kg)
 		}
-		infos = append(infos, SegmentInfo{Store: s.id, KeyGroups: KeyGroupRange{Start: lo, End: hi},
+		infos = append(infos, SegmentInfo{Store: s.id, KeyGroups: KeyGroupRange{Start: int(lo), End: int(hi)},
 			MinSeq: s.recs[0].seq, MaxSeq: s.recs[len(s.recs)-1].seq, Offset: int64(off), Length: int64(len(obj) - off),
 			Records: uint32(len(s.recs)), CRC: crc32.Checksum(obj[off:], base.CRC32C)})
 	}
@@ -373,7 +373,7 @@ func FuzzDecodeSegment(f *testing.F) {
 		if v2 {
 			v = formatVersion
 		}
-		si := SegmentInfo{KeyGroups: KeyGroupRange{Start: lo, End: hi}, MinSeq: minSeq, MaxSeq: maxSeq, Version: v,
+		si := SegmentInfo{KeyGroups: KeyGroupRange{Start: int(lo), End: int(hi)}, MinSeq: minSeq, MaxSeq: maxSeq, Version: v,
 			Offset: headerLen, Length: int64(len(seg)), Records: binary.LittleEndian.Uint32(seg), CRC: crc32.Checksum(seg, base.CRC32C)}
 		err := checkSegment("f", &si, seg, func(off int, r *Record) error {
 			if !contains(si.KeyGroups, r.KeyGroup) || r.Seq < minSeq || r.Seq > maxSeq {

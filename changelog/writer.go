@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -127,13 +128,17 @@ func NewWriter(o WriterOptions) (*Writer, error) {
 
 // Log returns a new Log of the Store store (its checkpoint owner, checkpoint.ValidateOwner)
 // owning the key groups kg. A Store calls it once; two Logs of one store id are allowed
-// (a restore beside a closing Store) and kept apart. Errors: a *checkpoint.NameError, ErrClosed.
+// (a restore beside a closing Store) and kept apart. Errors: a *checkpoint.NameError, ErrClosed,
+// an error for an empty kg or one outside [0, 65535] (key groups are 16 bits in a segment).
 func (w *Writer) Log(store string, kg KeyGroupRange) (*Log, error) {
 	if err := checkpoint.ValidateOwner(store); err != nil {
 		return nil, fmt.Errorf("changelog: store id: %w", err)
 	}
 	if kg.Start > kg.End {
 		return nil, fmt.Errorf("changelog: key-group range %s is empty", kg)
+	}
+	if kg.Start < 0 || kg.End > math.MaxUint16 {
+		return nil, fmt.Errorf("changelog: key-group range %s does not fit 16-bit key groups", kg)
 	}
 	w.logsMu.Lock()
 	defer w.logsMu.Unlock()
@@ -773,7 +778,7 @@ func (w *Writer) Persist(ctx context.Context) (PersistResult, error) {
 		}
 		seg := obj[off:]
 		w.infos = append(w.infos, SegmentInfo{
-			Store: l.store, KeyGroups: KeyGroupRange{Start: p.kgLo, End: p.kgHi},
+			Store: l.store, KeyGroups: KeyGroupRange{Start: int(p.kgLo), End: int(p.kgHi)},
 			MinSeq: p.minSeq, MaxSeq: p.maxSeq, Offset: int64(off), Length: int64(len(seg)),
 			Records: p.n, CRC: crc32.Checksum(seg, base.CRC32C),
 		})

@@ -41,7 +41,7 @@ func newStorage(t *testing.T) checkpoint.Storage {
 
 // randRec returns a random record of a key group in kg with sequence number seq.
 func randRec(rng *rand.Rand, kg KeyGroupRange, seq uint64) modelRec {
-	g := kg.Start + uint16(rng.IntN(int(kg.End-kg.Start)+1))
+	g := uint16(kg.Start + rng.IntN(kg.End-kg.Start+1))
 	kind := uint8(1 + rng.IntN(8))
 	r := modelRec{kind: kind, kg: g, seq: seq, k: string(kgKey(g, fmt.Sprint("k", rng.IntN(50))))}
 	if kind == 6 || kind == 7 {
@@ -159,7 +159,7 @@ func TestWriterConcurrent(t *testing.T) {
 			t.Fatalf("store %d persisted up to %d, last %d", i, l.PersistedUpTo(), l.LastSeq())
 		}
 		for _, h := range hs {
-			if h.Kind != checkpoint.KindChangelog || !h.Packed || !contains(ranges[i], h.KeyGroups.Start) || !contains(ranges[i], h.KeyGroups.End) {
+			if h.Kind != checkpoint.KindChangelog || !h.Packed || !ranges[i].Contains(h.KeyGroups.Start) || !ranges[i].Contains(h.KeyGroups.End) {
 				t.Fatalf("handle %+v", h)
 			}
 		}

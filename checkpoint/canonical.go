@@ -165,8 +165,8 @@ var ErrInvalidEntry = fmt.Errorf("checkpoint: invalid canonical savepoint entry"
 // a key-group range outside it, a state without a name, a duplicate name, an unknown kind,
 // blobs above MaxBlob); w's errors.
 func NewCanonicalWriter(w io.Writer, meta CanonicalMeta) (*CanonicalWriter, error) {
-	if meta.MaxParallelism < 1 || meta.MaxParallelism > 32768 || meta.KeyGroups.Start > meta.KeyGroups.End ||
-		int(meta.KeyGroups.End) >= meta.MaxParallelism {
+	if meta.MaxParallelism < 1 || meta.MaxParallelism > 32768 || meta.KeyGroups.Start < 0 ||
+		meta.KeyGroups.Start > meta.KeyGroups.End || meta.KeyGroups.End >= meta.MaxParallelism {
 		return nil, fmt.Errorf("%w: max parallelism %d, key groups %v", ErrInvalidEntry, meta.MaxParallelism, meta.KeyGroups)
 	}
 	if len(meta.InputPosition) > MaxBlob || len(meta.OperatorState) > MaxBlob {
@@ -195,8 +195,8 @@ func NewCanonicalWriter(w io.Writer, meta CanonicalMeta) (*CanonicalWriter, erro
 	le.PutUint16(h[8:], canonicalVersion)
 	h[10] = 1 // CRC32C
 	le.PutUint32(h[12:], uint32(meta.MaxParallelism))
-	le.PutUint16(h[16:], meta.KeyGroups.Start)
-	le.PutUint16(h[18:], meta.KeyGroups.End)
+	le.PutUint16(h[16:], uint16(meta.KeyGroups.Start))
+	le.PutUint16(h[18:], uint16(meta.KeyGroups.End))
 	le.PutUint32(h[20:], crc32.Checksum(h[:20], base.CRC32C))
 	if err := cw.write(h); err != nil {
 		return nil, err
@@ -253,7 +253,7 @@ func (cw *CanonicalWriter) record(kind uint8, kg uint16, rec []byte) error {
 	if cw.err != nil {
 		return cw.err
 	}
-	if kg < cw.meta.KeyGroups.Start || kg > cw.meta.KeyGroups.End {
+	if !cw.meta.KeyGroups.Contains(int(kg)) {
 		cw.err = fmt.Errorf("%w: key group %d outside %v", ErrInvalidEntry, kg, cw.meta.KeyGroups)
 		return cw.err
 	}
@@ -452,8 +452,8 @@ func OpenCanonical(name string, size int64, read func(off, n int64) ([]byte, err
 	}
 	r := &CanonicalReader{name: name, size: size, read: read}
 	r.meta.MaxParallelism = int(le.Uint32(h[12:]))
-	r.meta.KeyGroups = KeyGroupRange{Start: le.Uint16(h[16:]), End: le.Uint16(h[18:])}
-	if mp := r.meta.MaxParallelism; mp < 1 || mp > 32768 || r.meta.KeyGroups.Start > r.meta.KeyGroups.End || int(r.meta.KeyGroups.End) >= mp {
+	r.meta.KeyGroups = KeyGroupRange{Start: int(le.Uint16(h[16:])), End: int(le.Uint16(h[18:]))}
+	if mp := r.meta.MaxParallelism; mp < 1 || mp > 32768 || r.meta.KeyGroups.Start > r.meta.KeyGroups.End || r.meta.KeyGroups.End >= mp {
 		return nil, bad(nil, 12, "max parallelism %d, key groups %v", mp, r.meta.KeyGroups)
 	}
 	f, err := read(size-canonicalFooter, canonicalFooter)
@@ -487,7 +487,7 @@ func OpenCanonical(name string, size int64, read func(off, n int64) ([]byte, err
 		switch {
 		case bl.kind != canonicalEntries && bl.kind != canonicalTimers || e[1] != 0:
 			return nil, bad(nil, at, "block %d of kind %d", i, bl.kind)
-		case bl.kg < r.meta.KeyGroups.Start || bl.kg > r.meta.KeyGroups.End:
+		case !r.meta.KeyGroups.Contains(int(bl.kg)):
 			return nil, bad(nil, at, "block %d of key group %d outside %v", i, bl.kg, r.meta.KeyGroups)
 		case i > 0 && bl.kg < r.blocks[i-1].kg:
 			return nil, bad(nil, at, "block %d of key group %d after key group %d", i, bl.kg, r.blocks[i-1].kg)
@@ -662,13 +662,13 @@ func (r *CanonicalReader) decodeMeta(p []byte, count uint32) error {
 // An error of a callback ends the scan and is returned as it is.
 func (r *CanonicalReader) Scan(kgs KeyGroupRange, entry func(*CanonicalEntry) error, timer func(*CanonicalTimer) error) error {
 	i := 0
-	for i < len(r.blocks) && r.blocks[i].kg < kgs.Start {
+	for i < len(r.blocks) && int(r.blocks[i].kg) < kgs.Start {
 		i++
 	}
-	for i < len(r.blocks) && r.blocks[i].kg <= kgs.End {
+	for i < len(r.blocks) && int(r.blocks[i].kg) <= kgs.End {
 		// One read for a run of contiguous blocks (bounded to 64 MiB).
 		j, end := i+1, r.blocks[i].off+int64(r.blocks[i].length)
-		for j < len(r.blocks) && r.blocks[j].kg <= kgs.End && r.blocks[j].off == end && end-r.blocks[i].off < 64<<20 {
+		for j < len(r.blocks) && int(r.blocks[j].kg) <= kgs.End && r.blocks[j].off == end && end-r.blocks[i].off < 64<<20 {
 			end += int64(r.blocks[j].length)
 			j++
 		}

@@ -197,7 +197,7 @@ func (m *Manifest) Validate() error {
 		return bad("ID is 0")
 	case m.MaxParallelism < 1 || m.MaxParallelism > MaxParallelismLimit:
 		return bad("MaxParallelism %d not in [1, %d]", m.MaxParallelism, MaxParallelismLimit)
-	case m.KeyGroups.Start > m.KeyGroups.End || uint32(m.KeyGroups.End) >= m.MaxParallelism:
+	case m.KeyGroups.Start < 0 || m.KeyGroups.Start > m.KeyGroups.End || uint32(m.KeyGroups.End) >= m.MaxParallelism:
 		return bad("KeyGroups [%d, %d] not inside [0, %d)", m.KeyGroups.Start, m.KeyGroups.End, m.MaxParallelism)
 	case len(m.Registry) > MaxBlob:
 		return bad("Registry of %d bytes, more than %d", len(m.Registry), MaxBlob)
@@ -229,7 +229,7 @@ func (m *Manifest) checkObject(o *Object) error {
 		return fmt.Errorf("unknown kind %d", o.Kind)
 	case o.Size < 0:
 		return fmt.Errorf("negative size %d", o.Size)
-	case o.KeyGroups.Start > o.KeyGroups.End || uint32(o.KeyGroups.End) >= m.MaxParallelism:
+	case o.KeyGroups.Start < 0 || o.KeyGroups.Start > o.KeyGroups.End || uint32(o.KeyGroups.End) >= m.MaxParallelism:
 		return fmt.Errorf("key groups [%d, %d] not inside [0, %d)", o.KeyGroups.Start, o.KeyGroups.End, m.MaxParallelism)
 	case o.MinOrder > o.MaxOrder:
 		return fmt.Errorf("order range [%#x, %#x] inverted", o.MinOrder, o.MaxOrder)
@@ -273,8 +273,8 @@ func (m *Manifest) Encode() ([]byte, error) {
 	b = le.AppendUint64(b, m.Epoch)
 	b = le.AppendUint64(b, uint64(m.CreatedUnixMilli))
 	b = le.AppendUint32(b, m.MaxParallelism)
-	b = le.AppendUint16(b, m.KeyGroups.Start)
-	b = le.AppendUint16(b, m.KeyGroups.End)
+	b = le.AppendUint16(b, uint16(m.KeyGroups.Start))
+	b = le.AppendUint16(b, uint16(m.KeyGroups.End))
 	b = le.AppendUint64(b, m.LastSeq)
 	b = le.AppendUint32(b, uint32(len(m.Registry)))
 	b = append(b, m.Registry...)
@@ -294,8 +294,8 @@ func (m *Manifest) Encode() ([]byte, error) {
 		b = append(b, o.Name...)
 		b = le.AppendUint64(b, uint64(o.Size))
 		b = le.AppendUint32(b, o.CRC)
-		b = le.AppendUint16(b, o.KeyGroups.Start)
-		b = le.AppendUint16(b, o.KeyGroups.End)
+		b = le.AppendUint16(b, uint16(o.KeyGroups.Start))
+		b = le.AppendUint16(b, uint16(o.KeyGroups.End))
 		b = le.AppendUint64(b, o.MinOrder)
 		b = le.AppendUint64(b, o.MaxOrder)
 		b = le.AppendUint64(b, uint64(o.Offset))
@@ -364,8 +364,8 @@ func DecodeManifest(file string, b []byte) (*Manifest, error) {
 	m.Epoch = d.u64()
 	m.CreatedUnixMilli = int64(d.u64())
 	m.MaxParallelism = d.u32()
-	m.KeyGroups.Start = d.u16()
-	m.KeyGroups.End = d.u16()
+	m.KeyGroups.Start = int(d.u16())
+	m.KeyGroups.End = int(d.u16())
 	if version >= manifestVersion2 {
 		m.LastSeq = d.u64()
 	}
@@ -421,8 +421,8 @@ func DecodeManifest(file string, b []byte) (*Manifest, error) {
 		o.Name = string(d.bytes(int(d.u16())))
 		o.Size = int64(d.u64())
 		o.CRC = d.u32()
-		o.KeyGroups.Start = d.u16()
-		o.KeyGroups.End = d.u16()
+		o.KeyGroups.Start = int(d.u16())
+		o.KeyGroups.End = int(d.u16())
 		o.MinOrder = d.u64()
 		o.MaxOrder = d.u64()
 		o.Offset = int64(d.u64())

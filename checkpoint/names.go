@@ -17,17 +17,6 @@ const MaxNameLen = 1024
 // ManifestFile is the last segment of every manifest name: "<owner>/chk-<id>/MANIFEST".
 const ManifestFile = "MANIFEST"
 
-// KeyGroupRange is an inclusive range [Start, End] of key groups, as Flink's KeyGroupRange and
-// the root package's strata.KeyGroupRange (key groups fit in a uint16: MaxParallelism is at
-// most 32768).
-type KeyGroupRange struct {
-	Start uint16 // first key group, inclusive
-	End   uint16 // last key group, inclusive
-}
-
-// String formats the range as it appears in object names: "00000-00127".
-func (r KeyGroupRange) String() string { return fmt.Sprintf("%05d-%05d", r.Start, r.End) }
-
 // ValidateName reports whether name is a valid object name, returning a *NameError
 // (errors.Is(err, ErrInvalidName)) if not. A name is "/"-separated segments, each non-empty
 // and made of ASCII letters, digits, '-', '_' and '.', not beginning with '.' (so neither "."
@@ -177,7 +166,7 @@ func parseChkDir(dir string) (uint64, bool) {
 // (invariant 1 in doc.go). ext is a short extension such as "sst" or "log". The name is not
 // validated here; Put validates it.
 func SharedName(owner string, kg KeyGroupRange, id uint64, ext string) string {
-	return fmt.Sprintf("%s/shared/%s/%020d-%016x.%s", owner, kg, id, rand.Uint64(), ext)
+	return fmt.Sprintf("%s/shared/%05d-%05d/%020d-%016x.%s", owner, kg.Start, kg.End, id, rand.Uint64(), ext)
 }
 
 // PrivateName returns a new, unique name for an object only checkpoint id uses (the copied
@@ -187,7 +176,7 @@ func SharedName(owner string, kg KeyGroupRange, id uint64, ext string) string {
 //
 // It is unreachable, and collected, once that checkpoint's manifest is no longer retained.
 func PrivateName(owner string, id uint64, kg KeyGroupRange, ext string) string {
-	return fmt.Sprintf("%s/chk-%020d/%s-%016x.%s", owner, id, kg, rand.Uint64(), ext)
+	return fmt.Sprintf("%s/chk-%020d/%05d-%05d-%016x.%s", owner, id, kg.Start, kg.End, rand.Uint64(), ext)
 }
 
 // ClaimMarkerName returns the name of the claim marker that claimant writes into lineage owner

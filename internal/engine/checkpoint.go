@@ -399,7 +399,7 @@ func (t *Engine) kgOf(lo, hi uint64, r checkpoint.KeyGroupRange) checkpoint.KeyG
 
 // kgOfOrders returns the key groups of orders [lo, hi] (lo <= hi) inside r, under stride.
 func kgOfOrders(stride, lo, hi uint64, r checkpoint.KeyGroupRange) checkpoint.KeyGroupRange {
-	s, e := base.KeyGroupOfOrder(lo, stride), base.KeyGroupOfOrder(hi, stride)
+	s, e := int(base.KeyGroupOfOrder(lo, stride)), int(base.KeyGroupOfOrder(hi, stride))
 	return checkpoint.KeyGroupRange{Start: max(s, r.Start), End: max(min(e, r.End), max(s, r.Start))}
 }
 
@@ -529,7 +529,7 @@ func (t *Engine) timerObject(ctx context.Context, p *PendingCheckpoint) (_ []che
 	name := checkpoint.PrivateName(spec.Owner, spec.ID, spec.KeyGroups, "tmr")
 	objs := make([]checkpoint.Object, len(secs))
 	for i, sec := range secs {
-		kg := checkpoint.KeyGroupRange{Start: uint16(sec.KeyGroup), End: uint16(sec.KeyGroup)}
+		kg := checkpoint.KeyGroupRange{Start: int(sec.KeyGroup), End: int(sec.KeyGroup)}
 		objs[i] = checkpoint.Object{Name: name, Kind: checkpoint.KindTimers, Size: last.Offset + last.Length, CRC: sec.CRC,
 			KeyGroups: kg, MinOrder: uint64(sec.MinTimestamp) ^ 1<<63, MaxOrder: uint64(sec.MaxTimestamp) ^ 1<<63,
 			Packed: true, Offset: sec.Offset, Length: sec.Length}

@@ -402,6 +402,18 @@
 // checkpoint, written in the background; timers are small beside keyed state (tens of bytes
 // each). Materializations do not store them.
 //
+// # The root's metadata formats (registry.go, opstate.go)
+//
+// Two byte formats the root fills and reads back live here with their decoders, goldens (the
+// root's testdata/registry-v*.bin, opstate-v*.bin) and fuzz targets, so that the root keeps
+// only the typed side: the state registry (Registry: state names, kinds, codec identities,
+// ids and their aliases, the timer file's name; the persist point's metadata and every
+// manifest's Registry field), and the operator state blob (OpSnapshot: the operator states of
+// one subtask) with its redistribution over a new parallelism on Restore (RedistributeOps, as
+// Flink's RoundRobinOperatorStateRepartitioner). The registry carries the operator state blob
+// opaque (Registry.Ops). Neither is on a hot path: they are encoded at Close and at each
+// checkpoint, decoded at Open and Restore.
+//
 // # Key scans (scan.go)
 //
 // Flink's KeyedStateBackend#getKeys, getKeysAndNamespaces and applyToAllKeys need every key of
@@ -457,7 +469,7 @@
 // Every lookup in it goes by the whole composite key (TTLTable.StateOf: key group, then state
 // id), never by the id alone: a Store restored from checkpoints whose Stores gave a state
 // different ids keeps their ids per key-group range, so one id may name a state with a TTL in
-// some key groups and one without in others (the root's state id aliases, persist.go).
+// some key groups and one without in others (the root's state id aliases, registry.go).
 //
 //	slice compaction   slice.Options.NewFilter → base.TTLFilter per job (bottom: the chain's
 //	                   end with no lower tier)

@@ -19,6 +19,14 @@ var (
 	// ErrIteratorInvalidated: an install moved or freed the memory an open map iteration walks
 	// (doc.go, protocol item 4). The entries yielded before were correct.
 	ErrIteratorInvalidated = errors.New("strata: map iteration invalidated by background work")
+	// ErrIncompatibleState: a state name is registered again with another kind, codec or
+	// type, or the sources of a restore disagree on a state's (RedistributeOps). The root
+	// re-exports it as strata.ErrIncompatibleState.
+	ErrIncompatibleState = errors.New("strata: incompatible state")
+	// ErrIncompleteOperatorState: the checkpoints of a restore hold operator list state but
+	// are not one of each old subtask (RedistributeOps). The root re-exports it as
+	// strata.ErrIncompleteOperatorState, which says what to pass.
+	ErrIncompleteOperatorState = errors.New("strata: operator state needs the checkpoints of every old subtask")
 
 	// Errors of the tiers, under the names the root package re-exports.
 	ErrCorruption    = base.ErrCorruption

@@ -306,7 +306,7 @@ func (s *Scan) match(k []byte) (bool, error) {
 		return false, base.Corrupt("", -1, nil, "malformed composite key %x", k)
 	}
 	kg := uint16(k[0])<<8 | uint16(k[1])
-	if kg < s.spec.KeyGroups.Start || kg > s.spec.KeyGroups.End {
+	if !s.spec.KeyGroups.Contains(int(kg)) {
 		return false, nil
 	}
 	if uint16(k[2])<<8|uint16(k[3]) != s.spec.State {
