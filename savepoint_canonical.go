@@ -61,8 +61,6 @@ func (s *Store) canonicalSavepoint(ctx context.Context, storage checkpoint.Stora
 	if len(inputPosition) > checkpoint.MaxBlob {
 		return CheckpointHandle{}, fmt.Errorf("%w: input position of %d bytes, more than %d", ErrInvalidOptions, len(inputPosition), checkpoint.MaxBlob)
 	}
-	kg := *s.opts.KeyGroups
-	ckKG := checkpoint.KeyGroupRange{Start: uint16(kg.Start), End: uint16(kg.End)}
 	owner := SavepointOwner(s.owner())
 	var buf bytes.Buffer
 	s.enter(opCall)
@@ -71,23 +69,66 @@ func (s *Store) canonicalSavepoint(ctx context.Context, storage checkpoint.Stora
 	if err != nil {
 		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
 	}
+	return commitCanonical(ctx, storage, owner, id, meta, buf.Bytes())
+}
+
+// commitCanonical puts the canonical savepoint object b (whose meta is meta) under owner and
+// commits manifest id listing it, with a registry of meta's states (ids 1..n in meta's order,
+// no aliases) and meta's input position and operator state.
+func commitCanonical(ctx context.Context, storage checkpoint.Storage, owner string, id uint64, meta *checkpoint.CanonicalMeta, b []byte) (CheckpointHandle, error) {
+	ckKG := meta.KeyGroups
 	name := checkpoint.PrivateName(owner, id, ckKG, "canon")
-	if err := storage.Put(ctx, name, buf.Bytes()); err != nil {
+	if err := storage.Put(ctx, name, b); err != nil {
 		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
 	}
-	reg := &registry{maxP: int(s.maxP), kgStart: kg.Start, kgEnd: kg.End, states: map[string]persistedState{}}
+	reg := &registry{maxP: meta.MaxParallelism, kgStart: int(ckKG.Start), kgEnd: int(ckKG.End), states: map[string]persistedState{}}
 	for i, st := range meta.States {
 		reg.states[st.Name] = persistedState{id: uint16(i + 1), kind: stateKind(st.Kind), codecs: st.Codecs, ttl: st.TTL}
 	}
 	reg.nextID = uint32(len(meta.States) + 1)
-	m := &checkpoint.Manifest{ID: id, CreatedUnixMilli: time.Now().UnixMilli(), MaxParallelism: uint32(s.maxP), KeyGroups: ckKG,
+	m := &checkpoint.Manifest{ID: id, CreatedUnixMilli: time.Now().UnixMilli(), MaxParallelism: uint32(meta.MaxParallelism), KeyGroups: ckKG,
 		Registry: reg.encode(), InputPosition: meta.InputPosition, OperatorState: meta.OperatorState,
-		Objects: []checkpoint.Object{{Name: name, Kind: checkpoint.KindCanonical, Size: int64(buf.Len()),
-			CRC: crc32.Checksum(buf.Bytes(), base.CRC32C), KeyGroups: ckKG}}}
+		Objects: []checkpoint.Object{{Name: name, Kind: checkpoint.KindCanonical, Size: int64(len(b)),
+			CRC: crc32.Checksum(b, base.CRC32C), KeyGroups: ckKG}}}
 	if err := checkpoint.Commit(ctx, storage, owner, m); err != nil {
 		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
 	}
-	return CheckpointHandle{Owner: owner, ID: id, MaxParallelism: int(s.maxP), KeyGroups: kg, InputPosition: m.InputPosition}, nil
+	return CheckpointHandle{Owner: owner, ID: id, MaxParallelism: meta.MaxParallelism,
+		KeyGroups: KeyGroupRange{Start: int(ckKG.Start), End: int(ckKG.End)}, InputPosition: m.InputPosition}, nil
+}
+
+// WriteCanonicalSavepoint writes a canonical savepoint that no Store took — state bootstrapped
+// for a new job, or an old savepoint's entries transformed (strata-state write) — as
+// checkpoint id of owner in storage: fill adds the entries and timers to a
+// checkpoint.CanonicalWriter started with meta (in key-group order, its rules), then the
+// object is put and the manifest committed with a registry of meta's states, as
+// Store.Savepoint does for SavepointCanonical. Restore reads it into any key-group range of
+// meta.MaxParallelism; a state registered there must have meta's kind, codec ids (the
+// root's codecID: package path and type name, "" for none) and TTL flag. The object is built
+// in memory (about the size of its entries). Errors: ErrInvalidOptions for id 0;
+// checkpoint.ErrInvalidEntry (meta's or an entry's rules, from the writer); fill's;
+// checkpoint.ErrExists when id is already committed under owner; checkpoint.ErrInvalidName for a bad
+// owner; the storage's. Safe for concurrent use with other calls on other ids.
+func WriteCanonicalSavepoint(ctx context.Context, storage checkpoint.Storage, owner string, id uint64, meta checkpoint.CanonicalMeta,
+	fill func(*checkpoint.CanonicalWriter) error) (CheckpointHandle, error) {
+	if id == 0 {
+		return CheckpointHandle{}, fmt.Errorf("%w: savepoint id 0 (ids start at 1)", ErrInvalidOptions)
+	}
+	if err := checkpoint.ValidateName(owner + "/x"); err != nil {
+		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: owner %q: %w", id, owner, err)
+	}
+	var buf bytes.Buffer
+	cw, err := checkpoint.NewCanonicalWriter(&buf, meta)
+	if err != nil {
+		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
+	}
+	if err := fill(cw); err != nil {
+		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
+	}
+	if _, err := cw.Close(); err != nil {
+		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
+	}
+	return commitCanonical(ctx, storage, owner, id, &meta, buf.Bytes())
 }
 
 // canonicalCursor is one state's key scan in writeCanonical's merge by key group.
