@@ -27,6 +27,7 @@ type LineError struct {
 	Err  error
 }
 
+// Error returns "line N: cause".
 func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
 
 // Unwrap returns ErrBadLine and the cause.
