@@ -39,8 +39,9 @@ import (
 // name, no aliases) and its operator state, so Restore matches and redistributes them as any
 // checkpoint's; the entries of the Store's key groups (the blocks of those key groups only)
 // are written into the restored Store under each state's effective id there, through the
-// engine's write path (engine.Apply, as the changelog replay does: the engine has no bulk
-// ingest of logical entries yet), and persisted before Restore returns.
+// engine's bulk changelog replay (engine.BulkLoad: sorted, resolved and installed as L0
+// files) while the upper tiers are empty, else through engine.Apply, and persisted before
+// Restore returns.
 
 // SavepointCanonical is a savepoint in checkpoint's canonical format (Flink's CANONICAL):
 // every live entry as (state name, kind, key, namespace, user key, value or list elements,
@@ -372,24 +373,51 @@ func (s *Store) canonicalTimers(ctx context.Context, cw *checkpoint.CanonicalWri
 // state under its effective id in the entry's key group. It returns the entries and timers
 // restored. Errors: ErrCorruption naming the object (a damaged block, an entry of a state
 // the registry does not name or of another kind); the storage's; the write path's.
+//
+// The entries go in bulk (engine.BulkLoad: the changes Apply would take, sorted, resolved by
+// base.Resolver and installed as L0 files, as a changelog tail is replayed) while the engine
+// allows it (engine.CanBulkLoad: nothing in the upper tiers), else through Apply; both give
+// the same reads (TestSavepointCanonicalBulk). A bulk load holds the changes of every
+// canonical object of the Store's key groups in memory (about their bytes) until it writes
+// them.
 func (s *Store) restoreCanonical(ctx context.Context, storage checkpoint.Storage, sources []*checkpoint.Manifest) (entries int64, timers int, err error) {
 	kg := *s.opts.KeyGroups
+	var be *engine.BulkEntries
+	s.enter(opCall)
+	if s.e.CanBulkLoad() {
+		be = &engine.BulkEntries{}
+	}
+	s.exit()
+	var first string
 	for _, m := range sources {
 		for _, o := range m.Objects {
 			if o.Kind != checkpoint.KindCanonical || int(o.KeyGroups.End) < kg.Start || int(o.KeyGroups.Start) > kg.End {
 				continue
 			}
-			n, t, err := s.restoreCanonicalObject(ctx, storage, o)
+			if first == "" {
+				first = o.Name
+			}
+			n, t, err := s.restoreCanonicalObject(ctx, storage, o, be)
 			entries, timers = entries+n, timers+t
 			if err != nil {
 				return entries, timers, err
 			}
 		}
 	}
-	return entries, timers, nil
+	if be == nil || be.Len() == 0 {
+		return entries, timers, nil
+	}
+	s.enter(opCall)
+	defer s.exit()
+	if _, ok, err := s.e.BulkLoad(ctx, be, first); err != nil || ok {
+		return entries, timers, err
+	}
+	return entries, timers, fmt.Errorf("strata: invariant: a canonical restore's bulk load was refused after CanBulkLoad")
 }
 
-func (s *Store) restoreCanonicalObject(ctx context.Context, storage checkpoint.Storage, o checkpoint.Object) (entries int64, timers int, err error) {
+// restoreCanonicalObject restores the entries (into be when not nil, else through Apply) and
+// timers of canonical object o for the Store's key groups.
+func (s *Store) restoreCanonicalObject(ctx context.Context, storage checkpoint.Storage, o checkpoint.Object, be *engine.BulkEntries) (entries int64, timers int, err error) {
 	r, err := checkpoint.ReadCanonical(ctx, storage, o.Name, o.Size)
 	if err != nil {
 		return 0, 0, err
@@ -441,19 +469,27 @@ func (s *Store) restoreCanonicalObject(ctx context.Context, storage checkpoint.S
 				}
 				val = append(val, el...)
 			}
-			err = s.writeList(h, ck, val, true)
+			err = s.writeListTo(be, h, ck, val, true)
 		case kindMap:
 			if ttl {
 				val = base.AppendTS(val, e.TTL)
 			}
 			val = append(val, e.Value...)
-			err = s.apply(engine.OpMapPut, ck, h, e.UserKey, val)
+			if be != nil {
+				be.Add(engine.Op{Kind: engine.OpMapPut, Key: ck, UserKey: e.UserKey, Value: val})
+			} else {
+				err = s.apply(engine.OpMapPut, ck, h, e.UserKey, val)
+			}
 		default:
 			if ttl {
 				val = base.AppendTS(val, e.TTL)
 			}
 			val = append(val, e.Value...)
-			err = s.apply(engine.OpPut, ck, h, nil, val)
+			if be != nil {
+				be.Add(engine.Op{Kind: engine.OpPut, Key: ck, Value: val})
+			} else {
+				err = s.apply(engine.OpPut, ck, h, nil, val)
+			}
 		}
 		if err != nil {
 			return err
