@@ -337,7 +337,9 @@
 //     after S+n: the changes are
 //     newer than every restored table (their key groups come from no other source) and older
 //     than every later write, a list's pieces keep their order, and invariants 16-18 hold as
-//     for a log tail. Otherwise the root applies them through Apply.
+//     for a log tail. Otherwise the root applies them through Apply. A bulk load does not
+//     start the L0 files' compactions (a replay does): the restore's persist, which waits for
+//     background work, would wait for them; they start at the Store's next background poll.
 //
 // # Incremental materialization (issue 22; PLANNED — not implemented yet)
 //
