@@ -75,8 +75,8 @@ func opEntryKind(k OpKind) (base.Kind, bool) {
 // installed before the next (invariant 16). It returns the records that reached a file and
 // those the Resolver found superseded (a newer version, a map clear or a duplicate hides
 // them; a list's base joined with its operands counts too). With kick, the LSM compactions of
-// the new files start at once; without, at the engine's next background poll. Owner only; the caller checked
-// canBulkReplay. Errors: a *base.CorruptionError naming object for a record of an unknown kind;
+// the new files start at once; without, at the next kick (a write's). Owner only; the caller
+// checked canBulkReplay. Errors: a *base.CorruptionError naming object for a record of an unknown kind;
 // the lower tier's (ErrNoSpace, I/O); ctx's.
 func (t *Engine) bulkReplay(ctx context.Context, b bulkSource, keep []bool, object string, kick bool) (applied, skipped int64, err error) {
 	bufs := &t.sb

@@ -123,7 +123,7 @@ func (t *Engine) BulkLoad(ctx context.Context, b *BulkEntries, object string) (a
 		return 0, true, err
 	}
 	// No kick: the restore's persist, which follows, would wait for the L0 files' compactions;
-	// they start at the Store's first background poll instead.
+	// they start with the Store's first write instead (Apply kicks the scheduler).
 	applied, _, err = t.bulkReplay(ctx, shiftedSource{b, base}, nil, object, false)
 	return applied, true, err
 }

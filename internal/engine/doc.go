@@ -339,7 +339,8 @@
 //     than every later write, a list's pieces keep their order, and invariants 16-18 hold as
 //     for a log tail. Otherwise the root applies them through Apply. A bulk load does not
 //     start the L0 files' compactions (a replay does): the restore's persist, which waits for
-//     background work, would wait for them; they start at the Store's next background poll.
+//     background work, would wait for them; they start with the Store's first write (Apply
+//     kicks the scheduler), until then reads look through the L0 files.
 //
 // # Incremental materialization (issue 22; PLANNED — not implemented yet)
 //
