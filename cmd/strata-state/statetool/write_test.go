@@ -12,6 +12,8 @@ import (
 
 	"github.com/strata-db/strata"
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/checkpointfs"
+	"github.com/strata-db/strata/internal/vfs"
 )
 
 // roundTripJob is a Store's states for the write tests: a value (Int64), a map with
@@ -291,4 +293,24 @@ func TestWriteBadLines(t *testing.T) {
 		!strings.Contains(errb.String(), "S3-enabled build") {
 		t.Fatalf("s3:// in the core build: exit %d: %s", rc, errb.String())
 	}
+}
+
+// FuzzWrite: any input is written or refused with a *LineError; nothing panics.
+func FuzzWrite(f *testing.F) {
+	meta := `{"meta":{"maxParallelism":8,"states":[{"name":"c","kind":"value","codecs":["int64",""]},` +
+		`{"name":"m","kind":"map","ttl":true,"codecs":["string","float64"]},{"name":"l","kind":"list","ttl":true,"codecs":["uint64",""]},` +
+		`{"name":"tm","kind":"timer service","codecs":["string",""]}]}}`
+	f.Add(meta + "\n" + `{"state":"c","key":"k1","value":5}`)
+	f.Add(meta + "\n" + `{"state":"m","key":"k","namespace":{"base64":"AAE="},"userKey":"u","value":1.5,"ttl":7}`)
+	f.Add(meta + "\n" + `{"state":"l","kg":3,"key":"k","elements":[1,{"base64":"AP8="}],"elementTTLs":[1,2]}`)
+	f.Add(meta + "\n" + `{"timer":"tm","domain":"processing","timestamp":3,"key":"k","keyHash":5}`)
+	f.Fuzz(func(t *testing.T, in string) {
+		st, err := checkpointfs.NewDirStorage(vfs.NewMem(), "sp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Write(context.Background(), strings.NewReader(in), st, "boot", 1); err != nil && !errors.Is(err, ErrBadLine) {
+			t.Fatalf("Write: %v is not a LineError", err)
+		}
+	})
 }
