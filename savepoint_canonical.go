@@ -115,7 +115,7 @@ func WriteCanonicalSavepoint(ctx context.Context, storage checkpoint.Storage, ow
 	if id == 0 {
 		return CheckpointHandle{}, fmt.Errorf("%w: savepoint id 0 (ids start at 1)", ErrInvalidOptions)
 	}
-	if err := checkpoint.ValidateName(owner + "/x"); err != nil {
+	if err := checkpoint.ValidateOwner(owner); err != nil {
 		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: owner %q: %w", id, owner, err)
 	}
 	var buf bytes.Buffer
