@@ -39,8 +39,9 @@ import (
 // name, no aliases) and its operator state, so Restore matches and redistributes them as any
 // checkpoint's; the entries of the Store's key groups (the blocks of those key groups only)
 // are written into the restored Store under each state's effective id there, through the
-// engine's write path (engine.Apply, as the changelog replay does: the engine has no bulk
-// ingest of logical entries yet), and persisted before Restore returns.
+// engine's bulk changelog replay (engine.BulkLoad: sorted, resolved and installed as L0
+// files) while the upper tiers are empty, else through engine.Apply, and persisted before
+// Restore returns.
 
 // SavepointCanonical is a savepoint in checkpoint's canonical format (Flink's CANONICAL):
 // every live entry as (state name, kind, key, namespace, user key, value or list elements,
@@ -61,7 +62,6 @@ func (s *Store) canonicalSavepoint(ctx context.Context, storage checkpoint.Stora
 	if len(inputPosition) > checkpoint.MaxBlob {
 		return CheckpointHandle{}, fmt.Errorf("%w: input position of %d bytes, more than %d", ErrInvalidOptions, len(inputPosition), checkpoint.MaxBlob)
 	}
-	kg := *s.opts.KeyGroups
 	owner := SavepointOwner(s.owner())
 	var buf bytes.Buffer
 	s.enter(opCall)
@@ -70,23 +70,66 @@ func (s *Store) canonicalSavepoint(ctx context.Context, storage checkpoint.Stora
 	if err != nil {
 		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
 	}
+	return commitCanonical(ctx, storage, owner, id, meta, buf.Bytes())
+}
+
+// commitCanonical puts the canonical savepoint object b (whose meta is meta) under owner and
+// commits manifest id listing it, with a registry of meta's states (ids 1..n in meta's order,
+// no aliases) and meta's input position and operator state.
+func commitCanonical(ctx context.Context, storage checkpoint.Storage, owner string, id uint64, meta *checkpoint.CanonicalMeta, b []byte) (CheckpointHandle, error) {
+	kg := meta.KeyGroups
 	name := checkpoint.PrivateName(owner, id, kg, "canon")
-	if err := storage.Put(ctx, name, buf.Bytes()); err != nil {
+	if err := storage.Put(ctx, name, b); err != nil {
 		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
 	}
-	reg := &engine.Registry{MaxParallelism: int(s.maxP), KeyGroups: kg, States: map[string]engine.PersistedState{}}
+	reg := &engine.Registry{MaxParallelism: meta.MaxParallelism, KeyGroups: kg, States: map[string]engine.PersistedState{}}
 	for i, st := range meta.States {
 		reg.States[st.Name] = engine.PersistedState{ID: uint16(i + 1), Kind: stateKind(st.Kind), Codecs: st.Codecs, TTL: st.TTL}
 	}
 	reg.NextID = uint32(len(meta.States) + 1)
-	m := &checkpoint.Manifest{ID: id, CreatedUnixMilli: time.Now().UnixMilli(), MaxParallelism: uint32(s.maxP), KeyGroups: kg,
+	m := &checkpoint.Manifest{ID: id, CreatedUnixMilli: time.Now().UnixMilli(), MaxParallelism: uint32(meta.MaxParallelism), KeyGroups: kg,
 		Registry: reg.Encode(), InputPosition: meta.InputPosition, OperatorState: meta.OperatorState,
-		Objects: []checkpoint.Object{{Name: name, Kind: checkpoint.KindCanonical, Size: int64(buf.Len()),
-			CRC: crc32.Checksum(buf.Bytes(), base.CRC32C), KeyGroups: kg}}}
+		Objects: []checkpoint.Object{{Name: name, Kind: checkpoint.KindCanonical, Size: int64(len(b)),
+			CRC: crc32.Checksum(b, base.CRC32C), KeyGroups: kg}}}
 	if err := checkpoint.Commit(ctx, storage, owner, m); err != nil {
 		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
 	}
-	return CheckpointHandle{Owner: owner, ID: id, MaxParallelism: int(s.maxP), KeyGroups: kg, InputPosition: m.InputPosition}, nil
+	return CheckpointHandle{Owner: owner, ID: id, MaxParallelism: meta.MaxParallelism,
+		KeyGroups: kg, InputPosition: m.InputPosition}, nil
+}
+
+// WriteCanonicalSavepoint writes a canonical savepoint that no Store took — state bootstrapped
+// for a new job, or an old savepoint's entries transformed (strata-state write) — as
+// checkpoint id of owner in storage: fill adds the entries and timers to a
+// checkpoint.CanonicalWriter started with meta (in key-group order, its rules), then the
+// object is put and the manifest committed with a registry of meta's states, as
+// Store.Savepoint does for SavepointCanonical. Restore reads it into any key-group range of
+// meta.MaxParallelism; a state registered there must have meta's kind, codec ids (the
+// root's codecID: package path and type name, "" for none) and TTL flag. The object is built
+// in memory (about the size of its entries). Errors: ErrInvalidOptions for id 0;
+// checkpoint.ErrInvalidEntry (meta's or an entry's rules, from the writer); fill's;
+// checkpoint.ErrExists when id is already committed under owner; checkpoint.ErrInvalidName for a bad
+// owner; the storage's. Safe for concurrent use with other calls on other ids.
+func WriteCanonicalSavepoint(ctx context.Context, storage checkpoint.Storage, owner string, id uint64, meta checkpoint.CanonicalMeta,
+	fill func(*checkpoint.CanonicalWriter) error) (CheckpointHandle, error) {
+	if id == 0 {
+		return CheckpointHandle{}, fmt.Errorf("%w: savepoint id 0 (ids start at 1)", ErrInvalidOptions)
+	}
+	if err := checkpoint.ValidateOwner(owner); err != nil {
+		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: owner %q: %w", id, owner, err)
+	}
+	var buf bytes.Buffer
+	cw, err := checkpoint.NewCanonicalWriter(&buf, meta)
+	if err != nil {
+		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
+	}
+	if err := fill(cw); err != nil {
+		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
+	}
+	if _, err := cw.Close(); err != nil {
+		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)
+	}
+	return commitCanonical(ctx, storage, owner, id, &meta, buf.Bytes())
 }
 
 // canonicalCursor is one state's key scan in writeCanonical's merge by key group.
@@ -330,24 +373,51 @@ func (s *Store) canonicalTimers(ctx context.Context, cw *checkpoint.CanonicalWri
 // state under its effective id in the entry's key group. It returns the entries and timers
 // restored. Errors: ErrCorruption naming the object (a damaged block, an entry of a state
 // the registry does not name or of another kind); the storage's; the write path's.
+//
+// The entries go in bulk (engine.BulkLoad: the changes Apply would take, sorted, resolved by
+// base.Resolver and installed as L0 files, as a changelog tail is replayed) while the engine
+// allows it (engine.CanBulkLoad: nothing in the upper tiers), else through Apply; both give
+// the same reads (TestSavepointCanonicalBulk). A bulk load holds the changes of every
+// canonical object of the Store's key groups in memory (about their bytes) until it writes
+// them.
 func (s *Store) restoreCanonical(ctx context.Context, storage checkpoint.Storage, sources []*checkpoint.Manifest) (entries int64, timers int, err error) {
 	kg := *s.opts.KeyGroups
+	var be *engine.BulkEntries
+	s.enter(opCall)
+	if s.e.CanBulkLoad() {
+		be = &engine.BulkEntries{}
+	}
+	s.exit()
+	var first string
 	for _, m := range sources {
 		for _, o := range m.Objects {
 			if o.Kind != checkpoint.KindCanonical || int(o.KeyGroups.End) < kg.Start || int(o.KeyGroups.Start) > kg.End {
 				continue
 			}
-			n, t, err := s.restoreCanonicalObject(ctx, storage, o)
+			if first == "" {
+				first = o.Name
+			}
+			n, t, err := s.restoreCanonicalObject(ctx, storage, o, be)
 			entries, timers = entries+n, timers+t
 			if err != nil {
 				return entries, timers, err
 			}
 		}
 	}
-	return entries, timers, nil
+	if be == nil || be.Len() == 0 {
+		return entries, timers, nil
+	}
+	s.enter(opCall)
+	defer s.exit()
+	if _, ok, err := s.e.BulkLoad(ctx, be, first); err != nil || ok {
+		return entries, timers, err
+	}
+	return entries, timers, fmt.Errorf("strata: invariant: a canonical restore's bulk load was refused after CanBulkLoad")
 }
 
-func (s *Store) restoreCanonicalObject(ctx context.Context, storage checkpoint.Storage, o checkpoint.Object) (entries int64, timers int, err error) {
+// restoreCanonicalObject restores the entries (into be when not nil, else through Apply) and
+// timers of canonical object o for the Store's key groups.
+func (s *Store) restoreCanonicalObject(ctx context.Context, storage checkpoint.Storage, o checkpoint.Object, be *engine.BulkEntries) (entries int64, timers int, err error) {
 	r, err := checkpoint.ReadCanonical(ctx, storage, o.Name, o.Size)
 	if err != nil {
 		return 0, 0, err
@@ -399,19 +469,27 @@ func (s *Store) restoreCanonicalObject(ctx context.Context, storage checkpoint.S
 				}
 				val = append(val, el...)
 			}
-			err = s.writeList(h, ck, val, true)
+			err = s.writeListTo(be, h, ck, val, true)
 		case kindMap:
 			if ttl {
 				val = base.AppendTS(val, e.TTL)
 			}
 			val = append(val, e.Value...)
-			err = s.apply(engine.OpMapPut, ck, h, e.UserKey, val)
+			if be != nil {
+				be.Add(engine.Op{Kind: engine.OpMapPut, Key: ck, UserKey: e.UserKey, Value: val})
+			} else {
+				err = s.apply(engine.OpMapPut, ck, h, e.UserKey, val)
+			}
 		default:
 			if ttl {
 				val = base.AppendTS(val, e.TTL)
 			}
 			val = append(val, e.Value...)
-			err = s.apply(engine.OpPut, ck, h, nil, val)
+			if be != nil {
+				be.Add(engine.Op{Kind: engine.OpPut, Key: ck, Value: val})
+			} else {
+				err = s.apply(engine.OpPut, ck, h, nil, val)
+			}
 		}
 		if err != nil {
 			return err

@@ -11,3 +11,13 @@ func threadCPU() int64 {
 	}
 	return ts.Nano()
 }
+
+// processCPU returns the user and system CPU time of the process in nanoseconds (every
+// thread: the background work of a Store too).
+func processCPU() int64 {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}

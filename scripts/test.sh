@@ -43,7 +43,7 @@ step "demo job survives a SIGKILL: a child process killed after 1.7 M events, re
 step "demo job rescaled through checkpoints: 1 Store -> 2 Stores splitting the key groups (at 1.5 M events) -> 1 Store (at 2.25 M), checked again"
 (cd bench && go run ./cmd/flightdemo -rescale 2)
 
-step "checkpoint/s3 module (its own go.mod): vet, and its tests with -race against gofakes3 in-process (the Storage conformance suite, retries, multipart failures)"
+step "checkpoint/s3 module (its own go.mod): vet, and its tests with -race against gofakes3 in-process (the Storage conformance suite, retries, multipart failures, strata-state's S3-enabled build on s3:// URLs)"
 (cd checkpoint/s3 && go vet ./... && GOARCH=arm64 go vet ./... && go test -race -count=1 -timeout 10m ./...)
 
 step "checkpoint/s3 against a real S3-compatible server (versitygw, posix back-end, 127.0.0.1): conformance, two writers racing a conditional create, a Store checkpointed and restored, the server killed mid-upload and restarted"

@@ -230,7 +230,7 @@ func (t *TTLTable) Sweep() (within, maxTTL int64) {
 // MinSweepTTL returns the smallest TTL of the states that sweep, in milliseconds; 0 when none
 // does (or t is nil). No value of a state that sweeps, stamped at ts, expires before
 // ts + MinSweepTTL: the sweep seals an active segment only once its oldest data can have
-// expired (engine, sweep.go).
+// expired (internal/engine, sweepSealAge).
 func (t *TTLTable) MinSweepTTL() int64 {
 	if t == nil {
 		return 0

@@ -19,6 +19,13 @@ const (
 	bulkBytes   = 256 << 20
 )
 
+// bulkSource is the records a bulk replay reads, in seq order, by index: a changelog.Batch
+// (a changelog tail) or BulkEntries (a canonical savepoint's entries, BulkLoad).
+type bulkSource interface {
+	Len() int
+	Record(i int, r *changelog.Record) error
+}
+
 // replayByApply makes every restore replay through Apply (ReplayByApply).
 var replayByApply atomic.Bool
 
@@ -67,10 +74,11 @@ func opEntryKind(k OpKind) (base.Kind, bool) {
 // lower tier in batches of consecutive records, each resolved and written as one L0 file and
 // installed before the next (invariant 16). It returns the records that reached a file and
 // those the Resolver found superseded (a newer version, a map clear or a duplicate hides
-// them; a list's base joined with its operands counts too). Owner only; the caller checked
-// canBulkReplay. Errors: a *base.CorruptionError naming object for a record of an unknown kind;
+// them; a list's base joined with its operands counts too). With kick, the LSM compactions of
+// the new files start at once; without, at the next kick (a write's). Owner only; the caller
+// checked canBulkReplay. Errors: a *base.CorruptionError naming object for a record of an unknown kind;
 // the lower tier's (ErrNoSpace, I/O); ctx's.
-func (t *Engine) bulkReplay(ctx context.Context, b *changelog.Batch, keep []bool, object string) (applied, skipped int64, err error) {
+func (t *Engine) bulkReplay(ctx context.Context, b bulkSource, keep []bool, object string, kick bool) (applied, skipped int64, err error) {
 	bufs := &t.sb
 	if !bufs.busy.CompareAndSwap(false, true) {
 		bufs = nil // in use (nothing should be in flight): the Go heap
@@ -152,7 +160,7 @@ func (t *Engine) bulkReplay(ctx context.Context, b *changelog.Batch, keep []bool
 		rs := it.res.Stats()
 		applied, skipped = applied+rs.In-rs.Hidden, skipped+rs.Hidden
 	}
-	if applied > 0 {
+	if applied > 0 && kick {
 		t.kick() // LSM compactions of the new L0 files
 	}
 	return applied, skipped, nil
@@ -161,7 +169,7 @@ func (t *Engine) bulkReplay(ctx context.Context, b *changelog.Batch, keep []bool
 // sortEqualOrderRecords orders every run of records with one order hash (the versions of a
 // key, the entries of a map, colliding keys) by base.Compare on the decoded records, which
 // the radix sort left newest first within the run.
-func sortEqualOrderRecords(b *changelog.Batch, recs []segRec) error {
+func sortEqualOrderRecords(b bulkSource, recs []segRec) error {
 	var ents []base.Entry
 	var idx []int
 	var r changelog.Record
@@ -207,7 +215,7 @@ func sortEqualOrderRecords(b *changelog.Batch, recs []segRec) error {
 // bulkIter is the base.Iterator lsm WriteL0 pulls from: the records of recs (entry order)
 // fed to the Resolver, which pushes the resolved entries into a queue the iterator drains.
 type bulkIter struct {
-	b    *changelog.Batch
+	b    bulkSource
 	recs []segRec
 	i    int
 	res  base.Resolver

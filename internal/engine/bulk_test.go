@@ -52,7 +52,7 @@ func BenchmarkBulkReplay(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				if _, _, err := e.bulkReplay(context.Background(), bt, keep, "bench"); err != nil {
+				if _, _, err := e.bulkReplay(context.Background(), bt, keep, "bench", true); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()

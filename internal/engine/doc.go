@@ -326,6 +326,22 @@
 // outside the Go heap (twice that while sorting), the decoded entries of one order-hash run
 // while it is ordered, and the Resolver's pending operands of one key.
 //
+// Canonical savepoints restore by the same mechanism (bulkload.go, BulkLoad): the root turns
+// their logical entries into the changes Apply would take (put, list replace then appends of
+// at most the write path's batch, map put) in a BulkEntries, and bulkReplay writes them as it
+// writes a log tail. They carry no seqs of their own, so:
+//
+//  19. A bulk load gives its n changes the seqs S+1..S+n in their order, S the FreshTable's
+//     seq, and replaces the FreshTable — without a record or a sealed segment (invariant 15's
+//     conditions, CanBulkLoad), so no reader holds any of its memory — by one that continues
+//     after S+n: the changes are
+//     newer than every restored table (their key groups come from no other source) and older
+//     than every later write, a list's pieces keep their order, and invariants 16-18 hold as
+//     for a log tail. Otherwise the root applies them through Apply. A bulk load does not
+//     start the L0 files' compactions (a replay does): the restore's persist, which waits for
+//     background work, would wait for them; they start with the Store's first write (Apply
+//     kicks the scheduler), until then reads look through the L0 files.
+//
 // # Incremental materialization (issue 22; PLANNED — not implemented yet)
 //
 // Today every materialization rewrites the whole memory state (slices and sealed segments)

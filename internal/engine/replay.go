@@ -22,7 +22,7 @@ func (t *Engine) replaySource(ctx context.Context, s checkpoint.Storage, m *chec
 	if t.canBulkReplay() {
 		// Every record goes to the sort: the Resolver drops what a later record supersedes
 		// (about 1 µs a record cheaper than replayKeep's hash table, which Apply needs).
-		return t.bulkReplay(ctx, b, nil, segs[0].Name)
+		return t.bulkReplay(ctx, b, nil, segs[0].Name, true)
 	}
 	keep, err := replayKeep(b, segs[0].Name)
 	if err != nil {

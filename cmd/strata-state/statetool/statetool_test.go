@@ -1,10 +1,11 @@
-package main
+package statetool
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,23 +130,28 @@ func TestDump(t *testing.T) {
 		return lines
 	}
 	all := count(ckDir, owner, "-id", "1")
-	if len(all) != 1000 || all[0]["state"] != "count" || all[0]["kind"] != "value" {
-		t.Fatalf("dump of checkpoint 1: %d lines, first %v", len(all), all[0])
+	if len(all) != 1001 || all[0]["meta"] == nil || all[1]["state"] != "count" || all[1]["kind"] != "value" {
+		t.Fatalf("dump of checkpoint 1: %d lines, first %v", len(all), all[1])
 	}
 	lo, hi := count(ckDir, owner, "-id", "1", "-kg", "0-63"), count(spDir, strata.SavepointOwner(owner), "-kg", "64-127")
-	if len(lo)+len(hi) != 1000 || len(lo) == 0 || len(hi) == 0 {
+	if len(lo)+len(hi) != 1002 || len(lo) == 0 || len(hi) == 0 {
 		t.Fatalf("dump by halves: %d + %d lines", len(lo), len(hi))
 	}
 	for _, l := range hi {
-		if kg := l["kg"].(float64); kg < 64 {
+		if kg, ok := l["kg"].(float64); ok && kg < 64 {
 			t.Fatalf("key group %v in dump of 64-127", kg)
 		}
 	}
-	if n := len(count(ckDir, owner, "-state", "nothing")); n != 0 {
+	if n := len(count(ckDir, owner, "-state", "nothing")); n != 1 {
 		t.Fatalf("dump of another state: %d lines", n)
 	}
 	var out, errb bytes.Buffer
 	if rc := run([]string{"dump", "-dir", ckDir, "-owner", owner, "-kg", "9"}, &out, &errb); rc != 2 {
 		t.Fatalf("bad -kg: exit %d", rc)
 	}
+}
+
+// run runs the command with no standard input and local directories.
+func run(args []string, stdout, stderr io.Writer) int {
+	return Run(args, strings.NewReader(""), stdout, stderr, OpenDir)
 }
