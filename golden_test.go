@@ -1,11 +1,9 @@
 package strata
 
 import (
-	"bytes"
 	"encoding/binary"
 	"flag"
 	"maps"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -13,6 +11,8 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/internal/engine"
+
+	goldenfile "github.com/strata-db/strata/internal/golden"
 )
 
 var updateGolden = flag.Bool("update", false, "TestGoldenRegistryV1: rewrite testdata/registry-v1.bin")
@@ -44,18 +44,7 @@ func TestGoldenRegistryV1(t *testing.T) {
 	s := goldenRegistryStore(t)
 	fresh := s.encodeRegistry()
 	path := filepath.Join("testdata", "registry-v1.bin")
-	if *updateGolden {
-		if err := os.WriteFile(path, fresh, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	golden, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(golden, fresh) {
-		t.Errorf("encodeRegistry no longer produces %s byte for byte: the format changed\n got %q\nwant %q", path, fresh, golden)
-	}
+	golden := goldenfile.Check(t, path, fresh, *updateGolden)
 	r, err := decodeReg(golden)
 	if err != nil {
 		t.Fatalf("decoding %s: %v", path, err)
@@ -104,9 +93,9 @@ func TestGoldenRegistryV3(t *testing.T) {
 		r := s.registry()
 		var golden []byte
 		if c.ops == nil {
-			golden = goldenFile(t, c.path, r.Encode())
+			golden = goldenfile.Check(t, c.path, r.Encode(), *updateGolden)
 		} else { // its operator state blob is of version 1, no longer written: decoded only
-			golden = readGolden(t, c.path)
+			golden = goldenfile.Read(t, c.path)
 		}
 		if v := binary.LittleEndian.Uint16(golden[8:]); v != 3 {
 			t.Fatalf("%s: version %d", c.path, v)
@@ -129,7 +118,7 @@ func TestGoldenRegistryV5(t *testing.T) {
 	s := goldenRegistryStore(t)
 	s.aliases = map[string][]engine.IDAlias{"list": {{Lo: 3, Hi: 99, ID: 8}}, "old": {{Lo: 100, Hi: 150, ID: 2}, {Lo: 151, Hi: 200, ID: 1}}}
 	r := s.registry()
-	golden := goldenFile(t, "testdata/registry-v5.bin", r.Encode())
+	golden := goldenfile.Check(t, "testdata/registry-v5.bin", r.Encode(), *updateGolden)
 	got, err := decodeReg(golden)
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +16,8 @@ import (
 	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/memory"
+
+	goldenfile "github.com/strata-db/strata/internal/golden"
 )
 
 // opEnv runs jobs of Stores with operator state on a MemFS: a job is the Stores of one
@@ -725,17 +726,6 @@ func opEqual(a, b *engine.OpSnapshot) bool {
 	return true
 }
 
-// readGolden returns the golden file path of a format version no longer written (decoded
-// only: its bytes stay as they were).
-func readGolden(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestGoldenRegistryV2: the state registry with operator state (persist.go, version 2):
 // testdata/registry-v2.bin (its operator state blob of version 1, no longer written) decodes
 // to goldenRegistryStore's registry with goldenOpSnapshotV1; the registry with
@@ -744,7 +734,7 @@ func TestGoldenRegistryV2(t *testing.T) {
 	s := goldenRegistryStore(t)
 	r := s.registry()
 	path := "testdata/registry-v2.bin"
-	golden := readGolden(t, path)
+	golden := goldenfile.Read(t, path)
 	got, err := decodeReg(golden)
 	if err != nil {
 		t.Fatal(err)
@@ -764,25 +754,6 @@ func TestGoldenRegistryV2(t *testing.T) {
 	if !bytes.Equal(encodeRegistryOps(r, &engine.OpSnapshot{Subtask: 0, Parallelism: 1}), s.encodeRegistry()) {
 		t.Fatal("a registry with no operator state is not version 1")
 	}
-}
-
-// goldenFile writes fresh to path with -update, and returns the file, having checked that it
-// is fresh byte for byte.
-func goldenFile(t *testing.T, path string, fresh []byte) []byte {
-	t.Helper()
-	if *updateGolden {
-		if err := os.WriteFile(path, fresh, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	golden, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(golden, fresh) {
-		t.Errorf("the encoder no longer produces %s byte for byte: the format changed\n got %x\nwant %x", path, fresh, golden)
-	}
-	return golden
 }
 
 // TestOperatorStateCorruption: a checkpoint whose operator state is damaged or of another

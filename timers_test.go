@@ -20,6 +20,8 @@ import (
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/memory"
 	"github.com/strata-db/strata/timer"
+
+	goldenfile "github.com/strata-db/strata/internal/golden"
 )
 
 // ft is a fired (or pending) timer as the tests compare them.
@@ -728,7 +730,7 @@ func TestGoldenRegistryV4(t *testing.T) {
 	ops := goldenOpSnapshotV1()
 	r.TimerFile = engine.TimerFileRef{Name: "TIMERS-0123456789abcdef", Size: 1 << 40, CRC: 0xdeadbeef}
 	// Its operator state blob is of version 1, no longer written: the file is decoded only.
-	golden := readGolden(t, "testdata/registry-v4.bin")
+	golden := goldenfile.Read(t, "testdata/registry-v4.bin")
 	got, err := decodeReg(golden)
 	if err != nil {
 		t.Fatal(err)

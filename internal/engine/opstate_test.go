@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/strata-db/strata/internal/base"
+
+	goldenfile "github.com/strata-db/strata/internal/golden"
 )
 
 var updateGolden = flag.Bool("update", false, "TestGoldenOperatorStateV2: rewrite the root's testdata/opstate-v2.bin")
@@ -100,39 +102,12 @@ func setUnionFlag(good []byte) []byte {
 	return b
 }
 
-// goldenFile writes fresh to path with -update, and returns the file, having checked that it
-// is fresh byte for byte.
-func goldenFile(t *testing.T, path string, fresh []byte) []byte {
-	t.Helper()
-	if *updateGolden {
-		if err := os.WriteFile(path, fresh, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	golden := readGolden(t, path)
-	if !bytes.Equal(golden, fresh) {
-		t.Errorf("the encoder no longer produces %s byte for byte: the format changed\n got %x\nwant %x", path, fresh, golden)
-	}
-	return golden
-}
-
-// readGolden returns the golden file path of a format version no longer written (decoded
-// only: its bytes stay as they were).
-func readGolden(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestGoldenOperatorStateV1: testdata/opstate-v1.bin (opstate.go, version 1, no longer
 // written: a union list with received elements) still decodes, its union elements under the
 // ids derived from their indices; the received flags are refused in the checkpoint form.
 func TestGoldenOperatorStateV1(t *testing.T) {
 	path := filepath.Join("..", "..", "testdata", "opstate-v1.bin")
-	golden := readGolden(t, path)
+	golden := goldenfile.Read(t, path)
 	got, err := DecodeOps(path, golden, false)
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +133,7 @@ func TestGoldenOperatorStateV1(t *testing.T) {
 func TestGoldenOperatorStateV2(t *testing.T) {
 	want := goldenOpSnapshot()
 	path := filepath.Join("..", "..", "testdata", "opstate-v2.bin")
-	golden := goldenFile(t, path, want.Encode())
+	golden := goldenfile.Check(t, path, want.Encode(), *updateGolden)
 	if !bytes.Equal(want.Encode(), golden) {
 		t.Fatal("the checkpoint form differs from the directory form")
 	}

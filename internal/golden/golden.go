@@ -36,3 +36,15 @@ func Check(t testing.TB, path string, fresh []byte, update bool) []byte {
 	}
 	return b
 }
+
+// Read returns the golden file at path of a format version no longer written (decoded only:
+// its bytes stay as they were, no update flag rewrites it); a missing or unreadable file is
+// reported with t.Fatal.
+func Read(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
