@@ -809,11 +809,7 @@ func markRestoring(fsys vfs.FS, dir string) error {
 	if err != nil {
 		return err
 	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := vfs.SyncClose(f, nil); err != nil {
 		return err
 	}
 	return vfs.SyncDir(fsys, dir)

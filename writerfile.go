@@ -108,12 +108,7 @@ func writeWriterFile(fsys vfs.FS, dir string, w writerRecord) error {
 		return err
 	}
 	_, err = f.Write(w.encode())
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err = vfs.SyncClose(f, err)
 	if err == nil {
 		err = vfs.SyncDir(fsys, dir)
 	}

@@ -167,13 +167,7 @@ func (d *DirStorage) put(ctx context.Context, op, name string, create bool, fill
 	if err := d.inDir(dir, func() (err error) { f, err = d.fs.Create(tmp); return err }); err != nil {
 		return fmt.Errorf("checkpoint: %s %s: %w", op, name, err)
 	}
-	err := fill(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err := vfs.SyncClose(f, fill(f))
 	if err == nil {
 		err = ctx.Err()
 	}

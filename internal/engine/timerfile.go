@@ -43,12 +43,7 @@ func WriteTimerFile(fsys vfs.FS, dir string, srcs []timer.Source) (ref TimerFile
 	cw := &crcWriter{w: f}
 	secs, err := snap.WriteTo(context.Background(), cw)
 	snap.Release()
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err = vfs.SyncClose(f, err)
 	if err == nil {
 		err = vfs.SyncDir(fsys, dir)
 	}

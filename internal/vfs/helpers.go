@@ -40,3 +40,17 @@ func ReadFile(fsys FS, path string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// SyncClose ends the writing of file f: unless err (the writing's error) is already set, it
+// syncs f, then closes f in every case, and returns the first error of the three — the "fsync
+// the file, close it" step of the rename protocol (SyncDir) that every durable file write of
+// the module takes. f is closed when SyncClose returns.
+func SyncClose(f File, err error) error {
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
