@@ -145,6 +145,9 @@ type Engine struct {
 	bgRetries        int64 // of those, the ones scheduled again after a backoff
 
 	cost costState // cost accounting (cost.go)
+
+	// lazy is the LazyFS of a lazy restore once StartPrefetch ran (nil otherwise): LazyStats.
+	lazy atomic.Pointer[LazyFS]
 }
 
 type transformJob struct {
