@@ -83,8 +83,8 @@ type CheckpointOptions struct {
 	// skeleton is written, without waiting for the table objects' bytes (issue 24, item 3; as
 	// ForSt, Flink 2.0's disaggregated state backend, reads restored files from the remote
 	// file system before they are local). Tables not yet local are read through ranged reads
-	// of the checkpoint storage while a background prefetch (at most 4 files in flight, and
-	// one background worker always left to the Store's other work)
+	// of the checkpoint storage while a background prefetch (at most 4 files in flight, on
+	// workers of its own beside BackgroundWorkers)
 	// copies them in and checks each one's CRC32C as it arrives; from a DirStorage on the same
 	// file system they are hard links at once and only the check runs in the background.
 	// Stats.LazyRestore follows the prefetch. A file found damaged fails the reads that need

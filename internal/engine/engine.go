@@ -630,6 +630,9 @@ func (t *Engine) Seal() error {
 func (t *Engine) Close() error {
 	t.closeScans()
 	errs := []error{t.sched.Close()}
+	if l := t.lazy.Load(); l != nil {
+		errs = append(errs, l.close()) // the prefetch's scheduler (lazy.go)
+	}
 	t.closeCheckpoints()
 	if t.sb.busy.CompareAndSwap(false, true) { // no task runs now; else leave it mapped
 		t.sb.recs.free()

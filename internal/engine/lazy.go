@@ -32,8 +32,7 @@ const (
 	lazyCorrupt
 )
 
-// DefaultPrefetchLanes is how many files a LazyFS's prefetch has in flight at most; fewer when
-// the scheduler has fewer than DefaultPrefetchLanes+1 workers (StartPrefetch leaves one).
+// DefaultPrefetchLanes is how many files a LazyFS's prefetch has in flight at most.
 const DefaultPrefetchLanes = 4
 
 // lazyChunk is the range the prefetch reads per GetRange call (as checkpoint's getFile).
@@ -53,7 +52,28 @@ type lazyEntry struct {
 	removed atomic.Bool // the LsmStore removed its name
 	mu      sync.Mutex  // serialises Remove against the prefetch's rename
 	err     error       // the corruption, set before state becomes lazyCorrupt
+	meta    atomic.Pointer[lazyMeta]
 }
+
+// lazyMeta holds a remote file's first and last bytes, read by warm before lsm.Import opens
+// the table: the header, and the footer with the filter and index before it — what every open
+// of the table reads, twice per restore (Import, then Open) — so that opening a remote table
+// costs no round trip. Dropped once the file is local.
+type lazyMeta struct {
+	head    []byte // bytes [0, len(head))
+	tailOff int64
+	tail    []byte // bytes [tailOff, size)
+}
+
+// lazyHead and lazyTail size a lazyMeta: the header is a few bytes; the filter and index
+// are about 2 % of a table (10 bits of filter and a few bytes of index per 130-byte entry),
+// so a tail of 1/32 of the file, at least 64 KiB, holds them for the LsmStore's tables; an
+// open that reads before the tail reads the storage instead.
+const (
+	lazyHead    = 4 << 10
+	lazyTailMin = 64 << 10
+	lazyWarmers = 8 // warm's concurrent reads
+)
 
 // LazyFS is the vfs.FS of a lazily restored engine: Inner, except for the table files a
 // RestoreLazy registered, which it serves as lazy files until they are local (doc.go, "Lazy
@@ -71,6 +91,7 @@ type LazyFS struct {
 	running int                   // prefetch lanes in flight
 	done    func() error
 	doneRan bool
+	sched   *scheduler.Scheduler // the prefetch's, from StartPrefetch to close
 
 	remoteReads, remoteBytes, fetched, verified, retries, corrupt, local atomic.Int64
 	finished                                                             atomic.Bool
@@ -273,7 +294,7 @@ func (f *lazyFile) ReadAt(p []byte, off int64) (int, error) {
 	return f.l.readRemote(f.e, p, off)
 }
 
-// readRemote reads p at off from the object, short with io.EOF at its end.
+// readRemote reads p at off from the object (or its lazyMeta), short with io.EOF at its end.
 func (l *LazyFS) readRemote(e *lazyEntry, p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, &fs.PathError{Op: "read", Path: e.path, Err: syscall.EINVAL}
@@ -282,16 +303,22 @@ func (l *LazyFS) readRemote(e *lazyEntry, p []byte, off int64) (int, error) {
 	if n <= 0 {
 		return 0, io.EOF
 	}
-	b, err := checkpoint.GetObjectRange(context.Background(), l.storage, e.obj.Name, e.obj.Size, off, n)
-	if err != nil {
-		return 0, err
+	if m := e.meta.Load(); m != nil && off+n <= int64(len(m.head)) {
+		copy(p, m.head[off:off+n])
+	} else if m != nil && m.tail != nil && off >= m.tailOff {
+		copy(p, m.tail[off-m.tailOff:off-m.tailOff+n])
+	} else {
+		b, err := checkpoint.GetObjectRange(context.Background(), l.storage, e.obj.Name, e.obj.Size, off, n)
+		if err != nil {
+			return 0, err
+		}
+		if int64(len(b)) != n {
+			return 0, base.Corrupt(e.obj.Name, off, base.ErrTruncated, "range of %d bytes read as %d", n, len(b))
+		}
+		l.remoteReads.Add(1)
+		l.remoteBytes.Add(n)
+		copy(p, b)
 	}
-	if int64(len(b)) != n {
-		return 0, base.Corrupt(e.obj.Name, off, base.ErrTruncated, "range of %d bytes read as %d", n, len(b))
-	}
-	l.remoteReads.Add(1)
-	l.remoteBytes.Add(n)
-	copy(p, b)
 	if n < int64(len(p)) {
 		return int(n), io.EOF
 	}
@@ -349,30 +376,95 @@ func (f *lazyFile) Close() error {
 	return nil
 }
 
-// StartPrefetch starts l's prefetch on the engine's scheduler (doc.go, "Lazy restore"): done
-// runs once every file is local, on a scheduler worker. The prefetch ends early at Close
-// (the directory stays incomplete, invariant 22) and when a file is found corrupt it goes on
-// with the others but never calls done. Errors: the scheduler's (ErrClosed).
+// warm reads the lazyMeta of every remote file, lazyWarmers at a time on a scheduler of its
+// own (closed before it returns): the tables' opens by lsm.Import and Open then need no round
+// trip. A failed read leaves its file without a lazyMeta (its opens read the storage); only
+// ctx's error is returned.
+func (l *LazyFS) warm(ctx context.Context) error {
+	l.mu.Lock()
+	var remote []*lazyEntry
+	for _, e := range l.queue {
+		if e.state.Load() == lazyRemote {
+			remote = append(remote, e)
+		}
+	}
+	l.mu.Unlock()
+	if len(remote) == 0 {
+		return nil
+	}
+	sched, err := scheduler.New(scheduler.Options{Workers: min(lazyWarmers, len(remote))})
+	if err != nil {
+		return err
+	}
+	defer sched.Close()
+	var hs []*scheduler.Handle
+	for _, e := range remote {
+		h, err := sched.Submit(scheduler.Upload, "lazy-restore warm", func(tctx context.Context) error {
+			size := e.obj.Size
+			m := &lazyMeta{}
+			hn := min(size, lazyHead)
+			tn := min(size-hn, max(lazyTailMin, size/32))
+			b, err := checkpoint.GetObjectRange(ctx, l.storage, e.obj.Name, size, 0, hn)
+			if err != nil || int64(len(b)) != hn {
+				return nil
+			}
+			m.head = b
+			if tn > 0 {
+				b, err := checkpoint.GetObjectRange(ctx, l.storage, e.obj.Name, size, size-tn, tn)
+				if err == nil && int64(len(b)) == tn {
+					m.tailOff, m.tail = size-tn, b
+				}
+			}
+			e.meta.Store(m)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		hs = append(hs, h)
+	}
+	for _, h := range hs {
+		h.Wait()
+	}
+	return ctx.Err()
+}
+
+// StartPrefetch starts l's prefetch (doc.go, "Lazy restore") on a scheduler of its own with
+// l's lanes as workers, so that the lanes, which mostly wait for the storage, never hold a
+// worker of the engine's (a compaction's, a checkpoint upload's); Engine.Close closes it. done
+// runs once every file is local, on a prefetch worker. The prefetch ends early at Close (the
+// directory stays incomplete, invariant 22); when a file is found corrupt it goes on with the
+// others but never calls done. Errors: scheduler.New's.
 func (e *Engine) StartPrefetch(l *LazyFS, done func() error) error {
-	e.lazy.Store(l)
 	l.mu.Lock()
 	l.done = done
-	// One worker always stays for the Store's other work (a checkpoint's upload, a
-	// compaction): a lane holds its worker while it waits for the storage.
-	total := e.sched.Workers() + e.sched.Reserved(scheduler.Upload)
-	n := min(l.lanes, total-1, len(l.queue))
-	n = max(n, min(1, len(l.queue)))
+	n := min(l.lanes, len(l.queue))
 	l.running = n
 	l.mu.Unlock()
 	if n == 0 {
+		e.lazy.Store(l)
 		return l.finish()
 	}
+	sched, err := scheduler.New(scheduler.Options{Workers: n})
+	if err != nil {
+		return err
+	}
+	l.sched = sched
+	e.lazy.Store(l)
 	for range n {
-		if err := l.submit(e.sched); err != nil {
+		if err := l.submit(sched); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// close stops the prefetch and waits for its lanes.
+func (l *LazyFS) close() error {
+	if l.sched == nil {
+		return nil
+	}
+	return l.sched.Close()
 }
 
 // LazyStats returns the figures of the engine's lazy restore (zero when it had none).
@@ -494,6 +586,7 @@ func (l *LazyFS) prefetch(ctx context.Context, e *lazyEntry) error {
 func (l *LazyFS) settle(e *lazyEntry, st int32) {
 	l.mu.Lock()
 	e.state.Store(st)
+	e.meta.Store(nil)
 	if !e.removed.Load() {
 		l.pending--
 	}

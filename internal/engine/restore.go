@@ -139,6 +139,9 @@ func restore(ctx context.Context, fsys vfs.FS, dir string, maxParallelism int, k
 	}
 	ifs := fsys
 	if l != nil {
+		if err := l.warm(ctx); err != nil {
+			return res, err
+		}
 		ifs = l
 	}
 	if err := lsm.Import(lsm.Options{FS: ifs, Dir: lsmDir, Name: "lsm"}, tables, lastSeq, meta); err != nil {
