@@ -16,7 +16,7 @@ import (
 // its first seconds, with CheckpointOptions.LazyRestore against a full restore, from the
 // checkpoint of the Restore rows (256 MiB of value state; 1 GiB and 4 GiB with -big).
 //
-//	BenchmarkLazyRestore/state=256MiB/storage=dir/restore=lazy
+//	BenchmarkLazyRestore/state=256MiB/impl=strata/storage=dir/restore=lazy
 //
 // storage=dir is the local DirStorage (a full restore hard-links and checks every table's
 // CRC32C; a lazy one hard-links and checks in the background); storage=s3sim wraps it in a
@@ -36,7 +36,7 @@ import (
 
 var (
 	flagLazyRounds = flag.Int("lazyrounds", 2, "restores per BenchmarkLazyRestore leaf (at least; b.N if larger)")
-	flagLazyWindow = flag.Duration("lazywindow", 3*time.Second, "how long each BenchmarkLazyRestore round reads after its restore")
+	flagLazyWindow = flag.Duration("lazywindow", 10*time.Second, "how long each BenchmarkLazyRestore round reads after its restore")
 )
 
 // slowStorage adds an object store's latency and bandwidth to Get and GetRange.
@@ -82,21 +82,23 @@ func BenchmarkLazyRestore(b *testing.B) {
 			if !slices.Contains(impls(), "strata") {
 				b.Skip("strata is not among -impls (LazyRestore has no peer row)")
 			}
-			for _, storage := range []string{"dir", "s3sim"} {
-				b.Run("storage="+storage, func(b *testing.B) {
-					for _, mode := range []string{"full", "lazy"} {
-						b.Run("restore="+mode, func(b *testing.B) {
-							st := ckStrata(b, c)
-							st.closeStore(b)
-							var s checkpoint.Storage = st.storage
-							if storage == "s3sim" {
-								s = slowStorage{Storage: st.storage, latency: 20 * time.Millisecond, perByte: 10 * time.Nanosecond}
-							}
-							benchLazyRestore(b, st, s, mode == "lazy", c.label+"/"+storage)
-						})
-					}
-				})
-			}
+			b.Run("impl=strata", func(b *testing.B) {
+				for _, storage := range []string{"dir", "s3sim"} {
+					b.Run("storage="+storage, func(b *testing.B) {
+						for _, mode := range []string{"full", "lazy"} {
+							b.Run("restore="+mode, func(b *testing.B) {
+								st := ckStrata(b, c)
+								st.closeStore(b)
+								var s checkpoint.Storage = st.storage
+								if storage == "s3sim" {
+									s = slowStorage{Storage: st.storage, latency: 20 * time.Millisecond, perByte: 10 * time.Nanosecond}
+								}
+								benchLazyRestore(b, st, s, mode == "lazy", c.label+"/"+storage)
+							})
+						}
+					})
+				}
+			})
 		})
 	}
 }

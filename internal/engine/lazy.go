@@ -206,6 +206,7 @@ func (l *LazyFS) Remove(name string) error {
 	l.mu.Lock() // settle decides under it too: pending drops once per entry
 	if !e.removed.Load() {
 		e.removed.Store(true)
+		e.meta.Store(nil) // open lazy files read the storage from now on
 		if st := e.state.Load(); st != lazyLocal && st != lazyCorrupt {
 			l.pending--
 		}

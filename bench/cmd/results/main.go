@@ -10,6 +10,7 @@
 //	cd bench && go run ./cmd/results -only nexmark       # rerun and rewrite only the Nexmark section (~3 minutes)
 //	cd bench && go run ./cmd/results -only nexmark,flight # … and the flight job's section (its chart)
 //	cd bench && go run ./cmd/results -only kafka         # the flight job on Kafka's section (~1.5 minutes)
+//	cd bench && go run ./cmd/results -only lazy          # the lazy restore section (~5 minutes at -count 3)
 //
 // The suite runs with -test.cpu 1 (and GOMAXPROCS=1 in its environment): GOMAXPROCS=1 for the
 // whole benchmark process, so that Strata's background workers and the peers' compactions
@@ -75,7 +76,7 @@ func main() {
 	nxPastBudget := flag.Int64("nexmark-past-budget", 48<<20, "Strata budget in bytes of the q20 run past the budget")
 	flight := flag.Bool("flight", true, "run the flight demo with -series for the flight job's section and chart (about a minute)")
 	kafka := flag.Bool("kafka", true, "run the flight job on Kafka (cmd/flightkafka, all 3M flights on kfake) for its section (about a minute and a half)")
-	only := flag.String("only", "", "comma-separated sections (nexmark, flight, kafka) to run alone and replace in -out, keeping the rest of it")
+	only := flag.String("only", "", "comma-separated sections (nexmark, flight, kafka, lazy) to run alone and replace in -out, keeping the rest of it")
 	flag.Parse()
 
 	nxRaw := filepath.Join(filepath.Dir(*rawPath), "nexmark.txt")
@@ -157,8 +158,12 @@ func main() {
 			case "kafka":
 				kafkaSection(&sec, *reuse)
 				head = "## Flight job on Kafka\n"
+			case "lazy":
+				lazySection(&sec, *reuse, *count, *suiteArgs, filepath.Join(filepath.Dir(*rawPath), "lazy.txt"))
+				head = lazyHead
+				before = append([]string{"## Memory efficiency\n", "## Nexmark\n", "## Flight job\n", "## Flight job on Kafka\n"}, before...)
 			default:
-				fatalf("-only %q: the sections are nexmark, flight and kafka", name)
+				fatalf("-only %q: the sections are nexmark, flight, kafka and lazy", name)
 			}
 			old = replaceSection(old, head, onlyHead(sec.Bytes()), before...)
 		}
@@ -257,6 +262,7 @@ func main() {
 	writeCheckpoints(&md, d)
 	writeTTLTimers(&md, d)
 	writeBatched(&md, d)
+	writeLazy(&md, d, *rawPath)
 	writeMemory(&md, d)
 	nexmarkSection(&md, *reuse)
 	if *flight {
@@ -500,7 +506,7 @@ func writeTables(md *bytes.Buffer, d *report.Data) {
 // (bench/suite/ttl_test.go: Strata only, the peers have neither), and batched access
 // (bench/suite/batch_test.go: Strata's batched path against its single calls).
 func isCheckpointWorkload(w string) bool {
-	for _, p := range []string{"Checkpoint/", "Restore/", "ChangelogCheckpoint/", "ChangelogRestore/", "FlinkTTL/", "Timers/", "BatchedAccess/"} {
+	for _, p := range []string{"Checkpoint/", "Restore/", "ChangelogCheckpoint/", "ChangelogRestore/", "FlinkTTL/", "Timers/", "BatchedAccess/", "LazyRestore/"} {
 		if strings.HasPrefix(w, p) {
 			return true
 		}
