@@ -104,6 +104,7 @@ func BenchmarkLazyRestore(b *testing.B) {
 }
 
 func benchLazyRestore(b *testing.B, st *ckStrataState, storage checkpoint.Storage, lazy bool, row string) {
+	b.ReportAllocs()
 	rounds := max(b.N, *flagLazyRounds)
 	n := st.size.keys()
 	var restoreNs, firstNs, localNs []int64
