@@ -140,6 +140,7 @@ var importAllowList = map[string][]string{
 	"internal/base":              nil,
 	"internal/vfs":               nil,
 	"internal/invariants":        nil,
+	"internal/golden":            nil,
 	"internal/tools/sve2word":    nil,
 	"memory":                     nil,
 	"scheduler":                  nil,

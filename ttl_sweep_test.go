@@ -98,32 +98,34 @@ func TestTTLSweep(t *testing.T) {
 	ss := newSweepStates(t, s)
 	const n = 400
 	// t=0: "dead" keys, never touched again. The sweep sees the active segment at its first
-	// writes (t=0), a tick at 50 leaves it (younger than sweepSealAge = 2 periods of 40 ms),
-	// the tick at 90 seals it; its slices expire at 100 and are due 3 periods later, at 220.
+	// writes (t=0); ticks at 50 and 90 leave it (nothing in it can expire before the smallest
+	// TTL, 100, and the sweep waits a period more: sweepSealAge 140); the tick at 150 seals
+	// it; its slices expire at 100 and are due 3 periods later, at 220.
 	ss.write(t, s, "dead", 0, n)
 	must(0, s.WaitBackground())
 	now.Store(50)
 	must(0, s.WaitBackground())
-	if st := s.Stats(); st.TTL.SweepSeals != 0 {
-		t.Fatalf("a segment active for less than 2 periods sealed: %d seals", st.TTL.SweepSeals)
-	}
 	now.Store(90)
 	must(0, s.WaitBackground())
-	st := s.Stats()
-	if st.TTL.SweepSeals != 1 || st.Slices.Count == 0 || st.Fresh.Records != 0 {
-		t.Fatalf("after the second tick: %d seals, %d slices, %d FreshTable records", st.TTL.SweepSeals, st.Slices.Count, st.Fresh.Records)
+	if st := s.Stats(); st.TTL.SweepSeals != 0 {
+		t.Fatalf("a segment sealed before its oldest data could expire: %d seals", st.TTL.SweepSeals)
 	}
 	ttl, kept := ss.counts(t, s)
 	if ttl != 4*n || kept != 2*n {
 		t.Fatalf("before expiry: %d TTL entries, %d kept", ttl, kept)
 	}
-	sliceBytes := st.Slices.Bytes
-	// t=150: the dead keys expired at 100, reported pending; at the tick at 200 they are
-	// still within the sweep's lag. "live" keys written at 200 expire at 300. The bound is
-	// 200 ms: by 300 the dead data must be gone — here at the first tick past 220 (the lag),
-	// 240, which leaves the live keys' segment active (for 40 ms).
 	now.Store(150)
-	if st := s.Stats(); st.TTL.SweepDueUnits == 0 || st.TTL.ExpiredPendingBytes == 0 {
+	must(0, s.WaitBackground())
+	st := s.Stats()
+	if st.TTL.SweepSeals != 1 || st.Slices.Count == 0 || st.Fresh.Records != 0 {
+		t.Fatalf("after the tick at 150: %d seals, %d slices, %d FreshTable records", st.TTL.SweepSeals, st.Slices.Count, st.Fresh.Records)
+	}
+	sliceBytes := st.Slices.Bytes
+	// The dead keys expired at 100, reported pending; at the tick at 200 they are still
+	// within the sweep's lag. "live" keys written at 200 expire at 300. The bound is 200 ms:
+	// by 300 the dead data must be gone — here at the first tick past 220 (the lag), 240,
+	// which leaves the live keys' segment active (for 40 ms).
+	if st.TTL.SweepDueUnits == 0 || st.TTL.ExpiredPendingBytes == 0 {
 		t.Fatalf("expired data not reported pending: %d units, %d bytes", st.TTL.SweepDueUnits, st.TTL.ExpiredPendingBytes)
 	}
 	now.Store(200)
@@ -333,8 +335,8 @@ func TestTTLSweepCheckpoint(t *testing.T) {
 	const n = 300
 	ss.write(t, s, "dead", 0, n)
 	must(0, s.WaitBackground())
-	now.Store(90)
-	must(0, s.WaitBackground()) // sealed (2 periods active): the dead keys are in slices
+	now.Store(150)
+	must(0, s.WaitBackground()) // sealed (sweepSealAge: minTTL + a period): the dead keys are in slices
 	p := must(s.StartCheckpoint(1, nil))
 	now.Store(230)               // the dead keys expired at 100: due after the lag, at 220
 	ss.write(t, s, "live", 0, n) // ticks sweep the pinned slices

@@ -5,12 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"flag"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/strata-db/strata/internal/base"
+
+	goldenfile "github.com/strata-db/strata/internal/golden"
 )
 
 var updateCanonical = flag.Bool("update-canonical", false, "TestGoldenCanonical, TestGoldenManifestV5: rewrite testdata/CANONICAL-v1 and testdata/MANIFEST-v5")
@@ -130,18 +131,7 @@ func TestGoldenCanonical(t *testing.T) {
 	es, ts := goldenCanonicalRecords()
 	fresh := encodeCanonical(t, meta, es, ts)
 	path := filepath.Join("testdata", "CANONICAL-v1")
-	if *updateCanonical {
-		if err := os.WriteFile(path, fresh, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(b, fresh) {
-		t.Fatalf("the writer no longer produces %s byte for byte: the format changed", path)
-	}
+	b := goldenfile.Check(t, path, fresh, *updateCanonical)
 	r, err := DecodeCanonical("CANONICAL-v1", b)
 	if err != nil {
 		t.Fatal(err)
@@ -291,18 +281,7 @@ func TestGoldenManifestV5(t *testing.T) {
 		t.Fatalf("encoded as version %d", v)
 	}
 	path := filepath.Join("testdata", "MANIFEST-v5")
-	if *updateCanonical {
-		if err := os.WriteFile(path, fresh, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(b, fresh) {
-		t.Fatalf("the encoder no longer produces %s byte for byte", path)
-	}
+	b := goldenfile.Check(t, path, fresh, *updateCanonical)
 	if got, err := DecodeManifest("MANIFEST-v5", b); err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("decoded %+v, %v", got, err)
 	}

@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"github.com/strata-db/strata/internal/base"
+
+	goldenfile "github.com/strata-db/strata/internal/golden"
 )
 
 var updateGolden = flag.Bool("update", false, "TestGoldenManifestV4: rewrite testdata/MANIFEST-v4 (MANIFEST-v1 to MANIFEST-v3 are frozen: Encode writes only version 4)")
@@ -244,18 +246,7 @@ func TestGoldenManifestV4(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join("testdata", "MANIFEST-v4")
-	if *updateGolden {
-		if err := os.WriteFile(path, fresh, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(b, fresh) {
-		t.Errorf("the encoder no longer produces %s byte for byte: the format changed\n got %x\nwant %x", path, fresh, b)
-	}
+	b := goldenfile.Check(t, path, fresh, *updateGolden)
 	got, err := DecodeManifest("MANIFEST-v4", b)
 	if err != nil {
 		t.Fatal(err)

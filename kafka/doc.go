@@ -75,8 +75,20 @@
 // Run returns when its context is done, after a last checkpoint and commit, and leaves the
 // group: wire SIGTERM with signal.NotifyContext (bench/cmd/flightkafka does).
 //
+// # Benchmarks
+//
+// bench_test.go, on kfake in the benchmark's process (cd kafka && go test -run '^$' -bench .
+// -benchtime 1x; bench/cmd/results -only kafka tables them in bench/RESULTS.md):
+// BenchmarkEndToEndLatency, a record's produce call to its output read by a read_committed
+// consumer, exactly once at three checkpoint intervals and at least once beside; and
+// BenchmarkRebalance, a partition's move to a runner that restores its whole Store
+// (-kafka.state bytes of state, 256 MiB by default) from checkpoints linked or copied. Its
+// restore modes are one table (rebalanceRestores): full-claim, the runner's (RestoreMode
+// Claim: a partition restores its own lineage, so the new owner's first checkpoint is
+// incremental); a lazy restore is one more entry.
+//
 // # Not yet
 //
-//   - Restore is full, not lazy (the storage issue); the benchmarks of issue 25 are not built.
+//   - Restore is full, not lazy (the storage issue).
 //   - A real cluster has not been tried: the tests and bench/cmd/flightkafka run on kfake.
 package kafka

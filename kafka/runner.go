@@ -44,7 +44,13 @@ type Config struct {
 	// LocalDir is this runner's scratch directory for the partitions' Stores.
 	LocalDir string
 	// StoreOptions is the template of each partition's strata.Options; MaxParallelism,
-	// KeyGroups and Checkpoint.{Storage,Owner,Retain} are set by the runner.
+	// KeyGroups and Checkpoint.{Storage,Owner,Retain,RestoreMode} are set by the runner.
+	// RestoreMode is always strata.Claim: a partition restores its own lineage (the job owns
+	// its checkpoints, as in Flink's failover recovery, where restore modes do not apply), so
+	// the new owner's first checkpoint is incremental over the restored objects and GC keeps
+	// collecting them; NoClaim would pin the restored checkpoint for ever and make the first
+	// checkpoint after every move a copy of the whole state, taken before the partition's
+	// first record (BenchmarkRebalance: 3.4 s vs 1.9 s for a 256 MiB partition, linked).
 	StoreOptions strata.Options
 	// CheckpointInterval is how often a checkpoint is taken and the Kafka transaction
 	// committed with it (milliseconds of wall time). Default 1 s.
@@ -912,6 +918,7 @@ func (r *Runner) restore(ctx context.Context, p int32) error {
 	opts.Checkpoint.Storage = r.cfg.Storage
 	opts.Checkpoint.Owner = r.owner(p)
 	opts.Checkpoint.Retain = r.cfg.Retain
+	opts.Checkpoint.RestoreMode = strata.Claim // its own lineage (Config.StoreOptions)
 	if err := os.MkdirAll(r.cfg.LocalDir, 0o755); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	strata "github.com/strata-db/strata"
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/kafka/kafkatest"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -31,6 +32,8 @@ type testEnv struct {
 	job     string
 	// delivery is the runners' Config.Delivery.
 	delivery Delivery
+	// edit, when set, changes every runner's config (before startWith's own edit).
+	edit func(*Config)
 }
 
 func newEnv(t *testing.T, parts int32) *testEnv {
@@ -164,27 +167,11 @@ func total(m map[string]int) (n int) {
 // catch duplicates) or the deadline passes.
 func (e *testEnv) readOutput(want int, deadline time.Duration) map[string]int {
 	e.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics("out"),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	got, err := kafkatest.Output(ctx, e.brokers, "out", want, 300*time.Millisecond)
 	if err != nil {
 		e.t.Fatal(err)
-	}
-	defer cl.Close()
-	got := map[string]int{}
-	n := 0
-	end := time.Now().Add(deadline)
-	var extra time.Time
-	for time.Now().Before(end) && (extra.IsZero() || time.Now().Before(extra)) {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		fs.EachRecord(func(r *kgo.Record) {
-			got[string(r.Key)+"="+string(r.Value)]++
-			n++
-		})
-		if n >= want && extra.IsZero() {
-			extra = time.Now().Add(300 * time.Millisecond)
-		}
 	}
 	return got
 }
@@ -226,6 +213,9 @@ func (e *testEnv) start(name string) *running {
 func (e *testEnv) startWith(name string, edit func(*Config)) *running {
 	e.t.Helper()
 	cfg := e.config(name)
+	if e.edit != nil {
+		e.edit(&cfg)
+	}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -302,12 +292,13 @@ func TestSingleRunner(t *testing.T) {
 	}
 }
 
-// TestKillMidStream: three runners share the input; one is killed mid-stream without
-// committing; its partitions move to the others, which restore them from the checkpoints the
-// committed offsets name. The committed output equals the model's: no loss, no duplicates.
-func TestKillMidStream(t *testing.T) {
-	e := newEnv(t, testParts)
-	const n = 6000
+// killOne runs the kill scenario on n records: three runners share the input; once one of
+// them has committed a checkpoint (and processed some records) it is killed mid-stream
+// without committing, while the second half of the input is produced around the kill; the
+// others go on. It returns the committed output, the model's, and the partitions the killed
+// runner owned.
+func (e *testEnv) killOne(n int) (got, want map[string]int, owned map[int32]bool) {
+	e.t.Helper()
 	e.produce(0, n/2)
 	xs := []*running{e.start("a"), e.start("b"), e.start("c")}
 	var victim *running
@@ -320,39 +311,76 @@ func TestKillMidStream(t *testing.T) {
 			}
 		}
 		if time.Now().After(end) {
-			t.Fatal("no runner checkpointed")
+			e.t.Fatal("no runner checkpointed")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	e.produce(n/2, 3*n/4)
-	victim.kill(t)
+	owned = map[int32]bool{}
+	for p := range victim.r.Stats().Partitions {
+		owned[p] = true
+	}
+	victim.kill(e.t)
 	e.produce(3*n/4, n)
-	want := model(n)
-	got := e.readOutput(total(want), 30*time.Second)
+	want = model(n)
+	got = e.readOutput(total(want), 30*time.Second)
 	for _, x := range xs {
 		if x != victim {
-			x.stop(t)
+			x.stop(e.t)
 		}
 	}
+	return got, want, owned
+}
+
+// TestKillMidStream: three runners share the input; one is killed mid-stream without
+// committing; its partitions move to the others, which restore them from the checkpoints the
+// committed offsets name. The committed output equals the model's: no loss, no duplicates.
+func TestKillMidStream(t *testing.T) {
+	e := newEnv(t, testParts)
+	got, want, _ := e.killOne(6000)
 	diff(t, got, want)
 }
 
-// TestScaleOutAndIn: 2 runners, then 4, then 1, while input flows.
+// TestScaleOutAndIn: 2 runners, then 4 (one partition each), then 1 (all four), while input
+// flows: each stage gets a third of the input once the group has settled on its runners.
 func TestScaleOutAndIn(t *testing.T) {
 	e := newEnv(t, testParts)
 	const n = 6000
+	settle := func(xs []*running, each int) {
+		t.Helper()
+		for end := time.Now().Add(30 * time.Second); ; {
+			ok := true
+			for _, x := range xs {
+				ok = ok && x.r.Stats().OwnedPartitions == each
+			}
+			if ok {
+				return
+			}
+			if time.Now().After(end) {
+				var owned []int
+				for _, x := range xs {
+					owned = append(owned, x.r.Stats().OwnedPartitions)
+				}
+				t.Fatalf("%d runners own %v partitions, want %d each", len(xs), owned, each)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	xs := []*running{e.start("a"), e.start("b")}
 	e.produce(0, n/3)
 	waitEvents(t, xs, 1)
+	settle(xs, testParts/2)
 	xs = append(xs, e.start("c"), e.start("d"))
+	settle(xs, testParts/4)
 	e.produce(n/3, 2*n/3)
-	time.Sleep(500 * time.Millisecond)
+	waitEvents(t, xs[2:], 1) // the new runners process input
 	for _, x := range xs[1:] {
 		x.stop(t)
 	}
 	e.produce(2*n/3, n)
 	want := model(n)
 	got := e.readOutput(total(want), 30*time.Second)
+	settle(xs[:1], testParts)
 	xs[0].stop(t)
 	diff(t, got, want)
 }
@@ -397,37 +425,7 @@ func TestForeignCheckpoint(t *testing.T) {
 func TestAtLeastOnceKill(t *testing.T) {
 	e := newEnv(t, testParts)
 	e.delivery = AtLeastOnce
-	const n = 6000
-	e.produce(0, n/2)
-	xs := []*running{e.start("a"), e.start("b"), e.start("c")}
-	var victim *running
-	end := time.Now().Add(20 * time.Second)
-	for victim == nil {
-		for _, x := range xs {
-			if x.r.Stats().Checkpoints > 0 && x.r.Stats().Events > 100 {
-				victim = x
-				break
-			}
-		}
-		if time.Now().After(end) {
-			t.Fatal("no runner checkpointed")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	e.produce(n/2, 3*n/4)
-	owned := map[int32]bool{}
-	for p := range victim.r.Stats().Partitions {
-		owned[p] = true
-	}
-	victim.kill(t)
-	e.produce(3*n/4, n)
-	want := model(n)
-	got := e.readOutput(total(want), 30*time.Second)
-	for _, x := range xs {
-		if x != victim {
-			x.stop(t)
-		}
-	}
+	got, want, owned := e.killOne(6000)
 	dups := 0
 	for k, w := range want {
 		g := got[k]

@@ -1,12 +1,12 @@
 package lsm
 
 import (
-	"bytes"
 	"flag"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	goldenfile "github.com/strata-db/strata/internal/golden"
 )
 
 var updateGolden = flag.Bool("update", false, "TestGolden*: rewrite the golden files under testdata/")
@@ -43,23 +43,7 @@ func goldenManifest(edits []edit) []byte {
 // golden bytes.
 func golden(t *testing.T, name string, fresh []byte) []byte {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *updateGolden {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, fresh, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(b, fresh) {
-		t.Errorf("the encoder no longer produces %s byte for byte: the format changed\n got %x\nwant %x", path, fresh, b)
-	}
-	return b
+	return goldenfile.Check(t, filepath.Join("testdata", name), fresh, *updateGolden)
 }
 
 // TestGoldenManifestV1: the manifest format (version 1: header, framed records of edits)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# checkpoint/s3 against a real S3-compatible server: versitygw (pinned below, installed with
-# go install into a cache directory the first time), posix back-end on a temporary directory,
-# listening on 127.0.0.1 only, started and stopped by its PID. Runs, from checkpoint/s3's tests:
+# checkpoint/s3 against a real S3-compatible server: versitygw (scripts/versitygw.sh pins,
+# installs, starts and stops it: posix back-end on a temporary directory, listening on
+# 127.0.0.1 only, started and stopped by its PID). Runs, from checkpoint/s3's tests:
 #   1. TestRealConformance, TestRealCreateRace (two writers racing a conditional create),
 #      TestRealStoreRoundTrip (a Store checkpointed into the server and restored);
 #   2. TestRealKill: phase "before" checkpoints a Store, then starts a slow 64 MiB upload; once
@@ -23,49 +23,15 @@ case "${1:-}" in
   *) echo "usage: $0 [--demo]"; exit 2 ;;
 esac
 
-VGW_VERSION=v1.8.0
-bin="${XDG_CACHE_HOME:-$HOME/.cache}/strata/versitygw-$VGW_VERSION"
-if [ ! -x "$bin/versitygw" ]; then
-  echo "installing versitygw $VGW_VERSION into $bin"
-  GOBIN="$bin" go install "github.com/versity/versitygw/cmd/versitygw@$VGW_VERSION"
-fi
-
-tmp=$(mktemp -d)
-pid=""
-stop() { # the server we started, by its PID
-  if [ -n "$pid" ]; then
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-    pid=""
-  fi
-}
-trap 'stop; rm -rf "$tmp"' EXIT
-
-export AWS_ACCESS_KEY_ID=strata-test AWS_SECRET_ACCESS_KEY=strata-test-secret
-mkdir -p "$tmp/data"
-port=""
-start() { # on $port if set, else on a free one; returns once it accepts connections
-  local tries=0 p
-  while :; do
-    p=${port:-$((20000 + RANDOM % 20000))}
-    ROOT_ACCESS_KEY="$AWS_ACCESS_KEY_ID" ROOT_SECRET_KEY="$AWS_SECRET_ACCESS_KEY" \
-      "$bin/versitygw" --port "127.0.0.1:$p" --quiet posix "$tmp/data" >>"$tmp/server.log" 2>&1 &
-    pid=$!
-    for _ in $(seq 100); do
-      if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; return 0; fi
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    stop
-    tries=$((tries + 1))
-    if [ $tries -ge 5 ]; then echo "versitygw did not start:"; cat "$tmp/server.log"; exit 1; fi
-  done
-}
+. scripts/versitygw.sh # vgw_init, vgw_start, vgw_stop: the server's one home
+trap vgw_cleanup EXIT
+vgw_init
+tmp=$vgw_tmp
 
 (cd checkpoint/s3 && go test -c -o "$tmp/s3.test" .)
-start
-echo "versitygw $VGW_VERSION (PID $pid) on 127.0.0.1:$port, data in $tmp/data"
-export STRATA_S3_TEST_ENDPOINT="http://127.0.0.1:$port" STRATA_S3_TEST_BUCKET=strata STRATA_S3_TEST_RUN="run$$"
+vgw_start
+echo "versitygw $VGW_VERSION (PID $vgw_pid) on 127.0.0.1:$vgw_port, data in $tmp/data"
+export STRATA_S3_TEST_ENDPOINT="$vgw_endpoint" STRATA_S3_TEST_BUCKET=strata STRATA_S3_TEST_RUN="run$$"
 cd checkpoint/s3
 "$tmp/s3.test" -test.count=1 -test.timeout 5m -test.v -test.run '^TestReal(Conformance|CreateRace|StoreRoundTrip)$' |
   grep -E '^(--- |\s+real_test.go|ok|FAIL|PASS)'
@@ -83,14 +49,14 @@ done
 if [ ! -e "$marker" ]; then
   echo "the upload never got under way:"; cat "$tmp/before.log"; kill "$tpid" 2>/dev/null || true; exit 1
 fi
-kill -9 "$pid"
-wait "$pid" 2>/dev/null || true
-echo "killed versitygw (PID $pid) with SIGKILL during the upload"
-pid=""
+kill -9 "$vgw_pid"
+wait "$vgw_pid" 2>/dev/null || true
+echo "killed versitygw (PID $vgw_pid) with SIGKILL during the upload"
+vgw_pid=""
 if ! wait "$tpid"; then echo "phase before failed:"; cat "$tmp/before.log"; exit 1; fi
 grep -E '^(--- |\s+real_test.go)' "$tmp/before.log"
-start
-echo "versitygw restarted (PID $pid) on the same directory"
+vgw_start # on the same port and directory
+echo "versitygw restarted (PID $vgw_pid) on the same directory"
 STRATA_S3_TEST_PHASE=after "$tmp/s3.test" -test.count=1 -test.timeout 3m -test.v -test.run '^TestRealKill$' |
   grep -E '^(--- |\s+real_test.go|ok|FAIL|PASS)'
 cd ../..
@@ -100,5 +66,5 @@ if $demo; then
     -checkpoints "s3://$STRATA_S3_TEST_BUCKET/demo-$STRATA_S3_TEST_RUN?endpoint=$STRATA_S3_TEST_ENDPOINT") |
     grep -E '^(kill|checkpoints|restore time|check)'
 fi
-stop
+vgw_stop
 echo "versitygw stopped"

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/strata-db/strata/internal/base"
+
+	goldenfile "github.com/strata-db/strata/internal/golden"
 )
 
 var updateGolden = flag.Bool("update", false, "TestGolden*: rewrite the golden files under testdata/")
@@ -49,21 +50,7 @@ func TestGoldenSliceV2(t *testing.T) {
 		t.Fatalf("%d slices, want 1", len(out))
 	}
 	path := filepath.Join("testdata", "slice-v2.bin")
-	if *updateGolden {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, out[0].Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(out[0].Bytes(), want) {
-		t.Errorf("the builder no longer produces %s byte for byte: the format changed\n got %x\nwant %x", path, out[0].Bytes(), want)
-	}
+	want := goldenfile.Check(t, path, out[0].Bytes(), *updateGolden)
 	s, err := Decode(aligned(want))
 	if err != nil {
 		t.Fatal(err)

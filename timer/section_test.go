@@ -13,6 +13,8 @@ import (
 
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/memory"
+
+	goldenfile "github.com/strata-db/strata/internal/golden"
 )
 
 var updateGolden = flag.Bool("update", false, "TestGoldenSectionV1: rewrite testdata/section-v1.bin")
@@ -64,21 +66,7 @@ func decodeAll(b []byte) (int, int, []Block, error) {
 func TestGoldenSectionV1(t *testing.T) {
 	fresh := AppendSection(nil, 0x1234, goldenBlocks())
 	path := filepath.Join("testdata", "section-v1.bin")
-	if *updateGolden {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, fresh, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(b, fresh) {
-		t.Errorf("AppendSection no longer produces %s byte for byte: the format changed\n got %x\nwant %x", path, fresh, b)
-	}
+	b := goldenfile.Check(t, path, fresh, *updateGolden)
 	kg, n, blocks, err := decodeAll(b)
 	if err != nil || kg != 0x1234 || n != len(b) {
 		t.Fatalf("decode: kg %#x n %d of %d: %v", kg, n, len(b), err)

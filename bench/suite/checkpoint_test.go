@@ -57,7 +57,8 @@ import (
 //
 // A Restore leaf restores the last completed checkpoint of the Checkpoint rows (or, when they
 // did not run, of a state built and checkpointed once) max(b.N, -restorerounds) times, each into
-// a new directory, and reports restore-ms (median; ns/op is the mean): strata.Restore, which
+// a new directory, and reports restore-ms (median; ns/op is the mean) and restored-MiB (the
+// table bytes the round's Stores restored, RestoreStats.Bytes summed): strata.Restore, which
 // fetches the tables and opens the Store, then registering the value state and a first read of
 // a key. mode=plain restores one Store of all key groups; scaleout two Stores of half the key
 // groups each (ComputeKeyGroupRangeForOperatorIndex over parallelism 2), one after the other,
@@ -170,26 +171,41 @@ func ckOptions(storage checkpoint.Storage, kg *strata.KeyGroupRange) strata.Opti
 type ckStrataState struct {
 	size    ckSize
 	dir     string
-	storage *checkpoint.DirStorage
+	where   string // "": the Checkpoint rows' own; else s3Wheres' (s3_test.go)
+	storage checkpoint.Storage
 	s       *strata.Store
 	v       *strata.ValueState[[]byte]
 	perm    []int32
 	rounds  int // update rounds so far
 	last    strata.CheckpointHandle
+	taken   uint64                    // the highest checkpoint id taken (savepoints included)
 	halves  []strata.CheckpointHandle // checkpoints of the two halves, for scale-in
 	plainMs []float64                 // restore-ms samples of mode=plain
 }
 
-func ckStrata(b *testing.B, c ckSize) *ckStrataState {
-	if st := ckStates[c.label]; st != nil {
+func ckStrata(b *testing.B, c ckSize) *ckStrataState { return ckStrataOn(b, c, "") }
+
+// ckStrataOn is ckStrata with the checkpoint storage where: "" for the Checkpoint and Restore
+// rows' state, else one of s3Wheres (a state of its own, built the same way).
+func ckStrataOn(b *testing.B, c ckSize, where string) *ckStrataState {
+	key := c.label
+	if where != "" {
+		key += "/" + where
+	}
+	if st := ckStates[key]; st != nil {
 		return st
 	}
 	b.StopTimer()
 	defer b.StartTimer()
 	n := c.keys()
-	st := &ckStrataState{size: c, dir: ckDir(b, "strata-"+c.label), perm: Perm(0, n, 43)}
+	st := &ckStrataState{size: c, where: where, dir: ckDir(b, "strata-"+strings.ReplaceAll(key, "/", "-")), perm: Perm(0, n, 43)}
 	var err error
-	if st.storage, err = checkpoint.NewDirStorage(filepath.Join(st.dir, "checkpoints")); err != nil {
+	if where == "" || where == "local" {
+		st.storage, err = checkpoint.NewDirStorage(filepath.Join(st.dir, "checkpoints"))
+	} else {
+		st.storage, err = s3Storage(c.label)
+	}
+	if err != nil {
 		b.Fatal(err)
 	}
 	if st.s, err = strata.Open(filepath.Join(st.dir, "store"), ckOptions(st.storage, nil)); err != nil {
@@ -220,8 +236,8 @@ func ckStrata(b *testing.B, c ckSize) *ckStrataState {
 	}
 	b.Logf("strata: first (full) checkpoint: sync %v, async %v, %d MiB in %d objects (memory tiers %d MiB)",
 		h.Stats.SyncPause, h.Stats.AsyncDuration, h.Stats.UploadedBytes>>20, h.Stats.UploadedObjects, h.Stats.MemoryBytes>>20)
-	st.last = h
-	ckStates[c.label] = st
+	st.last, st.taken = h, h.ID
+	ckStates[key] = st
 	return st
 }
 
@@ -322,7 +338,8 @@ func benchStrataCheckpoint(b *testing.B, st *ckStrataState) {
 	m.begin(b)
 	for range rounds {
 		changed += int64(st.update(b)) * (ckKeySize + ckValueSize)
-		id := st.last.ID + 1
+		st.taken++
+		id := st.taken
 		t0 := time.Now()
 		p, err := st.s.StartCheckpoint(id, nil)
 		start = append(start, int64(time.Since(t0)))
@@ -580,7 +597,8 @@ func (st *ckStrataState) prepareHalves(b *testing.B) {
 	defer b.StartTimer()
 	for _, kg := range halfRanges() {
 		s, dir := st.restoreOne(b, &kg, st.last)
-		h, err := s.Checkpoint(context.Background(), st.last.ID+1, nil)
+		st.taken++ // above every id of the lineage, savepoints' included
+		h, err := s.Checkpoint(context.Background(), st.taken, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -599,6 +617,7 @@ func benchRestore(b *testing.B, st *ckStrataState, mode string) {
 	}
 	rounds := max(b.N, *flagRestoreRounds)
 	var total, slowest []int64
+	var restored int64 // table bytes restored by every Store of every round
 	var m ckMeter
 	m.begin(b)
 	var stats strata.RestoreStats
@@ -627,6 +646,7 @@ func benchRestore(b *testing.B, st *ckStrataState, mode string) {
 		b.StopTimer()
 		stats = stores[0].RestoreStats()
 		for i, s := range stores {
+			restored += s.RestoreStats().Bytes
 			discard(b, s, dirs[i])
 		}
 		b.StartTimer()
@@ -638,6 +658,7 @@ func benchRestore(b *testing.B, st *ckStrataState, mode string) {
 	m.end(b, rounds, time.Duration(sum))
 	med := ms(Percentile(total, 0.5))
 	b.ReportMetric(med, "restore-ms")
+	b.ReportMetric(float64(restored)/float64(rounds)/(1<<20), "restored-MiB")
 	if mode == "scaleout" {
 		b.ReportMetric(ms(Percentile(slowest, 0.5)), "subtask-max-ms")
 	}

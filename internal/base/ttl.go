@@ -108,6 +108,7 @@ type TTLTable struct {
 	any    [2]bool    // some state cleans up in compactions, in snapshots
 	sweep  int64      // the smallest ReclaimWithin of a state that sweeps (ms); 0: none
 	maxTTL int64      // the largest TTL of a state that sweeps (ms)
+	minTTL int64      // the smallest TTL of a state that sweeps (ms)
 }
 
 // TTLSegment gives the key groups Lo..Hi (inclusive) a table of ids of their own: there,
@@ -163,6 +164,9 @@ func (t *TTLTable) build(states map[uint16]TTLState) []TTLState {
 				t.sweep = r
 			}
 			t.maxTTL = max(t.maxTTL, st.TTL)
+			if t.minTTL == 0 || st.TTL < t.minTTL {
+				t.minTTL = st.TTL
+			}
 		}
 		t.any[0] = t.any[0] || st.Compaction
 		t.any[1] = t.any[1] || st.Snapshot
@@ -221,6 +225,17 @@ func (t *TTLTable) Sweep() (within, maxTTL int64) {
 		return 0, 0
 	}
 	return t.sweep, t.maxTTL
+}
+
+// MinSweepTTL returns the smallest TTL of the states that sweep, in milliseconds; 0 when none
+// does (or t is nil). No value of a state that sweeps, stamped at ts, expires before
+// ts + MinSweepTTL: the sweep seals an active segment only once its oldest data can have
+// expired (engine, sweep.go).
+func (t *TTLTable) MinSweepTTL() int64 {
+	if t == nil {
+		return 0
+	}
+	return t.minTTL
 }
 
 // SweepsMore reports whether t sweeps a state (by id) that old does not (old nil: any):

@@ -3,13 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/strata-db/strata/changelog"
-	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/lsm"
 )
@@ -36,41 +32,8 @@ func TestOpEntryKindEveryOp(t *testing.T) {
 // Resolver dropping the superseded ones (replaykeep=false, what a restore does) or after
 // replayKeep's pass (replaykeep=true).
 func BenchmarkBulkReplay(b *testing.B) {
-	st, err := checkpointfs.NewDirStorage(vfs.NewMem(), "/ck")
-	if err != nil {
-		b.Fatal(err)
-	}
-	w, err := changelog.NewWriter(changelog.WriterOptions{Storage: st, Prefix: "owner"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Close()
-	l, err := w.Log("s", changelog.KeyGroupRange{Start: 0, End: 127})
-	if err != nil {
-		b.Fatal(err)
-	}
 	const records, keys = 200_000, 100_000
-	rng := rand.New(rand.NewPCG(1, 2))
-	val := make([]byte, 100)
-	for i := range records {
-		k, _ := testKey(1, u64(uint64(rng.IntN(keys))))
-		if err := l.Append(uint8(OpPut), uint16(k[0])<<8|uint16(k[1]), uint64(i+1), k, nil, val); err != nil {
-			b.Fatal(err)
-		}
-		if w.PersistDue(time.Now()) {
-			if _, err := w.Persist(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	hs, err := l.Checkpoint(context.Background(), records)
-	if err != nil {
-		b.Fatal(err)
-	}
-	bt, err := changelog.Collect(context.Background(), st, hs, changelog.KeyGroupRange{Start: 0, End: 127}, 0, records)
-	if err != nil {
-		b.Fatal(err)
-	}
+	bt := benchPutLog(b, records, keys)
 	for _, pre := range []bool{false, true} {
 		b.Run(fmt.Sprintf("replaykeep=%v", pre), func(b *testing.B) {
 			b.ReportAllocs()
@@ -84,6 +47,7 @@ func BenchmarkBulkReplay(b *testing.B) {
 				b.StartTimer()
 				var keep []bool
 				if pre {
+					var err error
 					if keep, err = replayKeep(bt, "bench"); err != nil {
 						b.Fatal(err)
 					}

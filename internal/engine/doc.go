@@ -550,7 +550,8 @@
 //
 //	tier          unit            summary                         the tick's work
 //	FreshTable    active segment  fresh.Table.Active id, first     seal it once it stayed
-//	                              seen (every sweepWrites writes)  active 2P (a transform follows)
+//	                              seen (every sweepWrites writes)  active minTTL + P (a
+//	                                                               transform follows)
 //	SliceTable    run             base.Expiry per slice, noted by a compaction of the run alone
 //	                              the builder (Build, compaction) through the TTL filter
 //	LsmStore      table file      base.Expiry per file, noted as  the L0 compaction (an L0 file),
@@ -562,9 +563,12 @@
 // time has an oldest copy expiring at every tick, and the lag makes it one rewrite per four
 // ticks, and one L0 compaction for the L0 files of several evictions, instead of one per tick
 // and one per eviction (each an L0 compaction of all of L1). The active segment is sealed once
-// it stayed active sweepSealAge (2) periods, counted from the first look after its first
-// write (sweepDue looks every sweepWrites writes), not from a tick: sealing after one period
-// counted from a tick sealed the flight demo's segment every ~1.5 periods, 391 transforms of
+// it stayed active sweepSealAge — the smallest TTL of a state that sweeps (base.TTLTable.
+// MinSweepTTL) and a period more — counted from the first look after its first write
+// (sweepDue looks every sweepWrites writes), not from a tick: nothing in it can expire
+// sooner, so sealing sooner moves no reclaim earlier (the run is due 3P after its earliest
+// expiry whenever it was built) and costs transforms of partly filled segments. Sealing after
+// one period counted from a tick sealed the flight demo's segment every ~1.5 periods, 391 transforms of
 // 1.3 MiB instead of ~50 full segments, and their small runs' compactions cost 44 % of the
 // process's CPU (2026-12-04; with both, one A/B run on the loaded VM: sweep jobs 4814 → 1232,
 // transforms 410 → 213, transform + compaction + sweep CPU 3.06 → 2.24 µs per event). A file without

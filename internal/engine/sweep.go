@@ -10,7 +10,7 @@ import (
 )
 
 // The TTL sweep (doc.go, "TTL sweep"): on the owner goroutine, at most once per sweep period,
-// it seals a FreshTable segment that stayed active a whole period, and submits one compaction
+// it seals a FreshTable segment once its oldest data can have expired (sweepSealAge), and submits one compaction
 // per slice run and per LsmStore file whose TTL summary says it holds expired data.
 
 // sweepWrites is the number of writes between two looks at the clock for the sweep (after).
@@ -58,7 +58,7 @@ func (t *Engine) sweepDue() bool {
 
 // noteActive records the clock at which the sweep first saw the FreshTable's active segment:
 // sweepDue looks every sweepWrites writes, so activeAt trails the segment's first write by at
-// most that many writes, not by a period (sweepCheck seals at sweepSealAge periods from it).
+// most that many writes, not by a period (sweepCheck seals at sweepSealAge from it).
 func (t *Engine) noteActive(now int64) {
 	if id, ok := t.f.Active(); ok && id != t.sw.activeID {
 		t.sw.activeID, t.sw.activeAt = id, now
@@ -66,23 +66,33 @@ func (t *Engine) noteActive(now int64) {
 }
 
 // sweepLag is the number of sweep periods a unit waits past its earliest expiry instant
-// before the sweep rewrites it — a slice run, an LsmStore table file — and sweepSealAge the
-// number a FreshTable segment stays active before the sweep seals it (doc.go, "TTL sweep":
-// with them every datum is reclaimed within 4 periods of max(its expiry, its write), a
-// period of slack left in the bound's 5). Without the lag a unit holding copies of keys that
-// are rewritten all the time — their oldest copy expiring at every tick — is rewritten at
-// every tick: the flight demo's event-time clock made slice sweeps and LSM sweeps each
-// rewrite their tier every period; a run swept after the lag holds nothing expired that
-// the next lag does not also take. Sealing at one period sealed the demo's active segment
-// every ~1.5 periods (391 transforms of 1.3 MiB segments instead of ~50 full ones, and the
-// slice compactions of their small runs: 44 % of the process's CPU, 2026-12-04).
-const (
-	sweepLag     = 3
-	sweepSealAge = 2
-)
+// before the sweep rewrites it — a slice run, an LsmStore table file. Without the lag a unit
+// holding copies of keys that are rewritten all the time — their oldest copy expiring at
+// every tick — is rewritten at every tick: the flight demo's event-time clock made slice
+// sweeps and LSM sweeps each rewrite their tier every period; a run swept after the lag holds
+// nothing expired that the next lag does not also take.
+const sweepLag = 3
+
+// sweepSealAge returns how long (ms) a FreshTable segment stays active before the sweep seals
+// it: until its oldest data can have expired (minTTL, the smallest TTL of a state that sweeps,
+// after the segment was first seen) and a period more. Sealing sooner gains nothing — the
+// run a transform makes of it is due sweepLag periods after its earliest expiry, which is at
+// least activeAt + minTTL whenever the segment is sealed — and every seal costs a transform
+// of a partly filled segment and the compactions of its small runs. With it every datum is
+// still reclaimed within 4 periods of max(its expiry, its write) (doc.go, "TTL sweep"): the
+// seal comes at most 2 periods after the oldest datum's expiry (a period of age, a period of
+// tick), its run is due 3 after. Sealing at 1 and then 2 periods counted from the first
+// write sealed the flight demo's segment every ~1.5 and ~2 periods (391, then 197 transforms
+// of 1.3–1.7 MiB segments; 2026-12-04).
+func sweepSealAge(minTTL, period int64) int64 {
+	if minTTL > math.MaxInt64-period {
+		return math.MaxInt64
+	}
+	return minTTL + period
+}
 
 // sweepCheck starts a sweep tick when one is due (sweepDue): it seals a FreshTable segment
-// that stayed active a whole period (its transform is queued here and submitted by the kick
+// that stayed active sweepSealAge (its transform is queued here and submitted by the kick
 // that called it) and marks the tick's picks, which sweepPick makes at the end of the same
 // kick, after the tiers' own work took what it needs. Called at the start of kick (after
 // every install, and whenever work may start).
@@ -108,7 +118,7 @@ func (t *Engine) sweepCheck() {
 	t.sw.pick, t.sw.now, t.sw.within = true, now, within
 
 	t.noteActive(now)
-	if _, ok := t.f.Active(); ok && now-t.sw.activeAt >= sweepSealAge*period && t.openIters == 0 {
+	if _, ok := t.f.Active(); ok && now-t.sw.activeAt >= sweepSealAge(tab.MinSweepTTL(), period) && t.openIters == 0 {
 		if t.f.Seal() == nil {
 			t.queueSealed()
 			t.sw.seals++

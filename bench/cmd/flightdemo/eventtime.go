@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata"
+	"github.com/strata-db/strata/bench/internal/flightjob"
 )
 
 // The event-time operators of the job (besides the per-row ones of job.go), as a Flink job
@@ -649,7 +650,7 @@ func loadAirportsTable(c config) (map[string]airport, string, error) {
 	path := c.airports
 	if path == "" {
 		var err error
-		if path, err = findData("airports.csv"); err != nil {
+		if path, err = flightjob.FindData("airports.csv"); err != nil {
 			return nil, "", err
 		}
 	}

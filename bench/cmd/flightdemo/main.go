@@ -85,6 +85,7 @@ import (
 	"unsafe"
 
 	"github.com/strata-db/strata"
+	"github.com/strata-db/strata/bench/internal/flightjob"
 	"github.com/strata-db/strata/bench/internal/trace"
 	"github.com/strata-db/strata/checkpoint"
 )
@@ -573,32 +574,10 @@ func load(c config) (*trace.Trace, string, error) {
 	path := c.data
 	if path == "" {
 		var err error
-		if path, err = findData(defaultData); err != nil {
+		if path, err = flightjob.FindData(defaultData); err != nil {
 			return nil, "", err
 		}
 	}
 	tr, err := trace.LoadParquet(path, c.rows)
 	return tr, path, err
-}
-
-// findData looks for bench/testdata/name of the repository: from the working directory (bench/ or
-// the repository root), then next to this source file, then above the executable.
-func findData(name string) (string, error) {
-	cands := []string{filepath.Join("testdata", name), filepath.Join("bench", "testdata", name)}
-	if _, file, _, ok := runtime.Caller(0); ok {
-		cands = append(cands, filepath.Join(filepath.Dir(file), "..", "..", "testdata", name))
-	}
-	if exe, err := os.Executable(); err == nil {
-		d := filepath.Dir(exe)
-		for range 4 {
-			cands = append(cands, filepath.Join(d, "testdata", name), filepath.Join(d, "bench", "testdata", name))
-			d = filepath.Dir(d)
-		}
-	}
-	for _, p := range cands {
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s not found (tried %s); pass -data", name, strings.Join(cands, ", "))
 }

@@ -52,6 +52,7 @@ import (
 	"github.com/strata-db/strata/bench/internal/trace"
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/kafka"
+	"github.com/strata-db/strata/kafka/kafkatest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -537,27 +538,7 @@ func checkPartition(c *config, storage checkpoint.Storage, h strata.CheckpointHa
 // catch duplicates). A killed runner's open transaction holds read_committed readers back
 // until the broker aborts it (-txn-timeout).
 func readOutput(c *config, want int) (map[string]int, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(c.brokers, ",")...), kgo.ConsumeTopics(c.topic+"-out"),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	got := map[string]int{}
-	n := 0
-	end := time.Now().Add(c.txnTimeout + time.Minute)
-	var extra time.Time
-	for time.Now().Before(end) && (extra.IsZero() || time.Now().Before(extra)) {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		fs.EachRecord(func(r *kgo.Record) {
-			got[string(r.Key)+"="+string(r.Value)]++
-			n++
-		})
-		if n >= want && extra.IsZero() {
-			extra = time.Now().Add(500 * time.Millisecond)
-		}
-	}
-	return got, nil
+	ctx, cancel := context.WithTimeout(context.Background(), c.txnTimeout+time.Minute)
+	defer cancel()
+	return kafkatest.Output(ctx, strings.Split(c.brokers, ","), c.topic+"-out", want, 500*time.Millisecond)
 }

@@ -9,7 +9,8 @@
 //	cd bench && go run ./cmd/results -cpu 1,2            # every row also at GOMAXPROCS=2 (twice the time)
 //	cd bench && go run ./cmd/results -only nexmark       # rerun and rewrite only the Nexmark section (~3 minutes)
 //	cd bench && go run ./cmd/results -only nexmark,flight # … and the flight job's section (its chart)
-//	cd bench && go run ./cmd/results -only kafka         # the flight job on Kafka's section (~1.5 minutes)
+//	cd bench && go run ./cmd/results -only kafka         # the flight job on Kafka's section and package kafka's benchmarks (~6 minutes)
+//	cd bench && go run ./cmd/results -only s3 -count 1   # the section "Checkpoints on S3", against versitygw (~15 minutes)
 //	cd bench && go run ./cmd/results -only lazy          # the lazy restore section (~5 minutes at -count 3)
 //
 // The suite runs with -test.cpu 1 (and GOMAXPROCS=1 in its environment): GOMAXPROCS=1 for the
@@ -75,8 +76,10 @@ func main() {
 	nxPastEvents := flag.Int64("nexmark-past-events", 3_000_000, "events of the q20 runs past the budget and in memory")
 	nxPastBudget := flag.Int64("nexmark-past-budget", 48<<20, "Strata budget in bytes of the q20 run past the budget")
 	flight := flag.Bool("flight", true, "run the flight demo with -series for the flight job's section and chart (about a minute)")
-	kafka := flag.Bool("kafka", true, "run the flight job on Kafka (cmd/flightkafka, all 3M flights on kfake) for its section (about a minute and a half)")
-	only := flag.String("only", "", "comma-separated sections (nexmark, flight, kafka, lazy) to run alone and replace in -out, keeping the rest of it")
+	kafka := flag.Bool("kafka", true, "run the flight job on Kafka (cmd/flightkafka, all 3M flights on kfake) and package kafka's benchmarks for its section (about six minutes)")
+	s3 := flag.Bool("s3", true, "run the S3 checkpoint, restore and savepoint rows (bench/suite/s3_test.go) under scripts/versitygw.sh for the section \"Checkpoints on S3\" (about 5 minutes per -count at 256 MiB)")
+	s3Server := flag.String("s3server", "versitygw", "the S3 server of those rows: versitygw (started by scripts/versitygw.sh run) or gofakes3 (in the benchmark process)")
+	only := flag.String("only", "", "comma-separated sections (nexmark, flight, kafka, s3, lazy) to run alone and replace in -out, keeping the rest of it")
 	flag.Parse()
 
 	nxRaw := filepath.Join(filepath.Dir(*rawPath), "nexmark.txt")
@@ -125,20 +128,47 @@ func main() {
 		must(writeFlight(md, out, series, flOut, flSeries, flChart, flChartRel))
 	}
 	kaOut := filepath.Join(filepath.Dir(*rawPath), "kafka.txt")
+	kaBench := filepath.Join(filepath.Dir(*rawPath), "kafka-bench.txt")
 	kafkaSection := func(md *bytes.Buffer, reuse bool) {
-		var out []byte
+		var out, bench []byte
 		if reuse {
 			var err error
 			if out, err = os.ReadFile(kaOut); err != nil {
 				logf("no Kafka section: %v", err)
 				return
 			}
+			if bench, err = os.ReadFile(kaBench); err != nil {
+				logf("no tables of package kafka's benchmarks: %v", err)
+			}
 		} else {
 			must(os.MkdirAll(filepath.Dir(kaOut), 0o755))
 			out = runKafka()
 			must(os.WriteFile(kaOut, out, 0o644))
+			bench = runKafkaBench()
+			must(os.WriteFile(kaBench, bench, 0o644))
 		}
-		writeKafka(md, out, kaOut)
+		must(writeKafka(md, out, kaOut, bench, kaBench))
+	}
+	s3Raw := filepath.Join(filepath.Dir(*rawPath), "s3.txt")
+	s3Section := func(md *bytes.Buffer, reuse bool) {
+		args := []string{"-test.count", fmt.Sprint(*count), "-test.benchtime", *benchtime}
+		if *big {
+			args = append(args, "-big")
+		}
+		args = append(args, strings.Fields(*suiteArgs)...)
+		var raw []byte
+		if reuse {
+			var err error
+			if raw, err = os.ReadFile(s3Raw); err != nil {
+				logf("no S3 section: %v", err)
+				return
+			}
+		} else {
+			raw = runS3(*s3Server, args)
+			must(os.MkdirAll(filepath.Dir(s3Raw), 0o755))
+			must(os.WriteFile(s3Raw, raw, 0o644))
+		}
+		writeS3(md, raw, s3Raw, strings.Join(args, " "))
 	}
 	if *only != "" {
 		old, err := os.ReadFile(*out)
@@ -158,12 +188,16 @@ func main() {
 			case "kafka":
 				kafkaSection(&sec, *reuse)
 				head = "## Flight job on Kafka\n"
+			case "s3":
+				s3Section(&sec, *reuse)
+				head = s3Head
+				before = append([]string{lazyHead, "## Memory efficiency\n", "## Nexmark\n", "## Flight job\n", "## Flight job on Kafka\n"}, before...)
 			case "lazy":
 				lazySection(&sec, *reuse, *count, *suiteArgs, filepath.Join(filepath.Dir(*rawPath), "lazy.txt"))
 				head = lazyHead
 				before = append([]string{"## Memory efficiency\n", "## Nexmark\n", "## Flight job\n", "## Flight job on Kafka\n"}, before...)
 			default:
-				fatalf("-only %q: the sections are nexmark, flight, kafka and lazy", name)
+				fatalf("-only %q: the sections are nexmark, flight, kafka, s3 and lazy", name)
 			}
 			old = replaceSection(old, head, onlyHead(sec.Bytes()), before...)
 		}
@@ -262,6 +296,9 @@ func main() {
 	writeCheckpoints(&md, d)
 	writeTTLTimers(&md, d)
 	writeBatched(&md, d)
+	if *s3 {
+		s3Section(&md, *reuse)
+	}
 	writeLazy(&md, d, *rawPath)
 	writeMemory(&md, d)
 	nexmarkSection(&md, *reuse)
@@ -504,9 +541,11 @@ func writeTables(md *bytes.Buffer, d *report.Data) {
 // figures rather than against peers: checkpoint and restore (bench/suite/checkpoint_test.go,
 // changelog_test.go: pauses, bytes and restore times), TTL on vs off and timers
 // (bench/suite/ttl_test.go: Strata only, the peers have neither), and batched access
-// (bench/suite/batch_test.go: Strata's batched path against its single calls).
+// (bench/suite/batch_test.go: Strata's batched path against its single calls), and the S3 and
+// savepoint rows (bench/suite/s3_test.go, tabled by writeS3).
 func isCheckpointWorkload(w string) bool {
-	for _, p := range []string{"Checkpoint/", "Restore/", "ChangelogCheckpoint/", "ChangelogRestore/", "FlinkTTL/", "Timers/", "BatchedAccess/", "LazyRestore/"} {
+	for _, p := range []string{"Checkpoint/", "Restore/", "ChangelogCheckpoint/", "ChangelogRestore/", "FlinkTTL/", "Timers/", "BatchedAccess/",
+		"S3Checkpoint/", "S3Restore/", "Savepoint/", "LazyRestore/"} {
 		if strings.HasPrefix(w, p) {
 			return true
 		}
