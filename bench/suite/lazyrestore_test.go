@@ -22,7 +22,8 @@ import (
 // CRC32C; a lazy one hard-links and checks in the background); storage=s3sim wraps it in a
 // storage that is not a DirStorage (so nothing is linked) and that answers each Get and
 // GetRange after 20 ms plus 10 ns per byte (100 MB/s), an object store's first-byte latency
-// and one stream's bandwidth. Each round restores into a new directory, then one goroutine
+// and one stream's bandwidth; with -s3 a third storage is the S3 rows' server (s3_test.go:
+// versitygw from STRATA_S3_BENCH_ENDPOINT, else gofakes3 in-process). Each round restores into a new directory, then one goroutine
 // reads uniformly random keys for -lazywindow; restores run alone, as after a failure, with
 // the Store's default block cache.
 //
@@ -83,11 +84,18 @@ func BenchmarkLazyRestore(b *testing.B) {
 				b.Skip("strata is not among -impls (LazyRestore has no peer row)")
 			}
 			b.Run("impl=strata", func(b *testing.B) {
-				for _, storage := range []string{"dir", "s3sim"} {
+				storages := []string{"dir", "s3sim"}
+				if *flagS3 {
+					storages = append(storages, s3Server())
+				}
+				for _, storage := range storages {
 					b.Run("storage="+storage, func(b *testing.B) {
 						for _, mode := range []string{"full", "lazy"} {
 							b.Run("restore="+mode, func(b *testing.B) {
 								st := ckStrata(b, c)
+								if storage != "dir" && storage != "s3sim" {
+									st = ckStrataOn(b, c, storage) // the S3 rows' state (s3_test.go)
+								}
 								st.closeStore(b)
 								var s checkpoint.Storage = st.storage
 								if storage == "s3sim" {
