@@ -127,7 +127,9 @@ var (
 	ErrTimerServiceBusy = errors.New("strata: timer service busy")
 	// ErrRestoreIncomplete is returned by Open when the directory holds a Restore that did not
 	// finish (the process died during it): its state may lack part of the checkpoint, such as
-	// the changelog replayed on top of the tables. Empty the directory and restore again.
+	// the changelog replayed on top of the tables, or, after a lazy restore
+	// (CheckpointOptions.LazyRestore), table files the prefetch had not made local before a
+	// crash or Close. Empty the directory and restore again.
 	ErrRestoreIncomplete = errors.New("strata: the directory holds an incomplete restore")
 	// ErrBatchLength is returned (wrapped, with the lengths) by a batched operation whose
 	// result or value slices are shorter than its keys (ValueState.GetBatch, PutBatch);

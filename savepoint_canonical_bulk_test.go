@@ -11,7 +11,7 @@ import (
 // TestSavepointCanonicalBulk: a canonical savepoint restores in bulk (engine.BulkLoad: L0
 // files, no Apply) into a fresh Store, and through Apply when ReplayByApply forces it; both
 // read as the model, and as each other, and writes after the bulk restore are newer than the
-// restored entries (engine invariant 19): the model still holds after more writes and a
+// restored entries (engine invariant 24): the model still holds after more writes and a
 // push down through every tier.
 func TestSavepointCanonicalBulk(t *testing.T) {
 	ctx := context.Background()

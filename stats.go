@@ -24,6 +24,7 @@ type Stats struct {
 	Checkpoints CheckpointsStats
 	Changelog   ChangelogCost
 	Written     WrittenStats
+	LazyRestore LazyRestoreStats
 }
 
 // FreshStats describe the FreshTable (the newest tier, mmap'd segments with a hash index).

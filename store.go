@@ -449,6 +449,7 @@ func (s *Store) Stats() Stats {
 	e.States = len(s.states)
 	st := statsOf(&e)
 	s.meter.taskStats(&st, &e)
+	st.LazyRestore = LazyRestoreStats(s.e.LazyStats())
 	return st
 }
 

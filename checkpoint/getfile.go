@@ -29,51 +29,9 @@ const getChunk = 4 << 20
 // differs from want (base.ErrTruncated for a short object, base.ErrChecksum), ctx's error, the
 // storage's and fsys's errors.
 func getFile(ctx context.Context, s Storage, o Object, fsys vfs.FS, path string) (linked bool, err error) {
-	if err := ValidateName(o.Name); err != nil {
-		return false, err
-	}
-	if d, ok := s.(*DirStorage); ok && sameFS(fsys, d.fs) {
-		if err := ctxErr(ctx, "get", o.Name); err != nil {
-			return false, err
-		}
-		src := d.path(o.Name)
-		err := fsys.Link(src, path)
-		if err == nil {
-			f, err := fsys.Open(path)
-			if err == nil {
-				var st fs.FileInfo
-				st, err = f.Stat()
-				f.Close()
-				if err == nil && st.Size() != o.Size {
-					err = sizeError(o, st.Size())
-				}
-			}
-			if err == nil {
-				// The object's bytes, checked as a copy's are: a damaged local checkpoint must
-				// fail the restore naming the object, not a later read or compaction of the
-				// restored Store naming its file — nor be uploaded again, with a CRC32C of the
-				// damaged bytes, by that Store's next checkpoint.
-				var crc uint32
-				if crc, _, err = fileCRC(fsys, path); err == nil && crc != o.CRC {
-					err = base.Corrupt(o.Name, 0, base.ErrChecksum, "crc32c %#08x, the manifest records %#08x", crc, o.CRC)
-				}
-			}
-			if err != nil {
-				fsys.Remove(path)
-				return false, err
-			}
-			return true, nil
-		}
-		if errors.Is(err, syscall.ENOENT) {
-			return false, fmt.Errorf("checkpoint: get %s: %w", o.Name, ErrNotFound)
-		}
-		refused := false
-		for _, r := range []error{syscall.EXDEV, syscall.EPERM, syscall.EMLINK, syscall.ENOTSUP, syscall.EOPNOTSUPP} {
-			refused = refused || errors.Is(err, r)
-		}
-		if !refused {
-			return false, fmt.Errorf("checkpoint: get %s: %w", o.Name, err)
-		}
+	linked, refused, err := getLinked(ctx, s, o, fsys, path, true)
+	if err != nil || !refused {
+		return linked, err
 	}
 	f, err := fsys.Create(path)
 	if err != nil {
@@ -91,6 +49,69 @@ func getFile(ctx context.Context, s Storage, o Object, fsys vfs.FS, path string)
 		return false, err
 	}
 	return false, nil
+}
+
+// linkFile is getFile's hard-link half without the CRC32C check (a lazy restore checks it in
+// the background, internal/engine "Lazy restore"): when s is a *DirStorage on fsys and the
+// link is allowed, path becomes a link to the object, its size checked against o; otherwise
+// it reports false with a nil error and path does not exist. Errors: as getFile's, but never
+// base.ErrChecksum.
+func linkFile(ctx context.Context, s Storage, o Object, fsys vfs.FS, path string) (linked bool, err error) {
+	linked, _, err = getLinked(ctx, s, o, fsys, path, false)
+	return linked, err
+}
+
+// getLinked tries getFile's hard link: it reports linked when path is now a checked link to
+// the object (its size, and its CRC32C when verify), refused when the caller should copy
+// instead (s is not a *DirStorage on fsys, or the file system refused the link).
+func getLinked(ctx context.Context, s Storage, o Object, fsys vfs.FS, path string, verify bool) (linked, refused bool, err error) {
+	if err := ValidateName(o.Name); err != nil {
+		return false, false, err
+	}
+	if d, ok := s.(*DirStorage); ok && sameFS(fsys, d.fs) {
+		if err := ctxErr(ctx, "get", o.Name); err != nil {
+			return false, false, err
+		}
+		src := d.path(o.Name)
+		err := fsys.Link(src, path)
+		if err == nil {
+			f, err := fsys.Open(path)
+			if err == nil {
+				var st fs.FileInfo
+				st, err = f.Stat()
+				f.Close()
+				if err == nil && st.Size() != o.Size {
+					err = sizeError(o, st.Size())
+				}
+			}
+			if err == nil && verify {
+				// The object's bytes, checked as a copy's are: a damaged local checkpoint must
+				// fail the restore naming the object, not a later read or compaction of the
+				// restored Store naming its file — nor be uploaded again, with a CRC32C of the
+				// damaged bytes, by that Store's next checkpoint.
+				var crc uint32
+				if crc, _, err = fileCRC(fsys, path); err == nil && crc != o.CRC {
+					err = base.Corrupt(o.Name, 0, base.ErrChecksum, "crc32c %#08x, the manifest records %#08x", crc, o.CRC)
+				}
+			}
+			if err != nil {
+				fsys.Remove(path)
+				return false, false, err
+			}
+			return true, false, nil
+		}
+		if errors.Is(err, syscall.ENOENT) {
+			return false, false, fmt.Errorf("checkpoint: get %s: %w", o.Name, ErrNotFound)
+		}
+		refused := false
+		for _, r := range []error{syscall.EXDEV, syscall.EPERM, syscall.EMLINK, syscall.ENOTSUP, syscall.EOPNOTSUPP} {
+			refused = refused || errors.Is(err, r)
+		}
+		if !refused {
+			return false, false, fmt.Errorf("checkpoint: get %s: %w", o.Name, err)
+		}
+	}
+	return false, true, nil
 }
 
 // copyObject copies o into w in ranges, checking its size and CRC32C.

@@ -17,5 +17,8 @@ func init() {
 	hook.GetFile = func(ctx context.Context, s, o any, fsys vfs.FS, path string) (bool, error) {
 		return getFile(ctx, s.(Storage), o.(Object), fsys, path)
 	}
+	hook.LinkFile = func(ctx context.Context, s, o any, fsys vfs.FS, path string) (bool, error) {
+		return linkFile(ctx, s.(Storage), o.(Object), fsys, path)
+	}
 	hook.FileCRC = fileCRC
 }

@@ -98,6 +98,14 @@ type Cleaner interface {
 	Cleanup(ctx context.Context, prefix string, now time.Time, minAge time.Duration) (int, error)
 }
 
+// linkFS is implemented by a vfs.FS that wraps another (the engine's LazyFS): LinkFS returns
+// the file system that holds path's bytes as a plain file, if one does, so that putFile can
+// hard-link it into a DirStorage on that file system; otherwise putFile reads path through the
+// wrapper.
+type linkFS interface {
+	LinkFS(path string) (vfs.FS, bool)
+}
+
 // putFile stores the file at path on fsys as the object name, with Put's semantics. When s is
 // a *DirStorage on the same file system, the object is a hard link to the file rather than a
 // copy (as Pebble's Checkpoint links its immutable sstables), falling back to a copy where the
@@ -106,6 +114,11 @@ type Cleaner interface {
 // file is fsynced first). The file must not change afterwards: a linked object shares its
 // bytes. Errors: those of fsys (fs.ErrNotExist for a missing file) and of s.
 func putFile(ctx context.Context, s Storage, name string, fsys vfs.FS, path string) error {
+	if w, ok := fsys.(linkFS); ok {
+		if inner, ok := w.LinkFS(path); ok {
+			fsys = inner
+		}
+	}
 	if d, ok := s.(*DirStorage); ok {
 		return d.putFile(ctx, name, fsys, path)
 	}

@@ -37,6 +37,15 @@ func GetFile(ctx context.Context, s checkpoint.Storage, o checkpoint.Object, fsy
 	return hook.GetFile(ctx, s, o, fsys, path)
 }
 
+// LinkFile is GetFile's hard link without the CRC32C check, for a lazy restore that checks
+// it in the background: when s is a *checkpoint.DirStorage on fsys and the file system allows
+// the link, path becomes a link to o (its size checked) and LinkFile reports true; otherwise it
+// reports false with a nil error and writes nothing. Errors: checkpoint.ErrNotFound, a
+// *base.CorruptionError for a size that differs from o's, ctx's and fsys's errors.
+func LinkFile(ctx context.Context, s checkpoint.Storage, o checkpoint.Object, fsys vfs.FS, path string) (linked bool, err error) {
+	return hook.LinkFile(ctx, s, o, fsys, path)
+}
+
 // FileCRC returns the CRC32C (base.CRC32C) and size of the file at path on fsys, the figures a
 // checkpoint.Object records.
 func FileCRC(fsys vfs.FS, path string) (crc uint32, size int64, err error) {

@@ -8,7 +8,7 @@ import (
 	"github.com/strata-db/strata/fresh"
 )
 
-// Bulk load of logical entries (doc.go, "Bulk changelog replay", invariant 19): a canonical
+// Bulk load of logical entries (doc.go, "Bulk changelog replay", invariant 24): a canonical
 // savepoint's entries restored by the mechanism that replays a changelog tail in bulk — the
 // same sort, base.Resolver and L0 install — instead of one Apply per entry.
 
@@ -103,7 +103,7 @@ func (t *Engine) CanBulkLoad() bool { return t.canBulkReplay() }
 // The changes get b.Len() new seqs above the Store's, in b's order: the empty FreshTable is
 // replaced by one that continues after them, so every later write is newer than each of
 // them. The reads after it are those after applying b's changes in order through Apply
-// (invariant 19). object names the source in errors. Owner only. Errors: the lower tier's
+// (invariant 24). object names the source in errors. Owner only. Errors: the lower tier's
 // (ErrNoSpace, I/O), ctx's; fresh.ErrStartSeq past its bound.
 func (t *Engine) BulkLoad(ctx context.Context, b *BulkEntries, object string) (applied int64, ok bool, err error) {
 	if !t.CanBulkLoad() {

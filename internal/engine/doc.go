@@ -200,6 +200,66 @@
 // their range; Open then recovers it like any LsmStore. Reads never see a table's entries
 // outside its range, and compactions drop them (DESIGN §4, item 6: no key-by-key rewrite).
 //
+// # Lazy restore (lazy.go; issue 24, item 3)
+//
+// RestoreLazy is Restore that does not wait for the tables' bytes: each table object becomes
+// a LAZY FILE of a LazyFS, the vfs.FS the restored engine (its LsmStore, its checkpoints)
+// works through, and Restore returns once the manifests are read and the directory skeleton
+// (Dir/lsm with its manifest and CURRENT) is written. A lazy file is in one of four states:
+//
+//	linked    a hard link to a local checkpoint object (DirStorage on the same file system),
+//	          size checked, CRC32C not yet: reads go to the local file
+//	remote    no local bytes: reads are ranged reads of the object (checkpoint.Storage.GetRange)
+//	local     complete and verified: reads go to the local file
+//	corrupt   its CRC32C or size differs from the manifest: reads fail with that
+//	          *base.CorruptionError (ErrCorruption)
+//
+// Before lsm.Import opens the tables, RestoreLazy reads every remote file's first 4 KiB and its
+// last 1/32 (at least 64 KiB: the footer, and the filter and index before it) in parallel on a
+// scheduler of its own, and keeps them in memory until the file is local: a table's opens
+// (Import's and Open's) then cost no round trip, and the restore of a remote checkpoint
+// waits for about one round trip per 8 tables instead of six per table. That memory (about 3 %
+// of the remote tables' bytes, Go heap) is outside the Store's budget while the prefetch runs.
+//
+// A PREFETCH (Engine.StartPrefetch: one task per file on a scheduler of its own with 4
+// workers, the bound on files in flight, closed by Engine.Close — its tasks mostly wait for
+// the storage, and on the engine's scheduler they would hold the workers a compaction or a
+// checkpoint's upload needs) moves every linked and remote file to local or corrupt: a linked
+// file is read once for its CRC32C; a remote one is copied in 4 MiB ranges into a temporary
+// beside it, its CRC32C computed on the way, synced and renamed over its name. When every file
+// is local the prefetch syncs Dir/lsm and calls the restore's done function (the root removes
+// its RESTORING marker there).
+//
+// Invariants:
+//
+//  19. A lazy file's state only moves forward: linked → local | corrupt, remote → local |
+//     corrupt; a read sees one state per call (one atomic load) and never mixes bytes of two
+//     sources. The local and the remote bytes are the same bytes (the object is immutable and
+//     the local copy is renamed into place only once its CRC32C matched), so a read that
+//     raced the switch returns the same data either way.
+//  20. Bytes of a remote file that reads return are unverified as a whole file, as a linked
+//     file's are: the sstable blocks' own CRC32Cs check what a read uses. A file found
+//     corrupt on arrival fails every later read of it — a Get names the object; a compaction
+//     stops the engine (sticky, "Failures") — and LazyStats.Corrupt counts it; the directory
+//     then never loses its RESTORING marker.
+//  21. A transient storage error (anything but corruption, ErrNotFound and the context) is
+//     retried by the prefetch with a backoff (doubling from 10 ms to 1 s, the task holding its
+//     prefetch worker while it waits) and never stops the Store; a read that meets one fails
+//     with it, and a compaction that meets one is retried as any transient failure is.
+//  22. The directory is complete only once the prefetch finished: until then it keeps the
+//     root's RESTORING marker, so a crash or a Close during the prefetch leaves a directory
+//     that Open refuses (ErrRestoreIncomplete), and the caller restores again. A lazy file
+//     the LsmStore removes (a compaction consumed it) leaves the prefetch; Remove of a remote
+//     file removes only its name.
+//  23. Link of a file that is not local fails with EXDEV, so a checkpoint of the restored
+//     Store (checkpoint.putFile) copies it through the lazy file instead of linking a name
+//     that has no bytes; Sync of a remote file does nothing (its durability is the prefetch's
+//     and invariant 22's).
+//
+// What is not promised: a linked file's bytes read before its check finished are as unchecked
+// as a remote file's (invariant 20); a checkpoint taken during the prefetch uploads a file's
+// bytes as read, unverified as a whole; Close does not wait for the prefetch.
+//
 // # Changelog (changelog.go; Options.Changelog, off by default)
 //
 // With the changelog on (Flink's FLIP-158, DESIGN §4), Apply's FreshTable write is followed by
@@ -331,7 +391,7 @@
 // at most the write path's batch, map put) in a BulkEntries, and bulkReplay writes them as it
 // writes a log tail. They carry no seqs of their own, so:
 //
-//  19. A bulk load gives its n changes the seqs S+1..S+n in their order, S the FreshTable's
+//  24. A bulk load gives its n changes the seqs S+1..S+n in their order, S the FreshTable's
 //     seq, and replaces the FreshTable — without a record or a sealed segment (invariant 15's
 //     conditions, CanBulkLoad), so no reader holds any of its memory — by one that continues
 //     after S+n: the changes are
@@ -680,4 +740,6 @@
 //  13. and 14.: batched reads, above.
 //  15. to 18.: bulk changelog replay, above (the one exception to invariant 1: a restore's
 //     records reach the LsmStore without Apply, while the Store takes no other write).
+//  19. to 23.: lazy restore, above.
+//  24. and 15. to 18.: the bulk load of a canonical savepoint, above.
 package engine

@@ -145,6 +145,9 @@ type Engine struct {
 	bgRetries        int64 // of those, the ones scheduled again after a backoff
 
 	cost costState // cost accounting (cost.go)
+
+	// lazy is the LazyFS of a lazy restore once StartPrefetch ran (nil otherwise): LazyStats.
+	lazy atomic.Pointer[LazyFS]
 }
 
 type transformJob struct {
@@ -627,6 +630,9 @@ func (t *Engine) Seal() error {
 func (t *Engine) Close() error {
 	t.closeScans()
 	errs := []error{t.sched.Close()}
+	if l := t.lazy.Load(); l != nil {
+		errs = append(errs, l.close()) // the prefetch's scheduler (lazy.go)
+	}
 	t.closeCheckpoints()
 	if t.sb.busy.CompareAndSwap(false, true) { // no task runs now; else leave it mapped
 		t.sb.recs.free()

@@ -49,6 +49,28 @@ type RestoreResult struct {
 // storage's and fsys's errors, lsm.Import's.
 func Restore(ctx context.Context, fsys vfs.FS, dir string, maxParallelism int, kg checkpoint.KeyGroupRange,
 	s checkpoint.Storage, sources []*checkpoint.Manifest, meta []byte) (res RestoreResult, err error) {
+	return restore(ctx, fsys, dir, maxParallelism, kg, s, sources, meta, nil)
+}
+
+// RestoreLazy is Restore that does not wait for the tables' bytes (doc.go, "Lazy restore"):
+// each table object is hard-linked without its CRC32C check (a DirStorage on fsys) or not
+// fetched at all, and registered with the returned LazyFS, through which lsm.Import reads the
+// tables' footers and indexes and through which the restored engine must be opened
+// (Options.FS); Engine.StartPrefetch then makes the files local. Errors: as Restore's, but a
+// table's CRC32C is not checked here (a mismatch is found by the prefetch).
+func RestoreLazy(ctx context.Context, fsys vfs.FS, dir string, maxParallelism int, kg checkpoint.KeyGroupRange,
+	s checkpoint.Storage, sources []*checkpoint.Manifest, meta []byte) (RestoreResult, *LazyFS, error) {
+	l := newLazyFS(fsys, s, filepath.Join(dir, "lsm"))
+	res, err := restore(ctx, fsys, dir, maxParallelism, kg, s, sources, meta, l)
+	if err != nil {
+		return res, nil, err
+	}
+	return res, l, nil
+}
+
+// restore is Restore, lazily when l is not nil.
+func restore(ctx context.Context, fsys vfs.FS, dir string, maxParallelism int, kg checkpoint.KeyGroupRange,
+	s checkpoint.Storage, sources []*checkpoint.Manifest, meta []byte, l *LazyFS) (res RestoreResult, err error) {
 	lsmDir := filepath.Join(dir, "lsm")
 	if err := fsys.MkdirAll(lsmDir, 0o755); err != nil {
 		return res, lowerError(err)
@@ -86,7 +108,15 @@ func Restore(ctx context.Context, fsys vfs.FS, dir string, maxParallelism int, k
 				continue
 			}
 			path := lsm.TablePath(lsmDir, num)
-			linked, err := checkpointfs.GetFile(ctx, s, o, fsys, path)
+			var linked bool
+			if l != nil {
+				linked, err = checkpointfs.LinkFile(ctx, s, o, fsys, path)
+				if err == nil {
+					l.add(path, o, linked)
+				}
+			} else {
+				linked, err = checkpointfs.GetFile(ctx, s, o, fsys, path)
+			}
 			if err != nil {
 				return res, fmt.Errorf("strata: restore of checkpoint %d: %w", m.ID, err)
 			}
@@ -107,7 +137,14 @@ func Restore(ctx context.Context, fsys vfs.FS, dir string, maxParallelism int, k
 	if err := vfs.SyncDir(fsys, lsmDir); err != nil {
 		return res, lowerError(err)
 	}
-	if err := lsm.Import(lsm.Options{FS: fsys, Dir: lsmDir, Name: "lsm"}, tables, lastSeq, meta); err != nil {
+	ifs := fsys
+	if l != nil {
+		if err := l.warm(ctx); err != nil {
+			return res, err
+		}
+		ifs = l
+	}
+	if err := lsm.Import(lsm.Options{FS: ifs, Dir: lsmDir, Name: "lsm"}, tables, lastSeq, meta); err != nil {
 		return res, lowerError(err)
 	}
 	return res, nil

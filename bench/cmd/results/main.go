@@ -11,6 +11,7 @@
 //	cd bench && go run ./cmd/results -only nexmark,flight # … and the flight job's section (its chart)
 //	cd bench && go run ./cmd/results -only kafka         # the flight job on Kafka's section and package kafka's benchmarks (~6 minutes)
 //	cd bench && go run ./cmd/results -only s3 -count 1   # the section "Checkpoints on S3", against versitygw (~15 minutes)
+//	cd bench && go run ./cmd/results -only lazy          # the lazy restore section (~5 minutes at -count 3)
 //
 // The suite runs with -test.cpu 1 (and GOMAXPROCS=1 in its environment): GOMAXPROCS=1 for the
 // whole benchmark process, so that Strata's background workers and the peers' compactions
@@ -78,7 +79,7 @@ func main() {
 	kafka := flag.Bool("kafka", true, "run the flight job on Kafka (cmd/flightkafka, all 3M flights on kfake) and package kafka's benchmarks for its section (about six minutes)")
 	s3 := flag.Bool("s3", true, "run the S3 checkpoint, restore and savepoint rows (bench/suite/s3_test.go) under scripts/versitygw.sh for the section \"Checkpoints on S3\" (about 5 minutes per -count at 256 MiB)")
 	s3Server := flag.String("s3server", "versitygw", "the S3 server of those rows: versitygw (started by scripts/versitygw.sh run) or gofakes3 (in the benchmark process)")
-	only := flag.String("only", "", "comma-separated sections (nexmark, flight, kafka, s3) to run alone and replace in -out, keeping the rest of it")
+	only := flag.String("only", "", "comma-separated sections (nexmark, flight, kafka, s3, lazy) to run alone and replace in -out, keeping the rest of it")
 	flag.Parse()
 
 	nxRaw := filepath.Join(filepath.Dir(*rawPath), "nexmark.txt")
@@ -190,9 +191,13 @@ func main() {
 			case "s3":
 				s3Section(&sec, *reuse)
 				head = s3Head
+				before = append([]string{lazyHead, "## Memory efficiency\n", "## Nexmark\n", "## Flight job\n", "## Flight job on Kafka\n"}, before...)
+			case "lazy":
+				lazySection(&sec, *reuse, *count, *suiteArgs, filepath.Join(filepath.Dir(*rawPath), "lazy.txt"))
+				head = lazyHead
 				before = append([]string{"## Memory efficiency\n", "## Nexmark\n", "## Flight job\n", "## Flight job on Kafka\n"}, before...)
 			default:
-				fatalf("-only %q: the sections are nexmark, flight, kafka and s3", name)
+				fatalf("-only %q: the sections are nexmark, flight, kafka, s3 and lazy", name)
 			}
 			old = replaceSection(old, head, onlyHead(sec.Bytes()), before...)
 		}
@@ -294,6 +299,7 @@ func main() {
 	if *s3 {
 		s3Section(&md, *reuse)
 	}
+	writeLazy(&md, d, *rawPath)
 	writeMemory(&md, d)
 	nexmarkSection(&md, *reuse)
 	if *flight {
@@ -539,7 +545,7 @@ func writeTables(md *bytes.Buffer, d *report.Data) {
 // savepoint rows (bench/suite/s3_test.go, tabled by writeS3).
 func isCheckpointWorkload(w string) bool {
 	for _, p := range []string{"Checkpoint/", "Restore/", "ChangelogCheckpoint/", "ChangelogRestore/", "FlinkTTL/", "Timers/", "BatchedAccess/",
-		"S3Checkpoint/", "S3Restore/", "Savepoint/"} {
+		"S3Checkpoint/", "S3Restore/", "Savepoint/", "LazyRestore/"} {
 		if strings.HasPrefix(w, p) {
 			return true
 		}

@@ -15,5 +15,6 @@ var (
 	NewDirStorage func(fsys vfs.FS, dir string) (any, error)
 	PutFile       func(ctx context.Context, s any, name string, fsys vfs.FS, path string) error
 	GetFile       func(ctx context.Context, s, o any, fsys vfs.FS, path string) (bool, error)
+	LinkFile      func(ctx context.Context, s, o any, fsys vfs.FS, path string) (bool, error)
 	FileCRC       func(fsys vfs.FS, path string) (uint32, int64, error)
 )
