@@ -194,17 +194,19 @@ func latencyRun(b *testing.B, delivery Delivery, interval time.Duration) ([]time
 }
 
 // rebalanceRestores are the restore modes BenchmarkRebalance compares (its restore= level):
-// how the new owner opens the moved partition's Store. full-claim: the runner's restore, the
-// whole Store restored with RestoreMode Claim (always set by the runner: Config.StoreOptions),
-// whose first checkpoint is incremental over the restored objects. (Before the runner set
-// Claim, its NoClaim restore's first checkpoint stored the whole state again before the
-// partition's first record: 3.4 s vs 1.9 s for a 256 MiB partition, linked.) A lazy restore
-// (the storage issue's) is one more entry, setting its option in the runner's StoreOptions.
+// how the new owner opens the moved partition's Store, always with RestoreMode Claim (set by
+// the runner: Config.StoreOptions), whose first checkpoint is incremental over the restored
+// objects. lazy-claim: the runner's default, a lazy restore (strata's LazyRestore: records
+// flow once the manifest is read, tables are fetched behind them); full-claim:
+// Config.FullRestore, every table fetched and checked first. (Before the runner set Claim,
+// its NoClaim restore's first checkpoint stored the whole state again before the
+// partition's first record: 3.4 s vs 1.9 s for a 256 MiB partition, linked.)
 var rebalanceRestores = []struct {
 	name string
 	edit func(*Config)
 }{
-	{"full-claim", nil},
+	{"full-claim", func(c *Config) { c.FullRestore = true }},
+	{"lazy-claim", nil},
 }
 
 // BenchmarkRebalance measures a partition's move between runners: from the request to the

@@ -83,12 +83,11 @@
 // consumer, exactly once at three checkpoint intervals and at least once beside; and
 // BenchmarkRebalance, a partition's move to a runner that restores its whole Store
 // (-kafka.state bytes of state, 256 MiB by default) from checkpoints linked or copied. Its
-// restore modes are one table (rebalanceRestores): full-claim, the runner's (RestoreMode
-// Claim: a partition restores its own lineage, so the new owner's first checkpoint is
-// incremental); a lazy restore is one more entry.
+// restore modes are one table (rebalanceRestores), both RestoreMode Claim (a partition
+// restores its own lineage, so the new owner's first checkpoint is incremental): lazy-claim,
+// the runner's default (Config.FullRestore false), and full-claim.
 //
 // # Not yet
 //
-//   - Restore is full, not lazy (the storage issue).
 //   - A real cluster has not been tried: the tests and bench/cmd/flightkafka run on kfake.
 package kafka

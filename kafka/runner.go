@@ -44,7 +44,8 @@ type Config struct {
 	// LocalDir is this runner's scratch directory for the partitions' Stores.
 	LocalDir string
 	// StoreOptions is the template of each partition's strata.Options; MaxParallelism,
-	// KeyGroups and Checkpoint.{Storage,Owner,Retain,RestoreMode} are set by the runner.
+	// KeyGroups and Checkpoint.{Storage,Owner,Retain,RestoreMode,LazyRestore} are set by the
+	// runner (LazyRestore from FullRestore).
 	// RestoreMode is always strata.Claim: a partition restores its own lineage (the job owns
 	// its checkpoints, as in Flink's failover recovery, where restore modes do not apply), so
 	// the new owner's first checkpoint is incremental over the restored objects and GC keeps
@@ -52,6 +53,14 @@ type Config struct {
 	// checkpoint after every move a copy of the whole state, taken before the partition's
 	// first record (BenchmarkRebalance: 3.4 s vs 1.9 s for a 256 MiB partition, linked).
 	StoreOptions strata.Options
+	// FullRestore makes a partition's restore fetch and check every table before its first
+	// record, as strata.Restore does by default. By default (false) the runner restores
+	// lazily (strata.CheckpointOptions.LazyRestore): the partition's records flow once the
+	// manifest is read, reads of tables not yet local are served by ranged reads of Storage
+	// while a prefetch copies them in, so a rebalance does not wait for the state's bytes
+	// (BenchmarkRebalance). A Store closed before its prefetch finished is dropped with its
+	// directory, as every revoked or lost partition's is: the next owner restores from Storage.
+	FullRestore bool
 	// CheckpointInterval is how often a checkpoint is taken and the Kafka transaction
 	// committed with it (milliseconds of wall time). Default 1 s.
 	CheckpointInterval time.Duration
@@ -919,6 +928,7 @@ func (r *Runner) restore(ctx context.Context, p int32) error {
 	opts.Checkpoint.Owner = r.owner(p)
 	opts.Checkpoint.Retain = r.cfg.Retain
 	opts.Checkpoint.RestoreMode = strata.Claim // its own lineage (Config.StoreOptions)
+	opts.Checkpoint.LazyRestore = !r.cfg.FullRestore
 	if err := os.MkdirAll(r.cfg.LocalDir, 0o755); err != nil {
 		return err
 	}

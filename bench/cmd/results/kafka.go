@@ -103,7 +103,9 @@ func writeKafkaBench(md *bytes.Buffer, bench []byte, benchPath string) error {
 	}
 	if len(reb) > 0 {
 		md.WriteString("Rebalance (BenchmarkRebalance: a partition's move, from the old owner's shutdown request to its first " +
-			"record processed on the new owner, which restores the whole Store; link: the checkpoints hard-linked into " +
+			"record processed on the new owner, which restores the Store in Claim mode, lazily (lazy-claim, the runner's default: " +
+			"records flow once the manifest is read, tables are fetched behind them) or fetching every table first " +
+			"(full-claim, Config.FullRestore); link: the checkpoints hard-linked into " +
 			"and out of a local directory, copy: streamed both ways):\n\n" +
 			"| restore | storage | state MiB | move ms | handover ms | group ms | restore ms | fetch ms | checkpoint storage MiB |\n" +
 			"| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
