@@ -10,8 +10,9 @@
 #      upload is invisible, uploads it again and restores the checkpoint.
 #   3. with --demo: the flight demo's kill-and-restore run with -checkpoints s3://… on the same
 #      server (a child process SIGKILLed after 1.7 M events, restored from its last checkpoint
-#      in the bucket, checked against plain Go maps; checkpoints every 300 000 events).
-# Budget: under 2 minutes once versitygw is installed, and about as much again for --demo.
+#      in the bucket, checked against plain Go maps; checkpoints every 300 000 events), then its
+#      rescale run (1 Store -> 2 -> 1 through checkpoints in the bucket, checked again).
+# Budget: under 1 minute once versitygw is installed, and about 1 more for --demo (its two runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
@@ -61,10 +62,15 @@ STRATA_S3_TEST_PHASE=after "$tmp/s3.test" -test.count=1 -test.timeout 3m -test.v
   grep -E '^(--- |\s+real_test.go|ok|FAIL|PASS)'
 cd ../..
 if $demo; then
+  (cd bench && go build -o "$tmp/flightdemo" ./cmd/flightdemo)
   echo "--- the flight demo killed and restored through s3://$STRATA_S3_TEST_BUCKET/demo-$STRATA_S3_TEST_RUN"
-  (cd bench && go run ./cmd/flightdemo -kill-after 1700000 -checkpoint-every 300000 \
+  (cd bench && "$tmp/flightdemo" -kill-after 1700000 -checkpoint-every 300000 \
     -checkpoints "s3://$STRATA_S3_TEST_BUCKET/demo-$STRATA_S3_TEST_RUN?endpoint=$STRATA_S3_TEST_ENDPOINT") |
     grep -E '^(kill|checkpoints|restore time|check)'
+  echo "--- the flight demo rescaled 1 -> 2 -> 1 Stores through s3://$STRATA_S3_TEST_BUCKET/rescale-$STRATA_S3_TEST_RUN"
+  (cd bench && "$tmp/flightdemo" -rescale 2 -checkpoint-every 300000 \
+    -checkpoints "s3://$STRATA_S3_TEST_BUCKET/rescale-$STRATA_S3_TEST_RUN?endpoint=$STRATA_S3_TEST_ENDPOINT") |
+    grep -E '^(checkpoints|restore time|check)'
 fi
 vgw_stop
 echo "versitygw stopped"

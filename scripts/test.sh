@@ -46,8 +46,8 @@ step "demo job rescaled through checkpoints: 1 Store -> 2 Stores splitting the k
 step "checkpoint/s3 module (its own go.mod): vet, and its tests with -race against gofakes3 in-process (the Storage conformance suite, retries, multipart failures, strata-state's S3-enabled build on s3:// URLs)"
 (cd checkpoint/s3 && go vet ./... && GOARCH=arm64 go vet ./... && go test -race -count=1 -timeout 10m ./...)
 
-step "checkpoint/s3 against a real S3-compatible server (versitygw, posix back-end, 127.0.0.1): conformance, two writers racing a conditional create, a Store checkpointed and restored, the server killed mid-upload and restarted"
-scripts/s3-real.sh
+step "checkpoint/s3 against a real S3-compatible server (versitygw, posix back-end, 127.0.0.1): conformance, two writers racing a conditional create, a Store checkpointed and restored, the server killed mid-upload and restarted; then the flight demo's kill run and its rescale run with their checkpoints in the server's bucket (-checkpoints s3://…), each checked against plain Go maps"
+scripts/s3-real.sh --demo
 
 step "kafka module (its own go.mod): vet, and the runner's tests with -race on kfake (a single runner, three with one killed mid-stream, scale 2 -> 4 -> 1, a bad partition count, another job's checkpoint, a zombie runner stalled past a rebalance, at-least-once output after a kill; output compared with a plain Go model); about 35 s of tests after the build"
 (cd kafka && go vet ./... && GOARCH=arm64 go vet ./... && go test -race -count=1 -timeout 5m ./...)
