@@ -43,6 +43,16 @@ step "demo job survives a SIGKILL: a child process killed after 1.7 M events, re
 step "demo job rescaled through checkpoints: 1 Store -> 2 Stores splitting the key groups (at 1.5 M events) -> 1 Store (at 2.25 M), checked again"
 (cd bench && go run ./cmd/flightdemo -rescale 2)
 
+step "the offline state reader on a demo checkpoint: the demo (300 000 flights) checkpoints into a directory, then strata-state verifies every checksum of its last checkpoint, prints its info and dumps key groups 0-3 as JSON lines"
+demock=$(mktemp -d)
+(cd bench && go run ./cmd/flightdemo -rows 300000 -checkpoints "$demock" | grep -E '^(checkpoints|check)')
+go run ./cmd/strata-state verify -dir "$demock" -owner flights-kg-00000-00127
+go run ./cmd/strata-state info -dir "$demock" -owner flights-kg-00000-00127 >/dev/null
+lines=$(go run ./cmd/strata-state dump -dir "$demock" -owner flights-kg-00000-00127 -kg 0-3 | wc -l)
+echo "dump: $lines lines (the meta line, entries and timers of key groups 0-3)"
+if [ "$lines" -lt 100 ]; then echo "strata-state dump printed $lines lines of a demo checkpoint"; exit 1; fi
+rm -rf "$demock"
+
 step "checkpoint/s3 module (its own go.mod): vet, and its tests with -race against gofakes3 in-process (the Storage conformance suite, retries, multipart failures, strata-state's S3-enabled build on s3:// URLs)"
 (cd checkpoint/s3 && go vet ./... && GOARCH=arm64 go vet ./... && go test -race -count=1 -timeout 10m ./...)
 
