@@ -317,11 +317,35 @@ func (t *Engine) poll() {
 
 // install installs every finished job that may be installed now and kicks the next work. It
 // returns the number of jobs it installed, which is what a waiting writer needs to know:
-// memory may have been freed. Failed jobs are ended too but not counted.
+// memory may have been freed. Failed jobs are ended too but not counted. One step per job
+// kind, in this order: transforms (seal order), slice compactions, the relocation, the
+// eviction, LSM compactions, then the checkpoints' pins.
 func (t *Engine) install() int {
 	t.ready.Store(0)
-	n, ended := 0, 0
-	// Transforms, strictly in seal order.
+	n, ended := t.installTransforms()
+	add := func(i, e int) { n, ended = n+i, ended+e }
+	add(t.installCompactions())
+	add(t.installRelocation())
+	add(t.installEviction())
+	add(t.installLSM())
+	// Checkpoints: their pins are released (deferred frees happen now).
+	if t.settleCheckpoints() {
+		n++ // memory was given back
+	}
+	if n > 0 {
+		t.noCompact = false
+	}
+	if ended > 0 {
+		t.deferred = 0
+		t.kick()
+	}
+	return n
+}
+
+// installTransforms installs the finished transforms and flushes at the head of the queue, strictly
+// in seal order, and ends a failed one (it stays at the head, to be retried); install's step.
+// n counts the installed jobs, ended every job it ended.
+func (t *Engine) installTransforms() (n, ended int) {
 	for len(t.fifo) > 0 {
 		j := t.fifo[0]
 		if j.h == nil || !j.done.Load() {
@@ -400,8 +424,13 @@ func (t *Engine) install() int {
 		t.transformedBytes += j.seg.DataBytes()
 		t.costBytes(BgTransform, j.seg.DataBytes(), 0)
 	}
-	// Compactions, in any order (each owns its busy runs): a job's compactions that ran are
-	// installed, the one that failed and those after it (never run) cancelled.
+	return n, ended
+}
+
+// installCompactions installs the slice compactions that finished, in any order (each owns its
+// busy runs): a job's compactions that ran are installed, the one that failed and those after
+// it (never run) cancelled; install's step.
+func (t *Engine) installCompactions() (n, ended int) {
 	for i := 0; i < len(t.compactions); {
 		j := t.compactions[i]
 		if !j.done.Load() {
@@ -446,7 +475,12 @@ func (t *Engine) install() int {
 		}
 		t.jobEnded(bgCompaction, "", nil)
 	}
-	// The relocation: the moved slices point at their copies, the emptied segment is freed.
+	return n, ended
+}
+
+// installRelocation installs the finished relocation: the moved slices point at their copies, the
+// emptied segment is freed; install's step.
+func (t *Engine) installRelocation() (n, ended int) {
 	if r := t.relocation; r != nil && r.done.Load() {
 		ended++
 		t.relocation = nil
@@ -467,7 +501,12 @@ func (t *Engine) install() int {
 			t.relocations++
 		}
 	}
-	// The eviction: the lower tier takes the run, then the slices leave.
+	return n, ended
+}
+
+// installEviction installs the finished eviction: the lower tier takes the run, then the slices
+// leave; install's step.
+func (t *Engine) installEviction() (n, ended int) {
 	if e := t.eviction; e != nil && e.done.Load() {
 		ended++
 		t.eviction = nil
@@ -496,8 +535,13 @@ func (t *Engine) install() int {
 			t.mapCaches()
 		}
 	}
-	// LSM compactions, in any order (their level pairs are disjoint). They free no memory, so
-	// they do not count for a waiting writer, but they end an L0 stall.
+	return n, ended
+}
+
+// installLSM installs the LSM compactions that finished, in any order (their level pairs are
+// disjoint). They free no memory, so n does not count them for a waiting writer, but they end
+// an L0 stall; install's step.
+func (t *Engine) installLSM() (n, ended int) {
 	for i := 0; i < len(t.lsmJobs); {
 		j := t.lsmJobs[i]
 		if !j.done.Load() {
@@ -523,18 +567,7 @@ func (t *Engine) install() int {
 			t.sw.again = true
 		}
 	}
-	// Checkpoints: their pins are released (deferred frees happen now).
-	if t.settleCheckpoints() {
-		n++ // memory was given back
-	}
-	if n > 0 {
-		t.noCompact = false
-	}
-	if ended > 0 {
-		t.deferred = 0
-		t.kick()
-	}
-	return n
+	return n, ended
 }
 
 // noteL0 records the LsmStore's L0 file count after an install changed it.
