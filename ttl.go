@@ -8,7 +8,6 @@ import (
 
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
-	"github.com/strata-db/strata/scheduler"
 )
 
 // TTLConfig gives a state a time to live, as Flink's StateTtlConfig: set it on a descriptor
@@ -256,15 +255,15 @@ func wallClock() func() int64 {
 	return func() int64 { return (ns + int64(time.Since(start))) / int64(time.Millisecond) }
 }
 
-// useCoarseClock switches a Store on the default clock to the coarse clock (scheduler's
-// AcquireClock: one atomic load per read instead of a monotonic clock read, ~1.5 vs ~44 ns on
+// useCoarseClock switches a Store on the default clock to the coarse clock (the engine's
+// AcquireCoarseClock, scheduler's clock: one atomic load per read instead of a monotonic clock read, ~1.5 vs ~44 ns on
 // the development VM) when its first TTL state registers: TTL states are the only readers of
 // the clock on hot paths, and a Store without one holds no ticker. Both clocks are the wall
 // clock at a start advanced by the monotonic clock; no TTL decision precedes the switch, so
 // nothing was judged by the clock switched from.
 func (s *Store) useCoarseClock() {
 	if s.coarse && s.unclock == nil {
-		s.clock, s.unclock = scheduler.AcquireClock()
+		s.clock, s.unclock = engine.AcquireCoarseClock()
 	}
 }
 

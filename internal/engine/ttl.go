@@ -7,7 +7,15 @@ import (
 
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/lsm"
+	"github.com/strata-db/strata/scheduler"
 )
+
+// AcquireCoarseClock is scheduler.AcquireClock for the root package, which names no scheduler
+// (DESIGN §4a): the coarse processing-time clock of a Store's TTL states — milliseconds, one
+// atomic load per read, updated every scheduler.ClockTick by one process-wide goroutine that
+// runs while any hold is open. release must be called once (Close, Discard). Safe for
+// concurrent use.
+func AcquireCoarseClock() (now func() int64, release func()) { return scheduler.AcquireClock() }
 
 // TTL cleanup in the tiers (doc.go, "TTL"): the root package gives the engine a table of the
 // states with a TTL (SetTTL: each state's TTL, the layout of its timestamps, which cleanups it
