@@ -319,7 +319,7 @@ func TestChangelogCrash(t *testing.T) {
 					fail("Open took the torn restore's directory, which does not hold checkpoint 3: %v", err)
 				}
 			}
-			removeRestored(clone, "/restored")
+			engine.RemoveRestored(clone, "/restored")
 			s, err := Restore("/restored", opts, st, latest)
 			if err != nil {
 				fail("restore again into the torn restore's directory: %v", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/checkpointfs"
+	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
 )
 
@@ -203,7 +204,7 @@ func TestCheckpointCrash(t *testing.T) {
 		}
 		// A torn restore (no CURRENT in /restored) is refused by Open and redone after removal.
 		if out.stage == "restore" {
-			removeRestored(clone, "/restored")
+			engine.RemoveRestored(clone, "/restored")
 			s, err := Restore("/restored", opts, st, latest)
 			if err != nil {
 				fail("restore again into the torn restore's directory: %v", err)

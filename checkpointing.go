@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
-	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/timer"
 )
 
@@ -508,15 +506,15 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	// Until the restored state is persisted whole (tables, then the replayed changelog), dir
 	// carries a marker that makes Open refuse it: a crash in between must not leave a
 	// directory that opens to a part of the checkpoint.
-	if err := markRestoring(fsys, dir); err != nil {
-		removeRestored(fsys, dir)
+	if err := engine.MarkRestoring(fsys, dir); err != nil {
+		engine.RemoveRestored(fsys, dir)
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
 	// Whatever fails from here on (a damaged manifest, an incompatible registry) leaves dir as
 	// Restore found it.
 	defer func() {
 		if err != nil && s == nil {
-			removeRestored(fsys, dir)
+			engine.RemoveRestored(fsys, dir)
 		}
 	}()
 	var sources []*checkpoint.Manifest
@@ -642,7 +640,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		res, err = engine.Restore(ctx, fsys, dir, d.MaxParallelism, kg, storage, sources, encodeRegistryOps(merged, ops))
 	}
 	if err != nil {
-		removeRestored(fsys, dir)
+		engine.RemoveRestored(fsys, dir)
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
 	if opts.Checkpoint.Storage == nil {
@@ -650,15 +648,15 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	}
 	s, err = openDir(dir, opts, adjust, true)
 	if err != nil {
-		removeRestored(fsys, dir)
+		engine.RemoveRestored(fsys, dir)
 		return nil, err
 	}
 	// The Store is a new writer of its lineage: its first checkpoint fences the older ones
 	// (fenceCheckpoint); the directory remembers it (reopened, it is the same writer).
-	s.epoch, s.fenceDue, s.fencePoint, s.writerID = epoch+1, true, max(point, lastID), newWriterID()
-	if err := writeWriterFile(fsys, dir, writerRecord{epoch: s.epoch, point: s.fencePoint, writer: s.writerID}); err != nil {
+	s.epoch, s.fenceDue, s.fencePoint, s.writerID = epoch+1, true, max(point, lastID), engine.NewWriterID()
+	if err := engine.WriteWriterFile(fsys, dir, engine.WriterRecord{Epoch: s.epoch, Point: s.fencePoint, Writer: s.writerID}); err != nil {
 		s.Discard()
-		removeRestored(fsys, dir)
+		engine.RemoveRestored(fsys, dir)
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
 	s.restored = used
@@ -683,20 +681,20 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	s.restoreStats.ReplayTime = t2.Sub(t1)
 	if err != nil {
 		s.Discard()
-		removeRestored(fsys, dir)
+		engine.RemoveRestored(fsys, dir)
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
 	s.restoreStats.ChangelogRecords, s.restoreStats.ChangelogSkipped = n, skipped
 	nt, err := s.restoreTimers(ctx, storage, sources)
 	if err != nil {
 		s.Discard()
-		removeRestored(fsys, dir)
+		engine.RemoveRestored(fsys, dir)
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
 	nc, nct, err := s.restoreCanonical(ctx, storage, sources)
 	if err != nil {
 		s.Discard()
-		removeRestored(fsys, dir)
+		engine.RemoveRestored(fsys, dir)
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
 	nt += nct
@@ -708,7 +706,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		// materialization's (TestModel/changelog, crash after a restore).
 		if err := s.persistAll(); err != nil {
 			s.Discard()
-			removeRestored(fsys, dir)
+			engine.RemoveRestored(fsys, dir)
 			return nil, fmt.Errorf("strata: restore into %q: persisting the replayed changelog and the timers: %w", dir, err)
 		}
 		s.restoreStats.PersistTime = time.Since(t2)
@@ -716,18 +714,13 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	if lazy != nil {
 		// The directory is complete once the prefetch made every table local (engine doc,
 		// invariant 22): the marker goes then.
-		err = s.e.StartPrefetch(lazy, func() error {
-			if err := fsys.Remove(filepath.Join(dir, restoringMarker)); err != nil {
-				return err
-			}
-			return vfs.SyncDir(fsys, dir)
-		})
-	} else if err = fsys.Remove(filepath.Join(dir, restoringMarker)); err == nil {
-		err = vfs.SyncDir(fsys, dir)
+		err = s.e.StartPrefetch(lazy, func() error { return engine.FinishRestoring(fsys, dir) })
+	} else {
+		err = engine.FinishRestoring(fsys, dir)
 	}
 	if err != nil {
 		s.Discard()
-		removeRestored(fsys, dir)
+		engine.RemoveRestored(fsys, dir)
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
 	return s, nil
@@ -848,49 +841,6 @@ func (s *Store) restoreTimers(ctx context.Context, storage checkpoint.Storage, s
 
 // RestoreStats returns what Restore did to create the Store (zero for a Store from Open).
 func (s *Store) RestoreStats() RestoreStats { return s.restoreStats }
-
-// restoringMarker is the file Restore keeps in its directory until the restored state is
-// persisted (ErrRestoreIncomplete). Empty.
-const restoringMarker = "RESTORING"
-
-// markRestoring creates dir and its durable RESTORING marker (Restore, before anything else).
-func markRestoring(fsys vfs.FS, dir string) error {
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := fsys.Create(filepath.Join(dir, restoringMarker))
-	if err != nil {
-		return err
-	}
-	if err := vfs.SyncClose(f, nil); err != nil {
-		return err
-	}
-	return vfs.SyncDir(fsys, dir)
-}
-
-// removeRestored removes what a failed Restore wrote under dir (dir/lsm and its files, timer
-// files, the RESTORING marker).
-func removeRestored(fsys interface {
-	List(string) ([]string, error)
-	Remove(string) error
-}, dir string) {
-	defer fsys.Remove(filepath.Join(dir, restoringMarker))
-	fsys.Remove(filepath.Join(dir, writerFileName))
-	names, _ := fsys.List(dir)
-	for _, n := range names {
-		if engine.ValidTimerFile(n) {
-			fsys.Remove(filepath.Join(dir, n))
-		}
-	}
-	for _, sub := range []string{"lsm", "checkpoint-tmp"} {
-		p := dir + "/" + sub
-		names, _ := fsys.List(p)
-		for _, n := range names {
-			fsys.Remove(p + "/" + n)
-		}
-		fsys.Remove(p)
-	}
-}
 
 // idSource is the state registry of one checkpoint given to Restore, with the key groups
 // lo..hi of the new Store it holds.

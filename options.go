@@ -7,7 +7,6 @@ import (
 	"github.com/strata-db/strata/checkpoint"
 
 	"github.com/strata-db/strata/internal/engine"
-	"github.com/strata-db/strata/internal/vfs"
 )
 
 // Defaults applied by Open to zero Options fields.
@@ -193,9 +192,9 @@ type Options struct {
 	// storage: the Store cannot checkpoint, but works otherwise.
 	Checkpoint CheckpointOptions
 
-	// fs is the file system the Store's files go through: vfs.Default() unless a test sets
+	// fs is the file system the Store's files go through: engine.DefaultFS() unless a test sets
 	// MemFS or FaultFS (package-internal).
-	fs vfs.FS
+	fs engine.FS
 }
 
 // Validate reports whether the options are valid, returning an error that wraps
@@ -352,7 +351,7 @@ func (o Options) withDefaults() Options {
 		o.L0StopWrites = DefaultL0StopWrites
 	}
 	if o.fs == nil {
-		o.fs = vfs.Default()
+		o.fs = engine.DefaultFS()
 	}
 	return o
 }

@@ -138,8 +138,8 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 	}
 	opts = opts.withDefaults()
 	if dir != "" && !restoring {
-		if _, err := opts.fs.Stat(filepath.Join(dir, restoringMarker)); err == nil {
-			return nil, fmt.Errorf("%w: %q (%s is present)", ErrRestoreIncomplete, dir, restoringMarker)
+		if _, err := opts.fs.Stat(filepath.Join(dir, engine.RestoringMarker)); err == nil {
+			return nil, fmt.Errorf("%w: %q (%s is present)", ErrRestoreIncomplete, dir, engine.RestoringMarker)
 		}
 	}
 	budget := opts.SharedBudget
@@ -211,13 +211,13 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 		s.gcWall, s.gcClock = time.Now(), s.clock()
 	}
 	if dir != "" && !restoring {
-		// A restored directory: the Store is the writer its Restore made (writerfile.go).
-		w, ok, err := readWriterFile(opts.fs, dir)
+		// A restored directory: the Store is the writer its Restore made (internal/engine/writerfile.go).
+		w, ok, err := engine.ReadWriterFile(opts.fs, dir)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
 		}
 		if ok {
-			s.epoch, s.fencePoint, s.writerID, s.fenceDue = w.epoch, w.point, w.writer, true
+			s.epoch, s.fencePoint, s.writerID, s.fenceDue = w.Epoch, w.Point, w.Writer, true
 		}
 	}
 	if reg != nil {
