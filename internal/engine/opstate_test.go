@@ -17,7 +17,7 @@ import (
 	goldenfile "github.com/strata-db/strata/internal/golden"
 )
 
-var updateGolden = flag.Bool("update", false, "TestGoldenOperatorStateV2: rewrite the root's testdata/opstate-v2.bin")
+var updateGolden = flag.Bool("update", false, "TestGoldenOperatorStateV2, TestGoldenWriterFileV1: rewrite the root's testdata/opstate-v2.bin, testdata/writer-v1.bin")
 
 // TestSplitSharesFlink: splitShares is Flink's split: sizes, contiguity, and the rotation of
 // the longer parts over successive states.
