@@ -24,11 +24,61 @@ import (
 // before scanning the jobs never misses one (it may scan once more than needed).
 func (t *Engine) finished(done interface{ Store(bool) }) {
 	done.Store(true)
+	if finishedGap != nil {
+		finishedGap()
+	}
 	t.ready.Add(1)
 	select {
 	case t.wake <- struct{}{}:
 	default:
 	}
+}
+
+// finishedGap, when set (tests only), runs in finished between a job's done flag and its ready
+// bump, and ownerGap on the owner at the end of install and after run submitted a job:
+// together they widen the windows in which an owner that looked at ready alone took a job that
+// finished after install's scan, or right after its submission, for no work at all
+// (unsettled; settle_test.go).
+var finishedGap, ownerGap func()
+
+// unsettled reports whether a job finished or a checkpoint's memory was written that install
+// has not ended yet — what the owner's waits look at, with nothing in flight, before they give
+// up: ready alone is not enough, since it is bumped after the done flag (finished), so an
+// owner that found the job done in inFlight may still read ready == 0. install ends every job
+// this reports (a done transform at the head, compaction, relocation, eviction, LSM
+// compaction, a checkpoint's or materialization's written memory or its end), so a caller that loops on it to
+// install does not spin. Owner only.
+func (t *Engine) unsettled() bool {
+	if t.ready.Load() != 0 {
+		return true
+	}
+	if len(t.fifo) > 0 && t.fifo[0].h != nil && t.fifo[0].done.Load() {
+		return true
+	}
+	for _, c := range t.compactions {
+		if c.done.Load() {
+			return true
+		}
+	}
+	for _, j := range t.lsmJobs {
+		if j.done.Load() {
+			return true
+		}
+	}
+	if t.relocation != nil && t.relocation.done.Load() || t.eviction != nil && t.eviction.done.Load() {
+		return true
+	}
+	for _, p := range t.ck.running {
+		if !p.memReleased && p.memDone.Load() || p.fin.Load() {
+			return true
+		}
+	}
+	if c := t.cl; c != nil && c.run != nil {
+		if p := c.run; !p.memReleased && p.memDone.Load() || p.fin.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // checkSealed queues a transform job for every sealed segment not queued yet (seal order) and
@@ -277,6 +327,9 @@ func (t *Engine) run(kind bgKind, cc BackgroundClass, c scheduler.Class, name st
 		t.ready.Add(1)
 		return nil
 	}
+	if ownerGap != nil {
+		ownerGap()
+	}
 	return h
 }
 
@@ -338,6 +391,9 @@ func (t *Engine) install() int {
 	if ended > 0 {
 		t.deferred = 0
 		t.kick()
+	}
+	if ownerGap != nil {
+		ownerGap()
 	}
 	return n
 }
@@ -646,7 +702,7 @@ func (t *Engine) backpressure(err error) error {
 			return t.bgErr
 		}
 		if !t.inFlight() {
-			if t.ready.Load() != 0 {
+			if t.unsettled() {
 				continue // a job finished after install looked
 			}
 			if !sealed {
@@ -654,9 +710,6 @@ func (t *Engine) backpressure(err error) error {
 				if t.f.Stats().Segments > len(t.fifo) {
 					if t.Seal() != nil {
 						return err
-					}
-					if t.inFlight() {
-						continue
 					}
 				}
 			}
@@ -667,9 +720,11 @@ func (t *Engine) backpressure(err error) error {
 			}
 			if len(t.fifo) > 0 && t.fifo[0].failed && t.fifo[0].h == nil {
 				t.kick() // retries the head: a flush, or a transform if memory was freed
-				if t.inFlight() {
-					continue
-				}
+			}
+			// What the seal or the kick submitted may have finished already: wait for it or
+			// install it, never take it for no work (a fast flush under -race did).
+			if t.inFlight() || t.unsettled() {
+				continue
 			}
 			if ns := t.pendingNoSpace(); ns != nil {
 				t.bpFailures++
@@ -771,7 +826,7 @@ func (t *Engine) Drain() error {
 			return t.bgErr
 		}
 		if !t.inFlight() {
-			if t.ready.Load() != 0 {
+			if t.unsettled() {
 				continue
 			}
 			waited, err := t.retryWait(&deadline, true)

@@ -59,7 +59,7 @@ func (t *Engine) persist() error {
 	for {
 		t.install()
 		if !t.inFlight() && len(t.lsmJobs) == 0 {
-			if t.ready.Load() != 0 {
+			if t.unsettled() {
 				continue
 			}
 			break
