@@ -29,9 +29,10 @@ var attackFaultWorkload = attackWorkload(20_000, 1500)
 
 // TestAttackNoSpaceClose: the disk fills up during Close (at the n-th write of a table or of
 // the manifest; whole or short writes). Close reports ErrNoSpace and leaves the Store open and
-// readable; more writes work; Close succeeds once space is back; Open sees everything.
+// readable; more writes work; Close succeeds once space is back; Open sees everything. Under
+// -race every other case runs (raceSample); the test command's plain step runs them all.
 func TestAttackNoSpaceClose(t *testing.T) {
-	for _, tc := range []struct {
+	for _, tc := range raceSample([]struct {
 		name  string
 		nth   int64
 		short bool
@@ -44,7 +45,7 @@ func TestAttackNoSpaceClose(t *testing.T) {
 		{"manifest-2-short", 2, true, vfs.PathGlob("MANIFEST-*")},
 		{"current", 1, false, vfs.PathGlob("CURRENT*")},
 		{"any-3", 3, true, nil},
-	} {
+	}) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "db")
 			fault := vfs.NewFaultFS(vfs.Default())
@@ -275,8 +276,9 @@ func TestAttackNoSpaceOpen(t *testing.T) {
 // directory reopens to the new state. Had the process died after the failed Close instead,
 // the directory would reopen to the previous Close's state, or — when the failure hit the
 // persist point's own record, whose fate is unknown — to the new one; never to anything else.
+// Under -race every other case runs (raceSample); the test command's plain step runs them all.
 func TestAttackEIOClose(t *testing.T) {
-	for _, tc := range []struct {
+	for _, tc := range raceSample([]struct {
 		name string
 		nth  int64
 		ops  vfs.OpSet
@@ -291,7 +293,7 @@ func TestAttackEIOClose(t *testing.T) {
 		{"manifest-sync-3", 3, vfs.Ops(vfs.OpSync), vfs.PathGlob("MANIFEST-*")},
 		{"dir-sync", 1, vfs.Ops(vfs.OpSync), vfs.PathGlob("lsm")},
 		{"any-write-10", 10, vfs.Ops(vfs.OpWrite), nil},
-	} {
+	}) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "db")
 			fault := vfs.NewFaultFS(vfs.Default())

@@ -92,16 +92,20 @@ func crashWorkload(t *testing.T, fault *vfs.FaultFS, seed int64, opsPerSession i
 
 // TestCrash crashes a workload of three sessions (writes through every tier, evictions to the
 // LsmStore, Close, reopen) at its n-th file-system write, for every n up to the number of
-// writes a run without a crash makes (every third n under -short), including the writes inside
-// Open and Close; the crash clone (only synced bytes and directory entries) must reopen, and
-// every read (value, list, map, reducing, aggregating state, pending timers) must give the
-// model's state as of the last Close that returned.
+// writes a run without a crash makes (every third n under -short or -race: the test command's
+// plain step runs every n), including the writes inside Open and Close; the crash clone (only
+// synced bytes and directory entries) must reopen, and every read (value, list, map, reducing,
+// aggregating state, pending timers) must give the model's state as of the last Close that
+// returned.
 func TestCrash(t *testing.T) {
 	const seed = 42
 	ops := 600
 	stride := int64(1)
 	if testing.Short() {
 		ops, stride = 300, 3
+	}
+	if raceEnabled {
+		stride = 3
 	}
 	mem := vfs.NewMem()
 	fault := vfs.NewFaultFS(mem)
