@@ -114,6 +114,7 @@ type Engine struct {
 	ttl       *ttlShared // TTL cleanup (ttl.go): the table and counters jobs share
 	sw        sweepState // the TTL sweep (sweep.go)
 	scans     []*Scan    // key scans open (scan.go): closed with the engine
+	spareLow  LowerScan  // a closed scan's lower-tier walk, kept for the next scan's buffers (scan.go)
 	openIters int        // map iterations open (deferring installs)
 	deferred  int        // writes that deferred installs since the last install
 	epoch     uint64     // bumped by every install; an open iteration of an older epoch is invalid
@@ -629,6 +630,10 @@ func (t *Engine) Seal() error {
 // does). Owner goroutine only; the engine must not be used after.
 func (t *Engine) Close() error {
 	t.closeScans()
+	if t.spareLow != nil {
+		t.spareLow.Close()
+		t.spareLow = nil
+	}
 	errs := []error{t.sched.Close()}
 	if l := t.lazy.Load(); l != nil {
 		errs = append(errs, l.close()) // the prefetch's scheduler (lazy.go)

@@ -182,7 +182,15 @@ func (s *Scan) release() {
 	s.segs = s.segs[:0]
 	s.tmp.free()
 	if s.low != nil {
-		s.low.Close()
+		// The next scan reuses the walk and its read buffers (one per table it read, 256
+		// KiB each): a TTL cleanup cursor over a small state starts a scan every few
+		// accesses, and allocating them anew was most of its time.
+		if t := s.t; t.spareLow == nil && s.listed {
+			s.low.Release()
+			t.spareLow = s.low
+		} else {
+			s.low.Close()
+		}
 		s.low = nil
 	}
 	clear(s.its)
@@ -241,6 +249,9 @@ func (s *Scan) step(limit int) error {
 	s.sc.Reset(t.sl, start)
 	s.srcs = append(s.srcs, &s.sc)
 	if t.low != nil {
+		if s.low == nil {
+			s.low, t.spareLow = t.spareLow, nil
+		}
 		low, err := t.low.Scan(s.low, start, s.hi)
 		s.low = low
 		if err != nil {
