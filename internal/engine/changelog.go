@@ -305,7 +305,7 @@ func (t *Engine) pollChangelog(now time.Time) {
 		c.persistDone.Store(false)
 		c.persistErr = nil
 		w := c.o.Writer
-		h, err := t.sched.SubmitMetered(scheduler.Upload, "changelog persist", t.meter(BgChangelogPersist), func(ctx context.Context) error {
+		h, err := t.sched.SubmitMetered(scheduler.Persist, "changelog persist", t.meter(BgChangelogPersist), func(ctx context.Context) error {
 			defer c.persistDone.Store(true)
 			defer recoverInto(&c.persistErr, "changelog persist")
 			var r changelog.PersistResult
