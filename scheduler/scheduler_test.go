@@ -867,3 +867,40 @@ func TestReserved(t *testing.T) {
 		t.Fatalf("Reserved -1: %v", err)
 	}
 }
+
+// TestReservedPersist: the engine's lanes with the changelog on (a shared worker, a reserved
+// Upload and a reserved Persist worker): a persist starts while the shared worker runs a
+// compaction and the Upload worker a long materialization upload — it never queues behind
+// either (issue 22).
+func TestReservedPersist(t *testing.T) {
+	var opts scheduler.Options
+	opts.Workers = 1
+	opts.Reserved[scheduler.Upload] = 1
+	opts.Reserved[scheduler.Persist] = 1
+	s := newScheduler(t, opts)
+	release := make(chan struct{})
+	started := make(chan string, 3)
+	block := func(name string) func(context.Context) error {
+		return func(context.Context) error { started <- name; <-release; return nil }
+	}
+	c, _ := s.Submit(scheduler.Compaction, "c", block("c"))
+	u, _ := s.Submit(scheduler.Upload, "materialization", block("u"))
+	for range 2 {
+		<-started
+	}
+	p, _ := s.Submit(scheduler.Persist, "changelog persist", func(context.Context) error { started <- "p"; return nil })
+	select {
+	case got := <-started:
+		if got != "p" {
+			t.Fatalf("started %q, want the persist", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the persist did not start beside a running compaction and upload")
+	}
+	close(release)
+	for _, h := range []*scheduler.Handle{c, u, p} {
+		if err := waitErr(t, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
