@@ -223,7 +223,12 @@ func (t *Engine) reserveWait(l *changelog.Log, op *Op, err error) error {
 	start := time.Now()
 	deadline := start.Add(t.bpTimeout)
 	t.bpWaits++
-	defer func() { t.bpNanos += int64(time.Since(start)) }()
+	t.clWaits++
+	defer func() {
+		d := int64(time.Since(start))
+		t.bpNanos += d
+		t.clNanos += d
+	}()
 	for {
 		freed := false
 		if !t.waiting(bgPersist) {

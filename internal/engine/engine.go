@@ -126,6 +126,7 @@ type Engine struct {
 	evictions        int64
 	bpWaits          int64
 	bpNanos          int64
+	clWaits, clNanos int64 // the part of bpWaits, bpNanos refused by the changelog's Reserve
 	bpFailures       int64
 	forcedInstalls   int64
 	l0Stalls         int64
