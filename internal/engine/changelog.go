@@ -336,7 +336,9 @@ func (t *Engine) pollChangelog(now time.Time) {
 // publishLog hands the current generation's owner batch to its Log's buffer, where a
 // persist takes it (owner; changelog.Log.Publish: a mutex once per persist, not per record).
 func (c *clState) publishLog() {
-	c.gens[len(c.gens)-1].log.Publish()
+	if n := len(c.gens); n > 0 { // none after closeChangelog
+		c.gens[n-1].log.Publish()
+	}
 }
 
 // materializationDue reports whether a materialization should start: the interval has passed
