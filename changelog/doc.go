@@ -223,5 +223,7 @@
 // 16 KiB granules per Log, so a Writer may be refused up to one granule per Log early.
 // An owner batch's records wait for the owner's next Publish: an owner that stops appending
 // without publishing leaves them unpersisted (the engine publishes at every checkpoint cut,
-// so no checkpoint misses them).
+// so no checkpoint misses them) and charged — with a Writer shared by several Stores, against
+// the Threshold of all of them (the engine publishes at least every 64 writes while a persist
+// is due, so an idle Store holds at most what it appended since).
 package changelog
