@@ -106,9 +106,12 @@ type BudgetStats struct {
 // for memory (backpressure: BackpressureFailures of them still failed with
 // ErrMemoryBudget), for L0 (Options.L0StopWrites files or more), for transforms (more than
 // two sealed segments queued) and for slice compactions (more than six runs per bucket on
-// average).
+// average). ChangelogWaits and ChangelogWaitNanos are the part of the memory waits whose
+// write the changelog refused (its buffer full: Threshold or the budget), waiting for a
+// persist.
 type StallStats struct {
 	BackpressureWaits, BackpressureNanos, BackpressureFailures int64
+	ChangelogWaits, ChangelogWaitNanos                         int64
 	L0, L0Nanos                                                int64
 	Transform, TransformNanos                                  int64
 	Compaction, CompactionNanos                                int64
@@ -278,6 +281,7 @@ func statsOf(e *engine.Stats) Stats {
 		Budget: BudgetStats{Used: e.BudgetUsed, Limit: e.BudgetLimit, Reserve: e.BudgetReserve},
 		Stalls: StallStats{BackpressureWaits: e.BackpressureWaits, BackpressureNanos: e.BackpressureNanos,
 			BackpressureFailures: e.BackpressureFailures, L0: e.L0Stalls, L0Nanos: e.L0StallNanos,
+			ChangelogWaits: e.ChangelogWaits, ChangelogWaitNanos: e.ChangelogWaitNanos,
 			Transform: e.TransformStalls, TransformNanos: e.TransformStallNanos,
 			Compaction: e.CompactionStalls, CompactionNanos: e.CompactionStallNanos},
 		Background: BackgroundStats{Errors: e.BackgroundErrors, Retries: e.BackgroundRetries,

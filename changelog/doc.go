@@ -135,6 +135,16 @@
 //     reserves before it changes its tables, so a full buffer refuses a write before it is
 //     applied, and the Append after it draws on the reservation and is not refused for
 //     memory. Unreserve returns unused room.
+//     Owner batch (Log.OwnerBatch, what the engine uses; issue 22): Append takes no mutex.
+//     It encodes into the Log's owner batch, which only the owner touches, with the same
+//     rules (delta 0 for the owner batch's first record, the same charging and reservation
+//     draw), and Log.Publish — called by the owner, once per persist, not per record — moves
+//     the owner batch into the Log's current batch under the mutex (merged after records
+//     published before and not yet swapped, noting the join as Persist's merge does). Until
+//     published a record is invisible to Persist, Checkpoint, Handles, LastSeq and Stats; the
+//     owner publishes before it asks for a persist, at a checkpoint cut and before a
+//     generation ends. Append still marks the Writer dirty (one atomic load per record, a
+//     store only when it was clear), so PersistDue's age counts unpublished records too.
 //  2. Writer.PersistDue(now) is true when the buffered bytes reach PreemptiveThreshold or
 //     records have waited PersistDelay (measured from the first PersistDue call that saw them).
 //  3. Writer.Persist (one at a time) swaps every Log's chunk list out under the Log's mutex,
@@ -151,9 +161,9 @@
 //     records <= S. Segments may hold records above S; the restore skips them (ReplayRange).
 //  5. After a materialization covering seqs < M completes, Log.Truncate(M) drops the handles
 //     of segments entirely below M. Objects are deleted by checkpoint's GC, by reachability.
-//  6. Log.Stats counts the records and bytes Append took (under the Log's mutex) and those of
-//     the segments Persist stored for the Log (under the handles' mutex): the engine's
-//     changelog figures. Counting costs Append two additions, no allocation.
+//  6. Log.Stats counts the records and bytes Append took (under the Log's mutex; with an owner
+//     batch, at Publish) and those of the segments Persist stored for the Log (under the
+//     handles' mutex): the engine's changelog figures. Counting costs Append two additions, no allocation.
 //
 // # Record buffer
 //
@@ -187,14 +197,22 @@
 //     whole (checkpoint.Storage's atomicity), so a handle is never half-readable after a
 //     crash (TestCrashPersist).
 //  5. Charged bytes = the Writer's buffered count = the Budget's UsedBy(PurposeChangelog)
-//     from this Writer = every Log's buffer, pending batch and reserved room; Persist refunds
-//     exactly what it stored, Log.Unreserve the reserved room, Log.Close and Writer.Close
-//     what they drop.
+//     from this Writer = every Log's owner batch, buffer, pending batch and reserved room;
+//     Persist refunds exactly what it stored, Log.Unreserve the reserved room, Log.Close and
+//     Writer.Close what they drop.
 //  6. Replay never yields a record outside its key-group range, and yields records in seq
 //     order (stable across segments for equal seqs).
-//  7. A chunk is in exactly one place: a Log's current batch, its pending batch, or its
-//     Writer's idle list (or unmapped); only the Log's owner writes into a current chunk, and
-//     only under the Log's mutex, so Persist reads a swapped-out chunk that no Append touches.
+//  7. A chunk is in exactly one place: a Log's owner batch, its current batch, its pending
+//     batch, or its Writer's idle list (or unmapped); only the Log's owner writes into a
+//     chunk — of the current batch only under the Log's mutex, of the owner batch (which
+//     nothing else reads) without it — and Publish hands an owner batch's chunks over under
+//     the mutex, after which the owner never writes to them; so Persist reads a swapped-out
+//     chunk that no Append touches.
+//  8. With an owner batch, every record appended and not refused is in the owner batch
+//     until the owner's next Publish, then as in invariant 3; charged bytes (invariant 5)
+//     include the owner batch's. Close and Writer.Close drop an owner batch too, so they must
+//     not run concurrently with that Log's Append (the engine closes its Logs on its owner
+//     goroutine).
 //
 // # What is not promised
 //
@@ -203,4 +221,9 @@
 // checkpoint gets a new Log: its old handles come from the manifest, not from the Log. The
 // age part of PersistDue is as precise as the scheduler's polling. The Budget is charged in
 // 16 KiB granules per Log, so a Writer may be refused up to one granule per Log early.
+// An owner batch's records wait for the owner's next Publish: an owner that stops appending
+// without publishing leaves them unpersisted (the engine publishes at every checkpoint cut,
+// so no checkpoint misses them) and charged — with a Writer shared by several Stores, against
+// the Threshold of all of them (the engine publishes at least every 64 writes while a persist
+// is due, so an idle Store holds at most what it appended since).
 package changelog

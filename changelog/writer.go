@@ -201,12 +201,23 @@ type Log struct {
 	store string
 	kg    KeyGroupRange
 
-	// mu guards the active buffer: taken by Append (the owner) and, once per persist, by
-	// Persist's swap, so it is uncontended in the common case.
+	// owner is set by OwnerBatch: Append fills own without mu, Publish hands it to cur.
+	// Written before the first Append, read by the owner only.
+	owner bool
+	// own is the owner batch (doc.go, "Writer protocol" 1): only the owner's Append, Publish
+	// and the Log's closing touch it, never under mu.
+	own batch
+	// appendSeq is the largest seq Append took (seq order): the owner's, under mu without
+	// an owner batch.
+	appendSeq uint64
+
+	// mu guards the active buffer: taken by Append without an owner batch (the owner), by
+	// Publish, and once per persist by Persist's swap, so it is uncontended in the common
+	// case.
 	mu      sync.Mutex
 	cur     batch
-	lastSeq uint64 // the largest seq appended
-	closed  bool
+	lastSeq uint64 // the largest seq in cur or before it (published)
+	closed  atomic.Bool
 	// reserved is charged room no buffer holds yet (Reserve): Append draws on it before it
 	// charges. Changed under mu; read without it by Reserve's fast path.
 	reserved atomic.Int64
@@ -342,10 +353,10 @@ func (w *Writer) putChunks(head *chunk) {
 	}
 }
 
-// appendSpanning writes the record of n bytes across the end of the current chunk and as many
-// new ones as it needs; l.mu held. The chunks are taken first, so a refusal buffers nothing.
-func (l *Log) appendSpanning(n int, kind uint8, delta uint64, key, userKey, value []byte) error {
-	c := &l.cur
+// appendSpanning writes the record of n bytes across the end of c's last chunk and as many
+// new ones as it needs (c is the owner batch, or l.cur with l.mu held). The chunks are taken
+// first, so a refusal buffers nothing.
+func appendSpanning(l *Log, c *batch, n int, kind uint8, delta uint64, key, userKey, value []byte) error {
 	room := 0
 	if c.tail != nil {
 		room = len(c.tail.mem) - c.tail.n
@@ -452,67 +463,106 @@ func (l *Log) Append(kind uint8, kg uint16, seq uint64, key, userKey, value []by
 	if body > MaxRecord-binary.MaxVarintLen64 {
 		return errTooLarge
 	}
+	if l.owner {
+		if l.closed.Load() {
+			return errLogClosed
+		}
+		_, err := l.add(&l.own, kind, kg, seq, key, userKey, value, body)
+		return err
+	}
 	l.mu.Lock()
-	if l.closed {
+	if l.closed.Load() {
 		l.mu.Unlock()
 		return errLogClosed
 	}
-	if seq < l.lastSeq {
-		l.mu.Unlock()
-		return errSeqOrder
+	n, err := l.add(&l.cur, kind, kg, seq, key, userKey, value, body)
+	if err == nil {
+		l.appendedRecords++
+		l.appendedBytes += int64(n)
+		l.lastSeq = seq
 	}
-	c := &l.cur
+	l.mu.Unlock()
+	return err
+}
+
+// add encodes one checked record of body bytes (before its seq delta) into c — the owner
+// batch, or l.cur with l.mu held — and returns its encoded length: Append's common part.
+func (l *Log) add(c *batch, kind uint8, kg uint16, seq uint64, key, userKey, value []byte, body int) (int, error) {
+	if seq < l.appendSeq {
+		return 0, errSeqOrder
+	}
 	var delta uint64 // 0 for a batch's first record: its segment's MinSeq is its seq
 	if !c.empty() {
 		delta = seq - c.maxSeq
 	}
 	n := body + uvarintLen(delta)
 	if need := int64(segHeaderLen + c.size + n); need > c.charged {
-		if r := l.reserved.Load(); r > 0 {
-			// Room reserved for this record (Reserve): up to a granule moves to the batch.
+		// Room reserved for this record (Reserve): up to a granule moves to the batch. A CAS,
+		// since Unreserve may take the room concurrently; once per granule.
+		for r := l.reserved.Load(); r > 0; r = l.reserved.Load() {
 			t := min(r, max(need-c.charged, chargeGranule))
-			l.reserved.Add(-t)
-			c.charged += t
+			if l.reserved.CompareAndSwap(r, r-t) {
+				c.charged += t
+				break
+			}
 		}
-	}
-	if need := int64(segHeaderLen + c.size + n); need > c.charged {
-		if err := l.charge(need - c.charged); err != nil {
-			l.mu.Unlock()
-			return err
+		if need > c.charged {
+			g, err := l.w.charge(need - c.charged)
+			if err != nil {
+				return 0, err
+			}
+			c.charged += g
 		}
 	}
 	if t := c.tail; t != nil && len(t.mem)-t.n >= n {
 		putRecord(t.mem[t.n:t.n+n], kind, delta, key, userKey, value) // the common path
 		t.n += n
-	} else if err := l.appendSpanning(n, kind, delta, key, userKey, value); err != nil {
-		l.mu.Unlock()
-		return err
+	} else if err := appendSpanning(l, c, n, kind, delta, key, userKey, value); err != nil {
+		return 0, err
 	}
 	if c.empty() {
 		c.minSeq, c.kgLo, c.kgHi = seq, kg, kg
-		if !l.w.dirty.Load() {
-			l.w.dirty.Store(true)
-		}
+	}
+	if !l.w.dirty.Load() {
+		l.w.dirty.Store(true)
 	}
 	c.size += n
 	c.n++
-	l.appendedRecords++
-	l.appendedBytes += int64(n)
 	c.maxSeq = seq
 	c.kgLo, c.kgHi = min(c.kgLo, kg), max(c.kgHi, kg)
-	l.lastSeq = seq
-	l.mu.Unlock()
-	return nil
+	l.appendSeq = seq
+	return n, nil
 }
 
-// charge charges at least n more bytes (rounded up to the granule) for l.cur; l.mu held.
-func (l *Log) charge(n int64) error {
-	g, err := l.w.charge(n)
-	if err != nil {
-		return err
+// OwnerBatch gives the Log an owner batch (doc.go, "Writer protocol" 1): from then on Append
+// takes no mutex and its records reach Persist, Checkpoint, Handles, LastSeq and Stats only
+// at the owner's next Publish. Call it on the owner's goroutine before the first Append; it
+// is not undone. Log.Close and Writer.Close must then not run concurrently with Append
+// (invariant 8).
+func (l *Log) OwnerBatch() { l.owner = true }
+
+// Publish hands the owner batch's records to the Log's current batch under its mutex, where
+// Persist takes them (doc.go, "Writer protocol" 1): once per persist, not per record. Owner
+// only (the goroutine that appends); a no-op without an owner batch or records. It allocates
+// only when records published before are not yet taken by a Persist (a join is noted).
+func (l *Log) Publish() {
+	o := &l.own
+	if o.empty() {
+		return // a refused Append's charge or chunk stays for the next record
 	}
-	l.cur.charged += g
-	return nil
+	l.mu.Lock()
+	l.appendedRecords += int64(o.n)
+	l.appendedBytes += int64(o.size)
+	l.lastSeq = o.maxSeq
+	if l.cur.empty() {
+		o.charged += l.cur.charged
+		l.w.putChunks(l.cur.head)
+		l.cur = *o
+	} else {
+		l.cur.merge(o) // the previous publish waits for its persist: seqs stay in order
+	}
+	l.mu.Unlock()
+	l.own = batch{}
 }
 
 // charge charges at least n bytes, rounded up to the granule, and returns how many.
@@ -554,7 +604,7 @@ func (l *Log) Reserve(key, userKey, value []byte) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
+	if l.closed.Load() {
 		return errLogClosed
 	}
 	g, err := l.w.charge(n - l.reserved.Load())
@@ -663,13 +713,14 @@ func (l *Log) Close() {
 // drop closes l and refunds its buffers; w.persistMu held.
 func (l *Log) drop() {
 	l.mu.Lock()
-	l.closed = true
-	cur := l.cur
-	cur.charged += l.reserved.Swap(0)
-	l.cur = batch{}
+	l.closed.Store(true)
+	cur, own := l.cur, l.own // own: the owner does not append concurrently (invariant 8)
+	cur.charged += l.reserved.Swap(0) + own.charged
+	l.cur, l.own = batch{}, batch{}
 	l.mu.Unlock()
 	l.w.refund(cur.charged + l.pending.charged)
 	l.w.putChunks(cur.head)
+	l.w.putChunks(own.head)
 	l.w.putChunks(l.pending.head)
 	l.pending = batch{}
 	l.hmu.Lock()

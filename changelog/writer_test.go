@@ -86,8 +86,16 @@ func filterKG(rs []modelRec, kg KeyGroupRange) []modelRec {
 
 // TestWriterConcurrent: several Stores share a Writer, each appending on its own goroutine
 // while another goroutine persists; then each Store's handles replay to exactly what it
-// appended, over its whole range and over sub-ranges (rescaling).
+// appended, over its whole range and over sub-ranges (rescaling). owner=true: each Log has
+// an owner batch (Log.OwnerBatch), published every 1 to 100 records, on a refusal and at the
+// end, as the engine does.
 func TestWriterConcurrent(t *testing.T) {
+	for _, owner := range []bool{false, true} {
+		t.Run(fmt.Sprintf("owner=%v", owner), func(t *testing.T) { testWriterConcurrent(t, owner) })
+	}
+}
+
+func testWriterConcurrent(t *testing.T, owner bool) {
 	st := &countingStorage{Storage: newStorage(t)}
 	budget := memory.NewBudget(64 << 20)
 	w, err := NewWriter(WriterOptions{Storage: st, Prefix: "tm-1", Budget: budget, PreemptiveThreshold: chargeGranule, PersistDelay: 100 * time.Microsecond})
@@ -100,6 +108,9 @@ func TestWriterConcurrent(t *testing.T) {
 	for i, kg := range ranges {
 		if logs[i], err = w.Log(fmt.Sprintf("store-%d", i), kg); err != nil {
 			t.Fatal(err)
+		}
+		if owner {
+			logs[i].OwnerBatch()
 		}
 	}
 	var wg sync.WaitGroup
@@ -126,6 +137,8 @@ func TestWriterConcurrent(t *testing.T) {
 			defer stores.Done()
 			rng := rand.New(rand.NewPCG(uint64(i), 1))
 			seq := uint64(0)
+			publishIn := 1 + rng.IntN(100)
+			defer l.Publish()
 			for range 3000 {
 				seq += 1 + uint64(rng.IntN(3))
 				r := randRec(rng, ranges[i], seq)
@@ -138,9 +151,14 @@ func TestWriterConcurrent(t *testing.T) {
 						t.Error(err)
 						return
 					}
+					l.Publish()                       // the owner batch holds the charge
 					time.Sleep(10 * time.Microsecond) // backpressure
 				}
 				models[i] = append(models[i], r)
+				if publishIn--; publishIn == 0 {
+					l.Publish()
+					publishIn = 1 + rng.IntN(100)
+				}
 				if seq%64 == 0 {
 					time.Sleep(time.Microsecond) // let the persister interleave
 				}
@@ -505,24 +523,32 @@ func TestAppendAllocs(t *testing.T) {
 	}
 }
 
+// BenchmarkAppend: Append alone (the persists every 4096 records run with the timer
+// stopped), as the engine appends: through an owner batch, published every 64 records.
 func BenchmarkAppend(b *testing.B) {
 	for _, size := range []int{16, 256} {
 		b.Run(fmt.Sprintf("value=%dB", size), func(b *testing.B) {
 			w, _ := NewWriter(WriterOptions{Storage: discardStorage{}, Prefix: "tm-1", Budget: memory.NewBudget(1 << 30)})
 			l, _ := w.Log("s", KeyGroupRange{Start: 0, End: 127})
+			l.OwnerBatch()
 			key, val := kgKey(3, "key-0000000001"), make([]byte, size)
 			b.ReportAllocs()
 			b.SetBytes(int64(recordLen(1, 1, key, nil, val)))
 			seq := uint64(0)
-			for b.Loop() {
+			for range b.N {
 				seq++
 				if err := l.Append(1, 3, seq, key, nil, val); err != nil {
+					b.Fatal(err)
+				}
+				if seq%64 == 0 {
+					l.Publish()
+				}
+				if seq%4096 == 0 {
+					b.StopTimer()
 					if _, err := w.Persist(context.Background()); err != nil {
 						b.Fatal(err)
 					}
-				}
-				if seq%4096 == 0 && w.PersistDue(time.Time{}) {
-					w.Persist(context.Background())
+					b.StartTimer()
 				}
 			}
 		})

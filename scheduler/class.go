@@ -16,23 +16,30 @@ const (
 	Compaction Class = 1
 	// Eviction moves cold slices into the LSM store, freeing memory.
 	Eviction Class = 2
-	// Upload persists changelog batches and checkpoint files to checkpoint storage. Lowest
+	// Persist stores the changelog's buffered records (one small object per persist). Its
+	// own class, so that a reserved worker runs it beside a long checkpoint or
+	// materialization upload: a Store whose changelog buffer is full waits for a persist,
+	// never for an upload (issue 22).
+	Persist Class = 3
+	// Upload stores checkpoint and materialization files in checkpoint storage. Lowest
 	// priority: it waits whenever in-memory work is ready.
-	Upload Class = 3
+	Upload Class = 4
 
 	// NumClasses is the number of classes; valid classes are < NumClasses.
-	NumClasses = 4
+	NumClasses = 5
 )
 
 var classNames = [NumClasses]string{
 	Transform:  "transform",
 	Compaction: "compaction",
 	Eviction:   "eviction",
+	Persist:    "persist",
 	Upload:     "upload",
 }
 
 // String returns the class name used as the value of the pprof label strata.task
-// ("transform", "compaction", "eviction", "upload"), or "class(N)" for an invalid class.
+// ("transform", "compaction", "eviction", "persist", "upload"), or "class(N)" for an invalid
+// class.
 func (c Class) String() string {
 	if c < NumClasses {
 		return classNames[c]

@@ -9,14 +9,17 @@
 //
 //   - Task: a function func(ctx context.Context) error submitted with a Class and a name.
 //   - Class: the task's priority class. Transform (0) is the highest priority, then
-//     Compaction (1), Eviction (2), Upload (3). Transform comes first because writers wait on
-//     it when the memory budget is full; uploads come last because they only move finished
-//     bytes to checkpoint storage.
+//     Compaction (1), Eviction (2), Persist (3), Upload (4). Transform comes first because
+//     writers wait on it when the memory budget is full; uploads come last because they only
+//     move finished bytes to checkpoint storage. Persist (the changelog's) is apart from
+//     Upload so that a reserved worker runs it beside a long upload: writers wait on it when
+//     the changelog buffer is full.
 //   - Worker: one of Options.Workers goroutines started by New. Workers take tasks; no
 //     goroutine is started per task.
 //   - Reserved worker: one of Options.Reserved[c] goroutines started by New that take tasks
-//     of class c only (an Upload lane beside the shared workers, so that checkpoint and
-//     changelog uploads do not queue behind compactions).
+//     of class c only (an Upload lane beside the shared workers, so that checkpoint uploads
+//     do not queue behind compactions; a Persist lane, so that changelog persists do not
+//     queue behind uploads).
 //   - Handle: the caller's view of one task: Wait, Done, Cancel.
 //   - Class limit: Options.ClassLimits[c], an optional bound on tasks of class c running at
 //     once.
@@ -59,7 +62,7 @@
 //     lowest-numbered Class whose queue is non-empty and whose running count is below its
 //     class limit; a reserved worker of class c takes the oldest queued task of c, under the
 //     same limit, and nothing else. So, with one worker and none reserved, ready tasks run
-//     in class order Transform, Compaction, Eviction, Upload, and in submission order within a class. Priority is strict and not
+//     in class order Transform, Compaction, Eviction, Persist, Upload, and in submission order within a class. Priority is strict and not
 //     preemptive: a running task is never interrupted for a more urgent one, and a class can
 //     wait indefinitely while higher classes keep every worker busy — a class limit on the
 //     higher class, or a reserved worker for the lower, is the remedy.

@@ -77,8 +77,9 @@ func TestClassString(t *testing.T) {
 		{scheduler.Transform, "transform"},
 		{scheduler.Compaction, "compaction"},
 		{scheduler.Eviction, "eviction"},
+		{scheduler.Persist, "persist"},
 		{scheduler.Upload, "upload"},
-		{scheduler.NumClasses, "class(4)"},
+		{scheduler.NumClasses, "class(5)"},
 		{255, "class(255)"},
 	} {
 		if got := tc.c.String(); got != tc.want {
@@ -87,7 +88,8 @@ func TestClassString(t *testing.T) {
 	}
 	// Priority is the numeric order; these values are relied on by Stats indexing.
 	if !(scheduler.Transform < scheduler.Compaction && scheduler.Compaction < scheduler.Eviction &&
-		scheduler.Eviction < scheduler.Upload && scheduler.Upload < scheduler.NumClasses) {
+		scheduler.Eviction < scheduler.Persist && scheduler.Persist < scheduler.Upload &&
+		scheduler.Upload < scheduler.NumClasses) {
 		t.Fatal("class values are not in priority order")
 	}
 }
@@ -162,7 +164,7 @@ func TestPriorityOrder(t *testing.T) {
 		{scheduler.Upload, "u1"}, {scheduler.Eviction, "e1"}, {scheduler.Compaction, "c1"},
 		{scheduler.Upload, "u2"}, {scheduler.Transform, "t1"}, {scheduler.Eviction, "e2"},
 		{scheduler.Compaction, "c2"}, {scheduler.Transform, "t2"}, {scheduler.Upload, "u3"},
-		{scheduler.Transform, "t3"},
+		{scheduler.Transform, "t3"}, {scheduler.Persist, "p1"}, {scheduler.Eviction, "e3"},
 	}
 	var hs []*scheduler.Handle
 	for _, sub := range submitted {
@@ -175,7 +177,8 @@ func TestPriorityOrder(t *testing.T) {
 	}
 	st := s.Stats()
 	if got := st.Classes[scheduler.Transform].Queued + st.Classes[scheduler.Compaction].Queued +
-		st.Classes[scheduler.Eviction].Queued + st.Classes[scheduler.Upload].Queued; got != len(submitted) {
+		st.Classes[scheduler.Eviction].Queued + st.Classes[scheduler.Persist].Queued +
+		st.Classes[scheduler.Upload].Queued; got != len(submitted) {
 		t.Fatalf("queued = %d, want %d (%+v)", got, len(submitted), st)
 	}
 	if st.Busy != 1 || st.Classes[scheduler.Upload].Running != 1 {
@@ -190,7 +193,7 @@ func TestPriorityOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := []string{"t1", "t2", "t3", "c1", "c2", "e1", "e2", "u1", "u2", "u3"}
+	want := []string{"t1", "t2", "t3", "c1", "c2", "e1", "e2", "e3", "p1", "u1", "u2", "u3"}
 	if fmt.Sprint(order) != fmt.Sprint(want) {
 		t.Fatalf("run order %v, want %v", order, want)
 	}
@@ -862,5 +865,42 @@ func TestReserved(t *testing.T) {
 	bad.Reserved[scheduler.Upload] = -1
 	if _, err := scheduler.New(bad); !errors.Is(err, scheduler.ErrInvalidOptions) {
 		t.Fatalf("Reserved -1: %v", err)
+	}
+}
+
+// TestReservedPersist: the engine's lanes with the changelog on (a shared worker, a reserved
+// Upload and a reserved Persist worker): a persist starts while the shared worker runs a
+// compaction and the Upload worker a long materialization upload — it never queues behind
+// either (issue 22).
+func TestReservedPersist(t *testing.T) {
+	var opts scheduler.Options
+	opts.Workers = 1
+	opts.Reserved[scheduler.Upload] = 1
+	opts.Reserved[scheduler.Persist] = 1
+	s := newScheduler(t, opts)
+	release := make(chan struct{})
+	started := make(chan string, 3)
+	block := func(name string) func(context.Context) error {
+		return func(context.Context) error { started <- name; <-release; return nil }
+	}
+	c, _ := s.Submit(scheduler.Compaction, "c", block("c"))
+	u, _ := s.Submit(scheduler.Upload, "materialization", block("u"))
+	for range 2 {
+		<-started
+	}
+	p, _ := s.Submit(scheduler.Persist, "changelog persist", func(context.Context) error { started <- "p"; return nil })
+	select {
+	case got := <-started:
+		if got != "p" {
+			t.Fatalf("started %q, want the persist", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the persist did not start beside a running compaction and upload")
+	}
+	close(release)
+	for _, h := range []*scheduler.Handle{c, u, p} {
+		if err := waitErr(t, h); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -104,6 +104,7 @@ func (t *Engine) changelogStats(st *Stats) {
 	if c == nil {
 		return
 	}
+	c.publishLog() // Log.Stats counts published records
 	a := c.gone
 	for _, g := range c.gens {
 		ls := g.log.Stats()
@@ -166,15 +167,19 @@ func (t *Engine) initChangelog(o *ChangelogOptions) error {
 	return err
 }
 
-// roll opens a new generation for the records after seq after; the previous one returns the
-// room reserved for appends it will not get.
+// roll opens a new generation for the records after seq after; the previous one publishes
+// its owner batch and returns the room reserved for appends it will not get. Each Log has an
+// owner batch (changelog.Log.OwnerBatch): the owner appends without a mutex and publishes
+// (publishLog) before it asks for a persist, at a checkpoint cut and here.
 func (c *clState) roll(after uint64) (*clGen, error) {
 	s := &c.o.Spec
 	l, err := c.o.Writer.Log(s.Owner, changelog.KeyGroupRange{Start: s.KeyGroups.Start, End: s.KeyGroups.End})
 	if err != nil {
 		return nil, fmt.Errorf("strata: changelog: %w", err)
 	}
+	l.OwnerBatch()
 	if n := len(c.gens); n > 0 {
+		c.gens[n-1].log.Publish()
 		c.gens[n-1].log.Unreserve()
 	}
 	g := &clGen{log: l, after: after}
@@ -218,10 +223,16 @@ func (t *Engine) reserveWait(l *changelog.Log, op *Op, err error) error {
 	start := time.Now()
 	deadline := start.Add(t.bpTimeout)
 	t.bpWaits++
-	defer func() { t.bpNanos += int64(time.Since(start)) }()
+	t.clWaits++
+	defer func() {
+		d := int64(time.Since(start))
+		t.bpNanos += d
+		t.clNanos += d
+	}()
 	for {
 		freed := false
 		if !t.waiting(bgPersist) {
+			c.publishLog()
 			r, perr := c.o.Writer.Persist(context.Background())
 			t.jobEnded(bgPersist, "changelog persist", perr)
 			if perr != nil {
@@ -295,10 +306,11 @@ func (t *Engine) pollChangelog(now time.Time) {
 	// A failed persist or materialization (the checkpoint storage refused) is retried here,
 	// once its backoff has passed (retry.go; kick does not retry remote work).
 	if c.persist == nil && !t.waiting(bgPersist) && c.o.Writer.PersistDue(now) {
+		c.publishLog()
 		c.persistDone.Store(false)
 		c.persistErr = nil
 		w := c.o.Writer
-		h, err := t.sched.SubmitMetered(scheduler.Upload, "changelog persist", t.meter(BgChangelogPersist), func(ctx context.Context) error {
+		h, err := t.sched.SubmitMetered(scheduler.Persist, "changelog persist", t.meter(BgChangelogPersist), func(ctx context.Context) error {
 			defer c.persistDone.Store(true)
 			defer recoverInto(&c.persistErr, "changelog persist")
 			var r changelog.PersistResult
@@ -318,6 +330,14 @@ func (t *Engine) pollChangelog(now time.Time) {
 			c.lastErr, c.lastMatErr = err, err
 			c.lastCut = now.Add(materializationRetry - c.o.MaterializationInterval) // retry later
 		}
+	}
+}
+
+// publishLog hands the current generation's owner batch to its Log's buffer, where a
+// persist takes it (owner; changelog.Log.Publish: a mutex once per persist, not per record).
+func (c *clState) publishLog() {
+	if n := len(c.gens); n > 0 { // none after closeChangelog
+		c.gens[n-1].log.Publish()
 	}
 }
 
@@ -478,6 +498,7 @@ func (t *Engine) startChangelogCheckpoint(spec CheckpointSpec, start time.Time) 
 	if i < 0 {
 		panic("strata: invariant: a materialization's generation was truncated while it is the newest")
 	}
+	c.publishLog() // the task's Log.Checkpoint persists every record up to the cut
 	p := &PendingCheckpoint{spec: spec, start: start, base: m.tables, baseID: t.ck.baseID,
 		memReleased: true, seq: t.f.Seq(), mat: m, gens: slices.Clone(c.gens[i:]), clPrev: t.ck.clPrev}
 	if spec.Timers != nil {

@@ -281,8 +281,13 @@
 // 1) is what makes it certain. A write refused for memory or size logs nothing and keeps its
 // reservation for the next write; an append refused anyway is a broken invariant (sticky),
 // since the FreshTable then holds a change the log lacks. Reads never touch the log.
+// Each generation's Log has an owner batch (changelog.Log.OwnerBatch): Append takes no
+// mutex, and the owner publishes the batch (Log.Publish) before it submits or runs a persist,
+// at a changelog checkpoint's cut, when a cut ends the generation, and before Stats — so
+// every record up to a cut is in the Log's buffer when the checkpoint's task persists it.
 // Every 64 logged writes the owner asks Writer.PersistDue and submits a persist (class
-// Upload) and starts a materialization when one is due (interval, or the log's bytes since
+// Persist, on its own reserved worker when UploadWorkers > 0, so it never queues behind a
+// materialization's or a checkpoint's upload) and starts a materialization when one is due (interval, or the log's bytes since
 // the last cut above (SpaceAmplificationCap − 1) × the materialized size).
 //
 //	generation 0            generation 1              generation 2 (appends)

@@ -127,6 +127,7 @@ type Engine struct {
 	evictions        int64
 	bpWaits          int64
 	bpNanos          int64
+	clWaits, clNanos int64 // the part of bpWaits, bpNanos refused by the changelog's Reserve
 	bpFailures       int64
 	forcedInstalls   int64
 	l0Stalls         int64
@@ -207,9 +208,12 @@ type Options struct {
 	MaxParallelism int
 	// Workers is the number of background goroutines (0: scheduler.DefaultWorkers).
 	Workers int
-	// UploadWorkers adds goroutines that run only uploads — checkpoint uploads, changelog
-	// persists, checkpoint GC (scheduler.Options.Reserved[Upload]) — so that a checkpoint's
-	// duration does not include the compactions queued before it.
+	// UploadWorkers adds goroutines that run only uploads — checkpoint and materialization
+	// uploads, checkpoint GC (scheduler.Options.Reserved[Upload]) — so that a checkpoint's
+	// duration does not include the compactions queued before it. With the changelog on and
+	// UploadWorkers > 0, one more runs only changelog persists (Reserved[Persist]), so that a
+	// persist, which a write waits for when the changelog buffer is full, does not queue
+	// behind a materialization's upload (issue 22).
 	UploadWorkers int
 	// BackpressureTimeout bounds how long a write refused for memory, or stalled by L0, waits.
 	BackpressureTimeout time.Duration
@@ -427,6 +431,9 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 	}
 	sopts := scheduler.Options{Workers: o.Workers}
 	sopts.Reserved[scheduler.Upload] = o.UploadWorkers
+	if o.Changelog != nil {
+		sopts.Reserved[scheduler.Persist] = min(o.UploadWorkers, 1)
+	}
 	sched, err := scheduler.New(sopts)
 	if err != nil {
 		return nil, errors.Join(err, sl.Close(), f.Close())

@@ -84,6 +84,7 @@ func TestReplayKeep(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			src.cl.publishLog() // the owner's records reach the persist at its Publish
 			if _, err := w.Persist(context.Background()); err != nil {
 				t.Fatal(err)
 			}

@@ -32,6 +32,9 @@ type Stats struct {
 	BackpressureWaits    int64
 	BackpressureNanos    int64
 	BackpressureFailures int64
+	// ChangelogWaits and ChangelogWaitNanos are the part of BackpressureWaits and
+	// BackpressureNanos whose write the changelog's Log.Reserve refused (its buffer full).
+	ChangelogWaits, ChangelogWaitNanos int64
 
 	BudgetUsed    int64 // bytes reserved in the budget (shared budgets: all stores together)
 	BudgetLimit   int64 // the budget's limit
@@ -199,6 +202,7 @@ func (t *Engine) Stats() Stats {
 	st.Transforms, st.TransformedBytes, st.TransformFails = t.transforms, t.transformedBytes, t.transformFails
 	st.Compactions, st.Evictions, st.EvictedBytes = ss.Compactions, ss.Evictions, ss.EvictedBytes
 	st.BackpressureWaits, st.BackpressureNanos, st.BackpressureFailures = t.bpWaits, t.bpNanos, t.bpFailures
+	st.ChangelogWaits, st.ChangelogWaitNanos = t.clWaits, t.clNanos
 	st.L0Stalls, st.L0StallNanos, st.Flushes, st.Relocations = t.l0Stalls, t.l0StallNanos, t.flushes, t.relocations
 	st.TransformStalls, st.TransformStallNanos = t.sealedStalls, t.sealedStallNanos
 	st.CompactionStalls, st.CompactionStallNanos = t.runStalls, t.runStallNanos

@@ -85,8 +85,9 @@ func costTable(out io.Writer, st strata.Stats, events int, elapsed time.Duration
 		fmt.Fprintf(out, "              (the API calls' sampled wall time, %.2f µs per event, exceeds the task's CPU: the thread waited for a core; parts scaled by %.2f)\n",
 			us(t.OpNanos), scale)
 	}
-	fmt.Fprintf(out, "  waits       %d writes waited %.0f ms (memory %d, L0 %d, transforms %d, compactions %d)\n",
-		t.Waits, float64(t.WaitNanos)/1e6, st.Stalls.BackpressureWaits, st.Stalls.L0, st.Stalls.Transform, st.Stalls.Compaction)
+	fmt.Fprintf(out, "  waits       %d writes waited %.0f ms (memory %d, of which the changelog's buffer %d for %.0f ms; L0 %d, transforms %d, compactions %d)\n",
+		t.Waits, float64(t.WaitNanos)/1e6, st.Stalls.BackpressureWaits, st.Stalls.ChangelogWaits, float64(st.Stalls.ChangelogWaitNanos)/1e6,
+		st.Stalls.L0, st.Stalls.Transform, st.Stalls.Compaction)
 	fmt.Fprintf(out, "  background  %6.2f  = %.2f× the task's\n", f.bgUs, f.bgPerTask)
 	for _, c := range []struct {
 		name string
