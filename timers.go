@@ -288,10 +288,15 @@ func (t *TimerService[N]) advance(op string, d engine.TimerDomain, to int64, fn 
 		s.enter(opTimer)
 		tm, buf, ok, err := c.q.Pop(d, to, t.fbuf)
 		t.fbuf = buf
-		s.exit()
 		if err != nil {
+			err = c.q.Retry(err)
+			s.exit()
+			if err == nil {
+				continue
+			}
 			return t.wrap(op, err)
 		}
+		s.exit()
 		if !ok {
 			return nil
 		}
