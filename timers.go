@@ -280,13 +280,14 @@ func (t *TimerService[N]) advance(op string, d engine.TimerDomain, to int64, fn 
 	}
 	c.now[d] = to
 	c.busy[d] = true
+	q := c.q.Queue(d)
 	defer func() { c.busy[d] = false }()
 	for {
 		if s.closed {
 			return t.wrap(op, ErrClosed)
 		}
 		s.enter(opTimer)
-		tm, buf, ok, err := c.q.Pop(d, to, t.fbuf)
+		tm, buf, ok, err := q.Pop(to, t.fbuf)
 		t.fbuf = buf
 		if err != nil {
 			err = c.q.Retry(err)

@@ -32,7 +32,7 @@ func popAll(t *testing.T, c *TimerQueues, d TimerDomain) []Timer {
 	var out []Timer
 	var buf []byte
 	for {
-		tm, b, ok, err := c.Pop(d, 1<<62, buf)
+		tm, b, ok, err := c.Queue(d).Pop(1<<62, buf)
 		buf = b
 		if err != nil {
 			t.Fatal(err)
