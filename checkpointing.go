@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/checkpoint"
-	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
-	"github.com/strata-db/strata/timer"
 )
 
 // Checkpoints, completion, retention and restore with rescaling — Flink's checkpointing of a
@@ -242,8 +240,7 @@ func (s *Store) StartCheckpoint(id uint64, inputPosition []byte) (*PendingCheckp
 	s.fenceMu.Unlock()
 	p, err := s.e.StartCheckpoint(engine.CheckpointSpec{ID: id, Storage: s.opts.Checkpoint.Storage, Owner: s.owner(),
 		Epoch: epoch, Fence: s.fenceCheckpoint, MaxParallelism: s.maxP, KeyGroups: kg,
-		Registry: s.encodeRegistry(), InputPosition: slices.Clone(inputPosition), OperatorState: s.opSnapshot().Encode(),
-		Timers: s.freezeTimers()})
+		Registry: s.encodeRegistry(), InputPosition: slices.Clone(inputPosition), OperatorState: s.opSnapshot().Encode()})
 	if err != nil {
 		return nil, fmt.Errorf("strata: checkpoint %d: %w", id, err)
 	}
@@ -685,7 +682,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
 	s.restoreStats.ChangelogRecords, s.restoreStats.ChangelogSkipped = n, skipped
-	nt, err := s.restoreTimers(ctx, storage, sources)
+	nt, err := s.e.RestoreTimers(ctx, storage, sources)
 	if err != nil {
 		s.Discard()
 		engine.RemoveRestored(fsys, dir)
@@ -768,75 +765,6 @@ type LazyRestoreStats struct {
 	LastError string
 	// Done is true once every file is local and the directory complete.
 	Done bool
-}
-
-// restoreTimers puts the timers of the Store's key groups that sources hold into its timer
-// services (Restore, after Open made a service of every timer service the registries name):
-// each checkpoint's timer object is read once, the span of the sections of the Store's key
-// groups, and each section checked against its manifest entry (size, CRC32C, key group)
-// before it is decoded. It returns the number of timers restored. Errors: ErrCorruption
-// naming the object and offset; the storage's; ErrMemoryBudget.
-func (s *Store) restoreTimers(ctx context.Context, storage checkpoint.Storage, sources []*checkpoint.Manifest) (int, error) {
-	kg := *s.opts.KeyGroups
-	byObj := map[string][]checkpoint.Object{}
-	var names []string
-	for _, m := range sources {
-		for _, o := range m.Objects {
-			k := int(o.KeyGroups.Start)
-			if o.Kind != checkpoint.KindTimers || k < kg.Start || k > kg.End || o.KeyGroups.Start < m.KeyGroups.Start || o.KeyGroups.End > m.KeyGroups.End {
-				continue
-			}
-			if _, ok := byObj[o.Name]; !ok {
-				names = append(names, o.Name)
-			}
-			byObj[o.Name] = append(byObj[o.Name], o)
-		}
-	}
-	before := 0
-	for _, c := range s.timers {
-		before += c.q[eventTime].Len() + c.q[processingTime].Len()
-	}
-	for _, name := range names {
-		parts := byObj[name]
-		lo, hi := parts[0].Offset, parts[0].Offset+parts[0].Length
-		if !parts[0].Packed {
-			lo, hi = 0, parts[0].Size
-		}
-		for _, o := range parts {
-			if o.Packed {
-				lo, hi = min(lo, o.Offset), max(hi, o.Offset+o.Length)
-			} else {
-				lo, hi = 0, max(hi, o.Size)
-			}
-		}
-		b, err := checkpoint.GetObjectRange(ctx, storage, name, parts[0].Size, lo, hi-lo)
-		if err != nil {
-			return 0, fmt.Errorf("timers %s: %w", name, err)
-		}
-		for _, o := range parts {
-			off, n := o.Offset, o.Length
-			if !o.Packed {
-				off, n = 0, o.Size
-			}
-			sec := b[off-lo : off-lo+n]
-			if crc := crc32c(sec); crc != o.CRC {
-				return 0, base.Corrupt(name, off, ErrChecksum, "timers of key group %d: crc32c %#08x, the manifest says %#08x", o.KeyGroups.Start, crc, o.CRC)
-			}
-			k, used, err := timer.DecodeSection(name, off, sec, s.loadTimer(name))
-			if err != nil {
-				return 0, err
-			}
-			if k != int(o.KeyGroups.Start) || used != len(sec) {
-				return 0, base.Corrupt(name, off, nil, "a section of key group %d and %d bytes where the manifest lists key group %d and %d bytes",
-					k, used, o.KeyGroups.Start, len(sec))
-			}
-		}
-	}
-	after := 0
-	for _, c := range s.timers {
-		after += c.q[eventTime].Len() + c.q[processingTime].Len()
-	}
-	return after - before, nil
 }
 
 // RestoreStats returns what Restore did to create the Store (zero for a Store from Open).

@@ -38,7 +38,7 @@
 //
 // Timers — Flink's InternalTimerService — are registered by name the same way (timers.go),
 // typed by their namespace codec, and kept per key group outside the Go heap, charged to the
-// memory budget (package timer):
+// memory budget (package timer's queues, which internal/engine owns):
 //
 //	TimerService[N]      RegisterEventTimeTimer / RegisterProcessingTimeTimer /
 //	                     DeleteEventTimeTimer / DeleteProcessingTimeTimer /

@@ -152,13 +152,6 @@ var importAllowList = map[string][]string{
 // the change that removes it. TestImportRules fails when one is no longer used, so the list only
 // shrinks.
 var importExceptions = map[string][]string{
-	// Issue 26, item 1 (not done yet; the state registry's codec, the timer file's I/O, the
-	// writer file, the RESTORING marker and the coarse TTL clock moved already): the root
-	// still names timer — the timer queues and the timer file's sections (timers.go,
-	// savepoint_canonical.go, and Restore's check of restored timer sections in
-	// checkpointing.go). It goes once the engine takes over the timer queues (issue 26);
-	// TestImportExceptionsUsed then asks for its removal.
-	"": {"timer"},
 	// The changelog's restore cache (cache.go) keeps downloaded segments on a vfs.FS; DESIGN
 	// §4a's row for changelog does not list vfs yet.
 	"changelog": {"internal/vfs"},

@@ -2,7 +2,6 @@ package strata
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
-	"github.com/strata-db/strata/timer"
 )
 
 // Canonical savepoints (Flink's CANONICAL savepoint format): the Store's state written as
@@ -338,34 +336,14 @@ func (s *Store) canonicalKey(cw *checkpoint.CanonicalWriter, e *checkpoint.Canon
 // canonicalTimers writes the Store's timers, key group by key group (svc: the meta index of
 // each timer service).
 func (s *Store) canonicalTimers(ctx context.Context, cw *checkpoint.CanonicalWriter, svc map[string]int) error {
-	if len(s.timers) == 0 {
-		return nil
-	}
-	snap := timer.Capture(s.timerSources())
-	defer snap.Release()
-	if snap.Timers() == 0 {
-		return nil
-	}
-	var b bytes.Buffer
-	secs, err := snap.WriteTo(ctx, &b)
-	if err != nil {
-		return err
-	}
-	slices.SortFunc(secs, func(a, b timer.Section) int { return cmp.Compare(a.KeyGroup, b.KeyGroup) })
-	for _, sec := range secs {
-		_, _, err := timer.DecodeSection("timers", sec.Offset, b.Bytes()[sec.Offset:sec.Offset+sec.Length], func(service string, d timer.Domain, t timer.Timer) error {
-			i, ok := svc[service]
-			if !ok {
-				return fmt.Errorf("%w: timers of service %q, which the registry does not name", ErrCorruption, service)
-			}
-			return cw.AddTimer(&checkpoint.CanonicalTimer{KeyGroup: uint16(t.KeyGroup), Service: i, Domain: uint8(d),
-				KeyHash: t.KeyHash, Timestamp: t.Timestamp, Key: t.Key, Namespace: t.Namespace})
-		})
-		if err != nil {
-			return err
+	return s.e.CanonicalTimers(ctx, func(service string, d engine.TimerDomain, t engine.Timer) error {
+		i, ok := svc[service]
+		if !ok {
+			return fmt.Errorf("%w: timers of service %q, which the registry does not name", ErrCorruption, service)
 		}
-	}
-	return nil
+		return cw.AddTimer(&checkpoint.CanonicalTimer{KeyGroup: uint16(t.KeyGroup), Service: i, Domain: uint8(d),
+			KeyHash: t.KeyHash, Timestamp: t.Timestamp, Key: t.Key, Namespace: t.Namespace})
+	})
 }
 
 // restoreCanonical writes the entries and timers of the Store's key groups that the
@@ -501,8 +479,8 @@ func (s *Store) restoreCanonicalObject(ctx context.Context, storage checkpoint.S
 	}
 	timerFn := func(t *checkpoint.CanonicalTimer) error {
 		timers++
-		return s.loadTimer(o.Name)(meta.States[t.Service].Name, timer.Domain(t.Domain),
-			timer.Timer{KeyGroup: int(t.KeyGroup), KeyHash: t.KeyHash, Key: t.Key, Namespace: t.Namespace, Timestamp: t.Timestamp})
+		return s.e.AddTimer(o.Name, meta.States[t.Service].Name, engine.TimerDomain(t.Domain),
+			engine.Timer{KeyGroup: int(t.KeyGroup), KeyHash: t.KeyHash, Key: t.Key, Namespace: t.Namespace, Timestamp: t.Timestamp})
 	}
 	s.enter(opCall)
 	defer s.exit()

@@ -88,10 +88,9 @@ type Store struct {
 	ops     map[string]*opState
 	opBytes int64
 
-	// Timer services (timers.go), registered or restored, by name; the timer file the
-	// directory's persist point names.
-	timers    map[string]*timerCore
-	timerFile engine.TimerFileRef
+	// Timer services (timers.go), registered or restored, by name (their queues are the
+	// engine's).
+	timers map[string]*timerCore
 
 	// Scratch buffers, reused by every operation (one goroutine at a time).
 	kbuf    []byte        // composite key of the current operation
@@ -156,6 +155,8 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 		BackpressureTimeout: opts.BackpressureTimeout,
 		L0StopWrites:        opts.L0StopWrites,
 		MaxOpenFiles:        opts.MaxOpenFiles,
+		KeyGroups:           *opts.KeyGroups,
+		KeyGroupOfHash:      func(h int32) int { return AssignToKeyGroup(h, opts.MaxParallelism) },
 	}
 	if opts.Checkpoint.Storage != nil {
 		eo.UploadWorkers = 1 // uploads must not queue behind compactions (BackgroundWorkers)
@@ -230,39 +231,22 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 		}
 		for name, p := range reg.States {
 			if p.Kind == kindTimerService {
-				s.timerCore(name, p.Codecs[0])
+				s.timerCore(name)
 			}
 		}
-		if err := s.loadTimerFile(reg.TimerFile); err != nil {
+		if err := e.LoadTimerFile(reg.TimerFile); err != nil {
 			s.opCharge(-s.opBytes)
-			err = errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
-			s.closeTimers()
-			return nil, err
-		}
-		s.timerFile = reg.TimerFile
-		if dir != "" {
-			s.removeStrayTimerFiles(reg.TimerFile.Name)
+			return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
 		}
 	}
 	return s, nil
 }
 
-// persistAll writes the timer file, then the persist point naming it with the registry and
-// the operator state (e.Persist: the tiers into the LsmStore), and removes the timer files it
-// does not name (Close, Restore). On error the previous persist point stands; a timer file
-// written for it is removed by the next Close or Open.
-func (s *Store) persistAll() error {
-	tf, err := s.writeTimerFile()
-	if err != nil {
-		return err
-	}
-	if err := s.e.Persist(s.persistMeta(tf)); err != nil {
-		return err
-	}
-	s.timerFile = tf
-	s.removeStrayTimerFiles(tf.Name)
-	return nil
-}
+// persistAll persists the Store (Close, Restore): the engine writes the timer file, then the
+// persist point naming it with the registry and the operator state (persistMeta), and removes
+// the timer files it does not name (engine.PersistAll). On error the previous persist point
+// stands.
+func (s *Store) persistAll() error { return s.e.PersistAll(s.persistMeta) }
 
 // Close persists the Store's state, if it has a directory, and releases it. It waits for the
 // background work to stop (no goroutine of the Store runs after it returns); with a directory
@@ -303,8 +287,7 @@ func (s *Store) Close() error {
 	}
 	s.closed, s.liveMaxP = true, ^uint32(0)
 	s.opCharge(-s.opBytes)
-	err = errors.Join(err, s.e.Close())
-	s.closeTimers() // after the engine: no checkpoint upload reads them any more
+	err = errors.Join(err, s.e.Close()) // the timer queues' memory too
 	s.releaseClock()
 	return err
 }
@@ -326,7 +309,6 @@ func (s *Store) Discard() error {
 	s.closed, s.liveMaxP = true, ^uint32(0)
 	s.opCharge(-s.opBytes)
 	err := s.e.Close()
-	s.closeTimers()
 	s.releaseClock()
 	return err
 }

@@ -1,33 +1,29 @@
 package strata
 
 import (
-	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
-	"slices"
 
-	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
-	"github.com/strata-db/strata/timer"
 	"github.com/zeebo/xxh3"
 )
 
 // Timers: Flink's InternalTimerService (getInternalTimerService(name, namespaceSerializer,
 // triggerable)) — event-time and processing-time timers per key, namespace and timestamp,
-// fired in timestamp order when the caller advances the watermark or processing time. The
-// queues are package timer's: per key group, outside the Go heap, charged to the memory budget
-// (memory.PurposeTimers). Where they go:
+// fired in timestamp order when the caller advances the watermark or processing time. This
+// file is the typed API; the queues are the engine's (internal/engine, timers.go: package
+// timer's queues, per key group, outside the Go heap, charged to the memory budget,
+// memory.PurposeTimers), and so is everything that moves them. Where they go:
 //
 //   - a checkpoint: frozen at the cut (copy on write: O(key groups), nothing copied per
 //     timer), written whole in the background as one object of one section per key group,
 //     listed in the manifest (format version 4, kind timers), at every checkpoint, changelog
 //     ones too (internal/engine, doc.go "Timers": timers are snapshotted, not logged);
 //   - Restore: the sections of the Store's key groups, from every checkpoint given, so timers
-//     move with their key groups when rescaling;
+//     move with their key groups when rescaling (engine.RestoreTimers);
 //   - the Store's directory (Close, Open): the same sections in one file, "TIMERS-<16 hex
-//     digits>", written and read by the engine (internal/engine/timerfile.go) before the
-//     persist point that names it (its name, size and CRC32C are in the state registry,
+//     digits>", written and read by the engine (internal/engine/timerfile.go: PersistAll,
+//     LoadTimerFile) before the persist point that names it (its name, size and CRC32C are in the state registry,
 //     version 4: internal/engine/registry.go), so a crash reopens to the timers of the last
 //     Close with its keyed state; the file of the previous Close is removed after the persist
 //     point, stray ones at Open.
@@ -87,18 +83,17 @@ type TimerService[N any] struct {
 // timerCore is a timer service's untyped part: registered, or restored (Open, Restore) and not
 // registered again yet, whose timers are kept (and checkpointed) all the same.
 type timerCore struct {
-	name  string
-	codec string          // codecID of the namespace codec
-	q     [2]*timer.Queue // by timer.Domain
-	now   [2]int64        // the watermark and the processing time
-	busy  [2]bool         // an advance of the domain is running
-	iter  int             // ForEach calls running
+	name string
+	q    *engine.TimerQueues // the engine's queues of the service, by time domain
+	now  [2]int64            // the watermark and the processing time
+	busy [2]bool             // an advance of the domain is running
+	iter int                 // ForEach calls running
 }
 
 // The time domains, by their short names.
 const (
-	eventTime      = timer.EventTime
-	processingTime = timer.ProcessingTime
+	eventTime      = engine.EventTime
+	processingTime = engine.ProcessingTime
 )
 
 // NewTimerService registers d on s (Flink's getInternalTimerService(name, ...)), or returns the
@@ -108,20 +103,17 @@ const (
 // service's with another codec type), ErrClosed.
 func NewTimerService[N any](s *Store, d TimerServiceDescriptor[N]) (*TimerService[N], error) {
 	return register(s, d.Name, kindTimerService, [2]any{d.NamespaceCodec, nil}, func(b stateBase) *TimerService[N] {
-		return &TimerService[N]{b: b, c: s.timerCore(d.Name, codecID(d.NamespaceCodec)), codec: d.NamespaceCodec}
+		return &TimerService[N]{b: b, c: s.timerCore(d.Name), codec: d.NamespaceCodec}
 	})
 }
 
-// timerCore returns the core of timer service name, making it when it is new.
-func (s *Store) timerCore(name, codec string) *timerCore {
+// timerCore returns the core of timer service name, making it (and the engine's queues of it)
+// when it is new.
+func (s *Store) timerCore(name string) *timerCore {
 	if c, ok := s.timers[name]; ok {
 		return c
 	}
-	kg := *s.opts.KeyGroups
-	c := &timerCore{name: name, codec: codec, now: [2]int64{math.MinInt64, math.MinInt64}}
-	for d := range c.q {
-		c.q[d] = timer.NewQueue(s.budget, kg.Start, kg.End-kg.Start+1)
-	}
+	c := &timerCore{name: name, q: s.e.TimerQueues(name), now: [2]int64{math.MinInt64, math.MinInt64}}
 	if s.timers == nil {
 		s.timers = map[string]*timerCore{}
 	}
@@ -177,10 +169,10 @@ func (t *TimerService[N]) CurrentProcessingTime() int64 { return t.c.now[process
 
 // NumEventTimeTimers returns the number of pending event-time timers (Flink's
 // numEventTimeTimers).
-func (t *TimerService[N]) NumEventTimeTimers() int { return t.c.q[eventTime].Len() }
+func (t *TimerService[N]) NumEventTimeTimers() int { return t.c.q.Len(eventTime) }
 
 // NumProcessingTimeTimers returns the number of pending processing-time timers.
-func (t *TimerService[N]) NumProcessingTimeTimers() int { return t.c.q[processingTime].Len() }
+func (t *TimerService[N]) NumProcessingTimeTimers() int { return t.c.q.Len(processingTime) }
 
 // AdvanceWatermark sets the watermark to wm and fires, in the service's order, every
 // event-time timer with a timestamp <= wm, as Flink's InternalTimerServiceImpl.advanceWatermark:
@@ -223,14 +215,14 @@ func (t *TimerService[N]) ForEachProcessingTimeTimer(fn func(Timer[N]) error) er
 // encodeNS encodes ns into t.nsbuf and checks the timer's sizes.
 func (t *TimerService[N]) encodeNS(k Key, ns N) error {
 	t.nsbuf = t.codec.Append(t.nsbuf[:0], ns)
-	if len(k.b) > timer.MaxKeyLen || len(t.nsbuf) > timer.MaxNamespaceLen {
+	if len(k.b) > engine.MaxTimerKeyLen || len(t.nsbuf) > engine.MaxTimerNamespaceLen {
 		return fmt.Errorf("%w: a timer's key of %d bytes (at most %d) or namespace of %d (at most %d)",
-			ErrKeyTooLarge, len(k.b), timer.MaxKeyLen, len(t.nsbuf), timer.MaxNamespaceLen)
+			ErrKeyTooLarge, len(k.b), engine.MaxTimerKeyLen, len(t.nsbuf), engine.MaxTimerNamespaceLen)
 	}
 	return nil
 }
 
-func (t *TimerService[N]) register(op string, d timer.Domain, k Key, ns N, ts int64) error {
+func (t *TimerService[N]) register(op string, d engine.TimerDomain, k Key, ns N, ts int64) error {
 	s := t.b.s
 	s.enter(opTimer)
 	defer s.exit()
@@ -243,16 +235,11 @@ func (t *TimerService[N]) register(op string, d timer.Domain, k Key, ns N, ts in
 	if err := t.encodeNS(k, ns); err != nil {
 		return t.wrap(op, err)
 	}
-	h := timer.Hash(k.kh, base.HashNamespace(t.nsbuf), ts)
-	for {
-		_, err := t.c.q[d].Add(int(k.kg), h, k.hash, k.b, t.nsbuf, ts)
-		if err = s.timerRetry(err); err != errRetry {
-			return t.wrapNil(op, err)
-		}
-	}
+	_, err := t.c.q.Add(d, int(k.kg), k.kh, k.hash, k.b, t.nsbuf, ts)
+	return t.wrapNil(op, err)
 }
 
-func (t *TimerService[N]) delete(op string, d timer.Domain, k Key, ns N, ts int64) error {
+func (t *TimerService[N]) delete(op string, d engine.TimerDomain, k Key, ns N, ts int64) error {
 	s := t.b.s
 	s.enter(opTimer)
 	defer s.exit()
@@ -265,28 +252,7 @@ func (t *TimerService[N]) delete(op string, d timer.Domain, k Key, ns N, ts int6
 	if err := t.encodeNS(k, ns); err != nil {
 		return nil // no such timer can be pending
 	}
-	h := timer.Hash(k.kh, base.HashNamespace(t.nsbuf), ts)
-	for {
-		_, err := t.c.q[d].Delete(int(k.kg), h, k.b, t.nsbuf, ts)
-		if err = s.timerRetry(err); err != errRetry {
-			return t.wrapNil(op, err)
-		}
-	}
-}
-
-// errRetry is timerRetry's "try again".
-var errRetry = errors.New("retry")
-
-// timerRetry turns a timer operation's ErrMemoryBudget into backpressure: errRetry after the
-// wait freed memory, the error to fail with otherwise (err itself when it is no budget error).
-func (s *Store) timerRetry(err error) error {
-	if err == nil || !errors.Is(err, ErrMemoryBudget) {
-		return err
-	}
-	if err = s.e.Backpressure(err); err != nil {
-		return err
-	}
-	return errRetry
+	return t.wrapNil(op, t.c.q.Delete(d, int(k.kg), k.kh, k.b, t.nsbuf, ts))
 }
 
 // wrap adds the operation and the service's name to an error from below (error path only).
@@ -304,7 +270,7 @@ func (t *TimerService[N]) wrapNil(op string, err error) error {
 	return t.wrap(op, err)
 }
 
-func (t *TimerService[N]) advance(op string, d timer.Domain, to int64, fn func(Timer[N]) error) error {
+func (t *TimerService[N]) advance(op string, d engine.TimerDomain, to int64, fn func(Timer[N]) error) error {
 	s, c := t.b.s, t.c
 	if s.closed {
 		return t.wrap(op, ErrClosed)
@@ -314,18 +280,19 @@ func (t *TimerService[N]) advance(op string, d timer.Domain, to int64, fn func(T
 	}
 	c.now[d] = to
 	c.busy[d] = true
+	q := c.q.Queue(d)
 	defer func() { c.busy[d] = false }()
 	for {
 		if s.closed {
 			return t.wrap(op, ErrClosed)
 		}
 		s.enter(opTimer)
-		tm, buf, ok, err := c.q[d].Pop(to, t.fbuf)
+		tm, buf, ok, err := q.Pop(to, t.fbuf)
 		t.fbuf = buf
 		if err != nil {
-			err = s.timerRetry(err)
+			err = c.q.Retry(err)
 			s.exit()
-			if err == errRetry {
+			if err == nil {
 				continue
 			}
 			return t.wrap(op, err)
@@ -345,7 +312,7 @@ func (t *TimerService[N]) advance(op string, d timer.Domain, to int64, fn func(T
 }
 
 // timerOf returns the typed timer of tm (its bytes aliased).
-func (t *TimerService[N]) timerOf(tm timer.Timer) (Timer[N], error) {
+func (t *TimerService[N]) timerOf(tm engine.Timer) (Timer[N], error) {
 	s := t.b.s
 	k := s.makeKey(tm.Key, xxh3.Hash(tm.Key), tm.KeyHash).In(tm.Namespace)
 	if int(k.kg) != tm.KeyGroup {
@@ -358,7 +325,7 @@ func (t *TimerService[N]) timerOf(tm timer.Timer) (Timer[N], error) {
 	return Timer[N]{Key: k, Namespace: ns, Timestamp: tm.Timestamp}, nil
 }
 
-func (t *TimerService[N]) forEach(d timer.Domain, fn func(Timer[N]) error) error {
+func (t *TimerService[N]) forEach(d engine.TimerDomain, fn func(Timer[N]) error) error {
 	s, c := t.b.s, t.c
 	op := "for each " + d.String() + " timer"
 	if s.closed {
@@ -366,13 +333,13 @@ func (t *TimerService[N]) forEach(d timer.Domain, fn func(Timer[N]) error) error
 	}
 	c.iter++
 	defer func() { c.iter-- }()
-	var cur timer.Cursor
+	var cur engine.TimerCursor
 	for {
 		if s.closed {
 			return t.wrap(op, ErrClosed)
 		}
 		s.enter(opTimer)
-		tm, buf, ok := c.q[d].Next(&cur, t.ibuf)
+		tm, buf, ok := c.q.Next(d, &cur, t.ibuf)
 		t.ibuf = buf
 		s.exit()
 		if !ok {
@@ -387,109 +354,3 @@ func (t *TimerService[N]) forEach(d timer.Domain, fn func(Timer[N]) error) error
 		}
 	}
 }
-
-// timerSources returns the Store's timer queues, by service name and domain (timer.Freeze's
-// order).
-func (s *Store) timerSources() []timer.Source {
-	names := make([]string, 0, len(s.timers))
-	for name := range s.timers {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	srcs := make([]timer.Source, 0, 2*len(names))
-	for _, name := range names {
-		c := s.timers[name]
-		srcs = append(srcs, timer.Source{Service: name, Domain: eventTime, Queue: c.q[eventTime]},
-			timer.Source{Service: name, Domain: processingTime, Queue: c.q[processingTime]})
-	}
-	return srcs
-}
-
-// freezeTimers is the checkpoint cut's hook (engine.CheckpointSpec.Timers); nil without timer
-// services.
-func (s *Store) freezeTimers() func() *timer.Snapshot {
-	if len(s.timers) == 0 {
-		return nil
-	}
-	return func() *timer.Snapshot { return timer.Freeze(s.timerSources()) }
-}
-
-// closeTimers releases the timer queues' memory (Close, Discard, after the engine closed: no
-// checkpoint reads them any more).
-func (s *Store) closeTimers() {
-	for _, c := range s.timers {
-		for _, q := range c.q {
-			q.Close()
-		}
-	}
-}
-
-// writeTimerFile writes the Store's timers as a new timer file of its directory
-// (engine.WriteTimerFile) and returns its reference (zero, and no file, without timers). Close
-// calls it before the persist point that names it; the queues do not change meanwhile (Close
-// holds the Store). Errors: the file system's (ErrNoSpace for a full disk); nothing is left
-// behind then.
-func (s *Store) writeTimerFile() (engine.TimerFileRef, error) {
-	n := 0
-	for _, c := range s.timers {
-		n += c.q[eventTime].Len() + c.q[processingTime].Len()
-	}
-	if n == 0 {
-		return engine.TimerFileRef{}, nil
-	}
-	return engine.WriteTimerFile(s.opts.fs, s.dir, s.timerSources())
-}
-
-// loadTimerFile reads the timer file ref of the Store's directory into the timer services
-// (Open). Errors: ErrCorruption naming the file (missing, of another size or CRC32C, damaged
-// inside, or holding timers the registry or the key groups do not allow); ErrMemoryBudget.
-func (s *Store) loadTimerFile(ref engine.TimerFileRef) error {
-	if ref.Name == "" {
-		return nil
-	}
-	b, err := engine.ReadTimerFile(s.opts.fs, s.dir, ref)
-	if err != nil {
-		return err
-	}
-	return timer.DecodeSections(ref.Name, b, s.loadTimer(ref.Name))
-}
-
-// loadTimer returns the function that puts a decoded timer of file into its service's queue,
-// checking it: a service the registry names, a key group of the Store whose key hash gives it,
-// not there already.
-func (s *Store) loadTimer(file string) func(service string, d timer.Domain, t timer.Timer) error {
-	kg := *s.opts.KeyGroups
-	return func(service string, d timer.Domain, t timer.Timer) error {
-		c, ok := s.timers[service]
-		switch {
-		case !ok:
-			return base.Corrupt(file, -1, nil, "timers of service %q, which the state registry does not name", service)
-		case t.KeyGroup < kg.Start || t.KeyGroup > kg.End:
-			return base.Corrupt(file, -1, nil, "timers of key group %d, outside the Store's %v", t.KeyGroup, kg)
-		case int(uint32(murmurHash(t.KeyHash))%s.maxP) != t.KeyGroup:
-			return base.Corrupt(file, -1, nil, "a timer of key group %d whose key hash %d gives key group %d",
-				t.KeyGroup, t.KeyHash, uint32(murmurHash(t.KeyHash))%s.maxP)
-		}
-		h := timer.Hash(xxh3.Hash(t.Key), base.HashNamespace(t.Namespace), t.Timestamp)
-		for {
-			added, err := c.q[d].Add(t.KeyGroup, h, t.KeyHash, t.Key, t.Namespace, t.Timestamp)
-			if err = s.timerRetry(err); err == errRetry {
-				continue
-			} else if err != nil {
-				return err
-			}
-			if !added {
-				return base.Corrupt(file, -1, nil, "a %v timer of service %q in key group %d twice", d, service, t.KeyGroup)
-			}
-			return nil
-		}
-	}
-}
-
-// removeStrayTimerFiles removes the timer files of the Store's directory other than keep
-// (engine.RemoveStrayTimerFiles; best effort).
-func (s *Store) removeStrayTimerFiles(keep string) {
-	engine.RemoveStrayTimerFiles(s.opts.fs, s.dir, keep)
-}
-
-func crc32c(b []byte) uint32 { return crc32.Checksum(b, base.CRC32C) }

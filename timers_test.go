@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"maps"
 	"math"
 	"path/filepath"
@@ -702,7 +703,7 @@ func TestTimerCorruptionCauses(t *testing.T) {
 		strTimers(t, s, "svc")
 		name := engine.TimerFilePrefix + "00000000000000aa"
 		writeFile(t, e.fs, filepath.Join(dir, name), tc.sec)
-		if err := s.e.Persist(s.persistMeta(engine.TimerFileRef{Name: name, Size: int64(len(tc.sec)), CRC: crc32c(tc.sec)})); err != nil {
+		if err := s.e.Persist(s.persistMeta(engine.TimerFileRef{Name: name, Size: int64(len(tc.sec)), CRC: crc32.Checksum(tc.sec, base.CRC32C)})); err != nil {
 			t.Fatal(err)
 		}
 		must(0, s.Discard())

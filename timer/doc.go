@@ -1,9 +1,10 @@
 // Package timer keeps the timers of Strata's timer services outside the Go heap, one queue per
 // time domain of a service, partitioned by key group, as Flink's InternalTimerServiceImpl keeps
 // its event-time and processing-time queues (KeyGroupPartitionedPriorityQueue over one
-// HeapPriorityQueueSet per key group). It imports memory/ and internal/base only; the root
-// package composes it (the typed TimerService) and the engine writes its snapshots into
-// checkpoints.
+// HeapPriorityQueueSet per key group). It imports memory/ and internal/base only. The engine
+// owns the queues (internal/engine, timers.go: made per service, frozen at a checkpoint's cut,
+// written to checkpoints and the directory's timer file, restored by key group); the root's
+// typed TimerService reaches them through it.
 //
 // # Terms
 //

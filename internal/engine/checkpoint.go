@@ -58,7 +58,8 @@ type CheckpointSpec struct {
 	// every checkpoint, native or changelog (Flink's changelog backend snapshots operator state
 	// fully at each checkpoint too). Materializations ignore it.
 	OperatorState []byte
-	// Timers, when not nil, freezes the root's timers at the cut (timer.Freeze): called once
+	// Timers is set by StartCheckpoint (a caller's value is replaced): when not nil, it
+	// freezes the engine's timer queues at the cut (timers.go, timer.Freeze): called once
 	// the checkpoint is accepted, on the owner goroutine, right after the tiers are pinned (a
 	// changelog checkpoint: after its sequence number is taken), so the timers are exactly
 	// those of the cut. The upload writes them as one object of one section per key group,
@@ -210,6 +211,7 @@ func (t *Engine) StartCheckpoint(spec CheckpointSpec) (*PendingCheckpoint, error
 	if len(t.ck.running) > 0 {
 		return nil, fmt.Errorf("%w: checkpoint %d", ErrCheckpointInProgress, t.ck.running[0].spec.ID)
 	}
+	spec.Timers = t.freezeTimers()
 	if t.cl != nil && len(t.cl.mats) > 0 {
 		return t.startChangelogCheckpoint(spec, start)
 	}

@@ -460,21 +460,23 @@
 //
 // # Timers (checkpoint.go)
 //
-// The root's timer services keep their timers in package timer's queues (one per time domain
-// of a service, per key group a set, a heap and an arena in one region outside the Go heap,
-// memory.PurposeTimers); the engine meets them only at checkpoints. CheckpointSpec.Timers
-// freezes them at the cut — right after the tiers are pinned, or after a changelog
-// checkpoint's sequence number is taken — copy on write, O(key groups): a group changed
-// later is copied by its change, the frozen region released with the snapshot. The upload
-// writes them first, beside the memory table, into one local file of one section per key
-// group (timer.Snapshot.WriteTo), then releases them with the memory pins (memDone: a writer
-// short of memory waits for that, as for the memory table), stores the file as one private
-// object (PutFile) and lists one KindTimers entry per key group (manifest v4: packed range,
-// CRC32C of the section, the key group). A restore picks the entries of its key groups (the
-// root reads them: checkpointing.go). Not inside the memory table: its entries are imported
-// into the restored LsmStore as keyed state, so timers there would have to be found again by
-// a scan of every tier at each restore and kept out of the tiers' reads and compactions; as
-// sections they are read straight into the timer queues, one range read per checkpoint.
+// The engine keeps the timers of the root's timer services in package timer's queues (one per
+// time domain of a service, per key group a set, a heap and an arena in one region outside the
+// Go heap, memory.PurposeTimers; timers.go: TimerQueues, whose methods the root's typed
+// TimerService calls). StartCheckpoint freezes them at the cut (CheckpointSpec.Timers) —
+// right after the tiers are pinned, or after a changelog checkpoint's sequence number is
+// taken — copy on write, O(key groups): a group changed later is copied by its change, the
+// frozen region released with the snapshot. The upload writes them first, beside the memory
+// table, into one local file of one section per key group (timer.Snapshot.WriteTo), then
+// releases them with the memory pins (memDone: a writer short of memory waits for that, as
+// for the memory table), stores the file as one private object (PutFile) and lists one
+// KindTimers entry per key group (manifest v4: packed range, CRC32C of the section, the key
+// group). A restore picks the entries of its key groups (RestoreTimers). Not inside the
+// memory table: its entries are imported into the restored LsmStore as keyed state, so timers
+// there would have to be found again by a scan of every tier at each restore and kept out of
+// the tiers' reads and compactions; as sections they are read straight into the timer
+// queues, one range read per checkpoint. The directory's timer file (timerfile.go) holds the
+// same sections at Close (PersistAll) and is read back at Open (LoadTimerFile).
 //
 // Every checkpoint stores the timers whole, changelog checkpoints too: timer changes are not
 // logged. A changelog checkpoint then restores exactly the timers of its cut without a replay

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/fresh"
 	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
@@ -150,6 +151,8 @@ type Engine struct {
 
 	// lazy is the LazyFS of a lazy restore once StartPrefetch ran (nil otherwise): LazyStats.
 	lazy atomic.Pointer[LazyFS]
+	// tm is the timer services' queues (timers.go).
+	tm timers
 }
 
 type transformJob struct {
@@ -235,6 +238,12 @@ type Options struct {
 	// MaxOpenFiles bounds the LsmStore's open table files (lsm.Options.MaxOpenFiles; 0: the
 	// default, lsm.DefaultMaxOpenFiles()).
 	MaxOpenFiles int
+	// KeyGroups is the Store's key-group range: the range of the timer queues (timers.go).
+	KeyGroups checkpoint.KeyGroupRange
+	// KeyGroupOfHash returns the key group of a key's 32-bit hash (the root's Flink
+	// assignment), to check the timers read from a timer file or a checkpoint (timers.go).
+	// Needed only with timers.
+	KeyGroupOfHash func(keyHash int32) int
 
 	// Test knobs.
 
@@ -314,6 +323,7 @@ func Open(o Options) (e *Engine, rec Recovered, err error) {
 	}
 	e.pool = pool
 	e.initCheckpoints(&o)
+	e.initTimers(&o)
 	if o.Changelog != nil {
 		co := *o.Changelog
 		if err := e.initChangelog(&co); err != nil {
@@ -678,6 +688,7 @@ func (t *Engine) Close() error {
 		}
 		t.eviction = nil
 	}
+	t.closeTimers() // after the checkpoints: no upload reads them any more
 	errs = append(errs, t.sl.Close(), t.f.Close())
 	if t.rc != nil {
 		errs = append(errs, t.rc.close())

@@ -18,14 +18,14 @@ import (
 // directory entry before the persist point that names it (Registry.TimerFile: name, size and
 // CRC32C of the whole file), so a crash reopens to the timers of the last Close with its
 // keyed state. The file of the previous Close is removed after the persist point, stray ones
-// (of a Close that failed or crashed after writing one) at Open. The root's timers.go holds
-// the queues' typed side and decodes the file's sections into them.
+// (of a Close that failed or crashed after writing one) at Open. PersistAll writes it and
+// LoadTimerFile reads it into the queues (timers.go).
 
-// WriteTimerFile writes the timers of srcs (timer.Capture's: the queues must not change during
+// writeTimerFile writes the timers of srcs (timer.Capture's: the queues must not change during
 // the call, and hold at least one timer; it panics otherwise) as a new timer file of dir on fsys, synced with its directory entry, and returns
 // its reference. Errors: the file system's (ErrNoSpace for a full disk); nothing is left
 // behind then. Owner goroutine only.
-func WriteTimerFile(fsys vfs.FS, dir string, srcs []timer.Source) (ref TimerFileRef, err error) {
+func writeTimerFile(fsys vfs.FS, dir string, srcs []timer.Source) (ref TimerFileRef, err error) {
 	name := fmt.Sprintf("%s%016x", TimerFilePrefix, rand.Uint64())
 	path := filepath.Join(dir, name)
 	f, err := fsys.Create(path)
@@ -51,16 +51,16 @@ func WriteTimerFile(fsys vfs.FS, dir string, srcs []timer.Source) (ref TimerFile
 		return TimerFileRef{}, lowerError(fmt.Errorf("writing the timer file %s: %w", name, err))
 	}
 	if len(secs) == 0 {
-		panic("strata: invariant: a timer file without sections (WriteTimerFile of no timers)")
+		panic("strata: invariant: a timer file without sections (writeTimerFile of no timers)")
 	}
 	last := secs[len(secs)-1]
 	return TimerFileRef{Name: name, Size: last.Offset + last.Length, CRC: cw.crc}, nil
 }
 
-// ReadTimerFile returns the bytes of the timer file ref of dir on fsys, checked against ref's
+// readTimerFile returns the bytes of the timer file ref of dir on fsys, checked against ref's
 // size and CRC32C (its sections are the caller's to decode: timer.DecodeSections). Errors:
 // ErrCorruption naming the file (missing, of another size or CRC32C).
-func ReadTimerFile(fsys vfs.FS, dir string, ref TimerFileRef) ([]byte, error) {
+func readTimerFile(fsys vfs.FS, dir string, ref TimerFileRef) ([]byte, error) {
 	b, err := vfs.ReadFile(fsys, filepath.Join(dir, ref.Name))
 	if err != nil {
 		return nil, base.Corrupt(ref.Name, -1, err, "the timer file the persist point names")
@@ -74,10 +74,10 @@ func ReadTimerFile(fsys vfs.FS, dir string, ref TimerFileRef) ([]byte, error) {
 	return b, nil
 }
 
-// RemoveStrayTimerFiles removes the timer files of dir on fsys other than keep (the one the
+// removeStrayTimerFiles removes the timer files of dir on fsys other than keep (the one the
 // persist point names). Best effort: errors are ignored (Open, after a clean recovery; Close,
 // after its persist point).
-func RemoveStrayTimerFiles(fsys vfs.FS, dir, keep string) {
+func removeStrayTimerFiles(fsys vfs.FS, dir, keep string) {
 	names, err := fsys.List(dir)
 	if err != nil {
 		return
