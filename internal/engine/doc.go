@@ -300,8 +300,24 @@
 // reservation for the next write; an append refused anyway is a broken invariant (sticky),
 // since the FreshTable then holds a change the log lacks. Reads never touch the log.
 // Every 64 logged writes the owner asks Writer.PersistDue and submits a persist (class
-// Upload) and starts a materialization when one is due (interval, or the log's bytes since
-// the last cut above (SpaceAmplificationCap − 1) × the materialized size).
+// Upload) and starts a materialization when one is due (interval, or SpaceAmplificationCap);
+// StartCheckpoint asks too, so that a state that shrank with no write since is seen.
+//
+// The space-amplification cap (livesize.go) holds the changelog's storage — the last durable
+// materialization M and the log L since the last cut — to SpaceAmplificationCap (cp, DESIGN
+// §5: 1.5) × the LIVE STATE: liveStateBytes, the FreshTable's data bytes + the SliceTable's
+// memory + the LsmStore's table bytes, the tiers' own figures (at least 1 MiB; recomputed at
+// most every 10 ms). A materialization is due when
+//
+//	growth:  L > (cp − 1) × live
+//	shrink:  live < live at the last cut, M ≤ cp × live at the last cut, and M + L > cp × live
+//
+// The growth rule is the cap of a growing or steady state (it replaces "× M", which let M + L
+// reach cp × a state that has since shrunk). The shrink rule catches a state that TTL
+// cleanup or compactions of deletes made smaller while little was logged; its second
+// condition keeps a materialization larger than the tiers (the checkpoint format) from
+// starting another at every check. Live is the resident size: it falls when the tiers drop
+// deleted and expired data (compactions, the TTL sweep), not at the delete itself.
 //
 //	generation 0            generation 1              generation 2 (appends)
 //	seq (0, M1]             seq (M1, M2]              seq (M2, …)
