@@ -273,6 +273,7 @@
 //     checked and renamed as any other (invariants 19 to 22); a read during its fetch — or
 //     during the retries of a failed fetch (invariant 21) — is served by the storage until
 //     the rename, and a promoted file the LsmStore removed is skipped as any removed file.
+//     Only reads after StartPrefetch promote (the restore's own opens do not).
 //
 // What is not promised: a linked file's bytes read before its check finished are as unchecked
 // as a remote file's (invariant 20); a checkpoint taken during the prefetch uploads a file's

@@ -104,7 +104,7 @@ type LazyFS struct {
 	sched   *scheduler.Scheduler // the prefetch's, from StartPrefetch to close
 
 	remoteReads, remoteBytes, fetched, verified, retries, corrupt, local, promoted atomic.Int64
-	finished                                                                       atomic.Bool
+	finished, prefetching                                                          atomic.Bool
 	lastErr                                                                        atomic.Pointer[string]
 }
 
@@ -347,8 +347,9 @@ func (l *LazyFS) readRemote(e *lazyEntry, p []byte, off int64) (int, error) {
 
 // promoteEntry moves e, once, to the head of the prefetch queue after the files promoted
 // before it (invariant 25); nothing when a lane took it already.
+// Reads before the prefetch starts (the restore's own: lsm.Import, Open) promote nothing.
 func (l *LazyFS) promoteEntry(e *lazyEntry) {
-	if e.promote.Load() || !e.promote.CompareAndSwap(false, true) {
+	if !l.prefetching.Load() || e.promote.Load() || !e.promote.CompareAndSwap(false, true) {
 		return
 	}
 	l.mu.Lock()
@@ -489,6 +490,7 @@ func (e *Engine) StartPrefetch(l *LazyFS, done func() error) error {
 	n := min(l.lanes, len(l.queue))
 	l.running = n
 	l.mu.Unlock()
+	l.prefetching.Store(true)
 	if n == 0 {
 		e.lazy.Store(l)
 		return l.finish()
