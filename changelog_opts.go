@@ -118,9 +118,14 @@ type ChangelogOptions struct {
 	// and Close persists the local state whatever the storage does. Damage (ErrCorruption)
 	// still stops the Store, as for any background work.
 	MaxMaterializationFailures int
-	// SpaceAmplificationCap starts a materialization early once the bytes logged since the
-	// last one exceed (cap − 1) × the materialized size: 1.5 allows half the snapshot's size
-	// of log. 0: off; otherwise at least 1.
+	// SpaceAmplificationCap bounds the changelog's checkpoint storage (the last
+	// materialization and the log after it) to cap × the live state (DESIGN §5): a
+	// materialization starts early once the bytes logged since the last one exceed (cap − 1)
+	// × the live state, or once the state shrank (TTL cleanup, compacted deletes) and the
+	// last materialization with the log exceed cap × it. The live state is the tiers' resident
+	// bytes (Stats: Fresh.DataBytes + Slices.Bytes + LSM.Bytes; ChangelogStats.LiveStateBytes),
+	// checked every 64 logged writes and at each StartCheckpoint (internal/engine doc.go,
+	// "Changelog"). 1.5 allows half the live state's size of log. 0: off; otherwise at least 1.
 	SpaceAmplificationCap float64
 }
 

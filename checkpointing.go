@@ -763,6 +763,10 @@ type LazyRestoreStats struct {
 	// last error the prefetch met ("" for none).
 	Retries   int64
 	LastError string
+	// Promoted counts the files a read moved to the head of the prefetch queue: a read that
+	// found its file not yet local went to the storage, and the prefetch fetches that file
+	// next, whole (after the files promoted before it).
+	Promoted int64
 	// Done is true once every file is local and the directory complete.
 	Done bool
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/checkpointfs"
+	"github.com/strata-db/strata/internal/engine"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/scheduler"
 )
@@ -31,6 +33,8 @@ type remoteStorage struct {
 	mu       sync.Mutex
 	damaged  string // an object whose byte at damageAt every read sees flipped
 	damageAt int64
+	started  []string // the objects of the prefetch reads, in the order they came (before hold)
+	readOf   []string // the objects of the other reads but the restore's warm-up, in order
 }
 
 func isPrefetch(ctx context.Context) bool {
@@ -40,6 +44,9 @@ func isPrefetch(ctx context.Context) bool {
 
 func (r *remoteStorage) GetRange(ctx context.Context, name string, off, n int64) ([]byte, error) {
 	if isPrefetch(ctx) {
+		r.mu.Lock()
+		r.started = append(r.started, name)
+		r.mu.Unlock()
 		if r.hold != nil {
 			select {
 			case <-r.hold:
@@ -54,6 +61,11 @@ func (r *remoteStorage) GetRange(ctx context.Context, name string, off, n int64)
 		r.passed.Add(1)
 	} else {
 		r.reads.Add(1)
+		if v, _ := pprof.Label(ctx, scheduler.LabelName); v != "lazy-restore warm" {
+			r.mu.Lock()
+			r.readOf = append(r.readOf, name)
+			r.mu.Unlock()
+		}
 	}
 	b, err := r.Storage.GetRange(ctx, name, off, n)
 	r.mu.Lock()
@@ -342,5 +354,105 @@ func TestLazyRestoreCrash(t *testing.T) {
 	r3.m = m
 	if err := r3.st.checkAll(r3.m); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitStarted waits until r has seen n prefetch reads and returns their objects.
+func (r *remoteStorage) waitStarted(t *testing.T, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r.mu.Lock()
+		s := append([]string(nil), r.started...)
+		r.mu.Unlock()
+		if len(s) >= n {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d prefetch reads after 30 s, want %d: %q", len(s), n, s)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestLazyRestorePromotion (invariant 25): with one prefetch lane held on its first file,
+// reads of the other files are served by the storage and promote those files, so that the
+// lane fetches them next, in the order they were first read; a transient failure of the
+// promoted file's fetch is retried while reads of it go on; every read matches the model
+// before, during and after.
+func TestLazyRestorePromotion(t *testing.T) {
+	defer func(n int) { engine.RemotePrefetchLanes = n }(engine.RemotePrefetchLanes)
+	engine.RemotePrefetchLanes = 1
+	e, h, m := lazySource(t, vfs.Default(), t.TempDir())
+	rs := &remoteStorage{Storage: e.st, hold: make(chan struct{})}
+	r, _ := e.restoreLazy(rs, h)
+	defer r.st.s.Close()
+	r.m = m
+	rs.mu.Lock()
+	rs.readOf = nil // Restore's own reads (manifests, timers)
+	rs.mu.Unlock()
+	first := rs.waitStarted(t, 1)[0] // the lane holds the queue's head
+	if err := r.st.checkAll(r.m); err != nil {
+		t.Fatalf("reads while the lane is held: %v", err)
+	}
+	st := r.st.s.Stats().LazyRestore
+	if st.Files < 3 || st.Promoted < 2 || st.Local != 0 {
+		t.Fatalf("after reading every key with the prefetch held: %+v, want 2 files or more promoted, none local", st)
+	}
+	// The files in the order the reads first went to the storage, but the held one.
+	var order []string
+	rs.mu.Lock()
+	for _, n := range rs.readOf {
+		if n != first && !slices.Contains(order, n) {
+			order = append(order, n)
+		}
+	}
+	rs.mu.Unlock()
+	// Files promoted before readOf was reset (a background compaction's read, slow runs)
+	// come first, in an order the test does not know.
+	early := int(st.Promoted) - len(order)
+	if early < 0 || len(order) == 0 {
+		t.Fatalf("%d files read from the storage (but the held one), %d promoted", len(order), st.Promoted)
+	}
+	for k := 1; k <= early; k++ {
+		rs.hold <- struct{}{}
+		rs.waitStarted(t, k+1)
+	}
+	rs.hold <- struct{}{} // the held file arrives (one range: the test's tables are small)
+	if got := rs.waitStarted(t, early+2)[early+1]; early > 0 && slices.Contains(order, got) {
+		// An early file was read again after the reset: order[0] may come later.
+		t.Logf("%d files promoted before the reads: fetch order checked as a set", early)
+		close(rs.hold)
+		if st := waitLazy(t, r.st.s, false); st.Local != st.Files {
+			t.Fatalf("prefetch done: %+v", st)
+		}
+		if err := r.st.checkAll(r.m); err != nil {
+			t.Fatalf("after the prefetch: %v", err)
+		}
+		return
+	} else if got != order[0] {
+		t.Fatalf("prefetch after %s fetches %s, want the first file read, %s; order %q stats %+v", first, got, order[0], order, st)
+	}
+	// A failure mid-promotion: the promoted file's read fails once, and it is fetched again.
+	rs.fail.Store(1)
+	rs.hold <- struct{}{}
+	if got := rs.waitStarted(t, early+3)[early+2]; got != order[0] {
+		t.Fatalf("prefetch after a failed read of %s fetches %s, want it again", order[0], got)
+	}
+	if err := r.st.checkAll(r.m); err != nil {
+		t.Fatalf("reads while the promoted file's fetch is retried: %v", err)
+	}
+	close(rs.hold)
+	st = waitLazy(t, r.st.s, false)
+	if st.Retries != 1 || rs.failed.Load() != 1 || st.Local != st.Files || st.Corrupt != 0 {
+		t.Fatalf("prefetch done: %+v, want one retry and every file local", st)
+	}
+	started := rs.waitStarted(t, 0)
+	// After the retried read, the other promoted files in their order, then the rest.
+	if len(order) > 1 && started[early+3] != order[1] {
+		t.Fatalf("prefetch order %q: want %s fourth (second file read)", started, order[1])
+	}
+	if err := r.st.checkAll(r.m); err != nil {
+		t.Fatalf("after the prefetch: %v", err)
 	}
 }

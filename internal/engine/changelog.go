@@ -61,7 +61,9 @@ type ChangelogOptions struct {
 	// failed materialization is retried on the backoff of retry.go); 0: 3.
 	MaxMaterializationFailures int
 	// SpaceAmplificationCap: a materialization starts early once the bytes logged since the
-	// last materialization exceed (cap − 1) × the materialized size; 0: off. At least 1.
+	// last materialization exceed (cap − 1) × the live state's size (liveStateBytes), or once
+	// the state shrank and the last materialization with the log after it exceed cap × it
+	// (doc.go, "Changelog"); 0: off. At least 1.
 	SpaceAmplificationCap float64
 }
 
@@ -96,6 +98,11 @@ type clState struct {
 	// gone sums the counts of the generations truncated (closed): with the live ones', the
 	// changelog's totals since Open (Stats); truncated is what they had persisted.
 	gone changelog.LogStats
+
+	// live is liveStateBytes as of liveAt (refreshed at most every liveRefresh); liveAtCut
+	// its value at the last materialization cut.
+	live, liveAtCut int64
+	liveAt          time.Time
 }
 
 // changelogStats fills the changelog block of st (owner).
@@ -351,9 +358,8 @@ func (t *Engine) materializationDue(now time.Time) bool {
 	if iv := c.o.MaterializationInterval; iv > 0 && now.Sub(c.lastCut) >= iv {
 		return true
 	}
-	if cp := c.o.SpaceAmplificationCap; cp >= 1 && len(c.mats) > 0 {
-		m := c.mats[len(c.mats)-1]
-		return float64(c.logBytes) > (cp-1)*float64(m.size)
+	if cp := c.o.SpaceAmplificationCap; cp >= 1 {
+		return t.spaceCapDue(now, cp)
 	}
 	return false
 }
@@ -381,6 +387,7 @@ func (t *Engine) cut(p *PendingCheckpoint) error {
 		}
 		p.gen = g
 		t.cl.lastCut, t.cl.logBytes = time.Now(), 0
+		t.cl.liveAtCut = t.liveStateBytes()
 	}
 	return nil
 }
@@ -724,6 +731,11 @@ type ChangelogStats struct {
 	MaterializationFailing bool
 	// Persists counts the background persists submitted.
 	Persists int64
+	// LiveStateBytes is the live state's size that SpaceAmplificationCap compares with
+	// (liveStateBytes: the FreshTable's data bytes, the SliceTable's memory and the
+	// LsmStore's table bytes, now); MaterializedBytes the newest durable materialization's
+	// table bytes (0: none).
+	LiveStateBytes, MaterializedBytes int64
 	// LastError is the last failure of a persist or a materialization, nil if none.
 	LastError error
 }
@@ -738,7 +750,10 @@ func (t *Engine) ChangelogStats() ChangelogStats {
 	s := ChangelogStats{Enabled: true, Generations: len(c.gens), LogBytes: c.logBytes,
 		Materializations: c.materializations, MaterializationFailures: c.matFailures,
 		MaterializationRunning: c.run != nil, Persists: c.persists, LastError: c.lastErr,
-		MaterializationFailing: c.fails >= c.o.MaxMaterializationFailures}
+		MaterializationFailing: c.fails >= c.o.MaxMaterializationFailures, LiveStateBytes: t.liveStateBytes()}
+	if len(c.mats) > 0 {
+		s.MaterializedBytes = c.mats[len(c.mats)-1].size
+	}
 	for _, g := range c.gens {
 		hs, _ := g.log.Handles(^uint64(0))
 		s.Handles += len(hs)

@@ -211,6 +211,9 @@ func (t *Engine) StartCheckpoint(spec CheckpointSpec) (*PendingCheckpoint, error
 	if len(t.ck.running) > 0 {
 		return nil, fmt.Errorf("%w: checkpoint %d", ErrCheckpointInProgress, t.ck.running[0].spec.ID)
 	}
+	// A state that shrank with no write since (TTL cleanup, compactions) is seen here too:
+	// the space-amplification cap is checked at each checkpoint, not only every 64 writes.
+	t.pollChangelog(start)
 	spec.Timers = t.freezeTimers()
 	if t.cl != nil && len(t.cl.mats) > 0 {
 		return t.startChangelogCheckpoint(spec, start)

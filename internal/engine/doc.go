@@ -222,13 +222,26 @@
 // of the remote tables' bytes, Go heap) is outside the Store's budget while the prefetch runs.
 //
 // A PREFETCH (Engine.StartPrefetch: one task per file on a scheduler of its own with 4
-// workers, the bound on files in flight, closed by Engine.Close — its tasks mostly wait for
-// the storage, and on the engine's scheduler they would hold the workers a compaction or a
-// checkpoint's upload needs) moves every linked and remote file to local or corrupt: a linked
+// workers when every file is linked, RemotePrefetchLanes (16) when any is remote — the bound
+// on files in flight, closed by Engine.Close — its tasks mostly wait for the storage, and on
+// the engine's scheduler they would hold the workers a compaction or a checkpoint's upload
+// needs) moves every linked and remote file to local or corrupt: a linked
 // file is read once for its CRC32C; a remote one is copied in 4 MiB ranges into a temporary
 // beside it, its CRC32C computed on the way, synced and renamed over its name. When every file
 // is local the prefetch syncs Dir/lsm and calls the restore's done function (the root removes
 // its RESTORING marker there).
+//
+// The prefetch serves what the job reads first (ForSt's and SlateDB's readers fetch a remote
+// table whole once it is read rather than block by block): a read of a remote file that goes
+// to the storage PROMOTES the file — it moves to the head of the prefetch queue, after the
+// files promoted before it (first read, first fetched) — so the next free lane fetches it
+// whole; the files nobody read follow in manifest order. An object store's stream is slow
+// (about 100 MB/s) next to its number of streams, and a restored table is read uniformly, so
+// the remote lanes are many (16 × 4 MiB ranges in flight, Go heap outside the Store's budget
+// while the prefetch runs): the whole state is local sooner, and the job's reads stop paying
+// a round trip each. Ranged reads of single blocks are not cached: with uniform keys a
+// read-ahead window of a table is hit again by about window/table of later reads, while the
+// whole-file fetch makes every later read local.
 //
 // Invariants:
 //
@@ -255,6 +268,12 @@
 //     Store (checkpoint.putFile) copies it through the lazy file instead of linking a name
 //     that has no bytes; Sync of a remote file does nothing (its durability is the prefetch's
 //     and invariant 22's).
+//  25. Promotion changes only the order of the prefetch: a file is promoted at most once,
+//     fetched once by one lane (a promoted file already taken by a lane is not taken again),
+//     checked and renamed as any other (invariants 19 to 22); a read during its fetch — or
+//     during the retries of a failed fetch (invariant 21) — is served by the storage until
+//     the rename, and a promoted file the LsmStore removed is skipped as any removed file.
+//     Only reads after StartPrefetch promote (the restore's own opens do not).
 //
 // What is not promised: a linked file's bytes read before its check finished are as unchecked
 // as a remote file's (invariant 20); a checkpoint taken during the prefetch uploads a file's
@@ -287,8 +306,25 @@
 // every record up to a cut is in the Log's buffer when the checkpoint's task persists it.
 // Every 64 logged writes the owner asks Writer.PersistDue and submits a persist (class
 // Persist, on its own reserved worker when UploadWorkers > 0, so it never queues behind a
-// materialization's or a checkpoint's upload) and starts a materialization when one is due (interval, or the log's bytes since
-// the last cut above (SpaceAmplificationCap − 1) × the materialized size).
+// materialization's or a checkpoint's upload) and starts a materialization when one is due
+// (interval, or SpaceAmplificationCap); StartCheckpoint asks too, so that a state that shrank
+// with no write since is seen.
+//
+// The space-amplification cap (livesize.go) holds the changelog's storage — the last durable
+// materialization M and the log L since the last cut — to SpaceAmplificationCap (cp, DESIGN
+// §5: 1.5) × the LIVE STATE: liveStateBytes, the FreshTable's data bytes + the SliceTable's
+// memory + the LsmStore's table bytes, the tiers' own figures (at least 1 MiB; recomputed at
+// most every 10 ms). A materialization is due when
+//
+//	growth:  L > (cp − 1) × live
+//	shrink:  live < live at the last cut, M ≤ cp × live at the last cut, and M + L > cp × live
+//
+// The growth rule is the cap of a growing or steady state (it replaces "× M", which let M + L
+// reach cp × a state that has since shrunk). The shrink rule catches a state that TTL
+// cleanup or compactions of deletes made smaller while little was logged; its second
+// condition keeps a materialization larger than the tiers (the checkpoint format) from
+// starting another at every check. Live is the resident size: it falls when the tiers drop
+// deleted and expired data (compactions, the TTL sweep), not at the delete itself.
 //
 //	generation 0            generation 1              generation 2 (appends)
 //	seq (0, M1]             seq (M1, M2]              seq (M2, …)
@@ -747,6 +783,6 @@
 //  13. and 14.: batched reads, above.
 //  15. to 18.: bulk changelog replay, above (the one exception to invariant 1: a restore's
 //     records reach the LsmStore without Apply, while the Store takes no other write).
-//  19. to 23.: lazy restore, above.
+//  19. to 23. and 25.: lazy restore, above.
 //  24. and 15. to 18.: the bulk load of a canonical savepoint, above.
 package engine

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -32,8 +33,15 @@ const (
 	lazyCorrupt
 )
 
-// DefaultPrefetchLanes is how many files a LazyFS's prefetch has in flight at most.
+// DefaultPrefetchLanes is how many files a LazyFS's prefetch has in flight at most when every
+// file is linked (each lane reads a local file for its CRC32C: disk and CPU bound).
 const DefaultPrefetchLanes = 4
+
+// RemotePrefetchLanes is how many files a LazyFS's prefetch has in flight at most when any
+// file is remote (each lane mostly waits for the storage: an object store gives many slow
+// streams; doc.go, "Lazy restore"). A variable so that tests can observe promotion with one
+// lane; set it before a restore, never during one.
+var RemotePrefetchLanes = 16
 
 // lazyChunk is the range the prefetch reads per GetRange call (as checkpoint's getFile).
 const lazyChunk = 4 << 20
@@ -50,6 +58,7 @@ type lazyEntry struct {
 	obj     checkpoint.Object
 	state   atomic.Int32
 	removed atomic.Bool // the LsmStore removed its name
+	promote atomic.Bool // a read promoted it (invariant 25)
 	mu      sync.Mutex  // serialises Remove against the prefetch's rename
 	err     error       // the corruption, set before state becomes lazyCorrupt
 	meta    atomic.Pointer[lazyMeta]
@@ -87,15 +96,16 @@ type LazyFS struct {
 	mu      sync.Mutex
 	entries map[string]*lazyEntry // by path; only grows
 	queue   []*lazyEntry          // not yet taken by the prefetch
+	urgent  int                   // queue[:urgent] are promoted files, in promotion order
 	pending int                   // entries neither local nor corrupt nor removed
 	running int                   // prefetch lanes in flight
 	done    func() error
 	doneRan bool
 	sched   *scheduler.Scheduler // the prefetch's, from StartPrefetch to close
 
-	remoteReads, remoteBytes, fetched, verified, retries, corrupt, local atomic.Int64
-	finished                                                             atomic.Bool
-	lastErr                                                              atomic.Pointer[string]
+	remoteReads, remoteBytes, fetched, verified, retries, corrupt, local, promoted atomic.Int64
+	finished, prefetching                                                          atomic.Bool
+	lastErr                                                                        atomic.Pointer[string]
 }
 
 // LazyStats describes a lazy restore's prefetch (Engine.LazyStats).
@@ -112,6 +122,9 @@ type LazyStats struct {
 	// the last such error ("" for none).
 	Retries   int64
 	LastError string
+	// Promoted counts the files moved to the head of the prefetch queue by a read that went
+	// to the storage (invariant 25).
+	Promoted int64
 	// Done is true once every file is local and the directory is complete.
 	Done bool
 }
@@ -150,7 +163,7 @@ func (l *LazyFS) Stats() LazyStats {
 	st := LazyStats{Files: n, Local: int(l.local.Load()), Corrupt: int(l.corrupt.Load()),
 		RemoteReads: l.remoteReads.Load(), RemoteBytes: l.remoteBytes.Load(),
 		FetchedBytes: l.fetched.Load(), VerifiedBytes: l.verified.Load(), Retries: l.retries.Load(),
-		Done: l.finished.Load()}
+		Promoted: l.promoted.Load(), Done: l.finished.Load()}
 	if p := l.lastErr.Load(); p != nil {
 		st.LastError = *p
 	}
@@ -256,6 +269,7 @@ type lazyFile struct {
 	e      *lazyEntry
 	mu     sync.Mutex // local, off, closed
 	local  vfs.File
+	fast   atomic.Pointer[vfs.File] // local once opened: reads of a local file take no lock
 	off    int64
 	closed bool
 }
@@ -263,6 +277,9 @@ type lazyFile struct {
 // localFile returns the handle of the local file, opening it once; nil when it cannot be
 // opened (removed since: the object still serves).
 func (f *lazyFile) localFile() (vfs.File, error) {
+	if p := f.fast.Load(); p != nil {
+		return *p, nil
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -274,6 +291,7 @@ func (f *lazyFile) localFile() (vfs.File, error) {
 			return nil, nil
 		}
 		f.local = lf
+		f.fast.Store(&lf)
 	}
 	return f.local, nil
 }
@@ -309,6 +327,7 @@ func (l *LazyFS) readRemote(e *lazyEntry, p []byte, off int64) (int, error) {
 	} else if m != nil && m.tail != nil && off >= m.tailOff {
 		copy(p, m.tail[off-m.tailOff:off-m.tailOff+n])
 	} else {
+		l.promoteEntry(e)
 		b, err := checkpoint.GetObjectRange(context.Background(), l.storage, e.obj.Name, e.obj.Size, off, n)
 		if err != nil {
 			return 0, err
@@ -324,6 +343,28 @@ func (l *LazyFS) readRemote(e *lazyEntry, p []byte, off int64) (int, error) {
 		return int(n), io.EOF
 	}
 	return int(n), nil
+}
+
+// promoteEntry moves e, once, to the head of the prefetch queue after the files promoted
+// before it (invariant 25); nothing when a lane took it already.
+// Reads before the prefetch starts (the restore's own: lsm.Import, Open) promote nothing.
+func (l *LazyFS) promoteEntry(e *lazyEntry) {
+	if !l.prefetching.Load() || e.promote.Load() || !e.promote.CompareAndSwap(false, true) {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := slices.Index(l.queue, e)
+	if i < 0 {
+		return // taken
+	}
+	l.promoted.Add(1)
+	if i < l.urgent {
+		return
+	}
+	copy(l.queue[l.urgent+1:i+1], l.queue[l.urgent:i])
+	l.queue[l.urgent] = e
+	l.urgent++
 }
 
 // Read implements io.Reader at the handle's offset.
@@ -371,6 +412,7 @@ func (f *lazyFile) Close() error {
 		return fs.ErrClosed
 	}
 	f.closed = true
+	f.fast.Store(nil)
 	if f.local != nil {
 		return f.local.Close()
 	}
@@ -439,9 +481,16 @@ func (l *LazyFS) warm(ctx context.Context) error {
 func (e *Engine) StartPrefetch(l *LazyFS, done func() error) error {
 	l.mu.Lock()
 	l.done = done
+	for _, f := range l.queue {
+		if f.state.Load() == lazyRemote {
+			l.lanes = max(RemotePrefetchLanes, 1)
+			break
+		}
+	}
 	n := min(l.lanes, len(l.queue))
 	l.running = n
 	l.mu.Unlock()
+	l.prefetching.Store(true)
 	if n == 0 {
 		e.lazy.Store(l)
 		return l.finish()
@@ -484,6 +533,7 @@ func (l *LazyFS) submit(s *scheduler.Scheduler) error {
 		var e *lazyEntry
 		for len(l.queue) > 0 && e == nil {
 			e, l.queue = l.queue[0], l.queue[1:]
+			l.urgent = max(l.urgent-1, 0)
 			if e.removed.Load() {
 				e = nil
 			}
