@@ -80,13 +80,7 @@ func testCheckpointStorageBound(t *testing.T, changelog bool) {
 	now.Add((checkpoint.DefaultGrace + time.Minute).Milliseconds())
 	// A materialization still running keeps its predecessor listed (and itself in flight):
 	// the bound is for a Store at rest.
-	for deadline := time.Now().Add(time.Minute); s.ChangelogStats().MaterializationRunning; {
-		if time.Now().After(deadline) {
-			t.Fatal("a materialization still runs after a minute")
-		}
-		must(0, s.WaitBackground())
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitMaterialization(t, s)
 	for id := uint64(rounds + 1); id <= uint64(rounds+2); id++ {
 		p := must(s.StartCheckpoint(id, nil))
 		must(p.Wait(ctx))
@@ -95,22 +89,43 @@ func testCheckpointStorageBound(t *testing.T, changelog bool) {
 		must(0, s.e.WaitGC())
 	}
 	live := int64(keys * (len(kb) + valLen))
+	stored, files := storedBytes(ckDir)
+	ratio := float64(stored) / float64(live)
+	t.Logf("%d checkpoints: storage %d bytes for %d bytes of live state: %.2f× (changelog %+v)", rounds, stored, live, ratio, s.ChangelogStats())
+	if ratio > 3 {
+		t.Fatalf("checkpoint storage %.2f× the live state after the grace (bound 3×):\n%s", ratio, strings.Join(files, "\n"))
+	}
+}
+
+// awaitMaterialization waits until no materialization runs (at most a minute): one still
+// running keeps its predecessor listed and itself in flight, and the storage bounds are for a
+// Store at rest.
+func awaitMaterialization(t *testing.T, s *Store) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); s.ChangelogStats().MaterializationRunning; {
+		if time.Now().After(deadline) {
+			t.Fatal("a materialization still runs after a minute")
+		}
+		must(0, s.WaitBackground())
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// storedBytes returns the bytes of every file below dir (a DirStorage's checkpoints) and a
+// line per file, its path below dir and its size.
+func storedBytes(dir string) (int64, []string) {
 	var stored int64
 	var files []string
-	must(0, filepath.WalkDir(ckDir, func(path string, d fs.DirEntry, err error) error {
+	must(0, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
 		fi, err := d.Info()
 		if err == nil {
 			stored += fi.Size()
-			files = append(files, fmt.Sprintf("%s %d", path[len(ckDir):], fi.Size()))
+			files = append(files, fmt.Sprintf("%s %d", path[len(dir):], fi.Size()))
 		}
 		return err
 	}))
-	ratio := float64(stored) / float64(live)
-	t.Logf("%d checkpoints: storage %d bytes for %d bytes of live state: %.2f× (changelog %+v)", rounds, stored, live, ratio, s.ChangelogStats())
-	if ratio > 3 {
-		t.Fatalf("checkpoint storage %.2f× the live state after the grace (bound 3×):\n%s", ratio, strings.Join(files, "\n"))
-	}
+	return stored, files
 }

@@ -3,7 +3,6 @@ package strata
 import (
 	"context"
 	"encoding/binary"
-	"io/fs"
 	"math/rand/v2"
 	"path/filepath"
 	"sync/atomic"
@@ -90,30 +89,14 @@ func testCheckpointStorageShrink(t *testing.T, ttl bool) {
 		if id == uint64(rounds+3) {
 			now.Add((grace + time.Minute).Milliseconds())
 		}
-		for deadline := time.Now().Add(time.Minute); s.ChangelogStats().MaterializationRunning; {
-			if time.Now().After(deadline) {
-				t.Fatal("a materialization still runs after a minute")
-			}
-			must(0, s.WaitBackground())
-			time.Sleep(10 * time.Millisecond)
-		}
+		awaitMaterialization(t, s)
 		p := must(s.StartCheckpoint(id, nil))
 		must(p.Wait(ctx))
 		must(0, s.NotifyCheckpointComplete(id))
 		must(0, s.WaitBackground())
 		must(0, s.e.WaitGC())
 	}
-	var stored int64
-	must(0, filepath.WalkDir(ckDir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		fi, err := d.Info()
-		if err == nil {
-			stored += fi.Size()
-		}
-		return err
-	}))
+	stored, _ := storedBytes(ckDir)
 	cs := s.ChangelogStats()
 	ratio := float64(stored) / float64(cs.LiveStateBytes)
 	t.Logf("%d rounds, %d keys of %d left: storage %d bytes, live %d bytes: %.2f× (worst materialization + log over live after a round: %.2f×; %+v)",
