@@ -159,6 +159,27 @@
 //     EntryAt, the values they return — stays readable from any goroutine.
 //     The last UnpinSealed (or Close) releases them and marks their handles
 //     dropped. No read or write path checks the pin.
+//  12. A probe of the active segment for a key-level record (findKey) ends
+//     either at the key's slot or, for an absent key, in the first group of
+//     its probe sequence with an empty slot — the group insertSlot would
+//     fill — and returns that empty slot's position. Until the index
+//     changes (an insert, a growth, a seal or a roll) the key is still
+//     absent and that slot is still where it goes, so a write that probed
+//     and then finds the segment and index unchanged (prepare reported no
+//     change) inserts there without probing again.
+//  13. The remembered probe (Table.memo): Get and ListGet leave the result
+//     of their probe of the active segment — its position and offset, or
+//     the empty slot of invariant 12 — with the hash, the segment, the
+//     index's mask and Seq. The next Put, Delete, ListAppend or ListReplace
+//     uses it instead of probing only when the hash, the segment (still
+//     active), the mask and Seq are all unchanged — no write, failed write
+//     that grew or rolled, or seal since (every successful write advances
+//     Seq; a failed one writes nothing but may grow the index or roll,
+//     which the mask and segment catch; Seal clears the active segment) —
+//     and the key is the same: for a found record its key bytes are those
+//     of the record; for an absent key they equal the copy the memo keeps
+//     (keys up to memoKeyMax bytes; a longer key is not remembered). Any
+//     other case probes as before, so the memo changes no result.
 //
 // # Lists (KLIST)
 //

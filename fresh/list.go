@@ -71,14 +71,15 @@ func (s *segment) writeChunk(off uint32, seq uint64, flags uint8, key, batch []b
 }
 
 // newestChunk returns the index position and offset of the key's newest
-// key-level record in the active segment (0, 0 without an active segment
-// or record), and, when it is a list chunk, its capacity.
+// key-level record in the active segment (0, 0 without an active segment;
+// off 0 and the empty slot for an insert without a record, invariant 12),
+// and, when it is a list chunk, its capacity.
 func (t *Table) newestChunk(h uint64, key []byte) (pos, off, capacity uint32, chunk bool) {
 	s := t.active
 	if s == nil {
 		return 0, 0, 0, false
 	}
-	pos, off = s.findKey(h, key)
+	pos, off = t.probe(s, h, key)
 	if off == 0 || RecordKind(s.data[off+7]&0xF) != KindListChunk {
 		return pos, off, 0, false
 	}
@@ -104,7 +105,7 @@ func (t *Table) ListAppend(h uint64, key, batch []byte) error {
 		return nil
 	}
 	n := uint32(len(batch))
-	_, old, c, chunk := t.newestChunk(h, key)
+	pos, old, c, chunk := t.newestChunk(h, key)
 	if chunk {
 		s := t.active
 		r := s.data[old:]
@@ -120,11 +121,13 @@ func (t *Table) ListAppend(h uint64, key, batch []byte) error {
 		}
 	}
 	c = t.fitCap(key, n, t.chunkCap(n, c))
-	s, _, err := t.prepare(chunkSize(key, int(c)), 1)
+	s, changed, err := t.prepare(chunkSize(key, int(c)), 1)
 	if err != nil {
 		return err
 	}
-	pos, old := s.findKey(h, key)
+	if changed { // else s is the segment newestChunk probed, its index unchanged
+		pos, old = s.findKey(h, key)
+	}
 	t.seq++
 	off := s.alloc(chunkSize(key, int(c)))
 	var prev uint32
@@ -138,7 +141,7 @@ func (t *Table) ListAppend(h uint64, key, batch []byte) error {
 		}
 		s.setSlot(pos, off)
 	} else {
-		s.insert(h, off)
+		s.insertAt(pos, h, off)
 	}
 	s.writeChunk(off, t.seq, flags, key, batch, prev, c)
 	return nil
@@ -191,7 +194,7 @@ func (t *Table) ListReplace(h uint64, key, batch []byte) error {
 		s.setSlot(pos, off)
 		s.kill(old, t.seq)
 	} else {
-		s.insert(h, off)
+		s.insertAt(pos, h, off)
 	}
 	return nil
 }
@@ -219,7 +222,10 @@ func (t *Table) ListGet(h uint64, key []byte, dst [][]byte) (batches [][]byte, s
 walk:
 	for i := len(t.segs) - 1; i >= 0; i-- {
 		s := t.segs[i]
-		_, off := s.findKey(h, key)
+		pos, off := s.findKey(h, key)
+		if s == t.active {
+			t.remember(s, h, key, pos, off)
+		}
 		if off == 0 {
 			continue
 		}

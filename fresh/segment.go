@@ -97,7 +97,9 @@ func hashAt(grp []byte, j, h24 uint32) bool {
 }
 
 // findKey returns the index position and offset of the key-level record
-// (value, tombstone, list chunk, map header) for key; off == 0 if absent.
+// (value, tombstone, list chunk, map header) for key; off == 0 if absent,
+// and then pos is the empty slot an insert of h would take (invariant 12:
+// the first empty slot of the group where the probe ended).
 func (s *segment) findKey(h uint64, key []byte) (pos, off uint32) {
 	c, h24 := hashParts(h)
 	idx, data := s.idx, s.data
@@ -120,8 +122,8 @@ func (s *segment) findKey(h uint64, key []byte) (pos, off uint32) {
 				return g*groupSlots + j, o
 			}
 		}
-		if matchEmpty(ctrl) != 0 {
-			return 0, 0
+		if m := matchEmpty(ctrl); m != 0 {
+			return g*groupSlots + uint32(bits.TrailingZeros64(m))>>3, 0
 		}
 		g = (g + step) & s.mask
 	}
@@ -178,6 +180,24 @@ func (s *segment) setSlot(pos, off uint32) {
 func (s *segment) insert(h uint64, off uint32) {
 	c, h24 := hashParts(h)
 	insertSlot(s.idx, s.mask, uint8(c), h24, off)
+	s.count++
+}
+
+// insertAt puts a new slot for hash h pointing at off at pos, the empty
+// slot a findKey of h returned with the index unchanged since (invariant
+// 12). The caller made room as for insert.
+func (s *segment) insertAt(pos uint32, h uint64, off uint32) {
+	c, h24 := hashParts(h)
+	g, j := pos/groupSlots, pos%groupSlots
+	grp := s.idx[g*groupBytes : g*groupBytes+groupBytes]
+	if grp[j] != 0 {
+		panic("strata: invariant: fresh: insert at a full index slot")
+	}
+	grp[j] = uint8(c)
+	binary.LittleEndian.PutUint32(grp[grpOffs+4*j:], off)
+	grp[grpHash+3*j] = byte(h24)
+	grp[grpHash+3*j+1] = byte(h24 >> 8)
+	grp[grpHash+3*j+2] = byte(h24 >> 16)
 	s.count++
 }
 

@@ -69,6 +69,60 @@ type Table struct {
 	deferred []*segment // dropped while pinned: memory kept until pins is 0
 	rolls    uint64     // segments taken as active (roll), ever
 	sink     uint64     // bytes touched by Prefetch (kept so the loads are not elided)
+	memo     probeMemo  // the last read's probe of the active segment (invariant 13)
+}
+
+// memoKeyMax is the longest key whose absence the remembered probe keeps
+// (a copy of the key, so that a write of another key with the same hash
+// cannot take the memo for its own).
+const memoKeyMax = 96
+
+// probeMemo is the result of the last Get's or ListGet's probe of the
+// active segment (doc.go, invariant 13): valid while roll, mask and seq
+// are the Table's and the hash and key are the same. roll 0 matches no
+// active segment (rolls counts from 1).
+type probeMemo struct {
+	h    uint64
+	seq  uint64 // Table.seq at the probe
+	roll uint64 // Table.rolls at the probe: which active segment
+	mask uint32 // the segment's index mask at the probe: a growth moves slots
+	pos  uint32 // findKey's pos: the slot found, or the empty slot for an insert
+	off  uint32 // findKey's off: the record, 0 when absent
+	klen uint32 // bytes of key (absent only)
+	key  [memoKeyMax]byte
+}
+
+// remember keeps the probe (pos, off) of key (hash h) in the active
+// segment s for the write that may follow (invariant 13).
+func (t *Table) remember(s *segment, h uint64, key []byte, pos, off uint32) {
+	m := &t.memo
+	if off == 0 {
+		if len(key) > memoKeyMax {
+			m.roll = 0
+			return
+		}
+		m.klen = uint32(copy(m.key[:], key))
+	}
+	m.h, m.seq, m.roll, m.mask, m.pos, m.off = h, t.seq, t.rolls, s.mask, pos, off
+}
+
+// probe is s.findKey(h, key) for the active segment s, answered from the
+// remembered probe when it is still valid for key (invariant 13).
+func (t *Table) probe(s *segment, h uint64, key []byte) (pos, off uint32) {
+	m := &t.memo
+	if m.h == h && m.seq == t.seq && m.roll == t.rolls && m.mask == s.mask {
+		if off := m.off; off != 0 {
+			r := s.data[off : off+keyHdrSize]
+			klen := uint32(binary.LittleEndian.Uint16(r[8:]))
+			if RecordKind(r[7]&0xF) != KindMapEntry && klen == uint32(len(key)) &&
+				string(s.data[off+keyHdrSize:off+keyHdrSize+klen]) == string(key) {
+				return m.pos, off
+			}
+		} else if m.klen == uint32(len(key)) && string(m.key[:m.klen]) == string(key) {
+			return m.pos, 0
+		}
+	}
+	return s.findKey(h, key)
 }
 
 // New returns an empty Table whose sequence numbers continue after
@@ -313,7 +367,10 @@ func (t *Table) checkKV(key, value []byte) error {
 func (t *Table) Get(h uint64, key []byte) ([]byte, Status) {
 	for i := len(t.segs) - 1; i >= 0; i-- {
 		s := t.segs[i]
-		_, off := s.findKey(h, key)
+		pos, off := s.findKey(h, key)
+		if s == t.active {
+			t.remember(s, h, key, pos, off)
+		}
 		if off == 0 {
 			continue
 		}
@@ -344,7 +401,7 @@ func (t *Table) Put(h uint64, key, value []byte) error {
 	}
 	var pos, old uint32
 	if s := t.active; s != nil {
-		pos, old = s.findKey(h, key)
+		pos, old = t.probe(s, h, key)
 		if old != 0 {
 			r := s.data[old:]
 			if k := RecordKind(r[7] & 0xF); k == KindValue || k == KindTombstone {
@@ -365,7 +422,8 @@ func (t *Table) Put(h uint64, key, value []byte) error {
 }
 
 // appendKV appends a value or tombstone as the newest record of key; pos
-// and old come from a lookup in the active segment (old == 0: none).
+// and old come from a lookup in the active segment (old == 0: none, and pos
+// is the empty slot for the insert, invariant 12).
 func (t *Table) appendKV(h uint64, key, value []byte, kind RecordKind, pos, old uint32) error {
 	size := keyHdrSize + uint32(len(key)) + uint32(len(value))
 	s, changed, err := t.prepare(size, 1)
@@ -388,7 +446,7 @@ func (t *Table) appendKV(h uint64, key, value []byte, kind RecordKind, pos, old 
 		s.setSlot(pos, off)
 		s.kill(old, t.seq)
 	} else {
-		s.insert(h, off)
+		s.insertAt(pos, h, off)
 	}
 	return nil
 }
@@ -402,7 +460,7 @@ func (t *Table) Delete(h uint64, key []byte) error {
 	}
 	var pos, old uint32
 	if s := t.active; s != nil {
-		pos, old = s.findKey(h, key)
+		pos, old = t.probe(s, h, key)
 		if old != 0 {
 			r := s.data[old:]
 			if k := RecordKind(r[7] & 0xF); k == KindValue || k == KindTombstone {
