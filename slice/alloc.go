@@ -169,7 +169,7 @@ func (a *Allocator) take(s *aseg) ([]byte, blockRef) {
 	a.blocks++
 	a.file(s)
 	off := int(idx) * a.blockSize
-	return s.mem[off : off+a.blockSize : off+a.blockSize], blockRef{seg: s, idx: idx}
+	return s.mem[off : off+a.blockSize], blockRef{seg: s, idx: idx}
 }
 
 // file puts s, unlisted, where its use says: a list of a.lv when partly

@@ -68,7 +68,7 @@ func (b *builder) add(e *base.Entry) error {
 	}
 	rs := recordSize(e, ref)
 	bucket := e.Order >> b.shift
-	if n := len(b.fps); n > 0 && (bucket != b.bucket || filterExtent(headerSize+(fpSize+offSize)*(n+1)+len(b.recs)+rs, n+1) > b.a.blockSize) {
+	if n := len(b.fps); n > 0 && (bucket != b.bucket || headerSize+(fpSize+offSize)*(n+1)+len(b.recs)+rs > b.a.blockSize) {
 		if err := b.flush(); err != nil {
 			return err
 		}
@@ -126,10 +126,6 @@ func (b *builder) flush() error {
 	copy(buf[base:], b.recs)
 	le.PutUint32(buf[hdrCRC:], checksum(buf))
 	sl := newSlice(buf, len(mem), ref)
-	if f := filterView(buf, n); f != nil { // room after the bytes (a block; not an oversized entry's own region, usually)
-		buildFilter(f, b.fps)
-		sl.filter, sl.filtered = f, true
-	}
 	sl.exp, b.exp = b.exp, sl.exp // sl.exp is zero: the pending summary starts over
 	b.out = append(b.out, sl)
 	b.fps, b.offs, b.recs = b.fps[:0], b.offs[:0], b.recs[:0]

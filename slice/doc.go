@@ -110,32 +110,6 @@
 // map's entries): the entries with the same order hash are binary-searched
 // by (key, user key).
 //
-// # Miss filter (filter.go)
-//
-// A Get that misses a slice whose order range holds the order hash used to
-// cost a search: the offsets line, the fingerprint line at the interpolated
-// rank, a walk. In the flight job about two thirds of the Gets that reach
-// this tier miss it altogether (new keys), and a miss searches one slice of
-// every run. So the builder also writes, after a slice's bytes in its block
-// (from the next 64-byte boundary), a split-block bloom filter over the
-// slice's order hashes: filterLines(n) = ceil(10·n / 512) lines of 64 bytes;
-// an order hash, mixed by mix64, picks one line (high 32 bits) and sets one
-// bit in each of its eight 64-bit words (the low 32 bits times Parquet's
-// SBBF salts, top 6 bits). Get, ListGet and MapGet test it first (one cache
-// line, eight bits) and skip the slice when a bit is clear; about 0.4 % of
-// the misses pass it (TestFilter), and a hit always does.
-//
-//	block: [ slice bytes, 0..size | pad to 64 | filter lines | free ]
-//
-// The filter is not part of the slice format: size, the CRC and Decode
-// ignore it, a relocation copies it with the bytes (Slice.blockBytes), and
-// a decoded slice or one whose block has no room for it (an oversized
-// entry's region) has none and is always searched. The builder cuts a slice
-// when its bytes, padded, and its filter would not fit the block, so the
-// filter costs about 10 bits per entry of the block's room (about 2 % of a
-// slice of 100-byte entries) and no other memory: it is charged to the
-// Budget with the block.
-//
 // # Table
 //
 //	buckets[order >> (64-BucketBits)]
@@ -232,11 +206,6 @@
 //     with no lock, and the read paths (invariant 11) carry no pin check.
 //     Only background paths release directly — Build's abort and a
 //     cancelled Relocation.Run's copies — whose memory no snapshot holds.
-//  17. A slice's miss filter (when it has one) holds every order hash of
-//     its entries: it is written by the builder before the slice is shared
-//     and never changes, and a relocation copies it with the slice's bytes,
-//     so skipping a slice whose filter rejects the order hash skips nothing
-//     it holds.
 //
 // # Concurrency
 //

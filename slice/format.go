@@ -128,14 +128,9 @@ func userHash(k base.Kind, uk []byte) uint64 {
 // heat, busy, moving) do, and only on the owner goroutine; a relocation
 // moves the bytes, unchanged, to another block.
 type Slice struct {
-	buf  []byte   // encoded slice, len = used size
-	fps  []uint64 // fingerprint array, a view into buf
-	offs []uint32 // record offsets, a view into buf
-	// filter is the miss filter over fps (filter.go), a view into the block
-	// after buf; nil without one. filtered says the builder wrote one (set
-	// once, before the slice is shared; a decoded slice has none).
-	filter   []uint64
-	filtered bool
+	buf      []byte   // encoded slice, len = used size
+	fps      []uint64 // fingerprint array, a view into buf
+	offs     []uint32 // record offsets, a view into buf
 	count    int
 	minOrder uint64
 	maxOrder uint64
@@ -383,18 +378,6 @@ func (s *Slice) rebase(buf []byte, ref blockRef) {
 		s.fps = unsafe.Slice((*uint64)(unsafe.Pointer(&buf[headerSize])), n)
 		s.offs = unsafe.Slice((*uint32)(unsafe.Pointer(&buf[headerSize+fpSize*n])), n)
 	}
-	if s.filtered {
-		s.filter = filterView(buf, s.count)
-	}
-}
-
-// blockBytes returns the bytes of s's block in use: its encoded bytes and,
-// when it has one, the miss filter after them (what a relocation copies).
-func (s *Slice) blockBytes() []byte {
-	if s.filtered {
-		return s.buf[:filterExtent(len(s.buf), s.count)]
-	}
-	return s.buf
 }
 
 // checksum returns the CRC32C of buf[:size] without the CRC field.

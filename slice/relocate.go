@@ -143,8 +143,8 @@ func (r *Relocation) Run(ctx context.Context) error {
 		if !ok {
 			break
 		}
-		copy(mem, s.blockBytes()) // the miss filter too: rebase reads it after buf
 		buf := mem[:len(s.buf)]
+		copy(buf, s.buf)
 		r.moved = append(r.moved, blockCopy{buf: buf, ref: ref})
 	}
 	r.nmoved, r.ok = len(r.moved), true

@@ -326,7 +326,7 @@ func (t *Table) free(s *Slice) {
 	}
 	t.release(s.ref)
 	s.ref = blockRef{}
-	s.buf, s.fps, s.offs, s.filter, s.count = nil, nil, nil, nil, 0
+	s.buf, s.fps, s.offs, s.count = nil, nil, nil, 0
 }
 
 // index files an installed slice under its segment (PickRelocation).
@@ -393,9 +393,6 @@ func (t *Table) Get(order uint64, key []byte) ([]byte, Status) {
 			if s.minOrder > order {
 				break
 			}
-			if !s.mayHold(order) {
-				continue
-			}
 			t.sink += uint64(s.offsetHint(order))
 			for i := s.seekKey(order, key); i < s.count && s.fps[i] == order; i++ {
 				val, kind, out := s.keyLevel(i, key)
@@ -435,9 +432,6 @@ scan:
 			s := r.slices[si]
 			if s.minOrder > order {
 				break
-			}
-			if !s.mayHold(order) {
-				continue
 			}
 			t.sink += uint64(s.offsetHint(order))
 			for i := s.seekKey(order, key); i < s.count && s.fps[i] == order; i++ {
@@ -491,9 +485,6 @@ func (t *Table) MapGet(order uint64, mapKey, uk []byte) ([]byte, Status) {
 			s := r.slices[si]
 			if s.minOrder > order {
 				break
-			}
-			if !s.mayHold(order) {
-				continue
 			}
 			t.mapSearches++
 			// One search of the fingerprints per slice: the map's entries
