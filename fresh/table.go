@@ -73,7 +73,7 @@ type Table struct {
 	// their index from minIndexBytes, rehashing every slot at each step (doc.go, "Index
 	// size"). 0 before the first full segment.
 	idxHint int
-	sink     uint64     // bytes touched by Prefetch (kept so the loads are not elided)
+	sink    uint64 // bytes touched by Prefetch (kept so the loads are not elided)
 }
 
 // New returns an empty Table whose sequence numbers continue after
