@@ -7,8 +7,8 @@ import (
 
 // TestIndexHint: once a segment was sealed full, the next active segment maps its index at the
 // size the full one ended with, so a steady workload fills it without doubling (doc.go, "Index
-// size"); before any full segment, and when the budget refuses the larger map, the index starts
-// at minIndexBytes and grows as before.
+// size"); a segment sealed early does not shrink that start; before any seal, and when the
+// budget refuses the larger map, the index starts at minIndexBytes and grows as before.
 func TestIndexHint(t *testing.T) {
 	tb, _ := newTestTable(t, 64<<20, 4<<20, 0)
 	key := make([]byte, 8)
@@ -43,6 +43,18 @@ func TestIndexHint(t *testing.T) {
 		}
 		put(i)
 		i++
+	}
+
+	// A segment sealed early (a checkpoint's cut) keeps the hint: the next one starts full size.
+	put(i)
+	i++
+	if err := tb.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	put(i)
+	i++
+	if len(tb.active.idx) != full {
+		t.Fatalf("after an early seal the next index is %d bytes, want %d", len(tb.active.idx), full)
 	}
 
 	// A budget that cannot take the hinted size: the index starts small, as before the hint.

@@ -68,10 +68,10 @@ type Table struct {
 	pins     int        // PinSealed count
 	deferred []*segment // dropped while pinned: memory kept until pins is 0
 	rolls    uint64     // segments taken as active (roll), ever
-	// idxHint is the index size (bytes) of the last segment sealed because it was full:
-	// roll maps the next index at that size, so a steady workload's segments do not double
-	// their index from minIndexBytes, rehashing every slot at each step (doc.go, "Index
-	// size"). 0 before the first full segment.
+	// idxHint is the largest index (bytes) a sealed segment of this Table has had: roll maps
+	// the next index at that size, so a steady workload's segments do not double their index
+	// from minIndexBytes, rehashing every slot at each step (doc.go, "Index size"). 0 before
+	// the first seal.
 	idxHint int
 	sink    uint64 // bytes touched by Prefetch (kept so the loads are not elided)
 }
@@ -141,6 +141,7 @@ func (t *Table) Seal() error {
 	if s := t.active; s != nil && s.used > segHeaderSize {
 		s.sealed = true
 		t.active = nil
+		t.idxHint = max(t.idxHint, len(s.idx))
 		if invariants.Enabled {
 			if err := t.Verify(); err != nil {
 				panic("strata: invariant: fresh: after a seal: " + err.Error())
@@ -274,7 +275,7 @@ func (t *Table) prepare(need, slots uint32) (s *segment, changed bool, err error
 			return nil, false, fmt.Errorf("%w: record of %d bytes exceeds a segment's %d data bytes", ErrValueTooLarge, need, t.limit-segHeaderSize)
 		}
 		if s != nil {
-			t.idxHint = len(s.idx) // full: the size the next one will need
+			t.idxHint = max(t.idxHint, len(s.idx))
 		}
 		if s, err = t.roll(); err != nil {
 			return nil, false, err
