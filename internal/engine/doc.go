@@ -559,7 +559,7 @@
 // The engine keeps the timers of the root's timer services in package timer's queues (one per
 // time domain of a service, per key group a set, a heap and an arena in one region outside the
 // Go heap, memory.PurposeTimers; timers.go: TimerQueues, whose methods the root's typed
-// TimerService calls). StartCheckpoint freezes them at the cut (CheckpointSpec.Timers) —
+// TimerService calls). StartCheckpoint freezes them at the cut (CheckpointSpec.timers) —
 // right after the tiers are pinned, or after a changelog checkpoint's sequence number is
 // taken — copy on write, O(key groups): a group changed later is copied by its change, the
 // frozen region released with the snapshot. The upload writes them first, beside the memory
