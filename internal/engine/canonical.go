@@ -80,19 +80,7 @@ func (t *Engine) restoreCanonicalObject(ctx context.Context, storage checkpoint.
 		if !ok || p.Kind != StateKind(st.Kind) {
 			return 0, 0, base.Corrupt(o.Name, -1, nil, "state %q of kind %v, which the restored registry does not hold as such", st.Name, st.Kind)
 		}
-		tg[i] = target{id: p.ID, kind: p.Kind}
-		if as := reg.Aliases[st.Name]; len(as) > 0 {
-			ids := make([]uint16, kg.End-kg.Start+1)
-			for j := range ids {
-				ids[j] = p.ID
-			}
-			for _, a := range as {
-				for k := int(a.Lo); k <= int(a.Hi); k++ {
-					ids[k-kg.Start] = a.ID
-				}
-			}
-			tg[i].ids = ids
-		}
+		tg[i] = target{id: p.ID, ids: aliasIDs(reg.Aliases[st.Name], p.ID, kg), kind: p.Kind}
 	}
 	var ck, val []byte
 	put := func(kind OpKind, h uint64, uk, v []byte) error {
@@ -205,4 +193,22 @@ func (t *Engine) canonicalList(put func(kind OpKind, h uint64, uk, v []byte) err
 		batch = batch[n:]
 	}
 	return nil
+}
+
+// aliasIDs returns a state's effective ids by key group of kg (index: key group - kg.Start)
+// given its own id and its aliases as; nil when it has none (id everywhere).
+func aliasIDs(as []IDAlias, id uint16, kg checkpoint.KeyGroupRange) []uint16 {
+	if len(as) == 0 {
+		return nil
+	}
+	ids := make([]uint16, kg.End-kg.Start+1)
+	for j := range ids {
+		ids[j] = id
+	}
+	for _, a := range as {
+		for k := int(a.Lo); k <= int(a.Hi); k++ {
+			ids[k-kg.Start] = a.ID
+		}
+	}
+	return ids
 }
