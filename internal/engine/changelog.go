@@ -516,10 +516,10 @@ func (t *Engine) startChangelogCheckpoint(spec CheckpointSpec, start time.Time) 
 	c.publishLog() // the task's Log.Checkpoint persists every record up to the cut
 	p := &PendingCheckpoint{spec: spec, start: start, base: m.tables, baseID: t.ck.baseID,
 		memReleased: true, seq: t.f.Seq(), mat: m, gens: slices.Clone(c.gens[i:]), clPrev: t.ck.clPrev}
-	if spec.Timers != nil {
+	if spec.timers != nil {
 		// Timers are snapshotted whole at every checkpoint, changelog ones too: they are not
 		// logged (doc.go, "Timers"). The frozen timers are the checkpoint's only memory pin.
-		p.timers, p.memReleased = spec.Timers(), false
+		p.timers, p.memReleased = spec.timers(), false
 	}
 	t.ck.running = append(t.ck.running, p)
 	p.pause = time.Since(start)
