@@ -209,44 +209,15 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 			err = b.wrap("merge namespaces", err)
 		}
 	}()
-	// step sets acc = merge(acc, src), or merge(src, acc) with targetFirst (ttlMerge with a
-	// TTL); ok is false when that gives nothing (TTL only: both expired).
 	step := func(targetFirst bool) (ok bool, err error) {
 		x, y := acc, src
 		if targetFirst {
 			x, y = src, acc
 		}
-		okx, oky := true, true
-		tmp = tmp[:0]
-		if ttl {
-			if x, okx, err = b.unexpired(x, now); err != nil {
-				return false, err
-			}
-			if y, oky, err = b.unexpired(y, now); err != nil {
-				return false, err
-			}
-			tmp = base.AppendTS(tmp, now)
+		if tmp, ok, err = mergeStep(b, c, merge, tmp[:0], x, y, ttl, now); ok {
+			acc, tmp = tmp, acc
 		}
-		switch {
-		case okx && oky:
-			vx, err := c.Decode(x)
-			if err != nil {
-				return false, err
-			}
-			vy, err := c.Decode(y)
-			if err != nil {
-				return false, err
-			}
-			tmp = c.Append(tmp, merge(vx, vy))
-		case okx:
-			tmp = append(tmp, x...)
-		case oky:
-			tmp = append(tmp, y...)
-		default:
-			return false, nil
-		}
-		acc, tmp = tmp, acc
-		return true, nil
+		return ok, err
 	}
 	have := false
 	for i, ns := range sources {
@@ -310,4 +281,37 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 		}
 	}
 	return nil
+}
+
+// mergeStep appends to dst the encoding of merge(x, y) of two stored values and reports ok;
+// with a TTL (ttl), ttlMerge of their unexpired parts at now, stamped now: both give
+// merge(x, y), one gives itself, none gives nothing (ok false). mergeKV's fold step.
+func mergeStep[T any](b *stateBase, c Codec[T], merge func(T, T) T, dst, x, y []byte, ttl bool, now int64) (out []byte, ok bool, err error) {
+	okx, oky := true, true
+	if ttl {
+		if x, okx, err = b.unexpired(x, now); err != nil {
+			return dst, false, err
+		}
+		if y, oky, err = b.unexpired(y, now); err != nil {
+			return dst, false, err
+		}
+		dst = base.AppendTS(dst, now)
+	}
+	switch {
+	case okx && oky:
+		vx, err := c.Decode(x)
+		if err != nil {
+			return dst, false, err
+		}
+		vy, err := c.Decode(y)
+		if err != nil {
+			return dst, false, err
+		}
+		return c.Append(dst, merge(vx, vy)), true, nil
+	case okx:
+		return append(dst, x...), true, nil
+	case oky:
+		return append(dst, y...), true, nil
+	}
+	return dst, false, nil
 }
