@@ -205,14 +205,3 @@ func changelogEngineOptions(opts *Options, budget *Budget) (*engine.ChangelogOpt
 	}
 	return o, nil
 }
-
-// replayChangelog applies the changelog segments of restored checkpoints to s, for its key
-// groups (Restore, after the tables; engine.ReplayChangelog).
-func (s *Store) replayChangelog(ctx context.Context, storage checkpoint.Storage, sources []*checkpoint.Manifest) (applied, skipped int64, err error) {
-	kg := *s.opts.KeyGroups
-	var cache *engine.ChangelogCache
-	if c := s.opts.Checkpoint.ChangelogCache; c != nil {
-		cache = c.c
-	}
-	return s.e.ReplayChangelog(ctx, storage, cache, sources, kg)
-}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"reflect"
 	"slices"
 	"time"
@@ -17,8 +16,9 @@ import (
 // Checkpoints, completion, retention and restore with rescaling — Flink's checkpointing of a
 // keyed state backend (CheckpointedFunction.snapshotState, CheckpointListener, RestoreMode),
 // over the storage protocol of package checkpoint. The mechanism is internal/engine's
-// (internal/engine/checkpoint.go, internal/engine/restore.go): a cut that pins the immutable tiers in O(slices + files), an
-// upload in the background, a manifest committed last with create-if-absent.
+// (internal/engine/checkpoint.go; Restore is one call of internal/engine/restoreseq.go): a cut
+// that pins the immutable tiers in O(slices + files), an upload in the background, a manifest
+// committed last with create-if-absent.
 
 // RestoreMode is how a restored Store treats the checkpoint it was restored from, as Flink's
 // RestoreMode (FLIP-193). Part of no format.
@@ -476,7 +476,7 @@ func LatestCheckpoint(ctx context.Context, storage checkpoint.Storage, owner str
 // a fence object, from which on every older writer of the lineage gets ErrFenced (checkpoint
 // package doc, "Writer fencing"). Its checkpoint ids must exceed the restored ones of its
 // lineage.
-func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...CheckpointHandle) (s *Store, err error) {
+func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...CheckpointHandle) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -491,234 +491,47 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		// checkpoints by name: in another storage they would not be there.
 		return nil, fmt.Errorf("%w: Restore in CLAIM mode needs Options.Checkpoint.Storage to be the storage restored from (or nil)", ErrInvalidOptions)
 	}
-	d := opts.withDefaults()
-	fsys := d.fs
-	if names, err := fsys.List(dir); err == nil && len(names) > 0 {
+	if opts.Checkpoint.Storage == nil {
+		opts.Checkpoint.Storage = storage
+	}
+	opts = opts.withDefaults()
+	if names, err := opts.fs.List(dir); err == nil && len(names) > 0 {
 		return nil, fmt.Errorf("%w: Restore into %q: the directory is not empty", ErrInvalidOptions, dir)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
-	ctx := context.Background()
-	kg := *d.KeyGroups
-	// Until the restored state is persisted whole (tables, then the replayed changelog), dir
-	// carries a marker that makes Open refuse it: a crash in between must not leave a
-	// directory that opens to a part of the checkpoint.
-	if err := engine.MarkRestoring(fsys, dir); err != nil {
-		engine.RemoveRestored(fsys, dir)
-		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
-	}
-	// Whatever fails from here on (a damaged manifest, an incompatible registry) leaves dir as
-	// Restore found it.
-	defer func() {
-		if err != nil && s == nil {
-			engine.RemoveRestored(fsys, dir)
-		}
-	}()
-	var sources []*checkpoint.Manifest
-	var used []CheckpointHandle
-	merged := &engine.Registry{MaxParallelism: d.MaxParallelism, KeyGroups: kg, NextID: 1, States: map[string]engine.PersistedState{}}
-	var regs []idSource
-	var epoch, lastID uint64
-	var opSrcs []engine.OpSource
-	var noOps []string
-	fencesOf := map[string][]checkpoint.Fence{} // per owner, read once
-	for _, h := range handles {
-		m, err := checkpoint.ReadManifest(ctx, storage, h.Owner, h.ID)
-		if err != nil {
-			return nil, fmt.Errorf("strata: restore of checkpoint %d of %q: %w", h.ID, h.Owner, err)
-		}
-		if int(m.MaxParallelism) != d.MaxParallelism {
-			return nil, fmt.Errorf("%w: checkpoint %d of %q has max parallelism %d, the Store %d",
-				ErrMaxParallelismMismatch, h.ID, h.Owner, m.MaxParallelism, d.MaxParallelism)
-		}
-		fs, ok := fencesOf[h.Owner]
-		if !ok {
-			if fs, err = checkpoint.ReadFences(ctx, storage, h.Owner, 0); err != nil {
-				return nil, fmt.Errorf("strata: restore of checkpoint %d of %q: %w", h.ID, h.Owner, err)
-			}
-			fencesOf[h.Owner] = fs
-		}
-		if i := slices.IndexFunc(fs, func(f checkpoint.Fence) bool { return f.Fences(m.Epoch, m.ID) }); i >= 0 {
-			return nil, fmt.Errorf("strata: restore of checkpoint %d of %q: %w: written by writer epoch %d after the lineage was restored from checkpoint %d by writer epoch %d",
-				h.ID, h.Owner, ErrFenced, m.Epoch, fs[i].Point, fs[i].Epoch)
-		}
-		epoch = max(epoch, m.Epoch)
-		// Operator state comes from every checkpoint given, whatever its key groups.
-		what := fmt.Sprintf("checkpoint %d of %q", h.ID, h.Owner)
-		if len(m.OperatorState) == 0 {
-			noOps = append(noOps, what)
-		} else {
-			o, err := engine.DecodeOps(checkpoint.ManifestName(h.Owner, h.ID)+" (operator state)", m.OperatorState, true)
-			if err != nil {
-				return nil, fmt.Errorf("strata: restore of %s: %w", what, err)
-			}
-			opSrcs = append(opSrcs, engine.OpSource{Snap: o, What: what})
-		}
-		lo, hi := max(int(m.KeyGroups.Start), kg.Start), min(int(m.KeyGroups.End), kg.End)
-		if lo > hi {
-			continue // nothing of ours
-		}
-		for i, o := range sources {
-			if max(int(o.KeyGroups.Start), lo) <= min(int(o.KeyGroups.End), hi) {
-				return nil, fmt.Errorf("%w: checkpoint %d of %q and checkpoint %d of %q both hold key groups of %v",
-					ErrOverlappingHandles, h.ID, h.Owner, o.ID, used[i].Owner, kg)
-			}
-		}
-		reg, _, err := decodeRegistry(m.Registry) // a manifest's registry carries no operator state
-		if err != nil {
-			return nil, fmt.Errorf("strata: restore of checkpoint %d of %q: %w", h.ID, h.Owner, err)
-		}
-		regs = append(regs, idSource{lo: uint16(lo), hi: uint16(hi), reg: reg})
-		sources = append(sources, m)
-		used = append(used, h)
-		lastID = max(lastID, h.ID)
-	}
-	if err := restoreIDs(merged, regs); err != nil {
-		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
-	}
-	ops, err := engine.RedistributeOps(opSrcs, noOps, d.SubtaskIndex, d.Parallelism)
+	eo, err := engineOptions(dir, &opts, nil)
 	if err != nil {
-		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
-	}
-	total := int64(0)
-	for _, st := range ops.States {
-		if p, ok := merged.States[st.Name]; ok {
-			return nil, fmt.Errorf("%w: %q is a keyed %v state in one checkpoint, an %v state in another",
-				ErrIncompatibleState, st.Name, p.Kind, st.Kind)
-		}
-		total += opCost(st)
-	}
-	if total > MaxOperatorStateSize {
-		return nil, fmt.Errorf("%w: the restored operator state of subtask %d of %d counts %d bytes, the bound is %d",
-			ErrOperatorStateTooLarge, d.SubtaskIndex, d.Parallelism, total, MaxOperatorStateSize)
-	}
-	// The Store's writer epoch: above every restored manifest's and every fence of its
-	// lineage (a later claim of one of those is a newer writer's; checkpoint doc, "Writer
-	// fencing").
-	ckStorage := opts.Checkpoint.Storage
-	if ckStorage == nil {
-		ckStorage = storage
-	}
-	fences, err := checkpoint.ReadFences(ctx, ckStorage, ownerOf(&d), 0)
-	if err != nil {
-		return nil, fmt.Errorf("strata: restore into %q: the fences of %q: %w", dir, ownerOf(&d), err)
-	}
-	if n := len(fences); n > 0 {
-		epoch = max(epoch, fences[n-1].Epoch)
-	}
-	// The fence point: the lineage goes on from the newest checkpoint restored, or from
-	// every checkpoint it holds now if one is newer (a scale-in from other lineages, whose
-	// ids need not be this one's, must not fence this lineage's history).
-	ownIDs, err := checkpoint.ListCheckpoints(ctx, ckStorage, ownerOf(&d))
-	if err != nil {
-		return nil, fmt.Errorf("strata: restore into %q: the checkpoints of %q: %w", dir, ownerOf(&d), err)
-	}
-	point := slices.Max(append(ownIDs, 0))
-	if opts.Checkpoint.RestoreMode == Claim {
-		// Before any object is used: the claim markers tell the GC of every other Store that
-		// claims these lineages (a scale out) what this one still needs (checkpoint/doc.go,
-		// "Claims shared by several Stores").
-		for _, h := range used {
-			if h.Owner != ownerOf(&d) {
-				if err := checkpoint.WriteClaim(ctx, storage, h.Owner, ownerOf(&d), h.ID); err != nil {
-					return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
-				}
-			}
-		}
-	}
-	t0 := time.Now()
-	var res engine.RestoreResult
-	var lazy *engine.LazyFS
-	var adjust func(*engine.Options)
-	if opts.Checkpoint.LazyRestore {
-		res, lazy, err = engine.RestoreLazy(ctx, fsys, dir, d.MaxParallelism, kg, storage, sources, encodeRegistryOps(merged, ops))
-		adjust = func(eo *engine.Options) { eo.FS = lazy }
-	} else {
-		res, err = engine.Restore(ctx, fsys, dir, d.MaxParallelism, kg, storage, sources, encodeRegistryOps(merged, ops))
-	}
-	if err != nil {
-		engine.RemoveRestored(fsys, dir)
-		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
-	}
-	if opts.Checkpoint.Storage == nil {
-		opts.Checkpoint.Storage = storage
-	}
-	s, err = openDir(dir, opts, adjust, true)
-	if err != nil {
-		engine.RemoveRestored(fsys, dir)
 		return nil, err
 	}
+	spec := engine.RestoreSpec{Storage: storage, Owner: ownerOf(&opts), CheckpointStorage: opts.Checkpoint.Storage,
+		Claim: opts.Checkpoint.RestoreMode == Claim, Lazy: opts.Checkpoint.LazyRestore,
+		Subtask: opts.SubtaskIndex, Parallelism: opts.Parallelism}
+	for _, h := range handles {
+		spec.Handles = append(spec.Handles, engine.RestoreHandle{Owner: h.Owner, ID: h.ID})
+	}
+	if c := opts.Checkpoint.ChangelogCache; c != nil {
+		spec.ChangelogCache = c.c
+	}
+	r, err := engine.Restore(context.Background(), eo, spec)
+	if err != nil {
+		return nil, err
+	}
+	s := newStore(dir, opts, eo.Budget, r.Engine)
 	// The Store is a new writer of its lineage: its first checkpoint fences the older ones
-	// (fenceCheckpoint); the directory remembers it (reopened, it is the same writer).
-	s.epoch, s.fenceDue, s.fencePoint, s.writerID = epoch+1, true, max(point, lastID), engine.NewWriterID()
-	if err := engine.WriteWriterFile(fsys, dir, engine.WriterRecord{Epoch: s.epoch, Point: s.fencePoint, Writer: s.writerID}); err != nil {
-		s.Discard()
-		engine.RemoveRestored(fsys, dir)
-		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
+	// (fenceCheckpoint) with the epoch the directory's WRITER file keeps.
+	s.epoch, s.fenceDue, s.fencePoint, s.writerID = r.Writer.Epoch, true, r.Writer.Point, r.Writer.Writer
+	for _, i := range r.Used {
+		s.restored = append(s.restored, handles[i])
 	}
-	s.restored = used
-	// Only a restored checkpoint of the Store's own lineage is a completed checkpoint of it: the
-	// ids of another owner's lineage say nothing of ours (GC would take one above ours for
-	// the newest completed and collect ours).
-	for _, h := range used {
-		if h.Owner == s.owner() {
-			s.restoredOwn = max(s.restoredOwn, h.ID)
-		}
+	s.restoredOwn = r.RestoredOwn
+	s.restoreStats = RestoreStats(r.Stats)
+	ops := r.Ops
+	if len(ops.States) == 0 {
+		ops = nil
 	}
-	if opts.Checkpoint.RestoreMode == Claim {
-		s.e.SetCheckpointBase(lastID, s.restoredOwn, res.Tables)
-	} else {
-		s.e.SetCheckpointBase(lastID, s.restoredOwn, nil) // the first checkpoint is full (NO_CLAIM)
-	}
-	s.restoreStats = RestoreStats{Bytes: res.Bytes, Tables: len(res.Tables), Linked: res.Linked, Copied: res.Copied, Skipped: res.Skipped}
-	t1 := time.Now()
-	s.restoreStats.TablesTime = t1.Sub(t0)
-	n, skipped, err := s.replayChangelog(ctx, storage, sources)
-	t2 := time.Now()
-	s.restoreStats.ReplayTime = t2.Sub(t1)
-	if err != nil {
-		s.Discard()
-		engine.RemoveRestored(fsys, dir)
-		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
-	}
-	s.restoreStats.ChangelogRecords, s.restoreStats.ChangelogSkipped = n, skipped
-	nt, err := s.e.RestoreTimers(ctx, storage, sources)
-	if err != nil {
-		s.Discard()
-		engine.RemoveRestored(fsys, dir)
-		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
-	}
-	nc, nct, err := s.restoreCanonical(ctx, storage, sources)
-	if err != nil {
-		s.Discard()
-		engine.RemoveRestored(fsys, dir)
-		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
-	}
-	nt += nct
-	s.restoreStats.Timers, s.restoreStats.CanonicalEntries = nt, nc
-	if n > 0 || nt > 0 || nc > 0 {
-		// The replayed records and the timers are in memory only; the directory's persist
-		// point (engine.Restore's) holds the tables alone. Persist, as Close would, so that a
-		// crash after Restore returns reopens dir to the checkpoint's state, not to its
-		// materialization's (TestModel/changelog, crash after a restore).
-		if err := s.persistAll(); err != nil {
-			s.Discard()
-			engine.RemoveRestored(fsys, dir)
-			return nil, fmt.Errorf("strata: restore into %q: persisting the replayed changelog and the timers: %w", dir, err)
-		}
-		s.restoreStats.PersistTime = time.Since(t2)
-	}
-	if lazy != nil {
-		// The directory is complete once the prefetch made every table local (engine doc,
-		// invariant 22): the marker goes then.
-		err = s.e.StartPrefetch(lazy, func() error { return engine.FinishRestoring(fsys, dir) })
-	} else {
-		err = engine.FinishRestoring(fsys, dir)
-	}
-	if err != nil {
-		s.Discard()
-		engine.RemoveRestored(fsys, dir)
-		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
+	if err := s.load(r.Registry, ops); err != nil {
+		return nil, errors.Join(fmt.Errorf("strata: restore into %q: %w", dir, err), r.Discard())
 	}
 	return s, nil
 }
@@ -773,141 +586,6 @@ type LazyRestoreStats struct {
 
 // RestoreStats returns what Restore did to create the Store (zero for a Store from Open).
 func (s *Store) RestoreStats() RestoreStats { return s.restoreStats }
-
-// idSource is the state registry of one checkpoint given to Restore, with the key groups
-// lo..hi of the new Store it holds.
-type idSource struct {
-	lo, hi uint16
-	reg    *engine.Registry
-}
-
-// restoreIDs fills merged (the restored Store's registry) with the states of the sources, matched
-// by name, as Flink identifies state: their kinds, codecs and TTL flags must agree
-// (ErrIncompatibleState), their ids need not — Stores register lazily, in the order their records
-// need the states, and a state may be missing from some (internal/engine/registry.go, "State id
-// aliases"). Each state gets an own id, and an alias in the key groups where its data (or another
-// state's data under its own id) says otherwise:
-//
-//   - the key groups are cut into ranges over which one source, and one alias of it, applies;
-//     in each, a state the source holds keeps the source's id there;
-//   - a state's own id is its id in the first range (in key-group order) that holds it,
-//     unless an earlier state (by name) took that id as its own: then a fresh one;
-//   - in a range whose source lacks the state, the state keeps its own id unless the source
-//     uses that id for another state: then it gets its fresh id (one per state, reused);
-//   - key groups no source holds use the own ids, which are distinct.
-//
-// So in every key group distinct states have distinct ids (invariant 1), and no entry is
-// read or rewritten: the cost is O(sources + aliases) in time and registry bytes. nextID
-// becomes larger than every id of every source and every fresh id.
-func restoreIDs(merged *engine.Registry, srcs []idSource) error {
-	type rng struct {
-		lo, hi uint16
-		ids    map[string]uint16 // name → id in this range
-		used   map[uint16]bool
-	}
-	var ranges []rng
-	for _, src := range srcs {
-		merged.NextID = max(merged.NextID, src.reg.NextID)
-		for name, st := range src.reg.States {
-			if p, ok := merged.States[name]; ok && (p.Kind != st.Kind || p.Codecs != st.Codecs || p.TTL != st.TTL) {
-				return fmt.Errorf("%w: state %q is %v state with codecs %v (%s) in one checkpoint, %v state with %v (%s) in another",
-					ErrIncompatibleState, name, p.Kind, p.Codecs, withTTL(p.TTL), st.Kind, st.Codecs, withTTL(st.TTL))
-			}
-			merged.States[name] = st // its id is set below
-		}
-		// Cut src's key groups where one of its aliases starts or ends.
-		cuts := []int{int(src.lo), int(src.hi) + 1}
-		for _, as := range src.reg.Aliases {
-			for _, a := range as {
-				for _, c := range []int{int(a.Lo), int(a.Hi) + 1} {
-					if c > int(src.lo) && c <= int(src.hi) {
-						cuts = append(cuts, c)
-					}
-				}
-			}
-		}
-		slices.Sort(cuts)
-		cuts = slices.Compact(cuts)
-		for i := 0; i+1 < len(cuts); i++ {
-			g := rng{lo: uint16(cuts[i]), hi: uint16(cuts[i+1] - 1), ids: map[string]uint16{}, used: map[uint16]bool{}}
-			for name, st := range src.reg.States {
-				id := st.ID
-				for _, a := range src.reg.Aliases[name] {
-					if a.Lo <= g.lo && g.hi <= a.Hi {
-						id = a.ID
-					}
-				}
-				g.ids[name], g.used[id] = id, true
-			}
-			ranges = append(ranges, g)
-		}
-	}
-	slices.SortFunc(ranges, func(a, b rng) int { return int(a.lo) - int(b.lo) })
-	names := slices.Sorted(maps.Keys(merged.States))
-	next := merged.NextID
-	fresh := func() (uint16, error) {
-		if next > maxStates {
-			return 0, fmt.Errorf("%w: the restored states need more than %d state ids", ErrIncompatibleState, maxStates)
-		}
-		next++
-		return uint16(next - 1), nil
-	}
-	own := map[uint16]bool{}
-	aliases := map[string][]engine.IDAlias{}
-	for _, name := range names {
-		id := uint16(0)
-		for _, g := range ranges {
-			if x, ok := g.ids[name]; ok {
-				id = x
-				break
-			}
-		}
-		if id == 0 || own[id] {
-			var err error
-			if id, err = fresh(); err != nil {
-				return err
-			}
-		}
-		own[id] = true
-		st := merged.States[name]
-		st.ID = id
-		merged.States[name] = st
-	}
-	for _, name := range names {
-		id := merged.States[name].ID
-		var alt uint16 // the state's fresh id for ranges whose source uses its own id otherwise
-		for _, g := range ranges {
-			eff, ok := g.ids[name]
-			if !ok {
-				eff = id
-				if g.used[id] {
-					if alt == 0 {
-						var err error
-						if alt, err = fresh(); err != nil {
-							return err
-						}
-					}
-					eff = alt
-				}
-			}
-			if eff == id {
-				continue
-			}
-			as := aliases[name]
-			if n := len(as); n > 0 && as[n-1].ID == eff && as[n-1].Hi+1 == g.lo {
-				as[n-1].Hi = g.hi
-			} else {
-				as = append(as, engine.IDAlias{Lo: g.lo, Hi: g.hi, ID: eff})
-			}
-			aliases[name] = as
-		}
-	}
-	merged.NextID = next
-	if len(aliases) > 0 {
-		merged.Aliases = aliases
-	}
-	return nil
-}
 
 // sameStorage reports whether a and b are the same storage (equal interface values; values of
 // a type that cannot be compared count as different).

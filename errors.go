@@ -103,10 +103,10 @@ var (
 	// ErrMaxParallelismMismatch is returned by Restore when a checkpoint was written with
 	// another MaxParallelism than the Store's: key groups would not line up (Flink refuses
 	// such a restore as well).
-	ErrMaxParallelismMismatch = errors.New("strata: checkpoint max parallelism differs from the store's")
+	ErrMaxParallelismMismatch = engine.ErrMaxParallelismMismatch
 	// ErrOverlappingHandles is returned by Restore when two checkpoints given to it hold one
 	// key group of the Store's range: which one is newer is unknown.
-	ErrOverlappingHandles = errors.New("strata: restored checkpoints overlap in key groups")
+	ErrOverlappingHandles = engine.ErrOverlappingHandles
 	// ErrNoCheckpoint is returned by LatestCheckpoint when no checkpoint is committed under
 	// the owner.
 	ErrNoCheckpoint = errors.New("strata: no checkpoint")
@@ -120,7 +120,7 @@ var (
 	ErrIncompleteOperatorState = engine.ErrIncompleteOperatorState
 	// ErrOperatorStateTooLarge is returned by operator state writes, and by Restore, that
 	// would take a Store's operator state beyond MaxOperatorStateSize; nothing changes.
-	ErrOperatorStateTooLarge = errors.New("strata: operator state too large")
+	ErrOperatorStateTooLarge = engine.ErrOperatorStateTooLarge
 	// ErrTimerServiceBusy is returned by a TimerService's Register and Delete inside its own
 	// ForEach callback, and by its advances inside its ForEach callback or inside a callback of
 	// an advance of the same time domain (Flink's timer service leaves these undefined).

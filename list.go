@@ -172,12 +172,6 @@ func (l *ListState[T]) Update(k Key, xs []T) error {
 // would refuse (ErrValueTooLarge) before the first piece is written, so that a refused
 // Update or AddAll writes nothing; the key is checked by fresh on the first piece.
 func (s *Store) writeList(h uint64, key, batch []byte, replace bool) error {
-	return s.writeListTo(nil, h, key, batch, replace)
-}
-
-// writeListTo is writeList, into the bulk load be instead of through Apply when be is not
-// nil (a canonical restore, restoreCanonical).
-func (s *Store) writeListTo(be *engine.BulkEntries, h uint64, key, batch []byte, replace bool) error {
 	max := s.maxBatch()
 	if len(batch) > max {
 		if err := s.checkElems(batch); err != nil {
@@ -204,9 +198,7 @@ func (s *Store) writeListTo(be *engine.BulkEntries, h uint64, key, batch []byte,
 		if replace {
 			kind, replace = engine.OpListReplace, false
 		}
-		if be != nil {
-			be.Add(engine.Op{Kind: kind, Key: key, Value: batch[:n]})
-		} else if err := s.apply(kind, key, h, nil, batch[:n]); err != nil {
+		if err := s.apply(kind, key, h, nil, batch[:n]); err != nil {
 			return err
 		}
 		batch = batch[n:]

@@ -69,11 +69,10 @@ const (
 	// counted is also charged to the memory budget. A write beyond the bound fails with
 	// ErrOperatorStateTooLarge; so does a Restore whose share is larger. Every encoding of it
 	// fits a manifest and the persist point (lsm.MaxPersistMeta, 16 MiB, with the registry).
-	MaxOperatorStateSize = 8 << 20
+	MaxOperatorStateSize = engine.MaxOperatorStateSize
 
-	opElemCost  = 32
-	opEntryCost = 64
-	opStateCost = 128
+	opElemCost  = engine.OpElemCost
+	opEntryCost = engine.OpEntryCost
 )
 
 // opKind is the kind of an operator state (engine.OpStateKind: its values are part of the
@@ -107,21 +106,10 @@ func opElemsCost(elems [][]byte) int64 {
 }
 
 // opBaseCost is what a state costs besides its items.
-func (st *opState) opBaseCost() int64 { return opBaseCostOf(&st.OpState) }
+func (st *opState) opBaseCost() int64 { return st.BaseCost() }
 
-// opBaseCostOf is what the stored operator state st costs besides its items.
-func opBaseCostOf(st *engine.OpState) int64 {
-	return int64(len(st.Name)+len(st.Codecs[0])+len(st.Codecs[1])) + opStateCost
-}
-
-// opCost returns the counted bytes of the stored operator state st.
-func opCost(st *engine.OpState) int64 {
-	n := opBaseCostOf(st) + opElemsCost(st.Elems)
-	for k, v := range st.Map {
-		n += int64(len(k)+len(v)) + opEntryCost
-	}
-	return n
-}
+// opCost returns the counted bytes of the stored operator state st (engine.OpState.Cost).
+func opCost(st *engine.OpState) int64 { return st.Cost() }
 
 // freshUnionID returns the id of an element a subtask adds to a union list (invariant 1).
 func freshUnionID() uint64 { return rand.Uint64() }

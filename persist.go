@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/engine"
 )
 
@@ -72,7 +71,7 @@ func (s *Store) registry() *engine.Registry {
 }
 
 // encodeRegistryOps returns the registry blob of r with the operator state ops (in its
-// directory form; nil or without states: none).
+// directory form; nil or without states: none): what Restore's persist point holds (tests).
 func encodeRegistryOps(r *engine.Registry, ops *engine.OpSnapshot) []byte {
 	r.Ops = nil
 	if ops != nil && len(ops.States) > 0 {
@@ -81,23 +80,12 @@ func encodeRegistryOps(r *engine.Registry, ops *engine.OpSnapshot) []byte {
 	return r.Encode()
 }
 
-// decodeRegistry decodes a registry blob (engine.DecodeRegistry) and the operator state blob
-// it carries (engine.DecodeOps; nil: none). Errors are *base.CorruptionError values: the engine's,
-// naming the "state registry", or engine.DecodeOps's, naming the "operator state in the state
-// registry".
+// decodeRegistry decodes a registry blob and the operator state blob it carries
+// (engine.DecodeRegistryOps; nil: none). Errors are *base.CorruptionError values: the
+// engine's, naming the "state registry", or engine.DecodeOps's, naming the "operator state in
+// the state registry".
 func decodeRegistry(b []byte) (*engine.Registry, *engine.OpSnapshot, error) {
-	r, err := engine.DecodeRegistry(b)
-	if err != nil || len(r.Ops) == 0 {
-		return r, nil, err
-	}
-	ops, err := engine.DecodeOps("operator state in the state registry", r.Ops, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(ops.States) == 0 {
-		return nil, nil, base.Corrupt(engine.RegistryName, int64(r.OpsOffset), nil, "an operator state blob without operator state")
-	}
-	return r, ops, nil
+	return engine.DecodeRegistryOps(b)
 }
 
 // checkPersisted checks a registration against the recovered registry and returns the id the

@@ -172,10 +172,19 @@ func repeated(sources [][]byte, i int) bool {
 	return false
 }
 
-// mergeKV is MergeNamespaces of a KV-table state. Values are copied out of the table before
-// anything is written (the table's bytes change under writes) and decoded from the copies;
-// the accumulated result is kept encoded and re-decoded per step, so aliasing codecs are safe.
-// The target is written first and the sources deleted after it.
+// mergeKV is MergeNamespaces of a KV-table state, with or without a TTL: the present sources
+// fold in order (the first as it is stored; each next one merged into the fold), and the result
+// merges into the target (target first); every present source is cleared after the target is
+// written. Values are copied out of the table before anything is written (the table's bytes
+// change under writes) and decoded from the copies; the fold is kept encoded and re-decoded
+// per step, so aliasing codecs are safe.
+//
+// With a TTL, as Flink's heap merging state with its TTL function
+// (AbstractHeapMergingState.mergeNamespaces over TtlReduceFunction.reduce or
+// TtlAggregateFunction.merge), a step is ttlMerge(a, b) of two stored values: their unexpired
+// parts (an expired value counts only with TTLReturnExpiredIfNotCleanedUp), both giving
+// merge(a, b), one giving itself, each stamped now; none gives nothing, and the fold goes on
+// from the next source. A target whose merge gives nothing is cleared.
 func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target []byte, sources [][]byte) (err error) {
 	s := b.s
 	s.enter(opCall)
@@ -183,11 +192,13 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 	if err := s.check(k); err != nil {
 		return b.wrap("merge namespaces", err)
 	}
-	if b.ttl != nil {
-		if err := mergeKVTTL(b, c, merge, k, target, sources); err != nil {
+	ttl := b.ttl != nil
+	var now int64
+	if ttl {
+		if err := b.ttlAccess(); err != nil {
 			return b.wrap("merge namespaces", err)
 		}
-		return nil
+		now = s.clock()
 	}
 	acc, src, tmp := s.bufs[0][:0], s.bufs[1][:0], s.bufs[2][:0]
 	present := s.present[:0]
@@ -198,134 +209,15 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 			err = b.wrap("merge namespaces", err)
 		}
 	}()
-	// step merges the bytes in src into acc (acc = merge(acc, src), or target-first order
-	// when targetFirst: acc = merge(src, acc)).
-	step := func(targetFirst bool) error {
-		x, err := c.Decode(src)
-		if err != nil {
-			return err
-		}
-		a, err := c.Decode(acc)
-		if err != nil {
-			return err
-		}
-		if targetFirst {
-			tmp = c.Append(tmp[:0], merge(x, a))
-		} else {
-			tmp = c.Append(tmp[:0], merge(a, x))
-		}
-		acc, tmp = tmp, acc
-		return nil
-	}
-	have := false
-	for i, ns := range sources {
-		if bytes.Equal(ns, target) || repeated(sources, i) {
-			continue
-		}
-		key, h := s.compose(k.In(ns), b.idAt(k))
-		raw, st := s.e.Get(h, key)
-		if st == failed {
-			return s.e.TakeErr()
-		}
-		if st != found {
-			continue
-		}
-		present = append(present, i)
-		src = append(src[:0], raw...)
-		if !have {
-			if _, err := c.Decode(src); err != nil {
-				return err
-			}
-			acc, src = src, acc
-			have = true
-			continue
-		}
-		if err := step(false); err != nil {
-			return err
-		}
-	}
-	if !have {
-		return nil
-	}
-	key, h := s.compose(k.In(target), b.idAt(k))
-	if raw, st := s.e.Get(h, key); st == found {
-		src = append(src[:0], raw...)
-		if err := step(true); err != nil {
-			return err
-		}
-	} else if st == failed {
-		return s.e.TakeErr()
-	}
-	if err := s.apply(engine.OpPut, key, h, nil, acc); err != nil {
-		return err
-	}
-	for _, i := range present {
-		key, h := s.compose(k.In(sources[i]), b.idAt(k))
-		if err := s.apply(engine.OpDelete, key, h, nil, nil); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// mergeKVTTL is mergeKV of a state with a TTL, as Flink's heap merging state with its TTL
-// function (AbstractHeapMergingState.mergeNamespaces over TtlReduceFunction.reduce or
-// TtlAggregateFunction.merge): the present sources fold in order — the first as it is stored,
-// timestamp included; each next one with ttlMerge — and the result merges into the target
-// (target first). ttlMerge(a, b) of two stored values takes their unexpired parts (an expired
-// value counts only with TTLReturnExpiredIfNotCleanedUp): both give merge(a, b), one gives
-// itself, each stamped now; none gives nothing, and the fold goes on from the next source. A
-// target whose merge gives nothing is cleared. Every present source is cleared, after the
-// target is written. Inside the guard, after check; values are copied out of the tables
-// before anything is written, as in mergeKV.
-func mergeKVTTL[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target []byte, sources [][]byte) error {
-	s := b.s
-	if err := b.ttlAccess(); err != nil {
-		return err
-	}
-	now := s.clock()
-	acc, src, tmp := s.bufs[0][:0], s.bufs[1][:0], s.bufs[2][:0]
-	present := s.present[:0]
-	defer func() {
-		s.bufs = [3][]byte{acc, src, tmp}
-		s.present = present
-	}()
-	// step sets acc = ttlMerge(acc, src), or ttlMerge(src, acc) with targetFirst; ok is false
-	// when that gives nothing.
 	step := func(targetFirst bool) (ok bool, err error) {
 		x, y := acc, src
 		if targetFirst {
 			x, y = src, acc
 		}
-		ux, okx, err := b.unexpired(x, now)
-		if err != nil {
-			return false, err
+		if tmp, ok, err = mergeStep(b, c, merge, tmp[:0], x, y, ttl, now); ok {
+			acc, tmp = tmp, acc
 		}
-		uy, oky, err := b.unexpired(y, now)
-		if err != nil {
-			return false, err
-		}
-		tmp = base.AppendTS(tmp[:0], now)
-		switch {
-		case okx && oky:
-			vx, err := c.Decode(ux)
-			if err != nil {
-				return false, err
-			}
-			vy, err := c.Decode(uy)
-			if err != nil {
-				return false, err
-			}
-			tmp = c.Append(tmp, merge(vx, vy))
-		case okx:
-			tmp = append(tmp, ux...)
-		case oky:
-			tmp = append(tmp, uy...)
-		default:
-			return false, nil
-		}
-		acc, tmp = tmp, acc
-		return true, nil
+		return ok, err
 	}
 	have := false
 	for i, ns := range sources {
@@ -343,14 +235,19 @@ func mergeKVTTL[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, targ
 		present = append(present, i)
 		src = append(src[:0], raw...)
 		if !have {
-			if _, _, err := b.unexpired(src, now); err != nil {
+			// The first present source is the fold as it is stored: checked, not merged.
+			if ttl {
+				_, _, err = b.unexpired(src, now)
+			} else {
+				_, err = c.Decode(src)
+			}
+			if err != nil {
 				return err
 			}
 			acc, src = src, acc
 			have = true
 			continue
 		}
-		var err error
 		if have, err = step(false); err != nil {
 			return err
 		}
@@ -362,14 +259,12 @@ func mergeKVTTL[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, targ
 	if have {
 		if raw, st := s.e.Get(h, key); st == found {
 			src = append(src[:0], raw...)
-			var err error
 			if have, err = step(true); err != nil {
 				return err
 			}
 		} else if st == failed {
 			return s.e.TakeErr()
 		}
-		var err error
 		if have {
 			err = s.apply(engine.OpPut, key, h, nil, acc)
 		} else {
@@ -386,4 +281,37 @@ func mergeKVTTL[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, targ
 		}
 	}
 	return nil
+}
+
+// mergeStep appends to dst the encoding of merge(x, y) of two stored values and reports ok;
+// with a TTL (ttl), ttlMerge of their unexpired parts at now, stamped now: both give
+// merge(x, y), one gives itself, none gives nothing (ok false). mergeKV's fold step.
+func mergeStep[T any](b *stateBase, c Codec[T], merge func(T, T) T, dst, x, y []byte, ttl bool, now int64) (out []byte, ok bool, err error) {
+	okx, oky := true, true
+	if ttl {
+		if x, okx, err = b.unexpired(x, now); err != nil {
+			return dst, false, err
+		}
+		if y, oky, err = b.unexpired(y, now); err != nil {
+			return dst, false, err
+		}
+		dst = base.AppendTS(dst, now)
+	}
+	switch {
+	case okx && oky:
+		vx, err := c.Decode(x)
+		if err != nil {
+			return dst, false, err
+		}
+		vy, err := c.Decode(y)
+		if err != nil {
+			return dst, false, err
+		}
+		return c.Append(dst, merge(vx, vy)), true, nil
+	case okx:
+		return append(dst, x...), true, nil
+	case oky:
+		return append(dst, y...), true, nil
+	}
+	return dst, false, nil
 }

@@ -2,6 +2,7 @@ package strata
 
 import (
 	"github.com/strata-db/strata/internal/engine"
+	"github.com/strata-db/strata/memory"
 )
 
 // Stats describes the memory, contents, background work and cost of a Store, nested by
@@ -96,10 +97,24 @@ type CacheStats struct {
 }
 
 // BudgetStats describe the memory budget (shared budgets: all stores together).
+//
+// ByPurpose and Pooled say where Used goes (memory.Budget.Stats): the FreshTable's data
+// segments and indices, slices, the block cache, the changelog's buffer, operator state,
+// timers, other mappings (the transforms' sort buffers among them), and the FreshTable's free
+// segments kept for reuse (Pooled, in no purpose). Read without a lock while background work
+// maps and frees, so the parts may not add up to Used exactly.
 type BudgetStats struct {
-	Used    int64 // bytes reserved
-	Limit   int64 // the limit
-	Reserve int64 // bytes only background work may take
+	Used      int64                     // bytes reserved
+	Limit     int64                     // the limit
+	Reserve   int64                     // bytes only background work may take
+	ByPurpose [memory.NumPurposes]int64 // bytes per purpose, indexed by memory.Purpose
+	Pooled    int64                     // free FreshTable segments kept for reuse
+}
+
+// budgetStats returns BudgetStats of b.
+func budgetStats(b *memory.Budget) BudgetStats {
+	m := b.Stats()
+	return BudgetStats{Used: m.Used, Limit: m.Limit, Reserve: m.Reserve, ByPurpose: m.ByPurpose, Pooled: m.Pooled}
 }
 
 // StallStats count the writes that waited for background work, and the time they waited:
@@ -278,7 +293,6 @@ func statsOf(e *engine.Stats) Stats {
 			TableCacheHits: e.TableCacheHits, TableCacheMisses: e.TableCacheMisses, OutOfFiles: e.OutOfFiles},
 		Caches: CacheStats{BlockBytes: e.BlockCacheBytes, BlockHits: e.BlockCacheHits, BlockMisses: e.BlockCacheMisses,
 			RowBytes: e.RowCacheBytes, RowHits: e.RowCacheHits, RowMisses: e.RowCacheMisses, RowTooLarge: e.RowCacheTooLarge},
-		Budget: BudgetStats{Used: e.BudgetUsed, Limit: e.BudgetLimit, Reserve: e.BudgetReserve},
 		Stalls: StallStats{BackpressureWaits: e.BackpressureWaits, BackpressureNanos: e.BackpressureNanos,
 			BackpressureFailures: e.BackpressureFailures, L0: e.L0Stalls, L0Nanos: e.L0StallNanos,
 			ChangelogWaits: e.ChangelogWaits, ChangelogWaitNanos: e.ChangelogWaitNanos,

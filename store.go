@@ -127,20 +127,65 @@ func Open(dir string, opts Options) (*Store, error) { return open(dir, opts, nil
 // open is Open with a hook that adjusts the engine's options (tests: a lower tier, eviction
 // settings, bucket bits).
 func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err error) {
-	return openDir(dir, opts, adjust, false)
-}
-
-// openDir is open; restoring: dir is Restore's, whose RESTORING marker is expected.
-func openDir(dir string, opts Options, adjust func(*engine.Options), restoring bool) (s *Store, err error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	opts = opts.withDefaults()
-	if dir != "" && !restoring {
+	if dir != "" {
 		if _, err := opts.fs.Stat(filepath.Join(dir, engine.RestoringMarker)); err == nil {
 			return nil, fmt.Errorf("%w: %q (%s is present)", ErrRestoreIncomplete, dir, engine.RestoringMarker)
 		}
 	}
+	eo, err := engineOptions(dir, &opts, adjust)
+	if err != nil {
+		return nil, err
+	}
+	e, rec, err := engine.Open(eo)
+	if err != nil {
+		return nil, fmt.Errorf("strata: open %q: %w", dir, err)
+	}
+	var reg *engine.Registry
+	var regOps *engine.OpSnapshot
+	if rec.OK {
+		reg, regOps, err = decodeRegistry(rec.Meta)
+		if err == nil && (reg.MaxParallelism != opts.MaxParallelism || reg.KeyGroups != *opts.KeyGroups) {
+			err = fmt.Errorf("%w: stored with MaxParallelism %d and key groups %v, opened with %d and %v",
+				ErrIncompatibleStore, reg.MaxParallelism, reg.KeyGroups,
+				opts.MaxParallelism, *opts.KeyGroups)
+		}
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
+		}
+	}
+	s = newStore(dir, opts, eo.Budget, e)
+	if dir != "" {
+		// A restored directory: the Store is the writer its Restore made (internal/engine/writerfile.go).
+		w, ok, err := engine.ReadWriterFile(opts.fs, dir)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
+		}
+		if ok {
+			s.epoch, s.fencePoint, s.writerID, s.fenceDue = w.Epoch, w.Point, w.Writer, true
+		}
+	}
+	if reg != nil {
+		err := s.load(reg, regOps)
+		if err == nil {
+			err = e.LoadTimerFile(reg.TimerFile)
+		}
+		if err != nil {
+			s.opCharge(-s.opBytes)
+			return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
+		}
+	}
+	return s, nil
+}
+
+// engineOptions returns the engine's options for a Store over dir with opts (defaults
+// applied; Open, Restore), its budget in Budget: opts.SharedBudget or a new one of
+// opts.MemoryBudget. adjust, when not nil, changes them last (tests). Errors:
+// ErrInvalidOptions from the changelog's options.
+func engineOptions(dir string, opts *Options, adjust func(*engine.Options)) (engine.Options, error) {
 	budget := opts.SharedBudget
 	if budget == nil {
 		budget = memory.NewBudget(opts.MemoryBudget)
@@ -164,32 +209,21 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 	if dir != "" {
 		eo.BlockCacheSize, eo.RowCacheSize, eo.EvictionWatermark, eo.EvictionRoom = opts.budgetDefaults(budget.Limit(), budget.Limit()-budget.Used()-budget.Reserve())
 	}
-	clo, err := changelogEngineOptions(&opts, budget)
+	clo, err := changelogEngineOptions(opts, budget)
 	if err != nil {
-		return nil, err
+		return eo, err
 	}
 	eo.Changelog = clo
 	if adjust != nil {
 		adjust(&eo)
 	}
-	e, rec, err := engine.Open(eo)
-	if err != nil {
-		return nil, fmt.Errorf("strata: open %q: %w", dir, err)
-	}
-	var reg *engine.Registry
-	var regOps *engine.OpSnapshot
-	if rec.OK {
-		reg, regOps, err = decodeRegistry(rec.Meta)
-		if err == nil && (reg.MaxParallelism != opts.MaxParallelism || reg.KeyGroups != *opts.KeyGroups) {
-			err = fmt.Errorf("%w: stored with MaxParallelism %d and key groups %v, opened with %d and %v",
-				ErrIncompatibleStore, reg.MaxParallelism, reg.KeyGroups,
-				opts.MaxParallelism, *opts.KeyGroups)
-		}
-		if err != nil {
-			return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
-		}
-	}
-	s = &Store{
+	return eo, nil
+}
+
+// newStore returns the Store of opts (defaults applied) over the open engine e, charging
+// budget, with nothing registered or recovered yet.
+func newStore(dir string, opts Options, budget *memory.Budget, e *engine.Engine) *Store {
+	s := &Store{
 		dir:      dir,
 		opts:     opts,
 		maxP:     uint32(opts.MaxParallelism),
@@ -211,35 +245,26 @@ func openDir(dir string, opts Options, adjust func(*engine.Options), restoring b
 	} else {
 		s.gcWall, s.gcClock = time.Now(), s.clock()
 	}
-	if dir != "" && !restoring {
-		// A restored directory: the Store is the writer its Restore made (internal/engine/writerfile.go).
-		w, ok, err := engine.ReadWriterFile(opts.fs, dir)
-		if err != nil {
-			return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
-		}
-		if ok {
-			s.epoch, s.fencePoint, s.writerID, s.fenceDue = w.Epoch, w.Point, w.Writer, true
-		}
-	}
-	if reg != nil {
-		s.persisted, s.nextID, s.aliases = reg.States, reg.NextID, reg.Aliases
-		if regOps != nil {
-			if err := s.loadOps(regOps); err != nil {
-				s.opCharge(-s.opBytes)
-				return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
-			}
-		}
-		for name, p := range reg.States {
-			if p.Kind == kindTimerService {
-				s.timerCore(name)
-			}
-		}
-		if err := e.LoadTimerFile(reg.TimerFile); err != nil {
-			s.opCharge(-s.opBytes)
-			return nil, errors.Join(fmt.Errorf("strata: open %q: %w", dir, err), e.Close())
+	return s
+}
+
+// load takes the recovered (Open) or restored (Restore) registry reg and operator state ops
+// (nil: none) as the Store's: the states it holds come back when registered again, the
+// operator state is installed and charged (loadOps), and the timer services it names get
+// their typed side (their queues are the engine's). Errors: loadOps's.
+func (s *Store) load(reg *engine.Registry, ops *engine.OpSnapshot) error {
+	s.persisted, s.nextID, s.aliases = reg.States, reg.NextID, reg.Aliases
+	if ops != nil {
+		if err := s.loadOps(ops); err != nil {
+			return err
 		}
 	}
-	return s, nil
+	for name, p := range reg.States {
+		if p.Kind == kindTimerService {
+			s.timerCore(name)
+		}
+	}
+	return nil
 }
 
 // persistAll persists the Store (Close, Restore): the engine writes the timer file, then the
@@ -424,12 +449,12 @@ func (s *Store) seal() error { return s.e.Seal() }
 // + table files), and one getrusage system call. Owner goroutine only.
 func (s *Store) Stats() Stats {
 	if s.closed {
-		return Stats{States: len(s.states), Budget: BudgetStats{Used: s.budget.Used(),
-			Limit: s.budget.Limit(), Reserve: s.budget.Reserve()}}
+		return Stats{States: len(s.states), Budget: budgetStats(s.budget)}
 	}
 	e := s.e.Stats()
 	e.States = len(s.states)
 	st := statsOf(&e)
+	st.Budget = budgetStats(s.budget)
 	s.meter.taskStats(&st, &e)
 	st.LazyRestore = LazyRestoreStats(s.e.LazyStats())
 	return st

@@ -23,13 +23,18 @@ var (
 
 	// ErrClosed: the Log or its Writer is closed.
 	ErrClosed = errors.New("changelog: closed")
+
+	// ErrThreshold: Append or Reserve was refused because the Writer buffers
+	// WriterOptions.Threshold bytes, in flight included (Flink's in-flight data limit). It
+	// matches memory.ErrMemoryBudget, but unlike the budget's refusal it says nothing about
+	// the state's memory: a persist frees it, evicting state does not.
+	ErrThreshold = fmt.Errorf("changelog: buffered bytes at WriterOptions.Threshold, persist first: %w", memory.ErrMemoryBudget)
 )
 
 // Append's refusals, preallocated so that Append allocates nothing even when it refuses
 // (backpressure is a loop of refused Appends). Each matches memory.ErrMemoryBudget.
 var (
-	errBudget    = fmt.Errorf("changelog: buffer refused by the memory budget: %w", memory.ErrMemoryBudget)
-	errThreshold = fmt.Errorf("changelog: buffered bytes at WriterOptions.Threshold, persist first: %w", memory.ErrMemoryBudget)
+	errBudget = fmt.Errorf("changelog: buffer refused by the memory budget: %w", memory.ErrMemoryBudget)
 	// errChunkMap: no idle chunk and mmap refused a new one (doc.go, "Record buffer"); a
 	// persist gives chunks back, so it is backpressure like the others.
 	errChunkMap = fmt.Errorf("changelog: mapping a record buffer chunk failed, persist first: %w", memory.ErrMemoryBudget)

@@ -440,8 +440,8 @@ func (l *Log) KeyGroups() KeyGroupRange { return l.kg }
 // new Log (chunks come from the Writer's idle ones; a chunk is mapped only when none is
 // idle), takes one uncontended mutex, and touches the shared counters and the Budget once
 // per 16 KiB. Errors, all preallocated: ErrInvalidRecord for a record that breaks the rules; an
-// error matching memory.ErrMemoryBudget when the Budget refuses or the Writer holds Threshold
-// bytes or no chunk can be mapped (backpressure: persist, then retry); ErrClosed. A refused
+// error matching memory.ErrMemoryBudget when the Budget refuses, the Writer holds Threshold
+// bytes (ErrThreshold) or no chunk can be mapped (backpressure: persist, then retry); ErrClosed. A refused
 // record is not buffered.
 func (l *Log) Append(kind uint8, kg uint16, seq uint64, key, userKey, value []byte) error {
 	if kind < MinKind || kind > MaxKind {
@@ -572,7 +572,7 @@ func (w *Writer) charge(n int64) (int64, error) {
 		// Over the threshold, unless this is the only buffered data (so one record larger
 		// than Threshold still goes through rather than blocking forever).
 		w.buffered.Add(-g)
-		return 0, errThreshold
+		return 0, ErrThreshold
 	}
 	if b := w.opts.Budget; b != nil {
 		if err := b.Charge(g, memory.PurposeChangelog); err != nil {

@@ -68,8 +68,13 @@ type Table struct {
 	pins     int        // PinSealed count
 	deferred []*segment // dropped while pinned: memory kept until pins is 0
 	rolls    uint64     // segments taken as active (roll), ever
-	sink     uint64     // bytes touched by Prefetch (kept so the loads are not elided)
-	memo     probeMemo  // the last read's probe of the active segment (invariant 13)
+	// idxHint is the largest index (bytes) a sealed segment of this Table has had: roll maps
+	// the next index at that size, so a steady workload's segments do not double their index
+	// from minIndexBytes, rehashing every slot at each step (doc.go, "Index size"). 0 before
+	// the first seal.
+	idxHint int
+	sink    uint64    // bytes touched by Prefetch (kept so the loads are not elided)
+	memo    probeMemo // the last read's probe of the active segment (invariant 13)
 }
 
 // memoKeyMax is the longest key whose absence the remembered probe keeps
@@ -190,6 +195,7 @@ func (t *Table) Seal() error {
 	if s := t.active; s != nil && s.used > segHeaderSize {
 		s.sealed = true
 		t.active = nil
+		t.idxHint = max(t.idxHint, len(s.idx))
 		if invariants.Enabled {
 			if err := t.Verify(); err != nil {
 				panic("strata: invariant: fresh: after a seal: " + err.Error())
@@ -285,10 +291,17 @@ func (t *Table) roll() (*segment, error) {
 	if len(r.Bytes()) < int(t.limit) {
 		panic("strata: invariant: pool segment smaller than the data limit")
 	}
-	ir, err := t.budget.Map(minIndexBytes, memory.PurposeFreshIndex)
-	if err != nil {
-		t.pool.Put(r)
-		return nil, fmt.Errorf("map index of segment %d: %w", len(t.segs), err)
+	var ir *memory.Region
+	if t.idxHint > minIndexBytes {
+		if ir, err = t.budget.Map(t.idxHint, memory.PurposeFreshIndex); err != nil {
+			ir = nil
+		}
+	}
+	if ir == nil { // no hint, or the budget refused it: start small and grow, as before
+		if ir, err = t.budget.Map(minIndexBytes, memory.PurposeFreshIndex); err != nil {
+			t.pool.Put(r)
+			return nil, fmt.Errorf("map index of segment %d: %w", len(t.segs), err)
+		}
 	}
 	s := &segment{region: r, data: r.Bytes()[:t.limit:t.limit], used: segHeaderSize}
 	s.setIndex(ir)
@@ -314,6 +327,9 @@ func (t *Table) prepare(need, slots uint32) (s *segment, changed bool, err error
 	if s == nil || s.used+need > t.limit {
 		if need > t.limit-segHeaderSize {
 			return nil, false, fmt.Errorf("%w: record of %d bytes exceeds a segment's %d data bytes", ErrValueTooLarge, need, t.limit-segHeaderSize)
+		}
+		if s != nil {
+			t.idxHint = max(t.idxHint, len(s.idx))
 		}
 		if s, err = t.roll(); err != nil {
 			return nil, false, err

@@ -151,6 +151,10 @@ type Queue struct {
 	live    int
 	mapped  int64 // bytes of the groups' regions (frozen ones handed to a snapshot excluded)
 	closed  bool
+	// spare holds regions a released snapshot gave back (doc.go, "Spare regions"), for the
+	// rebuilds of the next snapshot's frozen groups; spareBytes is their size.
+	spare      []*memory.Region
+	spareBytes int64
 }
 
 // NewQueue returns an empty queue over key groups [kgStart, kgStart+kgCount) mapping its
@@ -169,9 +173,10 @@ func NewQueue(b *memory.Budget, kgStart, kgCount int) *Queue {
 // Len returns the number of timers.
 func (q *Queue) Len() int { return q.live }
 
-// MappedBytes returns the bytes of the regions the queue's groups use now (page-rounded; the
-// budget's PurposeTimers counts them, with regions a pending snapshot still holds).
-func (q *Queue) MappedBytes() int64 { return q.mapped }
+// MappedBytes returns the bytes of the regions the queue holds now: its groups' and its spare
+// regions (page-rounded; the budget's PurposeTimers counts them, with regions a pending
+// snapshot still holds).
+func (q *Queue) MappedBytes() int64 { return q.mapped + q.spareBytes }
 
 // KeyGroupLen returns the number of timers of key group kg (0 outside the queue's range).
 func (q *Queue) KeyGroupLen(kg int) int {
@@ -466,9 +471,12 @@ func (q *Queue) rebuild(g *group, extraLive, extraBytes int) error {
 		arenaCap = maxArena
 	}
 	heapOff := setCap*slotSize + heapPad
-	r, err := q.budget.Map(heapOff+heapCap*entrySize+arenaCap, memory.PurposeTimers)
-	if err != nil {
-		return err
+	r := q.takeSpare(heapOff + heapCap*entrySize + arenaCap)
+	if r == nil {
+		var err error
+		if r, err = q.budget.Map(heapOff+heapCap*entrySize+arenaCap, memory.PurposeTimers); err != nil {
+			return err
+		}
 	}
 	mem := r.Bytes()
 	set := unsafe.Slice((*slot)(unsafe.Pointer(unsafe.SliceData(mem))), setCap)
@@ -510,10 +518,10 @@ func (q *Queue) rebuild(g *group, extraLive, extraBytes int) error {
 		panic(fmt.Sprintf("strata: invariant: key group %d holds %d+%d live timers, counted %d", g.kg, n, f, g.live))
 	}
 	nearGhosts := n < len(near)
+	q.mapped += int64(len(mem)) // first: dropRegion weighs the spares against it
 	q.dropRegion(g)
 	g.r, g.set, g.heap, g.arena, g.n, g.f, g.ghosts, g.alen, g.slotBytes = r, set, heap, arena, n, f, 0, alen, slots
 	g.free = [numClasses]uint32{}
-	q.mapped += int64(len(mem))
 	if nearGhosts {
 		g.heapify()
 	}
@@ -634,12 +642,56 @@ func (q *Queue) dropRegion(g *group) {
 	}
 	q.mapped -= int64(len(g.r.Bytes()))
 	if s := g.frozen; s != nil {
-		s.owned = append(s.owned, g.r)
+		s.owned = append(s.owned, ownedRegion{q: q, r: g.r})
 		g.frozen = nil
 	} else if err := g.r.Release(); err != nil {
 		panic("strata: invariant: releasing a timer region: " + err.Error())
 	}
 	g.r = nil
+	for q.spareBytes > q.mapped { // spares never outweigh the groups' regions
+		last := len(q.spare) - 1
+		r := q.spare[last]
+		q.spare[last] = nil
+		q.spare = q.spare[:last]
+		q.spareBytes -= int64(len(r.Bytes()))
+		if err := r.Release(); err != nil {
+			panic("strata: invariant: releasing a timer region: " + err.Error())
+		}
+	}
+}
+
+// putSpare keeps r, a region of q's that a released snapshot gives back, for a rebuild of
+// the next snapshot's frozen groups, or releases it: when q is closed, holds one spare per
+// key group already, or its spares would exceed the bytes its groups map (doc.go, "Spare
+// regions").
+func (q *Queue) putSpare(r *memory.Region) {
+	n := int64(len(r.Bytes()))
+	if q.closed || len(q.spare) >= len(q.groups) || q.spareBytes+n > q.mapped {
+		if err := r.Release(); err != nil {
+			panic("strata: invariant: releasing a timer region: " + err.Error())
+		}
+		return
+	}
+	q.spare = append(q.spare, r)
+	q.spareBytes += n
+}
+
+// takeSpare returns a spare region of at least size bytes and at most the larger of a quarter
+// more and size rounded up to the page (a mapping's size), zeroed (a fresh mapping is zero,
+// and rebuild relies on an empty set), or nil.
+func (q *Queue) takeSpare(size int) *memory.Region {
+	most := max(size+size/4, (size+pageSize-1)/pageSize*pageSize)
+	for i, r := range q.spare {
+		if n := len(r.Bytes()); n >= size && n <= most {
+			last := len(q.spare) - 1
+			q.spare[i], q.spare[last] = q.spare[last], nil
+			q.spare = q.spare[:last]
+			q.spareBytes -= int64(n)
+			clear(r.Bytes())
+			return r
+		}
+	}
+	return nil
 }
 
 // writable makes g's region the owner's to write, with room for one more timer of sz record
@@ -891,6 +943,12 @@ func (q *Queue) Close() {
 			g.set, g.heap, g.arena, g.n, g.f, g.live, g.ghosts = nil, nil, nil, 0, 0, 0, 0
 		}
 	}
+	for _, r := range q.spare {
+		if err := r.Release(); err != nil {
+			panic("strata: invariant: releasing a timer region: " + err.Error())
+		}
+	}
+	q.spare, q.spareBytes = nil, 0
 	q.heads, q.live, q.closed = nil, 0, true
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -533,4 +534,74 @@ func TestQueueDeleteAddSteady(t *testing.T) {
 	if q.Len() != 0 {
 		t.Fatalf("%d timers left", q.Len())
 	}
+}
+
+// TestSpareRegions: the regions a released snapshot gives back serve the rebuilds of the next
+// snapshot's frozen groups (doc.go, "Spare regions"): under a steady load (each cut pops one
+// timer of every key group and adds one), cuts after the first map nothing new, the queue stays
+// right, the budget counts exactly what the queue holds, and spares never outweigh the groups'
+// regions, also after the queue drains.
+func TestSpareRegions(t *testing.T) {
+	b := memory.NewBudget(1 << 30)
+	q := NewQueue(b, 0, 8)
+	model := map[mt]bool{}
+	n := 0
+	addEach := func() { // one new timer in each key group, the latest of all
+		for kg := range 8 {
+			x := mt{kg, fmt.Sprintf("key-%d", n), "ns", int64(n)}
+			add(t, q, x)
+			model[x] = true
+			n++
+		}
+	}
+	popEach := func() { // the 8 oldest timers: one of each key group
+		for range 8 {
+			x, ok := pop(t, q, math.MaxInt64)
+			if !ok || !model[x] {
+				t.Fatalf("pop: %v %v", x, ok)
+			}
+			delete(model, x)
+		}
+	}
+	for range 50 {
+		addEach()
+	}
+	held := func() map[*memory.Region]bool { // the regions the queue holds: its groups' and spares
+		m := map[*memory.Region]bool{}
+		for _, g := range q.groups {
+			if g != nil && g.r != nil {
+				m[g.r] = true
+			}
+		}
+		for _, r := range q.spare {
+			m[r] = true
+		}
+		return m
+	}
+	for c := range 6 {
+		before := held()
+		s := Freeze([]Source{{Service: "svc", Domain: EventTime, Queue: q}})
+		popEach() // every group is frozen: each rebuilds, into a spare region when one fits
+		addEach()
+		s.Release()
+		if c >= 2 {
+			for r := range held() {
+				if !before[r] {
+					t.Fatalf("cut %d: a steady cut mapped a new region: the spares were not used", c)
+				}
+			}
+		}
+		checkQueue(t, q)
+		if q.Len() != len(model) || b.UsedBy(memory.PurposeTimers) != q.MappedBytes() || q.spareBytes > q.mapped {
+			t.Fatalf("cut %d: %d timers (want %d), budget %d, queue %d, spares %d of %d", c, q.Len(), len(model),
+				b.UsedBy(memory.PurposeTimers), q.MappedBytes(), q.spareBytes, q.mapped)
+		}
+	}
+	for q.Len() > 0 {
+		popEach()
+	}
+	if q.spareBytes > q.mapped || b.UsedBy(memory.PurposeTimers) != q.MappedBytes() {
+		t.Fatalf("drained: spares %d of %d, the budget counts %d, the queue %d", q.spareBytes, q.mapped, b.UsedBy(memory.PurposeTimers), q.MappedBytes())
+	}
+	q.Close()
 }

@@ -25,9 +25,15 @@ type Source struct {
 // Release on the owner goroutine, WriteTo on any one goroutine in between.
 type Snapshot struct {
 	srcs     []frozenSource
-	owned    []*memory.Region // regions of groups rebuilt while frozen (owner appends)
+	owned    []ownedRegion // regions of groups rebuilt while frozen (owner appends)
 	released bool
 	timers   int
+}
+
+// ownedRegion is a region a snapshot holds for WriteTo, and the queue it goes back to.
+type ownedRegion struct {
+	q *Queue
+	r *memory.Region
 }
 
 type frozenSource struct {
@@ -106,8 +112,8 @@ func Capture(srcs []Source) *Snapshot { return capture(srcs, false) }
 // Timers returns the number of timers frozen.
 func (s *Snapshot) Timers() int { return s.timers }
 
-// Release unfreezes the groups not rebuilt since Freeze and releases the regions of those
-// that were. Idempotent. Owner goroutine, after WriteTo returned (or was never called).
+// Release unfreezes the groups not rebuilt since Freeze and gives the regions of those that
+// were back to their queues (spare regions for the next snapshot's rebuilds, or released). Idempotent. Owner goroutine, after WriteTo returned (or was never called).
 func (s *Snapshot) Release() {
 	if s.released {
 		return
@@ -120,10 +126,8 @@ func (s *Snapshot) Release() {
 			}
 		}
 	}
-	for _, r := range s.owned {
-		if err := r.Release(); err != nil {
-			panic("strata: invariant: releasing a timer region: " + err.Error())
-		}
+	for _, o := range s.owned {
+		o.q.putSpare(o.r) // kept for the next snapshot's rebuilds, or released
 	}
 	s.owned, s.srcs = nil, nil
 }

@@ -210,10 +210,11 @@ func (t *Engine) reserveLog(op *Op) error {
 // reserveWait is the slow path of reserveLog, after Reserve refused with err. A refusal for
 // memory is backpressure: the writer persists the buffer on this goroutine (unless a persist
 // waits for its retry after a failure of the checkpoint storage: retry.go's backoff, kind
-// bgPersist), and when that freed nothing (nothing buffered, or the storage refuses) waits
-// for the tiers' background work that frees memory as a refused FreshTable write does (the
-// tiers may hold the budget), and reserves again,
-// until Options.BackpressureTimeout; then the write fails with ErrMemoryBudget naming the
+// bgPersist) and reserves again; when that is still refused, a refusal of the Writer's
+// Threshold (changelog.ErrThreshold) waits a moment (or for the persist's retry), and a
+// refusal of the budget waits for the tiers' background work that frees memory as a refused
+// FreshTable write does (the tiers may hold the budget) — never evicting state for the
+// Writer's own limit — until Options.BackpressureTimeout; then the write fails with ErrMemoryBudget naming the
 // persist's failure, not wrapping it — nothing was applied and the engine goes on. Any other
 // refusal (a record too large to log, a closed log) is returned as is, likewise with nothing
 // applied.
@@ -237,29 +238,36 @@ func (t *Engine) reserveWait(l *changelog.Log, op *Op, err error) error {
 		t.clNanos += d
 	}()
 	for {
-		freed := false
 		if !t.waiting(bgPersist) {
 			c.publishLog()
-			r, perr := c.o.Writer.Persist(context.Background())
+			_, perr := c.o.Writer.Persist(context.Background())
 			t.jobEnded(bgPersist, "changelog persist", perr)
 			if perr != nil {
 				c.lastErr = perr
 			}
-			freed = perr == nil && r.Size > 0
 		}
-		if !freed && t.backpressure(err) != nil {
-			// No persist freed the buffer's charge (nothing buffered, or the checkpoint
-			// storage refuses), and no background work of the tiers, which may hold the
-			// budget, was installed: wait for the persist's retry, or a moment.
+		// The persist above, or the background one it waited behind, may have freed the
+		// buffer: try first, before any other work.
+		if err = l.Reserve(op.Key, op.UserKey, op.Value); err == nil || !errors.Is(err, memory.ErrMemoryBudget) {
+			return err
+		}
+		// Still refused. The Writer's own limit (changelog.ErrThreshold: records of other
+		// Stores of a shared Writer, or a persist that fails) is freed only by a persist:
+		// sealing or evicting state would not help, and evicting for it pushed state that
+		// fitted the budget to the LsmStore, whose caches then took the room for good (the
+		// flight demo at 64 MiB, 2026-12-05). A refusal of the budget is the tiers' memory:
+		// wait for their background work as a refused FreshTable write does.
+		if errors.Is(err, changelog.ErrThreshold) || t.backpressure(err) != nil {
+			// Wait for the persist's retry, or a moment.
 			now := time.Now()
 			d := time.Millisecond
 			if b := &t.retry[bgPersist]; b.fails > 0 && now.Before(b.at) {
 				d = max(d, b.at.Sub(now))
 			}
 			time.Sleep(max(min(d, deadline.Sub(now)), 0))
-		}
-		if err = l.Reserve(op.Key, op.UserKey, op.Value); err == nil || !errors.Is(err, memory.ErrMemoryBudget) {
-			return err
+			if err = l.Reserve(op.Key, op.UserKey, op.Value); err == nil || !errors.Is(err, memory.ErrMemoryBudget) {
+				return err
+			}
 		}
 		if t.bgErr != nil {
 			return t.bgErr
@@ -508,10 +516,10 @@ func (t *Engine) startChangelogCheckpoint(spec CheckpointSpec, start time.Time) 
 	c.publishLog() // the task's Log.Checkpoint persists every record up to the cut
 	p := &PendingCheckpoint{spec: spec, start: start, base: m.tables, baseID: t.ck.baseID,
 		memReleased: true, seq: t.f.Seq(), mat: m, gens: slices.Clone(c.gens[i:]), clPrev: t.ck.clPrev}
-	if spec.Timers != nil {
+	if spec.timers != nil {
 		// Timers are snapshotted whole at every checkpoint, changelog ones too: they are not
 		// logged (doc.go, "Timers"). The frozen timers are the checkpoint's only memory pin.
-		p.timers, p.memReleased = spec.Timers(), false
+		p.timers, p.memReleased = spec.timers(), false
 	}
 	t.ck.running = append(t.ck.running, p)
 	p.pause = time.Since(start)

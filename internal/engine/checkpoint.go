@@ -58,14 +58,14 @@ type CheckpointSpec struct {
 	// every checkpoint, native or changelog (Flink's changelog backend snapshots operator state
 	// fully at each checkpoint too). Materializations ignore it.
 	OperatorState []byte
-	// Timers is set by StartCheckpoint (a caller's value is replaced): when not nil, it
+	// timers is set by StartCheckpoint (callers outside the engine cannot set it): when not nil, it
 	// freezes the engine's timer queues at the cut (timers.go, timer.Freeze): called once
 	// the checkpoint is accepted, on the owner goroutine, right after the tiers are pinned (a
 	// changelog checkpoint: after its sequence number is taken), so the timers are exactly
 	// those of the cut. The upload writes them as one object of one section per key group,
 	// at every checkpoint, native or changelog (a full snapshot each time: doc.go, "Timers");
 	// the snapshot is released with the memory pins. Materializations ignore it.
-	Timers func() *timer.Snapshot
+	timers func() *timer.Snapshot
 	// Fence, when not nil, is called by the upload right before the manifest's commit (not
 	// by materializations); it fences the older writers of the lineage if that is not done
 	// yet (checkpoint.WriteFence) and returns the writer epoch the manifest records, which
@@ -102,7 +102,7 @@ type PendingCheckpoint struct {
 	memDone atomic.Bool
 
 	// Owner-only pins, released at install.
-	timers      *timer.Snapshot // frozen at the cut (spec.Timers), released with the memory pins
+	timers      *timer.Snapshot // frozen at the cut (spec.timers), released with the memory pins
 	segs        []*fresh.SealedSegment
 	ssnap       *slice.Snapshot
 	lsnap       *lsm.Snapshot
@@ -214,7 +214,7 @@ func (t *Engine) StartCheckpoint(spec CheckpointSpec) (*PendingCheckpoint, error
 	// A state that shrank with no write since (TTL cleanup, compactions) is seen here too:
 	// the space-amplification cap is checked at each checkpoint, not only every 64 writes.
 	t.pollChangelog(start)
-	spec.Timers = t.freezeTimers()
+	spec.timers = t.freezeTimers()
 	if t.cl != nil && len(t.cl.mats) > 0 {
 		return t.startChangelogCheckpoint(spec, start)
 	}
@@ -222,8 +222,8 @@ func (t *Engine) StartCheckpoint(spec CheckpointSpec) (*PendingCheckpoint, error
 	if err := t.cut(p); err != nil {
 		return nil, err
 	}
-	if spec.Timers != nil {
-		p.timers = spec.Timers()
+	if spec.timers != nil {
+		p.timers = spec.timers()
 	}
 	t.ck.running = append(t.ck.running, p)
 	p.pause = time.Since(start)

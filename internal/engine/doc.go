@@ -194,17 +194,17 @@
 // Garbage collection (checkpoint.GC, by reachability) runs as a scheduler task after each
 // completion or abort; the objects of a running checkpoint are in its InFlight set.
 //
-// Restore (restore.go) writes a new Dir/lsm from the table objects of one or more checkpoints
-// — hard links from a local checkpoint directory — clipped to the order hashes of the key
-// groups each may answer for, and lsm.Import records them at their levels with the clip as
+// Restore's table import (restore.go; step 4 of "The restore sequence" below) writes a new
+// Dir/lsm from the table objects of one or more checkpoints — hard links from a local
+// checkpoint directory — clipped to the order hashes of the key groups each may answer for, and lsm.Import records them at their levels with the clip as
 // their range; Open then recovers it like any LsmStore. Reads never see a table's entries
 // outside its range, and compactions drop them (DESIGN §4, item 6: no key-by-key rewrite).
 //
 // # Lazy restore (lazy.go; issue 24, item 3)
 //
-// RestoreLazy is Restore that does not wait for the tables' bytes: each table object becomes
-// a LAZY FILE of a LazyFS, the vfs.FS the restored engine (its LsmStore, its checkpoints)
-// works through, and Restore returns once the manifests are read and the directory skeleton
+// A lazy restore (RestoreSpec.Lazy; restoreLazy) does not wait for the tables' bytes: each
+// table object becomes a LAZY FILE of a LazyFS, the vfs.FS the restored engine (its LsmStore,
+// its checkpoints) works through, and Restore returns once the manifests are read and the directory skeleton
 // (Dir/lsm with its manifest and CURRENT) is written. A lazy file is in one of four states:
 //
 //	linked    a hard link to a local checkpoint object (DirStorage on the same file system),
@@ -214,7 +214,7 @@
 //	corrupt   its CRC32C or size differs from the manifest: reads fail with that
 //	          *base.CorruptionError (ErrCorruption)
 //
-// Before lsm.Import opens the tables, RestoreLazy reads every remote file's first 4 KiB and its
+// Before lsm.Import opens the tables, restoreLazy reads every remote file's first 4 KiB and its
 // last 1/32 (at least 64 KiB: the footer, and the filter and index before it) in parallel on a
 // scheduler of its own, and keeps them in memory until the file is local: a table's opens
 // (Import's and Open's) then cost no round trip, and the restore of a remote checkpoint
@@ -278,6 +278,66 @@
 // What is not promised: a linked file's bytes read before its check finished are as unchecked
 // as a remote file's (invariant 20); a checkpoint taken during the prefetch uploads a file's
 // bytes as read, unverified as a whole; Close does not wait for the prefetch.
+//
+// # The restore sequence (restoreseq.go: Restore)
+//
+// The root's strata.Restore validates its arguments, makes one call, Restore, and wraps the
+// Engine it returns in a Store (the registry and operator state it returns become the Store's
+// recovered ones, as Open's). Restore builds the Store's directory in nine steps; what each
+// leaves durable, and what a crash right after it leaves:
+//
+//	step                                            durable after it            a crash leaves
+//	1  RESTORING marker created, dir synced        the marker                  refused dir
+//	2  manifests read; each source's fences        nothing                     refused dir
+//	   checked; registries merged by name
+//	   (restoreIDs); operator state redistributed
+//	   (RedistributeOps) and bounded; the writer
+//	   epoch and fence point chosen from the
+//	   Store's own lineage (fences, checkpoint ids)
+//	3  CLAIM mode: a claim marker in every other   claim markers (storage)     refused dir
+//	   lineage restored from
+//	4  tables fetched or linked into dir/lsm,      dir/lsm, its persist point  refused dir
+//	   clipped (restore.go); lsm.Import writes a    naming the tables, the
+//	   persist point with the merged registry and   registry and operator
+//	   the operator state, no timer file            state
+//	5  the engine opened over dir (lazily: over    nothing                     refused dir
+//	   the LazyFS); the queues of the registry's
+//	   timer services made
+//	6  the WRITER file (writerfile.go): epoch,     WRITER                      refused dir
+//	   fence point, a new writer id
+//	7  checkpoint base (memory); the changelog     a bulk replay's or bulk     refused dir
+//	   replayed (bulk or Apply); timers restored;   load's L0 files, named by
+//	   canonical savepoints loaded (bulk or Apply)  no persist point yet
+//	8  if step 7 added anything: PersistAll (the   the whole restored state    refused dir
+//	   timer file, then a persist point naming it
+//	   with the registry and operator state)
+//	9  the marker removed (eager), or the          complete dir                dir Open recovers
+//	   prefetch started, which removes it once                                 (lazily: refused
+//	   every table is local (invariant 22)                                     until the prefetch
+//	                                                                           is done)
+//
+// "Refused dir": Open fails with the root's ErrRestoreIncomplete; the caller removes dir and
+// restores again (the checkpoints are unchanged). Invariants:
+//
+//  26. The RESTORING marker is durable before any other file of the directory is written, and
+//     goes only once the whole restored state — tables, replayed changelog, timers, canonical
+//     entries — is under one durable persist point (step 8, or step 4 when step 7 added
+//     nothing) and, lazily, every table is local and verified: Open sees either a refused
+//     directory or exactly the checkpoints' state for the Store's key groups, never a part.
+//  27. The checkpoint storage is only read, except for the claim markers of step 3, which are
+//     written before any object of the claimed lineage is used. The fence waits for the
+//     Store's first checkpoint (the root's fenceCheckpoint, with the epoch of step 6), so a
+//     Restore that fails, or a Store that never checkpoints, fences no writer.
+//  28. An error leaves no engine open and removes what Restore wrote under dir
+//     (RemoveRestored, the marker last: what it cannot remove stays refused); the claim
+//     markers stay — a leak of storage, never a loss (they only keep objects from GC). After
+//     Restore returned, a failure of the root's wrap (charging the operator state) undoes it
+//     the same way (Restored.Discard).
+//  29. The registry persisted at step 4 (and 8) is the one Restored returns: every state of
+//     every source by name, distinct effective ids in every key group (restoreIDs), with the
+//     Store's share of the operator state, at most MaxOperatorStateSize counted bytes and no
+//     name both keyed and operator state. The root registers nothing before it wraps, so the
+//     Store's next persist point (Close) writes the same registry plus what it registers.
 //
 // # Changelog (changelog.go; Options.Changelog, off by default)
 //
@@ -499,7 +559,7 @@
 // The engine keeps the timers of the root's timer services in package timer's queues (one per
 // time domain of a service, per key group a set, a heap and an arena in one region outside the
 // Go heap, memory.PurposeTimers; timers.go: TimerQueues, whose methods the root's typed
-// TimerService calls). StartCheckpoint freezes them at the cut (CheckpointSpec.Timers) —
+// TimerService calls). StartCheckpoint freezes them at the cut (CheckpointSpec.timers) —
 // right after the tiers are pinned, or after a changelog checkpoint's sequence number is
 // taken — copy on write, O(key groups): a group changed later is copied by its change, the
 // frozen region released with the snapshot. The upload writes them first, beside the memory
@@ -785,4 +845,5 @@
 //     records reach the LsmStore without Apply, while the Store takes no other write).
 //  19. to 23. and 25.: lazy restore, above.
 //  24. and 15. to 18.: the bulk load of a canonical savepoint, above.
+//  26. to 29.: the restore sequence, above.
 package engine

@@ -85,7 +85,7 @@ const (
 )
 
 // LazyFS is the vfs.FS of a lazily restored engine: Inner, except for the table files a
-// RestoreLazy registered, which it serves as lazy files until they are local (doc.go, "Lazy
+// restoreLazy registered, which it serves as lazy files until they are local (doc.go, "Lazy
 // restore"). Safe for concurrent use.
 type LazyFS struct {
 	vfs.FS

@@ -120,6 +120,38 @@ type OpState struct {
 	Map   map[string][]byte // broadcast: the entries; nil otherwise
 }
 
+// The operator state's counted bytes (the root's MaxOperatorStateSize and its costs): what a
+// Store's operator state may hold and what it is charged to the budget for (Go's slice
+// headers, map buckets and allocation rounding, approximately).
+const (
+	// MaxOperatorStateSize bounds one Store's operator state in counted bytes (8 MiB).
+	MaxOperatorStateSize = 8 << 20
+	// OpElemCost is what a list element costs beside its bytes, OpEntryCost a broadcast
+	// entry beside its key and value, OpStateCost a state beside its name and codec
+	// identities.
+	OpElemCost  = 32
+	OpEntryCost = 64
+	OpStateCost = 128
+)
+
+// BaseCost returns what st costs besides its items (counted bytes).
+func (st *OpState) BaseCost() int64 {
+	return int64(len(st.Name)+len(st.Codecs[0])+len(st.Codecs[1])) + OpStateCost
+}
+
+// Cost returns the counted bytes of st: BaseCost, each element's bytes plus OpElemCost, each
+// entry's key and value plus OpEntryCost.
+func (st *OpState) Cost() int64 {
+	n := st.BaseCost()
+	for _, e := range st.Elems {
+		n += int64(len(e)) + OpElemCost
+	}
+	for k, v := range st.Map {
+		n += int64(len(k)+len(v)) + OpEntryCost
+	}
+	return n
+}
+
 // OpSnapshot is a decoded (or about to be encoded) operator state blob: the operator states of
 // subtask Subtask of Parallelism, States in increasing name order.
 type OpSnapshot struct {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"slices"
 	"strings"
 
@@ -56,7 +57,7 @@ import (
 //  2. An id may name different states in different key groups; so whatever looks a state up
 //     by id (the TTL table of the compaction filter, scans) looks it up by (key group, id).
 //  3. Aliases survive Close/Open and checkpoints (this registry), and a later Restore treats
-//     each aliased key-group range of a source as a source of its own (the root's restoreIDs).
+//     each aliased key-group range of a source as a source of its own (restoreIDs).
 //
 // Version 1 is version 2 without opLen and the operator state; version 2 is version 3
 // without state flags, and its opLen is at least 1; version 3 is version 4 without kind 6 and
@@ -448,4 +449,166 @@ func DecodeRegistry(b []byte) (*Registry, error) {
 		return nil, bad(nil, off, "%d bytes after the last state", len(p))
 	}
 	return r, nil
+}
+
+// DecodeRegistryOps decodes a registry blob (DecodeRegistry) and the operator state blob it
+// carries (DecodeOps in its directory form; nil: none). Errors are *base.CorruptionError
+// values: DecodeRegistry's, naming the "state registry", or DecodeOps's, naming the "operator
+// state in the state registry".
+func DecodeRegistryOps(b []byte) (*Registry, *OpSnapshot, error) {
+	r, err := DecodeRegistry(b)
+	if err != nil || len(r.Ops) == 0 {
+		return r, nil, err
+	}
+	ops, err := DecodeOps("operator state in the state registry", r.Ops, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(ops.States) == 0 {
+		return nil, nil, base.Corrupt(RegistryName, int64(r.OpsOffset), nil, "an operator state blob without operator state")
+	}
+	return r, ops, nil
+}
+
+// ttlWord says whether a state has a TTL, for restoreIDs' errors.
+func ttlWord(on bool) string {
+	if on {
+		return "with a TTL"
+	}
+	return "without a TTL"
+}
+
+// idSource is the state registry of one checkpoint given to Restore, with the key groups
+// lo..hi of the new Store it holds.
+type idSource struct {
+	lo, hi uint16
+	reg    *Registry
+}
+
+// restoreIDs fills merged (the restored Store's registry) with the states of the sources, matched
+// by name, as Flink identifies state: their kinds, codecs and TTL flags must agree
+// (ErrIncompatibleState), their ids need not — Stores register lazily, in the order their records
+// need the states, and a state may be missing from some ("State id aliases" above). Each
+// state gets an own id, and an alias in the key groups where its data (or another state's data
+// under its own id) says otherwise:
+//
+//   - the key groups are cut into ranges over which one source, and one alias of it, applies;
+//     in each, a state the source holds keeps the source's id there;
+//   - a state's own id is its id in the first range (in key-group order) that holds it,
+//     unless an earlier state (by name) took that id as its own: then a fresh one;
+//   - in a range whose source lacks the state, the state keeps its own id unless the source
+//     uses that id for another state: then it gets its fresh id (one per state, reused);
+//   - key groups no source holds use the own ids, which are distinct.
+//
+// So in every key group distinct states have distinct ids (invariant 1), and no entry is
+// read or rewritten: the cost is O(sources + aliases) in time and registry bytes. nextID
+// becomes larger than every id of every source and every fresh id.
+func restoreIDs(merged *Registry, srcs []idSource) error {
+	type rng struct {
+		lo, hi uint16
+		ids    map[string]uint16 // name → id in this range
+		used   map[uint16]bool
+	}
+	var ranges []rng
+	for _, src := range srcs {
+		merged.NextID = max(merged.NextID, src.reg.NextID)
+		for name, st := range src.reg.States {
+			if p, ok := merged.States[name]; ok && (p.Kind != st.Kind || p.Codecs != st.Codecs || p.TTL != st.TTL) {
+				return fmt.Errorf("%w: state %q is %v state with codecs %v (%s) in one checkpoint, %v state with %v (%s) in another",
+					ErrIncompatibleState, name, p.Kind, p.Codecs, ttlWord(p.TTL), st.Kind, st.Codecs, ttlWord(st.TTL))
+			}
+			merged.States[name] = st // its id is set below
+		}
+		// Cut src's key groups where one of its aliases starts or ends.
+		cuts := []int{int(src.lo), int(src.hi) + 1}
+		for _, as := range src.reg.Aliases {
+			for _, a := range as {
+				for _, c := range []int{int(a.Lo), int(a.Hi) + 1} {
+					if c > int(src.lo) && c <= int(src.hi) {
+						cuts = append(cuts, c)
+					}
+				}
+			}
+		}
+		slices.Sort(cuts)
+		cuts = slices.Compact(cuts)
+		for i := 0; i+1 < len(cuts); i++ {
+			g := rng{lo: uint16(cuts[i]), hi: uint16(cuts[i+1] - 1), ids: map[string]uint16{}, used: map[uint16]bool{}}
+			for name, st := range src.reg.States {
+				id := st.ID
+				for _, a := range src.reg.Aliases[name] {
+					if a.Lo <= g.lo && g.hi <= a.Hi {
+						id = a.ID
+					}
+				}
+				g.ids[name], g.used[id] = id, true
+			}
+			ranges = append(ranges, g)
+		}
+	}
+	slices.SortFunc(ranges, func(a, b rng) int { return int(a.lo) - int(b.lo) })
+	names := slices.Sorted(maps.Keys(merged.States))
+	next := merged.NextID
+	fresh := func() (uint16, error) {
+		if next > MaxStates {
+			return 0, fmt.Errorf("%w: the restored states need more than %d state ids", ErrIncompatibleState, MaxStates)
+		}
+		next++
+		return uint16(next - 1), nil
+	}
+	own := map[uint16]bool{}
+	aliases := map[string][]IDAlias{}
+	for _, name := range names {
+		id := uint16(0)
+		for _, g := range ranges {
+			if x, ok := g.ids[name]; ok {
+				id = x
+				break
+			}
+		}
+		if id == 0 || own[id] {
+			var err error
+			if id, err = fresh(); err != nil {
+				return err
+			}
+		}
+		own[id] = true
+		st := merged.States[name]
+		st.ID = id
+		merged.States[name] = st
+	}
+	for _, name := range names {
+		id := merged.States[name].ID
+		var alt uint16 // the state's fresh id for ranges whose source uses its own id otherwise
+		for _, g := range ranges {
+			eff, ok := g.ids[name]
+			if !ok {
+				eff = id
+				if g.used[id] {
+					if alt == 0 {
+						var err error
+						if alt, err = fresh(); err != nil {
+							return err
+						}
+					}
+					eff = alt
+				}
+			}
+			if eff == id {
+				continue
+			}
+			as := aliases[name]
+			if n := len(as); n > 0 && as[n-1].ID == eff && as[n-1].Hi+1 == g.lo {
+				as[n-1].Hi = g.hi
+			} else {
+				as = append(as, IDAlias{Lo: g.lo, Hi: g.hi, ID: eff})
+			}
+			aliases[name] = as
+		}
+	}
+	merged.NextID = next
+	if len(aliases) > 0 {
+		merged.Aliases = aliases
+	}
+	return nil
 }

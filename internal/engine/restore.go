@@ -25,8 +25,8 @@ import (
 // same operation. Sources must not overlap inside the new range (the caller checks): two
 // tables of one level from two sources would then overlap, and which one is newer is unknown.
 
-// RestoreResult describes a restore.
-type RestoreResult struct {
+// restoreResult describes a restore.
+type restoreResult struct {
 	// Tables maps the LSM file numbers the restore created to the objects they came from, as
 	// clipped: the base of the first incremental checkpoint after the restore
 	// (SetCheckpointBase).
@@ -38,28 +38,14 @@ type RestoreResult struct {
 	Skipped int
 }
 
-// Restore writes dir/lsm (which must not hold an LsmStore) from the table objects of sources,
-// stored in s, clipped to the key groups kg of maxParallelism, with meta as the persist point's
-// metadata (the root's state registry) and the largest LastSeq of the sources; Open(dir) then
-// recovers the state. On error the files written are removed; a crash may leave dir/lsm
-// without CURRENT, which Open refuses (ErrCorruption): remove it and restore again.
-//
-// Errors: ErrCorruption (a *base.CorruptionError naming the object) for an object whose size
-// or checksum differs from its manifest, checkpoint.ErrNotFound for a missing one, ctx's, the
-// storage's and fsys's errors, lsm.Import's.
-func Restore(ctx context.Context, fsys vfs.FS, dir string, maxParallelism int, kg checkpoint.KeyGroupRange,
-	s checkpoint.Storage, sources []*checkpoint.Manifest, meta []byte) (res RestoreResult, err error) {
-	return restore(ctx, fsys, dir, maxParallelism, kg, s, sources, meta, nil)
-}
-
-// RestoreLazy is Restore that does not wait for the tables' bytes (doc.go, "Lazy restore"):
+// restoreLazy is restore that does not wait for the tables' bytes (doc.go, "Lazy restore"):
 // each table object is hard-linked without its CRC32C check (a DirStorage on fsys) or not
 // fetched at all, and registered with the returned LazyFS, through which lsm.Import reads the
 // tables' footers and indexes and through which the restored engine must be opened
-// (Options.FS); Engine.StartPrefetch then makes the files local. Errors: as Restore's, but a
+// (Options.FS); Engine.StartPrefetch then makes the files local. Errors: as restore's, but a
 // table's CRC32C is not checked here (a mismatch is found by the prefetch).
-func RestoreLazy(ctx context.Context, fsys vfs.FS, dir string, maxParallelism int, kg checkpoint.KeyGroupRange,
-	s checkpoint.Storage, sources []*checkpoint.Manifest, meta []byte) (RestoreResult, *LazyFS, error) {
+func restoreLazy(ctx context.Context, fsys vfs.FS, dir string, maxParallelism int, kg checkpoint.KeyGroupRange,
+	s checkpoint.Storage, sources []*checkpoint.Manifest, meta []byte) (restoreResult, *LazyFS, error) {
 	l := newLazyFS(fsys, s, filepath.Join(dir, "lsm"))
 	res, err := restore(ctx, fsys, dir, maxParallelism, kg, s, sources, meta, l)
 	if err != nil {
@@ -68,9 +54,18 @@ func RestoreLazy(ctx context.Context, fsys vfs.FS, dir string, maxParallelism in
 	return res, l, nil
 }
 
-// restore is Restore, lazily when l is not nil.
+// restore writes dir/lsm (which must not hold an LsmStore) from the table objects of sources,
+// stored in s, clipped to the key groups kg of maxParallelism, with meta as the persist point's
+// metadata (the restored state registry) and the largest LastSeq of the sources, lazily when l
+// is not nil (restoreLazy); Open(dir) then recovers the state (Restore, step 4 of doc.go's
+// "The restore sequence"). On error the files written are removed; a crash may leave dir/lsm
+// without CURRENT, which the RESTORING marker keeps Open from (invariant 26).
+//
+// Errors: ErrCorruption (a *base.CorruptionError naming the object) for an object whose size
+// or checksum differs from its manifest, checkpoint.ErrNotFound for a missing one, ctx's, the
+// storage's and fsys's errors, lsm.Import's.
 func restore(ctx context.Context, fsys vfs.FS, dir string, maxParallelism int, kg checkpoint.KeyGroupRange,
-	s checkpoint.Storage, sources []*checkpoint.Manifest, meta []byte, l *LazyFS) (res RestoreResult, err error) {
+	s checkpoint.Storage, sources []*checkpoint.Manifest, meta []byte, l *LazyFS) (res restoreResult, err error) {
 	lsmDir := filepath.Join(dir, "lsm")
 	if err := fsys.MkdirAll(lsmDir, 0o755); err != nil {
 		return res, lowerError(err)

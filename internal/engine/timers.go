@@ -190,7 +190,7 @@ func (t *Engine) timerCount() int {
 	return n
 }
 
-// freezeTimers is the checkpoint cut's hook (CheckpointSpec.Timers): it freezes the queues
+// freezeTimers is the checkpoint cut's hook (CheckpointSpec.timers): it freezes the queues
 // (timer.Freeze); nil without timer services.
 func (t *Engine) freezeTimers() func() *timer.Snapshot {
 	if len(t.tm.byName) == 0 {

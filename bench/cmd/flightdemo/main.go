@@ -457,6 +457,7 @@ func run(args []string, out io.Writer) (err error) {
 	}
 	disk := dirBytes(store.Dir())
 	budget := st.Budget.Limit
+	fmt.Fprintf(out, "budget at the end: %s\n", budgetLine(st.Budget))
 	fmt.Fprintf(out, "memory: budget %.0f MiB, VmRSS %.0f MiB, peak VmHWM %.0f MiB, Go heap %.0f MiB (the trace and the Go map model included)\n",
 		float64(budget)/(1<<20), float64(procStatus("VmRSS"))/(1<<20), float64(procStatus("VmHWM"))/(1<<20), float64(ms.HeapAlloc)/(1<<20))
 	fmt.Fprintf(out, "disk: %d bytes (%.0f MiB) in %s after Close, %.1f× the budget; checkpoints %.0f MiB in %s "+

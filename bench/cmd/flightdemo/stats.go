@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata"
+	"github.com/strata-db/strata/memory"
 )
 
 // statsLine formats the store's own accounting: records and bytes in the FreshTable's
@@ -19,6 +20,20 @@ func statsLine(st strata.Stats) string {
 		st.Fresh.IndexBytes, float64(st.Fresh.IndexBytes)/mib, float64(st.Budget.Used)/mib, float64(st.Budget.Limit)/mib,
 		float64(st.Slices.Bytes)/mib, st.LSM.Files, float64(st.LSM.Bytes)/mib, st.LSM.Flushes, st.Slices.Evictions, st.LSM.Compactions,
 		st.LSM.WriteAmplification, st.Stalls.BackpressureWaits, st.Stalls.L0)
+}
+
+// budgetLine formats where the memory budget goes (Stats.Budget.ByPurpose): the parts the
+// state needs (FreshTable data and index, slices, timers, operator state) and the parts that
+// are fixed costs of the engine (free FreshTable segments, the block cache, the changelog's
+// buffer, other mappings such as the transforms' sort buffers), in MiB.
+func budgetLine(b strata.BudgetStats) string {
+	const mib = 1 << 20
+	var out string
+	for p := memory.Purpose(0); p < memory.NumPurposes; p++ {
+		out += fmt.Sprintf("%s %.1f, ", p, float64(b.ByPurpose[p])/mib)
+	}
+	return fmt.Sprintf("%.1f of %.0f MiB used: %sfree segments %.1f; reserve for background work %.1f",
+		float64(b.Used)/mib, float64(b.Limit)/mib, out, float64(b.Pooled)/mib, float64(b.Reserve)/mib)
 }
 
 // processCPU returns the process's CPU time (user + system), 0 where getrusage fails.
