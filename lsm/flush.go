@@ -171,26 +171,41 @@ func (o *output) abandon() {
 // InstallL0 again or Discard. Errors: base.ErrClosed; an error if p was already
 // installed or discarded.
 func (d *DB) InstallL0(p *PendingFile, lastSeq uint64) error {
+	return d.InstallL0s([]*PendingFile{p}, lastSeq)
+}
+
+// InstallL0s is InstallL0 of every file of ps at once: one manifest record
+// adds them all (ps[len(ps)-1] the newest L0 file), so a crash or an error
+// leaves all of them pending or none. The install order contract applies
+// between the files of ps too; a caller that wrote them from disjoint Order
+// ranges (a parallel bulk load) meets it in any order. Owner only. Errors as
+// InstallL0; on error every file of ps stays pending.
+func (d *DB) InstallL0s(ps []*PendingFile, lastSeq uint64) error {
 	if d.closed {
 		return base.ErrClosed
 	}
-	if p.done {
-		return errors.New("lsm: InstallL0 of a file already installed or discarded")
-	}
-	e := &edit{LastSeq: max(lastSeq, p.maxSeq)}
+	e := &edit{LastSeq: lastSeq}
 	var added []*tableFile
-	if p.t != nil {
-		e.Added = []newFile{{Level: 0, Meta: p.t.meta}}
-		added = []*tableFile{p.t}
+	for _, p := range ps {
+		if p.done {
+			return errors.New("lsm: InstallL0 of a file already installed or discarded")
+		}
+		e.LastSeq = max(e.LastSeq, p.maxSeq)
+		if p.t != nil {
+			e.Added = append(e.Added, newFile{Level: 0, Meta: p.t.meta})
+			added = append(added, p.t)
+		}
 	}
 	if err := d.logAndApply(e, added); err != nil {
 		return err
 	}
-	p.done = true
-	d.m.flushes++
-	d.m.bytesIngested += p.ingested
-	if p.t != nil {
-		d.m.bytesFlushed += p.t.meta.Size
+	for _, p := range ps {
+		p.done = true
+		d.m.flushes++
+		d.m.bytesIngested += p.ingested
+		if p.t != nil {
+			d.m.bytesFlushed += p.t.meta.Size
+		}
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/strata-db/strata/changelog"
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/scheduler"
 )
 
 // Bulk changelog replay (doc.go, "Bulk changelog replay"; invariants 15-18).
@@ -18,6 +19,22 @@ const (
 	bulkRecords = 1 << 20
 	bulkBytes   = 256 << 20
 )
+
+// maxBulkParts bounds the parts one batch is split into (invariant 26).
+const maxBulkParts = 8
+
+// bulkParallelMin is the fewest records of a batch that a bulk replay splits into parts: below
+// it a task's start and one more L0 file cost more than the half of the sort and write they
+// move to another core. BulkReplayParallelMin sets it (tests).
+var bulkParallelMin atomic.Int64
+
+func init() { bulkParallelMin.Store(1 << 15) }
+
+// BulkReplayParallelMin sets the fewest records of a batch that a bulk replay splits into
+// parts by key-group range (doc.go, invariant 26; default 32768) and returns the previous
+// value: a hook for tests, which replay small tails. Safe for concurrent use; a replay reads
+// it once per batch.
+func BulkReplayParallelMin(n int) int { return int(bulkParallelMin.Swap(int64(n))) }
 
 // bulkSource is the records a bulk replay reads, in seq order, by index: a changelog.Batch
 // (a changelog tail) or BulkEntries (a canonical savepoint's entries, BulkLoad).
@@ -95,11 +112,17 @@ func (t *Engine) bulkReplay(ctx context.Context, b bulkSource, keep []bool, obje
 	var r changelog.Record
 	var maxSeq uint64
 	n := b.Len()
+	// The batch's records per key group, for the parts' cuts (nil: one part).
+	var hist []int32
+	if _, ok := t.low.(lowerInstallAll); ok && t.sched.Workers() > 0 && int64(min(n, bulkRecords)) >= bulkParallelMin.Load() {
+		hist = make([]int32, 1<<16)
+	}
 	for lo := 0; lo < n; {
 		if err := ctx.Err(); err != nil {
 			return applied, skipped, err
 		}
 		recs = recs[:0]
+		clear(hist)
 		size := 0
 		hi := lo
 		for ; hi < n && len(recs) < bulkRecords && size < bulkBytes; hi++ {
@@ -123,6 +146,9 @@ func (t *Engine) bulkReplay(ctx context.Context, b bulkSource, keep []bool, obje
 				}
 			}
 			recs = append(recs, sr)
+			if hist != nil {
+				hist[kg]++
+			}
 			size += len(r.Key) + len(r.UserKey) + len(r.Value)
 			maxSeq = max(maxSeq, r.Seq)
 		}
@@ -139,31 +165,170 @@ func (t *Engine) bulkReplay(ctx context.Context, b bulkSource, keep []bool, obje
 				tmp = nil
 			}
 		}
-		tmp = radixSortSegRecs(recs, tmp)
-		if err := sortEqualOrderRecords(b, recs); err != nil {
-			return applied, skipped, err
+		var parts [maxBulkParts]bulkPart
+		k := 1
+		if hist != nil && int64(len(recs)) >= bulkParallelMin.Load() {
+			if cap(tmp) < len(recs) {
+				tmp = make([]segRec, len(recs))
+			}
+			k = t.splitBulkParts(recs, tmp[:len(recs)], hist, parts[:min(t.sched.Workers()+1, maxBulkParts)])
 		}
-		it := &bulkIter{b: b, recs: recs}
-		it.res = base.Resolver{Stable: true, MaxList: base.MaxListPiece, Emit: it.emit}
-		p, err := t.low.Evict(it)
-		if err != nil {
-			return applied, skipped, err
+		if k == 1 {
+			parts[0] = bulkPart{recs: recs, tmp: tmp}
+			t.writeBulkPart(b, &parts[0])
+			tmp = parts[0].tmp
+		} else {
+			t.writeBulkParts(b, parts[:k])
 		}
-		if err := t.low.Install(p, t.f.Seq()); err != nil {
-			t.low.Discard(p)
-			return applied, skipped, err
+		var ps []any
+		var perr error
+		for i := range parts[:k] {
+			pt := &parts[i]
+			if pt.err == nil && pt.p != nil {
+				ps = append(ps, pt.p)
+			}
+			if perr == nil {
+				perr = pt.err
+			}
 		}
-		t.bulkFiles++
+		if perr == nil {
+			perr = t.installBulkParts(ps)
+		}
+		if perr != nil {
+			for _, p := range ps {
+				t.low.Discard(p)
+			}
+			return applied, skipped, perr
+		}
+		t.bulkFiles += int64(len(ps))
+		if k > 1 {
+			t.bulkParallel++
+		}
 		t.bumpEpoch()
 		t.noteL0()
 		t.mapCaches()
-		rs := it.res.Stats()
-		applied, skipped = applied+rs.In-rs.Hidden, skipped+rs.Hidden
+		for i := range parts[:k] {
+			applied, skipped = applied+parts[i].in-parts[i].hidden, skipped+parts[i].hidden
+		}
 	}
 	if applied > 0 && kick {
 		t.kick() // LSM compactions of the new L0 files
 	}
 	return applied, skipped, nil
+}
+
+// bulkPart is one key-group range of a batch (invariant 26): its records, newest first until
+// sorted, the scratch of its sort, and what writing it gave.
+type bulkPart struct {
+	recs, tmp  []segRec
+	p          any // the lower tier's pending run (nil: not written)
+	in, hidden int64
+	err        error
+}
+
+// splitBulkParts splits recs (newest first) into at most len(parts) parts by key-group range,
+// the cuts placed where the running count of hist (the records per key group) passes each
+// equal share: it scatters recs into tmp stably, part after part, and sets parts[i].recs to
+// part i's range of tmp and parts[i].tmp to the same range of recs (its sort's scratch). It
+// returns the number of parts, 1 (parts untouched) when every record lies in one part.
+func (t *Engine) splitBulkParts(recs, tmp []segRec, hist []int32, parts []bulkPart) int {
+	total := len(recs)
+	k := len(parts)
+	var bounds [maxBulkParts - 1]uint64 // part i holds the orders in [bounds[i-1], bounds[i])
+	nb, cum := 0, 0
+	for kg := 0; kg < len(hist) && nb < k-1; kg++ {
+		if hist[kg] == 0 {
+			continue // no empty part
+		}
+		cum += int(hist[kg])
+		if cum >= total {
+			break
+		}
+		if cum*k >= (nb+1)*total {
+			bounds[nb] = uint64(kg+1) * t.stride
+			nb++
+		}
+	}
+	if nb == 0 {
+		return 1
+	}
+	partOf := func(order uint64) int {
+		i := 0
+		for i < nb && order >= bounds[i] {
+			i++
+		}
+		return i
+	}
+	var counts [maxBulkParts]int
+	for i := range recs {
+		counts[partOf(recs[i].order)]++
+	}
+	var offs [maxBulkParts]int
+	for i, off := 0, 0; i <= nb; i++ {
+		offs[i] = off
+		parts[i] = bulkPart{recs: tmp[off : off+counts[i] : off+counts[i]], tmp: recs[off : off+counts[i] : off+counts[i]]}
+		off += counts[i]
+	}
+	for i := range recs {
+		p := partOf(recs[i].order)
+		tmp[offs[p]] = recs[i]
+		offs[p]++
+	}
+	return nb + 1
+}
+
+// writeBulkParts writes every part of parts (writeBulkPart): part 0 on the owner, the others
+// as Transform tasks of the scheduler, and returns once all of them ended (invariant 26); a
+// part the scheduler refused or cancelled has that error.
+func (t *Engine) writeBulkParts(b bulkSource, parts []bulkPart) {
+	var hs [maxBulkParts]*scheduler.Handle
+	for i := 1; i < len(parts); i++ {
+		pt := &parts[i]
+		h, err := t.sched.SubmitMetered(scheduler.Transform, "bulk replay", t.meter(BgTransform), func(context.Context) error {
+			defer recoverInto(&pt.err, "bulk replay")
+			t.writeBulkPart(b, pt)
+			return pt.err
+		})
+		if err != nil {
+			pt.err = err // refused: the scheduler is closed, the task never runs
+		}
+		hs[i] = h
+	}
+	t.writeBulkPart(b, &parts[0])
+	for i := 1; i < len(parts); i++ {
+		if hs[i] != nil {
+			if err := hs[i].Wait(); err != nil && parts[i].err == nil {
+				parts[i].err = err // cancelled before it ran
+			}
+		}
+	}
+}
+
+// writeBulkPart sorts pt.recs (newest first) into entry order, resolves them and writes them to
+// the lower tier as one pending run in pt.p, with the Resolver's counts; the error in pt.err.
+// It reads only b and pt (invariant 26), so parts run at once on different goroutines.
+func (t *Engine) writeBulkPart(b bulkSource, pt *bulkPart) {
+	pt.tmp = radixSortSegRecs(pt.recs, pt.tmp)
+	if pt.err = sortEqualOrderRecords(b, pt.recs); pt.err != nil {
+		return
+	}
+	it := &bulkIter{b: b, recs: pt.recs}
+	it.res = base.Resolver{Stable: true, MaxList: base.MaxListPiece, Emit: it.emit}
+	if pt.p, pt.err = t.low.Evict(it); pt.err != nil {
+		pt.p = nil
+		return
+	}
+	rs := it.res.Stats()
+	pt.in, pt.hidden = rs.In, rs.Hidden
+}
+
+// installBulkParts installs the pending runs of one batch as the newest runs of the lower
+// tier, together (install protocol item 6) where the tier can, at the FreshTable's seq.
+func (t *Engine) installBulkParts(ps []any) error {
+	if len(ps) == 1 {
+		return t.low.Install(ps[0], t.f.Seq())
+	}
+	return t.low.(lowerInstallAll).InstallAll(ps, t.f.Seq())
 }
 
 // sortEqualOrderRecords orders every run of records with one order hash (the versions of a
