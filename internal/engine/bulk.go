@@ -184,7 +184,7 @@ func (t *Engine) bulkReplay(ctx context.Context, b bulkSource, keep []bool, obje
 		var perr error
 		for i := range parts[:k] {
 			pt := &parts[i]
-			if pt.err == nil && pt.p != nil {
+			if pt.p != nil {
 				ps = append(ps, pt.p)
 			}
 			if perr == nil {
@@ -277,31 +277,69 @@ func (t *Engine) splitBulkParts(recs, tmp []segRec, hist []int32, parts []bulkPa
 	return nb + 1
 }
 
-// writeBulkParts writes every part of parts (writeBulkPart): part 0 on the owner, the others
-// as Transform tasks of the scheduler, and returns once all of them ended (invariant 26); a
-// part the scheduler refused or cancelled has that error.
+// writeBulkParts writes every part of parts (writeBulkPart) at once (forEachParallel) and
+// returns once all of them ended (invariant 26), each part's outcome in its err.
 func (t *Engine) writeBulkParts(b bulkSource, parts []bulkPart) {
-	var hs [maxBulkParts]*scheduler.Handle
-	for i := 1; i < len(parts); i++ {
-		pt := &parts[i]
-		h, err := t.sched.SubmitMetered(scheduler.Transform, "bulk replay", t.meter(BgTransform), func(context.Context) error {
-			defer recoverInto(&pt.err, "bulk replay")
-			t.writeBulkPart(b, pt)
-			return pt.err
-		})
-		if err != nil {
-			pt.err = err // refused: the scheduler is closed, the task never runs
-		}
-		hs[i] = h
+	err := t.forEachParallel("bulk replay", len(parts), func(i int) error {
+		t.writeBulkPart(b, &parts[i])
+		return parts[i].err
+	})
+	if err != nil && parts[0].err == nil {
+		parts[0].err = err // a part that never ran (the scheduler refused its lane), or a panic
 	}
-	t.writeBulkPart(b, &parts[0])
-	for i := 1; i < len(parts); i++ {
-		if hs[i] != nil {
-			if err := hs[i].Wait(); err != nil && parts[i].err == nil {
-				parts[i].err = err // cancelled before it ran
+}
+
+// forEachParallel calls f(i) for every i in [0, n) on up to min(n, workers+1, maxBulkParts)
+// lanes, each taking the next i in turn until none is left or a call failed: lane 0 on the
+// owner (which would otherwise only wait), the others as Transform tasks of the scheduler
+// (so the work gets the scheduler's workers and no goroutine of its own). It returns once
+// every lane ended, with an error of f (or a lane's: the scheduler refused or cancelled it,
+// or f panicked there) — then some i may not have been called. f must be safe to call
+// concurrently for different i. Owner only.
+func (t *Engine) forEachParallel(name string, n int, f func(i int) error) error {
+	lanes := min(n, t.sched.Workers()+1, maxBulkParts)
+	var next atomic.Int64
+	var failed atomic.Bool
+	var errs [maxBulkParts]error
+	lane := func(l int) error {
+		for !failed.Load() {
+			i := int(next.Add(1) - 1)
+			if i >= n {
+				break
+			}
+			if errs[l] = f(i); errs[l] != nil {
+				failed.Store(true)
 			}
 		}
+		return errs[l]
 	}
+	var hs [maxBulkParts]*scheduler.Handle
+	for l := 1; l < lanes; l++ {
+		h, err := t.sched.SubmitMetered(scheduler.Transform, name, t.meter(BgTransform), func(context.Context) error {
+			defer recoverInto(&errs[l], name)
+			return lane(l)
+		})
+		if err != nil {
+			break // refused (closed): the owner's lane and those submitted take every i
+		}
+		hs[l] = h
+	}
+	lane(0)
+	var first error
+	for l := 1; l < lanes; l++ {
+		if hs[l] == nil {
+			continue
+		}
+		if err := hs[l].Wait(); err != nil && errs[l] == nil {
+			errs[l] = err // cancelled before it ran
+		}
+	}
+	for l := range lanes {
+		if first == nil && errs[l] != nil {
+			first = errs[l]
+		}
+	}
+	return first
 }
 
 // writeBulkPart sorts pt.recs (newest first) into entry order, resolves them and writes them to

@@ -388,7 +388,9 @@
 // down — and then the root's Persist writes them all to the LsmStore anyway. A restore
 // instead applies the tail in bulk, the way a flush writes a sealed segment (protocol item 5):
 //
-//	Collect (seq order) ──► batches of ≤ bulkRecords records / bulkBytes bytes, in seq order
+//	Collect (seq order; the log's objects read and checked at once on the scheduler's
+//	workers and the owner, changelog.CollectParallel through forEachParallel)
+//	  ──► batches of ≤ bulkRecords records / bulkBytes bytes, in seq order
 //	per batch: one segRec (40 bytes) per record, mapped outside the Go heap (the sort
 //	buffers of a transform), newest first; radix sort by order hash (stable: equal orders stay
 //	newest first), runs of one order hash ordered by base.Compare on the decoded records
@@ -399,9 +401,10 @@
 // the sort, one part per scheduler worker plus one for the owner, the cuts placed on a
 // histogram of the batch's key groups so the parts hold about as many records each (a tail
 // whose key groups all lie in one half of the range is still split evenly; a tail of one key
-// group is one part). Each part is sorted, resolved and written as its own L0 file: part 0 on
-// the owner (which would otherwise only wait), the others as Transform tasks. The files go in
-// together (install protocol item 6):
+// group is one part). Each part is sorted, resolved and written as its own L0 file on a lane
+// of forEachParallel: lane 0 the owner (which would otherwise only wait), the others Transform
+// tasks, one per worker, each taking the next part in turn. The files go in together (install
+// protocol item 6):
 //
 //	batch ──► stable scatter by part (key-group cuts) ──► part 0 │ part 1 │ … │ part k-1
 //	  each: radix sort ──► Resolver ──► WriteL0        (owner)    (tasks of the scheduler)
