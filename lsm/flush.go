@@ -27,6 +27,14 @@ func (p *PendingFile) Meta() FileMeta {
 	return p.t.meta
 }
 
+// OrdersHinter is an optional interface of the iterator WriteL0 takes:
+// OrdersHint returns about how many distinct Orders it will yield (an upper
+// bound is fine), which sizes the table writer's list of them once
+// (sstable.WriterOptions.OrdersHint).
+type OrdersHinter interface {
+	OrdersHint() int
+}
+
 // WriteL0 writes the entries of it, which must come in entry order (Order
 // asc, Key asc, UserKey asc, Seq desc; sstable.ErrOutOfOrder otherwise), into
 // a new table file, syncs the file and the directory, and opens it for
@@ -47,6 +55,9 @@ func (d *DB) WriteL0(it base.Iterator) (*PendingFile, error) {
 		return p, nil
 	}
 	ow := d.newOutput()
+	if h, ok := it.(OrdersHinter); ok {
+		ow.ordersHint = h.OrdersHint()
+	}
 	for ok := true; ok; ok = it.Next() {
 		e := it.Entry()
 		if err := ow.add(e); err != nil {
@@ -77,11 +88,12 @@ func (d *DB) WriteL0(it base.Iterator) (*PendingFile, error) {
 
 // output is one table file being written by WriteL0 or a compaction.
 type output struct {
-	d    *DB
-	t    *tableFile
-	w    *sstable.Writer
-	err  error
-	open bool
+	d          *DB
+	t          *tableFile
+	w          *sstable.Writer
+	err        error
+	open       bool
+	ordersHint int // sstable.WriterOptions.OrdersHint of its file (WriteL0)
 }
 
 func (d *DB) newOutput() *output { return &output{d: d} }
@@ -99,7 +111,7 @@ func (o *output) add(e *base.Entry) error {
 			return o.err
 		}
 		o.t.f = f
-		o.w = sstable.NewWriter(f, sstable.WriterOptions{BlockSize: o.d.opts.BlockSize})
+		o.w = sstable.NewWriter(f, sstable.WriterOptions{BlockSize: o.d.opts.BlockSize, OrdersHint: o.ordersHint})
 		o.open = true
 	}
 	if err := o.w.Add(e); err != nil {

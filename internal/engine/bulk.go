@@ -497,5 +497,8 @@ func (it *bulkIter) Next() bool {
 	}
 }
 
+// OrdersHint is lsm.OrdersHinter: at most one distinct order hash per record.
+func (it *bulkIter) OrdersHint() int { return len(it.recs) }
+
 func (it *bulkIter) Entry() *base.Entry { return &it.cur }
 func (it *bulkIter) Err() error         { return it.err }
