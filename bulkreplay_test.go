@@ -60,7 +60,7 @@ func bulkReplaySource(t *testing.T, r *modelRun, tail int) (CheckpointHandle, *m
 // over state below them in the restored tables, with TTL values and clock jumps, into all the
 // key groups and into sub-ranges (rescaling), one of them all in the lower half of the key
 // groups. Every bulk restore splits its tail into parts by key-group range written at once
-// (invariant 26; the split threshold lowered to these small tails) and the test checks that it
+// (invariant 30; the split threshold lowered to these small tails) and the test checks that it
 // did.
 func TestBulkReplayMatchesApply(t *testing.T) {
 	defer engine.BulkReplayParallelMin(engine.BulkReplayParallelMin(1))
@@ -116,7 +116,7 @@ func TestBulkReplayMatchesApply(t *testing.T) {
 // TestBulkReplayCrash: a crash at any write of a bulk changelog replay — the L0 file, its
 // install, the persist that follows — leaves the checkpoint restorable: a restore after it
 // (into a new directory, from what the crash left on the file system) gives the checkpoint's
-// state. The replay writes its tail in parts at once (invariant 26), as the test checks.
+// state. The replay writes its tail in parts at once (invariant 30), as the test checks.
 func TestBulkReplayCrash(t *testing.T) {
 	defer engine.BulkReplayParallelMin(engine.BulkReplayParallelMin(1))
 	mem := vfs.NewMem()

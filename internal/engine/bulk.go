@@ -20,7 +20,7 @@ const (
 	bulkBytes   = 256 << 20
 )
 
-// maxBulkParts bounds the parts one batch is split into (invariant 26).
+// maxBulkParts bounds the parts one batch is split into (invariant 30).
 const maxBulkParts = 8
 
 // bulkParallelMin is the fewest records of a batch that a bulk replay splits into parts: below
@@ -31,7 +31,7 @@ var bulkParallelMin atomic.Int64
 func init() { bulkParallelMin.Store(1 << 15) }
 
 // BulkReplayParallelMin sets the fewest records of a batch that a bulk replay splits into
-// parts by key-group range (doc.go, invariant 26; default 32768) and returns the previous
+// parts by key-group range (doc.go, invariant 30; default 32768) and returns the previous
 // value: a hook for tests, which replay small tails. Safe for concurrent use; a replay reads
 // it once per batch.
 func BulkReplayParallelMin(n int) int { return int(bulkParallelMin.Swap(int64(n))) }
@@ -217,7 +217,7 @@ func (t *Engine) bulkReplay(ctx context.Context, b bulkSource, keep []bool, obje
 	return applied, skipped, nil
 }
 
-// bulkPart is one key-group range of a batch (invariant 26): its records, newest first until
+// bulkPart is one key-group range of a batch (invariant 30): its records, newest first until
 // sorted, the scratch of its sort, and what writing it gave.
 type bulkPart struct {
 	recs, tmp  []segRec
@@ -278,7 +278,7 @@ func (t *Engine) splitBulkParts(recs, tmp []segRec, hist []int32, parts []bulkPa
 }
 
 // writeBulkParts writes every part of parts (writeBulkPart) at once (forEachParallel) and
-// returns once all of them ended (invariant 26), each part's outcome in its err.
+// returns once all of them ended (invariant 30), each part's outcome in its err.
 func (t *Engine) writeBulkParts(b bulkSource, parts []bulkPart) {
 	err := t.forEachParallel("bulk replay", len(parts), func(i int) error {
 		t.writeBulkPart(b, &parts[i])
@@ -344,7 +344,7 @@ func (t *Engine) forEachParallel(name string, n int, f func(i int) error) error 
 
 // writeBulkPart sorts pt.recs (newest first) into entry order, resolves them and writes them to
 // the lower tier as one pending run in pt.p, with the Resolver's counts; the error in pt.err.
-// It reads only b and pt (invariant 26), so parts run at once on different goroutines.
+// It reads only b and pt (invariant 30), so parts run at once on different goroutines.
 func (t *Engine) writeBulkPart(b bulkSource, pt *bulkPart) {
 	pt.tmp = radixSortSegRecs(pt.recs, pt.tmp)
 	if pt.err = sortEqualOrderRecords(b, pt.recs); pt.err != nil {

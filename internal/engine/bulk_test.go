@@ -28,7 +28,7 @@ func TestOpEntryKindEveryOp(t *testing.T) {
 }
 
 // TestSplitBulkParts: a batch splits by key-group range into parts of about equal record
-// counts (invariant 26) — whatever part of the key groups its records use, with no empty part
+// counts (invariant 30) — whatever part of the key groups its records use, with no empty part
 // and a heavy key group never cut — each part keeping its records' newest-first order, and a
 // batch of one key group stays one part.
 func TestSplitBulkParts(t *testing.T) {

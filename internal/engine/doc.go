@@ -61,7 +61,7 @@
 //     installed after it. LSM compactions are picked after every install, run as Compaction
 //     tasks and installed by the owner like the others; while L0 holds Options.L0StopWrites
 //     files, writers wait for one (L0 stall).
-//  6. A bulk replay's parallel parts (invariant 26) are written by tasks and by the owner, each
+//  6. A bulk replay's parallel parts (invariant 30) are written by tasks and by the owner, each
 //     part invisible until the owner installs them all in one lower-tier install (one lsm
 //     manifest record naming every part's L0 file), or discards them all if any part failed:
 //     reads see a batch of the log tail entirely or not at all.
@@ -441,7 +441,7 @@
 //     (invariant 8); the file survives a crash only after the root's Persist that follows the
 //     replay (lsm InstallL0), and until then the restore's marker makes the directory a failed
 //     restore: the checkpoint stays restorable (it is only read).
-//  26. The parts of a batch hold disjoint key-group ranges, so their files are disjoint in
+//  30. The parts of a batch hold disjoint key-group ranges, so their files are disjoint in
 //     order hash: no key has versions in two of them, and the order in which they enter L0
 //     (one install, the same lsm edit) cannot break lsm invariant 6; each is newer than every
 //     file below it for its keys by invariant 15 and the previous batches' by 16. A part task
@@ -808,7 +808,7 @@
 //     with Flink's ReturnExpiredIfNotCleanedUp.
 //  11. and 12.: the TTL sweep, above.
 //  13. and 14.: batched reads, above.
-//  15. to 18. and 26.: bulk changelog replay, above (the one exception to invariant 1: a restore's
+//  15. to 18. and 30.: bulk changelog replay, above (the one exception to invariant 1: a restore's
 //     records reach the LsmStore without Apply, while the Store takes no other write).
 //  19. to 23. and 25.: lazy restore, above.
 //  24. and 15. to 18.: the bulk load of a canonical savepoint, above.

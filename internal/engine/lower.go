@@ -59,7 +59,7 @@ type LowerTier interface {
 
 // lowerInstallAll is a LowerTier that can install several evicted runs at once (lsmTier: one
 // lsm manifest record): after an error none of them is visible and all stay pending. The runs
-// of one call hold disjoint order ranges (a parallel bulk replay's parts, doc.go invariant 26).
+// of one call hold disjoint order ranges (a parallel bulk replay's parts, doc.go invariant 30).
 // A tier without it gets one Install per run.
 type lowerInstallAll interface {
 	InstallAll(pending []any, lastSeq uint64) error

@@ -25,7 +25,7 @@ func (t *Engine) Busy() bool { return t.inFlight() || len(t.lsmJobs) != 0 }
 func (t *Engine) BulkReplayFiles() int64 { return t.bulkFiles }
 
 // BulkReplayParallel returns the number of batches bulk changelog replays split into parts by
-// key-group range and wrote at once (bulk.go, invariant 26): tests tell by it that the
+// key-group range and wrote at once (bulk.go, invariant 30): tests tell by it that the
 // parallel path ran.
 func (t *Engine) BulkReplayParallel() int64 { return t.bulkParallel }
 
