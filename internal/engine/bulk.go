@@ -363,10 +363,15 @@ func (t *Engine) writeBulkPart(b bulkSource, pt *bulkPart) {
 // installBulkParts installs the pending runs of one batch as the newest runs of the lower
 // tier, together (install protocol item 6) where the tier can, at the FreshTable's seq.
 func (t *Engine) installBulkParts(ps []any) error {
-	if len(ps) == 1 {
-		return t.low.Install(ps[0], t.f.Seq())
+	if ia, ok := t.low.(lowerInstallAll); ok && len(ps) > 1 {
+		return ia.InstallAll(ps, t.f.Seq())
 	}
-	return t.low.(lowerInstallAll).InstallAll(ps, t.f.Seq())
+	for _, p := range ps { // one part (split only where the tier has InstallAll)
+		if err := t.low.Install(p, t.f.Seq()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sortEqualOrderRecords orders every run of records with one order hash (the versions of a
