@@ -58,8 +58,12 @@ func bulkReplaySource(t *testing.T, r *modelRun, tail int) (CheckpointHandle, *m
 // resolved, written as L0 files; engine bulk.go) reads exactly as one that replays it through
 // Apply, and both as the model at the checkpoint's cut — for random logs of every write kind
 // over state below them in the restored tables, with TTL values and clock jumps, into all the
-// key groups and into a sub-range (rescaling).
+// key groups and into sub-ranges (rescaling), one of them all in the lower half of the key
+// groups. Every bulk restore splits its tail into parts by key-group range written at once
+// (invariant 30; the split threshold lowered to these small tails) and the test checks that it
+// did.
 func TestBulkReplayMatchesApply(t *testing.T) {
+	defer engine.BulkReplayParallelMin(engine.BulkReplayParallelMin(1))
 	for seed := range uint64(3) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			root := t.TempDir()
@@ -78,21 +82,22 @@ func TestBulkReplayMatchesApply(t *testing.T) {
 			r := &modelRun{t: t, w: w, rng: rand.New(rand.NewPCG(seed, 24)), m: newModel(), now: now,
 				dir: filepath.Join(root, "db"), opts: opts, adjust: adjust}
 			h2, want := bulkReplaySource(t, r, raceScale(3000))
-			for _, kg := range []*KeyGroupRange{nil, {Start: 10, End: 41}} {
+			for ki, kg := range []*KeyGroupRange{nil, {Start: 10, End: 41}, {Start: 0, End: 31}} {
 				for _, byApply := range []bool{true, false} {
 					o := opts
 					o.KeyGroups = kg
-					o.Checkpoint.Owner = fmt.Sprintf("restored-%v-%v", kg != nil, byApply)
+					o.Checkpoint.Owner = fmt.Sprintf("restored-%d-%v", ki, byApply)
 					prev := engine.ReplayByApply(byApply)
 					s, err := Restore(filepath.Join(root, o.Checkpoint.Owner), o, st, h2)
 					engine.ReplayByApply(prev)
 					if err != nil {
 						t.Fatal(err)
 					}
-					rs, files := s.RestoreStats(), s.e.BulkReplayFiles()
-					if rs.ChangelogRecords == 0 || byApply != (files == 0) {
+					rs, files, par := s.RestoreStats(), s.e.BulkReplayFiles(), s.e.BulkReplayParallel()
+					if rs.ChangelogRecords == 0 || byApply != (files == 0) || byApply != (par == 0) {
 						s.Close()
-						t.Fatalf("restore (by apply %v, key groups %v): %d records replayed, %d bulk files", byApply, kg, rs.ChangelogRecords, files)
+						t.Fatalf("restore (by apply %v, key groups %v): %d records replayed, %d bulk files, %d batches in parts",
+							byApply, kg, rs.ChangelogRecords, files, par)
 					}
 					rr := &modelRun{t: t, w: w, rng: r.rng, m: want.clone(), now: now}
 					if rr.st, err = rr.register(s); err == nil {
@@ -111,8 +116,9 @@ func TestBulkReplayMatchesApply(t *testing.T) {
 // TestBulkReplayCrash: a crash at any write of a bulk changelog replay — the L0 file, its
 // install, the persist that follows — leaves the checkpoint restorable: a restore after it
 // (into a new directory, from what the crash left on the file system) gives the checkpoint's
-// state.
+// state. The replay writes its tail in parts at once (invariant 30), as the test checks.
 func TestBulkReplayCrash(t *testing.T) {
+	defer engine.BulkReplayParallelMin(engine.BulkReplayParallelMin(1))
 	mem := vfs.NewMem()
 	fault := vfs.NewFaultFS(mem)
 	st, err := checkpointfs.NewDirStorage(fault, "/ck")
@@ -162,9 +168,9 @@ func TestBulkReplayCrash(t *testing.T) {
 		if err == nil {
 			err = ms.checkAll(want.clone())
 		}
-		if err == nil && (s.e.BulkReplayFiles() == 0 || len(creates) <= rs.Copied) {
-			err = fmt.Errorf("the restore replayed %d records, %d bulk files, created %d table files for %d copied",
-				rs.ChangelogRecords, s.e.BulkReplayFiles(), len(creates), rs.Copied)
+		if err == nil && (s.e.BulkReplayFiles() < 2 || s.e.BulkReplayParallel() == 0 || len(creates) <= rs.Copied) {
+			err = fmt.Errorf("the restore replayed %d records, %d bulk files (%d batches in parts), created %d table files for %d copied",
+				rs.ChangelogRecords, s.e.BulkReplayFiles(), s.e.BulkReplayParallel(), len(creates), rs.Copied)
 		}
 		if err != nil {
 			return m, 0, err

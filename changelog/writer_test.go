@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -603,6 +604,43 @@ func TestReplayBothVersions(t *testing.T) {
 	}
 	if len(wantPart) == 0 || !slices.Equal(got, wantPart) {
 		t.Fatalf("ReplayRange replayed %v\nwant %v", got, wantPart)
+	}
+	// CollectParallel with the objects read at once, the last first: the same Batch.
+	for _, r := range []KeyGroupRange{all, part} {
+		from, to := uint64(0), uint64(math.MaxUint64)
+		if r == part {
+			from, to = 2, 100
+		}
+		calls := 0
+		b, err := CollectParallel(context.Background(), st, hs, r, from, to, func(n int, f func(int) error) error {
+			calls = n
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := n - 1; i >= 0; i-- {
+				wg.Add(1)
+				go func() { defer wg.Done(); errs[i] = f(i) }()
+			}
+			wg.Wait()
+			return errors.Join(errs...)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []modelRec
+		var rec Record
+		for i := range b.Len() {
+			if err := b.Record(i, &rec); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, fromRecord(&rec))
+		}
+		want := want
+		if r == part {
+			want = wantPart
+		}
+		if calls != len(versions) || !slices.Equal(got, want) {
+			t.Fatalf("CollectParallel (%d objects read at once): %v\nwant %v", calls, got, want)
+		}
 	}
 }
 

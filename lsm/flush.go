@@ -27,6 +27,14 @@ func (p *PendingFile) Meta() FileMeta {
 	return p.t.meta
 }
 
+// OrdersHinter is an optional interface of the iterator WriteL0 takes:
+// OrdersHint returns about how many distinct Orders it will yield (an upper
+// bound is fine), which sizes the table writer's list of them once
+// (sstable.WriterOptions.OrdersHint).
+type OrdersHinter interface {
+	OrdersHint() int
+}
+
 // WriteL0 writes the entries of it, which must come in entry order (Order
 // asc, Key asc, UserKey asc, Seq desc; sstable.ErrOutOfOrder otherwise), into
 // a new table file, syncs the file and the directory, and opens it for
@@ -47,6 +55,9 @@ func (d *DB) WriteL0(it base.Iterator) (*PendingFile, error) {
 		return p, nil
 	}
 	ow := d.newOutput()
+	if h, ok := it.(OrdersHinter); ok {
+		ow.ordersHint = h.OrdersHint()
+	}
 	for ok := true; ok; ok = it.Next() {
 		e := it.Entry()
 		if err := ow.add(e); err != nil {
@@ -77,11 +88,12 @@ func (d *DB) WriteL0(it base.Iterator) (*PendingFile, error) {
 
 // output is one table file being written by WriteL0 or a compaction.
 type output struct {
-	d    *DB
-	t    *tableFile
-	w    *sstable.Writer
-	err  error
-	open bool
+	d          *DB
+	t          *tableFile
+	w          *sstable.Writer
+	err        error
+	open       bool
+	ordersHint int // sstable.WriterOptions.OrdersHint of its file (WriteL0)
 }
 
 func (d *DB) newOutput() *output { return &output{d: d} }
@@ -99,7 +111,7 @@ func (o *output) add(e *base.Entry) error {
 			return o.err
 		}
 		o.t.f = f
-		o.w = sstable.NewWriter(f, sstable.WriterOptions{BlockSize: o.d.opts.BlockSize})
+		o.w = sstable.NewWriter(f, sstable.WriterOptions{BlockSize: o.d.opts.BlockSize, OrdersHint: o.ordersHint})
 		o.open = true
 	}
 	if err := o.w.Add(e); err != nil {
@@ -171,26 +183,41 @@ func (o *output) abandon() {
 // InstallL0 again or Discard. Errors: base.ErrClosed; an error if p was already
 // installed or discarded.
 func (d *DB) InstallL0(p *PendingFile, lastSeq uint64) error {
+	return d.InstallL0s([]*PendingFile{p}, lastSeq)
+}
+
+// InstallL0s is InstallL0 of every file of ps at once: one manifest record
+// adds them all (ps[len(ps)-1] the newest L0 file), so a crash or an error
+// leaves all of them pending or none. The install order contract applies
+// between the files of ps too; a caller that wrote them from disjoint Order
+// ranges (a parallel bulk load) meets it in any order. Owner only. Errors as
+// InstallL0; on error every file of ps stays pending.
+func (d *DB) InstallL0s(ps []*PendingFile, lastSeq uint64) error {
 	if d.closed {
 		return base.ErrClosed
 	}
-	if p.done {
-		return errors.New("lsm: InstallL0 of a file already installed or discarded")
-	}
-	e := &edit{LastSeq: max(lastSeq, p.maxSeq)}
+	e := &edit{LastSeq: lastSeq}
 	var added []*tableFile
-	if p.t != nil {
-		e.Added = []newFile{{Level: 0, Meta: p.t.meta}}
-		added = []*tableFile{p.t}
+	for _, p := range ps {
+		if p.done {
+			return errors.New("lsm: InstallL0 of a file already installed or discarded")
+		}
+		e.LastSeq = max(e.LastSeq, p.maxSeq)
+		if p.t != nil {
+			e.Added = append(e.Added, newFile{Level: 0, Meta: p.t.meta})
+			added = append(added, p.t)
+		}
 	}
 	if err := d.logAndApply(e, added); err != nil {
 		return err
 	}
-	p.done = true
-	d.m.flushes++
-	d.m.bytesIngested += p.ingested
-	if p.t != nil {
-		d.m.bytesFlushed += p.t.meta.Size
+	for _, p := range ps {
+		p.done = true
+		d.m.flushes++
+		d.m.bytesIngested += p.ingested
+		if p.t != nil {
+			d.m.bytesFlushed += p.t.meta.Size
+		}
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/strata-db/strata/changelog"
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/scheduler"
 )
 
 // Bulk changelog replay (doc.go, "Bulk changelog replay"; invariants 15-18).
@@ -18,6 +19,22 @@ const (
 	bulkRecords = 1 << 20
 	bulkBytes   = 256 << 20
 )
+
+// maxBulkParts bounds the parts one batch is split into (invariant 30).
+const maxBulkParts = 8
+
+// bulkParallelMin is the fewest records of a batch that a bulk replay splits into parts: below
+// it a task's start and one more L0 file cost more than the half of the sort and write they
+// move to another core. BulkReplayParallelMin sets it (tests).
+var bulkParallelMin atomic.Int64
+
+func init() { bulkParallelMin.Store(1 << 15) }
+
+// BulkReplayParallelMin sets the fewest records of a batch that a bulk replay splits into
+// parts by key-group range (doc.go, invariant 30; default 32768) and returns the previous
+// value: a hook for tests, which replay small tails. Safe for concurrent use; a replay reads
+// it once per batch.
+func BulkReplayParallelMin(n int) int { return int(bulkParallelMin.Swap(int64(n))) }
 
 // bulkSource is the records a bulk replay reads, in seq order, by index: a changelog.Batch
 // (a changelog tail) or BulkEntries (a canonical savepoint's entries, BulkLoad).
@@ -95,11 +112,17 @@ func (t *Engine) bulkReplay(ctx context.Context, b bulkSource, keep []bool, obje
 	var r changelog.Record
 	var maxSeq uint64
 	n := b.Len()
+	// The batch's records per key group, for the parts' cuts (nil: one part).
+	var hist []int32
+	if _, ok := t.low.(lowerInstallAll); ok && t.sched.Workers() > 0 && int64(min(n, bulkRecords)) >= bulkParallelMin.Load() {
+		hist = make([]int32, 1<<16)
+	}
 	for lo := 0; lo < n; {
 		if err := ctx.Err(); err != nil {
 			return applied, skipped, err
 		}
 		recs = recs[:0]
+		clear(hist)
 		size := 0
 		hi := lo
 		for ; hi < n && len(recs) < bulkRecords && size < bulkBytes; hi++ {
@@ -123,6 +146,9 @@ func (t *Engine) bulkReplay(ctx context.Context, b bulkSource, keep []bool, obje
 				}
 			}
 			recs = append(recs, sr)
+			if hist != nil {
+				hist[kg]++
+			}
 			size += len(r.Key) + len(r.UserKey) + len(r.Value)
 			maxSeq = max(maxSeq, r.Seq)
 		}
@@ -139,31 +165,213 @@ func (t *Engine) bulkReplay(ctx context.Context, b bulkSource, keep []bool, obje
 				tmp = nil
 			}
 		}
-		tmp = radixSortSegRecs(recs, tmp)
-		if err := sortEqualOrderRecords(b, recs); err != nil {
-			return applied, skipped, err
+		var parts [maxBulkParts]bulkPart
+		k := 1
+		if hist != nil && int64(len(recs)) >= bulkParallelMin.Load() {
+			if cap(tmp) < len(recs) {
+				tmp = make([]segRec, len(recs))
+			}
+			k = t.splitBulkParts(recs, tmp[:len(recs)], hist, parts[:min(t.sched.Workers()+1, maxBulkParts)])
 		}
-		it := &bulkIter{b: b, recs: recs}
-		it.res = base.Resolver{Stable: true, MaxList: base.MaxListPiece, Emit: it.emit}
-		p, err := t.low.Evict(it)
-		if err != nil {
-			return applied, skipped, err
+		if k == 1 {
+			parts[0] = bulkPart{recs: recs, tmp: tmp}
+			t.writeBulkPart(b, &parts[0])
+			tmp = parts[0].tmp
+		} else {
+			t.writeBulkParts(b, parts[:k])
 		}
-		if err := t.low.Install(p, t.f.Seq()); err != nil {
-			t.low.Discard(p)
-			return applied, skipped, err
+		var ps []any
+		var perr error
+		for i := range parts[:k] {
+			pt := &parts[i]
+			if pt.p != nil {
+				ps = append(ps, pt.p)
+			}
+			if perr == nil {
+				perr = pt.err
+			}
 		}
-		t.bulkFiles++
+		if perr == nil {
+			perr = t.installBulkParts(ps)
+		}
+		if perr != nil {
+			for _, p := range ps {
+				t.low.Discard(p)
+			}
+			return applied, skipped, perr
+		}
+		t.bulkFiles += int64(len(ps))
+		if k > 1 {
+			t.bulkParallel++
+		}
 		t.bumpEpoch()
 		t.noteL0()
 		t.mapCaches()
-		rs := it.res.Stats()
-		applied, skipped = applied+rs.In-rs.Hidden, skipped+rs.Hidden
+		for i := range parts[:k] {
+			applied, skipped = applied+parts[i].in-parts[i].hidden, skipped+parts[i].hidden
+		}
 	}
 	if applied > 0 && kick {
 		t.kick() // LSM compactions of the new L0 files
 	}
 	return applied, skipped, nil
+}
+
+// bulkPart is one key-group range of a batch (invariant 30): its records, newest first until
+// sorted, the scratch of its sort, and what writing it gave.
+type bulkPart struct {
+	recs, tmp  []segRec
+	p          any // the lower tier's pending run (nil: not written)
+	in, hidden int64
+	err        error
+}
+
+// splitBulkParts splits recs (newest first) into at most len(parts) parts by key-group range,
+// the cuts placed where the running count of hist (the records per key group) passes each
+// equal share: it scatters recs into tmp stably, part after part, and sets parts[i].recs to
+// part i's range of tmp and parts[i].tmp to the same range of recs (its sort's scratch). It
+// returns the number of parts, 1 (parts untouched) when every record lies in one part.
+func (t *Engine) splitBulkParts(recs, tmp []segRec, hist []int32, parts []bulkPart) int {
+	total := len(recs)
+	k := len(parts)
+	var bounds [maxBulkParts - 1]uint64 // part i holds the orders in [bounds[i-1], bounds[i])
+	nb, cum := 0, 0
+	for kg := 0; kg < len(hist) && nb < k-1; kg++ {
+		if hist[kg] == 0 {
+			continue // no empty part
+		}
+		cum += int(hist[kg])
+		if cum >= total {
+			break
+		}
+		if cum*k >= (nb+1)*total {
+			bounds[nb] = uint64(kg+1) * t.stride
+			nb++
+		}
+	}
+	if nb == 0 {
+		return 1
+	}
+	partOf := func(order uint64) int {
+		i := 0
+		for i < nb && order >= bounds[i] {
+			i++
+		}
+		return i
+	}
+	var counts [maxBulkParts]int
+	for i := range recs {
+		counts[partOf(recs[i].order)]++
+	}
+	var offs [maxBulkParts]int
+	for i, off := 0, 0; i <= nb; i++ {
+		offs[i] = off
+		parts[i] = bulkPart{recs: tmp[off : off+counts[i] : off+counts[i]], tmp: recs[off : off+counts[i] : off+counts[i]]}
+		off += counts[i]
+	}
+	for i := range recs {
+		p := partOf(recs[i].order)
+		tmp[offs[p]] = recs[i]
+		offs[p]++
+	}
+	return nb + 1
+}
+
+// writeBulkParts writes every part of parts (writeBulkPart) at once (forEachParallel) and
+// returns once all of them ended (invariant 30), each part's outcome in its err.
+func (t *Engine) writeBulkParts(b bulkSource, parts []bulkPart) {
+	err := t.forEachParallel("bulk replay", len(parts), func(i int) error {
+		t.writeBulkPart(b, &parts[i])
+		return parts[i].err
+	})
+	if err != nil && parts[0].err == nil {
+		parts[0].err = err // a part that never ran (the scheduler refused its lane), or a panic
+	}
+}
+
+// forEachParallel calls f(i) for every i in [0, n) on up to min(n, workers+1, maxBulkParts)
+// lanes, each taking the next i in turn until none is left or a call failed: lane 0 on the
+// owner (which would otherwise only wait), the others as Transform tasks of the scheduler
+// (so the work gets the scheduler's workers and no goroutine of its own). It returns once
+// every lane ended, with an error of f (or a lane's: the scheduler refused or cancelled it,
+// or f panicked there) — then some i may not have been called. f must be safe to call
+// concurrently for different i. Owner only.
+func (t *Engine) forEachParallel(name string, n int, f func(i int) error) error {
+	lanes := min(n, t.sched.Workers()+1, maxBulkParts)
+	var next atomic.Int64
+	var failed atomic.Bool
+	var errs [maxBulkParts]error
+	lane := func(l int) error {
+		for !failed.Load() {
+			i := int(next.Add(1) - 1)
+			if i >= n {
+				break
+			}
+			if errs[l] = f(i); errs[l] != nil {
+				failed.Store(true)
+			}
+		}
+		return errs[l]
+	}
+	var hs [maxBulkParts]*scheduler.Handle
+	for l := 1; l < lanes; l++ {
+		h, err := t.sched.SubmitMetered(scheduler.Transform, name, t.meter(BgTransform), func(context.Context) error {
+			defer recoverInto(&errs[l], name)
+			return lane(l)
+		})
+		if err != nil {
+			break // refused (closed): the owner's lane and those submitted take every i
+		}
+		hs[l] = h
+	}
+	lane(0)
+	var first error
+	for l := 1; l < lanes; l++ {
+		if hs[l] == nil {
+			continue
+		}
+		if err := hs[l].Wait(); err != nil && errs[l] == nil {
+			errs[l] = err // cancelled before it ran
+		}
+	}
+	for l := range lanes {
+		if first == nil && errs[l] != nil {
+			first = errs[l]
+		}
+	}
+	return first
+}
+
+// writeBulkPart sorts pt.recs (newest first) into entry order, resolves them and writes them to
+// the lower tier as one pending run in pt.p, with the Resolver's counts; the error in pt.err.
+// It reads only b and pt (invariant 30), so parts run at once on different goroutines.
+func (t *Engine) writeBulkPart(b bulkSource, pt *bulkPart) {
+	pt.tmp = radixSortSegRecs(pt.recs, pt.tmp)
+	if pt.err = sortEqualOrderRecords(b, pt.recs); pt.err != nil {
+		return
+	}
+	it := &bulkIter{b: b, recs: pt.recs}
+	it.res = base.Resolver{Stable: true, MaxList: base.MaxListPiece, Emit: it.emit}
+	if pt.p, pt.err = t.low.Evict(it); pt.err != nil {
+		pt.p = nil
+		return
+	}
+	rs := it.res.Stats()
+	pt.in, pt.hidden = rs.In, rs.Hidden
+}
+
+// installBulkParts installs the pending runs of one batch as the newest runs of the lower
+// tier, together (install protocol item 6) where the tier can, at the FreshTable's seq.
+func (t *Engine) installBulkParts(ps []any) error {
+	if ia, ok := t.low.(lowerInstallAll); ok && len(ps) > 1 {
+		return ia.InstallAll(ps, t.f.Seq())
+	}
+	for _, p := range ps { // one part (split only where the tier has InstallAll)
+		if err := t.low.Install(p, t.f.Seq()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sortEqualOrderRecords orders every run of records with one order hash (the versions of a
@@ -293,6 +501,9 @@ func (it *bulkIter) Next() bool {
 		}
 	}
 }
+
+// OrdersHint is lsm.OrdersHinter: at most one distinct order hash per record.
+func (it *bulkIter) OrdersHint() int { return len(it.recs) }
 
 func (it *bulkIter) Entry() *base.Entry { return &it.cur }
 func (it *bulkIter) Err() error         { return it.err }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/lsm"
 )
@@ -23,6 +24,77 @@ func TestOpEntryKindEveryOp(t *testing.T) {
 		if _, ok := opEntryKind(k); ok {
 			t.Errorf("OpKind %d: an entry kind for an unknown op", k)
 		}
+	}
+}
+
+// TestSplitBulkParts: a batch splits by key-group range into parts of about equal record
+// counts (invariant 30) — whatever part of the key groups its records use, with no empty part
+// and a heavy key group never cut — each part keeping its records' newest-first order, and a
+// batch of one key group stays one part.
+func TestSplitBulkParts(t *testing.T) {
+	const maxPar = 64
+	e := &Engine{stride: base.Stride(maxPar)}
+	cases := []struct {
+		name string
+		kgs  func(i int) uint16 // the key group of record i
+		want int                // parts
+	}{
+		{"uniform", func(i int) uint16 { return uint16(i % maxPar) }, 3},
+		{"lower half", func(i int) uint16 { return uint16(i % (maxPar / 2)) }, 3},
+		{"upper quarter", func(i int) uint16 { return uint16(maxPar - 1 - i%(maxPar/4)) }, 3},
+		{"one key group", func(int) uint16 { return 17 }, 1},
+		{"two key groups", func(i int) uint16 { return uint16(5 + 30*(i%2)) }, 2},
+		{"one heavy key group", func(i int) uint16 { return uint16(max(0, i%40-30)) }, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			const n = 6000
+			recs, tmp := make([]segRec, n), make([]segRec, n)
+			hist := make([]int32, 1<<16)
+			for i := range recs {
+				kg := c.kgs(i)
+				recs[i] = segRec{order: base.OrderHash(kg, e.stride, uint64(i)*0x9e3779b97f4a7c15), off: uint32(i)}
+				hist[kg]++
+			}
+			var parts [maxBulkParts]bulkPart
+			k := e.splitBulkParts(recs, tmp, hist, parts[:3])
+			if k != c.want {
+				t.Fatalf("%d parts, want %d", k, c.want)
+			}
+			if k == 1 {
+				return
+			}
+			total := 0
+			lastKG := -1
+			for i, pt := range parts[:k] {
+				if len(pt.recs) == 0 || len(pt.recs) != len(pt.tmp) {
+					t.Fatalf("part %d: %d records, %d scratch", i, len(pt.recs), len(pt.tmp))
+				}
+				total += len(pt.recs)
+				lo, hi := 1<<16, -1
+				for j, r := range pt.recs {
+					kg := int(base.KeyGroupOfOrder(r.order, e.stride))
+					lo, hi = min(lo, kg), max(hi, kg)
+					if j > 0 && r.off <= pt.recs[j-1].off {
+						t.Fatalf("part %d: record %d after %d: order of the batch lost", i, r.off, pt.recs[j-1].off)
+					}
+				}
+				if lo <= lastKG {
+					t.Fatalf("part %d holds key groups %d..%d, the part before up to %d", i, lo, hi, lastKG)
+				}
+				lastKG = hi
+			}
+			if total != n {
+				t.Fatalf("%d records in the parts, want %d", total, n)
+			}
+			if c.name == "uniform" || c.name == "lower half" || c.name == "upper quarter" {
+				for i, pt := range parts[:k] {
+					if d := len(pt.recs) - n/k; d < -n/10 || d > n/10 {
+						t.Errorf("part %d: %d records of %d in %d parts", i, len(pt.recs), n, k)
+					}
+				}
+			}
+		})
 	}
 }
 

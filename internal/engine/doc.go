@@ -61,6 +61,10 @@
 //     installed after it. LSM compactions are picked after every install, run as Compaction
 //     tasks and installed by the owner like the others; while L0 holds Options.L0StopWrites
 //     files, writers wait for one (L0 stall).
+//  6. A bulk replay's parallel parts (invariant 30) are written by tasks and by the owner, each
+//     part invisible until the owner installs them all in one lower-tier install (one lsm
+//     manifest record naming every part's L0 file), or discards them all if any part failed:
+//     reads see a batch of the log tail entirely or not at all.
 //
 // Write stalls (one mechanism, stall): a writer that outruns the background waits, at most
 // Options.BackpressureTimeout, for the job that ends its debt, and never fails for it. Three
@@ -444,12 +448,27 @@
 // down — and then the root's Persist writes them all to the LsmStore anyway. A restore
 // instead applies the tail in bulk, the way a flush writes a sealed segment (protocol item 5):
 //
-//	Collect (seq order) ──► batches of ≤ bulkRecords records / bulkBytes bytes, in seq order
+//	Collect (seq order; the log's objects read and checked at once on the scheduler's
+//	workers and the owner, changelog.CollectParallel through forEachParallel)
+//	  ──► batches of ≤ bulkRecords records / bulkBytes bytes, in seq order
 //	per batch: one segRec (40 bytes) per record, mapped outside the Go heap (the sort
 //	buffers of a transform), newest first; radix sort by order hash (stable: equal orders stay
 //	newest first), runs of one order hash ordered by base.Compare on the decoded records
 //	  ──► base.Resolver (Stable; not Bottom: the restored tables lie below) ──► lsm WriteL0
 //	  ──► InstallL0 as the newest L0 file
+//
+// A batch large enough (bulkParallelMin records) is split into parts by key-group range before
+// the sort, one part per scheduler worker plus one for the owner, the cuts placed on a
+// histogram of the batch's key groups so the parts hold about as many records each (a tail
+// whose key groups all lie in one half of the range is still split evenly; a tail of one key
+// group is one part). Each part is sorted, resolved and written as its own L0 file on a lane
+// of forEachParallel: lane 0 the owner (which would otherwise only wait), the others Transform
+// tasks, one per worker, each taking the next part in turn. The files go in together (install
+// protocol item 6):
+//
+//	batch ──► stable scatter by part (key-group cuts) ──► part 0 │ part 1 │ … │ part k-1
+//	  each: radix sort ──► Resolver ──► WriteL0        (owner)    (tasks of the scheduler)
+//	  ──► one install of the k files as the newest L0 files (lsm InstallL0s)
 //
 // Records become the entries the FreshTable would have made of them (opEntryKind): put →
 // KindValue, delete, list delete and map clear → KindTombstone (user key empty), list append →
@@ -482,6 +501,14 @@
 //     (invariant 8); the file survives a crash only after the root's Persist that follows the
 //     replay (lsm InstallL0), and until then the restore's marker makes the directory a failed
 //     restore: the checkpoint stays restorable (it is only read).
+//  30. The parts of a batch hold disjoint key-group ranges, so their files are disjoint in
+//     order hash: no key has versions in two of them, and the order in which they enter L0
+//     (one install, the same lsm edit) cannot break lsm invariant 6; each is newer than every
+//     file below it for its keys by invariant 15 and the previous batches' by 16. A part task
+//     reads only the Batch (immutable while the replay runs), its own slice of the sort
+//     buffers and its own Resolver and iterator, and writes only its pending file; the owner
+//     waits for every task of the batch, whatever the outcome, before it installs, discards,
+//     or touches the buffers again.
 //
 // Memory: the Batch (about the bytes replayed, as before), 40 bytes per record of a batch
 // outside the Go heap (twice that while sorting), the decoded entries of one order-hash run
@@ -841,7 +868,7 @@
 //     with Flink's ReturnExpiredIfNotCleanedUp.
 //  11. and 12.: the TTL sweep, above.
 //  13. and 14.: batched reads, above.
-//  15. to 18.: bulk changelog replay, above (the one exception to invariant 1: a restore's
+//  15. to 18. and 30.: bulk changelog replay, above (the one exception to invariant 1: a restore's
 //     records reach the LsmStore without Apply, while the Store takes no other write).
 //  19. to 23. and 25.: lazy restore, above.
 //  24. and 15. to 18.: the bulk load of a canonical savepoint, above.

@@ -141,6 +141,7 @@ type Engine struct {
 	lsmCompactions   int64
 	flushes          int64 // sealed segments flushed straight to the lower tier
 	bulkFiles        int64 // L0 files a bulk changelog replay installed (bulk.go)
+	bulkParallel     int64 // batches a bulk changelog replay wrote in parts (bulk.go, invariant 30)
 	relocations      int64 // relocations installed
 	persistNanos     int64 // time Persist spent moving the tiers into the LsmStore
 	persistFiles     int64 // L0 files Persist wrote

@@ -57,6 +57,14 @@ type LowerTier interface {
 	Close() error
 }
 
+// lowerInstallAll is a LowerTier that can install several evicted runs at once (lsmTier: one
+// lsm manifest record): after an error none of them is visible and all stay pending. The runs
+// of one call hold disjoint order ranges (a parallel bulk replay's parts, doc.go invariant 30).
+// A tier without it gets one Install per run.
+type lowerInstallAll interface {
+	InstallAll(pending []any, lastSeq uint64) error
+}
+
 // LowerScan is a walk of the lower tier in entry order (LowerTier.Scan), used by the owner
 // between two writes. Entries are valid until the next Next. Release ends a step (the walk
 // keeps its buffers for the next LowerTier.Scan); Close drops it.

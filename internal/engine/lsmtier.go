@@ -38,6 +38,15 @@ func (l *lsmTier) Install(p any, lastSeq uint64) error {
 	return lowerError(l.db.InstallL0(p.(*lsm.PendingFile), lastSeq))
 }
 
+// InstallAll is Install of every run of ps in one lsm manifest record (lowerInstallAll).
+func (l *lsmTier) InstallAll(ps []any, lastSeq uint64) error {
+	fs := make([]*lsm.PendingFile, len(ps))
+	for i, p := range ps {
+		fs[i] = p.(*lsm.PendingFile)
+	}
+	return lowerError(l.db.InstallL0s(fs, lastSeq))
+}
+
 func (l *lsmTier) Discard(p any) { l.db.Discard(p.(*lsm.PendingFile)) }
 
 func (l *lsmTier) Get(order uint64, key, userKey []byte, visit func(*base.Entry) bool) error {

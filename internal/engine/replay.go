@@ -15,7 +15,10 @@ import (
 // else through Apply in seq order, skipping those a later record supersedes (replayKeep). It
 // returns the records applied and skipped (superseded).
 func (t *Engine) replaySource(ctx context.Context, s checkpoint.Storage, m *checkpoint.Manifest, segs []checkpoint.Object, r changelog.KeyGroupRange) (applied, skipped int64, err error) {
-	b, err := changelog.Collect(ctx, s, segs, r, 0, m.LastSeq)
+	// The objects are read and checked at once on the scheduler's workers and the owner.
+	b, err := changelog.CollectParallel(ctx, s, segs, r, 0, m.LastSeq, func(n int, f func(int) error) error {
+		return t.forEachParallel("changelog collect", n, f)
+	})
 	if err != nil {
 		return 0, 0, err
 	}

@@ -24,6 +24,11 @@ func (t *Engine) Busy() bool { return t.inFlight() || len(t.lsmJobs) != 0 }
 // tests tell by it which path a restore took.
 func (t *Engine) BulkReplayFiles() int64 { return t.bulkFiles }
 
+// BulkReplayParallel returns the number of batches bulk changelog replays split into parts by
+// key-group range and wrote at once (bulk.go, invariant 30): tests tell by it that the
+// parallel path ran.
+func (t *Engine) BulkReplayParallel() int64 { return t.bulkParallel }
+
 // RowCacheSets returns the number of sets of the row cache; -1 when there is none.
 func (t *Engine) RowCacheSets() int {
 	if t.rc == nil {

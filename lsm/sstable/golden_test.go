@@ -130,3 +130,23 @@ func (b readOnly) Sync() error                { return nil }
 func (b readOnly) Stat() (os.FileInfo, error) { return nil, os.ErrInvalid }
 
 var errEOF = io.EOF
+
+// TestOrdersHint: a Writer sized by OrdersHint — too small, about right, far too large —
+// writes the golden file's bytes exactly (the hint sizes a buffer; it is no part of the
+// format).
+func TestOrdersHint(t *testing.T) {
+	golden, err := os.ReadFile(filepath.Join("testdata", "v1.sst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := goldenEntries()
+	for _, h := range []int{1, len(es), 1 << 30, -5} {
+		fs := vfs.NewMem()
+		o := goldenOpts
+		o.OrdersHint = h
+		writeFile(t, fs, "h.sst", es, o)
+		if got := fileBytes(t, fs, "h.sst"); !bytes.Equal(got, golden) {
+			t.Fatalf("OrdersHint %d: %d bytes unlike the golden file's %d", h, len(got), len(golden))
+		}
+	}
+}
