@@ -421,6 +421,9 @@ func (t *Engine) installTransforms() (n, ended int) {
 			if errors.Is(j.err, memory.ErrMemoryBudget) || errors.Is(j.err, context.Canceled) {
 				// Retried once memory was freed (kick) or by a waiting writer; with an empty
 				// SliceTable, flushed to the lower tier instead (and the next few too).
+				if !j.flush && errors.Is(j.err, memory.ErrMemoryBudget) {
+					t.sizeReserve(-1) // the output outgrew the reserve: two segments again
+				}
 				t.fifo[0] = &transformJob{seg: j.seg, failed: true, failedUsed: t.budget.Used()}
 				if !j.flush && t.canFlush() {
 					t.preferFlush = flushProbe
@@ -458,6 +461,7 @@ func (t *Engine) installTransforms() (n, ended int) {
 				out += int64(s.MemBytes())
 			}
 			t.costBytes(BgTransform, 0, out)
+			t.sizeReserve(out)
 			if err := t.sl.Install(j.out); err != nil {
 				panic("strata: invariant: installing a transform in seal order: " + err.Error())
 			}
@@ -867,4 +871,36 @@ func (t *Engine) retryWait(deadline *time.Time, memOnly bool) (waited bool, err 
 		return false, pending
 	}
 	return true, nil
+}
+
+// reserveWindow is the number of recent transforms whose largest output sizes the transform
+// reserve (sizeReserve).
+const reserveWindow = 8
+
+// sizeReserve sets the transform reserve from the transforms' measured output (doc.go,
+// invariant 30): out > 0 records an installed transform's slice bytes; out < 0 says a
+// transform failed for memory, and the reserve goes back to two segments. The largest output
+// of the last reserveWindow transforms plus an eighth, rounded up to whole segments, within
+// [one segment, two segments] and Open's caps (a quarter of the budget for the reserves of
+// all stores sharing it; a segment and a quarter left to writers). Owner only; O(1).
+func (t *Engine) sizeReserve(out int64) {
+	seg := int64(t.segSize)
+	want := 2 * seg
+	if out >= 0 {
+		t.reserveOut[t.reserveN%reserveWindow] = out
+		t.reserveN++
+		need := int64(0)
+		for _, o := range t.reserveOut[:min(t.reserveN, reserveWindow)] {
+			need = max(need, o)
+		}
+		need += need / 8
+		want = min(max((need+seg-1)/seg*seg, seg), 2*seg)
+	}
+	others := t.budget.Reserve() - t.reserve
+	lim := t.budget.Limit()
+	want = max(min(want, lim/4-others, lim-seg-seg/4-others), 0)
+	if want != t.reserve {
+		t.budget.AddReserve(want - t.reserve)
+		t.reserve = want
+	}
 }
