@@ -79,11 +79,12 @@ type Engine struct {
 	sched            *scheduler.Scheduler
 	stride           uint64 // base.Stride(MaxParallelism)
 
-	reserve int64 // bytes this store added to the budget's reserve
 	// reserveOut holds the slice bytes of the last reserveWindow installed transforms
 	// (sizeReserve); reserveN counts the transforms recorded.
-	reserveOut  [reserveWindow]int64
-	reserveN    int
+	reserveOut [reserveWindow]int64
+	reserveN   int
+
+	reserve     int64         // bytes this store added to the budget's reserve
 	bpTimeout   time.Duration // Options.BackpressureTimeout
 	maxCompact  int           // compactions in flight at most
 	evictWater  int64         // evict when the slices hold more bytes (0: only under backpressure)
