@@ -37,6 +37,11 @@ type blockCopy struct {
 // Slices returns the number of slices the job may move.
 func (r *Relocation) Slices() int { return len(r.slices) }
 
+// Segments returns the number of allocator segments the job empties: each
+// goes back to the Pool at the install if all its slices moved (Moved ==
+// Slices) and no other job holds one of them.
+func (r *Relocation) Segments() int { return len(r.segs) }
+
 // Bytes returns the memory of those slices, in bytes.
 func (r *Relocation) Bytes() int64 { return r.bytes }
 

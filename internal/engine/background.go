@@ -136,7 +136,7 @@ func (t *Engine) kick() {
 		}
 	}
 	if t.low != nil && (t.headFailed() || t.evictWater > 0 && t.sl.Stats().MemBytes > t.evictWater ||
-		t.evictRoom > 0 && t.roomShort()) {
+		t.evictRoom > 0 && t.roomShort() && !t.relocationCovers()) {
 		t.evict()
 	}
 	t.kickLSM()
@@ -159,6 +159,17 @@ func (t *Engine) roomShort() bool {
 	}
 	room += t.f.Stats().PinnedBytes + t.sl.Stats().PinnedBytes // O(buckets + segments), when short only
 	return room < need
+}
+
+// relocationCovers reports whether the pending relocation's segments, which go back to the Pool
+// at its install, cover the writers' shortfall below EvictionRoom (doc.go, "Eviction policy"):
+// the room test then waits for it instead of evicting state.
+func (t *Engine) relocationCovers() bool {
+	if t.relocation == nil {
+		return false
+	}
+	short := t.evictRoom - t.budget.WriterRoom()
+	return int64(t.relocation.r.Segments())*int64(t.segSize) >= short
 }
 
 // mapCaches maps the LsmStore's block cache and the row cache (Options.BlockCacheSize,
@@ -257,14 +268,16 @@ func (t *Engine) submitTransform(j *transformJob) {
 	})
 }
 
-// submitRelocation runs a relocation (slice.Table.PickRelocation: the slices of a sparsely
-// used allocator segment copied into free blocks of fuller ones, so the segment goes back to
-// the Pool) as a Compaction task: eviction frees blocks scattered over segments, and only
-// relocation turns them back into whole segments for the FreshTable and the budget.
+// submitRelocation runs a relocation (slice.Table.PickRelocation: the slices of sparsely
+// used allocator segments copied into free blocks of fuller ones, so the segments go back to
+// the Pool) as a Transform-class task (its CPU still counts as compaction): eviction and
+// compaction free blocks scattered over segments, and only relocation turns them back into
+// whole segments for the FreshTable and the budget, so it frees memory as a transform does
+// and must not queue behind a batch of compactions while the room test waits for it.
 func (t *Engine) submitRelocation(r *slice.Relocation) {
 	job := &relocationJob{r: r}
 	t.relocation = job
-	t.run(bgRelocation, BgCompaction, scheduler.Compaction, "relocation", &job.done, &job.err, r.Run)
+	t.run(bgRelocation, BgCompaction, scheduler.Transform, "relocation", &job.done, &job.err, r.Run)
 }
 
 // submitCompactions picks slice compactions, one bucket each, until their inputs reach a

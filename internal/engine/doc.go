@@ -81,7 +81,14 @@
 // no eviction is made for them: they yield to state); above Options.EvictionWatermark bytes of slices (when
 // set); and whenever a writer waits for memory or the head transform failed for it, the
 // coldest units of the chains' oldest runs are evicted (slice.Table.PickEviction, one batch
-// in flight). So state that fits the budget is never evicted. A transform that fails for
+// in flight). The room test does not evict while a relocation is pending whose segments
+// (slice.Relocation.Segments, whole segments back to the Pool at its install) cover the
+// shortfall: that memory is held, not used, and comes back without moving state; a writer
+// the budget refuses meanwhile waits for the relocation like for any job in flight, and
+// evicts (backpressure) only if nothing is left in flight. Relocations run at the transform's
+// priority (a memcpy of at most four segments: it frees memory as a transform does). The
+// flight demo at 64 MiB evicted with 19 MiB free inside held slice segments while a
+// relocation of four of them was pending. So state that fits the budget is never evicted. A transform that fails for
 // memory while the SliceTable is empty switches to flushes for the next flushProbe segments:
 // a budget that cannot hold a transform's slices beside the FreshTable (64 MiB with 16 MiB
 // segments) then runs as FreshTable → LsmStore.
