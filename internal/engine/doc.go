@@ -83,7 +83,8 @@
 // coldest units of the chains' oldest runs are evicted (slice.Table.PickEviction, one batch
 // in flight). The room test does not evict while a relocation is pending whose segments
 // (slice.Relocation.Segments, whole segments back to the Pool at its install) cover the
-// shortfall: that memory is held, not used, and comes back without moving state; a writer
+// shortfall (except while a cache waits to be mapped over an LsmStore that holds data: the
+// eviction's room maps it): that memory is held, not used, and comes back without moving state; a writer
 // the budget refuses meanwhile waits for the relocation like for any job in flight, and
 // evicts (backpressure) only if nothing is left in flight. Relocations run at the transform's
 // priority (a memcpy of at most four segments: it frees memory as a transform does). The
