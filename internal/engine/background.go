@@ -898,7 +898,7 @@ func (t *Engine) retryWait(deadline *time.Time, memOnly bool) (waited bool, err 
 const reserveWindow = 8
 
 // sizeReserve sets the transform reserve from the transforms' measured output (doc.go,
-// invariant 30): out > 0 records an installed transform's slice bytes; out < 0 says a
+// invariant 31): out > 0 records an installed transform's slice bytes; out < 0 says a
 // transform failed for memory, and the reserve goes back to two segments. The largest output
 // of the last reserveWindow transforms plus an eighth, rounded up to whole segments, within
 // [one segment, two segments] and Open's caps (a quarter of the budget for the reserves of

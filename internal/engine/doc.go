@@ -97,7 +97,7 @@
 // Memory: the store adds a reserve to its budget (memory.Budget.AddReserve) that the FreshTable
 // cannot take, sized for the slices of one transform, so a transform can always build its
 // output before the segment it frees is dropped. Its size follows the transforms' measured
-// output (sizeReserve, invariant 30): two segments until a transform has installed, then the
+// output (sizeReserve, invariant 31): two segments until a transform has installed, then the
 // largest output of the last reserveWindow transforms plus an eighth, rounded up to whole
 // segments (a transform's new slice memory comes from the Pool a segment at a time), never
 // below one segment nor above two; a transform that fails for memory puts it back at two.
@@ -860,7 +860,7 @@
 //  19. to 23. and 25.: lazy restore, above.
 //  24. and 15. to 18.: the bulk load of a canonical savepoint, above.
 //  26. to 29.: the restore sequence, above.
-//  30. The transform reserve is at least one segment and at least ceil(9/8 × the largest output
+//  31. The transform reserve is at least one segment and at least ceil(9/8 × the largest output
 //     of the last reserveWindow installed transforms ÷ a segment) segments, at most two (and
 //     within Open's caps: a quarter of the budget for all stores sharing it, room for a
 //     segment and a quarter beside it); after a transform fails for memory it is two segments

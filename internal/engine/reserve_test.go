@@ -8,7 +8,7 @@ import (
 )
 
 // TestReserveFollowsTransforms: the transform reserve starts at two segments, follows the
-// measured output of the transforms (invariant 30) — one segment for small live output (many
+// measured output of the transforms (invariant 31) — one segment for small live output (many
 // overwrites of few keys), two for values of 9 KiB that fill 16 KiB blocks poorly — goes back
 // to two after a failure for memory, and returns to the budget at Close.
 func TestReserveFollowsTransforms(t *testing.T) {
