@@ -47,7 +47,7 @@ func TestReserveFollowsTransforms(t *testing.T) {
 				what, r, e.reserve, want, most, e.reserveN)
 		}
 		if r := b.Reserve(); r < seg || r > 2*seg || r < most+most/8 {
-			t.Fatalf("%s: reserve %d breaks invariant 30 (largest output %d)", what, r, most)
+			t.Fatalf("%s: reserve %d breaks invariant 31 (largest output %d)", what, r, most)
 		}
 	}
 	// 200 keys of 100 B overwritten: each transform keeps 200 live records.
