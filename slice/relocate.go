@@ -17,8 +17,9 @@ import (
 // CancelRelocation ends it on the owner goroutine.
 type Relocation struct {
 	t      *Table
-	seg    *aseg
-	slices []*Slice // the inputs, moving; all in seg
+	segs   []*aseg  // the segments being emptied, in ascending use at the pick
+	slices []*Slice // the inputs, moving; each in a segment of segs
+	src    []*aseg  // src[i] is the segment slices[i] is in
 	bytes  int64
 	moved  []blockCopy // Run's copies of slices[:len(moved)]
 	nmoved int         // len(moved) when Run returned
@@ -36,6 +37,11 @@ type blockCopy struct {
 // Slices returns the number of slices the job may move.
 func (r *Relocation) Slices() int { return len(r.slices) }
 
+// Segments returns the number of allocator segments the job empties: each
+// goes back to the Pool at the install if all its slices moved (Moved ==
+// Slices) and no other job holds one of them.
+func (r *Relocation) Segments() int { return len(r.segs) }
+
 // Bytes returns the memory of those slices, in bytes.
 func (r *Relocation) Bytes() int64 { return r.bytes }
 
@@ -44,15 +50,21 @@ func (r *Relocation) Bytes() int64 { return r.bytes }
 // those still installed and in no other job (Stats.RelocatedSlices).
 func (r *Relocation) Moved() int { return r.nmoved }
 
+// relocSegs is the number of segments one relocation may empty. One per
+// job did not keep up with slice compactions freeing blocks all over the
+// held segments (doc.go, "Memory compaction").
+const relocSegs = 4
+
 // PickRelocation proposes a relocation when the free blocks inside the
 // allocator's partly used segments (not counting segments already being
 // emptied) exceed one segment's worth, or reports false. It takes the
-// least used segment holding slices of t that are not busy and that fit
-// the free blocks of the segments at least as used (the only ones Run
-// fills), marks those slices moving and the segment draining: until the
-// job ends, allocations avoid the segment (a block of it is handed out
-// only when no other held segment has a free one) and relocations never
-// fill it. Moving slices stay available to everything else: reads,
+// least used segments holding slices of t that are not busy, up to
+// relocSegs, each only if its slices fit the free blocks of the segments
+// at least as used (the only ones Run fills) less those the segments
+// picked before it claim, marks those slices moving and the segments
+// draining: until the job ends, allocations avoid the segments (a block
+// of them is handed out only when no other held segment has a free one)
+// and relocations never fill them. Moving slices stay available to everything else: reads,
 // compactions and evictions may take them (a relocation never delays a
 // compaction); a slice that leaves the table meanwhile keeps its block
 // until the relocation ends. At most one relocation per table is pending;
@@ -96,32 +108,55 @@ func (t *Table) PickRelocation() (*Relocation, bool) {
 		}
 		return cmp.Compare(segs[i].id, segs[j].id)
 	})
+	var job *Relocation
+	claimed := 0 // blocks the segments picked so far will take
+	var picked []int
 	for _, i := range cand {
+		if len(picked) == t.relocSegs {
+			break
+		}
 		g := segs[i]
-		var in []*Slice
+		n := 0
 		for _, s := range t.bySeg[g] {
 			if !s.busy && !s.moving {
-				in = append(in, s)
+				n++
 			}
 		}
-		if len(in) == 0 || room(use[i].used)-int(use[i].free) < len(in) {
+		avail := room(use[i].used) - int(use[i].free) - claimed
+		for _, j := range picked { // picked segments as used as this one are no target
+			if use[j].used >= use[i].used {
+				avail -= int(use[j].free)
+			}
+		}
+		if n == 0 || avail < n {
 			continue
 		}
-		job := &Relocation{t: t, seg: g, slices: in}
-		for _, s := range in {
-			s.moving = true
-			job.bytes += int64(s.mem)
+		if job == nil {
+			job = &Relocation{t: t}
 		}
+		for _, s := range t.bySeg[g] {
+			if !s.busy && !s.moving {
+				s.moving = true
+				job.slices = append(job.slices, s)
+				job.src = append(job.src, g)
+				job.bytes += int64(s.mem)
+			}
+		}
+		job.segs = append(job.segs, g)
 		t.a.startDrain(g)
-		t.reloc = job
-		return job, true
+		claimed += n
+		picked = append(picked, i)
 	}
-	return nil, false
+	if job == nil {
+		return nil, false
+	}
+	t.reloc = job
+	return job, true
 }
 
 // Run copies the job's slices, byte for byte, into blocks of the fullest
 // segments that have free ones — never into new memory, a segment being
-// emptied or one less used than the job's — and when no such block is
+// emptied or one less used than the slice's own — and when no such block is
 // left it stops: the remaining slices stay where they are (Moved says how
 // many moved). It reads only the moving slices' immutable bytes, which
 // stay valid until the job ends, and allocates through the thread-safe
@@ -134,12 +169,12 @@ func (r *Relocation) Run(ctx context.Context) error {
 	}
 	r.ran = true
 	a := r.t.a
-	for _, s := range r.slices {
+	for i, s := range r.slices {
 		if err := ctx.Err(); err != nil {
 			r.releaseCopies()
 			return err
 		}
-		mem, ref, ok := a.allocMove(r.seg)
+		mem, ref, ok := a.allocMove(r.src[i])
 		if !ok {
 			break
 		}
@@ -202,7 +237,9 @@ func (r *Relocation) end(swap bool) {
 	t := r.t
 	r.done = true
 	t.reloc = nil
-	t.a.endDrain(r.seg)
+	for _, g := range r.segs {
+		t.a.endDrain(g)
+	}
 	swapped := 0
 	for i, s := range r.slices {
 		s.moving = false

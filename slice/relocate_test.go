@@ -503,6 +503,7 @@ func TestRelocationYields(t *testing.T) {
 func fragmentedEnv(t *testing.T) *env {
 	t.Helper()
 	e := newEnvSeg(t, MinSliceSize, 4, Options{BucketBits: 3, CompactionThreshold: 100, HighWatermark: 1, EvictionBatch: 1})
+	e.t.relocSegs = 1 // the tests built on it follow one segment's slice (TestRelocationSeveralSegments: more)
 	seq := uint64(0)
 	for b := uint64(0); b < 8; b++ {
 		if _, ok := e.t.PickRelocation(); ok {
@@ -534,4 +535,42 @@ func fragmentedEnv(t *testing.T) *env {
 		t.Fatalf("setup: %+v", st)
 	}
 	return e
+}
+
+// TestRelocationSeveralSegments: one relocation empties several of the
+// least used segments when the free blocks of fuller ones take all their
+// slices (invariant 13): every picked segment drains, every slice moves,
+// the segments go back to the Pool at the install, and reads stay right.
+// With one segment per job the same allocator needs a job per segment.
+func TestRelocationSeveralSegments(t *testing.T) {
+	e := fragmentedEnv(t)
+	e.t.relocSegs = relocSegs
+	before := e.a.Stats()
+	job, ok := e.t.PickRelocation()
+	if !ok {
+		t.Fatalf("no relocation: %+v", before)
+	}
+	if len(job.segs) < 2 || e.a.Stats().Draining != len(job.segs) || len(job.src) != len(job.slices) {
+		t.Fatalf("a job of %d segments (%d draining) for %d slices, allocator %+v", len(job.segs),
+			e.a.Stats().Draining, len(job.slices), before)
+	}
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if job.Moved() != job.Slices() {
+		t.Fatalf("moved %d of %d slices", job.Moved(), job.Slices())
+	}
+	if err := e.t.InstallRelocation(job); err != nil {
+		t.Fatal(err)
+	}
+	after := e.a.Stats()
+	if after.Draining != 0 || after.Blocks != before.Blocks || after.Segments != before.Segments-len(job.segs) ||
+		after.Segments > heldBound(after) {
+		t.Fatalf("before %+v, after %+v, %d segments emptied", before, after, len(job.segs))
+	}
+	for b := uint64(0); b < 8; b++ {
+		if v, st := e.t.Get(b<<61|1, []byte("k")); st != Found || string(v) != "2" {
+			t.Fatalf("bucket %d: Get = %q %v", b, v, st)
+		}
+	}
 }

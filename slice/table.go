@@ -179,6 +179,9 @@ type Table struct {
 
 	bySeg map[*aseg][]*Slice // installed block slices by segment (Slice.segPos)
 	reloc *Relocation        // the pending relocation, if any
+	// relocSegs is the number of segments one relocation may empty
+	// (relocSegs, the constant; tests that follow one slice set 1).
+	relocSegs int
 
 	// Snapshots (snapshot.go, invariant 16): while snaps is not empty,
 	// release defers blocks to deferred instead of freeing them.
@@ -214,6 +217,8 @@ func New(opts Options) (*Table, error) {
 		shift:   uint(64 - opts.BucketBits),
 		buckets: make([]chain, 1<<opts.BucketBits),
 		bySeg:   make(map[*aseg][]*Slice),
+
+		relocSegs: relocSegs,
 	}, nil
 }
 

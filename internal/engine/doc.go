@@ -85,14 +85,28 @@
 // no eviction is made for them: they yield to state); above Options.EvictionWatermark bytes of slices (when
 // set); and whenever a writer waits for memory or the head transform failed for it, the
 // coldest units of the chains' oldest runs are evicted (slice.Table.PickEviction, one batch
-// in flight). So state that fits the budget is never evicted. A transform that fails for
+// in flight). The room test does not evict while a relocation is pending whose segments
+// (slice.Relocation.Segments, whole segments back to the Pool at its install) cover the
+// shortfall (except while a cache waits to be mapped over an LsmStore that holds data: the
+// eviction's room maps it): that memory is held, not used, and comes back without moving state; a writer
+// the budget refuses meanwhile waits for the relocation like for any job in flight, and
+// evicts (backpressure) only if nothing is left in flight. Relocations run at the transform's
+// priority (a memcpy of at most four segments: it frees memory as a transform does). The
+// flight demo at 64 MiB evicted with 19 MiB free inside held slice segments while a
+// relocation of four of them was pending. So state that fits the budget is never evicted. A transform that fails for
 // memory while the SliceTable is empty switches to flushes for the next flushProbe segments:
 // a budget that cannot hold a transform's slices beside the FreshTable (64 MiB with 16 MiB
 // segments) then runs as FreshTable → LsmStore.
 //
 // Memory: the store adds a reserve to its budget (memory.Budget.AddReserve) that the FreshTable
 // cannot take, sized for the slices of one transform, so a transform can always build its
-// output before the segment it frees is dropped. A write refused with ErrMemoryBudget while
+// output before the segment it frees is dropped. Its size follows the transforms' measured
+// output (sizeReserve, invariant 31): two segments until a transform has installed, then the
+// largest output of the last reserveWindow transforms plus an eighth, rounded up to whole
+// segments (a transform's new slice memory comes from the Pool a segment at a time), never
+// below one segment nor above two; a transform that fails for memory puts it back at two.
+// The flight demo's transforms turn a 4 MiB segment into about 2 MiB of slices (its live
+// records), so its reserve is one segment: 4 MiB of a 64 MiB budget go back to state. A write refused with ErrMemoryBudget while
 // background work is in flight waits for it (backpressure, counted in Stats) and retries.
 //
 // # What the budget covers
@@ -873,4 +887,11 @@
 //  19. to 23. and 25.: lazy restore, above.
 //  24. and 15. to 18.: the bulk load of a canonical savepoint, above.
 //  26. to 29.: the restore sequence, above.
+//  31. The transform reserve is at least one segment and at least ceil(9/8 × the largest output
+//     of the last reserveWindow installed transforms ÷ a segment) segments, at most two (and
+//     within Open's caps: a quarter of the budget for all stores sharing it, room for a
+//     segment and a quarter beside it); after a transform fails for memory it is two segments
+//     until the next transform installs. Only the owner changes it (installTransforms), so a
+//     writer sees either size, never a torn one, and a transform that needs more than the
+//     reserve fails for memory and is retried as before (the reserve then grows).
 package engine

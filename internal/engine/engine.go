@@ -79,6 +79,11 @@ type Engine struct {
 	sched            *scheduler.Scheduler
 	stride           uint64 // base.Stride(MaxParallelism)
 
+	// reserveOut holds the slice bytes of the last reserveWindow installed transforms
+	// (sizeReserve); reserveN counts the transforms recorded.
+	reserveOut [reserveWindow]int64
+	reserveN   int
+
 	reserve     int64         // bytes this store added to the budget's reserve
 	bpTimeout   time.Duration // Options.BackpressureTimeout
 	maxCompact  int           // compactions in flight at most
