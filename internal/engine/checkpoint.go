@@ -144,6 +144,11 @@ type ckState struct {
 	inflight      checkpoint.InFlight
 	tmpDir        string
 	tmpFS         vfs.FS
+	// memOrders is how many entries the last memory table held: the next one's
+	// sstable.WriterOptions.OrdersHint, so that its Writer does not grow its list of orders
+	// by append (0.32 s of the flight demo's CPU, 2026-12-05). Written by the checkpoint's
+	// background job; checkpoints run one at a time.
+	memOrders atomic.Int64
 
 	gc      *scheduler.Handle
 	gcNext  *gcRun // the next GC to run once the running one ends
@@ -626,7 +631,8 @@ func (t *Engine) memoryTable(ctx context.Context, p *PendingCheckpoint) (_ *chec
 			fsys.Remove(path)
 		}
 	}()
-	w := sstable.NewWriter(f, sstable.WriterOptions{})
+	hint := t.ck.memOrders.Load()
+	w := sstable.NewWriter(f, sstable.WriterOptions{OrdersHint: int(hint + hint/8)})
 	var lo, hi uint64
 	n := 0
 	// Resolved as a compaction of the memory tiers that is never at the bottom (the
@@ -663,6 +669,7 @@ func (t *Engine) memoryTable(ctx context.Context, p *PendingCheckpoint) (_ *chec
 		f.Close()
 		return nil, "", lowerError(err)
 	}
+	t.ck.memOrders.Store(int64(n))
 	if n == 0 {
 		f.Close()
 		return nil, "", nil
