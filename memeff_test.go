@@ -55,10 +55,14 @@ func TestStateFitsBudget(t *testing.T) {
 }
 
 // TestCachesAfterEviction: a Store whose state outgrows its budget (32 MiB, 400 K values of
-// 124 bytes) evicts, and then maps its block and row caches (Options: defaults) from the
-// memory evictions free, within the budget; reads of evicted keys go through them.
+// 124 bytes) evicts, and then maps its block and row caches from the memory evictions free,
+// within the budget; reads of evicted keys go through them. The slices are held to 4 MiB
+// (Options.EvictionWatermark), so that evictions leave the room the caches need: under the
+// default policy the caches yield to state (they map only from room beyond EvictionRoom), and
+// whether that room is there when the load ends depends on how the last eviction batch fell —
+// the test asserted it and failed about 1 run in 10 (2026-12-05).
 func TestCachesAfterEviction(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{MemoryBudget: 32 << 20})
+	s, err := Open(t.TempDir(), Options{MemoryBudget: 32 << 20, EvictionWatermark: 4 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
