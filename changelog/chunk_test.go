@@ -29,23 +29,36 @@ func TestNewLogAppendsWithoutAllocating(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := w.Persist(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	l1.Close()
-	l2, _ := w.Log("s", KeyGroupRange{Start: 0, End: 127})
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for range 20000 {
-		seq++
-		if err := l2.Append(6, 3, seq, key, uk, val); err != nil {
+	// The count is the process's: a stray allocation of the runtime or the test framework on
+	// another goroutine lands in it now and then (CI saw 1, 2026-12-05). A Log whose buffer
+	// grows allocates at every generation, so the test asks for one generation of three
+	// without an allocation, not for all three.
+	var counts []uint64
+	for range 3 {
+		if _, err := w.Persist(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+		l1.Close()
+		l2, _ := w.Log("s", KeyGroupRange{Start: 0, End: 127})
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range 20000 {
+			seq++
+			if err := l2.Append(6, 3, seq, key, uk, val); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		n := after.Mallocs - before.Mallocs
+		if n == 0 {
+			l2.Close()
+			return
+		}
+		counts = append(counts, n)
+		l1 = l2
 	}
-	runtime.ReadMemStats(&after)
-	if n := after.Mallocs - before.Mallocs; n > 0 {
-		t.Fatalf("a new Log's first 20000 appends (%d bytes) allocated %d times", 20000*recordLen(6, 1, key, uk, val), n)
-	}
+	l1.Close()
+	t.Fatalf("a new Log's first 20000 appends (%d bytes) allocated in each of 3 generations: %v times", 20000*recordLen(6, 1, key, uk, val), counts)
 }
 
 // TestRecordsAcrossChunks: records of every size, up to several chunks long, with seqs one
