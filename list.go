@@ -179,21 +179,7 @@ func (s *Store) writeList(h uint64, key, batch []byte, replace bool) error {
 		}
 	}
 	for len(batch) > 0 {
-		n := len(batch)
-		if n > max {
-			n = 0
-			for n < len(batch) {
-				ln, m := binary.Uvarint(batch[n:])
-				if m <= 0 {
-					panic("strata: invariant: list batch framing broken")
-				}
-				end := n + m + int(ln)
-				if end > max && n > 0 {
-					break
-				}
-				n = end
-			}
-		}
+		n := engine.ListPiece(batch, max)
 		kind := engine.OpListAppend
 		if replace {
 			kind, replace = engine.OpListReplace, false

@@ -171,21 +171,7 @@ func (t *Engine) canonicalList(put func(kind OpKind, h uint64, uk, v []byte) err
 	}
 	kind := OpListReplace
 	for len(batch) > 0 {
-		n := len(batch)
-		if n > max {
-			n = 0
-			for n < len(batch) {
-				ln, m := binary.Uvarint(batch[n:])
-				if m <= 0 {
-					panic("strata: invariant: list batch framing broken")
-				}
-				end := n + m + int(ln)
-				if end > max && n > 0 {
-					break
-				}
-				n = end
-			}
-		}
+		n := ListPiece(batch, max)
 		if err := put(kind, h, nil, batch[:n]); err != nil {
 			return err
 		}
@@ -211,4 +197,29 @@ func aliasIDs(as []IDAlias, id uint16, kg checkpoint.KeyGroupRange) []uint16 {
 		}
 	}
 	return ids
+}
+
+// ListPiece returns the length of the first piece of the framed list batch (a uvarint length
+// and the bytes of each element) to write as one list record: all of it when it is at most max
+// bytes, else its longest prefix of whole elements within max, or its first element alone when
+// that one is longer. The typed API's list writes and the canonical restore cut long lists
+// with it, so that no list record exceeds what the FreshTable takes. Panics on broken framing:
+// the caller framed the batch.
+func ListPiece(batch []byte, max int) int {
+	if len(batch) <= max {
+		return len(batch)
+	}
+	n := 0
+	for n < len(batch) {
+		ln, m := binary.Uvarint(batch[n:])
+		if m <= 0 {
+			panic("strata: invariant: list batch framing broken")
+		}
+		end := n + m + int(ln)
+		if end > max && n > 0 {
+			break
+		}
+		n = end
+	}
+	return n
 }
