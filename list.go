@@ -197,18 +197,7 @@ func (s *Store) writeList(h uint64, key, batch []byte, replace bool) error {
 //
 //go:noinline
 func (s *Store) checkElems(batch []byte) error {
-	limit := uint64(s.opts.SegmentSize / 4)
-	for len(batch) > 0 {
-		ln, m := binary.Uvarint(batch)
-		if m <= 0 {
-			panic("strata: invariant: list batch framing broken")
-		}
-		if n := uint64(m) + ln; n > limit {
-			return fmt.Errorf("%w: list element of %d bytes (framed) > %d", ErrValueTooLarge, n, limit)
-		}
-		batch = batch[m+int(ln):]
-	}
-	return nil
+	return engine.CheckListElems(batch, s.opts.SegmentSize/4)
 }
 
 // Get returns an iterator over the list of k, oldest element first, as Flink's ListState.get;

@@ -157,16 +157,8 @@ func (t *Engine) restoreCanonicalObject(ctx context.Context, storage checkpoint.
 func (t *Engine) canonicalList(put func(kind OpKind, h uint64, uk, v []byte) error, h uint64, batch []byte) error {
 	max := t.segSize / 8
 	if len(batch) > max {
-		limit := uint64(t.segSize / 4)
-		for b := batch; len(b) > 0; {
-			ln, m := binary.Uvarint(b)
-			if m <= 0 {
-				panic("strata: invariant: list batch framing broken")
-			}
-			if n := uint64(m) + ln; n > limit {
-				return fmt.Errorf("%w: list element of %d bytes (framed) > %d", ErrValueTooLarge, n, limit)
-			}
-			b = b[m+int(ln):]
+		if err := CheckListElems(batch, t.segSize/4); err != nil {
+			return err
 		}
 	}
 	kind := OpListReplace
@@ -222,4 +214,23 @@ func ListPiece(batch []byte, max int) int {
 		n = end
 	}
 	return n
+}
+
+// CheckListElems returns an error wrapping ErrValueTooLarge when an element of the framed list
+// batch is longer, framing included, than limit bytes (what the FreshTable takes in one
+// record: a quarter of a segment), else nil: a long list is cut into pieces (ListPiece)
+// between elements, so one too large for a record must be refused before any piece is
+// written. Panics on broken framing: the caller framed the batch.
+func CheckListElems(batch []byte, limit int) error {
+	for len(batch) > 0 {
+		ln, m := binary.Uvarint(batch)
+		if m <= 0 {
+			panic("strata: invariant: list batch framing broken")
+		}
+		if n := uint64(m) + ln; n > uint64(limit) {
+			return fmt.Errorf("%w: list element of %d bytes (framed) > %d", ErrValueTooLarge, n, limit)
+		}
+		batch = batch[m+int(ln):]
+	}
+	return nil
 }
