@@ -17,9 +17,6 @@ func (t *Engine) EvictNow() bool { return t.evict() || t.eviction != nil }
 // BackgroundErr returns the sticky background failure, if any.
 func (t *Engine) BackgroundErr() error { return t.bgErr }
 
-// Busy reports whether background work is queued or in flight (LSM compactions included).
-func (t *Engine) Busy() bool { return t.inFlight() || len(t.lsmJobs) != 0 }
-
 // BulkReplayFiles returns the number of L0 files bulk changelog replays installed (bulk.go):
 // tests tell by it which path a restore took.
 func (t *Engine) BulkReplayFiles() int64 { return t.bulkFiles }
