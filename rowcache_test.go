@@ -19,7 +19,7 @@ import (
 // (options, shared budgets, Open failures, page rounding). Values and list reads held across
 // later reads, and WaitBackground's installs, are tested in internal/engine
 // (rowcache_engine_test.go) with byte keys. The random model over the row cache is TestModel
-// (model_test.go: its checkCache step, and the memfs, one-set, kg-range and pressure
+// (store_model_test.go: its checkCache step, and the memfs, one-set, kg-range and pressure
 // configurations).
 
 // TestRowCacheStore: a value read twice from the LsmStore is served by the row cache the second

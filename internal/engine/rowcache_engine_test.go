@@ -16,7 +16,7 @@ import (
 // many later reads until the next write, and WaitBackground installs everything queued. They
 // moved here from the root package (issue 26), which keeps the typed API's side of the row
 // cache (its options, its budget accounting, the write-through refresh through every state
-// kind) and the random model over it (model_test.go).
+// kind) and the random model over it (store_model_test.go).
 
 // rowCacheOptions are the options of an engine on mem with a row cache of rows bytes, a
 // 1 MiB block cache and evictions on demand only (EvictNow), as the root's Options with
@@ -181,5 +181,5 @@ func TestWaitBackgroundInstalls(t *testing.T) {
 	if err := h.e.WaitBackground(); err != nil { // idle: returns at once
 		t.Fatal(err)
 	}
-	h.close() // ErrClosed after Close is the root's (TestWaitBackground, wait_test.go)
+	h.close() // ErrClosed after Close is the root's (TestWaitBackground, store_test.go)
 }
