@@ -9,6 +9,28 @@ import (
 
 // Hooks for the root package's tests: they reach states of the engine no API shows (forcing an
 // eviction, walking the row cache). Not for production use; each runs on the owner goroutine.
+//
+// Only hooks the root's tests use live here; those only the engine's own tests use live in
+// export_test.go (Busy). The root's tests that still use these are typed-API tests that need
+// to put the engine in a given state under a Store, and no public option does it cleanly:
+//
+//   - EvictNow: the model test (store_model_test.go: its push-down steps and the row cache
+//     configurations), the crash, damage, checkpoint, key-scan, admin, errors and row cache
+//     tests put state in the LsmStore at a chosen point. An option that evicts on demand
+//     would be an API for tests only.
+//   - RowCacheSets, CheckRowCache, RowCacheLen: the model test's checkCache step and the
+//     root's row cache tests (rowcache_test.go, ttl_test.go's TestTTLRowCache) check the cache
+//     under typed writes (TTL rows, reducing state, MergeNamespaces) against the model.
+//   - BackgroundErr: store_fault_test.go's TestAttackNoSpaceEviction names the sticky
+//     background failure, if any, when an op still fails once space is back.
+//   - BulkReplayFiles, BulkReplayParallel: bulkreplay_test.go and
+//     savepoint_canonical_bulk_test.go tell which path a restore took (the model is typed).
+//   - SetCheckpointHook: checkpoint_test.go's TestCheckpointPinsMemory holds the memory table
+//     of a checkpoint of the typed model.
+//   - Finished: checkpoint_held_test.go waits for a finished transform before it checks that
+//     the root's checkpoint calls (Wait, Notify*, WaitCheckpointGC, Stats) install nothing.
+//   - OpenScans: keys_test.go checks that a typed key iteration left by break closes its
+//     scan.
 
 // EvictNow starts an eviction of the coldest slices if none is in flight and reports whether one
 // is running now.
