@@ -5,3 +5,6 @@ package engine
 
 // Busy reports whether background work is queued or in flight (LSM compactions included).
 func (t *Engine) Busy() bool { return t.inFlight() || len(t.lsmJobs) != 0 }
+
+// Finished reports whether background work has finished that the next install would take.
+func (t *Engine) Finished() bool { return t.ready.Load() > 0 }

@@ -11,7 +11,7 @@ import (
 // eviction, walking the row cache). Not for production use; each runs on the owner goroutine.
 //
 // Only hooks the root's tests use live here; those only the engine's own tests use live in
-// export_test.go (Busy). The root's tests that still use these are typed-API tests that need
+// export_test.go (Busy, Finished). The root's tests that still use these are typed-API tests that need
 // to put the engine in a given state under a Store, and no public option does it cleanly:
 //
 //   - EvictNow: the model test (store_model_test.go: its push-down steps and the row cache
@@ -27,8 +27,6 @@ import (
 //     savepoint_canonical_bulk_test.go tell which path a restore took (the model is typed).
 //   - SetCheckpointHook: checkpoint_test.go's TestCheckpointPinsMemory holds the memory table
 //     of a checkpoint of the typed model.
-//   - Finished: checkpoint_held_test.go waits for a finished transform before it checks that
-//     the root's checkpoint calls (Wait, Notify*, WaitCheckpointGC, Stats) install nothing.
 //   - OpenScans: keys_test.go checks that a typed key iteration left by break closes its
 //     scan.
 
@@ -142,9 +140,6 @@ func (t *Engine) RowCacheLen() int {
 // memory table (tests hold the memory pins with it). nil removes it. Owner goroutine, with no
 // checkpoint running.
 func (t *Engine) SetCheckpointHook(hook func()) { t.ck.hook = hook }
-
-// Finished reports whether background work has finished that the next install would take.
-func (t *Engine) Finished() bool { return t.ready.Load() > 0 }
 
 // OpenScans returns the number of key scans open (not closed).
 func (t *Engine) OpenScans() int { return len(t.scans) }
