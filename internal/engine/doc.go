@@ -149,7 +149,7 @@
 // newest records), and values of at most a quarter of a segment. The flight demo at 64 MiB,
 // 4 → 2 MiB segments (2026-12-05, a machine at load 10–15): transforms 136 → 165 (its
 // checkpoints had sealed the 4 MiB ones half full), bytes transformed +15 %, CPU per event
-// about +10 % (task and background alike; noisy), fixed costs 13.5 → 7 MiB at the end (mean
+// about +6 % (task and background alike; four alternated pairs, noisy), fixed costs 13.5 → 7 MiB at the end (mean
 // over the run 14.9 → 8.4 with the sealed segments in flight), evictions 0–3 → 0; at 48 MiB,
 // evictions 10 → 5. 64 buckets at 2 MiB built larger slices (323 MiB out of 308 in, not 284
 // of 304) and compacted more.
