@@ -101,13 +101,58 @@
 // Memory: the store adds a reserve to its budget (memory.Budget.AddReserve) that the FreshTable
 // cannot take, sized for the slices of one transform, so a transform can always build its
 // output before the segment it frees is dropped. Its size follows the transforms' measured
-// output (sizeReserve, invariant 31): two segments until a transform has installed, then the
-// largest output of the last reserveWindow transforms plus an eighth, rounded up to whole
-// segments (a transform's new slice memory comes from the Pool a segment at a time), never
-// below one segment nor above two; a transform that fails for memory puts it back at two.
-// The flight demo's transforms turn a 4 MiB segment into about 2 MiB of slices (its live
-// records), so its reserve is one segment: 4 MiB of a 64 MiB budget go back to state. A write refused with ErrMemoryBudget while
-// background work is in flight waits for it (backpressure, counted in Stats) and retries.
+// output (reserveSize, sizeReserve, invariant 31): one segment until a transform has
+// installed, then the largest output of the last reserveWindow transforms plus an eighth,
+// rounded up to whole segments (a transform's new slice memory comes from the Pool a segment
+// at a time), never below one segment nor above two; a transform that fails for memory puts
+// it at two until the next install. The flight demo's transforms turn a segment into about
+// half a segment of slices (its live records), so its reserve is one segment. A write refused
+// with ErrMemoryBudget while background work is in flight waits for it (backpressure, counted
+// in Stats) and retries.
+//
+// # Fixed costs
+//
+// The fixed costs are the budget's bytes that hold no state the Store could keep instead
+// (root Stats.Budget.Fixed): the FreshTable's segments with their indices (the active one,
+// and the sealed ones in flight to their transform), the transform reserve, EvictionRoom (the
+// room eviction keeps free for the next segment: the root sets it to MinMemoryBudget, a
+// segment and a quarter for its index), and the block and row caches once mapped. State is
+// evicted beyond Limit − fixed costs, so they decide how much state stays in memory (issue 22:
+// at most an eighth of a 64 MiB budget, more only when the state does not need the room).
+// The rule, one mechanism:
+//
+//	part                      size (seg = segment size)        at 64 MiB (seg 2 MiB)
+//	active segment + index    seg + its index: 8-byte slots,     2.5 MiB (the demo's
+//	                            seg/8 for 100-byte records,         50-byte records)
+//	                            seg/4 for 50-byte ones
+//	EvictionRoom              seg + seg/4                       2.5 MiB
+//	transform reserve         seg while a transform's slices    2 MiB
+//	                            beyond the allocator's free
+//	                            blocks fit in 8/9 of a segment
+//	block and row caches      0 until the LsmStore holds data,  0
+//	                            then only from room beyond
+//	                            EvictionRoom (mapCaches)
+//	sum                       27/8 to 7/2 seg                   7 MiB ≤ 64/8
+//
+// The root's default segment is the largest size (2 to 64 MiB) at most 1/32 of the budget's
+// limit, so at the defaults the sum is at most 7/64 of the limit ≤ 1/8 from 64 MiB up (below
+// 64 MiB the 2 MiB floor makes it a larger share). What may be more: the sealed segments in
+// flight (one while its transform runs, at most sealedStop before writers stall: a transient
+// that their transforms give back), a reserve of two segments for transforms whose slices
+// outgrow a segment and the allocator's free blocks (measured, or after a transform failed
+// for memory: the state's own need), and the caches, which map only from room the state
+// does not use and never cause an eviction (more only when the state does not need the
+// room). What smaller
+// segments cost: more transforms, each with its fixed work (the sort buffer, a partly filled
+// block per bucket: the SliceTable keeps a quarter of a segment of buckets' blocks, 32
+// buckets at 2 MiB), fewer writes in place (a smaller active segment holds fewer keys'
+// newest records), and values of at most a quarter of a segment. The flight demo at 64 MiB,
+// 4 → 2 MiB segments (2026-12-05, a machine at load 10–15): transforms 136 → 165 (its
+// checkpoints had sealed the 4 MiB ones half full), bytes transformed +15 %, CPU per event
+// about +6 % (task and background alike; four alternated pairs, noisy), fixed costs 13.5 → 7 MiB at the end (mean
+// over the run 14.9 → 8.4 with the sealed segments in flight), evictions 0–3 → 0; at 48 MiB,
+// evictions 10 → 5. 64 buckets at 2 MiB built larger slices (323 MiB out of 308 in, not 284
+// of 304) and compacted more.
 //
 // # What the budget covers
 //
@@ -887,11 +932,13 @@
 //  19. to 23. and 25.: lazy restore, above.
 //  24. and 15. to 18.: the bulk load of a canonical savepoint, above.
 //  26. to 29.: the restore sequence, above.
-//  31. The transform reserve is at least one segment and at least ceil(9/8 × the largest output
-//     of the last reserveWindow installed transforms ÷ a segment) segments, at most two (and
-//     within Open's caps: a quarter of the budget for all stores sharing it, room for a
-//     segment and a quarter beside it); after a transform fails for memory it is two segments
-//     until the next transform installs. Only the owner changes it (installTransforms), so a
-//     writer sees either size, never a torn one, and a transform that needs more than the
-//     reserve fails for memory and is retried as before (the reserve then grows).
+//  31. The transform reserve is one segment at Open and at least one segment and at least
+//     ceil(9/8 × the largest output of the last reserveWindow installed transforms ÷ a
+//     segment) segments, at most two (and within the caps: a quarter of the budget for all
+//     stores sharing it, room for a segment and a quarter beside it); after a transform fails
+//     for memory it is two segments until the next transform installs. One function sizes it
+//     (reserveSize). Only the owner changes it (installTransforms), so a writer sees either
+//     size, never a torn one, and a transform that needs more than the reserve fails for
+//     memory and is retried as before (the reserve then grows). So while transforms' slices
+//     fit in 8/9 of a segment the fixed costs are about 3.5 segments (Fixed costs).
 package engine
