@@ -75,7 +75,8 @@ func lazyTailSetup(t *testing.T, seed uint64) (root string, st checkpoint.Storag
 // all the key groups and a sub-range, with the tail split into parts (invariant 30). A
 // checkpoint taken right after such a restore (its cut waits for the tail too) restores,
 // synchronously, to the same state. Without the waits the reads and the checkpoint miss the
-// tail.
+// tail. Seed 1 restores with one background worker, which the driver holds: its parts take
+// no other lane (forEachInTask).
 func TestLazyTail(t *testing.T) {
 	defer engine.BulkReplayParallelMin(engine.BulkReplayParallelMin(1))
 	defer engine.LazyTail(engine.LazyTail(true))
@@ -88,6 +89,9 @@ func TestLazyTail(t *testing.T) {
 					o := opts
 					o.KeyGroups = kg
 					o.Checkpoint.Owner = fmt.Sprintf("lazy-%d-%v", ki, ckpt)
+					if seed == 1 {
+						o.BackgroundWorkers = 1
+					}
 					g := newTailGate()
 					s, err := Restore(filepath.Join(root, o.Checkpoint.Owner), o, st, h2)
 					if err != nil {
@@ -235,5 +239,74 @@ func TestLazyTailFailure(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLazyTailClose: a Store closed while its lazy tail is held (the driver not done) waits
+// for it, installs it and persists: the directory reopens (Open) to the checkpoint's state
+// with the puts written meanwhile. One discarded meanwhile (Discard, as a process that dies;
+// the driver is dropped if it did not start) installs nothing and leaves the directory
+// refused (ErrRestoreIncomplete: invariant 36).
+func TestLazyTailClose(t *testing.T) {
+	defer engine.BulkReplayParallelMin(engine.BulkReplayParallelMin(1))
+	defer engine.LazyTail(engine.LazyTail(true))
+	root, st, opts, r, h2, want := lazyTailSetup(t, 7)
+	for _, discard := range []bool{false, true} {
+		o := opts
+		o.Checkpoint.Owner = fmt.Sprintf("close-%v", discard)
+		dir := filepath.Join(root, o.Checkpoint.Owner)
+		g := newTailGate()
+		s, err := Restore(dir, o, st, h2)
+		if err != nil {
+			g.open()
+			g.restore()
+			t.Fatal(err)
+		}
+		rr := &modelRun{t: t, w: r.w, rng: rand.New(rand.NewPCG(7, 99)), m: want.clone(), now: r.now}
+		if rr.st, err = rr.register(s); err != nil {
+			t.Fatal(err)
+		}
+		for slot := range rr.st.u.slots() {
+			if slot%4 == 1 {
+				if err := rr.valPut(slot); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if ts := s.e.TailStats(); !ts.Pending {
+			t.Fatalf("discard %v: tail %+v after Restore: want pending", discard, ts)
+		}
+		g.open()
+		if discard {
+			err = s.Discard()
+		} else {
+			err = s.Close()
+		}
+		released := g.released.Load()
+		g.restore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !discard && !released { // a Discard may drop the driver before it ran
+			t.Fatalf("Close returned before the driver ended")
+		}
+		o.Checkpoint = CheckpointOptions{}
+		s, err = Open(dir, o)
+		if discard {
+			if !errors.Is(err, ErrRestoreIncomplete) {
+				t.Fatalf("Open after a Discard during the tail: %v, want ErrRestoreIncomplete", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rr.st, err = rr.register(s); err == nil {
+			err = rr.st.checkOwned(rr.m)
+		}
+		s.Close()
+		if err != nil {
+			t.Fatalf("reopened after a Close during the tail: %v", err)
+		}
 	}
 }
