@@ -225,6 +225,9 @@ func (t *Engine) evict() bool {
 	if t.low == nil || t.eviction != nil || t.bgErr != nil || t.waiting(bgEviction) {
 		return false
 	}
+	if t.tail != nil && t.awaitTail() != nil { // the lazy tail goes to L0 first (invariant 34)
+		return false
+	}
 	e, ok := t.sl.PickEviction()
 	if !ok {
 		return false
@@ -242,6 +245,9 @@ func (t *Engine) evict() bool {
 // and no eviction is in flight, so that the file is newer than everything installed below
 // before it and nothing older can be installed after it (lsm invariant 6).
 func (t *Engine) canFlush() bool {
+	if t.tail != nil && t.awaitTail() != nil { // the lazy tail goes to L0 first (invariant 34)
+		return false
+	}
 	return t.low != nil && t.eviction == nil && len(t.compactions) == 0 && t.sl.Stats().Slices == 0
 }
 
@@ -840,6 +846,11 @@ func (t *Engine) idle() error {
 // Failed work is retried and waited for as by WaitBackground. Map iterations open now are
 // invalidated if anything is installed.
 func (t *Engine) Drain() error {
+	if t.tail != nil {
+		if err := t.awaitTail(); err != nil { // a lazy restore's tail first (doc.go, invariant 34)
+			return err
+		}
+	}
 	t.checkSealed()
 	var deadline time.Time
 	for {

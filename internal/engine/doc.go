@@ -589,6 +589,79 @@
 //     background work, would wait for them; they start with the Store's first write (Apply
 //     kicks the scheduler), until then reads look through the L0 files.
 //
+// # Lazy tail (tail.go; issue 24, item 4)
+//
+// A bulk replay (above) writes the whole log tail before Restore returns, and with the tail of
+// a loaded Store (about a million records behind a 3 s checkpoint window) that is most of a
+// changelog restore: the sort, the Resolver and the L0 files. A lazy restore (RestoreSpec.Lazy,
+// the root's CheckpointOptions.LazyRestore; LazyTail forces it for tests and benchmarks)
+// applies the tail as it opens the tables, lazily: Restore returns after Collect, and the tail
+// is written in the background and installed at the first call that needs it.
+//
+//	Restore (owner)                                   background (scheduler)
+//	tables linked (or lazily opened)
+//	Collect each source's tail (CRCs checked) ─queue─► the driver, one Transform task: each
+//	timers restored                                    source's batches cut as bulkWrite cuts
+//	timer file written; no persist point yet           them (scatter by key-group part),
+//	return (the RESTORING marker stays)                the parts on min(parts, workers) lanes
+//	                                                   (driver + Transform tasks): radix sort,
+//	                                                   Resolver, WriteL0 → pending files only
+//	first read / eviction / flush / cut / Persist / …
+//	  ──► awaitTail (owner): wait for the driver; install every batch's files in ONE
+//	      InstallL0s (batches in seq order, a batch's parts in any order: invariant 30); then
+//	      the deferred steps 8 and 9 of the restore sequence: a persist point (tables + tail,
+//	      the timer file Restore wrote) and the marker removed (or left to the prefetch)
+//
+// Invariants:
+//
+//  32. Restore returns once the tables are linked (or lazily opened), every source's tail is
+//     collected and the timers are restored; not after the tail is sorted, resolved or
+//     written. Collect stays synchronous: its CRC checks and the collected bytes are the
+//     restore's integrity, so a damaged or missing log object fails Restore as before, and
+//     the driver needs no storage. The driver reads only the collected Batches (immutable
+//     until the job ended) and the sort buffers it took (Engine.sb, busy: a transform
+//     meanwhile sorts on the Go heap); it reaches the tiers only through WriteL0 (lsm: safe
+//     off the owner, changes no version), so its files are invisible until the owner
+//     installs them. A canonical savepoint's BulkLoad during the same Restore waits for the
+//     tail first (invariant 34).
+//  33. Every read entry point (Get, ListGet, MapGet, MapIter, GetBatch, MapGetBatch, NewScan)
+//     first waits for the whole tail — every part, not only the key's (a read of another key
+//     group does not go ahead: the parts of a batch run side by side on the lanes and end
+//     together, so a per-part wait would buy little unless parts were finer than lanes, each
+//     one more L0 file). With no tail pending the wait is one pointer test. It waits on the
+//     owner goroutine for the driver's Handle (a channel closed when the task ended: no lost
+//     wake-up). The install it makes is the one exception to invariant 2 (reads never
+//     install): it comes before any read since Restore returned a value (every read waits for
+//     it first), and it only adds L0 files — frees nothing, moves nothing — so no value, list
+//     batch, LowerList place or iterator can be invalidated by it.
+//  34. Writes before the install go to the FreshTable as always: their seqs are above the
+//     tail's (Open numbers after the sources' largest LastSeq; the driver checks every record
+//     against the seq at Restore), and the upper tiers are read first, so a write wins over
+//     the tail's version of its key. Whatever moves data into the LsmStore waits for the tail
+//     first: an eviction (evict), a flush (canFlush), Persist (and so PersistAll and the
+//     root's Close), a native checkpoint's or a materialization's cut (cut: so a checkpoint or
+//     a savepoint taken right after Restore holds the tail), a BulkLoad (bulkReplay),
+//     WaitBackground, Drain and CompactAll. So the tail's files enter L0 before any file of
+//     newer data (lsm invariant 6). LSM compactions of the restored tables may run
+//     meanwhile: their outputs hold older data only, below L0, under the tail's files.
+//  35. All or nothing: the install is one InstallL0s of every batch's files (one lsm manifest
+//     record), so reads see the whole tail or none of it. A failure of the driver (a part's
+//     WriteL0: ErrNoSpace, I/O; a panic; a record of an unknown kind), of the install or of
+//     the deferred persist is sticky and final (bgErr, errTailFailed, not Transient: writes,
+//     Persist and Close report it, and the root's Close closes) and the
+//     failed job stays, so every later read fails with it too rather than read without the
+//     tail; its pending files are discarded. The checkpoint was only read and the directory
+//     keeps its RESTORING marker: the caller restores again.
+//  36. The directory is complete only after the install: awaitTail records the persist point
+//     naming the tail's files (with the registry and the timer file Restore wrote, so the
+//     point holds exactly the restored state) and only then is the marker removed — with lazy
+//     tables by whichever of the prefetch and the tail ends last. A crash or kill before that
+//     leaves a refused directory (invariant 26); an Engine Close (the root's Discard) while
+//     the driver runs waits for it and discards its files, writing nothing.
+//  37. RestoreStats of a lazy tail: ChangelogRecords counts the records collected and
+//     ChangelogSkipped is 0 (the Resolver's counts, which split them, come only at the
+//     install); ReplayTime is Collect's. TailStats gives the install's figures.
+//
 // # Incremental materialization (issue 22; PLANNED — not implemented yet)
 //
 // Today every materialization rewrites the whole memory state (slices and sealed segments)
@@ -941,4 +1014,5 @@
 //     size, never a torn one, and a transform that needs more than the reserve fails for
 //     memory and is retried as before (the reserve then grows). So while transforms' slices
 //     fit in 8/9 of a segment the fixed costs are about 3.5 segments (Fixed costs).
+//  32. to 37.: the lazy tail, above (33: the one exception to invariant 2).
 package engine

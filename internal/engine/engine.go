@@ -157,6 +157,13 @@ type Engine struct {
 
 	// lazy is the LazyFS of a lazy restore once StartPrefetch ran (nil otherwise): LazyStats.
 	lazy atomic.Pointer[LazyFS]
+
+	// tail is a lazy restore's changelog tail not installed yet, or failed (tail.go; nil:
+	// none); lazyTail makes ReplayChangelog queue tails for it (Restore); tailStats its figures.
+	tail      *tailJob
+	lazyTail  bool
+	tailStats TailStats
+
 	// tm is the timer services' queues (timers.go).
 	tm timers
 }
@@ -653,6 +660,7 @@ func (t *Engine) Close() error {
 		t.spareLow = nil
 	}
 	errs := []error{t.sched.Close()}
+	t.dropTail() // the lazy tail's driver ended with the scheduler: its files are discarded
 	if l := t.lazy.Load(); l != nil {
 		errs = append(errs, l.close()) // the prefetch's scheduler (lazy.go)
 	}
