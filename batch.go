@@ -198,7 +198,7 @@ func (v *ValueState[T]) PutBatch(keys []Key, vals []T) error {
 		s.enter(opCall)
 		b, n, err := s.composeBatch(chunk, &v.stateBase)
 		if n > 0 {
-			s.e.PrefetchWrite(b.hs[:n], b.keys[:n])
+			s.e.PrefetchWrite(b.hs[:n])
 		}
 		for i := range n {
 			s.vbuf = v.codec.Append(s.vbuf[:0], vals[off+i])

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"runtime"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -491,46 +490,4 @@ func ttlBenchMap(s *Store, bk *benchKeys, ttl *TTLConfig) *MapState[uint64, []by
 		must(0, m.Put(s.Key(mk), uk, benchVal))
 	}
 	return m
-}
-
-// BenchmarkStatesOfOneKey is the access pattern of a keyed operator that keeps several states
-// per key (the flight job: aggregate, list, activity per route): per op, a read-modify-write of
-// each of 4 value states under one key drawn at random from 200,000, all in the FreshTable.
-// The FreshTable places the states of one key in one index group (fresh doc.go, "Index
-// locality"), so the 4 reads share an index line.
-func BenchmarkStatesOfOneKey(b *testing.B) {
-	s := must(Open("", Options{MemoryBudget: 1 << 30, SegmentSize: 64 << 20}))
-	defer s.Close()
-	var vs [4]*ValueState[int64]
-	for i := range vs {
-		vs[i] = must(NewValueState(s, ValueDescriptor[int64]{Name: "state-" + strconv.Itoa(i), Codec: Int64}))
-	}
-	const n = 200_000
-	keys := make([]Key, n)
-	for i := range keys {
-		keys[i] = s.Key(binary.BigEndian.AppendUint64(nil, uint64(i)*0x9e3779b97f4a7c15))
-	}
-	for i := range keys {
-		for _, v := range vs {
-			must(0, v.Put(keys[i], 1))
-		}
-	}
-	x := uint64(1)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		x ^= x << 13 // xorshift: a uniform key stream without math/rand's cost
-		x ^= x >> 7
-		x ^= x << 17
-		k := keys[x%n]
-		for _, v := range vs {
-			c, _, err := v.Get(k)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := v.Put(k, c+1); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
 }

@@ -64,20 +64,6 @@
 // index at 88% load instead of a 512 KiB one at 44%). Load never exceeds
 // 15/16, so every probe still ends at a group with an empty slot.
 //
-// Index locality: the caller's h need not be the key's hash alone. The
-// engine passes IndexHash(h, loc): the tag (bits 57..63) of the composite
-// key's own hash h, and the home group and h24 (bits 32..55) of loc, a
-// hash of the key and namespace without the state id (base.LocalityHash).
-// Every state of one key and namespace then starts its probe in the same
-// index group — one cache line — so a job that touches several states of
-// the key it is processing pays one index miss for them, not one each (as
-// a Go map of structs holding the states would). The tag still tells the
-// states apart before a record is touched (a false match costs a record
-// load, 1 in 128 per slot); the records themselves are where each write
-// put them. Nothing here depends on it: the Table indexes whatever hash it
-// is given, consistently (the transform, flushes and checkpoints recompute
-// order hashes from the key bytes), and the index is never stored.
-//
 // Index size: a new active segment maps its index at the size of the
 // largest index a sealed segment of the Table has had (Table.idxHint), or
 // at minIndexBytes (4 KiB) before the first seal or when the budget refuses

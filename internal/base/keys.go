@@ -54,18 +54,6 @@ func CompositeHash(kh, nh uint64, id uint16) uint64 {
 	return h
 }
 
-// LocalityHash returns a hash of a composite key without its key group and state id (the
-// length-prefixed key and the namespace): equal for every state of one key and namespace.
-// The FreshTable's index places a key by it (fresh.IndexHash), so the states of the key a job
-// is processing share an index line. Not part of any format (the index is never stored); a
-// key shorter than its key group and state id is hashed whole.
-func LocalityHash(ck []byte) uint64 {
-	if len(ck) > 4 {
-		ck = ck[4:]
-	}
-	return xxh3.Hash(ck)
-}
-
 // HashCompositeKey recomputes the CompositeHash of a composite key from its bytes and returns
 // it with the key's key group; ok is false when ck is not a well-formed composite key.
 func HashCompositeKey(ck []byte) (h uint64, kg uint16, ok bool) {

@@ -43,19 +43,17 @@ func (t *Engine) GetBatch(hs []uint64, keys [][]byte, vals [][]byte, sts []Statu
 		panic("strata: invariant: GetBatch of more than BatchMax keys")
 	}
 	hs, vals, sts = hs[:n], vals[:n], sts[:n]
-	var fhs [BatchMax]uint64
-	for i, h := range hs {
-		fhs[i] = freshHash(h, keys[i])
-		t.f.Prefetch(fhs[i])
+	for _, h := range hs {
+		t.f.Prefetch(h)
 	}
-	for _, h := range fhs[:n] {
+	for _, h := range hs {
 		t.f.PrefetchRecord(h)
 	}
 	var miss [BatchMax]uint8
 	var orders [BatchMax]uint64
 	m := 0
 	for i := range n {
-		v, st := t.f.Get(fhs[i], keys[i])
+		v, st := t.f.Get(hs[i], keys[i])
 		vals[i], sts[i] = v, st
 		if st == absent {
 			miss[m] = uint8(i)
@@ -131,33 +129,28 @@ func (t *Engine) lowGet(order uint64, key []byte) ([]byte, status, error) {
 	return v, st, nil
 }
 
-// Prefetch loads the FreshTable index group of every key keys[i] (hash hs[i]) in every
-// segment, and then the record each group points at (two dependent loads per key and segment,
-// the keys' loads overlapping), so that a Get or MapGet of them soon after finds both in the
-// cache. It changes nothing. len(hs) == len(keys) <= BatchMax. Allocation-free; owner
-// goroutine only.
-func (t *Engine) Prefetch(hs []uint64, keys [][]byte) {
-	var fhs [BatchMax]uint64
-	for i, h := range hs {
-		fhs[i] = freshHash(h, keys[i])
-		t.f.Prefetch(fhs[i])
+// Prefetch loads the FreshTable index group of every hash of hs in every segment, and then
+// the record each group points at (two dependent loads per key and segment, the keys' loads
+// overlapping), so that a Get or MapGet of them soon after finds both in the cache. It changes
+// nothing. Allocation-free; owner goroutine only.
+func (t *Engine) Prefetch(hs []uint64) {
+	for _, h := range hs {
+		t.f.Prefetch(h)
 	}
-	for _, h := range fhs[:len(hs)] {
+	for _, h := range hs {
 		t.f.PrefetchRecord(h)
 	}
 }
 
-// PrefetchWrite is Prefetch for a batch of writes: the index groups and records of keys (hashes
-// hs) in the FreshTable's active segment only, the one a write looks a key up in (the sealed
-// segments' groups and records would be misses no write uses). It changes nothing.
-// len(hs) == len(keys) <= BatchMax. Allocation-free; owner goroutine only.
-func (t *Engine) PrefetchWrite(hs []uint64, keys [][]byte) {
-	var fhs [BatchMax]uint64
-	for i, h := range hs {
-		fhs[i] = freshHash(h, keys[i])
-		t.f.PrefetchActive(fhs[i])
+// PrefetchWrite is Prefetch for a batch of writes: the index groups and records of hs in the
+// FreshTable's active segment only, the one a write looks a key up in (the sealed segments'
+// groups and records would be misses no write uses). It changes nothing. Allocation-free;
+// owner goroutine only.
+func (t *Engine) PrefetchWrite(hs []uint64) {
+	for _, h := range hs {
+		t.f.PrefetchActive(h)
 	}
-	for _, h := range fhs[:len(hs)] {
+	for _, h := range hs {
 		t.f.PrefetchActiveRecord(h)
 	}
 }
@@ -180,12 +173,12 @@ func (t *Engine) MapGetBatch(hms []uint64, mks [][]byte, hus []uint64, uks [][]b
 		panic("strata: invariant: MapGetBatch of more than BatchMax keys")
 	}
 	hms, hus, uks, vals, sts = hms[:n], hus[:n], uks[:n], vals[:n], sts[:n]
-	t.Prefetch(hms, mks)
+	t.Prefetch(hms)
 	var miss [BatchMax]uint8
 	var orders, mo [BatchMax]uint64
 	m := 0
 	for i := range n {
-		v, st := t.f.MapGet(freshHash(hms[i], mks[i]), mks[i], hus[i], uks[i])
+		v, st := t.f.MapGet(hms[i], mks[i], hus[i], uks[i])
 		vals[i], sts[i] = v, st
 		if st == absent {
 			miss[m] = uint8(i)

@@ -15,7 +15,7 @@ func (t *Engine) Get(h uint64, key []byte) ([]byte, status) {
 	if t.cost.on {
 		return t.sampledGet(h, key)
 	}
-	if v, st := t.f.Get(freshHash(h, key), key); st != absent {
+	if v, st := t.f.Get(h, key); st != absent {
 		return v, st
 	}
 	order := t.orderOf(key, h)
@@ -49,7 +49,7 @@ func (t *Engine) ListGet(h uint64, key []byte, dst [][]byte, ll *LowerList) ([][
 		ll.t, ll.locs, ll.next, ll.epoch = t, ll.locs[:0], 0, t.epoch
 	}
 	start := len(dst)
-	dst, st, complete := t.f.ListGet(freshHash(h, key), key, dst)
+	dst, st, complete := t.f.ListGet(h, key, dst)
 	if complete {
 		return dst, st, true
 	}
@@ -88,7 +88,7 @@ func (t *Engine) MapGet(hm uint64, mapKey []byte, hu uint64, userKey []byte) ([]
 	if t.cost.on {
 		return t.sampledMapGet(hm, mapKey, hu, userKey)
 	}
-	if v, st := t.f.MapGet(freshHash(hm, mapKey), mapKey, hu, userKey); st != absent {
+	if v, st := t.f.MapGet(hm, mapKey, hu, userKey); st != absent {
 		return v, st
 	}
 	order := t.orderOf(mapKey, hm)
@@ -173,7 +173,7 @@ type MapIter struct {
 // it is used. It does not defer installs: call Hold for an iteration that spans writes, and Close
 // when done with it.
 func (t *Engine) MapIter(hm uint64, mapKey []byte) MapIter {
-	return MapIter{t: t, hm: hm, mk: mapKey, epoch: t.epoch, fi: t.f.MapIter(freshHash(hm, mapKey), mapKey)}
+	return MapIter{t: t, hm: hm, mk: mapKey, epoch: t.epoch, fi: t.f.MapIter(hm, mapKey)}
 }
 
 // Hold counts the iteration as open, deferring installs until it ends (doc.go, install protocol
@@ -245,7 +245,7 @@ func (it *MapIter) Next() bool {
 		case 1:
 			for it.si.Next() {
 				uk := it.si.UserKey()
-				if _, st := t.f.MapGet(freshHash(it.hm, it.mk), it.mk, base.HashUserKey(uk), uk); st != absent {
+				if _, st := t.f.MapGet(it.hm, it.mk, base.HashUserKey(uk), uk); st != absent {
 					continue
 				}
 				it.uk, it.val = uk, it.si.Value()
@@ -290,7 +290,7 @@ func (it *MapIter) Next() bool {
 				}
 				e := it.low.ents[it.li]
 				it.li++
-				if _, st := t.f.MapGet(freshHash(it.hm, it.mk), it.mk, base.HashUserKey(e.uk), e.uk); st != absent {
+				if _, st := t.f.MapGet(it.hm, it.mk, base.HashUserKey(e.uk), e.uk); st != absent {
 					continue
 				}
 				if it.shadowed(e.uk) {

@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 
-	"github.com/strata-db/strata/fresh"
 	"github.com/strata-db/strata/internal/base"
 )
 
@@ -135,24 +134,24 @@ func (t *Engine) Apply(op Op) error {
 
 // write applies op to the FreshTable (step 3 of Apply, one attempt).
 func (t *Engine) write(op *Op) error {
-	f, h := t.f, freshHash(op.Hash, op.Key)
+	f := t.f
 	switch op.Kind {
 	case OpPut:
-		return f.Put(h, op.Key, op.Value)
+		return f.Put(op.Hash, op.Key, op.Value)
 	case OpDelete:
-		return f.Delete(h, op.Key)
+		return f.Delete(op.Hash, op.Key)
 	case OpListAppend:
-		return f.ListAppend(h, op.Key, op.Value)
+		return f.ListAppend(op.Hash, op.Key, op.Value)
 	case OpListReplace:
-		return f.ListReplace(h, op.Key, op.Value)
+		return f.ListReplace(op.Hash, op.Key, op.Value)
 	case OpListDelete:
-		return f.ListDelete(h, op.Key)
+		return f.ListDelete(op.Hash, op.Key)
 	case OpMapPut:
-		return f.MapPut(h, op.Key, op.UserHash, op.UserKey, op.Value)
+		return f.MapPut(op.Hash, op.Key, op.UserHash, op.UserKey, op.Value)
 	case OpMapRemove:
-		return f.MapRemove(h, op.Key, op.UserHash, op.UserKey)
+		return f.MapRemove(op.Hash, op.Key, op.UserHash, op.UserKey)
 	case OpMapClear:
-		return f.MapClear(h, op.Key)
+		return f.MapClear(op.Hash, op.Key)
 	}
 	panic("strata: invariant: unknown state change " + op.Kind.String())
 }
@@ -167,15 +166,6 @@ func (t *Engine) dropRow(h uint64, key []byte) {
 
 // orderOf returns the order hash of a composite key with hash h (its key group is its first two
 // bytes; base.AppendCompositeKey).
-// freshHash is the hash the FreshTable indexes the composite key key (CompositeHash h) by:
-// h with its index-placement bits from the key's LocalityHash, so that every state of one key
-// and namespace probes the same index group (fresh doc.go, "Index locality"). Every FreshTable
-// call that takes a key's hash passes this one; every other use of h (order hashes, the row
-// cache, the changelog) keeps h.
-func freshHash(h uint64, key []byte) uint64 {
-	return fresh.IndexHash(h, base.LocalityHash(key))
-}
-
 func (t *Engine) orderOf(key []byte, h uint64) uint64 {
 	return base.OrderHash(uint16(key[0])<<8|uint16(key[1]), t.stride, h)
 }
