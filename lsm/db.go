@@ -602,15 +602,6 @@ func (d *DB) replaceCurrent(c current) error {
 	return nil
 }
 
-// Close releases every open file. It does not persist: a reopen recovers the
-// last persist point, so a caller wanting the installed state back calls
-// Persist first. If a manifest write failed since the last successful one,
-// Close first writes a new manifest (as Sync) and returns that write's error
-// if it fails — the DB still closes, and a reopen may then also see the
-// persist point whose Persist failed (never anything else). WriteL0 and CompactionJob.Run must not be running
-// (the root closes the scheduler first); pending files and jobs not installed
-// are left on disk for the next Open to delete. Close releases the
-// directory's LOCK whatever else fails. A second Close returns base.ErrClosed.
 // SetCache makes c the block cache of every table the DB opens from now on (a table open
 // already keeps the cache it was opened with until the table cache closes it); nil means none.
 // A store that maps its cache only once the DB holds data (so that an empty LsmStore costs its
@@ -628,6 +619,15 @@ func (d *DB) Empty() bool {
 	return true
 }
 
+// Close releases every open file. It does not persist: a reopen recovers the
+// last persist point, so a caller wanting the installed state back calls
+// Persist first. If a manifest write failed since the last successful one,
+// Close first writes a new manifest (as Sync) and returns that write's error
+// if it fails — the DB still closes, and a reopen may then also see the
+// persist point whose Persist failed (never anything else). WriteL0 and CompactionJob.Run must not be running
+// (the root closes the scheduler first); pending files and jobs not installed
+// are left on disk for the next Open to delete. Close releases the
+// directory's LOCK whatever else fails. A second Close returns base.ErrClosed.
 func (d *DB) Close() error {
 	if d.closed {
 		return base.ErrClosed

@@ -19,15 +19,15 @@ import (
 type BackgroundClass uint8
 
 const (
-	BgTransform        BackgroundClass = iota // FreshTable segments into slices, and flushes to L0
-	BgCompaction                              // slice compactions and relocations
-	BgEviction                                // cold slices to the LsmStore
-	BgLSMCompaction                           // LSM compactions
-	BgTTLSweep                                // the TTL sweep's slice and LSM rewrites
-	BgMaterialization                         // changelog materializations (uploads of the tiers)
-	BgCheckpoint                              // checkpoint uploads (native and changelog) and checkpoint GC
-	BgChangelogPersist                        // background changelog persists
-	NumBackgroundClasses
+	BgTransform          BackgroundClass = iota // FreshTable segments into slices, and flushes to L0
+	BgCompaction                                // slice compactions and relocations
+	BgEviction                                  // cold slices to the LsmStore
+	BgLSMCompaction                             // LSM compactions
+	BgTTLSweep                                  // the TTL sweep's slice and LSM rewrites
+	BgMaterialization                           // changelog materializations (uploads of the tiers)
+	BgCheckpoint                                // checkpoint uploads (native and changelog) and checkpoint GC
+	BgChangelogPersist                          // background changelog persists
+	NumBackgroundClasses                        // the number of classes: the length of arrays indexed by BackgroundClass, not a class
 )
 
 var bgClassNames = [NumBackgroundClasses]string{"transform", "compaction", "eviction",

@@ -238,6 +238,9 @@ func (it *MapIter) Valid() bool {
 	return false
 }
 
+// Next moves to the next live entry of the map, merged across the tiers in user-key order,
+// and reports whether there is one; false at the end, after Close, or once an install
+// invalidated the iteration (Err then returns ErrIteratorInvalidated). Owner only.
 func (it *MapIter) Next() bool {
 	if it.err != nil || it.phase == 3 || !it.Valid() {
 		return false

@@ -126,9 +126,6 @@ func parseFlags(args []string) (config, error) {
 // storeOptions are the options of the query's Store, checkpointing into storage.
 func storeOptions(c config, q string, storage checkpoint.Storage, mode strata.RestoreMode) strata.Options {
 	opts := strata.Options{MemoryBudget: c.budget}
-	if c.budget > 0 && c.budget < 256<<20 {
-		opts.SegmentSize = 16 << 20 // four segments at least in the budget
-	}
 	opts.Checkpoint = strata.CheckpointOptions{Storage: storage, Owner: "nexmark-" + q, Retain: 1, RestoreMode: mode}
 	if c.changelog {
 		opts.Checkpoint.Changelog = &strata.ChangelogOptions{MaterializationInterval: c.materialize}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/strata-db/strata/bench/internal/report"
@@ -95,16 +96,26 @@ func writeS3(md *bytes.Buffer, raw []byte, rawPath string, args string) {
 			sp = append(sp, n)
 		}
 	}
-	var server []string
+	// The raw output may join several runs (e.g. the 256 MiB rows and, later, the -big ones):
+	// each run's load is named, and each server once.
+	var server, loads []string
 	load := ""
 	for _, l := range strings.Split(string(raw), "\n") {
 		if s, ok := strings.CutPrefix(l, "# load average "); ok {
-			load = "Load average " + s + " (a shared 2-vCPU VM). "
+			loads = append(loads, s)
 		}
 		if s, ok := strings.CutPrefix(l, "# "); ok && strings.Contains(s, " (PID ") {
 			s, _, _ = strings.Cut(s, " (PID ")
-			server = append(server, s)
+			if !slices.Contains(server, s) {
+				server = append(server, s)
+			}
 		}
+	}
+	if len(loads) == 1 {
+		load = "Load average " + loads[0] + " (a shared 2-vCPU VM). "
+	} else if len(loads) > 1 {
+		load = fmt.Sprintf("The raw output joins %d runs, in order; their load averages: %s (a shared 2-vCPU VM). ",
+			len(loads), strings.Join(loads, "; "))
 	}
 	md.WriteString(s3Head + "\n")
 	where := "gofakes3 in the benchmark process (no server was given: storage=s3-gofakes3)"

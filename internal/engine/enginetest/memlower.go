@@ -23,6 +23,8 @@ type MemLower struct {
 	closed   bool
 }
 
+// NewMemLower returns an empty MemLower: no runs installed, every Get absent. Safe for the
+// engine's use from its owner and its eviction task (a mutex guards the versions).
 func NewMemLower() *MemLower {
 	return &MemLower{versions: map[[2]string][]base.Entry{}, maps: map[string][]string{}}
 }
