@@ -11,7 +11,7 @@ import (
 	"github.com/strata-db/strata/scheduler"
 )
 
-// The lazy tail (doc.go, "Lazy tail"; invariants 32-37): a lazy restore's log tail, collected
+// The lazy tail (doc.go, "Lazy tail"; invariants 32-38): a lazy restore's log tail, collected
 // by Restore, written by a background driver and installed by the owner at the first call
 // that needs it (awaitTail).
 
@@ -52,8 +52,12 @@ type tailJob struct {
 	// batches are the driver's output, every batch written (the last one may have failed),
 	// appended by the driver and read by the owner only after h completed.
 	batches []*bulkBatch
-	failed  bool  // the job failed: every later awaitTail returns err (invariant 35)
-	err     error // the failure
+	failed  bool // the job failed: every later awaitTail returns err (invariant 35)
+	// forget: SetTTL widened the TTL sweep while the tail was pending. The driver noted its
+	// files' expiry summaries under the table of its time, and ForgetExpiry reached only the
+	// files installed then, so the install forgets again (invariant 38).
+	forget bool
+	err    error // the failure
 	// persist and done are Restore's deferred steps 8 (the persist point) and 9 (the marker)
 	// (invariant 36); nil: none (a tail installed during Restore itself).
 	persist, done func() error
@@ -156,7 +160,9 @@ func (t *Engine) awaitTail() error {
 		ps = append(ps, bb.ps...)
 	}
 	if err == nil && len(ps) > 0 {
-		err = t.installBulkParts(ps)
+		if err = t.installBulkParts(ps); err == nil && j.forget && t.db != nil {
+			t.db.ForgetExpiry()
+		}
 	}
 	if err != nil {
 		for _, p := range ps {

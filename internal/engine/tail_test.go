@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/strata-db/strata/changelog"
 	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 )
@@ -158,4 +161,112 @@ func lazyTailLog(t *testing.T, tables, n int) *changelog.Batch {
 		t.Fatalf("collected %d records of %d", b.Len(), n)
 	}
 	return b
+}
+
+// TestLazyTailPersistAllTimerFile: PersistAll (the root's Close) with a lazy tail pending and
+// timers (invariant 38): the install's deferred persist removes every timer file but the
+// restore's, so PersistAll must install the tail before it writes its own; before the fix the
+// final persist point named a removed file and the directory failed to reopen.
+func TestLazyTailPersistAllTimerFile(t *testing.T) {
+	const tables, tail = 50, 200
+	all := checkpoint.KeyGroupRange{Start: 0, End: 127}
+	dir := t.TempDir()
+	o := restoreSeqOptions(dir, all)
+	e := openTest(t, o)
+	for i := range tables + tail {
+		k, h := testKey(3, fmt.Appendf(nil, "k%d", i))
+		if err := e.Apply(opPut(k, h, []byte("v"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Persist(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := lazyTailLog(t, tables, tail)
+	e = openTest(t, restoreSeqOptions(dir, all))
+	q := e.TimerQueues("svc")
+	tm := testTimer(1)
+	if _, err := q.Add(EventTime, tm.KeyGroup, base.HashKey(tm.Key), tm.KeyHash, tm.Key, tm.Namespace, tm.Timestamp); err != nil {
+		t.Fatal(err)
+	}
+	e.queueTail(b, "tail")
+	e.startTail()
+	if err := e.deferTailPersist(func(r TimerFileRef) []byte { return []byte("restore:" + r.Name) }, nil); err != nil {
+		t.Fatal(err)
+	}
+	var ref TimerFileRef
+	if err := e.PersistAll(func(r TimerFileRef) []byte { ref = r; return []byte(r.Name) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ref.Name == "" {
+		t.Fatal("no timer file")
+	}
+	if _, err := os.Stat(filepath.Join(dir, ref.Name)); err != nil {
+		e2 := openTest(t, restoreSeqOptions(dir, all))
+		e2.TimerQueues("svc")
+		lerr := e2.LoadTimerFile(ref)
+		e2.Close()
+		t.Fatalf("the persist point names timer file %s, which is gone: %v; reopen: LoadTimerFile: %v", ref.Name, err, lerr)
+	}
+}
+
+// TestLazyTailTTLSummary: a TTL table set (the root's Register of a TTL state) after the lazy
+// tail's driver wrote its files but before their install (invariant 38): ForgetExpiry reaches
+// only the files of the current version, so without the install's own ForgetExpiry the tail's
+// files kept the empty summary noted under the old (nil) table and the TTL sweep never found
+// them due. An eager restore's tail files are in the version at SetTTL and due at the unknown
+// bound; the lazy ones must be too.
+func TestLazyTailTTLSummary(t *testing.T) {
+	const tables, tail = 50, 2000
+	all := checkpoint.KeyGroupRange{Start: 0, End: 127}
+	for _, lazy := range []bool{false, true} {
+		t.Run(fmt.Sprint("lazy=", lazy), func(t *testing.T) {
+			dir := t.TempDir()
+			e := openTest(t, restoreSeqOptions(dir, all))
+			for i := range tables + tail {
+				k, h := testKey(3, fmt.Appendf(nil, "k%d", i))
+				if err := e.Apply(opPut(k, h, []byte("v"))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := e.Persist(nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b := lazyTailLog(t, tables, tail)
+			e = openTest(t, restoreSeqOptions(dir, all))
+			defer e.Close()
+			if lazy {
+				e.queueTail(b, "tail")
+				e.startTail()
+				for e.tail.wrote.Load() == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			} else if _, _, err := e.bulkReplay(context.Background(), b, nil, "tail", false); err != nil {
+				t.Fatal(err)
+			}
+			now := func() int64 { return 1 << 40 }
+			sts := map[uint16]base.TTLState{}
+			for id := uint16(1); id <= 3; id++ {
+				sts[id] = base.TTLState{TTL: 1000, Layout: base.TTLValue, Compaction: true, QueryEvery: 1, ReclaimWithin: 1000}
+			}
+			e.SetTTL(base.NewTTLTable(now, sts))
+			k, h := testKey(1, []byte("k1"))
+			e.Get(h, k) // installs a lazy tail
+			files := e.db.Metrics()
+			due, _, _ := e.db.ExpiryStats(now(), now())
+			t.Logf("lazy=%v: %d files due of L0 %d, tail files %d", lazy, due, e.l0Files, e.BulkReplayFiles())
+			if due < int(e.BulkReplayFiles())+1 {
+				t.Fatalf("only %d files due for the sweep; the tail's %d files are not (metrics %+v)", due, e.BulkReplayFiles(), files.Levels[0])
+			}
+		})
+	}
 }
