@@ -5,7 +5,7 @@ package strata
 // list, a union list, a broadcast map), one random step generator, and the places that compare
 // the Store with the model (modelStates.checkSlot, modelStates.checkOps). TestModel drives it over
 // several configurations; the crash, fault, damage and SIGKILL tests (crash_test.go,
-// store_fault_test.go, persist_damage_test.go, crash_kill_test.go) drive the same model with write-only workloads.
+// attack_*_test.go) drive the same model with write-only workloads.
 //
 // Adding a step kind: a stepKind constant, a function func(*modelRun, int32) error, its entry
 // in modelSteps, and a weight in the configurations that should draw it.
