@@ -199,3 +199,40 @@ func TestAllocsLowerTier(t *testing.T) {
 			st.Caches.RowHits-before.Caches.RowHits, st.Caches.RowTooLarge-before.Caches.RowTooLarge)
 	}
 }
+
+// TestAllocsFromSlices pins 0 allocations per ValueState Get and Put when the key's data is
+// in the SliceTable (sealed, transformed, installed), and for a Get of an absent key that
+// falls through every tier.
+func TestAllocsFromSlices(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own; allocations are pinned in normal builds")
+	}
+	s := openTest(t, Options{})
+	vi := must(NewValueState(s, ValueDescriptor[int64]{Name: "i", Codec: Int64}))
+	vb := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "b", Codec: Bytes}))
+	m := must(NewMapState(s, MapDescriptor[uint64, int64]{Name: "m", KeyCodec: Uint64, ValueCodec: Int64}))
+	kb := []byte("0123456789abcdef")
+	k, k2 := s.Key(kb), s.Key([]byte("only-in-slices"))
+	must(0, vi.Put(k, 1))
+	must(0, vb.Put(k2, []byte("8 bytes!")))
+	must(0, m.Put(k2, 1, 1))
+	must(0, s.seal())
+	must(0, s.e.Drain())
+	if st := s.Stats(); st.Slices.Count == 0 || st.Fresh.SealedSegments != 0 {
+		t.Fatalf("data not in slices: %+v", st)
+	}
+	var n int64
+	for name, f := range map[string]func(){
+		"Int64/Get(slice)": func() { x, _, _ := vi.Get(s.Key(kb)); n += x },
+		"Bytes/Get(slice)": func() { x, _, _ := vb.Get(k2); n += int64(len(x)) },
+		"Map/Get(slice)":   func() { x, _, _ := m.Get(k2, 1); n += x },
+		"Map/IsEmpty":      func() { _, _ = m.IsEmpty(k2) },
+		"Absent/Get":       func() { _, _, _ = vi.Get(s.Key([]byte("nowhere"))) },
+		"Int64/Put+Get":    func() { n++; _ = vi.Put(k, n); x, _, _ := vi.Get(k); n += x },
+	} {
+		f()
+		if a := testing.AllocsPerRun(1000, f); a != 0 {
+			t.Errorf("%s: %v allocs/op, want 0", name, a)
+		}
+	}
+}

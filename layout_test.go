@@ -125,6 +125,7 @@ var importAllowList = map[string][]string{
 	"":                           {"internal/engine", "internal/base", "checkpoint", "memory"},
 	"internal/engine":            {"fresh", "slice", "lsm", "lsm/sstable", "changelog", "checkpoint", "internal/checkpointfs", "scheduler", "memory", "internal/base", "internal/vfs", "timer"},
 	"internal/engine/enginetest": {"internal/base", "internal/vfs"},
+	"tests":                      nil, // test files only: they import the root package (the public API)
 	"changelog":                  {"internal/base", "checkpoint", "memory"},
 	"checkpoint":                 {"internal/base", "internal/vfs", "internal/checkpointfs/hook"},
 	"checkpoint/storagetest":     {"checkpoint"},

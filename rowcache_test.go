@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,12 +13,14 @@ import (
 	"github.com/strata-db/strata/memory"
 )
 
-// Targeted tests of the row cache (engine/rowcache.go), the lower reader's arena
-// (engine/lower.go) and Store.WaitBackground: values and list iterators handed out stay intact
-// over many later reads until the next write, the write-through refresh and its limits, and
-// the memory accounting of the row cache (shared budgets, Open failures, page rounding). The
-// random model over the row cache is TestModel (model_test.go: its checkCache step, and the
-// memfs, one-set, kg-range and pressure configurations).
+// Targeted tests of the row cache (engine/rowcache.go) through the typed API: the
+// write-through refresh and its limits through value and reducing state, MergeNamespaces and
+// reopens, realistic windowed rows with TTL, and the memory accounting of the row cache
+// (options, shared budgets, Open failures, page rounding). Values and list reads held across
+// later reads, and WaitBackground's installs, are tested in internal/engine
+// (rowcache_engine_test.go) with byte keys. The random model over the row cache is TestModel
+// (store_model_test.go: its checkCache step, and the memfs, one-set, kg-range and pressure
+// configurations).
 
 // TestRowCacheStore: a value read twice from the LsmStore is served by the row cache the second
 // time; a write drops it (the next read sees the new value from the FreshTable, then from the
@@ -93,116 +94,6 @@ func openRowCacheStore(t *testing.T, mem *vfs.MemFS, rows int64) *Store {
 		t.Fatal(err)
 	}
 	return s
-}
-
-// TestRowCacheAttackHeldValues: values read from the LsmStore (misses copied by the lower
-// reader, hits copied out of the row cache) stay intact while thousands of later reads churn a
-// one-set row cache and fill the arena past a chunk (lowArenaMax), and a list iterator held
-// across those reads still yields its list; reading a cacheable key twice in a row hits the
-// second time and an uncacheable one never does; after a write, reads are still right.
-func TestRowCacheAttackHeldValues(t *testing.T) {
-	n := 12000 // two reads each: several MiB through the arena, past lowArenaMax
-	mem := vfs.NewMem()
-	s := openRowCacheStore(t, mem, engine.MinRowCacheSize)
-	val := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
-	lstA := must(NewListState(s, ListDescriptor[[]byte]{Name: "a", Codec: Bytes}))
-	lstB := must(NewListState(s, ListDescriptor[[]byte]{Name: "b", Codec: Bytes}))
-	keyOf := func(i int) []byte { return []byte(fmt.Sprintf("key-%06d", i)) }
-	valOf := func(i int) []byte {
-		// 0..130 bytes; every fourth 300..799 bytes, which straddles the row limit
-		// (composite key: 5 + 10 bytes, engine.RowCacheMaxData) and fills the arena.
-		n := i % 131
-		if i%4 == 3 {
-			n = 300 + i%500
-		}
-		return bytes.Repeat([]byte{byte(i), byte(i >> 8)}, n)[:n]
-	}
-	cacheable := func(i int) bool { return 5+len(keyOf(i))+len(valOf(i)) <= engine.RowCacheMaxData }
-	for i := range n {
-		must(0, val.Put(s.Key(keyOf(i)), valOf(i)))
-		if i%50 == 0 {
-			for j := range 3 {
-				must(0, lstA.Add(s.Key(keyOf(i)), []byte(fmt.Sprintf("a%d-%d", i, j))))
-				must(0, lstB.Add(s.Key(keyOf(i)), []byte(fmt.Sprintf("b%d-%d", i, j))))
-			}
-		}
-	}
-	if err := s.Close(); err != nil { // everything into the LsmStore
-		t.Fatal(err)
-	}
-	s = openRowCacheStore(t, mem, engine.MinRowCacheSize)
-	defer s.Close()
-	val = must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
-	lstA = must(NewListState(s, ListDescriptor[[]byte]{Name: "a", Codec: Bytes}))
-	lstB = must(NewListState(s, ListDescriptor[[]byte]{Name: "b", Codec: Bytes}))
-
-	type held struct {
-		i   int
-		got []byte
-	}
-	var hs []held
-	read := func(i int) []byte {
-		t.Helper()
-		got, ok, err := val.Get(s.Key(keyOf(i)))
-		if err != nil || !ok || !bytes.Equal(got, valOf(i)) {
-			t.Fatalf("get %d = %s %v %v, want %s", i, shortBytes(got), ok, err, shortBytes(valOf(i)))
-		}
-		hs = append(hs, held{i, got})
-		return got
-	}
-	itA := lstA.Get(s.Key(keyOf(0)))
-	before := s.Stats()
-	wantHits := int64(0)
-	for i := range n {
-		read(i)
-		read(i) // a hit when cacheable: it was just inserted, the newest entry of its set
-		if cacheable(i) {
-			wantHits++
-		}
-		if i%50 == 0 {
-			it := lstB.Get(s.Key(keyOf(i)))
-			var got []string
-			for it.Next() {
-				got = append(got, string(it.Value()))
-			}
-			if want := []string{fmt.Sprintf("b%d-0", i), fmt.Sprintf("b%d-1", i), fmt.Sprintf("b%d-2", i)}; it.Err() != nil || !slices.Equal(got, want) {
-				t.Fatalf("list b %d = %q %v, want %q", i, got, it.Err(), want)
-			}
-		}
-	}
-	// Key 0 again, long after its slot was replaced many times over (one set).
-	read(0)
-	after := s.Stats()
-	if hits := after.Caches.RowHits - before.Caches.RowHits; hits != wantHits {
-		t.Errorf("row cache hits %d, want %d (one per cacheable key read twice in a row)", hits, wantHits)
-	}
-	if s.e.RowCacheLen() > engine.RowCacheWays {
-		t.Errorf("one set holds %d entries", s.e.RowCacheLen())
-	}
-	for _, h := range hs {
-		if !bytes.Equal(h.got, valOf(h.i)) {
-			t.Fatalf("value of key %d read before %d later reads changed: %s, want %s", h.i, len(hs), shortBytes(h.got), shortBytes(valOf(h.i)))
-		}
-	}
-	var gotA []string
-	for itA.Next() {
-		gotA = append(gotA, string(itA.Value()))
-	}
-	if want := []string{"a0-0", "a0-1", "a0-2"}; itA.Err() != nil || !slices.Equal(gotA, want) {
-		t.Fatalf("list a held across %d reads = %q %v, want %q", len(hs), gotA, itA.Err(), want)
-	}
-	// A write, then every value again (and its cache copy) is right.
-	must(0, val.Put(s.Key(keyOf(1)), []byte("new")))
-	for i := 0; i < n; i += 97 {
-		want := valOf(i)
-		if i == 1 {
-			want = []byte("new")
-		}
-		got, ok, err := val.Get(s.Key(keyOf(i)))
-		if err != nil || !ok || !bytes.Equal(got, want) {
-			t.Fatalf("after a write: get %d = %x %v %v, want %x", i, got, ok, err, want)
-		}
-	}
 }
 
 // TestRowCacheAttackWriteThrough: targeted sequences around the write-through refresh, each
@@ -481,60 +372,6 @@ func memoryPage() int {
 	n := len(r.Bytes())
 	r.Release()
 	return n
-}
-
-// TestRowCacheAttackWaitBackground: after a bulk load over several segments, WaitBackground
-// leaves no sealed segment and no job in flight, reads are right, an open map iteration whose
-// tiers moved ends with ErrIteratorInvalidated, and on a closed Store it fails with ErrClosed.
-func TestRowCacheAttackWaitBackground(t *testing.T) {
-	n := 120
-	if testing.Short() || raceEnabled {
-		n = 60
-	}
-	mem := vfs.NewMem()
-	s := openRowCacheStore(t, mem, 8192)
-	val := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
-	mp := must(NewMapState(s, MapDescriptor[string, int64]{Name: "m", KeyCodec: String, ValueCodec: Int64}))
-	for _, uk := range []string{"x", "y", "z"} {
-		must(0, mp.Put(s.Key([]byte("map")), uk, 1))
-	}
-	big := bytes.Repeat([]byte("b"), 512<<10)
-	for i := range n { // n × 512 KiB: several 16 MiB segments sealed
-		must(0, val.Put(s.Key([]byte(fmt.Sprint(i))), append(big[:len(big):len(big)], byte(i))))
-	}
-	it := mp.Iterator(s.Key([]byte("map")))
-	if !it.Next() {
-		t.Fatalf("map iteration: %v", it.Err())
-	}
-	must(0, s.seal()) // queues a transform that only WaitBackground installs (no write follows)
-	if err := s.WaitBackground(); err != nil {
-		t.Fatal(err)
-	}
-	st := s.Stats()
-	if st.Fresh.SealedSegments != 0 || st.Slices.Transforms == 0 || s.e.Busy() {
-		t.Fatalf("after WaitBackground: %d sealed segments, %d transforms, busy %v",
-			st.Fresh.SealedSegments, st.Slices.Transforms, s.e.Busy())
-	}
-	for it.Next() {
-	}
-	if !errors.Is(it.Err(), ErrIteratorInvalidated) {
-		t.Errorf("map iteration across WaitBackground's installs: %v, want ErrIteratorInvalidated", it.Err())
-	}
-	for i := range n {
-		got, ok, err := val.Get(s.Key([]byte(fmt.Sprint(i))))
-		if err != nil || !ok || len(got) != len(big)+1 || got[len(big)] != byte(i) {
-			t.Fatalf("get %d: %d bytes %v %v", i, len(got), ok, err)
-		}
-	}
-	if err := s.WaitBackground(); err != nil { // idle: returns at once
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.WaitBackground(); !errors.Is(err, ErrClosed) {
-		t.Fatalf("WaitBackground on a closed Store: %v, want ErrClosed", err)
-	}
 }
 
 // pushDown moves everything of s into the LsmStore (seal, transform, evict every slice).

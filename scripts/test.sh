@@ -28,8 +28,8 @@ step "without -race: a crash at every write of a Store's sessions, of a checkpoi
 go test -count=1 -run '^(TestCrash|TestCheckpointCrash|TestChangelogCrash|TestAttackNoSpaceClose|TestAttackEIOClose|TestAllocs.*|TestCheckpointStorageBound)$' -v . | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'
 go test -count=1 -run '^(TestSpareAcrossOverlappingPersist|TestNewLogAppendsWithoutAllocating)$' -v ./changelog | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'
 
-step "bounded memory: 640 MiB of state through a 64 MiB budget, and every shape of state (a 1 GiB list, a 5 M-entry map, 2 M namespaces) within budget + 96 MiB of VmHWM (no -race: its shadow memory inflates RSS)"
-go test -run '^(TestBoundedMemory|TestMemoryShapes)$' -count=1 -v . | grep -E '^(=== RUN|--- |\s+\w+_test.go|ok|FAIL|PASS)'
+step "bounded memory (tests/, the process-level tests): 640 MiB of state through a 64 MiB budget, and every shape of state (a 1 GiB list, a 5 M-entry map, 2 M namespaces) within budget + 96 MiB of VmHWM (no -race: its shadow memory inflates RSS)"
+go test -run '^(TestBoundedMemory|TestMemoryShapes)$' -count=1 -v ./tests/ | grep -E '^(=== RUN|--- |\s+\w+_test.go|ok|FAIL|PASS)'
 
 step "bench module tests (demo job on real data)"
 (cd bench && go test -tags pebblegozstd -count=1 ./...)

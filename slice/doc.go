@@ -281,7 +281,7 @@
 //
 // Compactions and evictions free blocks all over the allocator's
 // segments, and a segment goes back to the Pool only when all of its
-// blocks are free: measured in the root package's TestManySegments (16 MiB
+// blocks are free: measured in TestManySegments (internal/engine; 16 MiB
 // segments of 1,024 blocks), 1,770 blocks in use held five segments with
 // 3,350 free blocks inside them, so state that fits a budget did not.
 // Two mechanisms keep held segments near ceil(blocks / blocks per segment):

@@ -136,7 +136,7 @@
 //	                                         set, 1/128 of the row cache; rowcache.go)
 //	                                       the Go runtime; heap not yet collected (GOGC)
 //
-// The root's TestMemoryShapes and TestBoundedMemory assert VmHWM ≤ MemoryBudget + 96 MiB with
+// tests/'s TestMemoryShapes and TestBoundedMemory assert VmHWM ≤ MemoryBudget + 96 MiB with
 // 16 MiB segments (root Options.MemoryBudget).
 //
 // # Failures

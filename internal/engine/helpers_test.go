@@ -17,9 +17,21 @@ func must[T any](v T, err error) T {
 }
 
 // openTest opens an engine in memory (o.Dir "") or on o.Dir with test defaults for the zero
-// fields: 256 MiB budget, 16 MiB segments, 128 key groups. It is closed when tb ends.
+// fields (applyTestDefaults). It is closed when tb ends.
 func openTest(tb testing.TB, o Options) *Engine {
 	tb.Helper()
+	applyTestDefaults(&o)
+	e, _, err := Open(o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { e.Close() })
+	return e
+}
+
+// applyTestDefaults fills the zero fields of o with the tests' defaults: 256 MiB budget,
+// 16 MiB segments, 128 key groups, the real file system, 10 s backpressure, 12 L0 files.
+func applyTestDefaults(o *Options) {
 	if o.Budget == nil {
 		o.Budget = memory.NewBudget(256 << 20)
 	}
@@ -38,12 +50,6 @@ func openTest(tb testing.TB, o Options) *Engine {
 	if o.L0StopWrites == 0 {
 		o.L0StopWrites = 12
 	}
-	e, _, err := Open(o)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { e.Close() })
-	return e
 }
 
 // testKey returns the composite key of (state id, key) in the void namespace, its key group

@@ -216,8 +216,8 @@ func TestRowCacheEviction(t *testing.T) {
 // and values of random sizes against a map of what each key's value is: a hit always returns
 // the key's value, a refresh of a cached key leaves it cached or dropped with the new value,
 // and the structure holds after every step. (That a value handed out stays valid, invariant 3,
-// is the lower reader's copy: TestRowCacheAttackHeldValues and TestRowCacheRealisticRows in
-// the root package.)
+// is the lower reader's copy: TestRowCacheHeldValues, and the root package's
+// TestRowCacheRealisticRows.)
 func TestRowCacheRandom(t *testing.T) {
 	b := memory.NewBudget(1 << 20)
 	c, err := newRowCache(b, 3*rowSet)

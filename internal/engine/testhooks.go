@@ -9,6 +9,26 @@ import (
 
 // Hooks for the root package's tests: they reach states of the engine no API shows (forcing an
 // eviction, walking the row cache). Not for production use; each runs on the owner goroutine.
+//
+// Only hooks the root's tests use live here; those only the engine's own tests use live in
+// export_test.go (Busy, Finished). The root's tests that still use these are typed-API tests that need
+// to put the engine in a given state under a Store, and no public option does it cleanly:
+//
+//   - EvictNow: the model test (store_model_test.go: its push-down steps and the row cache
+//     configurations), the crash, damage, checkpoint, key-scan, admin, errors and row cache
+//     tests put state in the LsmStore at a chosen point. An option that evicts on demand
+//     would be an API for tests only.
+//   - RowCacheSets, CheckRowCache, RowCacheLen: the model test's checkCache step and the
+//     root's row cache tests (rowcache_test.go, ttl_test.go's TestTTLRowCache) check the cache
+//     under typed writes (TTL rows, reducing state, MergeNamespaces) against the model.
+//   - BackgroundErr: store_fault_test.go's TestAttackNoSpaceEviction names the sticky
+//     background failure, if any, when an op still fails once space is back.
+//   - BulkReplayFiles, BulkReplayParallel: bulkreplay_test.go and
+//     savepoint_canonical_bulk_test.go tell which path a restore took (the model is typed).
+//   - SetCheckpointHook: checkpoint_test.go's TestCheckpointPinsMemory holds the memory table
+//     of a checkpoint of the typed model.
+//   - OpenScans: keys_test.go checks that a typed key iteration left by break closes its
+//     scan.
 
 // EvictNow starts an eviction of the coldest slices if none is in flight and reports whether one
 // is running now.
@@ -16,9 +36,6 @@ func (t *Engine) EvictNow() bool { return t.evict() || t.eviction != nil }
 
 // BackgroundErr returns the sticky background failure, if any.
 func (t *Engine) BackgroundErr() error { return t.bgErr }
-
-// Busy reports whether background work is queued or in flight (LSM compactions included).
-func (t *Engine) Busy() bool { return t.inFlight() || len(t.lsmJobs) != 0 }
 
 // BulkReplayFiles returns the number of L0 files bulk changelog replays installed (bulk.go):
 // tests tell by it which path a restore took.
@@ -123,9 +140,6 @@ func (t *Engine) RowCacheLen() int {
 // memory table (tests hold the memory pins with it). nil removes it. Owner goroutine, with no
 // checkpoint running.
 func (t *Engine) SetCheckpointHook(hook func()) { t.ck.hook = hook }
-
-// Finished reports whether background work has finished that the next install would take.
-func (t *Engine) Finished() bool { return t.ready.Load() > 0 }
 
 // OpenScans returns the number of key scans open (not closed).
 func (t *Engine) OpenScans() int { return len(t.scans) }

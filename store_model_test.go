@@ -5,7 +5,7 @@ package strata
 // list, a union list, a broadcast map), one random step generator, and the places that compare
 // the Store with the model (modelStates.checkSlot, modelStates.checkOps). TestModel drives it over
 // several configurations; the crash, fault, damage and SIGKILL tests (crash_test.go,
-// attack_*_test.go) drive the same model with write-only workloads.
+// store_fault_test.go, persist_damage_test.go, crash_kill_test.go) drive the same model with write-only workloads.
 //
 // Adding a step kind: a stepKind constant, a function func(*modelRun, int32) error, its entry
 // in modelSteps, and a weight in the configurations that should draw it.
@@ -145,7 +145,7 @@ type model struct {
 	// The pending timers of the timer service, by time domain (timer.EventTime,
 	// timer.ProcessingTime).
 	tim [2]map[mtimer]bool
-	// TTL states (model_ttl_test.go), each value with its timestamp.
+	// TTL states (ttl_model_test.go), each value with its timestamp.
 	tv map[int32]tsv
 	tl map[int32][]tsv
 	tm map[int32]map[uint8]tsv
@@ -571,7 +571,7 @@ const (
 	stepReopen      // Close and Open: every acknowledged write survives
 	stepCrash       // the file system keeps what was synced: the Store reopens to its last Close
 	stepNoSpace     // ENOSPC part-way through Close; reads stay right; a retried Close works
-	stepCheckpoint  // cut a checkpoint; its upload runs during the next steps (model_ckpt_test.go)
+	stepCheckpoint  // cut a checkpoint; its upload runs during the next steps (checkpoint_model_test.go)
 	stepCkNotify    // wait for it, then complete it (or abort it)
 	stepRestore     // restore the newest durable checkpoint and go on with it
 	stepRescale     // restore it into 1, 2 or 3 Stores, check them, scale them back into one
@@ -580,11 +580,11 @@ const (
 	stepCkOutage    // the checkpoint storage refuses writes (EIO, ENOSPC) during a few steps
 	stepKeys        // Keys, KeysAndNamespaces and NumEntries of every state against the model (keys_model_test.go)
 	stepApplyKeys   // ApplyToAllKeys of one state and namespace, clearing or rewriting visited keys
-	stepTimerReg    // register an event-time or processing-time timer (model_timers_test.go)
+	stepTimerReg    // register an event-time or processing-time timer (timers_model_test.go)
 	stepTimerDel    // delete one, pending or not
 	stepTimerFire   // advance the watermark or processing time: every due timer fires once, in order
 	stepTimerCheck  // every pending timer of both domains against the model
-	stepTTLWrite    // a write of a TTL state (model_ttl_test.go): stamped with the clock
+	stepTTLWrite    // a write of a TTL state (ttl_model_test.go): stamped with the clock
 	stepTTLRead     // every TTL state of one slot: the model applies expiry (reads may write)
 	stepClock       // the clock jumps forward, often to just before, at or after an expiry
 	stepValBatch    // ValueState.GetBatch of a few dozen slots, repeats included
@@ -705,7 +705,7 @@ type modelWorkload struct {
 	maxVal  int  // values up to maxVal bytes, and around the row cache's slot limit
 	bigVals bool // half the values 256 KiB..1 MiB (budget pressure)
 	hot     bool // half the steps on one of a few slots (repeated reads hit the row cache)
-	ttl     bool // TTL states and a clock (model_ttl_test.go)
+	ttl     bool // TTL states and a clock (ttl_model_test.go)
 }
 
 // hasOps reports whether w draws operator state steps (its Stores register the operator states).
@@ -768,7 +768,7 @@ type modelRun struct {
 	changelog bool
 
 	now                                                         *atomic.Int64 // the clock of TTL workloads (Options.Clock)
-	ck                                                          ckRun         // checkpoints (model_ckpt_test.go)
+	ck                                                          ckRun         // checkpoints (checkpoint_model_test.go)
 	timers                                                      timerCounts
 	counts                                                      [numSteps]int
 	clCounts                                                    [numSteps]int // steps begun with the changelog on
@@ -1714,7 +1714,7 @@ var modelConfigs = []modelConfig{
 		mustEvict: true, mustRowCache: true,
 	},
 	{
-		// The memfs configuration with TTL states (model_ttl_test.go) and a clock that jumps:
+		// The memfs configuration with TTL states (ttl_model_test.go) and a clock that jumps:
 		// expiry on read, cleanup in compactions and full snapshots, timestamps across
 		// checkpoints, restores, rescales, reopens and crashes. No full-disk Close: a TTL read
 		// that removes expired data is a write, which a full disk refuses.

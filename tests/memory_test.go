@@ -1,6 +1,8 @@
-package strata
+package tests
 
 import (
+	"github.com/strata-db/strata"
+
 	"bufio"
 	"fmt"
 	"os"
@@ -48,7 +50,7 @@ const boundedOverhead = 96 << 20
 // VmHWM, reset when the test starts) stays within the budget plus boundedOverhead and the Go
 // heap (HeapInuse) stays small: the state lives in
 // segments, slices and files, not on the heap. It logs the figures. The full size runs in CI
-// as its own step without -race: go test -run '^TestBoundedMemory$' -count=1 -v . (the RSS
+// as its own step without -race: go test -run '^TestBoundedMemory$' -count=1 -v ./tests/ (the RSS
 // bound is not asserted under -race, whose shadow memory the store does not control).
 func TestBoundedMemory(t *testing.T) {
 	const budget = 64 << 20
@@ -60,8 +62,8 @@ func TestBoundedMemory(t *testing.T) {
 		target = 96 << 20
 	}
 	dir := t.TempDir()
-	opts := Options{MemoryBudget: budget, SegmentSize: 16 << 20}
-	s, err := Open(dir, opts)
+	opts := strata.Options{MemoryBudget: budget, SegmentSize: 16 << 20}
+	s, err := strata.Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,9 +72,9 @@ func TestBoundedMemory(t *testing.T) {
 	// about 1 KB of state with keys and framing.
 	const vlen, elen, perKey = 600, 50, 1024
 	keys := int(target / perKey)
-	val := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
-	lst := must(NewListState(s, ListDescriptor[[]byte]{Name: "l", Codec: Bytes}))
-	mp := must(NewMapState(s, MapDescriptor[int64, []byte]{Name: "m", KeyCodec: Int64, ValueCodec: Bytes}))
+	val := must(strata.NewValueState(s, strata.ValueDescriptor[[]byte]{Name: "v", Codec: strata.Bytes}))
+	lst := must(strata.NewListState(s, strata.ListDescriptor[[]byte]{Name: "l", Codec: strata.Bytes}))
+	mp := must(strata.NewMapState(s, strata.MapDescriptor[int64, []byte]{Name: "m", KeyCodec: strata.Int64, ValueCodec: strata.Bytes}))
 	buf := make([]byte, vlen)
 	fill := func(b []byte, i, j int) []byte {
 		for x := range b {
@@ -81,10 +83,10 @@ func TestBoundedMemory(t *testing.T) {
 		copy(b, strconv.Itoa(i))
 		return b
 	}
-	key := func(i int) Key { return s.Key(fmt.Appendf(nil, "user-%010d", i)) }
+	key := func(i int) strata.Key { return s.Key(fmt.Appendf(nil, "user-%010d", i)) }
 	// VmHWM is the process's peak: reset it (Linux: clear_refs 5) so that tests run before this
 	// one in the same process do not count; where that fails only the sampled VmRSS is asserted.
-	// Heap that earlier tests freed (the crash tests' in-memory file systems) may still be
+	// Heap that earlier tests of the process freed may still be
 	// resident until the runtime's scavenger returns it: return it first.
 	debug.FreeOSMemory()
 	hwmReset := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
@@ -164,12 +166,12 @@ func TestBoundedMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	sample()
-	if s, err = Open(dir, opts); err != nil {
+	if s, err = strata.Open(dir, opts); err != nil {
 		t.Fatal(err)
 	}
-	val = must(NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes}))
-	lst = must(NewListState(s, ListDescriptor[[]byte]{Name: "l", Codec: Bytes}))
-	mp = must(NewMapState(s, MapDescriptor[int64, []byte]{Name: "m", KeyCodec: Int64, ValueCodec: Bytes}))
+	val = must(strata.NewValueState(s, strata.ValueDescriptor[[]byte]{Name: "v", Codec: strata.Bytes}))
+	lst = must(strata.NewListState(s, strata.ListDescriptor[[]byte]{Name: "l", Codec: strata.Bytes}))
+	mp = must(strata.NewMapState(s, strata.MapDescriptor[int64, []byte]{Name: "m", KeyCodec: strata.Int64, ValueCodec: strata.Bytes}))
 	for i := 0; i < keys; i += 7 {
 		check(i)
 	}

@@ -1,6 +1,8 @@
-package strata
+package tests
 
 import (
+	"github.com/strata-db/strata"
+
 	"bufio"
 	"bytes"
 	"encoding/binary"
@@ -15,7 +17,7 @@ import (
 )
 
 // shapeAllowance is the process memory TestMemoryShapes allows beyond MemoryBudget (see
-// Options.MemoryBudget for what the budget covers): the Go runtime and test binary, the Go heap
+// strata.Options.MemoryBudget for what the budget covers): the Go runtime and test binary, the Go heap
 // of the LsmStore (table indexes and bloom filters, read and compaction buffers, one block per
 // open iterator), the sort buffer of the segment being flushed (mapped outside the heap), and
 // heap the garbage collector has not returned to the OS yet.
@@ -28,7 +30,7 @@ const shapeEnv = "STRATA_MEMSHAPE"
 type memShape struct {
 	name   string
 	budget int64
-	run    func(t *testing.T, s *Store, scale float64)
+	run    func(t *testing.T, s *strata.Store, scale float64)
 }
 
 var memShapes = []memShape{
@@ -105,7 +107,7 @@ func runShapeChild(t *testing.T, name string) {
 		if sh.name != name {
 			continue
 		}
-		s, err := Open(t.TempDir(), Options{MemoryBudget: sh.budget, SegmentSize: 16 << 20})
+		s, err := strata.Open(t.TempDir(), strata.Options{MemoryBudget: sh.budget, SegmentSize: 16 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,8 +123,8 @@ func runShapeChild(t *testing.T, name string) {
 }
 
 // shapeList appends 1 GiB (× scale) of 1000-byte elements to one list, then reads it back.
-func shapeList(t *testing.T, s *Store, scale float64) {
-	l := must(NewListState(s, ListDescriptor[[]byte]{Name: "l", Codec: Bytes}))
+func shapeList(t *testing.T, s *strata.Store, scale float64) {
+	l := must(strata.NewListState(s, strata.ListDescriptor[[]byte]{Name: "l", Codec: strata.Bytes}))
 	k := s.Key([]byte("the-list"))
 	n := int(float64(1<<30)*scale) / 1000
 	elem := make([]byte, 1000)
@@ -156,8 +158,8 @@ func shapeList(t *testing.T, s *Store, scale float64) {
 
 // shapeMap puts 5 M (× scale) entries (8-byte user keys and values) into one map, then iterates
 // it.
-func shapeMap(t *testing.T, s *Store, scale float64) {
-	m := must(NewMapState(s, MapDescriptor[uint64, uint64]{Name: "m", KeyCodec: Uint64, ValueCodec: Uint64}))
+func shapeMap(t *testing.T, s *strata.Store, scale float64) {
+	m := must(strata.NewMapState(s, strata.MapDescriptor[uint64, uint64]{Name: "m", KeyCodec: strata.Uint64, ValueCodec: strata.Uint64}))
 	k := s.Key([]byte("the-map"))
 	n := int(5e6 * scale)
 	for i := range n {
@@ -187,8 +189,8 @@ func shapeMap(t *testing.T, s *Store, scale float64) {
 }
 
 // shapeNamespaces puts a value in 2 M (× scale) namespaces of one key, then reads each back.
-func shapeNamespaces(t *testing.T, s *Store, scale float64) {
-	v := must(NewValueState(s, ValueDescriptor[uint64]{Name: "v", Codec: Uint64}))
+func shapeNamespaces(t *testing.T, s *strata.Store, scale float64) {
+	v := must(strata.NewValueState(s, strata.ValueDescriptor[uint64]{Name: "v", Codec: strata.Uint64}))
 	k := s.Key([]byte("the-key"))
 	n := int(2e6 * scale)
 	var ns [8]byte

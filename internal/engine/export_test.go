@@ -1,0 +1,10 @@
+package engine
+
+// Hooks for the engine's own tests (package engine): states no API shows, kept out of the
+// engine's source. The hooks the root package's tests still use stay in testhooks.go.
+
+// Busy reports whether background work is queued or in flight (LSM compactions included).
+func (t *Engine) Busy() bool { return t.inFlight() || len(t.lsmJobs) != 0 }
+
+// Finished reports whether background work has finished that the next install would take.
+func (t *Engine) Finished() bool { return t.ready.Load() > 0 }
