@@ -87,8 +87,12 @@ type CheckpointOptions struct {
 	// it with ErrCorruption; a transient storage error is retried. Until the prefetch
 	// finished the directory is incomplete: a crash or a Close before then leaves it refused
 	// by Open (ErrRestoreIncomplete) — remove it and restore again. Default false: Restore
-	// fetches and checks every table first. The changelog, timers and canonical savepoints
-	// are restored before Restore returns either way.
+	// fetches and checks every table first. Timers and canonical savepoints are restored
+	// before Restore returns either way; the changelog tail is read and checked (a damaged
+	// log fails Restore), but with LazyRestore it is sorted and written in the background,
+	// and the first read, checkpoint, eviction or Close waits for it (the engine's doc.go,
+	// "Lazy tail"); until then the directory is incomplete as above, and a failure writing
+	// it fails every later read, write and Close: restore again.
 	LazyRestore bool
 	// Changelog, when not nil, turns the changelog on (see ChangelogOptions): checkpoints
 	// store the log's tail on top of a materialization taken in the background. nil: off,
@@ -545,7 +549,8 @@ type RestoreStats struct {
 	// ChangelogRecords is the number of changelog records replayed (checkpoints taken with
 	// the changelog on); ChangelogSkipped the records not replayed because a later record
 	// of the same key overwrites them (a Put after a Put, a map entry written again, a
-	// clear after appends).
+	// clear after appends). With LazyRestore, ChangelogRecords counts the records read and
+	// ChangelogSkipped is 0: the tail is written after Restore returns.
 	ChangelogRecords, ChangelogSkipped int64
 	// Timers is the number of timers restored (of the Store's key groups, every service and
 	// time domain).

@@ -15,7 +15,7 @@ const (
 	DefaultMemoryBudget = 1 << 30
 	// DefaultSegmentSize is the largest default size of a FreshTable data segment: 64 MiB,
 	// from a 2 GiB budget. A smaller budget gets smaller segments by default
-	// (Options.SegmentSize: 1/32 of the budget's limit, 4 MiB at least; 32 MiB with the
+	// (Options.SegmentSize: 1/32 of the budget's limit, 2 MiB at least; 32 MiB with the
 	// default budget).
 	DefaultSegmentSize = 64 << 20
 	// DefaultBackpressureTimeout is how long a write refused for memory waits at most.
@@ -96,16 +96,19 @@ type Options struct {
 	// does not release the shared budget on Close.
 	SharedBudget *Budget
 
-	// SegmentSize is the size of a FreshTable data segment in bytes: 4, 8, 16, 32 or 64 MiB
-	// (4<<20, 8<<20, 16<<20, 32<<20, 64<<20). 0 means the default, chosen from the budget's
-	// limit (MemoryBudget, or SharedBudget's limit): the largest of the five sizes that is at
-	// most 1/32 of it, 4 MiB at least — 64 MiB (DefaultSegmentSize) from 2 GiB, 32 MiB from
-	// 1 GiB (the default budget), 16 MiB from 512 MiB, 8 MiB from 256 MiB, 4 MiB below.
-	// Segments cost the budget about four times their size besides the state (the active one,
-	// the room for the next, the reserve for a transform's output: bench MemoryEfficiency), so
-	// a fixed 64 MiB would keep most of a 256 MiB budget from the state; larger segments seal
-	// less often. A value or list batch may take a quarter of a segment (ErrValueTooLarge): set
-	// SegmentSize for values above 1 MiB under a budget below 256 MiB (2 MiB below 512 MiB).
+	// SegmentSize is the size of a FreshTable data segment in bytes: 2, 4, 8, 16, 32 or 64 MiB
+	// (2<<20, 4<<20, …, 64<<20). 0 means the default, chosen from the budget's limit
+	// (MemoryBudget, or SharedBudget's limit): the largest of the six sizes that is at most
+	// 1/32 of it, 2 MiB at least — 64 MiB (DefaultSegmentSize) from 2 GiB, 32 MiB from 1 GiB
+	// (the default budget), 16 MiB from 512 MiB, 8 MiB from 256 MiB, 4 MiB from 128 MiB,
+	// 2 MiB below. Segments cost the budget about 3.5 times their size besides the state (the
+	// active one with its index, 9/8 to 5/4; the room kept for the next, 5/4; the reserve for
+	// a transform's output, one segment while a transform's slices fit in one:
+	// Stats.Budget.Fixed), so that at 1/32 of the limit these fixed costs stay within an
+	// eighth of a budget of 64 MiB or more (internal/engine/doc.go, "Fixed costs"); larger
+	// segments seal and transform less often. A value or list batch may take a quarter of a
+	// segment (ErrValueTooLarge): set SegmentSize for values above 512 KiB under a budget
+	// below 128 MiB (1 MiB below 256 MiB).
 	SegmentSize int
 
 	// BackgroundWorkers is the number of goroutines the Store runs background work on
@@ -259,8 +262,8 @@ func (o Options) Validate() error {
 			ErrInvalidOptions, o.BlockCacheSize)
 	}
 	seg := d.SegmentSize
-	if seg != 4<<20 && seg != 8<<20 && seg != 16<<20 && seg != 32<<20 && seg != 64<<20 {
-		return fmt.Errorf("%w: Options.SegmentSize = %d: must be 4, 8, 16, 32 or 64 MiB (0 for the default, from the budget)",
+	if seg != 2<<20 && seg != 4<<20 && seg != 8<<20 && seg != 16<<20 && seg != 32<<20 && seg != 64<<20 {
+		return fmt.Errorf("%w: Options.SegmentSize = %d: must be 2, 4, 8, 16, 32 or 64 MiB (0 for the default, from the budget)",
 			ErrInvalidOptions, o.SegmentSize)
 	}
 	if o.SharedBudget != nil {
@@ -294,10 +297,12 @@ func (o Options) Validate() error {
 func MinMemoryBudget(segmentSize int) int64 { return int64(segmentSize) + int64(segmentSize)/4 }
 
 // defaultSegmentSize returns the default Options.SegmentSize for a budget of limit bytes: the
-// largest of 4, 8, 16, 32 and 64 MiB that is at most limit/32, and 4 MiB when none is.
+// largest of 2, 4, 8, 16, 32 and 64 MiB that is at most limit/32, and 2 MiB when none is.
+// At 1/32 the budget's fixed costs (about 3.5 segments: Options.SegmentSize) take about 7/64
+// of it, below the eighth of internal/engine/doc.go's "Fixed costs".
 func defaultSegmentSize(limit int64) int {
 	seg := DefaultSegmentSize
-	for seg > 4<<20 && int64(seg) > limit/32 {
+	for seg > 2<<20 && int64(seg) > limit/32 {
 		seg >>= 1
 	}
 	return seg

@@ -26,7 +26,9 @@ func TestOptionsValidate(t *testing.T) {
 		{"range inverted", Options{KeyGroups: &KeyGroupRange{Start: 5, End: 4}}, "KeyGroups"},
 		{"range negative", Options{KeyGroups: &KeyGroupRange{Start: -1, End: 4}}, "KeyGroups"},
 		{"budget negative", Options{MemoryBudget: -1}, "MemoryBudget"},
-		{"budget below segment", Options{MemoryBudget: 4 << 20}, "MemoryBudget"},
+		{"budget below segment", Options{MemoryBudget: 2 << 20}, "MemoryBudget"},
+		{"budget above the smallest segment", Options{MemoryBudget: 4 << 20}, ""},
+		{"segment 2 MiB", Options{MemoryBudget: 64 << 20, SegmentSize: 2 << 20}, ""},
 		{"budget below explicit segment", Options{MemoryBudget: 64 << 20, SegmentSize: 64 << 20}, "MemoryBudget"},
 		{"small budget, default segment", Options{MemoryBudget: 32 << 20}, ""},
 		{"budget and shared", Options{MemoryBudget: 1 << 30, SharedBudget: shared}, "MemoryBudget"},
@@ -60,11 +62,11 @@ func TestOptionsDefaults(t *testing.T) {
 		o.SegmentSize != 32<<20 {
 		t.Fatalf("defaults: %+v", o)
 	}
-	// The default segment size follows the budget: 1/32 of its limit, 4 to 64 MiB.
+	// The default segment size follows the budget: 1/32 of its limit, 2 to 64 MiB.
 	for _, tc := range []struct {
 		budget int64
 		seg    int
-	}{{5 << 20, 4 << 20}, {255 << 20, 4 << 20}, {256 << 20, 8 << 20}, {511 << 20, 8 << 20}, {512 << 20, 16 << 20},
+	}{{3 << 20, 2 << 20}, {64 << 20, 2 << 20}, {127 << 20, 2 << 20}, {128 << 20, 4 << 20}, {255 << 20, 4 << 20}, {256 << 20, 8 << 20}, {511 << 20, 8 << 20}, {512 << 20, 16 << 20},
 		{1<<30 - 1, 16 << 20}, {1 << 30, 32 << 20}, {2 << 30, 64 << 20}, {8 << 30, 64 << 20}} {
 		if got := (Options{MemoryBudget: tc.budget}).withDefaults().SegmentSize; got != tc.seg {
 			t.Errorf("MemoryBudget %d: default SegmentSize %d, want %d", tc.budget, got, tc.seg)

@@ -103,18 +103,37 @@ type CacheStats struct {
 // timers, other mappings (the transforms' sort buffers among them), and the FreshTable's free
 // segments kept for reuse (Pooled, in no purpose). Read without a lock while background work
 // maps and frees, so the parts may not add up to Used exactly.
+//
+// Fixed is the budget's fixed costs (internal/engine/doc.go, "Fixed costs"; issue 22: at
+// most an eighth of a budget of 64 MiB or more at the default segment size while the
+// transforms' slices fit in a segment): the memory that holds no state the Store could keep
+// instead — the FreshTable's segments with their indices (the active one and the sealed ones
+// in flight), the transform reserve, EvictionRoom, and the block and row caches once mapped.
+// State beyond Limit − Fixed (slices, timers, the changelog's buffer, operator state) is
+// evicted; free segments kept for reuse (Pooled) are part of EvictionRoom's room, not added
+// to it. With a shared budget every store's segments, caches and reserve count, and this
+// Store's EvictionRoom.
 type BudgetStats struct {
 	Used      int64                     // bytes reserved
 	Limit     int64                     // the limit
 	Reserve   int64                     // bytes only background work may take
 	ByPurpose [memory.NumPurposes]int64 // bytes per purpose, indexed by memory.Purpose
 	Pooled    int64                     // free FreshTable segments kept for reuse
+	// EvictionRoom is the room, in bytes, the Store keeps free for writers (the FreshTable's
+	// next segment with its index): slices are evicted while the writers have less. 0 for a
+	// Store in memory only (it never evicts) and a closed one.
+	EvictionRoom int64
+	Fixed        int64 // the fixed costs above, bytes: FreshTable data and index + caches + Reserve + EvictionRoom
 }
 
-// budgetStats returns BudgetStats of b.
-func budgetStats(b *memory.Budget) BudgetStats {
+// budgetStats returns BudgetStats of b for a Store that keeps room bytes free for writers
+// (engine.Stats.EvictionRoom).
+func budgetStats(b *memory.Budget, room int64) BudgetStats {
 	m := b.Stats()
-	return BudgetStats{Used: m.Used, Limit: m.Limit, Reserve: m.Reserve, ByPurpose: m.ByPurpose, Pooled: m.Pooled}
+	fixed := m.ByPurpose[memory.PurposeFreshData] + m.ByPurpose[memory.PurposeFreshIndex] +
+		m.ByPurpose[memory.PurposeBlockCache] + m.Reserve + room
+	return BudgetStats{Used: m.Used, Limit: m.Limit, Reserve: m.Reserve, ByPurpose: m.ByPurpose, Pooled: m.Pooled,
+		EvictionRoom: room, Fixed: fixed}
 }
 
 // StallStats count the writes that waited for background work, and the time they waited:

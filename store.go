@@ -449,12 +449,12 @@ func (s *Store) seal() error { return s.e.Seal() }
 // + table files), and one getrusage system call. Owner goroutine only.
 func (s *Store) Stats() Stats {
 	if s.closed {
-		return Stats{States: len(s.states), Budget: budgetStats(s.budget)}
+		return Stats{States: len(s.states), Budget: budgetStats(s.budget, 0)}
 	}
 	e := s.e.Stats()
 	e.States = len(s.states)
 	st := statsOf(&e)
-	st.Budget = budgetStats(s.budget)
+	st.Budget = budgetStats(s.budget, e.EvictionRoom)
 	s.meter.taskStats(&st, &e)
 	st.LazyRestore = LazyRestoreStats(s.e.LazyStats())
 	return st

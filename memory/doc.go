@@ -9,7 +9,7 @@
 //     collector neither scans it nor keeps anything alive through it.
 //   - Purpose: what a region is for (FreshTable data, FreshTable index, slices, block cache,
 //     timers, other); the Budget keeps one counter per purpose for metrics.
-//   - Segment: a Region of a fixed size (4, 8, 16, 32 or 64 MiB) handed out by a Pool; the unit in
+//   - Segment: a Region of a fixed size (2, 4, 8, 16, 32 or 64 MiB) handed out by a Pool; the unit in
 //     which the FreshTable fills, seals and recycles memory.
 //   - Free list: up to MaxFree returned segments a Pool keeps mapped for the next Get.
 //

@@ -13,7 +13,7 @@ var (
 	ErrMemoryBudget = errors.New("strata: memory budget exhausted")
 
 	// ErrSegmentSize is returned by NewPool when the segment size is not one of
-	// SegmentSize16M, SegmentSize32M or SegmentSize64M.
+	// the SegmentSize constants (2 to 64 MiB).
 	ErrSegmentSize = errors.New("memory: invalid segment size")
 
 	// ErrInvalidSize is returned by Budget.Map when the requested size is not positive.

@@ -8,6 +8,7 @@ import (
 
 // Segment sizes accepted by NewPool, in bytes.
 const (
+	SegmentSize2M  = 2 << 20
 	SegmentSize4M  = 4 << 20
 	SegmentSize8M  = 8 << 20
 	SegmentSize16M = 16 << 20
@@ -37,16 +38,16 @@ type Pool struct {
 }
 
 // NewPool returns a pool of segmentSize-byte segments mapped through b. segmentSize must be
-// SegmentSize4M, SegmentSize8M, SegmentSize16M, SegmentSize32M or SegmentSize64M; otherwise NewPool returns ErrSegmentSize
+// SegmentSize2M, SegmentSize4M, SegmentSize8M, SegmentSize16M, SegmentSize32M or SegmentSize64M; otherwise NewPool returns ErrSegmentSize
 // wrapped with the size. b must not be nil.
 func NewPool(b *Budget, segmentSize int) (*Pool, error) {
 	if b == nil {
 		return nil, errors.New("memory: NewPool: nil budget")
 	}
 	switch segmentSize {
-	case SegmentSize4M, SegmentSize8M, SegmentSize16M, SegmentSize32M, SegmentSize64M:
+	case SegmentSize2M, SegmentSize4M, SegmentSize8M, SegmentSize16M, SegmentSize32M, SegmentSize64M:
 	default:
-		return nil, fmt.Errorf("%w: %d bytes (want 4, 8, 16, 32 or 64 MiB)", ErrSegmentSize, segmentSize)
+		return nil, fmt.Errorf("%w: %d bytes (want 2, 4, 8, 16, 32 or 64 MiB)", ErrSegmentSize, segmentSize)
 	}
 	return &Pool{budget: b, size: segmentSize, free: make([][]byte, 0, MaxFree)}, nil
 }

@@ -225,6 +225,9 @@ func (t *Engine) evict() bool {
 	if t.low == nil || t.eviction != nil || t.bgErr != nil || t.waiting(bgEviction) {
 		return false
 	}
+	if t.tail != nil && t.awaitTail() != nil { // the lazy tail goes to L0 first (invariant 34)
+		return false
+	}
 	e, ok := t.sl.PickEviction()
 	if !ok {
 		return false
@@ -242,6 +245,9 @@ func (t *Engine) evict() bool {
 // and no eviction is in flight, so that the file is newer than everything installed below
 // before it and nothing older can be installed after it (lsm invariant 6).
 func (t *Engine) canFlush() bool {
+	if t.tail != nil && t.awaitTail() != nil { // the lazy tail goes to L0 first (invariant 34)
+		return false
+	}
 	return t.low != nil && t.eviction == nil && len(t.compactions) == 0 && t.sl.Stats().Slices == 0
 }
 
@@ -840,6 +846,11 @@ func (t *Engine) idle() error {
 // Failed work is retried and waited for as by WaitBackground. Map iterations open now are
 // invalidated if anything is installed.
 func (t *Engine) Drain() error {
+	if t.tail != nil {
+		if err := t.awaitTail(); err != nil { // a lazy restore's tail first (doc.go, invariant 34)
+			return err
+		}
+	}
 	t.checkSealed()
 	var deadline time.Time
 	for {
@@ -898,29 +909,41 @@ func (t *Engine) retryWait(deadline *time.Time, memOnly bool) (waited bool, err 
 const reserveWindow = 8
 
 // sizeReserve sets the transform reserve from the transforms' measured output (doc.go,
-// invariant 31): out > 0 records an installed transform's slice bytes; out < 0 says a
-// transform failed for memory, and the reserve goes back to two segments. The largest output
-// of the last reserveWindow transforms plus an eighth, rounded up to whole segments, within
-// [one segment, two segments] and Open's caps (a quarter of the budget for the reserves of
-// all stores sharing it; a segment and a quarter left to writers). Owner only; O(1).
+// invariant 31): out >= 0 records an installed transform's slice bytes; out < 0 says a
+// transform failed for memory, and the reserve goes to two segments until the next install.
+// The size itself is reserveSize's, for the largest output of the last reserveWindow
+// transforms beyond the free blocks the slice allocator holds now. Owner only; O(1).
 func (t *Engine) sizeReserve(out int64) {
 	seg := int64(t.segSize)
-	want := 2 * seg
+	need, free := 2*seg, int64(0) // a transform failed for memory: its output outgrew the reserve
 	if out >= 0 {
 		t.reserveOut[t.reserveN%reserveWindow] = out
 		t.reserveN++
-		need := int64(0)
+		need = 0
 		for _, o := range t.reserveOut[:min(t.reserveN, reserveWindow)] {
 			need = max(need, o)
 		}
-		need += need / 8
-		want = min(max((need+seg-1)/seg*seg, seg), 2*seg)
+		as := t.alloc.Stats()
+		free = int64(as.FreeBlocks) * int64(as.BlockSize)
 	}
-	others := t.budget.Reserve() - t.reserve
-	lim := t.budget.Limit()
-	want = max(min(want, lim/4-others, lim-seg-seg/4-others), 0)
+	want := reserveSize(seg, need, free, t.budget.Limit(), t.budget.Reserve()-t.reserve)
 	if want != t.reserve {
 		t.budget.AddReserve(want - t.reserve)
 		t.reserve = want
 	}
+}
+
+// reserveSize returns the transform reserve, in bytes, for segments of seg bytes whose
+// transforms build need bytes of slices (0 before one has installed) while the slice
+// allocator holds free bytes of free blocks, in a budget of limit bytes of which others are
+// reserved by other stores sharing it (doc.go, "Fixed costs" and invariant 31): need plus an
+// eighth, less the free blocks (a transform fills them before it maps a segment), rounded up
+// to whole segments (it maps new slice memory from the Pool a segment at a time), one segment
+// at least and two at most; capped so that the reserves of all stores sharing the budget take
+// at most a quarter of it and writers keep a segment and a quarter. One home for Open's
+// reserve and sizeReserve's.
+func reserveSize(seg, need, free, limit, others int64) int64 {
+	need = max(need+need/8-free, 0)
+	want := min(max((need+seg-1)/seg*seg, seg), 2*seg)
+	return max(min(want, limit/4-others, limit-seg-seg/4-others), 0)
 }

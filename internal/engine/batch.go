@@ -38,6 +38,9 @@ func (t *Engine) GetBatch(hs []uint64, keys [][]byte, vals [][]byte, sts []Statu
 	if t.cost.on {
 		return t.sampledGetBatch(hs, keys, vals, sts)
 	}
+	if t.tail != nil && t.tailFailed(len(keys), vals, sts) { // invariant 33
+		return 0
+	}
 	n := len(keys)
 	if n > BatchMax {
 		panic("strata: invariant: GetBatch of more than BatchMax keys")
@@ -167,6 +170,9 @@ func (t *Engine) PrefetchWrite(hs []uint64) {
 func (t *Engine) MapGetBatch(hms []uint64, mks [][]byte, hus []uint64, uks [][]byte, vals [][]byte, sts []Status) int {
 	if t.cost.on {
 		return t.sampledMapGetBatch(hms, mks, hus, uks, vals, sts)
+	}
+	if t.tail != nil && t.tailFailed(len(mks), vals, sts) { // invariant 33
+		return 0
 	}
 	n := len(mks)
 	if n > BatchMax {

@@ -92,13 +92,72 @@ func opEntryKind(k OpKind) (base.Kind, bool) {
 // installed before the next (invariant 16). It returns the records that reached a file and
 // those the Resolver found superseded (a newer version, a map clear or a duplicate hides
 // them; a list's base joined with its operands counts too). With kick, the LSM compactions of
-// the new files start at once; without, at the next kick (a write's). Owner only; the caller
-// checked canBulkReplay. Errors: a *base.CorruptionError naming object for a record of an unknown kind;
-// the lower tier's (ErrNoSpace, I/O); ctx's.
+// the new files start at once; without, at the next kick (a write's). A lazy tail still
+// pending is installed first (invariant 34). Owner only; the caller checked canBulkReplay.
+// Errors: a *base.CorruptionError naming object for a record of an unknown kind; the lower
+// tier's (ErrNoSpace, I/O); ctx's; a lazy tail's failure.
 func (t *Engine) bulkReplay(ctx context.Context, b bulkSource, keep []bool, object string, kick bool) (applied, skipped int64, err error) {
+	if t.tail != nil {
+		if err := t.awaitTail(); err != nil {
+			return 0, 0, err
+		}
+	}
+	err = t.bulkWrite(ctx, b, keep, object, t.f.Seq(), t.forEachParallel, func(bb *bulkBatch) error {
+		if bb.err == nil {
+			bb.err = t.installBulkParts(bb.ps)
+		}
+		if bb.err != nil {
+			for _, p := range bb.ps {
+				t.low.Discard(p)
+			}
+			return bb.err
+		}
+		t.installedBulk(bb)
+		applied, skipped = applied+bb.applied, skipped+bb.skipped
+		return nil
+	})
+	if applied > 0 && kick {
+		t.kick() // LSM compactions of the new L0 files
+	}
+	return applied, skipped, err
+}
+
+// installedBulk does the owner's bookkeeping of one batch's files just installed (bulkReplay,
+// awaitTail): counts, the epoch, the L0 count, the caches the lower tier's data may map.
+func (t *Engine) installedBulk(bb *bulkBatch) {
+	t.bulkFiles += int64(len(bb.ps))
+	if bb.parallel {
+		t.bulkParallel++
+	}
+	t.bumpEpoch()
+	t.noteL0()
+	t.mapCaches()
+}
+
+// bulkBatch is what bulkWrite made of one batch: its parts' pending runs (not installed), the
+// Resolver's counts, whether it was split into parts, and the first part's error.
+type bulkBatch struct {
+	ps               []any
+	parallel         bool
+	applied, skipped int64
+	err              error
+}
+
+// bulkWrite is bulkReplay without the install: it cuts b (the records keep marks) into
+// batches of at most bulkRecords records and bulkBytes bytes in seq order, splits a batch
+// large enough into parts by key-group range (invariant 30), runs its parts on lanes (the
+// owner's forEachParallel, or the lazy tail driver's lanes) and calls each with every batch
+// written — with a failed one too (bb.err set; its written runs in bb.ps for the caller to
+// discard), then stops. each's error stops it too. No record may have a seq above maxSeq (the
+// FreshTable's: invariant 16). It touches no tier but through Evict (WriteL0) and reads only
+// b, so it may run on a task (invariant 32); the sort buffers it takes (Engine.sb) are given
+// back before it returns. Errors: each's; a *base.CorruptionError naming object for a record
+// of an unknown kind or without a composite key; ctx's; the sort buffer's mapping.
+func (t *Engine) bulkWrite(ctx context.Context, b bulkSource, keep []bool, object string, maxSeqAllowed uint64,
+	lanes func(name string, n int, f func(i int) error) error, each func(*bulkBatch) error) error {
 	bufs := &t.sb
 	if !bufs.busy.CompareAndSwap(false, true) {
-		bufs = nil // in use (nothing should be in flight): the Go heap
+		bufs = nil // in use (a transform, a lazy tail): the Go heap
 	}
 	defer func() {
 		if bufs != nil {
@@ -111,6 +170,7 @@ func (t *Engine) bulkReplay(ctx context.Context, b bulkSource, keep []bool, obje
 	}
 	var r changelog.Record
 	var maxSeq uint64
+	var err error
 	n := b.Len()
 	// The batch's records per key group, for the parts' cuts (nil: one part).
 	var hist []int32
@@ -119,7 +179,7 @@ func (t *Engine) bulkReplay(ctx context.Context, b bulkSource, keep []bool, obje
 	}
 	for lo := 0; lo < n; {
 		if err := ctx.Err(); err != nil {
-			return applied, skipped, err
+			return err
 		}
 		recs = recs[:0]
 		clear(hist)
@@ -130,19 +190,19 @@ func (t *Engine) bulkReplay(ctx context.Context, b bulkSource, keep []bool, obje
 				continue
 			}
 			if err := b.Record(hi, &r); err != nil {
-				return applied, skipped, err
+				return err
 			}
 			if _, ok := opEntryKind(OpKind(r.Kind)); !ok {
-				return applied, skipped, base.Corrupt(object, -1, nil, "changelog record of seq %d has the unknown kind %d", r.Seq, r.Kind)
+				return base.Corrupt(object, -1, nil, "changelog record of seq %d has the unknown kind %d", r.Seq, r.Kind)
 			}
 			h, kg, ok := base.HashCompositeKey(r.Key)
 			if !ok {
-				return applied, skipped, base.Corrupt(object, -1, nil, "changelog record of seq %d has no composite key", r.Seq)
+				return base.Corrupt(object, -1, nil, "changelog record of seq %d has no composite key", r.Seq)
 			}
 			sr := segRec{order: base.OrderHash(kg, t.stride, h), hash: h, off: uint32(hi)}
 			if bufs != nil && len(recs) == cap(recs) {
 				if recs, err = bufs.recs.grow(recs, max(len(recs)+1, min(n-lo, bulkRecords))); err != nil {
-					return applied, skipped, err
+					return err
 				}
 			}
 			recs = append(recs, sr)
@@ -156,8 +216,8 @@ func (t *Engine) bulkReplay(ctx context.Context, b bulkSource, keep []bool, obje
 		if len(recs) == 0 {
 			continue
 		}
-		if maxSeq > t.f.Seq() {
-			return applied, skipped, fmt.Errorf("strata: invariant: a changelog record of seq %d is above the restored Store's seq %d", maxSeq, t.f.Seq())
+		if maxSeq > maxSeqAllowed {
+			return fmt.Errorf("strata: invariant: a changelog record of seq %d is above the restored Store's seq %d", maxSeq, maxSeqAllowed)
 		}
 		slices.Reverse(recs) // newest first: the stable sort keeps a key's versions so
 		if bufs != nil && len(recs) >= 64 {
@@ -178,43 +238,27 @@ func (t *Engine) bulkReplay(ctx context.Context, b bulkSource, keep []bool, obje
 			t.writeBulkPart(b, &parts[0])
 			tmp = parts[0].tmp
 		} else {
-			t.writeBulkParts(b, parts[:k])
+			t.writeBulkParts(b, parts[:k], lanes)
 		}
-		var ps []any
-		var perr error
+		bb := &bulkBatch{parallel: k > 1}
 		for i := range parts[:k] {
 			pt := &parts[i]
 			if pt.p != nil {
-				ps = append(ps, pt.p)
+				bb.ps = append(bb.ps, pt.p)
 			}
-			if perr == nil {
-				perr = pt.err
+			if bb.err == nil {
+				bb.err = pt.err
 			}
+			bb.applied, bb.skipped = bb.applied+pt.in-pt.hidden, bb.skipped+pt.hidden
 		}
-		if perr == nil {
-			perr = t.installBulkParts(ps)
+		if err := each(bb); err != nil {
+			return err
 		}
-		if perr != nil {
-			for _, p := range ps {
-				t.low.Discard(p)
-			}
-			return applied, skipped, perr
-		}
-		t.bulkFiles += int64(len(ps))
-		if k > 1 {
-			t.bulkParallel++
-		}
-		t.bumpEpoch()
-		t.noteL0()
-		t.mapCaches()
-		for i := range parts[:k] {
-			applied, skipped = applied+parts[i].in-parts[i].hidden, skipped+parts[i].hidden
+		if bb.err != nil {
+			return bb.err
 		}
 	}
-	if applied > 0 && kick {
-		t.kick() // LSM compactions of the new L0 files
-	}
-	return applied, skipped, nil
+	return nil
 }
 
 // bulkPart is one key-group range of a batch (invariant 30): its records, newest first until
@@ -277,10 +321,11 @@ func (t *Engine) splitBulkParts(recs, tmp []segRec, hist []int32, parts []bulkPa
 	return nb + 1
 }
 
-// writeBulkParts writes every part of parts (writeBulkPart) at once (forEachParallel) and
-// returns once all of them ended (invariant 30), each part's outcome in its err.
-func (t *Engine) writeBulkParts(b bulkSource, parts []bulkPart) {
-	err := t.forEachParallel("bulk replay", len(parts), func(i int) error {
+// writeBulkParts writes every part of parts (writeBulkPart) at once on lanes
+// (forEachParallel, or the lazy tail's) and returns once all of them ended (invariant 30),
+// each part's outcome in its err.
+func (t *Engine) writeBulkParts(b bulkSource, parts []bulkPart, lanes func(name string, n int, f func(i int) error) error) {
+	err := lanes("bulk replay", len(parts), func(i int) error {
 		t.writeBulkPart(b, &parts[i])
 		return parts[i].err
 	})
@@ -297,7 +342,20 @@ func (t *Engine) writeBulkParts(b bulkSource, parts []bulkPart) {
 // or f panicked there) — then some i may not have been called. f must be safe to call
 // concurrently for different i. Owner only.
 func (t *Engine) forEachParallel(name string, n int, f func(i int) error) error {
-	lanes := min(n, t.sched.Workers()+1, maxBulkParts)
+	return t.forEachLanes(name, n, min(n, t.sched.Workers()+1, maxBulkParts), f)
+}
+
+// forEachInTask is forEachParallel for a scheduler task (the lazy tail's driver): the caller
+// holds a worker and is lane 0, so it submits at most workers-1 lanes — a lane queued behind
+// the caller's own worker would never run while the caller waits for it (scheduler.Handle.
+// Wait). Safe on any goroutine.
+func (t *Engine) forEachInTask(name string, n int, f func(i int) error) error {
+	return t.forEachLanes(name, n, min(n, max(t.sched.Workers(), 1), maxBulkParts), f)
+}
+
+// forEachLanes is forEachParallel on lanes lanes (at most maxBulkParts): lane 0 on the calling
+// goroutine, the others Transform tasks.
+func (t *Engine) forEachLanes(name string, n, lanes int, f func(i int) error) error {
 	var next atomic.Int64
 	var failed atomic.Bool
 	var errs [maxBulkParts]error

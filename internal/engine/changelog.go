@@ -376,6 +376,11 @@ func (t *Engine) materializationDue(now time.Time) bool {
 // segment, pins the sealed segments, the slices and the LsmStore version, and — with the
 // changelog on — opens the generation of the records after the cut.
 func (t *Engine) cut(p *PendingCheckpoint) error {
+	if t.tail != nil {
+		if err := t.awaitTail(); err != nil { // the cut holds the lazy tail (invariant 34)
+			return err
+		}
+	}
 	if err := t.f.Seal(); err != nil {
 		return err
 	}

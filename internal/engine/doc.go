@@ -101,13 +101,58 @@
 // Memory: the store adds a reserve to its budget (memory.Budget.AddReserve) that the FreshTable
 // cannot take, sized for the slices of one transform, so a transform can always build its
 // output before the segment it frees is dropped. Its size follows the transforms' measured
-// output (sizeReserve, invariant 31): two segments until a transform has installed, then the
-// largest output of the last reserveWindow transforms plus an eighth, rounded up to whole
-// segments (a transform's new slice memory comes from the Pool a segment at a time), never
-// below one segment nor above two; a transform that fails for memory puts it back at two.
-// The flight demo's transforms turn a 4 MiB segment into about 2 MiB of slices (its live
-// records), so its reserve is one segment: 4 MiB of a 64 MiB budget go back to state. A write refused with ErrMemoryBudget while
-// background work is in flight waits for it (backpressure, counted in Stats) and retries.
+// output (reserveSize, sizeReserve, invariant 31): one segment until a transform has
+// installed, then the largest output of the last reserveWindow transforms plus an eighth,
+// rounded up to whole segments (a transform's new slice memory comes from the Pool a segment
+// at a time), never below one segment nor above two; a transform that fails for memory puts
+// it at two until the next install. The flight demo's transforms turn a segment into about
+// half a segment of slices (its live records), so its reserve is one segment. A write refused
+// with ErrMemoryBudget while background work is in flight waits for it (backpressure, counted
+// in Stats) and retries.
+//
+// # Fixed costs
+//
+// The fixed costs are the budget's bytes that hold no state the Store could keep instead
+// (root Stats.Budget.Fixed): the FreshTable's segments with their indices (the active one,
+// and the sealed ones in flight to their transform), the transform reserve, EvictionRoom (the
+// room eviction keeps free for the next segment: the root sets it to MinMemoryBudget, a
+// segment and a quarter for its index), and the block and row caches once mapped. State is
+// evicted beyond Limit − fixed costs, so they decide how much state stays in memory (issue 22:
+// at most an eighth of a 64 MiB budget, more only when the state does not need the room).
+// The rule, one mechanism:
+//
+//	part                      size (seg = segment size)        at 64 MiB (seg 2 MiB)
+//	active segment + index    seg + its index: 8-byte slots,     2.5 MiB (the demo's
+//	                            seg/8 for 100-byte records,         50-byte records)
+//	                            seg/4 for 50-byte ones
+//	EvictionRoom              seg + seg/4                       2.5 MiB
+//	transform reserve         seg while a transform's slices    2 MiB
+//	                            beyond the allocator's free
+//	                            blocks fit in 8/9 of a segment
+//	block and row caches      0 until the LsmStore holds data,  0
+//	                            then only from room beyond
+//	                            EvictionRoom (mapCaches)
+//	sum                       27/8 to 7/2 seg                   7 MiB ≤ 64/8
+//
+// The root's default segment is the largest size (2 to 64 MiB) at most 1/32 of the budget's
+// limit, so at the defaults the sum is at most 7/64 of the limit ≤ 1/8 from 64 MiB up (below
+// 64 MiB the 2 MiB floor makes it a larger share). What may be more: the sealed segments in
+// flight (one while its transform runs, at most sealedStop before writers stall: a transient
+// that their transforms give back), a reserve of two segments for transforms whose slices
+// outgrow a segment and the allocator's free blocks (measured, or after a transform failed
+// for memory: the state's own need), and the caches, which map only from room the state
+// does not use and never cause an eviction (more only when the state does not need the
+// room). What smaller
+// segments cost: more transforms, each with its fixed work (the sort buffer, a partly filled
+// block per bucket: the SliceTable keeps a quarter of a segment of buckets' blocks, 32
+// buckets at 2 MiB), fewer writes in place (a smaller active segment holds fewer keys'
+// newest records), and values of at most a quarter of a segment. The flight demo at 64 MiB,
+// 4 → 2 MiB segments (2026-12-05, a machine at load 10–15): transforms 136 → 165 (its
+// checkpoints had sealed the 4 MiB ones half full), bytes transformed +15 %, CPU per event
+// about +6 % (task and background alike; four alternated pairs, noisy), fixed costs 13.5 → 7 MiB at the end (mean
+// over the run 14.9 → 8.4 with the sealed segments in flight), evictions 0–3 → 0; at 48 MiB,
+// evictions 10 → 5. 64 buckets at 2 MiB built larger slices (323 MiB out of 308 in, not 284
+// of 304) and compacted more.
 //
 // # What the budget covers
 //
@@ -544,6 +589,87 @@
 //     background work, would wait for them; they start with the Store's first write (Apply
 //     kicks the scheduler), until then reads look through the L0 files.
 //
+// # Lazy tail (tail.go; issue 24, item 4)
+//
+// A bulk replay (above) writes the whole log tail before Restore returns, and with the tail of
+// a loaded Store (about a million records behind a 3 s checkpoint window) that is most of a
+// changelog restore: the sort, the Resolver and the L0 files. A lazy restore (RestoreSpec.Lazy,
+// the root's CheckpointOptions.LazyRestore; LazyTail forces it for tests and benchmarks)
+// applies the tail as it opens the tables, lazily: Restore returns after Collect, and the tail
+// is written in the background and installed at the first call that needs it.
+//
+//	Restore (owner)                                   background (scheduler)
+//	tables linked (or lazily opened)
+//	Collect each source's tail (CRCs checked) ─queue─► the driver, one Transform task: each
+//	timers restored                                    source's batches cut as bulkWrite cuts
+//	timer file written; no persist point yet           them (scatter by key-group part),
+//	return (the RESTORING marker stays)                the parts on min(parts, workers) lanes
+//	                                                   (driver + Transform tasks): radix sort,
+//	                                                   Resolver, WriteL0 → pending files only
+//	first read / eviction / flush / cut / Persist / …
+//	  ──► awaitTail (owner): wait for the driver; install every batch's files in ONE
+//	      InstallL0s (batches in seq order, a batch's parts in any order: invariant 30); then
+//	      the deferred steps 8 and 9 of the restore sequence: a persist point (tables + tail,
+//	      the timer file Restore wrote) and the marker removed (or left to the prefetch)
+//
+// Invariants:
+//
+//  32. Restore returns once the tables are linked (or lazily opened), every source's tail is
+//     collected and the timers are restored; not after the tail is sorted, resolved or
+//     written. Collect stays synchronous: its CRC checks and the collected bytes are the
+//     restore's integrity, so a damaged or missing log object fails Restore as before, and
+//     the driver needs no storage. The driver reads only the collected Batches (immutable
+//     until the job ended) and the sort buffers it took (Engine.sb, busy: a transform
+//     meanwhile sorts on the Go heap); it reaches the tiers only through WriteL0 (lsm: safe
+//     off the owner, changes no version), so its files are invisible until the owner
+//     installs them. A canonical savepoint's BulkLoad during the same Restore waits for the
+//     tail first (invariant 34).
+//  33. Every read entry point (Get, ListGet, MapGet, MapIter, GetBatch, MapGetBatch, NewScan)
+//     first waits for the whole tail — every part, not only the key's (a read of another key
+//     group does not go ahead: the parts of a batch run side by side on the lanes and end
+//     together, so a per-part wait would buy little unless parts were finer than lanes, each
+//     one more L0 file). With no tail pending the wait is one pointer test. It waits on the
+//     owner goroutine for the driver's Handle (a channel closed when the task ended: no lost
+//     wake-up). The install it makes is the one exception to invariant 2 (reads never
+//     install): it comes before any read since Restore returned a value (every read waits for
+//     it first), and it only adds L0 files — frees nothing, moves nothing — so no value, list
+//     batch, LowerList place or iterator can be invalidated by it.
+//  34. Writes before the install go to the FreshTable as always: their seqs are above the
+//     tail's (Open numbers after the sources' largest LastSeq; the driver checks every record
+//     against the seq at Restore), and the upper tiers are read first, so a write wins over
+//     the tail's version of its key. Whatever moves data into the LsmStore waits for the tail
+//     first: an eviction (evict), a flush (canFlush), Persist (and so PersistAll and the
+//     root's Close), a native checkpoint's or a materialization's cut (cut: so a checkpoint or
+//     a savepoint taken right after Restore holds the tail), a BulkLoad (bulkReplay),
+//     WaitBackground, Drain and CompactAll. So the tail's files enter L0 before any file of
+//     newer data (lsm invariant 6). LSM compactions of the restored tables may run
+//     meanwhile: their outputs hold older data only, below L0, under the tail's files.
+//  35. All or nothing: the install is one InstallL0s of every batch's files (one lsm manifest
+//     record), so reads see the whole tail or none of it. A failure of the driver (a part's
+//     WriteL0: ErrNoSpace, I/O; a panic; a record of an unknown kind), of the install or of
+//     the deferred persist is sticky and final (bgErr, errTailFailed, not Transient: writes,
+//     Persist and Close report it, and the root's Close closes) and the
+//     failed job stays, so every later read fails with it too rather than read without the
+//     tail; its pending files are discarded. The checkpoint was only read and the directory
+//     keeps its RESTORING marker: the caller restores again.
+//  36. The directory is complete only after the install: awaitTail records the persist point
+//     naming the tail's files (with the registry and the timer file Restore wrote, so the
+//     point holds exactly the restored state) and only then is the marker removed — with lazy
+//     tables by whichever of the prefetch and the tail ends last. A crash or kill before that
+//     leaves a refused directory (invariant 26); an Engine Close (the root's Discard) while
+//     the driver runs waits for it and discards its files, writing nothing.
+//  37. RestoreStats of a lazy tail: ChangelogRecords counts the records collected and
+//     ChangelogSkipped is 0 (the Resolver's counts, which split them, come only at the
+//     install); ReplayTime is Collect's. TailStats gives the install's figures.
+//  38. What the tail's install does to the directory comes before anything that builds on it:
+//     PersistAll (the root's Close) waits for the tail before it writes its timer file, since
+//     the install's persist removes every timer file but the restore's (found by review: a
+//     Close with timers before any read named a removed file). And a SetTTL that widens the
+//     TTL sweep while the tail is pending marks it (tailJob.forget): the driver noted its
+//     files' expiry summaries under the table of its time and ForgetExpiry reached only the
+//     installed files, so the install forgets again and the tail's files are due for the
+//     sweep like every file from before (lsm ForgetExpiry).
+//
 // # Incremental materialization (issue 22; PLANNED — not implemented yet)
 //
 // Today every materialization rewrites the whole memory state (slices and sealed segments)
@@ -887,11 +1013,14 @@
 //  19. to 23. and 25.: lazy restore, above.
 //  24. and 15. to 18.: the bulk load of a canonical savepoint, above.
 //  26. to 29.: the restore sequence, above.
-//  31. The transform reserve is at least one segment and at least ceil(9/8 × the largest output
-//     of the last reserveWindow installed transforms ÷ a segment) segments, at most two (and
-//     within Open's caps: a quarter of the budget for all stores sharing it, room for a
-//     segment and a quarter beside it); after a transform fails for memory it is two segments
-//     until the next transform installs. Only the owner changes it (installTransforms), so a
-//     writer sees either size, never a torn one, and a transform that needs more than the
-//     reserve fails for memory and is retried as before (the reserve then grows).
+//  31. The transform reserve is one segment at Open and at least one segment and at least
+//     ceil(9/8 × the largest output of the last reserveWindow installed transforms ÷ a
+//     segment) segments, at most two (and within the caps: a quarter of the budget for all
+//     stores sharing it, room for a segment and a quarter beside it); after a transform fails
+//     for memory it is two segments until the next transform installs. One function sizes it
+//     (reserveSize). Only the owner changes it (installTransforms), so a writer sees either
+//     size, never a torn one, and a transform that needs more than the reserve fails for
+//     memory and is retried as before (the reserve then grows). So while transforms' slices
+//     fit in 8/9 of a segment the fixed costs are about 3.5 segments (Fixed costs).
+//  32. to 38.: the lazy tail, above (33: the one exception to invariant 2).
 package engine

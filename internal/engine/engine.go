@@ -157,6 +157,13 @@ type Engine struct {
 
 	// lazy is the LazyFS of a lazy restore once StartPrefetch ran (nil otherwise): LazyStats.
 	lazy atomic.Pointer[LazyFS]
+
+	// tail is a lazy restore's changelog tail not installed yet, or failed (tail.go; nil:
+	// none); lazyTail makes ReplayChangelog queue tails for it (Restore); tailStats its figures.
+	tail      *tailJob
+	lazyTail  bool
+	tailStats TailStats
+
 	// tm is the timer services' queues (timers.go).
 	tm timers
 }
@@ -211,7 +218,7 @@ type Options struct {
 	FS vfs.FS
 	// Budget bounds the memory the engine maps (segments, indices, slices, caches).
 	Budget *memory.Budget
-	// SegmentSize is the FreshTable's data segment size: 4, 8, 16, 32 or 64 MiB.
+	// SegmentSize is the FreshTable's data segment size: 2, 4, 8, 16, 32 or 64 MiB.
 	SegmentSize int
 	// MaxParallelism is the number of key groups (order hashes are laid out by it).
 	MaxParallelism int
@@ -416,10 +423,12 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 	bits := o.BucketBits
 	if bits == 0 {
 		// A transform leaves at most one partly filled block per bucket, so keep the buckets'
-		// blocks to a quarter of a segment: 64 buckets at 4 MiB, 128 at 8 MiB, 256 at 16 MiB,
-		// 1024 at 64 MiB.
+		// blocks to a quarter of a segment: 32 buckets at 2 MiB, 64 at 4 MiB, 128 at 8 MiB,
+		// 256 at 16 MiB, 1024 at 64 MiB.
 		bits = 8
-		if seg < 8<<20 {
+		if seg < 4<<20 {
+			bits = 5
+		} else if seg < 8<<20 {
 			bits = 6
 		} else if seg < 16<<20 {
 			bits = 7
@@ -454,16 +463,9 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 	if err != nil {
 		return nil, errors.Join(err, sl.Close(), f.Close())
 	}
-	// The reserve: the slices of one transform. A transform leaves a partly filled block per
-	// bucket, and entries of a few KiB fill blocks poorly, so a segment's slices may take up to
-	// about twice its size. Capped so that the
-	// FreshTable keeps room for a segment and its index, and so that stores sharing a budget
-	// keep at least three quarters of it for writers (the reserve is per budget, not per store:
-	// a transform that finds it taken fails and is retried once memory was freed).
-	want := 2 * seg
-	cur := budget.Reserve()
-	add := min(want, budget.Limit()/4-cur, budget.Limit()-seg-seg/4-cur)
-	add = max(add, 0)
+	// The reserve: the slices of one transform, one segment until a transform has measured
+	// them (reserveSize; doc.go "Fixed costs", invariant 31).
+	add := reserveSize(seg, 0, 0, budget.Limit(), budget.Reserve())
 	budget.AddReserve(add)
 	var rc *rowCache
 	rowWant := int64(0)
@@ -658,6 +660,7 @@ func (t *Engine) Close() error {
 		t.spareLow = nil
 	}
 	errs := []error{t.sched.Close()}
+	t.dropTail() // the lazy tail's driver ended with the scheduler: its files are discarded
 	if l := t.lazy.Load(); l != nil {
 		errs = append(errs, l.close()) // the prefetch's scheduler (lazy.go)
 	}

@@ -51,6 +51,11 @@ func (t *Engine) Persist(meta []byte) error {
 // keep serving reads throughout; on error nothing is lost from memory (a failed eviction is
 // cancelled, a segment stays in the FreshTable) and the on-disk persist point is unchanged.
 func (t *Engine) persist() error {
+	if t.tail != nil {
+		if err := t.awaitTail(); err != nil { // the lazy tail goes to L0 first (invariant 34)
+			return err
+		}
+	}
 	start := time.Now()
 	defer func() { t.persistNanos += int64(time.Since(start)) }()
 	t.closing = true

@@ -15,6 +15,11 @@ func (t *Engine) Get(h uint64, key []byte) ([]byte, status) {
 	if t.cost.on {
 		return t.sampledGet(h, key)
 	}
+	if t.tail != nil {
+		if err := t.awaitTail(); err != nil { // a lazy restore's tail (doc.go, invariant 33)
+			return nil, t.lowFailed(err)
+		}
+	}
 	if v, st := t.f.Get(h, key); st != absent {
 		return v, st
 	}
@@ -44,6 +49,14 @@ func (t *Engine) Get(h uint64, key []byte) ([]byte, status) {
 func (t *Engine) ListGet(h uint64, key []byte, dst [][]byte, ll *LowerList) ([][]byte, status, bool) {
 	if t.cost.on {
 		return t.sampledListGet(h, key, dst, ll)
+	}
+	if t.tail != nil {
+		if err := t.awaitTail(); err != nil { // invariant 33
+			if ll != nil {
+				ll.locs = ll.locs[:0]
+			}
+			return dst, t.lowFailed(err), true
+		}
 	}
 	if ll != nil {
 		ll.t, ll.locs, ll.next, ll.epoch = t, ll.locs[:0], 0, t.epoch
@@ -87,6 +100,11 @@ func (t *Engine) ListGet(h uint64, key []byte, dst [][]byte, ll *LowerList) ([][
 func (t *Engine) MapGet(hm uint64, mapKey []byte, hu uint64, userKey []byte) ([]byte, status) {
 	if t.cost.on {
 		return t.sampledMapGet(hm, mapKey, hu, userKey)
+	}
+	if t.tail != nil {
+		if err := t.awaitTail(); err != nil { // invariant 33
+			return nil, t.lowFailed(err)
+		}
 	}
 	if v, st := t.f.MapGet(hm, mapKey, hu, userKey); st != absent {
 		return v, st
@@ -173,6 +191,11 @@ type MapIter struct {
 // it is used. It does not defer installs: call Hold for an iteration that spans writes, and Close
 // when done with it.
 func (t *Engine) MapIter(hm uint64, mapKey []byte) MapIter {
+	if t.tail != nil {
+		if err := t.awaitTail(); err != nil { // invariant 33
+			return MapIter{t: t, hm: hm, mk: mapKey, phase: 3, epoch: t.epoch, err: err}
+		}
+	}
 	return MapIter{t: t, hm: hm, mk: mapKey, epoch: t.epoch, fi: t.f.MapIter(hm, mapKey)}
 }
 

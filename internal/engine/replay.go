@@ -11,8 +11,9 @@ import (
 )
 
 // replaySource applies the records of one restored manifest's changelog segments for key
-// groups r, each once: in bulk while the upper tiers are empty (canBulkReplay, bulkReplay),
-// else through Apply in seq order, skipping those a later record supersedes (replayKeep). It
+// groups r, each once: in bulk while the upper tiers are empty (canBulkReplay, bulkReplay) —
+// lazily with lazyTail (queueTail: the records collected come back as applied) —, else
+// through Apply in seq order, skipping those a later record supersedes (replayKeep). It
 // returns the records applied and skipped (superseded).
 func (t *Engine) replaySource(ctx context.Context, s checkpoint.Storage, m *checkpoint.Manifest, segs []checkpoint.Object, r changelog.KeyGroupRange) (applied, skipped int64, err error) {
 	// The objects are read and checked at once on the scheduler's workers and the owner.
@@ -21,6 +22,12 @@ func (t *Engine) replaySource(ctx context.Context, s checkpoint.Storage, m *chec
 	})
 	if err != nil {
 		return 0, 0, err
+	}
+	if t.lazyTail && t.canBulkReplay() {
+		// A lazy restore's tail: written in the background, installed at the first call
+		// that needs it (tail.go; doc.go, invariant 32). The Resolver's counts come then.
+		t.queueTail(b, segs[0].Name)
+		return int64(b.Len()), 0, nil
 	}
 	if t.canBulkReplay() {
 		// Every record goes to the sort: the Resolver drops what a later record supersedes

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/strata-db/strata/checkpoint"
@@ -171,15 +172,38 @@ func Restore(ctx context.Context, o Options, spec RestoreSpec) (r *Restored, err
 	if err := r.Engine.LoadTimerFile(TimerFileRef{}); err != nil {
 		return nil, fmt.Errorf("strata: open %q: %w", dir, err)
 	}
+	// A lazy restore's changelog tail is written in the background (doc.go, "Lazy tail").
+	e.lazyTail = spec.Lazy || lazyTailForced.Load()
 	if err := r.fill(ctx, spec, p, res.Tables, t0); err != nil { // steps 6 to 8
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
+	e.lazyTail = false
 	// Step 9.
-	if lazy != nil {
+	finish := func() error { return FinishRestoring(fsys, dir) }
+	if e.tail != nil {
+		// The directory is complete once the tail is installed and persisted (invariant 36)
+		// and, lazily, every table is local (invariant 22): whichever ends last removes the
+		// marker.
+		var left atomic.Int32
+		left.Store(1)
+		if lazy != nil {
+			left.Store(2)
+		}
+		marker := finish
+		finish = func() error {
+			if left.Add(-1) == 0 {
+				return marker()
+			}
+			return nil
+		}
+		e.tail.done = finish
+	}
+	switch {
+	case lazy != nil:
 		// The directory is complete once the prefetch made every table local (invariant 22):
 		// the marker goes then.
-		err = r.Engine.StartPrefetch(lazy, func() error { return FinishRestoring(fsys, dir) })
-	} else {
+		err = r.Engine.StartPrefetch(lazy, finish)
+	case e.tail == nil:
 		err = FinishRestoring(fsys, dir)
 	}
 	if err != nil {
@@ -337,6 +361,7 @@ func (r *Restored) fill(ctx context.Context, spec RestoreSpec, p *restorePlan, t
 		return err
 	}
 	st.ChangelogRecords, st.ChangelogSkipped = n, skipped
+	e.startTail() // a lazy tail's driver runs while the timers and canonical entries load
 	nt, err := e.RestoreTimers(ctx, spec.Storage, p.sources)
 	if err != nil {
 		return err
@@ -348,6 +373,11 @@ func (r *Restored) fill(ctx context.Context, spec RestoreSpec, p *restorePlan, t
 	st.Timers, st.CanonicalEntries = nt+nct, nc
 	if n == 0 && st.Timers == 0 && nc == 0 {
 		return nil
+	}
+	if e.tail != nil {
+		// Step 8 waits for the lazy tail (invariant 36): the timer file now, the persist point
+		// naming it once the tail is installed (awaitTail); Restore sets the marker's step.
+		return e.deferTailPersist(r.persistMeta, nil)
 	}
 	// Step 8. The replayed records and the timers are in memory only; the directory's persist
 	// point (step 4's) holds the tables alone. Persist, as Close would, so that a crash after

@@ -45,6 +45,7 @@ func transient(err error) bool {
 		return false
 	case errors.Is(err, ErrCorruption),
 		errors.Is(err, errInvariant),
+		errors.Is(err, errTailFailed),
 		errors.Is(err, sstable.ErrOutOfOrder),
 		errors.Is(err, ErrClosed),
 		errors.Is(err, lsm.ErrMetaTooLarge):

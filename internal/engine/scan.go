@@ -133,6 +133,12 @@ func (s *Scan) Next(limit int) ([][]byte, []int64, error) {
 		s.err = ErrClosed
 		return nil, nil, s.err
 	}
+	if s.t.tail != nil {
+		if err := s.t.awaitTail(); err != nil { // a lazy restore's tail (doc.go, invariant 33)
+			s.err = err
+			return nil, nil, s.err
+		}
+	}
 	limit = max(limit, 1)
 	if cap(s.ends) < limit { // sized once, not grown key by key
 		s.ends, s.cnts, s.keys = make([]int, 0, limit), make([]int64, 0, limit), make([][]byte, 0, limit)

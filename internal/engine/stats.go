@@ -39,6 +39,9 @@ type Stats struct {
 	BudgetUsed    int64 // bytes reserved in the budget (shared budgets: all stores together)
 	BudgetLimit   int64 // the budget's limit
 	BudgetReserve int64 // bytes of the budget only background work may take (all stores)
+	// EvictionRoom is Options.EvictionRoom: slices are evicted while the writers' room is
+	// below it (0: no such trigger; doc.go "Fixed costs").
+	EvictionRoom int64
 
 	// The LsmStore (all zero for a Store in memory only). Evictions above count its L0
 	// installs during operation; Close adds PersistFiles more.
@@ -189,6 +192,7 @@ func (t *Engine) Stats() Stats {
 		BudgetUsed:    t.budget.Used(),
 		BudgetLimit:   t.budget.Limit(),
 		BudgetReserve: t.budget.Reserve(),
+		EvictionRoom:  t.evictRoom,
 	}
 	ts := t.f.Stats()
 	st.Records = int64(ts.Records)

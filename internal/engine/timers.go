@@ -217,6 +217,14 @@ func (t *Engine) closeTimers() {
 // a timer file written for it is removed by the next PersistAll or Open. Errors: Persist's;
 // the file system's (ErrNoSpace for a full disk). Owner goroutine only.
 func (t *Engine) PersistAll(meta func(TimerFileRef) []byte) error {
+	if t.tail != nil {
+		// A pending lazy tail first: its install records the restore's persist point and
+		// removes every timer file but the restore's (invariant 36), which would take the
+		// file written below with it.
+		if err := t.awaitTail(); err != nil {
+			return err
+		}
+	}
 	var ref TimerFileRef
 	if t.timerCount() > 0 {
 		var err error

@@ -46,6 +46,9 @@ func (t *Engine) SetTTL(tab *base.TTLTable) {
 		if t.db != nil {
 			t.db.ForgetExpiry()
 		}
+		if t.tail != nil {
+			t.tail.forget = true // its files are not installed yet (tail.go)
+		}
 	}
 	t.sw.next, t.sw.writes = 0, 0 // the new table may sweep sooner: judge at the next check
 }

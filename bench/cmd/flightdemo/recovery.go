@@ -52,10 +52,11 @@ func ownerOf(kg *strata.KeyGroupRange) string {
 // checkpointing into storage, restored (if it is) in mode.
 func storeOptions(c config, storage checkpoint.Storage, kg *strata.KeyGroupRange, mode strata.RestoreMode) strata.Options {
 	opts := strata.Options{MemoryBudget: c.budget, MaxParallelism: maxParallelism, KeyGroups: kg, Clock: c.clock.now}
-	// SegmentSize stays Strata's default from the budget (4 MiB at 64 MiB): the budget's fixed
-	// parts — the active segment, the transform's reserve of two segments, the room kept for
-	// the next one — cost about four segments, and 16 MiB segments left 0–4 MiB of a 64 MiB
-	// budget for slices (328 evictions, write amplification 15.6 in the default run).
+	// SegmentSize stays Strata's default from the budget (2 MiB at 64 MiB): the budget's fixed
+	// parts — the active segment with its index, the transform's reserve of one segment, the
+	// room kept for the next one — cost about 3.5 segments (Stats.Budget.Fixed, within an
+	// eighth of the budget), and 16 MiB segments left 0–4 MiB of a 64 MiB budget for slices
+	// (328 evictions, write amplification 15.6 in the default run).
 	opts.Checkpoint = strata.CheckpointOptions{Storage: storage, Owner: ownerOf(kg), Retain: 1, RestoreMode: mode}
 	if c.changelog {
 		opts.Checkpoint.Changelog = &strata.ChangelogOptions{MaterializationInterval: c.materialize,

@@ -25,15 +25,18 @@ func statsLine(st strata.Stats) string {
 // budgetLine formats where the memory budget goes (Stats.Budget.ByPurpose): the parts the
 // state needs (FreshTable data and index, slices, timers, operator state) and the parts that
 // are fixed costs of the engine (free FreshTable segments, the block cache, the changelog's
-// buffer, other mappings such as the transforms' sort buffers), in MiB.
+// buffer, other mappings such as the transforms' sort buffers), in MiB; then the budget's
+// fixed costs as Stats.Budget.Fixed counts them (segments, caches, reserve, eviction room)
+// beside issue 22's target, an eighth of the budget.
 func budgetLine(b strata.BudgetStats) string {
 	const mib = 1 << 20
 	var out string
 	for p := memory.Purpose(0); p < memory.NumPurposes; p++ {
 		out += fmt.Sprintf("%s %.1f, ", p, float64(b.ByPurpose[p])/mib)
 	}
-	return fmt.Sprintf("%.1f of %.0f MiB used: %sfree segments %.1f; reserve for background work %.1f",
-		float64(b.Used)/mib, float64(b.Limit)/mib, out, float64(b.Pooled)/mib, float64(b.Reserve)/mib)
+	return fmt.Sprintf("%.1f of %.0f MiB used: %sfree segments %.1f; reserve for background work %.1f; room kept for the next segment %.1f; fixed costs %.1f MiB of %.0f (target ≤ %.0f)",
+		float64(b.Used)/mib, float64(b.Limit)/mib, out, float64(b.Pooled)/mib, float64(b.Reserve)/mib,
+		float64(b.EvictionRoom)/mib, float64(b.Fixed)/mib, float64(b.Limit)/mib, float64(b.Limit)/8/mib)
 }
 
 // processCPU returns the process's CPU time (user + system), 0 where getrusage fails.

@@ -1,0 +1,265 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/strata-db/strata/changelog"
+	"github.com/strata-db/strata/scheduler"
+)
+
+// The lazy tail (doc.go, "Lazy tail"; invariants 32-38): a lazy restore's log tail, collected
+// by Restore, written by a background driver and installed by the owner at the first call
+// that needs it (awaitTail).
+
+// lazyTailForced makes every restore's tail lazy (LazyTail).
+var lazyTailForced atomic.Bool
+
+// LazyTail makes the changelog tail of every restore of the process lazy (on) — as a lazy
+// restore's (RestoreSpec.Lazy) always is — or lazy only for a lazy restore (off, the
+// default), and returns the previous setting: a hook for tests and benchmarks that compare
+// the lazy tail with the synchronous bulk replay without lazy tables. Safe for concurrent
+// use; Restore reads it once.
+func LazyTail(on bool) bool { return lazyTailForced.Swap(on) }
+
+// tailHook, when set, runs at the start of every lazy tail's driver, on its task (SetTailHook).
+var tailHook atomic.Pointer[func()]
+
+// SetTailHook makes f run at the start of every lazy tail's driver, on its scheduler task,
+// before it writes anything (nil: none), and returns the previous hook: tests hold the driver
+// (f blocks on a channel) to read and write before the tail is installed, or fail it (f
+// panics: a task that panicked, invariant 35). Safe for concurrent use.
+func SetTailHook(f func()) (prev func()) {
+	var p *func()
+	if f != nil {
+		p = &f
+	}
+	if old := tailHook.Swap(p); old != nil {
+		return *old
+	}
+	return nil
+}
+
+// tailJob is one restore's lazy tail: the collected sources queued by replaySource, the
+// driver's Handle and output, and the restore steps deferred to its install.
+type tailJob struct {
+	srcs   []tailSource // queued by the owner; read by the driver once submitted
+	maxSeq uint64       // the FreshTable's seq at Restore: no record may be above it
+	h      *scheduler.Handle
+	// batches are the driver's output, every batch written (the last one may have failed),
+	// appended by the driver and read by the owner only after h completed.
+	batches []*bulkBatch
+	failed  bool // the job failed: every later awaitTail returns err (invariant 35)
+	// forget: SetTTL widened the TTL sweep while the tail was pending. The driver noted its
+	// files' expiry summaries under the table of its time, and ForgetExpiry reached only the
+	// files installed then, so the install forgets again (invariant 38).
+	forget bool
+	err    error // the failure
+	// persist and done are Restore's deferred steps 8 (the persist point) and 9 (the marker)
+	// (invariant 36); nil: none (a tail installed during Restore itself).
+	persist, done func() error
+	start         time.Time    // when the first source was queued
+	wrote         atomic.Int64 // nanoseconds from start to the driver's end (0: running)
+}
+
+// tailSource is one restored checkpoint's collected tail and the object errors name.
+type tailSource struct {
+	b      *changelog.Batch
+	object string
+}
+
+// TailStats describes the lazy tail of a restore (TailStats; all zero without one).
+type TailStats struct {
+	// Records are the records collected; Applied and Skipped split them as the Resolver did
+	// (known once installed); Files the L0 files installed.
+	Records, Applied, Skipped int64
+	Files                     int
+	// Pending: the tail is queued or being written, not installed yet.
+	Pending bool
+	// Written is the time from Restore's queueing of the tail to the driver's end; Installed
+	// to the install (and the deferred persist); Waited is what the owner waited for the
+	// driver in awaitTail.
+	Written, Installed, Waited time.Duration
+}
+
+// TailStats returns the figures of the Store's lazy tail (doc.go, "Lazy tail"). Owner only.
+func (t *Engine) TailStats() TailStats {
+	st := t.tailStats
+	if j := t.tail; j != nil && !j.failed {
+		st.Pending = true
+	}
+	return st
+}
+
+// queueTail queues the collected tail b of one restored checkpoint (object names it in
+// errors) for the lazy tail's driver (invariant 32). Owner only, during Restore.
+func (t *Engine) queueTail(b *changelog.Batch, object string) {
+	if t.tail == nil {
+		t.tail = &tailJob{maxSeq: t.f.Seq(), start: time.Now()}
+	}
+	t.tail.srcs = append(t.tail.srcs, tailSource{b, object})
+	t.tailStats.Records += int64(b.Len())
+}
+
+// startTail submits the driver of the queued tail, if not yet submitted: one Transform task
+// that writes every source's batches as bulkWrite does, its parts on the lanes of
+// forEachInTask, and keeps their pending files for awaitTail. Owner only.
+func (t *Engine) startTail() {
+	j := t.tail
+	if j == nil || j.h != nil || j.failed {
+		return
+	}
+	h, err := t.sched.SubmitMetered(scheduler.Transform, "lazy tail", t.meter(BgTransform), func(ctx context.Context) (err error) {
+		defer func() { j.wrote.Store(max(int64(time.Since(j.start)), 1)) }()
+		defer recoverInto(&err, "lazy tail")
+		if f := tailHook.Load(); f != nil {
+			(*f)()
+		}
+		for _, s := range j.srcs {
+			err := t.bulkWrite(ctx, s.b, nil, s.object, j.maxSeq, t.forEachInTask, func(bb *bulkBatch) error {
+				j.batches = append(j.batches, bb)
+				return bb.err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.failTail(err)
+		return
+	}
+	j.h = h
+}
+
+// awaitTail waits for the lazy tail's driver and installs its files — every batch's in one
+// lower-tier install, batches in seq order — then runs Restore's deferred steps (the persist
+// point, the marker): invariants 33 to 36. On success the job is gone (t.tail nil). On
+// failure the job stays, failed, the error sticky (failTail), and every later call returns it.
+// Call only when t.tail is not nil. Owner only.
+func (t *Engine) awaitTail() error {
+	j := t.tail
+	if j.failed {
+		return j.err
+	}
+	if j.h == nil {
+		if t.startTail(); j.failed {
+			return j.err
+		}
+	}
+	t0 := time.Now()
+	err := j.h.Wait()
+	t.tailStats.Waited += time.Since(t0)
+	t.tailStats.Written = time.Duration(j.wrote.Load())
+	var ps []any
+	for _, bb := range j.batches {
+		ps = append(ps, bb.ps...)
+	}
+	if err == nil && len(ps) > 0 {
+		if err = t.installBulkParts(ps); err == nil && j.forget && t.db != nil {
+			t.db.ForgetExpiry()
+		}
+	}
+	if err != nil {
+		for _, p := range ps {
+			t.low.Discard(p)
+		}
+		j.batches = nil
+		return t.failTail(err)
+	}
+	for _, bb := range j.batches {
+		t.installedBulk(bb)
+		t.tailStats.Applied += bb.applied
+		t.tailStats.Skipped += bb.skipped
+	}
+	t.tailStats.Files += len(ps)
+	j.batches, j.srcs = nil, nil // the collected records go with them
+	t.tail = nil
+	for _, f := range []func() error{j.persist, j.done} {
+		if f == nil {
+			continue
+		}
+		if err := f(); err != nil {
+			t.tail = j
+			return t.failTail(err)
+		}
+	}
+	t.tailStats.Installed = time.Since(j.start)
+	return nil
+}
+
+// errTailFailed wraps the failure of a lazy tail (failTail): final for the Store, whatever
+// the cause (not Transient: the root's Close closes), since the restore did not complete.
+var errTailFailed = errors.New("strata: the changelog tail of a lazy restore failed (restore again)")
+
+// failTail makes err the lazy tail's failure: the job stays, failed, so every later read
+// returns it, and the engine's sticky error is set (invariant 35). It returns the wrapped
+// error. Owner only.
+func (t *Engine) failTail(err error) error {
+	j := t.tail
+	j.failed = true
+	j.err = fmt.Errorf("%w: %w", errTailFailed, err)
+	if t.bgErr == nil {
+		t.bgErr = j.err
+	}
+	return j.err
+}
+
+// deferTailPersist makes the persist point of Restore's step 8 wait for the lazy tail's
+// install (invariant 36): the timer file is written now, with the restored timers, and the
+// persist point naming it, with meta(its ref), is recorded by awaitTail once the tail's files
+// are installed; done (step 9, the marker) follows it. Errors: the timer file's. Owner only.
+func (t *Engine) deferTailPersist(meta func(TimerFileRef) []byte, done func() error) error {
+	var ref TimerFileRef
+	if t.timerCount() > 0 {
+		var err error
+		if ref, err = writeTimerFile(t.tm.fs, t.tm.dir, t.timerSources()); err != nil {
+			return err
+		}
+	}
+	m := meta(ref)
+	t.tail.persist = func() error {
+		if err := lowerError(t.db.Persist(t.f.Seq(), m)); err != nil {
+			return fmt.Errorf("persisting the replayed changelog and the timers: %w", err)
+		}
+		t.tm.file = ref
+		removeStrayTimerFiles(t.tm.fs, t.tm.dir, ref.Name)
+		return nil
+	}
+	t.tail.done = done
+	return nil
+}
+
+// dropTail ends a lazy tail at Close, after the scheduler stopped (its driver ended or never
+// ran): its pending files are discarded, nothing is installed or persisted (invariant 36).
+func (t *Engine) dropTail() {
+	j := t.tail
+	if j == nil {
+		return
+	}
+	for _, bb := range j.batches {
+		for _, p := range bb.ps {
+			t.low.Discard(p)
+		}
+	}
+	j.batches, j.srcs = nil, nil
+	t.tail = nil
+}
+
+// tailFailed is awaitTail for the batched reads (GetBatch, MapGetBatch) of n keys: on
+// failure every key's status is failed, TakeErr gives the error, and it reports true.
+func (t *Engine) tailFailed(n int, vals [][]byte, sts []Status) bool {
+	err := t.awaitTail()
+	if err == nil {
+		return false
+	}
+	for i := range n {
+		vals[i], sts[i] = nil, failed
+	}
+	t.readErr = err
+	return true
+}
