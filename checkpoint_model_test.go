@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -44,6 +45,9 @@ type ckRun struct {
 	// Storage outages: their number, and what failed during them (checkpoint uploads and
 	// forced materializations; background persists fail unseen).
 	outages, outageFails int
+	// parts are the checkpoint owners of the last rescale's parts: the Store the run goes on
+	// with was restored from them (NO_CLAIM), and the next replaceStore deletes them.
+	parts []string
 	// Savepoints: their storage (beside the checkpoints') and number.
 	sp         *checkpoint.DirStorage
 	savepoints int
@@ -156,6 +160,47 @@ func (r *modelRun) ckNotify(int32) error {
 	return nil
 }
 
+// partOwner is the checkpoint owner of part i of the run's rescale number rescale.
+func partOwner(rescale, i int) string { return fmt.Sprintf("model-part-%d-%d", rescale, i) }
+
+// removeDir deletes the directory of a Store the run no longer uses (closed or discarded), on
+// the file system under the fault injection: a run of restores and rescales otherwise keeps
+// every Store it left behind, which in a MemFS is memory (TestModel/pressure, whose values are
+// up to a megabyte, grew past 20 GB under -race).
+func (r *modelRun) removeDir(dir string) error {
+	if r.mem == nil {
+		return os.RemoveAll(dir)
+	}
+	var walk func(string) error
+	walk = func(p string) error {
+		fi, err := r.mem.Stat(p)
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			names, err := r.mem.List(p)
+			if err != nil {
+				return err
+			}
+			for _, n := range names {
+				if err := walk(filepath.Join(p, n)); err != nil {
+					return err
+				}
+			}
+		}
+		return r.mem.Remove(p)
+	}
+	// The parent's sync drops the directory from its synced entries too (a MemFS keeps a
+	// removed entry until then, for a crash to bring back).
+	if err := walk(dir); err != nil {
+		return fmt.Errorf("removing the left Store's directory %s: %w", dir, err)
+	}
+	if err := vfs.SyncDir(r.mem, filepath.Dir(dir)); err != nil {
+		return fmt.Errorf("removing the left Store's directory %s: %w", dir, err)
+	}
+	return nil
+}
+
 // newDir returns a fresh directory beside the run's.
 func (r *modelRun) ckDir() string {
 	r.ck.dirs++
@@ -169,6 +214,17 @@ func (r *modelRun) replaceStore(s *Store, dir string, m *model) error {
 	if err := r.st.s.Discard(); err != nil && !errors.Is(err, vfs.ErrCrashed) {
 		return fmt.Errorf("discard before a restore: %w", err)
 	}
+	if err := r.removeDir(r.dir); err != nil {
+		return err
+	}
+	// The discarded Store was the last one restored from these parts' checkpoints (NO_CLAIM:
+	// its own checkpoints reference none of their objects).
+	for _, owner := range r.ck.parts {
+		if err := r.removeDir(filepath.Join(filepath.Dir(r.dir), "checkpoints", owner)); err != nil {
+			return err
+		}
+	}
+	r.ck.parts = nil
 	st, err := r.register(s)
 	if err != nil {
 		s.Close()
@@ -249,7 +305,7 @@ func (r *modelRun) rescale(int32) error {
 		o := r.opts
 		o.KeyGroups = &part
 		o.Parallelism, o.SubtaskIndex = n, i
-		o.Checkpoint.Owner = fmt.Sprintf("model-part-%d-%d", r.ck.rescales, i)
+		o.Checkpoint.Owner = partOwner(r.ck.rescales, i)
 		dir := r.ckDir()
 		s, err := Restore(dir, o, r.ck.st, r.ck.handles[r.ck.last])
 		if err != nil {
@@ -281,6 +337,9 @@ func (r *modelRun) rescale(int32) error {
 		if cerr := s.Close(); err == nil {
 			err = cerr
 		}
+		if err == nil {
+			err = r.removeDir(dir)
+		}
 		if err != nil {
 			return fmt.Errorf("rescale to %d, part %v: %w", n, part, err)
 		}
@@ -294,7 +353,13 @@ func (r *modelRun) rescale(int32) error {
 		s.Close()
 		return fmt.Errorf("rescale: scale-in of %d parts: %w", n, err)
 	}
-	return r.replaceStore(s, dir, m)
+	if err := r.replaceStore(s, dir, m); err != nil {
+		return err
+	}
+	for i := range n {
+		r.ck.parts = append(r.ck.parts, partOwner(r.ck.rescales, i))
+	}
+	return nil
 }
 
 // rescaleExtraKeys is the number of keys the parts of a rescale write their extra states of.
@@ -550,7 +615,8 @@ func (r *modelRun) savepointStep(int32) error {
 		o.Parallelism, o.SubtaskIndex = n, i
 		o.Checkpoint.Owner = fmt.Sprintf("model-sp-%d-%d", r.ck.savepoints, i)
 		pm := m.clone() // TTL reads of the part change it
-		s, err := Restore(r.ckDir(), o, r.ck.sp, h)
+		pdir := r.ckDir()
+		s, err := Restore(pdir, o, r.ck.sp, h)
 		if err != nil {
 			return fmt.Errorf("%v savepoint %d into %d Stores: restore of part %v: %w", kind, h.ID, n, part, err)
 		}
@@ -566,6 +632,9 @@ func (r *modelRun) savepointStep(int32) error {
 		}
 		if cerr := s.Close(); err == nil {
 			err = cerr
+		}
+		if err == nil {
+			err = r.removeDir(pdir)
 		}
 		if err != nil {
 			return fmt.Errorf("savepoint %d into %d Stores, part %v: %w", h.ID, n, part, err)

@@ -6,7 +6,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
-step() { printf '\n=== %s\n' "$*"; }
+# step prints the time the previous step took (CI's budget is watched per step), then its title.
+t0=$(date +%s)
+step() {
+  local now; now=$(date +%s)
+  printf '\n(%d s; %d s in all)\n=== %s\n' $((now - ${ts:-$t0})) $((now - t0)) "$*"
+  ts=$now
+}
 
 step "gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
