@@ -727,14 +727,16 @@ func writeChangelog(md *bytes.Buffer, d *report.Data, clc, clr []string, med, mi
 	}
 	if len(clr) > 0 {
 		fmt.Fprintf(md, "Changelog restore: the last checkpoint of the row above into a new directory (Open, changelog replay and a "+
-			"first read included). Target: changelog on ≤ %g × off.\n\n", clRestoreRatio)
+			"first read included); lazy is the on row's checkpoint restored with CheckpointOptions.LazyRestore (Restore returns once "+
+			"the manifests are read, the log's tail is written in the background, the first read waits for what it needs). "+
+			"Target: changelog on ≤ %g × off.\n\n", clRestoreRatio)
 		md.WriteString("| row | changelog | restore ms | log records replayed | × off | result |\n|---|---|---:|---:|---:|---|\n")
 		for _, n := range clr {
 			w, _, row, _ := report.Split(n)
 			state := strings.TrimPrefix(w, "ChangelogRestore/")
 			mode := strings.TrimPrefix(row, "changelog=")
 			x, res := "–", "–"
-			if mode != "off" { // on, and apply (-clapply: the replay through the write path)
+			if mode != "off" { // on, lazy, and apply (-clapply: the replay through the write path)
 				v, ok1 := d.Median(n, "restore-ms")
 				off, ok2 := d.Median(report.Join(w, "strata", "changelog=off"), "restore-ms")
 				if ok1 && ok2 && off > 0 {
