@@ -1623,6 +1623,11 @@ type modelConfig struct {
 	pressure bool
 	// slow: the default number of steps is divided by it (large values, many keys).
 	slow int
+	// raceSlow: under -race the steps are divided by it as well. The race detector's cost
+	// grows with the bytes a step copies (its shadow of every range memmove touches and every
+	// allocation), so a configuration of megabyte values spends most of its -race time there;
+	// scripts/test.sh runs it without -race at its full -short size in the plain step.
+	raceSlow int
 	// forced lifecycle steps: each runs once, at its fraction of the run, whatever the draws.
 	forced []stepKind
 	// changelog: the Store starts with the changelog on (CheckpointOptions.Changelog).
@@ -1779,6 +1784,7 @@ var modelConfigs = []modelConfig{
 		},
 		pressure:     true,
 		slow:         4,
+		raceSlow:     4, // 77 % of its -race CPU was the race runtime's range shadowing
 		forced:       []stepKind{stepReopen, stepCheckpoint, stepRescale, stepCrash},
 		mustRowCache: true, mustPressure: true,
 	},
@@ -1826,6 +1832,9 @@ func TestModel(t *testing.T) {
 				steps /= 4
 			}
 			steps /= max(cfg.slow, 1)
+			if raceEnabled {
+				steps /= max(cfg.raceSlow, 1)
+			}
 			if *modelStepsN > 0 {
 				steps = *modelStepsN
 			}

@@ -30,9 +30,12 @@ tiers='/(fresh|slice|lsm)$'
 go test -race -count=1 -timeout 40m $(go list ./... | grep -Ev "$tiers")
 go test -race -tags invariants -count=1 -timeout 25m $(go list ./... | grep -E "$tiers")
 
-step "without -race: a crash at every write of a Store's sessions, of a checkpoint and of the changelog, and every Close fault point (the race run samples the write points and the fault points), the 0-allocation pins (the race detector allocates, so they skip under it), and checkpoint storage within 3× the live state after the grace"
+step "without -race: a crash at every write of a Store's sessions, of a checkpoint and of the changelog, and every Close fault point (the race run samples the write points and the fault points), the 0-allocation pins (the race detector allocates, so they skip under it), checkpoint storage within 3× the live state after the grace, and the model test's pressure configuration at full size"
 go test -count=1 -run '^(TestCrash|TestCheckpointCrash|TestChangelogCrash|TestAttackNoSpaceClose|TestAttackEIOClose|TestAllocs.*|TestCheckpointStorageBound)$' -v . | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'
 go test -count=1 -run '^(TestSpareAcrossOverlappingPersist|TestNewLogAppendsWithoutAllocating)$' -v ./changelog | grep -E '^(--- |\s+\w+_test.go|ok|FAIL|PASS)'
+# The model test's pressure configuration (megabyte values) at full size: under -race it runs a
+# quarter of that, the race runtime's cost being the bytes it copies (store_model_test.go raceSlow).
+go test -count=1 -run '^TestModel$/^pressure$' -v . | grep -E '^(--- |\s+--- |ok|FAIL|PASS)|steps in'
 
 step "bounded memory (tests/, the process-level tests): 640 MiB of state through a 64 MiB budget, and every shape of state (a 1 GiB list, a 5 M-entry map, 2 M namespaces) within budget + 96 MiB of VmHWM (no -race: its shadow memory inflates RSS)"
 go test -run '^(TestBoundedMemory|TestMemoryShapes)$' -count=1 -v ./tests/ | grep -E '^(=== RUN|--- |\s+\w+_test.go|ok|FAIL|PASS)'
