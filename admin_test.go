@@ -215,7 +215,7 @@ func TestCompactAll(t *testing.T) {
 	put(0) // → the LsmStore
 	must(0, s.seal())
 	must(0, s.WaitBackground())
-	for i := 0; i < 100 && s.Stats().Slices.Count > 0 && s.e.EvictNow(); i++ {
+	for i := 0; i < 100 && s.Stats().Slices.Count > 0 && must(s.Evict()); i++ {
 		must(0, s.WaitBackground())
 	}
 	put(n / 3) // → slices

@@ -19,7 +19,7 @@ import (
 // kind) and the random model over it (store_model_test.go).
 
 // rowCacheOptions are the options of an engine on mem with a row cache of rows bytes, a
-// 1 MiB block cache and evictions on demand only (EvictNow), as the root's Options with
+// 1 MiB block cache and evictions on demand only (Evict), as the root's Options with
 // MemoryBudget 128 MiB, SegmentSize 16 MiB, BackgroundWorkers 2 would give it.
 func rowCacheOptions(mem *vfs.MemFS, rows int64) Options {
 	return Options{Dir: "/db", FS: mem, Budget: memory.NewBudget(128 << 20), SegmentSize: 16 << 20, Workers: 2,
