@@ -421,7 +421,7 @@ func (s *Store) Evict() (bool, error) {
 }
 
 // Check verifies the row cache (Options.RowCacheSize) in place, as Pebble's CheckLevels
-// verifies the LSM: the structure of every set (internal/engine rowcache.go, invariants 5 and
+// verifies the LSM: the structure of every set (internal/engine/rowcache.go, invariants 5 and
 // 6: entry words dense, each entry's units inside its set and disjoint from the others',
 // sized for its key and value, filed in the set and under the tag of its key's hash, the count
 // of entries and each set's summary right), and every cached value against a read of its key
