@@ -101,7 +101,7 @@ type CacheStats struct {
 	RowTooLarge int64
 	// RowSets is the number of the row cache's sets of 1 KiB (0 without a row cache: a Store
 	// in memory only, RowCacheSize < 0, or before the cache is mapped); RowEntries the
-	// values it holds now, 6 to 16 a set (Store.Check walks them).
+	// values it holds now, at most 16 a set (Store.Check walks them).
 	RowSets, RowEntries int
 }
 
