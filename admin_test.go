@@ -215,7 +215,7 @@ func TestCompactAll(t *testing.T) {
 	put(0) // → the LsmStore
 	must(0, s.seal())
 	must(0, s.WaitBackground())
-	for i := 0; i < 100 && s.Stats().Slices.Count > 0 && s.e.EvictNow(); i++ {
+	for i := 0; i < 100 && s.Stats().Slices.Count > 0 && must(s.Evict()); i++ {
 		must(0, s.WaitBackground())
 	}
 	put(n / 3) // → slices
@@ -272,4 +272,148 @@ func must2[A, B any](a A, b B, err error) (A, B) {
 		panic(err)
 	}
 	return a, b
+}
+
+// TestStoreEvict: Evict starts an eviction of the coldest slices and reports it running until
+// it is installed; called again after each WaitBackground it moves every slice into the
+// LsmStore, with the state intact. With nothing to evict — no slices, a Store in memory only —
+// it reports false and no error; on a closed Store ErrClosed.
+func TestStoreEvict(t *testing.T) {
+	const n = 2000
+	for _, c := range []struct {
+		name   string
+		dir    bool // a directory: an LsmStore to evict to
+		load   bool // slices to evict
+		closed bool
+		want   bool
+		err    error
+	}{
+		{name: "slices", dir: true, load: true, want: true},
+		{name: "no slices", dir: true},
+		{name: "in memory", load: true},
+		{name: "closed", dir: true, load: true, closed: true, err: ErrClosed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := ""
+			if c.dir {
+				dir = t.TempDir()
+			}
+			s := must(open(dir, Options{MaxParallelism: 8, MemoryBudget: 64 << 20, SegmentSize: 4 << 20}, nil))
+			defer s.Close()
+			v := must(NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64}))
+			if c.load {
+				for i := range n {
+					must(0, v.Put(s.Key(fmt.Appendf(nil, "k%d", i)), int64(i)))
+				}
+				must(0, s.seal())
+				must(0, s.WaitBackground())
+				if s.Stats().Slices.Count == 0 {
+					t.Fatal("no slices after the load: the case proves nothing")
+				}
+			}
+			if c.closed {
+				must(0, s.Close())
+			}
+			ok, err := s.Evict()
+			if ok != c.want || !errors.Is(err, c.err) {
+				t.Fatalf("Evict = %v, %v; want %v, %v", ok, err, c.want, c.err)
+			}
+			if c.closed {
+				return
+			}
+			before := s.Stats()
+			for i := 0; ok && i < 100; i++ {
+				if again, err := s.Evict(); !again || err != nil { // in flight until installed
+					t.Fatalf("Evict before the install = %v, %v; want true, nil", again, err)
+				}
+				must(0, s.WaitBackground())
+				ok = must(s.Evict())
+			}
+			st := s.Stats()
+			if c.want && (st.Slices.Count != 0 || st.Slices.Evictions == 0 || st.LSM.Files == 0) {
+				t.Fatalf("after evicting: %d slices left, %d evictions, %d LSM files", st.Slices.Count, st.Slices.Evictions, st.LSM.Files)
+			}
+			if !c.want && (st.Slices.Count != before.Slices.Count || st.Slices.Evictions != 0) {
+				t.Fatalf("nothing to evict, yet %d slices of %d left, %d evictions", st.Slices.Count, before.Slices.Count, st.Slices.Evictions)
+			}
+			if !c.load {
+				return
+			}
+			for i := range n {
+				if x, found, err := v.Get(s.Key(fmt.Appendf(nil, "k%d", i))); err != nil || !found || x != int64(i) {
+					t.Fatalf("k%d = %d %v %v after Evict", i, x, found, err)
+				}
+			}
+		})
+	}
+}
+
+// TestStoreCheck: Check passes on a row cache filled by reads of the LsmStore and refreshed by
+// writes, and on one that still holds a copy of a TTL value expired and cleaned up below it (a
+// read never returns it); it has nothing to check in a Store in memory only, and fails with
+// ErrClosed on a closed Store. (internal/engine's TestCheckRowCacheReads breaks a cache and
+// sees Check's walk fail.)
+func TestStoreCheck(t *testing.T) {
+	const n = 300
+	for _, c := range []struct {
+		name        string
+		dir, closed bool
+		write       bool // refresh cached keys by writes
+		expire      bool // expire every value and compact it away below the cache
+		err         error
+	}{
+		{name: "cached", dir: true},
+		{name: "written through", dir: true, write: true},
+		{name: "expired below", dir: true, expire: true},
+		{name: "in memory"},
+		{name: "closed", dir: true, closed: true, err: ErrClosed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var now atomic.Int64
+			dir := ""
+			if c.dir {
+				dir = t.TempDir()
+			}
+			s := must(open(dir, Options{MaxParallelism: 8, MemoryBudget: 64 << 20, SegmentSize: 4 << 20,
+				RowCacheSize: 64 << 10, Clock: now.Load}, nil))
+			defer s.Close()
+			ttl := &TTLConfig{TTL: time.Second, Cleanup: TTLCleanup{NoSweep: true}}
+			v := must(NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64, TTL: ttl}))
+			key := func(i int) Key { return s.Key(fmt.Appendf(nil, "k%d", i)) }
+			for i := range n {
+				must(0, v.Put(key(i), int64(i)))
+			}
+			if c.dir {
+				pushDown(t, s)
+			}
+			for i := range n {
+				if _, _, err := v.Get(key(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st := s.Stats()
+			if c.dir != (st.Caches.RowSets == 64 && st.Caches.RowEntries > 0) {
+				t.Fatalf("row cache of %d sets, %d entries", st.Caches.RowSets, st.Caches.RowEntries)
+			}
+			if c.write {
+				for i := range n {
+					must(0, v.Put(key(i), int64(-i)))
+				}
+			}
+			if c.expire {
+				now.Add(2000)
+				must(0, s.CompactAll(context.Background()))
+				if got := s.Stats(); got.Caches.RowEntries != st.Caches.RowEntries || got.TTL.CompactionEntries == 0 {
+					t.Fatalf("CompactAll: %d cache entries (was %d), %d expired values removed below: want the same, some",
+						got.Caches.RowEntries, st.Caches.RowEntries, got.TTL.CompactionEntries)
+				}
+			}
+			if c.closed {
+				must(0, s.Close())
+			}
+			if err := s.Check(); !errors.Is(err, c.err) {
+				t.Fatalf("Check = %v, want %v", err, c.err)
+			}
+		})
+	}
 }

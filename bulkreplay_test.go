@@ -93,7 +93,8 @@ func TestBulkReplayMatchesApply(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					rs, files, par := s.RestoreStats(), s.e.BulkReplayFiles(), s.e.BulkReplayParallel()
+					rs := s.RestoreStats()
+					files, par := rs.BulkFiles, rs.BulkParallelBatches
 					if rs.ChangelogRecords == 0 || byApply != (files == 0) || byApply != (par == 0) {
 						s.Close()
 						t.Fatalf("restore (by apply %v, key groups %v): %d records replayed, %d bulk files, %d batches in parts",
@@ -168,9 +169,9 @@ func TestBulkReplayCrash(t *testing.T) {
 		if err == nil {
 			err = ms.checkAll(want.clone())
 		}
-		if err == nil && (s.e.BulkReplayFiles() < 2 || s.e.BulkReplayParallel() == 0 || len(creates) <= rs.Copied) {
+		if err == nil && (rs.BulkFiles < 2 || rs.BulkParallelBatches == 0 || len(creates) <= rs.Copied) {
 			err = fmt.Errorf("the restore replayed %d records, %d bulk files (%d batches in parts), created %d table files for %d copied",
-				rs.ChangelogRecords, s.e.BulkReplayFiles(), s.e.BulkReplayParallel(), len(creates), rs.Copied)
+				rs.ChangelogRecords, rs.BulkFiles, rs.BulkParallelBatches, len(creates), rs.Copied)
 		}
 		if err != nil {
 			return m, 0, err

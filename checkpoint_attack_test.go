@@ -909,7 +909,7 @@ func TestAttackCheckpointDuringIteration(t *testing.T) {
 			t.Fatal(err)
 		}
 		if id == 4 {
-			x.e.EvictNow()
+			x.Evict()
 			x.WaitBackground()
 		}
 		if _, err := x.Checkpoint(ctx, id, nil); err != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -462,6 +463,25 @@ func (g *gatedStorage) Create(ctx context.Context, name string, data []byte) err
 	return g.Storage.Create(ctx, name, data)
 }
 
+// gatedTmpFS holds every Create in a Store's checkpoint-tmp directory (internal/engine
+// checkpoint.go: an upload's memory table, written first, then its timers) until gate is
+// closed: the state a slow disk under the memory table puts a checkpoint in. held counts the
+// Creates waiting.
+type gatedTmpFS struct {
+	vfs.FS
+	gate chan struct{}
+	held atomic.Int32
+}
+
+func (g *gatedTmpFS) Create(name string) (vfs.File, error) {
+	if filepath.Base(filepath.Dir(name)) == "checkpoint-tmp" {
+		g.held.Add(1)
+		<-g.gate
+		g.held.Add(-1)
+	}
+	return g.FS.Create(name)
+}
+
 // TestCheckpointPinsMemory: while a checkpoint writes its memory table, the task goes on
 // writing and the tiers go on moving data; the slices and segments freed meanwhile stay
 // counted (PinnedBytes) until the memory table is written — not until the upload ends, which
@@ -469,7 +489,11 @@ func (g *gatedStorage) Create(ctx context.Context, name string, data []byte) err
 // its cut.
 func TestCheckpointPinsMemory(t *testing.T) {
 	ctx := context.Background()
-	e := newCkEnv(t, vfs.Default(), t.TempDir(), 128)
+	memGate := make(chan struct{})
+	var memOnce sync.Once
+	openMem := func() { memOnce.Do(func() { close(memGate) }) }
+	gfs := &gatedTmpFS{FS: vfs.Default(), gate: memGate}
+	e := newCkEnv(t, gfs, t.TempDir(), 128)
 	e.opts.MemoryBudget = 256 << 20
 	g := &gatedStorage{Storage: e.st, gate: make(chan struct{})}
 	var once sync.Once
@@ -478,12 +502,8 @@ func TestCheckpointPinsMemory(t *testing.T) {
 	r := e.open(nil)
 	defer r.st.s.Close()
 	defer openGate() // a failure must not leave Close waiting for the upload
-	s := r.st.s
-	memGate := make(chan struct{})
-	var memOnce sync.Once
-	openMem := func() { memOnce.Do(func() { close(memGate) }) }
 	defer openMem()
-	s.e.SetCheckpointHook(func() { <-memGate })
+	s := r.st.s
 	r.writes(5000)
 	if err := s.WaitBackground(); err != nil {
 		t.Fatal(err)
@@ -500,12 +520,18 @@ func TestCheckpointPinsMemory(t *testing.T) {
 		if i > 2000 {
 			t.Fatalf("nothing pinned while the memory table is held: %+v", s.Stats())
 		}
-		s.e.EvictNow()
+		s.Evict()
 		r.writes(20)
 		time.Sleep(time.Millisecond)
 	}
-	if st := s.Stats(); st.Checkpoints.Running != 1 {
-		t.Fatalf("while the memory table is written: %d running", st.Checkpoints.Running)
+	for i := 0; gfs.held.Load() == 0; i++ { // the upload task reaches the memory table
+		if i > 2000 {
+			t.Fatal("the checkpoint's upload never created its memory table")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if st := s.Stats(); st.Checkpoints.Running != 1 || gfs.held.Load() != 1 {
+		t.Fatalf("while the memory table is written: %d running, %d files held", st.Checkpoints.Running, gfs.held.Load())
 	}
 	openMem()
 	for i := 0; s.Stats().Checkpoints.PinnedBytes != 0; i++ { // released at an install, the upload still held

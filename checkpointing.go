@@ -562,6 +562,14 @@ type RestoreStats struct {
 	// copies, CRC checks), ReplayTime applies the changelog records, PersistTime makes the
 	// replayed records and the timers durable in the directory (zero without either).
 	TablesTime, ReplayTime, PersistTime time.Duration
+	// BulkFiles is the number of L0 files the changelog replay and the canonical entries
+	// were written into directly, sorted by key (internal/engine doc.go, "Bulk changelog
+	// replay"), rather than applied through the write path one record at a time
+	// (ChangelogRecords counts the records either way). BulkParallelBatches counts the
+	// replay's batches large enough to be split by key-group range and written by several
+	// background workers at once. With LazyRestore both grow as the tail is written after
+	// Restore returns; read them again after the first read or write to see the tail's.
+	BulkFiles, BulkParallelBatches int64
 }
 
 // LazyRestoreStats follow the prefetch of a lazy restore (CheckpointOptions.LazyRestore; all
@@ -589,8 +597,14 @@ type LazyRestoreStats struct {
 	Done bool
 }
 
-// RestoreStats returns what Restore did to create the Store (zero for a Store from Open).
-func (s *Store) RestoreStats() RestoreStats { return s.restoreStats }
+// RestoreStats returns what Restore did to create the Store (zero for a Store from Open),
+// BulkFiles and BulkParallelBatches as of now (a lazy tail's count once it is written). Owner
+// goroutine only; also on a closed Store.
+func (s *Store) RestoreStats() RestoreStats {
+	rs := s.restoreStats
+	rs.BulkFiles, rs.BulkParallelBatches = s.e.BulkReplayed()
+	return rs
+}
 
 // sameStorage reports whether a and b are the same storage (equal interface values; values of
 // a type that cannot be compared count as different).

@@ -202,7 +202,7 @@ func TestNoSpace(t *testing.T) {
 					seen = err
 					break
 				}
-				s.e.EvictNow()
+				s.Evict()
 				if err := s.e.Drain(); err != nil {
 					seen = err
 				}

@@ -96,12 +96,12 @@
 //     place and are valid until the next write to the Store — any state's Put, Add, Update,
 //     Remove, Clear or MergeNamespaces, and StartCheckpoint, Checkpoint, WaitBackground and
 //     Close — however many reads come between (waiting for a checkpoint, notifying its
-//     completion or abort and reading stats do not end it) (a list iterator also until the
-//     next Get or MergeNamespaces on its state, which reuse its buffer). A read of a state with
-//     a TTL is a write when it removes expired data, renews a timestamp (TTLOnReadAndWrite)
-//     or runs incremental cleanup (TTLCleanup.IncrementalSize), as Flink's TTL states write
-//     on read: it ends the validity of what was read before it, and what it returns is valid
-//     until the next write (a copy, or decoded from what it wrote).
+//     completion or abort, reading stats, Evict and Check do not end it) (a list iterator
+//     also until the next Get or MergeNamespaces on its state, which reuse its buffer). A
+//     read of a state with a TTL is a write when it removes expired data, renews a timestamp
+//     (TTLOnReadAndWrite) or runs incremental cleanup (TTLCleanup.IncrementalSize), as
+//     Flink's TTL states write on read: it ends the validity of what was read before it, and
+//     what it returns is valid until the next write (a copy, or decoded from what it wrote).
 //  3. A key group is computed exactly as Flink's KeyGroupRangeAssignment, and a state
 //     operation on a Key outside the Store's range fails with ErrKeyGroupOutOfRange.
 //  4. Memory beyond the budget is refused with ErrMemoryBudget, never taken.

@@ -77,7 +77,7 @@ func errorsTestStore(t *testing.T) (dir string, tables []string) {
 	if err := s.e.Drain(); err != nil {
 		t.Fatal(err)
 	}
-	s.e.EvictNow()
+	s.Evict()
 	if err := s.e.Drain(); err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,9 @@ func (f *keysFixture) slices() {
 func (f *keysFixture) pushDown() {
 	f.slices()
 	for i := 0; i < 200 && f.s.Stats().Slices.Count > 0; i++ {
-		if !f.s.e.EvictNow() {
+		ok, err := f.s.Evict()
+		f.ok(err)
+		if !ok {
 			break
 		}
 		f.ok(f.s.WaitBackground())
@@ -358,7 +360,7 @@ func TestKeysEveryTier(t *testing.T) {
 		if i%500 == 499 {
 			f.ok(s.seal())
 			f.ok(s.WaitBackground())
-			s.e.EvictNow()
+			s.Evict()
 		}
 	}
 	seq, errf := s.KeysAndNamespaces(v)
@@ -549,8 +551,8 @@ func TestKeysErrors(t *testing.T) {
 	for range seq {
 		break
 	}
-	if err := errf(); err != nil || s.e.OpenScans() != 0 {
-		t.Fatalf("break: %v, %d scans open", err, s.e.OpenScans())
+	if err := errf(); err != nil || s.Stats().OpenKeyScans != 0 {
+		t.Fatalf("break: %v, %d scans open", err, s.Stats().OpenKeyScans)
 	}
 	n := 0
 	seq, errf = s.Keys(v, nil)

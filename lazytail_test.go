@@ -217,8 +217,8 @@ func TestLazyTailFailure(t *testing.T) {
 	if err := ms.val.Put(s.Key(k[:]), []byte("x")); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("write after the tail failed: %v, want ErrNoSpace", err)
 	}
-	if ts := s.e.TailStats(); ts.Files != 0 || ts.Pending || s.e.BulkReplayFiles() != 0 {
-		t.Fatalf("tail %+v, %d bulk files installed: want none", ts, s.e.BulkReplayFiles())
+	if ts, rs := s.e.TailStats(), s.RestoreStats(); ts.Files != 0 || ts.Pending || rs.BulkFiles != 0 {
+		t.Fatalf("tail %+v, %d bulk files installed: want none", ts, rs.BulkFiles)
 	}
 	if err := s.Close(); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("Close after the tail failed: %v, want ErrNoSpace", err)

@@ -76,7 +76,7 @@ func attackDamageBase(t *testing.T) (dir string, mA, mB *model) {
 		if err := s.e.Drain(); err != nil {
 			t.Fatal(err)
 		}
-		s.e.EvictNow()
+		s.Evict()
 		if err := s.e.Drain(); err != nil {
 			t.Fatal(err)
 		}

@@ -118,7 +118,7 @@ func TestRowCacheAttackWriteThrough(t *testing.T) {
 		must(0, s.seal())
 		must(0, s.WaitBackground())
 		for i := 0; i < 100 && s.Stats().Slices.Count > 0; i++ {
-			s.e.EvictNow()
+			s.Evict()
 			must(0, s.WaitBackground())
 		}
 		if st := s.Stats(); st.Slices.Count != 0 || st.Fresh.SealedSegments != 0 || st.Fresh.Records != 0 {
@@ -300,8 +300,8 @@ func TestRowCacheAttackBudget(t *testing.T) {
 		if st.Caches.RowBytes != want {
 			t.Errorf("store %d (rows %d): RowCacheBytes %d, want %d", i, rows, st.Caches.RowBytes, want)
 		}
-		if rows > 0 && s.e.RowCacheSets() != 1 {
-			t.Errorf("store %d (rows %d): %d sets, want 1", i, rows, s.e.RowCacheSets())
+		if rows > 0 && st.Caches.RowSets != 1 {
+			t.Errorf("store %d (rows %d): %d sets, want 1", i, rows, st.Caches.RowSets)
 		}
 	}
 	var sum int64
@@ -358,7 +358,7 @@ func TestRowCacheAttackBudget(t *testing.T) {
 	}
 	// In memory only: no row cache whatever the option says.
 	ms := openTest(t, Options{RowCacheSize: 1 << 20})
-	if st := ms.Stats(); st.Caches.RowBytes != 0 || ms.e.RowCacheSets() >= 0 {
+	if st := ms.Stats(); st.Caches.RowBytes != 0 || st.Caches.RowSets != 0 {
 		t.Errorf("in-memory store has a row cache of %d bytes", st.Caches.RowBytes)
 	}
 }
@@ -380,7 +380,7 @@ func pushDown(t *testing.T, s *Store) {
 	must(0, s.seal())
 	must(0, s.WaitBackground())
 	for i := 0; i < 100 && s.Stats().Slices.Count > 0; i++ {
-		s.e.EvictNow()
+		s.Evict()
 		must(0, s.WaitBackground())
 	}
 	if st := s.Stats(); st.Slices.Count != 0 || st.Fresh.SealedSegments != 0 || st.Fresh.Records != 0 {
@@ -488,12 +488,12 @@ func TestRowCacheRealisticRows(t *testing.T) {
 	// dropped from the cache.
 	kt := key(n - 2)
 	get(tv, kt, value(n-2, 0, 100), true, true)
-	cached := s.e.RowCacheLen()
+	cached := s.Stats().Caches.RowEntries
 	now.Add(int64(time.Second / time.Millisecond))
 	get(tv, kt, nil, false, false)
-	if got := s.e.RowCacheLen(); got != cached-1 {
+	if got := s.Stats().Caches.RowEntries; got != cached-1 {
 		t.Fatalf("expired row: cache holds %d entries, want %d", got, cached-1)
 	}
 	get(tv, kt, nil, false, false)
-	must(0, s.e.CheckRowCache(func([]byte, []byte) error { return nil }))
+	must(0, s.Check())
 }

@@ -36,7 +36,7 @@ func TestSavepointCanonicalBulk(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bulk.st.s.Close()
-	if n := bulk.st.s.e.BulkReplayFiles(); n == 0 {
+	if n := bulk.st.s.RestoreStats().BulkFiles; n == 0 {
 		t.Fatal("the canonical restore wrote no L0 file in bulk")
 	}
 	prev := engine.ReplayByApply(true)
@@ -46,7 +46,7 @@ func TestSavepointCanonicalBulk(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer applied.st.s.Close()
-	if n := applied.st.s.e.BulkReplayFiles(); n != 0 {
+	if n := applied.st.s.RestoreStats().BulkFiles; n != 0 {
 		t.Fatalf("ReplayByApply: %d L0 files written in bulk", n)
 	}
 	if bulk.st.s.RestoreStats().CanonicalEntries != applied.st.s.RestoreStats().CanonicalEntries {

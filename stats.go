@@ -12,20 +12,25 @@ import (
 // nanoseconds, counts since Open. Go heap memory (registrations, scratch buffers) is not
 // included. Store.Stats fills it in O(buckets + segments + slices + table files).
 type Stats struct {
-	States      int // registered states
-	Fresh       FreshStats
-	Slices      SliceStats
-	LSM         LSMStats
-	Caches      CacheStats
-	Budget      BudgetStats
-	Stalls      StallStats
-	Background  BackgroundStats
-	Task        TaskStats
-	TTL         TTLStats
-	Checkpoints CheckpointsStats
-	Changelog   ChangelogCost
-	Written     WrittenStats
-	LazyRestore LazyRestoreStats
+	States int // registered states
+	// OpenKeyScans is the number of key iterations (Store.Keys, KeysAndNamespaces,
+	// ApplyToAllKeys, NumEntries) open now: each holds a scan of the tiers until its loop
+	// ends, by break too; a count that grows points at iterators pulled (iter.Pull) and
+	// never stopped.
+	OpenKeyScans int
+	Fresh        FreshStats
+	Slices       SliceStats
+	LSM          LSMStats
+	Caches       CacheStats
+	Budget       BudgetStats
+	Stalls       StallStats
+	Background   BackgroundStats
+	Task         TaskStats
+	TTL          TTLStats
+	Checkpoints  CheckpointsStats
+	Changelog    ChangelogCost
+	Written      WrittenStats
+	LazyRestore  LazyRestoreStats
 }
 
 // FreshStats describe the FreshTable (the newest tier, mmap'd segments with a hash index).
@@ -94,6 +99,10 @@ type CacheStats struct {
 	// RowTooLarge counts values the row cache did not take: key and value together exceed
 	// 508 bytes.
 	RowTooLarge int64
+	// RowSets is the number of the row cache's sets of 1 KiB (0 without a row cache: a Store
+	// in memory only, RowCacheSize < 0, or before the cache is mapped); RowEntries the
+	// values it holds now, at most 16 a set (Store.Check walks them).
+	RowSets, RowEntries int
 }
 
 // BudgetStats describe the memory budget (shared budgets: all stores together).
@@ -298,7 +307,7 @@ type WrittenStats struct {
 // statsOf maps the engine's flat statistics onto Stats: the one place that knows both.
 func statsOf(e *engine.Stats) Stats {
 	st := Stats{
-		States: e.States,
+		States: e.States, OpenKeyScans: e.OpenScans,
 		Fresh: FreshStats{Records: e.Records, Segments: e.Segments, SealedSegments: e.SealedSegments,
 			SegmentBytes: e.SegmentBytes, DataBytes: e.DataBytes, IndexBytes: e.IndexBytes},
 		Slices: SliceStats{Count: e.Slices, Runs: e.SliceRuns, Bytes: e.SliceBytes, MaxChain: e.MaxChain,
@@ -311,7 +320,8 @@ func statsOf(e *engine.Stats) Stats {
 			PersistFiles: e.PersistFiles, PersistNanos: e.PersistNanos, OpenTables: e.OpenTables,
 			TableCacheHits: e.TableCacheHits, TableCacheMisses: e.TableCacheMisses, OutOfFiles: e.OutOfFiles},
 		Caches: CacheStats{BlockBytes: e.BlockCacheBytes, BlockHits: e.BlockCacheHits, BlockMisses: e.BlockCacheMisses,
-			RowBytes: e.RowCacheBytes, RowHits: e.RowCacheHits, RowMisses: e.RowCacheMisses, RowTooLarge: e.RowCacheTooLarge},
+			RowBytes: e.RowCacheBytes, RowHits: e.RowCacheHits, RowMisses: e.RowCacheMisses, RowTooLarge: e.RowCacheTooLarge,
+			RowSets: e.RowCacheSets, RowEntries: e.RowCacheEntries},
 		Stalls: StallStats{BackpressureWaits: e.BackpressureWaits, BackpressureNanos: e.BackpressureNanos,
 			BackpressureFailures: e.BackpressureFailures, L0: e.L0Stalls, L0Nanos: e.L0StallNanos,
 			ChangelogWaits: e.ChangelogWaits, ChangelogWaitNanos: e.ChangelogWaitNanos,

@@ -398,6 +398,52 @@ func (s *Store) CompactAll(ctx context.Context) error {
 	return nil
 }
 
+// Evict starts moving the coldest slices down to the LsmStore now, as memory pressure would,
+// and reports whether an eviction is running (started now or already in flight); an operator
+// sheds memory before a known burst with it, as one calls Pebble's Flush. It does not wait:
+// the eviction is installed at a later write or WaitBackground, after which Stats shows it
+// (Slices.Evictions, Slices.Bytes), and Evict may be called again while Slices.Count > 0 to
+// evict everything. false with a nil error: nothing to evict — a Store in memory only, no
+// slices, a failed eviction waiting for its retry's backoff. Errors: ErrClosed; the failure
+// (ErrCorruption or a broken invariant) that stopped the Store's background work. Must not run
+// concurrently with other use of the Store.
+func (s *Store) Evict() (bool, error) {
+	if s.closed {
+		return false, ErrClosed
+	}
+	s.enter(opCall)
+	defer s.exit()
+	ok, err := s.e.Evict()
+	if err != nil {
+		return false, fmt.Errorf("strata: evict: %w", err)
+	}
+	return ok, nil
+}
+
+// Check verifies the row cache (Options.RowCacheSize) in place, as Pebble's CheckLevels
+// verifies the LSM: the structure of every set (internal/engine/rowcache.go, invariants 5 and
+// 6: entry words dense, each entry's units inside its set and disjoint from the others',
+// sized for its key and value, filed in the set and under the tag of its key's hash, the count
+// of entries and each set's summary right), and every cached value against a read of its key
+// through the tiers with the cache bypassed: the newest version there must be that value —
+// except an expired TTL value, which compaction cleanup may remove below the cache and which
+// a read never returns. It changes nothing and keeps values read before valid; it costs a
+// point read per entry (Stats.Caches.RowEntries of them). nil for a Store without a row cache.
+// Errors: ErrClosed; a broken invariant ("strata: invariant: row cache …", the key and values
+// in hex); ErrCorruption and I/O errors of the LsmStore's reads; the failure of a lazy
+// restore's changelog tail. Must not run concurrently with other use of the Store.
+func (s *Store) Check() error {
+	if s.closed {
+		return ErrClosed
+	}
+	s.enter(opCall)
+	defer s.exit()
+	if err := s.e.CheckRowCacheReads(); err != nil {
+		return fmt.Errorf("strata: check: %w", err)
+	}
+	return nil
+}
+
 // Dir returns the directory given to Open ("" for in memory only).
 func (s *Store) Dir() string { return s.dir }
 

@@ -185,7 +185,9 @@ func TestAttackNoSpaceEviction(t *testing.T) {
 		if err := f.step(); err != nil {
 			time.Sleep(3 * engine.NoSpaceRetry)
 			if err2 := f.step(); err2 != nil {
-				stuck = fmt.Errorf("op %d once space is back: %v; %v later: %v (background error %v)", i, err, 3*engine.NoSpaceRetry, err2, s.e.BackgroundErr())
+				bg := s.Stats().Background // Errors − Retries: the sticky failure, if any
+				stuck = fmt.Errorf("op %d once space is back: %v; %v later: %v (background: %d errors, %d retried, last %q)",
+					i, err, 3*engine.NoSpaceRetry, err2, bg.Errors, bg.Retries, bg.LastError)
 				break
 			}
 		}

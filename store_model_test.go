@@ -1338,15 +1338,19 @@ func (r *modelRun) invalidate() error {
 	return err
 }
 
-// checkCache walks the row cache's slots and checks each against the model: every cached key
-// is a value-like key (value, reducing, aggregating) of the universe that the model holds now,
-// with exactly the model's encoding (engine.CheckRowCache checks tags, sets and the count of
-// used slots). A stale or resurrected entry fails before it is read.
+// checkCache checks the row cache: Store.Check (its structure, and each entry against a read
+// of the tiers with the cache bypassed), then the walk Check runs (engine.CheckRowCache) with a
+// visit that checks each entry against the model: every cached key is a value-like key (value,
+// reducing, aggregating) of the universe that the model holds now, with exactly the model's
+// encoding. A stale or resurrected entry fails before it is read.
 func (r *modelRun) checkCache() error {
-	if r.st.s.e.RowCacheSets() < 0 {
+	if r.st.s.Stats().Caches.RowSets == 0 {
 		return nil
 	}
 	r.cacheChecks++
+	if err := r.st.s.Check(); err != nil {
+		return fmt.Errorf("%w: %w", errMismatch, err)
+	}
 	type want struct {
 		slot    int32
 		kind    string
@@ -1431,12 +1435,12 @@ func (r *modelRun) wait(int32) error {
 // evict starts an eviction; nothing is installed until the next write, so values read before
 // stay valid.
 func (r *modelRun) evict(int32) error {
-	r.st.s.e.EvictNow()
+	r.st.s.Evict()
 	return nil
 }
 
 func (r *modelRun) evictDrain(slot int32) error {
-	r.st.s.e.EvictNow()
+	r.st.s.Evict()
 	return r.drain(slot)
 }
 
@@ -1454,7 +1458,7 @@ func (r *modelRun) pushDown(int32) error {
 		return r.pressureErr(err)
 	}
 	for i := 0; i < 200 && s.Stats().Slices.Count > 0; i++ {
-		if !s.e.EvictNow() {
+		if ok, _ := s.Evict(); !ok { // false on a sticky failure too: the next steps report it
 			break
 		}
 		if err := s.WaitBackground(); err != nil {

@@ -1316,14 +1316,14 @@ func TestTTLRowCache(t *testing.T) {
 	if x, ok, err := v.Get(k); err != nil || !ok || x != "a" { // from the cache
 		t.Fatal(x, ok, err)
 	}
-	if st := s.Stats(); st.Caches.RowHits == 0 || s.e.RowCacheLen() != 1 {
-		t.Fatalf("row cache: %d hits, %d entries", st.Caches.RowHits, s.e.RowCacheLen())
+	if st := s.Stats(); st.Caches.RowHits == 0 || st.Caches.RowEntries != 1 {
+		t.Fatalf("row cache: %d hits, %d entries", st.Caches.RowHits, st.Caches.RowEntries)
 	}
 	now.Store(100)
 	if x, ok, err := v.Get(k); err != nil || ok {
 		t.Fatalf("expired value from the row cache: %q %v %v", x, ok, err)
 	}
-	if n := s.e.RowCacheLen(); n != 0 {
+	if n := s.Stats().Caches.RowEntries; n != 0 {
 		t.Fatalf("the row cache still holds %d entries", n)
 	}
 	if _, ok, _ := v.Get(k); ok {

@@ -219,6 +219,20 @@ func (t *Engine) kickLSM() {
 	}
 }
 
+// Evict starts an eviction of the coldest slices to the lower tier, as memory pressure would,
+// if the SliceTable proposes one and none is in flight, and reports whether an eviction is
+// running now (started here or before). It waits for nothing: the eviction is installed by a
+// later write, WaitBackground or Drain, and memory pressure may start the next. false with a
+// nil error: nothing to evict (no slices, no lower tier), a failed eviction waits for its
+// backoff, or a lazy tail still going to L0 (invariant 34). The error is the sticky
+// background failure (doc.go, "Failures") that stopped the engine, if any. Owner goroutine.
+func (t *Engine) Evict() (bool, error) {
+	if t.bgErr != nil {
+		return false, t.bgErr
+	}
+	return t.evict() || t.eviction != nil, nil
+}
+
 // evict submits an eviction if the SliceTable proposes one, none is in flight and no failed
 // eviction waits for its backoff.
 func (t *Engine) evict() bool {

@@ -122,6 +122,12 @@ func (t *Engine) bulkReplay(ctx context.Context, b bulkSource, keep []bool, obje
 	return applied, skipped, err
 }
 
+// BulkReplayed returns the L0 files bulk changelog replays installed since Open (restores and
+// the lazy tail, which installs after Restore returns) and how many of their batches were split
+// into parts by key-group range and written at once (invariant 30): the root's
+// RestoreStats.BulkFiles and BulkParallelBatches. Owner goroutine.
+func (t *Engine) BulkReplayed() (files, parallel int64) { return t.bulkFiles, t.bulkParallel }
+
 // installedBulk does the owner's bookkeeping of one batch's files just installed (bulkReplay,
 // awaitTail): counts, the epoch, the L0 count, the caches the lower tier's data may map.
 func (t *Engine) installedBulk(bb *bulkBatch) {

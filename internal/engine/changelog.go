@@ -553,9 +553,6 @@ func (t *Engine) uploadChangelog(ctx context.Context, p *PendingCheckpoint) erro
 	m := &checkpoint.Manifest{ID: spec.ID, Parent: p.baseID, Epoch: spec.Epoch,
 		CreatedUnixMilli: p.start.UnixMilli(), MaxParallelism: spec.MaxParallelism, KeyGroups: spec.KeyGroups,
 		Registry: spec.Registry, InputPosition: spec.InputPosition, OperatorState: spec.OperatorState, LastSeq: p.seq}
-	if h := t.ck.hook; h != nil {
-		h()
-	}
 	tm, tmPath, err := t.timerObject(ctx, p)
 	t.memWritten(p)
 	if tmPath != "" {

@@ -162,7 +162,6 @@ type ckState struct {
 
 	checkpoints int64
 	failures    int64
-	hook        func() // SetCheckpointHook
 	// clPrev are the changelog segments the last durable changelog checkpoint listed (its
 	// successor counts them as reused).
 	clPrev map[clSegment]bool
@@ -424,9 +423,6 @@ func (t *Engine) upload(ctx context.Context, p *PendingCheckpoint) error {
 	res := &p.res
 	// The memory table first, into a local file: then the memory the cut pinned is released
 	// (memDone; the owner's next install), however long the uploads take.
-	if h := t.ck.hook; h != nil {
-		h()
-	}
 	mt, mtPath, err := t.memoryTable(ctx, p)
 	if mtPath != "" {
 		defer t.ck.tmpFS.Remove(mtPath)

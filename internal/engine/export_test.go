@@ -1,7 +1,8 @@
 package engine
 
 // Hooks for the engine's own tests (package engine): states no API shows, kept out of the
-// engine's source. The hooks the root package's tests still use stay in testhooks.go.
+// engine's source. The root package's tests use only the engine's real surface (Stats,
+// Evict, CheckRowCache, BulkReplayed), which the root's public API is built on.
 
 // Busy reports whether background work is queued or in flight (LSM compactions included).
 func (t *Engine) Busy() bool { return t.inFlight() || len(t.lsmJobs) != 0 }

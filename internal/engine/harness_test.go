@@ -161,7 +161,9 @@ func (h *harness) pushDown() {
 	h.tb.Helper()
 	h.settle()
 	for i := 0; i < 100 && h.e.Stats().Slices > 0; i++ {
-		h.e.EvictNow()
+		if _, err := h.e.Evict(); err != nil {
+			h.tb.Fatal(err)
+		}
 		if err := h.e.WaitBackground(); err != nil {
 			h.tb.Fatal(err)
 		}

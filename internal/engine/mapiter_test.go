@@ -24,7 +24,9 @@ func spreadMap(tb testing.TB, e *Engine, n int, spread bool) ([]byte, uint64) {
 	}
 	pushDown := func() {
 		for i := 0; i < 1000 && e.Stats().Slices > 0; i++ {
-			if !e.EvictNow() {
+			ok, err := e.Evict()
+			must(0, err)
+			if !ok {
 				break
 			}
 			must(0, e.WaitBackground())

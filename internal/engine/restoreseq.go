@@ -63,6 +63,9 @@ type RestoreStats struct {
 	Timers                              int
 	CanonicalEntries                    int64
 	TablesTime, ReplayTime, PersistTime time.Duration
+	// BulkFiles and BulkParallelBatches are not filled here: the root reads them from
+	// BulkReplayed whenever asked, since a lazy tail installs after Restore returns.
+	BulkFiles, BulkParallelBatches int64
 }
 
 // Restored is a restored Store's engine and what the root wraps it with.

@@ -3,9 +3,12 @@ package engine
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math/bits"
 
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/memory"
+	"github.com/strata-db/strata/slice"
 )
 
 // The row cache keeps the values of value-state keys that point reads found in the lower tier
@@ -83,7 +86,7 @@ import (
 //  5. Structure: in every set the words are dense, each entry's units lie inside the set's
 //     data units and overlap no other entry's, its units are exactly what its key and value
 //     need, and n is the number of words in use over all sets (CheckRowCache verifies all of
-//     it).
+//     it, with invariant 6; the root's Store.Check runs it).
 //
 // Summary: beside the sets, on the Go heap, one u64 per set (8 bytes per 1 KiB set, 1/128 of
 // the cache) whose bit tag mod 64 is set for the tag of every entry of the set (the OR of
@@ -425,4 +428,120 @@ func (c *rowCache) prefetch(order uint64) {
 	if c.n != 0 {
 		c.sink += uint64(c.set(order)[0])
 	}
+}
+
+// CheckRowCache walks every entry of the row cache, checks its structure (invariant 5 above:
+// dense words, units inside the set and disjoint, units exactly what key and value need, the
+// tag and set of the key's order hash, the count of entries; invariant 6: each set's summary)
+// and calls visit, if not nil, with each cached composite key (a copy) and value (valid during
+// the call). It returns the first error found, by the walk or by visit; nil without a row
+// cache. It changes nothing. O(cache size); owner goroutine only. The root's Store.Check runs
+// it; tests pass a visit that compares each entry with their model.
+func (t *Engine) CheckRowCache(visit func(key, value []byte) error) error {
+	if t.rc == nil {
+		return nil
+	}
+	return t.rc.check(func(s []byte, tag uint32, ck, cv []byte) error {
+		h, _, ok := base.HashCompositeKey(ck)
+		if !ok {
+			return fmt.Errorf("strata: invariant: row cache: malformed key %x", ck)
+		}
+		order := t.orderOf(ck, h)
+		if rowTag(order) != tag {
+			return fmt.Errorf("strata: invariant: row cache: %x has tag %#x, want %#x", ck, tag, rowTag(order))
+		}
+		if set := t.rc.set(order); &set[0] != &s[0] {
+			return fmt.Errorf("strata: invariant: row cache: %x not cached in its set", ck)
+		}
+		if visit == nil {
+			return nil
+		}
+		return visit(bytes.Clone(ck), cv)
+	})
+}
+
+// CheckRowCacheReads is CheckRowCache with a visit that reads each cached key through the
+// tiers, the row cache bypassed (FreshTable, SliceTable, then the lower tier), and requires the
+// newest version found there to be a value equal to the cached one (invariants 1 and 2), but
+// for an expired copy of a value with a TTL, which cleanup may have removed below it and a read
+// never returns (invariant 4). Broken invariants come back as errors beginning "strata:
+// invariant: row cache"; a lower-tier read's error (ErrCorruption, I/O) as it is. Values read
+// before stay valid (the reads copy into the lower reader's arena, as Get does); nothing
+// changes. A lazy restore's tail is written first (invariant 33). O(entries × a point read);
+// owner goroutine only.
+func (t *Engine) CheckRowCacheReads() error {
+	if t.rc == nil {
+		return nil
+	}
+	if t.tail != nil {
+		if err := t.awaitTail(); err != nil {
+			return err
+		}
+	}
+	return t.CheckRowCache(func(ck, cv []byte) error {
+		h, _, _ := base.HashCompositeKey(ck) // CheckRowCache checked it
+		v, st := t.f.Get(h, ck)
+		if st == absent {
+			order := t.orderOf(ck, h)
+			sv, sst := t.sl.Get(order, ck)
+			if v, st = sv, status(sst); sst == slice.Absent {
+				var err error
+				if v, st, err = t.lr.get(t.low, order, ck); err != nil {
+					return err
+				}
+			}
+		}
+		if st == found && bytes.Equal(v, cv) || t.ttl.expired(ck, cv) {
+			return nil
+		}
+		return fmt.Errorf("strata: invariant: row cache: key %x holds %x, the tiers %x (status %d)", ck, cv, v, st)
+	})
+}
+
+// check walks every entry of c, checks the structure of its set (invariants 5 and 6)
+// and calls visit with the entry's set, tag, key and value.
+func (c *rowCache) check(visit func(set []byte, tag uint32, key, value []byte) error) error {
+	used := 0
+	for si := uint64(0); si < c.sets; si++ {
+		s := c.mem[si*rowSet : (si+1)*rowSet]
+		var mask uint32
+		var sum uint64
+		for i := range rowWays {
+			w := rowWord(s, i)
+			if w == 0 {
+				for j := i + 1; j < rowWays; j++ {
+					if rowWord(s, j) != 0 {
+						return fmt.Errorf("strata: invariant: row cache set %d: word %d in use after the empty word %d", si, j, i)
+					}
+				}
+				break
+			}
+			used++
+			st, n := rowStart(w), rowLen(w)
+			if w>>28 != 0 || w&0xffff == 0 || n == 0 || n > rowMaxUnits || st+n > rowUnits {
+				return fmt.Errorf("strata: invariant: row cache set %d word %d: %#x (start %d, %d units)", si, i, w, st, n)
+			}
+			m := uint32(1<<n-1) << st
+			if mask&m != 0 {
+				return fmt.Errorf("strata: invariant: row cache set %d word %d: units %d+%d overlap another entry", si, i, st, n)
+			}
+			mask |= m
+			sum |= rowSumBit(w & 0xffff)
+			e := rowEntry(s, w)
+			kl, vl := int(e[0])|int(e[1])<<8, int(e[2])|int(e[3])<<8
+			if kl+vl > rowMaxData || rowUnitsFor(kl, vl) != n {
+				return fmt.Errorf("strata: invariant: row cache set %d word %d: key %d + value %d bytes in %d units", si, i, kl, vl, n)
+			}
+			if err := visit(s, w&0xffff, e[rowEntryHdr:rowEntryHdr+kl], e[rowEntryHdr+kl:rowEntryHdr+kl+vl]); err != nil {
+				return err
+			}
+		}
+		if sum != c.sum[si] {
+			return fmt.Errorf("strata: invariant: row cache set %d: summary %#x, its tags' %#x (invariant 6)", si, c.sum[si], sum)
+		}
+	}
+	if used != c.n {
+		return fmt.Errorf("strata: invariant: row cache: %d entries, n = %d", used, c.n)
+	}
+	return nil
 }

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/strata-db/strata/internal/vfs"
@@ -19,7 +21,7 @@ import (
 // kind) and the random model over it (store_model_test.go).
 
 // rowCacheOptions are the options of an engine on mem with a row cache of rows bytes, a
-// 1 MiB block cache and evictions on demand only (EvictNow), as the root's Options with
+// 1 MiB block cache and evictions on demand only (Evict), as the root's Options with
 // MemoryBudget 128 MiB, SegmentSize 16 MiB, BackgroundWorkers 2 would give it.
 func rowCacheOptions(mem *vfs.MemFS, rows int64) Options {
 	return Options{Dir: "/db", FS: mem, Budget: memory.NewBudget(128 << 20), SegmentSize: 16 << 20, Workers: 2,
@@ -182,4 +184,63 @@ func TestWaitBackgroundInstalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.close() // ErrClosed after Close is the root's (TestWaitBackground, store_test.go)
+}
+
+// TestCheckRowCacheReads: the check behind the root's Store.Check passes on a cache filled by
+// reads and refreshed by writes (the stats count its sets and entries), and fails — with the
+// key, as a broken invariant — on a cached value that differs from the tiers' (which the
+// structure walk alone, CheckRowCache, does not see) and on an entry word whose units overlap
+// another's (which it does).
+func TestCheckRowCacheReads(t *testing.T) {
+	const val, n = 1, 200
+	mem := vfs.NewMem()
+	h := newHarness(t, rowCacheOptions(mem, 64<<10))
+	keyOf := func(i int) []byte { return fmt.Appendf(nil, "key-%04d", i) }
+	for i := range n {
+		h.put(val, keyOf(i), fmt.Appendf(nil, "value-%d", i))
+	}
+	h.reopen() // everything into the LsmStore
+	for i := range n {
+		h.get(val, keyOf(i))
+	}
+	st := h.e.Stats()
+	if st.RowCacheSets != 64 || st.RowCacheEntries == 0 || st.RowCacheEntries > n {
+		t.Fatalf("row cache of %d sets, %d entries: want 64 sets, 1..%d entries", st.RowCacheSets, st.RowCacheEntries, n)
+	}
+	h.put(val, keyOf(7), []byte("new")) // write-through refresh of a cached key
+	if err := h.e.CheckRowCacheReads(); err != nil {
+		t.Fatal(err)
+	}
+	// The first entry of the first set in use, its value and its word.
+	c := h.e.rc
+	var s []byte
+	for si := range c.sets {
+		if s = c.setAt(si); rowWord(s, 0) != 0 {
+			break
+		}
+	}
+	e := rowEntry(s, rowWord(s, 0))
+	kl, vl := int(e[0])|int(e[1])<<8, int(e[2])|int(e[3])<<8
+	if vl == 0 || rowWord(s, 1) == 0 {
+		t.Fatalf("first set in use: value of %d bytes, second word %#x: want a value and two entries", vl, rowWord(s, 1))
+	}
+	v := e[rowEntryHdr+kl : rowEntryHdr+kl+vl]
+	v[0] ^= 0xff
+	if err := h.e.CheckRowCache(nil); err != nil {
+		t.Fatalf("structure walk over a changed value: %v, want nil (the structure is intact)", err)
+	}
+	err := h.e.CheckRowCacheReads()
+	if err == nil || !strings.HasPrefix(err.Error(), "strata: invariant: row cache: key ") {
+		t.Fatalf("a cached value unlike the tiers': %v, want a broken invariant", err)
+	}
+	v[0] ^= 0xff
+	w0, w1 := rowWord(s, 0), rowWord(s, 1)
+	binary.LittleEndian.PutUint32(s[4:], w1&^(0x1f<<16)|w0&(0x1f<<16)) // entry 1 starts at entry 0's unit
+	if err := h.e.CheckRowCacheReads(); err == nil || !strings.Contains(err.Error(), "overlap") {
+		t.Fatalf("overlapping entries: %v, want the structure walk's error", err)
+	}
+	binary.LittleEndian.PutUint32(s[4:], w1)
+	if err := h.e.CheckRowCacheReads(); err != nil {
+		t.Fatalf("restored: %v", err)
+	}
 }

@@ -6,6 +6,7 @@ import "github.com/strata-db/strata/lsm"
 // Go heap memory (registrations, scratch buffers) is not included.
 type Stats struct {
 	States         int   // registered states (filled by the root package)
+	OpenScans      int   // key scans open now (NewScan, not yet closed; scan.go)
 	Records        int64 // records in the FreshTable (values, list batches, map entries, tombstones)
 	Segments       int   // FreshTable data segments held (active and sealed)
 	SealedSegments int   // sealed segments waiting for (or in) transform
@@ -68,6 +69,9 @@ type Stats struct {
 	RowCacheBytes      int64 // memory of the row cache (inside the budget; Options.RowCacheSize)
 	RowCacheHits       int64 // value reads of the lower tier served by the row cache
 	RowCacheMisses     int64 // value reads that went to the lower tier (LsmStore)
+	// RowCacheSets and RowCacheEntries are the row cache's sets (rowSet bytes each; 0 without a
+	// row cache, or before it is mapped) and the entries it holds now.
+	RowCacheSets, RowCacheEntries int
 	// RowCacheTooLarge counts values read from the lower tier that the row cache did not take
 	// because key and value together exceed engine.RowCacheMaxData (508) bytes.
 	RowCacheTooLarge int64
@@ -189,6 +193,7 @@ type Stats struct {
 // O(buckets + segments). Owner goroutine only.
 func (t *Engine) Stats() Stats {
 	st := Stats{
+		OpenScans:     len(t.scans),
 		BudgetUsed:    t.budget.Used(),
 		BudgetLimit:   t.budget.Limit(),
 		BudgetReserve: t.budget.Reserve(),
@@ -240,6 +245,7 @@ func (t *Engine) Stats() Stats {
 	if rc := t.rc; rc != nil {
 		st.RowCacheBytes, st.RowCacheHits, st.RowCacheMisses = int64(len(rc.mem)), t.rcHits, t.rcMisses
 		st.RowCacheTooLarge = rc.tooLarge
+		st.RowCacheSets, st.RowCacheEntries = int(rc.sets), rc.n
 	}
 	st.Checkpoints, st.CheckpointFailures, st.CheckpointsRunning = t.ck.checkpoints, t.ck.failures, len(t.ck.running)
 	st.PinnedBytes = ts.PinnedBytes + ss.PinnedBytes

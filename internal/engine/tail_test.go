@@ -75,8 +75,8 @@ func TestLazyTailEngine(t *testing.T) {
 			if err := lazy.Apply(opPut(keyOf(1, 7), hashOf(1, 7), []byte("written"))); err != nil {
 				t.Fatal(err)
 			}
-			if ts := lazy.TailStats(); !ts.Pending || lazy.BulkReplayFiles() != 0 {
-				t.Fatalf("tail %+v, %d files before the release: want pending, none", ts, lazy.BulkReplayFiles())
+			if ts := lazy.TailStats(); !ts.Pending || lazy.bulkFiles != 0 {
+				t.Fatalf("tail %+v, %d files before the release: want pending, none", ts, lazy.bulkFiles)
 			}
 			go func() {
 				time.Sleep(20 * time.Millisecond)
@@ -101,10 +101,10 @@ func TestLazyTailEngine(t *testing.T) {
 				}
 			}
 			ts := lazy.TailStats()
-			if ts.Pending || ts.Files < 2 || lazy.BulkReplayParallel() != 1 || ts.Applied+ts.Skipped != tail || ts.Skipped == 0 ||
-				lazy.BulkReplayFiles() != sync.BulkReplayFiles() {
+			if ts.Pending || ts.Files < 2 || lazy.bulkParallel != 1 || ts.Applied+ts.Skipped != tail || ts.Skipped == 0 ||
+				lazy.bulkFiles != sync.bulkFiles {
 				t.Fatalf("tail %+v, %d files (sync %d), %d in parts: want installed in parts, %d records",
-					ts, lazy.BulkReplayFiles(), sync.BulkReplayFiles(), lazy.BulkReplayParallel(), tail)
+					ts, lazy.bulkFiles, sync.bulkFiles, lazy.bulkParallel, tail)
 			}
 		})
 	}
@@ -263,9 +263,9 @@ func TestLazyTailTTLSummary(t *testing.T) {
 			e.Get(h, k) // installs a lazy tail
 			files := e.db.Metrics()
 			due, _, _ := e.db.ExpiryStats(now(), now())
-			t.Logf("lazy=%v: %d files due of L0 %d, tail files %d", lazy, due, e.l0Files, e.BulkReplayFiles())
-			if due < int(e.BulkReplayFiles())+1 {
-				t.Fatalf("only %d files due for the sweep; the tail's %d files are not (metrics %+v)", due, e.BulkReplayFiles(), files.Levels[0])
+			t.Logf("lazy=%v: %d files due of L0 %d, tail files %d", lazy, due, e.l0Files, e.bulkFiles)
+			if due < int(e.bulkFiles)+1 {
+				t.Fatalf("only %d files due for the sweep; the tail's %d files are not (metrics %+v)", due, e.bulkFiles, files.Levels[0])
 			}
 		})
 	}
