@@ -50,8 +50,9 @@ func lazySection(md *bytes.Buffer, reuse bool, count int, suiteArgs, rawPath str
 	writeLazy(md, d, rawPath)
 }
 
-// writeLazy writes the lazy restore section from the LazyRestore rows of d (none: nothing).
-func writeLazy(md *bytes.Buffer, d *report.Data, rawPath string) {
+// writeLazy writes the lazy restore section from the LazyRestore rows of d and reports whether
+// there were any (none: it writes nothing).
+func writeLazy(md *bytes.Buffer, d *report.Data, rawPath string) bool {
 	var rows []string
 	for _, n := range d.Order {
 		if w, _, _, ok := report.Split(n); ok && strings.HasPrefix(w, "LazyRestore/") {
@@ -59,7 +60,7 @@ func writeLazy(md *bytes.Buffer, d *report.Data, rawPath string) {
 		}
 	}
 	if len(rows) == 0 {
-		return
+		return false
 	}
 	med := func(n, unit string) string {
 		if v, ok := d.Median(n, unit); ok {
@@ -99,4 +100,5 @@ func writeLazy(md *bytes.Buffer, d *report.Data, rawPath string) {
 			med(n, "local-ms"), med(n, "x-full-last"), first, at)
 	}
 	md.WriteString("\n")
+	return true
 }

@@ -68,7 +68,7 @@ func main() {
 	out := flag.String("out", "RESULTS.md", "report to write")
 	rawPath := flag.String("raw", "results/bench.txt", "where to keep the raw benchmark output")
 	reuse := flag.Bool("reuse", false, "do not run the suite; rebuild the report from -raw")
-	merge := flag.Bool("merge", false, "run only -bench and replace those benchmarks' rows in -raw, keeping the others")
+	merge := flag.Bool("merge", false, "run only -bench and replace those benchmarks' rows in -raw, keeping the others (the S3, Nexmark, flight and Kafka sections are rebuilt from their raw files, as with -reuse)")
 	profTime := flag.String("proftime", "3s", "-benchtime of each profiled workload (0 skips profiles)")
 	suiteArgs := flag.String("suiteargs", "", "more flags for the suite binary, space-separated (e.g. \"-restorerounds 1 -clrounds 30\")")
 	nxQueries := flag.String("nexmark", "all", "Nexmark queries of the Nexmark section (cmd/nexmark -query; empty: no section)")
@@ -296,17 +296,23 @@ func main() {
 	writeCheckpoints(&md, d)
 	writeTTLTimers(&md, d)
 	writeBatched(&md, d)
+	// A -merge run reruns only -bench: the job sections are rebuilt from their raw files.
+	keep := *reuse || *merge
 	if *s3 {
-		s3Section(&md, *reuse)
+		s3Section(&md, keep)
 	}
-	writeLazy(&md, d, *rawPath)
+	// The lazy restore rows run apart (-only lazy, into lazy.txt): a suite run that has none
+	// keeps that file's section.
+	if !writeLazy(&md, d, *rawPath) {
+		lazySection(&md, true, *count, *suiteArgs, filepath.Join(filepath.Dir(*rawPath), "lazy.txt"))
+	}
 	writeMemory(&md, d)
-	nexmarkSection(&md, *reuse)
+	nexmarkSection(&md, keep)
 	if *flight {
-		flightSection(&md, *reuse)
+		flightSection(&md, keep)
 	}
 	if *kafka {
-		kafkaSection(&md, *reuse)
+		kafkaSection(&md, keep)
 	}
 	writeSkips(&md, d)
 	writeBenchstat(&md, *rawPath)
