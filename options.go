@@ -115,9 +115,11 @@ type Options struct {
 	// (transforms of sealed segments into slices, compactions, evictions, uploads). 0 means
 	// the default, max(GOMAXPROCS/2, 1) (scheduler.DefaultWorkers). Must not be negative. A
 	// Store with checkpoint storage (Checkpoint.Storage) has one more goroutine that runs only
-	// uploads — checkpoint uploads, changelog persists, checkpoint GC — so that a checkpoint
+	// uploads — checkpoint and materialization uploads, checkpoint GC — so that a checkpoint
 	// does not wait behind the compactions queued before it (they come first by priority):
-	// its duration stays that of its own upload whatever the state's size.
+	// its duration stays that of its own upload whatever the state's size; with the changelog
+	// on (Checkpoint.Changelog), one more that runs only changelog persists, so that a write
+	// waiting for a persist does not wait behind an upload.
 	BackgroundWorkers int
 
 	// BackpressureTimeout bounds how long a write refused for memory waits for background work
@@ -158,7 +160,7 @@ type Options struct {
 	EvictionWatermark int64
 
 	// L0StopWrites is the number of L0 files of the LsmStore at which writes wait for an L0
-	// compaction to finish (at most BackpressureTimeout; counted in Stats as L0Stalls), so that
+	// compaction to finish (at most BackpressureTimeout; counted in Stats.Stalls.L0), so that
 	// evictions cannot outrun compaction and leave reads with many overlapping files.
 	// Default 12 (DefaultL0StopWrites). Must not be negative.
 	L0StopWrites int
@@ -171,7 +173,7 @@ type Options struct {
 	// process's soft RLIMIT_NOFILE at Open, between 16 and 1000 (lsm.DefaultMaxOpenFiles). A
 	// table open refused for want of descriptors (EMFILE) first closes the idle ones and
 	// tries again; background work that still fails for it is retried (see Store). Counted in
-	// Stats (OpenTables, TableCacheHits, TableCacheMisses). Ignored by a Store in memory only.
+	// Stats.LSM (OpenTables, TableCacheHits, TableCacheMisses, OutOfFiles). Ignored by a Store in memory only.
 	// Must not be negative.
 	MaxOpenFiles int
 

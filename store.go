@@ -381,7 +381,7 @@ func (s *Store) gcNow() time.Time {
 // each bucket's chain of slices is merged into one run, and the LsmStore is compacted into
 // its last level. Expired values, map entries and list elements of states with a TTL whose
 // Cleanup compacts (TTLCleanup) are dropped, or reduced to a tombstone where older data may
-// lie in a lower tier (counted in Stats.TTLCompactionEntries). The work runs on the calling
+// lie in a lower tier (counted in Stats.TTL.CompactionEntries). The work runs on the calling
 // goroutine after the background work queued so far, and takes as long as rewriting the state
 // does. Errors: ErrClosed, a sticky background failure, ErrMemoryBudget when a chain's merged
 // copy does not fit the budget beside it (that chain is left as it was), the LsmStore's I/O

@@ -123,7 +123,8 @@ const (
 )
 
 // TTLCleanup selects the cleanup of expired data besides reads, as the cleanup strategies of
-// Flink's StateTtlConfig. The zero value cleans up in compactions only.
+// Flink's StateTtlConfig. The zero value cleans up in compactions and in the background
+// sweep (ReclaimWithin 2 × TTL).
 type TTLCleanup struct {
 	// FullSnapshot leaves expired data out of checkpoints: the part of a native checkpoint
 	// that the Store writes from memory (its slices and FreshTable segments, "the memory
@@ -152,7 +153,7 @@ type TTLCleanup struct {
 	// default, as Flink's cleanupInRocksdbCompactFilter (on by default since Flink 1.14):
 	// memory compactions of slices and LSM compactions drop expired values and map entries
 	// (or turn them into tombstones where older data lies below) and rewrite list batches
-	// without their expired elements (Stats: TTLCompactionEntries, TTLCompactionBytes).
+	// without their expired elements (Stats.TTL: CompactionEntries, CompactionBytes).
 	NoCompaction bool
 	// QueryTimeAfterNumEntries is the number of the state's entries a compaction judges
 	// before it reads the clock again, as Flink's queryTimeAfterNumEntries. 0: 1000 (the
@@ -166,7 +167,7 @@ type TTLCleanup struct {
 	// and disk of expired values, map entries and list elements are reclaimed (a tombstone
 	// keeping the key stays where older data may lie below, until a compaction reaches the
 	// bottom), at a cost that follows the runs and files holding expired data, not the
-	// state's size (Stats: TTLSweep*, TTLExpiredPendingBytes). The bound holds from the
+	// state's size (Stats.TTL: Sweep*, ExpiredPendingBytes). The bound holds from the
 	// instant a value expires, or it was written if later, provided the Store is written to
 	// (or WaitBackground is called) at least every ReclaimWithin/5 — the sweep runs on the
 	// task's own calls, as every install does (a Store nobody calls does nothing) — and the
