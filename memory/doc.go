@@ -7,8 +7,9 @@
 //   - Region: one anonymous private mapping (mmap via golang.org/x/sys/unix on Linux), accounted
 //     to one Purpose. It holds bytes and 32-bit offsets only, never Go pointers, so the garbage
 //     collector neither scans it nor keeps anything alive through it.
-//   - Purpose: what a region is for (FreshTable data, FreshTable index, slices, block cache,
-//     timers, other); the Budget keeps one counter per purpose for metrics.
+//   - Purpose: what a region or a Charge is for (FreshTable data, FreshTable index, slices,
+//     block and row caches, timers, the changelog's buffers, operator state, other); the
+//     Budget keeps one counter per purpose for metrics.
 //   - Segment: a Region of a fixed size (2, 4, 8, 16, 32 or 64 MiB) handed out by a Pool; the unit in
 //     which the FreshTable fills, seals and recycles memory.
 //   - Free list: up to MaxFree returned segments a Pool keeps mapped for the next Get.

@@ -11,8 +11,8 @@ type Purpose uint8
 const (
 	PurposeFreshData     Purpose = iota // FreshTable data segments (from a Pool)
 	PurposeFreshIndex                   // FreshTable hash indices (Budget.Map)
-	PurposeSlice                        // SliceTable slices (later)
-	PurposeBlockCache                   // LSM block cache (later)
+	PurposeSlice                        // SliceTable slices (Budget.Map)
+	PurposeBlockCache                   // LSM block cache and row cache (Budget.Map)
 	PurposeOther                        // anything else
 	PurposeChangelog                    // changelog (DSTL) buffers on the Go heap (Budget.Charge)
 	PurposeOperatorState                // operator and broadcast state on the Go heap (Budget.Charge)
