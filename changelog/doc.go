@@ -217,7 +217,8 @@
 // # What is not promised
 //
 // Replay holds every fetched segment of a call in memory until it ends (records are sorted
-// across objects); there is no cross-call cache of objects yet. A Store restored from a
+// across objects). Across calls an object is fetched once only when the caller replays
+// through a Cache's Reader (cache.go); without one each call reads its own segments. A Store restored from a
 // checkpoint gets a new Log: its old handles come from the manifest, not from the Log. The
 // age part of PersistDue is as precise as the scheduler's polling. The Budget is charged in
 // 16 KiB granules per Log, so a Writer may be refused up to one granule per Log early.
