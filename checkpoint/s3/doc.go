@@ -8,12 +8,12 @@
 //
 //   - Name: a checkpoint object name (checkpoint.ValidateName), "<owner>/…".
 //   - Key: the S3 object key a name is stored under (below).
-//   - Attempt: one HTTP request; an operation is one or more attempts (Retries).
+//   - Attempt: one HTTP request; an operation is one or more attempts (Options.MaxAttempts).
 //
 // # Key layout
 //
-//	<prefix>/<spread>/<owner>/<rest of the name>    Options.Spread (the default)
-//	<prefix>/<owner>/<rest of the name>             without spread
+//	<prefix>/<spread>/<owner>/<rest of the name>    the default
+//	<prefix>/<owner>/<rest of the name>             Options.NoSpread
 //
 //	prefix   Options.Prefix, "" for none (then no leading "/")
 //	spread   4 lower-case hex digits: the high 16 bits of CRC32C (Castagnoli) of the owner,
