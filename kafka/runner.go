@@ -61,8 +61,8 @@ type Config struct {
 	// (BenchmarkRebalance). A Store closed before its prefetch finished is dropped with its
 	// directory, as every revoked or lost partition's is: the next owner restores from Storage.
 	FullRestore bool
-	// CheckpointInterval is how often a checkpoint is taken and the Kafka transaction
-	// committed with it (milliseconds of wall time). Default 1 s.
+	// CheckpointInterval is how often, in wall time, a checkpoint is taken and the Kafka
+	// transaction committed with it. Default 1 s.
 	CheckpointInterval time.Duration
 	// Retain is how many completed checkpoints each partition keeps (at least 2: the one the
 	// committed offset names must survive a checkpoint whose transaction did not commit).
