@@ -1,7 +1,8 @@
 // Package checkpoint is where Strata's checkpoints live: a Storage of immutable objects (an
 // object store, or a local directory through DirStorage), the manifest that commits a
 // checkpoint, and garbage collection by reachability. It imports only the standard library,
-// internal/base and internal/vfs; the engine's Store.Checkpoint and restore build on it.
+// internal/base, internal/vfs and internal/checkpointfs/hook (which hands its file-system
+// entry points to the module's own code); the engine's Store.Checkpoint and restore build on it.
 //
 // The design follows DESIGN §4 ("Storage protocol"), SlateDB's manifest and checkpoint RFCs
 // (0001, 0004: create-only manifests, writer epochs, GC by reachability with a grace period)
@@ -130,13 +131,13 @@
 // without opLen and the operator state (the object count follows the input position). Format
 // version 1 is version 2 without lastSeq (its fixed payload fields end at byte 40, the
 // registry length follows kg end) and without levels (flags bits 1..7 must be 0). Encode
-// writes only version 4; DecodeManifest reads all four, a version 1 manifest with LastSeq 0
+// writes version 4, or 5 (above); DecodeManifest reads all five, a version 1 manifest with LastSeq 0
 // and every Level 0, a version 1 or 2 one with no operator state (a restore sees no operator
 // state in it, as in a checkpoint of a Store that had none), a version 1 to 3 one without
 // timers.
 //
 // Checked in the order magic (base.ErrBadMagic; fewer than 8 bytes: base.ErrTruncated), header
-// size (base.ErrTruncated), version 1 to 4 (base.ErrFormatVersion), checksum type
+// size (base.ErrTruncated), version 1 to 5 (base.ErrFormatVersion), checksum type
 // (base.ErrChecksumType), reserved byte, length (base.ErrTruncated if the bytes end early),
 // CRC32C (base.ErrChecksum), then the payload (a field running past it: base.ErrTruncated; a
 // rule broken: base.ErrCorruption alone) — each a *base.CorruptionError naming the object and
@@ -147,7 +148,7 @@
 // byte after the last object. Every field has one fixed-width encoding, so a version 4
 // manifest that decodes re-encodes to the same bytes, and a version 1 to 3 one re-encodes to a
 // version 4 manifest that decodes to the same Manifest (FuzzManifestDecode checks both). The
-// golden files testdata/MANIFEST-v1 to MANIFEST-v4 pin the formats: a change needs a new
+// golden files testdata/MANIFEST-v1 to MANIFEST-v5 pin the formats: a change needs a new
 // version and a new golden file.
 //
 // # Writer fencing
