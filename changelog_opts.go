@@ -160,8 +160,9 @@ func (s *Store) ChangelogStats() ChangelogStats {
 // (PeriodicMaterializationManager) by hand: the state at the call becomes the base of later
 // changelog checkpoints, and the log before it is truncated when the next checkpoint after it
 // completes. A background materialization already running (cut before the call) is waited
-// for first. A failure counts in Stats (MaterializationFailures, LastMaterializationError)
-// and towards ChangelogOptions.MaxMaterializationFailures as a background one does.
+// for first. A failure counts in Stats.Changelog (MaterializationFailures,
+// LastMaterializationError) and towards ChangelogOptions.MaxMaterializationFailures as a
+// background one does.
 // Errors: ErrChangelogOff, ErrClosed, the materialization's (the storage's, ErrMemoryBudget),
 // a sticky background failure, ctx's (the materialization then goes on in the background).
 // Use from the Store's goroutine only.

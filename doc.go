@@ -14,11 +14,12 @@
 // States are registered by descriptor (a name unique per Store, a Codec per stored type) and
 // follow Flink's interfaces with Go idioms:
 //
-//	ValueState[T]        Get / Put / Clear                          (Flink ValueState)
+//	ValueState[T]        Get / Put / Clear / GetBatch / PutBatch     (Flink ValueState)
 //	ListState[T]         Add / AddAll / Update / Get / Clear /       (Flink ListState)
 //	                     MergeNamespaces
 //	MapState[UK, UV]     Get / Put / PutAll / Remove / Contains / IsEmpty /
-//	                     Iterator / Entries / Keys / Values / Clear  (Flink MapState)
+//	                     Iterator / Entries / Keys / Values / Clear / GetBatch
+//	                                                                 (Flink MapState)
 //	ReducingState[T]     Get / Add / Clear / MergeNamespaces         (Flink ReducingState)
 //	AggregatingState     Get / Add / Clear / MergeNamespaces         (Flink AggregatingState)
 //
