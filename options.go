@@ -127,9 +127,9 @@ type Options struct {
 	// (DefaultBackpressureTimeout). Must not be negative.
 	BackpressureTimeout time.Duration
 
-	// BlockCacheSize is the size in bytes of the LsmStore's block cache, mapped at Open through
-	// the memory budget (memory.PurposeBlockCache), so it is part of MemoryBudget, not added to
-	// it. 0 means the default, 1/32 of the budget's limit (DefaultBlockCacheDivisor; with a
+	// BlockCacheSize is the size in bytes of the LsmStore's block cache, mapped through the
+	// memory budget (memory.PurposeBlockCache) at Open, or, while the LsmStore is empty, once
+	// it first holds data, so it is part of MemoryBudget, not added to it. 0 means the default, 1/32 of the budget's limit (DefaultBlockCacheDivisor; with a
 	// SharedBudget, 1/32 of the shared limit per Store), less when the budget has too little room
 	// left for a segment beside it (see MemoryBudget); negative means no cache (every LSM
 	// read goes to its file). Ignored by a Store in memory only (dir ""). At least one block
@@ -142,8 +142,8 @@ type Options struct {
 	// engine.RowCacheMaxData; longer ones are not cached and are counted in
 	// Stats.Caches.RowTooLarge), so that the hot keys
 	// of a skewed read load over state larger than memory are served from memory, as
-	// RocksDB's row cache does. Mapped at Open through the memory budget (counted with the
-	// block cache, memory.PurposeBlockCache), so it is part of MemoryBudget. A write to a cached
+	// RocksDB's row cache does. Mapped through the memory budget with the block cache (and
+	// counted with it, memory.PurposeBlockCache), so it is part of MemoryBudget. A write to a cached
 	// key refreshes its copy (write-through), a clear drops it; lists and maps are not cached. 0 means the default, 3/32 of
 	// the budget's limit (DefaultRowCacheShare); negative means none. Ignored by a Store in
 	// memory only (dir ""). At least 1024 bytes (one set) when positive.

@@ -117,11 +117,12 @@ type Store struct {
 // message.
 //
 // Errors: ErrInvalidOptions (wrapped, naming the field) from opts.Validate; I/O errors from
-// creating dir; ErrMemoryBudget when the budget cannot hold the first segment and the block
-// cache; ErrCorruption as above; ErrIncompatibleStore when the stored state was written with
-// another MaxParallelism or key-group range; ErrLocked when another open Store, in this process
-// or another, has dir (a directory is locked from Open to Close). A damaged directory is left as
-// it was: Open deletes files only after a clean recovery.
+// creating dir; ErrMemoryBudget when the budget cannot hold the first segment and, when the
+// LsmStore already holds data, the block and row caches; ErrCorruption as above;
+// ErrIncompatibleStore when the stored state was written with another MaxParallelism or
+// key-group range; ErrLocked when another open Store, in this process or another, has dir (a
+// directory is locked from Open to Close). A damaged directory is left as it was: Open deletes
+// files only after a clean recovery.
 func Open(dir string, opts Options) (*Store, error) { return open(dir, opts, nil) }
 
 // open is Open with a hook that adjusts the engine's options (tests: a lower tier, eviction
