@@ -187,9 +187,10 @@ type Options struct {
 	// every P is busy. Set Clock to func() int64 { return time.Now().UnixMilli() } for the
 	// exact wall clock at ~25–60 ns per TTL operation. Tests drive it. It is called on the Store's goroutine and on its background workers
 	// (compactions and checkpoints clean up expired data by it), so it must be safe for
-	// concurrent use, and it should never go back (TTLConfig). Read per TTL operation only:
-	// a Store without TTL states never calls it but in background work, which reads it only
-	// for TTL states.
+	// concurrent use, and it should never go back (TTLConfig). Read per TTL operation only;
+	// besides, a Clock that is set is read once at Open and by each checkpoint garbage
+	// collection (the age of unreachable objects: CheckpointOptions.Grace), so a Store without
+	// TTL states calls it only then.
 	Clock func() int64
 
 	// Checkpoint configures checkpoints: where they go (Storage), the lineage's name (Owner),
