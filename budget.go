@@ -8,7 +8,7 @@ import "github.com/strata-db/strata/memory"
 type Budget = memory.Budget
 
 // NewBudget returns a Budget of limit bytes to share among stores through
-// Options.SharedBudget. limit must be positive (NewBudget panics otherwise) and at least one
-// segment (Options.SegmentSize) for Open to accept it. Stores never release it; it holds no
-// resources of its own. Safe for concurrent use.
+// Options.SharedBudget. limit must be positive (NewBudget panics otherwise) and at least
+// MinMemoryBudget(Options.SegmentSize) — a segment and its index — for Open to accept it.
+// Stores never release it; it holds no resources of its own. Safe for concurrent use.
 func NewBudget(limit int64) *Budget { return memory.NewBudget(limit) }
