@@ -70,8 +70,10 @@ func (k Key) KeyGroup() int { return int(k.kg) }
 // the key bytes, or the hash given to KeyWithHash).
 func (k Key) Hash() int32 { return k.hash }
 
-// Bytes returns the serialized key (aliased, not copied).
+// Bytes returns the serialized key, aliased, not copied: the slice given to Store.Key or
+// KeyWithHash (for a Timer's Key, the service's buffer, valid during the callback only).
 func (k Key) Bytes() []byte { return k.b }
 
-// Namespace returns the namespace (aliased, not copied); empty for the void namespace.
+// Namespace returns the namespace, aliased, not copied (the slice given to In); empty for the
+// void namespace.
 func (k Key) Namespace() []byte { return k.ns }
