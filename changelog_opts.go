@@ -67,10 +67,20 @@ func (w *ChangelogWriter) Close() { w.w.Close() }
 // on different goroutines.
 type ChangelogCache struct{ c *engine.ChangelogCache }
 
-// ChangelogCacheStats are a ChangelogCache's figures: objects fetched and their bytes, reads
-// served by an object another restore fetched (hits), evictions, and the entries and bytes
-// held on local disk now.
-type ChangelogCacheStats = engine.ChangelogCacheStats
+// ChangelogCacheStats are a ChangelogCache's figures since NewChangelogCache (counters) and
+// now (Entries, Bytes). A copy: reading it takes no lock of the cache.
+type ChangelogCacheStats struct {
+	// Fetches counts the objects fetched from checkpoint storage; FetchedBytes their bytes.
+	Fetches, FetchedBytes int64
+	// Hits counts object reads served by an entry another restore fetched or was fetching:
+	// the fetches the cache saved (FLINK-27155's duplicate downloads).
+	Hits int64
+	// Evictions counts the entries deleted, idle past the timeout or at Close.
+	Evictions int64
+	// Entries is the number of objects cached now, Bytes their bytes on local disk.
+	Entries int
+	Bytes   int64
+}
 
 // NewChangelogCache returns a ChangelogCache keeping its files in dir (created if missing;
 // files an earlier process left there are removed). idle is how long an object no restore
@@ -88,7 +98,7 @@ func NewChangelogCache(dir string, idle time.Duration) (*ChangelogCache, error) 
 }
 
 // Stats returns the cache's figures.
-func (c *ChangelogCache) Stats() ChangelogCacheStats { return c.c.Stats() }
+func (c *ChangelogCache) Stats() ChangelogCacheStats { return ChangelogCacheStats(c.c.Stats()) }
 
 // Close deletes the cached files; those a restore still reads go when it ends. Restores
 // started after Close fail to read the changelog. Errors: a failure to remove a file.
@@ -142,8 +152,46 @@ func (c *ChangelogOptions) validate() error {
 	return nil
 }
 
-// ChangelogStats describes a Store's changelog (Store.ChangelogStats).
-type ChangelogStats = engine.ChangelogStats
+// ChangelogStats describes a Store's changelog now (Store.ChangelogStats): its generations
+// (as Flink's changelog backend, one per materialization cut: the log after it), its
+// materializations and their failures, and the sizes the space-amplification cap compares.
+// Counters run since Open or Restore; a Store with the changelog off has Enabled false and
+// every other field zero. The per-class CPU and bytes of persists and materializations are in
+// Stats.Background, the records and bytes logged in Stats.Changelog.
+type ChangelogStats struct {
+	// Enabled is false when the changelog is off (Options.Checkpoint.Changelog nil).
+	Enabled bool
+	// Generations is the number of generations not yet truncated: 1 at rest; 2 or more while
+	// a materialization is newer than the last completed checkpoint's base (the older one
+	// and the log after it stay listed until a completed checkpoint is based on the newer).
+	// Handles is the number of log segments they hold that a persist has stored.
+	Generations, Handles int
+	// LogBytes estimates the record bytes appended since the last materialization cut: what a
+	// restore would replay on top of the materialization (bytes).
+	LogBytes int64
+	// Materializations counts the durable materializations, MaterializationFailures the
+	// failed ones (a failure of the checkpoint storage that may pass is retried).
+	Materializations, MaterializationFailures int64
+	// MaterializedSeq is the sequence number of the newest durable materialization's cut
+	// (0: none yet).
+	MaterializedSeq uint64
+	// MaterializationRunning is true while a materialization uploads.
+	MaterializationRunning bool
+	// MaterializationFailing is true once ChangelogOptions.MaxMaterializationFailures
+	// materializations in a row have failed, until one is durable again (Flink's
+	// materialization.max-allowed-failures; here nothing stops: the local state does not need
+	// the checkpoint storage).
+	MaterializationFailing bool
+	// Persists counts the background persists of the log submitted.
+	Persists int64
+	// LiveStateBytes is the live state's size the SpaceAmplificationCap compares with: the
+	// FreshTable's data bytes, the SliceTable's memory and the LsmStore's table bytes, now
+	// (bytes). MaterializedBytes is the newest durable materialization's table bytes (0:
+	// none).
+	LiveStateBytes, MaterializedBytes int64
+	// LastError is the last failure of a persist or a materialization, nil if none.
+	LastError error
+}
 
 // ChangelogStats returns the figures of the Store's changelog (Enabled false when off).
 func (s *Store) ChangelogStats() ChangelogStats {
@@ -152,7 +200,7 @@ func (s *Store) ChangelogStats() ChangelogStats {
 	}
 	s.enter(opCall)
 	defer s.exit()
-	return s.e.ChangelogStats()
+	return ChangelogStats(s.e.ChangelogStats())
 }
 
 // Materialize takes a materialization of the changelog now and returns once it is durable or
