@@ -3,6 +3,8 @@ package statetool
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -34,12 +36,16 @@ func raw(v any) json.RawMessage {
 	return b
 }
 
+// ErrNoState is Dump's error when its state names no state or timer service of the
+// checkpoint (exit status 1): a misspelt -state would otherwise print no entry and pass.
+var ErrNoState = errors.New("no such state or timer service")
+
 // Dump prints the meta, logical entries and timers of key groups kgs of checkpoint id of
 // owner in st (one state's or timer service's if state is not empty) as JSON lines to w
 // (package doc). A canonical savepoint is read block by block; any other checkpoint or
 // savepoint is restored into a temporary directory and written as a canonical savepoint there
-// first. Errors: checkpoint.ErrNotFound, ErrCorruption naming the object (strata's), the
-// storage's, w's.
+// first. Errors: ErrNoState, checkpoint.ErrNotFound, ErrCorruption naming the object
+// (strata's), the storage's, w's.
 func Dump(ctx context.Context, st checkpoint.Storage, owner string, id uint64, kgs checkpoint.KeyGroupRange, state string, w io.Writer) error {
 	m, err := checkpoint.ReadManifest(ctx, st, owner, id)
 	if err != nil {
@@ -97,6 +103,13 @@ func Dump(ctx context.Context, st checkpoint.Storage, owner string, id uint64, k
 				ml.States = append(ml.States, stateLine{Name: s.Name, Kind: s.Kind.String(), TTL: s.TTL, Codecs: s.Codecs})
 			}
 		}
+	}
+	if state != "" && !seen[state] {
+		names := make([]string, len(ml.States))
+		for i, s := range ml.States {
+			names[i] = s.Name
+		}
+		return fmt.Errorf("%w: %q (checkpoint %d of %q has %q)", ErrNoState, state, id, owner, names)
 	}
 	enc := json.NewEncoder(w)
 	if err := enc.Encode(map[string]any{"meta": ml}); err != nil {

@@ -15,6 +15,10 @@
 //	strata-state write  -dir SRC -owner OWNER -id N [-in FILE]
 //	                    a canonical savepoint from JSON lines (stdin by default)
 //
+// Exit status: 0, 1 on any failure (damage, a missing checkpoint, a -state the checkpoint does
+// not register: ErrNoState), 2 on a bad command line (ErrUsage, followed by every flag's help);
+// `strata-state CMD -h` prints the usage and every flag's help and exits 0.
+//
 // SRC is a directory (checkpoint.DirStorage) or, with the S3-enabled build, an S3-compatible
 // bucket "s3://bucket/prefix?endpoint=http://…" (package checkpoint/s3; credentials from
 // AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY).
@@ -106,14 +110,22 @@ func command(args []string, stdin io.Reader, stdout io.Writer, open Opener) erro
 		return ErrUsage
 	}
 	fl := flag.NewFlagSet(args[0], flag.ContinueOnError)
-	fl.SetOutput(io.Discard)
+	var help strings.Builder // the flag package's message and the flags' help
+	fl.SetOutput(&help)
 	dir := fl.String("dir", "", "the checkpoint storage: a directory, or s3://bucket/prefix?endpoint=… (S3-enabled build)")
 	owner := fl.String("owner", "", "the lineage")
 	id := fl.Uint64("id", 0, "the checkpoint id (0: the newest; write: required)")
 	kgFlag := fl.String("kg", "", "dump: the key groups A-B (default: all)")
 	state := fl.String("state", "", "dump: one state or timer service (default: all)")
 	in := fl.String("in", "", "write: the file of JSON lines (default: standard input)")
-	if err := fl.Parse(args[1:]); err != nil || *dir == "" || *owner == "" || fl.NArg() != 0 {
+	if err := fl.Parse(args[1:]); errors.Is(err, flag.ErrHelp) {
+		// -h: the usage and every flag's help on standard output, exit 0.
+		_, err := fmt.Fprintf(stdout, "%v\n%s", ErrUsage, help.String())
+		return err
+	} else if err != nil {
+		return fmt.Errorf("%w\n%s", ErrUsage, strings.TrimRight(help.String(), "\n"))
+	}
+	if *dir == "" || *owner == "" || fl.NArg() != 0 {
 		return ErrUsage
 	}
 	kgs := checkpoint.KeyGroupRange{Start: 0, End: 1<<16 - 1}

@@ -101,6 +101,18 @@ func TestInfoVerify(t *testing.T) {
 	if rc := run([]string{"list"}, &out, &errb); rc != 2 {
 		t.Fatalf("bad usage: exit %d", rc)
 	}
+	// -h prints every flag's help on standard output and exits 0; an unknown flag exits 2
+	// with the flags' help after the usage line.
+	out.Reset()
+	if rc := run([]string{"dump", "-h"}, &out, &errb); rc != 0 || !strings.Contains(out.String(), "-state") ||
+		!strings.Contains(out.String(), "one state or timer service") {
+		t.Fatalf("dump -h: exit %d: %q", rc, out.String())
+	}
+	errb.Reset()
+	if rc := run([]string{"info", "-nosuch"}, &out, &errb); rc != 2 || !strings.Contains(errb.String(), "-nosuch") ||
+		!strings.Contains(errb.String(), "-owner") {
+		t.Fatalf("unknown flag: exit %d: %q", rc, errb.String())
+	}
 	if rc := run([]string{"info", "-dir", ckDir, "-owner", "nobody"}, &out, &errb); rc != 1 {
 		t.Fatalf("missing lineage: exit %d", rc)
 	}
@@ -142,10 +154,16 @@ func TestDump(t *testing.T) {
 			t.Fatalf("key group %v in dump of 64-127", kg)
 		}
 	}
-	if n := len(count(ckDir, owner, "-state", "nothing")); n != 1 {
-		t.Fatalf("dump of another state: %d lines", n)
+	if n := len(count(ckDir, owner, "-state", "count")); n != 1001 {
+		t.Fatalf("dump of state count: %d lines", n)
 	}
+	// A state the checkpoint does not register fails, naming the ones it does, instead of
+	// printing the meta line alone.
 	var out, errb bytes.Buffer
+	if rc := run([]string{"dump", "-dir", ckDir, "-owner", owner, "-state", "nothing"}, &out, &errb); rc != 1 ||
+		!strings.Contains(errb.String(), ErrNoState.Error()) || !strings.Contains(errb.String(), `"count"`) {
+		t.Fatalf("dump of an unknown state: exit %d: %q", rc, errb.String())
+	}
 	if rc := run([]string{"dump", "-dir", ckDir, "-owner", owner, "-kg", "9"}, &out, &errb); rc != 2 {
 		t.Fatalf("bad -kg: exit %d", rc)
 	}
