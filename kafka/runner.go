@@ -267,7 +267,10 @@ func New(cfg Config) (*Runner, error) {
 	return &Runner{cfg: cfg, parts: map[int32]*partState{}}, nil
 }
 
-func (r *Runner) owner(p int32) string { return fmt.Sprintf("%s-p%05d", r.cfg.Job, p) }
+func (r *Runner) owner(p int32) string { return partitionOwner(r.cfg.Job, p) }
+
+// partitionOwner is the checkpoint owner (lineage) of job's Store for input partition p.
+func partitionOwner(job string, p int32) string { return fmt.Sprintf("%s-p%05d", job, p) }
 
 // Stats returns a copy of the runner's counters.
 func (r *Runner) Stats() Stats {
@@ -907,7 +910,7 @@ func CommittedCheckpoint(ctx context.Context, cl *kgo.Client, cfg Config, p int3
 	if md == "" {
 		return h, off, false, fmt.Errorf("%w: group %q committed offset %d of %s/%d without a checkpoint", ErrForeignCheckpoint, cfg.Group, off, cfg.InputTopic, p)
 	}
-	h, err = committedCheckpoint(ctx, &cfg, fmt.Sprintf("%s-p%05d", cfg.Job, p), p, off, md)
+	h, err = committedCheckpoint(ctx, &cfg, partitionOwner(cfg.Job, p), p, off, md)
 	return h, off, err == nil, err
 }
 
