@@ -504,7 +504,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}
-	eo, err := engineOptions(dir, &opts, nil)
+	eo, err := engineOptions(dir, &opts)
 	if err != nil {
 		return nil, err
 	}

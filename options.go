@@ -201,6 +201,11 @@ type Options struct {
 	// fs is the file system the Store's files go through: engine.DefaultFS() unless a test sets
 	// MemFS or FaultFS (package-internal).
 	fs engine.FS
+	// adjust, when not nil, changes the engine's options last, per Store (engineOptions: Open
+	// and Restore): package-internal, for tests that set the engine's knobs (a lower tier,
+	// eviction settings, the bulk replay's and the lazy tail's; engine.Options, "Test knobs")
+	// without a process-wide switch. Nil for every user.
+	adjust func(*engine.Options)
 }
 
 // Validate reports whether the options are valid, returning an error that wraps

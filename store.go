@@ -123,11 +123,7 @@ type Store struct {
 // key-group range; ErrLocked when another open Store, in this process or another, has dir (a
 // directory is locked from Open to Close). A damaged directory is left as it was: Open deletes
 // files only after a clean recovery.
-func Open(dir string, opts Options) (*Store, error) { return open(dir, opts, nil) }
-
-// open is Open with a hook that adjusts the engine's options (tests: a lower tier, eviction
-// settings, bucket bits).
-func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err error) {
+func Open(dir string, opts Options) (s *Store, err error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -137,7 +133,7 @@ func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err
 			return nil, fmt.Errorf("%w: %q (%s is present)", ErrRestoreIncomplete, dir, engine.RestoringMarker)
 		}
 	}
-	eo, err := engineOptions(dir, &opts, adjust)
+	eo, err := engineOptions(dir, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -184,9 +180,9 @@ func open(dir string, opts Options, adjust func(*engine.Options)) (s *Store, err
 
 // engineOptions returns the engine's options for a Store over dir with opts (defaults
 // applied; Open, Restore), its budget in Budget: opts.SharedBudget or a new one of
-// opts.MemoryBudget. adjust, when not nil, changes them last (tests). Errors:
+// opts.MemoryBudget. opts.adjust, when not nil, changes them last (tests). Errors:
 // ErrInvalidOptions from the changelog's options.
-func engineOptions(dir string, opts *Options, adjust func(*engine.Options)) (engine.Options, error) {
+func engineOptions(dir string, opts *Options) (engine.Options, error) {
 	budget := opts.SharedBudget
 	if budget == nil {
 		budget = memory.NewBudget(opts.MemoryBudget)
@@ -215,8 +211,8 @@ func engineOptions(dir string, opts *Options, adjust func(*engine.Options)) (eng
 		return eo, err
 	}
 	eo.Changelog = clo
-	if adjust != nil {
-		adjust(&eo)
+	if opts.adjust != nil {
+		opts.adjust(&eo)
 	}
 	return eo, nil
 }

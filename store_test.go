@@ -4,9 +4,22 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/strata-db/strata/internal/engine"
 )
 
 // Tests of the Store's own calls (store.go) beside its states: Discard and WaitBackground.
+
+// open is Open with adjust changing the engine's options after opts.adjust (tests: a lower
+// tier, eviction settings, bucket bits; either may be nil).
+func open(dir string, opts Options, adjust func(*engine.Options)) (*Store, error) {
+	if first := opts.adjust; first != nil && adjust != nil {
+		opts.adjust = func(eo *engine.Options) { first(eo); adjust(eo) }
+	} else if adjust != nil {
+		opts.adjust = adjust
+	}
+	return Open(dir, opts)
+}
 
 // TestDiscard: Discard drops what the last Close did not persist, frees the budget, releases
 // the directory's lock and leaves the Store closed; Open recovers the last Close's state.
