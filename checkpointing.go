@@ -529,7 +529,7 @@ func Restore(dir string, opts Options, storage checkpoint.Storage, handles ...Ch
 		s.restored = append(s.restored, handles[i])
 	}
 	s.restoredOwn = r.RestoredOwn
-	s.restoreStats = RestoreStats(r.Stats)
+	s.restoreStats = restoreStatsOf(r.Stats)
 	ops := r.Ops
 	if len(ops.States) == 0 {
 		ops = nil
@@ -595,6 +595,15 @@ type LazyRestoreStats struct {
 	Promoted int64
 	// Done is true once every file is local and the directory complete.
 	Done bool
+}
+
+// restoreStatsOf returns the RestoreStats of the engine's st: every field of the same name
+// (TestRestoreStatsOf checks that none is left out); BulkFiles and BulkParallelBatches are
+// read live by Store.RestoreStats.
+func restoreStatsOf(st engine.RestoreStats) RestoreStats {
+	return RestoreStats{Bytes: st.Bytes, Tables: st.Tables, Linked: st.Linked, Copied: st.Copied, Skipped: st.Skipped,
+		ChangelogRecords: st.ChangelogRecords, ChangelogSkipped: st.ChangelogSkipped, Timers: st.Timers,
+		CanonicalEntries: st.CanonicalEntries, TablesTime: st.TablesTime, ReplayTime: st.ReplayTime, PersistTime: st.PersistTime}
 }
 
 // RestoreStats returns what Restore did to create the Store (zero for a Store from Open),

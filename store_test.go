@@ -3,6 +3,7 @@ package strata
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/strata-db/strata/internal/engine"
@@ -19,6 +20,23 @@ func open(dir string, opts Options, adjust func(*engine.Options)) (*Store, error
 		opts.adjust = adjust
 	}
 	return Open(dir, opts)
+}
+
+// TestRestoreStatsOf: every field of the engine's RestoreStats reaches the root's field of the
+// same name (restoreStatsOf copies them one by one, so a new field must be added there).
+func TestRestoreStatsOf(t *testing.T) {
+	var st engine.RestoreStats
+	v := reflect.ValueOf(&st).Elem()
+	for i := range v.NumField() {
+		v.Field(i).SetInt(int64(i + 1))
+	}
+	got := reflect.ValueOf(restoreStatsOf(st))
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Name
+		if f := got.FieldByName(name); !f.IsValid() || f.Int() != int64(i+1) {
+			t.Errorf("RestoreStats.%s: %v, want %d", name, f, i+1)
+		}
+	}
 }
 
 // TestDiscard: Discard drops what the last Close did not persist, frees the budget, releases

@@ -55,7 +55,9 @@ type RestoreSpec struct {
 	ChangelogCache *ChangelogCache
 }
 
-// RestoreStats describes what Restore did (the root's strata.RestoreStats, field for field).
+// RestoreStats describes what Restore did (the root's strata.RestoreStats, whose fields of the
+// same names mean the same; its BulkFiles and BulkParallelBatches come from
+// Engine.BulkReplayed whenever asked, since a lazy tail installs after Restore returns).
 type RestoreStats struct {
 	Bytes                               int64
 	Tables, Linked, Copied, Skipped     int
@@ -63,9 +65,6 @@ type RestoreStats struct {
 	Timers                              int
 	CanonicalEntries                    int64
 	TablesTime, ReplayTime, PersistTime time.Duration
-	// BulkFiles and BulkParallelBatches are not filled here: the root reads them from
-	// BulkReplayed whenever asked, since a lazy tail installs after Restore returns.
-	BulkFiles, BulkParallelBatches int64
 }
 
 // Restored is a restored Store's engine and what the root wraps it with.
