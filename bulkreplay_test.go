@@ -56,14 +56,13 @@ func bulkReplaySource(t *testing.T, r *modelRun, tail int) (CheckpointHandle, *m
 
 // TestBulkReplayMatchesApply: a changelog restore that applies the log tail in bulk (sorted,
 // resolved, written as L0 files; engine bulk.go) reads exactly as one that replays it through
-// Apply, and both as the model at the checkpoint's cut — for random logs of every write kind
+// Apply (engine.Options.ReplayByApply), and both as the model at the checkpoint's cut — for random logs of every write kind
 // over state below them in the restored tables, with TTL values and clock jumps, into all the
 // key groups and into sub-ranges (rescaling), one of them all in the lower half of the key
 // groups. Every bulk restore splits its tail into parts by key-group range written at once
-// (invariant 30; the split threshold lowered to these small tails) and the test checks that it
+// (invariant 30; engine.Options.BulkParallelMin lowered to these small tails) and the test checks that it
 // did.
 func TestBulkReplayMatchesApply(t *testing.T) {
-	defer engine.BulkReplayParallelMin(engine.BulkReplayParallelMin(1))
 	for seed := range uint64(3) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			root := t.TempDir()
@@ -87,9 +86,8 @@ func TestBulkReplayMatchesApply(t *testing.T) {
 					o := opts
 					o.KeyGroups = kg
 					o.Checkpoint.Owner = fmt.Sprintf("restored-%d-%v", ki, byApply)
-					prev := engine.ReplayByApply(byApply)
+					o.adjust = func(eo *engine.Options) { eo.ReplayByApply, eo.BulkParallelMin = byApply, 1 }
 					s, err := Restore(filepath.Join(root, o.Checkpoint.Owner), o, st, h2)
-					engine.ReplayByApply(prev)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -119,7 +117,6 @@ func TestBulkReplayMatchesApply(t *testing.T) {
 // (into a new directory, from what the crash left on the file system) gives the checkpoint's
 // state. The replay writes its tail in parts at once (invariant 30), as the test checks.
 func TestBulkReplayCrash(t *testing.T) {
-	defer engine.BulkReplayParallelMin(engine.BulkReplayParallelMin(1))
 	mem := vfs.NewMem()
 	fault := vfs.NewFaultFS(mem)
 	st, err := checkpointfs.NewDirStorage(fault, "/ck")
@@ -132,6 +129,7 @@ func TestBulkReplayCrash(t *testing.T) {
 	r := &modelRun{t: t, w: crashWorkloadDef(false), rng: rand.New(rand.NewPCG(9, 24)), m: newModel(), dir: "/db",
 		opts: opts, adjust: adjust, fault: fault}
 	h2, want := bulkReplaySource(t, r, 1500)
+	opts.adjust = func(eo *engine.Options) { eo.BulkParallelMin = 1 } // the restores' tails split into parts
 
 	// restore runs Restore of h2 into dir over a crash clone of from; at the n-th write from
 	// the start (0: none) the process dies. It returns the file system, the restore's error

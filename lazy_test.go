@@ -381,9 +381,8 @@ func (r *remoteStorage) waitStarted(t *testing.T, n int) []string {
 // promoted file's fetch is retried while reads of it go on; every read matches the model
 // before, during and after.
 func TestLazyRestorePromotion(t *testing.T) {
-	defer func(n int) { engine.RemotePrefetchLanes = n }(engine.RemotePrefetchLanes)
-	engine.RemotePrefetchLanes = 1
 	e, h, m := lazySource(t, vfs.Default(), t.TempDir())
+	e.opts.adjust = func(eo *engine.Options) { eo.RemotePrefetchLanes = 1 }
 	rs := &remoteStorage{Storage: e.st, hold: make(chan struct{})}
 	r, _ := e.restoreLazy(rs, h)
 	defer r.st.s.Close()

@@ -18,17 +18,17 @@ import (
 	"github.com/strata-db/strata/internal/vfs"
 )
 
-// tailGate holds the lazy tail's driver (engine.SetTailHook) until open is called, or until a
-// long timeout so that a test whose read waits for the tail too early fails instead of hanging.
+// tailGate holds the lazy tail's driver (hook, the restore's engine.Options.TailHook) until
+// open is called, or until a long timeout so that a test whose read waits for the tail too
+// early fails instead of hanging.
 type tailGate struct {
 	ready, hold chan struct{}
 	released    atomic.Bool
-	prev        func()
+	held        atomic.Bool // the driver reached hook
 }
 
 func newTailGate() *tailGate {
 	g := &tailGate{ready: make(chan struct{}), hold: make(chan struct{})}
-	g.prev = engine.SetTailHook(func() { <-g.hold })
 	go func() {
 		select {
 		case <-g.ready:
@@ -41,9 +41,16 @@ func newTailGate() *tailGate {
 	return g
 }
 
-// open lets the driver go (after a short delay); restore puts the previous hook back.
-func (g *tailGate) open()    { close(g.ready) }
-func (g *tailGate) restore() { engine.SetTailHook(g.prev) }
+// open lets the driver go (after a short delay); hook holds it until then.
+func (g *tailGate) open() { close(g.ready) }
+func (g *tailGate) hook() { g.held.Store(true); <-g.hold }
+
+// lazyTail is the engine adjustment (Options.adjust) of these tests' restores: the changelog
+// tail lazy (engine.Options.LazyTail) without lazy tables, split into parts even when small
+// (BulkParallelMin 1, invariant 30), and hook (nil: none) run first by its driver.
+func lazyTail(hook func()) func(*engine.Options) {
+	return func(eo *engine.Options) { eo.LazyTail, eo.BulkParallelMin, eo.TailHook = true, 1, hook }
+}
 
 // lazyTailSetup is TestBulkReplayMatchesApply's source: a changelog checkpoint 2 over a
 // native checkpoint 1, its tail of every write kind, and the model at its cut.
@@ -78,8 +85,6 @@ func lazyTailSetup(t *testing.T, seed uint64) (root string, st checkpoint.Storag
 // tail. Seed 1 restores with one background worker, which the driver holds: its parts take
 // no other lane (forEachInTask).
 func TestLazyTail(t *testing.T) {
-	defer engine.BulkReplayParallelMin(engine.BulkReplayParallelMin(1))
-	defer engine.LazyTail(engine.LazyTail(true))
 	ctx := context.Background()
 	for seed := range uint64(2) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -93,10 +98,10 @@ func TestLazyTail(t *testing.T) {
 						o.BackgroundWorkers = 1
 					}
 					g := newTailGate()
+					o.adjust = lazyTail(g.hook)
 					s, err := Restore(filepath.Join(root, o.Checkpoint.Owner), o, st, h2)
 					if err != nil {
 						g.open()
-						g.restore()
 						t.Fatal(err)
 					}
 					what := fmt.Sprintf("key groups %v, checkpoint %v", kg, ckpt)
@@ -131,10 +136,9 @@ func TestLazyTail(t *testing.T) {
 							t.Fatalf("%s: the checkpoint was cut before the tail was installed", what)
 						}
 						s.Discard()
-						prev := engine.LazyTail(false)
 						o.Checkpoint.Owner += "-again"
+						o.adjust = func(eo *engine.Options) { eo.BulkParallelMin = 1 } // synchronous
 						s, err = Restore(filepath.Join(root, o.Checkpoint.Owner), o, st, h3)
-						engine.LazyTail(prev)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -145,13 +149,12 @@ func TestLazyTail(t *testing.T) {
 					err = rr.st.checkOwned(rr.m)
 					ts := s.e.TailStats()
 					released := g.released.Load()
-					g.restore()
 					s.Close()
 					if err != nil {
 						t.Fatalf("%s: %v", what, err)
 					}
-					if !released {
-						t.Fatalf("%s: the reads returned before the tail was installed", what)
+					if !released || !g.held.Load() {
+						t.Fatalf("%s: the reads returned before the tail was installed (the driver held: %v)", what, g.held.Load())
 					}
 					if !ckpt && (ts.Pending || ts.Files < 2 || ts.Waited == 0 || ts.Applied+ts.Skipped != ts.Records) {
 						t.Fatalf("%s: tail %+v: want installed in parts, waited for, every record counted", what, ts)
@@ -168,8 +171,6 @@ func TestLazyTail(t *testing.T) {
 // the directory keeps its RESTORING marker, before (a crash right after Restore) and after the
 // failure; restoring the checkpoint again gives its state (nothing lost).
 func TestLazyTailFailure(t *testing.T) {
-	defer engine.BulkReplayParallelMin(engine.BulkReplayParallelMin(1))
-	defer engine.LazyTail(engine.LazyTail(true))
 	mem := vfs.NewMem()
 	fault := vfs.NewFaultFS(mem)
 	st, err := checkpointfs.NewDirStorage(fault, "/ck")
@@ -186,13 +187,12 @@ func TestLazyTailFailure(t *testing.T) {
 	o := opts
 	o.Checkpoint.Owner = "restored"
 	g := newTailGate()
-	defer g.restore()
-	engine.SetTailHook(func() {
+	o.adjust = lazyTail(func() {
 		// A full disk for the restored Store's table files, from the driver's first file on.
 		fault.Inject(vfs.Fault{Ops: 1 << vfs.OpCreate, Sticky: true, Err: syscall.ENOSPC, Path: func(p string) bool {
 			return strings.HasPrefix(p, "/restored/lsm/") && strings.HasSuffix(p, ".sst")
 		}})
-		<-g.hold
+		g.hook()
 	})
 	s, err := Restore("/restored", o, st, h2)
 	if err != nil {
@@ -227,7 +227,7 @@ func TestLazyTailFailure(t *testing.T) {
 	if _, err := Open("/restored", Options{MaxParallelism: o.MaxParallelism, fs: fault}); !errors.Is(err, ErrRestoreIncomplete) {
 		t.Fatalf("Open after the tail failed: %v, want ErrRestoreIncomplete", err)
 	}
-	engine.SetTailHook(nil)
+	o.adjust = lazyTail(nil)
 	o.Checkpoint.Owner = "again"
 	s, err = Restore("/again", o, st, h2)
 	if err != nil {
@@ -248,18 +248,16 @@ func TestLazyTailFailure(t *testing.T) {
 // the driver is dropped if it did not start) installs nothing and leaves the directory
 // refused (ErrRestoreIncomplete: invariant 36).
 func TestLazyTailClose(t *testing.T) {
-	defer engine.BulkReplayParallelMin(engine.BulkReplayParallelMin(1))
-	defer engine.LazyTail(engine.LazyTail(true))
 	root, st, opts, r, h2, want := lazyTailSetup(t, 7)
 	for _, discard := range []bool{false, true} {
 		o := opts
 		o.Checkpoint.Owner = fmt.Sprintf("close-%v", discard)
 		dir := filepath.Join(root, o.Checkpoint.Owner)
 		g := newTailGate()
+		o.adjust = lazyTail(g.hook)
 		s, err := Restore(dir, o, st, h2)
 		if err != nil {
 			g.open()
-			g.restore()
 			t.Fatal(err)
 		}
 		rr := &modelRun{t: t, w: r.w, rng: rand.New(rand.NewPCG(7, 99)), m: want.clone(), now: r.now}
@@ -283,7 +281,6 @@ func TestLazyTailClose(t *testing.T) {
 			err = s.Close()
 		}
 		released := g.released.Load()
-		g.restore()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,10 +9,10 @@ import (
 )
 
 // TestSavepointCanonicalBulk: a canonical savepoint restores in bulk (engine.BulkLoad: L0
-// files, no Apply) into a fresh Store, and through Apply when ReplayByApply forces it; both
-// read as the model, and as each other, and writes after the bulk restore are newer than the
-// restored entries (engine invariant 24): the model still holds after more writes and a
-// push down through every tier.
+// files, no Apply) into a fresh Store, and through Apply when engine.Options.ReplayByApply
+// forces it; both read as the model, and as each other, and writes after the bulk restore are
+// newer than the restored entries (engine invariant 24): the model still holds after more
+// writes and a push down through every tier.
 func TestSavepointCanonicalBulk(t *testing.T) {
 	ctx := context.Background()
 	const maxP = 128
@@ -39,15 +39,15 @@ func TestSavepointCanonicalBulk(t *testing.T) {
 	if n := bulk.st.s.RestoreStats().BulkFiles; n == 0 {
 		t.Fatal("the canonical restore wrote no L0 file in bulk")
 	}
-	prev := engine.ReplayByApply(true)
+	e.opts.adjust = func(eo *engine.Options) { eo.ReplayByApply = true }
 	applied, err := e.restoreFrom(sp, nil, NoClaim, h)
-	engine.ReplayByApply(prev)
+	e.opts.adjust = nil
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer applied.st.s.Close()
 	if n := applied.st.s.RestoreStats().BulkFiles; n != 0 {
-		t.Fatalf("ReplayByApply: %d L0 files written in bulk", n)
+		t.Fatalf("engine.Options.ReplayByApply: %d L0 files written in bulk", n)
 	}
 	if bulk.st.s.RestoreStats().CanonicalEntries != applied.st.s.RestoreStats().CanonicalEntries {
 		t.Fatalf("canonical entries: bulk %d, Apply %d", bulk.st.s.RestoreStats().CanonicalEntries, applied.st.s.RestoreStats().CanonicalEntries)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/strata-db/strata"
 	"github.com/strata-db/strata/checkpoint"
-	"github.com/strata-db/strata/internal/engine"
 )
 
 // Checkpoints with the changelog on and off, in one run, on the value state of
@@ -58,16 +57,15 @@ import (
 // A Restore leaf restores the last checkpoint of its Checkpoint row (or of a state loaded and
 // checkpointed once, if that row did not run), into a Store with the same changelog setting,
 // max(b.N, -restorerounds) times, and reports restore-ms (median) and the changelog records
-// replayed; x-off (on row) is restore-ms over the off row's. With -clapply a changelog=apply
-// row restores the on row's checkpoint replaying its log tail through the write path record by
-// record (the replay before the bulk one, engine.ReplayByApply), in the same run: benchstat
-// -col /changelog compares it with the on row.
+// replayed; x-off (on row) is restore-ms over the off row's. The bulk replay against the
+// replay through the write path record by record (the replay before it) is the root's
+// BenchmarkChangelogRestorePath: the switch between them is a per-engine setting no public
+// option reaches.
 
 var (
 	flagClRounds   = flag.Int("clrounds", 20, "checkpoints per BenchmarkChangelogCheckpoint leaf (at least; b.N if larger)")
 	flagClInterval = flag.Duration("clinterval", time.Second, "time between checkpoints in BenchmarkChangelogCheckpoint")
 	flagClCap      = flag.Float64("clcap", 1.5, "ChangelogOptions.SpaceAmplificationCap of the changelog=on rows")
-	flagClApply    = flag.Bool("clapply", false, "BenchmarkChangelogRestore: also a changelog=apply row (the on row's restore replaying through Apply)")
 )
 
 // clState is one (size, changelog) Store of these benchmarks and its last checkpoint.
@@ -344,15 +342,6 @@ func BenchmarkChangelogRestore(b *testing.B) {
 					st.closeStore(b)
 					benchChangelogRestore(b, st, true)
 				})
-				if *flagClApply {
-					b.Run("changelog=apply", func(b *testing.B) {
-						st := clOpen(b, c, true)
-						st.closeStore(b)
-						prev := engine.ReplayByApply(true)
-						defer engine.ReplayByApply(prev)
-						benchChangelogRestore(b, st, false)
-					})
-				}
 			})
 		})
 	}

@@ -23,18 +23,10 @@ const (
 // maxBulkParts bounds the parts one batch is split into (invariant 30).
 const maxBulkParts = 8
 
-// bulkParallelMin is the fewest records of a batch that a bulk replay splits into parts: below
-// it a task's start and one more L0 file cost more than the half of the sort and write they
-// move to another core. BulkReplayParallelMin sets it (tests).
-var bulkParallelMin atomic.Int64
-
-func init() { bulkParallelMin.Store(1 << 15) }
-
-// BulkReplayParallelMin sets the fewest records of a batch that a bulk replay splits into
-// parts by key-group range (doc.go, invariant 30; default 32768) and returns the previous
-// value: a hook for tests, which replay small tails. Safe for concurrent use; a replay reads
-// it once per batch.
-func BulkReplayParallelMin(n int) int { return int(bulkParallelMin.Swap(int64(n))) }
+// DefaultBulkParallelMin is the fewest records of a batch that a bulk replay splits into parts
+// (Options.BulkParallelMin): below it a task's start and one more L0 file cost more than the
+// half of the sort and write they move to another core.
+const DefaultBulkParallelMin = 1 << 15
 
 // bulkSource is the records a bulk replay reads, in seq order, by index: a changelog.Batch
 // (a changelog tail) or BulkEntries (a canonical savepoint's entries, BulkLoad).
@@ -43,19 +35,11 @@ type bulkSource interface {
 	Record(i int, r *changelog.Record) error
 }
 
-// replayByApply makes every restore replay through Apply (ReplayByApply).
-var replayByApply atomic.Bool
-
-// ReplayByApply makes every changelog replay of the process go through Apply (on) or in bulk
-// where it can (off, the default), and returns the previous setting: a hook for tests and
-// benchmarks that compare the two paths in one run. Safe for concurrent use; a replay reads
-// it once per restored checkpoint.
-func ReplayByApply(on bool) bool { return replayByApply.Swap(on) }
-
 // canBulkReplay reports whether a replay may go in bulk (invariant 15): a lower tier to write
-// to and nothing in the upper tiers nor in flight toward the lower one.
+// to and nothing in the upper tiers nor in flight toward the lower one (and not
+// Options.ReplayByApply).
 func (t *Engine) canBulkReplay() bool {
-	if replayByApply.Load() || t.low == nil || t.eviction != nil || len(t.compactions) != 0 || len(t.fifo) != 0 {
+	if t.replayByApply || t.low == nil || t.eviction != nil || len(t.compactions) != 0 || len(t.fifo) != 0 {
 		return false
 	}
 	if t.rc != nil && t.rc.n > 0 {
@@ -180,7 +164,7 @@ func (t *Engine) bulkWrite(ctx context.Context, b bulkSource, keep []bool, objec
 	n := b.Len()
 	// The batch's records per key group, for the parts' cuts (nil: one part).
 	var hist []int32
-	if _, ok := t.low.(lowerInstallAll); ok && t.sched.Workers() > 0 && int64(min(n, bulkRecords)) >= bulkParallelMin.Load() {
+	if _, ok := t.low.(lowerInstallAll); ok && t.sched.Workers() > 0 && min(n, bulkRecords) >= t.bulkParallelMin {
 		hist = make([]int32, 1<<16)
 	}
 	for lo := 0; lo < n; {
@@ -233,7 +217,7 @@ func (t *Engine) bulkWrite(ctx context.Context, b bulkSource, keep []bool, objec
 		}
 		var parts [maxBulkParts]bulkPart
 		k := 1
-		if hist != nil && int64(len(recs)) >= bulkParallelMin.Load() {
+		if hist != nil && len(recs) >= t.bulkParallelMin {
 			if cap(tmp) < len(recs) {
 				tmp = make([]segRec, len(recs))
 			}

@@ -285,8 +285,9 @@
 // of the remote tables' bytes, Go heap) is outside the Store's budget while the prefetch runs.
 //
 // A PREFETCH (Engine.StartPrefetch: one task per file on a scheduler of its own with 4
-// workers when every file is linked, RemotePrefetchLanes (16) when any is remote — the bound
-// on files in flight, closed by Engine.Close — its tasks mostly wait for the storage, and on
+// workers when every file is linked, DefaultRemotePrefetchLanes (16; Options.RemotePrefetchLanes)
+// when any is remote — the bound on files in flight, closed by Engine.Close — its tasks
+// mostly wait for the storage, and on
 // the engine's scheduler they would hold the workers a compaction or a checkpoint's upload
 // needs) moves every linked and remote file to local or corrupt: a linked
 // file is read once for its CRC32C; a remote one is copied in 4 MiB ranges into a temporary
@@ -516,8 +517,9 @@
 //	  ──► base.Resolver (Stable; not Bottom: the restored tables lie below) ──► lsm WriteL0
 //	  ──► InstallL0 as the newest L0 file
 //
-// A batch large enough (bulkParallelMin records) is split into parts by key-group range before
-// the sort, one part per scheduler worker plus one for the owner, the cuts placed on a
+// A batch large enough (Options.BulkParallelMin records, DefaultBulkParallelMin: 32768) is
+// split into parts by key-group range before the sort, one part per scheduler worker plus
+// one for the owner, the cuts placed on a
 // histogram of the batch's key groups so the parts hold about as many records each (a tail
 // whose key groups all lie in one half of the range is still split evenly; a tail of one key
 // group is one part). Each part is sorted, resolved and written as its own L0 file on a lane
@@ -594,7 +596,7 @@
 // A bulk replay (above) writes the whole log tail before Restore returns, and with the tail of
 // a loaded Store (about a million records behind a 3 s checkpoint window) that is most of a
 // changelog restore: the sort, the Resolver and the L0 files. A lazy restore (RestoreSpec.Lazy,
-// the root's CheckpointOptions.LazyRestore; LazyTail forces it for tests and benchmarks)
+// the root's CheckpointOptions.LazyRestore; Options.LazyTail forces it for tests and benchmarks)
 // applies the tail as it opens the tables, lazily: Restore returns after Collect, and the tail
 // is written in the background and installed at the first call that needs it.
 //

@@ -163,6 +163,12 @@ type Engine struct {
 	tail      *tailJob
 	lazyTail  bool
 	tailStats TailStats
+	tailHook  func() // Options.TailHook
+
+	// The bulk replay's and the lazy restore's settings (Options, defaults applied).
+	replayByApply   bool // Options.ReplayByApply (bulk.go, canBulkReplay)
+	bulkParallelMin int  // Options.BulkParallelMin (bulk.go, bulkWrite)
+	remoteLanes     int  // Options.RemotePrefetchLanes (lazy.go, StartPrefetch)
 
 	// tm is the timer services' queues (timers.go).
 	tm timers
@@ -280,6 +286,28 @@ type Options struct {
 	// MapChunk is the number of the lower tier's live entries of a map that a map iteration
 	// holds at once (MapIter). 0: 1024. Tests set it small.
 	MapChunk int
+	// ReplayByApply makes the engine's changelog replays and canonical savepoint loads go
+	// through Apply record by record (the path before the bulk replay) instead of in bulk
+	// (doc.go, "Bulk changelog replay"): tests and benchmarks compare the two paths. No user
+	// wants it: the bulk replay reads the same (invariants 15-18) at a fraction of the cost.
+	ReplayByApply bool
+	// BulkParallelMin is the fewest records of a batch that a bulk replay splits into parts by
+	// key-group range (invariant 30). 0: DefaultBulkParallelMin (32768). Tests set 1 so that
+	// their small tails are split.
+	BulkParallelMin int
+	// LazyTail makes Restore's changelog tail lazy (doc.go, "Lazy tail") — as a lazy
+	// restore's (RestoreSpec.Lazy) always is — without the lazy restore's tables: tests and
+	// benchmarks compare the lazy tail with the synchronous bulk replay. Read by Restore only.
+	LazyTail bool
+	// TailHook, when not nil, runs at the start of the lazy tail's driver, on its scheduler
+	// task, before it writes anything: tests hold the driver (the hook blocks) to read and
+	// write before the tail is installed, or fail it (the hook panics: a task that panicked,
+	// invariant 35). It runs once per lazy tail, concurrently with the owner.
+	TailHook func()
+	// RemotePrefetchLanes is how many files a lazy restore's prefetch has in flight at most
+	// when any file is remote (lazy.go, StartPrefetch). 0: DefaultRemotePrefetchLanes (16).
+	// Tests set 1 to observe promotion with one lane.
+	RemotePrefetchLanes int
 
 	// Changelog, when not nil, turns the changelog on (changelog.go): every write is also
 	// logged, checkpoints list the last materialization and the log after it.
@@ -503,6 +531,11 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 		db:         o.db,
 		ttl:        o.ttl,
 		wake:       make(chan struct{}, 1),
+
+		tailHook:        o.TailHook,
+		replayByApply:   o.ReplayByApply,
+		bulkParallelMin: cmp.Or(o.BulkParallelMin, DefaultBulkParallelMin),
+		remoteLanes:     cmp.Or(o.RemotePrefetchLanes, DefaultRemotePrefetchLanes),
 	}
 	t.cost.cpu0 = processCPU()
 	t.lr.eagerMax = cmp.Or(o.ListEagerBytes, lowListEager)

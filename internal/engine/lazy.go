@@ -37,11 +37,10 @@ const (
 // file is linked (each lane reads a local file for its CRC32C: disk and CPU bound).
 const DefaultPrefetchLanes = 4
 
-// RemotePrefetchLanes is how many files a LazyFS's prefetch has in flight at most when any
-// file is remote (each lane mostly waits for the storage: an object store gives many slow
-// streams; doc.go, "Lazy restore"). A variable so that tests can observe promotion with one
-// lane; set it before a restore, never during one.
-var RemotePrefetchLanes = 16
+// DefaultRemotePrefetchLanes is how many files a LazyFS's prefetch has in flight at most when
+// any file is remote (each lane mostly waits for the storage: an object store gives many slow
+// streams; doc.go, "Lazy restore"), unless Options.RemotePrefetchLanes says otherwise.
+const DefaultRemotePrefetchLanes = 16
 
 // lazyChunk is the range the prefetch reads per GetRange call (as checkpoint's getFile).
 const lazyChunk = 4 << 20
@@ -483,7 +482,7 @@ func (e *Engine) StartPrefetch(l *LazyFS, done func() error) error {
 	l.done = done
 	for _, f := range l.queue {
 		if f.state.Load() == lazyRemote {
-			l.lanes = max(RemotePrefetchLanes, 1)
+			l.lanes = max(e.remoteLanes, 1)
 			break
 		}
 	}

@@ -175,7 +175,7 @@ func Restore(ctx context.Context, o Options, spec RestoreSpec) (r *Restored, err
 		return nil, fmt.Errorf("strata: open %q: %w", dir, err)
 	}
 	// A lazy restore's changelog tail is written in the background (doc.go, "Lazy tail").
-	e.lazyTail = spec.Lazy || lazyTailForced.Load()
+	e.lazyTail = spec.Lazy || o.LazyTail
 	if err := r.fill(ctx, spec, p, res.Tables, t0); err != nil { // steps 6 to 8
 		return nil, fmt.Errorf("strata: restore into %q: %w", dir, err)
 	}

@@ -15,34 +15,6 @@ import (
 // by Restore, written by a background driver and installed by the owner at the first call
 // that needs it (awaitTail).
 
-// lazyTailForced makes every restore's tail lazy (LazyTail).
-var lazyTailForced atomic.Bool
-
-// LazyTail makes the changelog tail of every restore of the process lazy (on) — as a lazy
-// restore's (RestoreSpec.Lazy) always is — or lazy only for a lazy restore (off, the
-// default), and returns the previous setting: a hook for tests and benchmarks that compare
-// the lazy tail with the synchronous bulk replay without lazy tables. Safe for concurrent
-// use; Restore reads it once.
-func LazyTail(on bool) bool { return lazyTailForced.Swap(on) }
-
-// tailHook, when set, runs at the start of every lazy tail's driver, on its task (SetTailHook).
-var tailHook atomic.Pointer[func()]
-
-// SetTailHook makes f run at the start of every lazy tail's driver, on its scheduler task,
-// before it writes anything (nil: none), and returns the previous hook: tests hold the driver
-// (f blocks on a channel) to read and write before the tail is installed, or fail it (f
-// panics: a task that panicked, invariant 35). Safe for concurrent use.
-func SetTailHook(f func()) (prev func()) {
-	var p *func()
-	if f != nil {
-		p = &f
-	}
-	if old := tailHook.Swap(p); old != nil {
-		return *old
-	}
-	return nil
-}
-
 // tailJob is one restore's lazy tail: the collected sources queued by replaySource, the
 // driver's Handle and output, and the restore steps deferred to its install.
 type tailJob struct {
@@ -115,8 +87,8 @@ func (t *Engine) startTail() {
 	h, err := t.sched.SubmitMetered(scheduler.Transform, "lazy tail", t.meter(BgTransform), func(ctx context.Context) (err error) {
 		defer func() { j.wrote.Store(max(int64(time.Since(j.start)), 1)) }()
 		defer recoverInto(&err, "lazy tail")
-		if f := tailHook.Load(); f != nil {
-			(*f)()
+		if t.tailHook != nil {
+			t.tailHook()
 		}
 		for _, s := range j.srcs {
 			err := t.bulkWrite(ctx, s.b, nil, s.object, j.maxSeq, t.forEachInTask, func(bb *bulkBatch) error {

@@ -24,7 +24,6 @@ import (
 // (Workers 1 and 2: forEachInTask); a put written while the driver is held wins over the
 // tail's version of its key, and the read that installs waits for the held driver.
 func TestLazyTailEngine(t *testing.T) {
-	defer BulkReplayParallelMin(BulkReplayParallelMin(1))
 	ctx := context.Background()
 	const tables, tail = 400, 3000
 	for _, workers := range []int{1, 2} {
@@ -57,6 +56,7 @@ func TestLazyTailEngine(t *testing.T) {
 			open := func(dir string) *Engine {
 				o := restoreSeqOptions(dir, all)
 				o.Workers = workers
+				o.BulkParallelMin = 1 // the small tail is split into parts
 				e := openTest(t, o)
 				if !e.canBulkReplay() || e.Seq() != tables+tail {
 					t.Fatalf("reopened: bulk replay %v, seq %d", e.canBulkReplay(), e.Seq())
@@ -69,7 +69,7 @@ func TestLazyTailEngine(t *testing.T) {
 			}
 			hold := make(chan struct{})
 			var released atomic.Bool
-			defer SetTailHook(SetTailHook(func() { <-hold }))
+			lazy.tailHook = func() { <-hold }
 			lazy.queueTail(b, "tail")
 			lazy.startTail()
 			if err := lazy.Apply(opPut(keyOf(1, 7), hashOf(1, 7), []byte("written"))); err != nil {

@@ -742,7 +742,7 @@ func writeChangelog(md *bytes.Buffer, d *report.Data, clc, clr []string, med, mi
 			state := strings.TrimPrefix(w, "ChangelogRestore/")
 			mode := strings.TrimPrefix(row, "changelog=")
 			x, res := "–", "–"
-			if mode != "off" { // on, lazy, and apply (-clapply: the replay through the write path)
+			if mode != "off" { // on and lazy
 				v, ok1 := d.Median(n, "restore-ms")
 				off, ok2 := d.Median(report.Join(w, "strata", "changelog=off"), "restore-ms")
 				if ok1 && ok2 && off > 0 {
