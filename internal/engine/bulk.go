@@ -586,6 +586,15 @@ func (it *bulkIter) Next() bool {
 					return false
 				}
 			}
+			// A record's value may reach a cache line or two past the one touched: loaded
+			// together here, those misses overlap too before the writer copies the values.
+			x := it.touched
+			for j := range it.ahead - it.base {
+				if v := it.dec[j].Value; len(v) > 0 {
+					x ^= v[len(v)-1]
+				}
+			}
+			it.touched = x
 		}
 		sr, rec := &it.recs[it.i], &it.dec[it.i-it.base]
 		it.i++
