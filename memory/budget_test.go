@@ -1,8 +1,11 @@
 package memory
 
 import (
+	"bytes"
 	"errors"
+	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -409,4 +412,59 @@ func TestHugeMappingsAligned(t *testing.T) {
 	if b.Used() != 0 {
 		t.Fatalf("Used = %d", b.Used())
 	}
+}
+
+// TestMapScratchAdvisedHuge pins that scratch of at least 2 MiB is advised huge pages like
+// Budget.Map's mappings ("Huge pages" in doc.go), and smaller scratch is not: the kernel marks
+// an advised mapping "hg" in the VmFlags of /proc/self/smaps.
+func TestMapScratchAdvisedHuge(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("huge page advice is a property of the Linux mmap path; the fallback uses the Go heap")
+	}
+	if mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil || bytes.Contains(mode, []byte("[never]")) {
+		t.Skipf("transparent huge pages unavailable (%q, %v): madvise refuses the advice", mode, err)
+	}
+	for _, c := range []struct {
+		size int
+		huge bool
+	}{{hugePageSize, true}, {24 << 20, true}, {hugePageSize - ps, false}} {
+		b, err := MapScratch(c.size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flags := vmFlags(t, uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+		if got := slices.Contains(flags, "hg"); got != c.huge {
+			t.Errorf("MapScratch(%d): advised huge = %v, want %v (VmFlags %v)", c.size, got, c.huge, flags)
+		}
+		if err := UnmapScratch(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// vmFlags returns the VmFlags of the mapping of /proc/self/smaps that holds addr.
+func vmFlags(t *testing.T, addr uintptr) []string {
+	t.Helper()
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no /proc/self/smaps: %v", err)
+	}
+	in := false
+	for line := range strings.Lines(string(smaps)) {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if lo, hi, ok := strings.Cut(f[0], "-"); ok && !strings.HasSuffix(f[0], ":") {
+			l, err1 := strconv.ParseUint(lo, 16, 64)
+			h, err2 := strconv.ParseUint(hi, 16, 64)
+			in = err1 == nil && err2 == nil && uint64(addr) >= l && uint64(addr) < h
+			continue
+		}
+		if in && f[0] == "VmFlags:" {
+			return f[1:]
+		}
+	}
+	t.Fatalf("no mapping of /proc/self/smaps holds %#x", addr)
+	return nil
 }

@@ -74,10 +74,12 @@
 //
 // # Huge pages
 //
-// Mappings of at least 2 MiB are advised MADV_HUGEPAGE so that a hash index probe or a segment
-// scan does not miss the TLB every 4 KiB page, and such mappings start on a 2 MiB boundary
-// (mapAnon over-maps by 2 MiB of address space and trims the ends), because the kernel backs only
-// aligned 2 MiB ranges with huge pages and kernels before 6.7 do not align anonymous mappings.
+// Mappings of at least 2 MiB (Budget.Map's and MapScratch's) are advised MADV_HUGEPAGE so that
+// a hash index probe or a segment scan does not miss the TLB every 4 KiB page, and a buffer
+// written from start to end takes a fault per 2 MiB, not per 4 KiB; such mappings start on a
+// 2 MiB boundary (mapAnon over-maps by 2 MiB of address space and trims the ends), because
+// the kernel backs only aligned 2 MiB ranges with huge pages and kernels before 6.7 do not
+// align anonymous mappings.
 // The advice is best effort: with transparent huge pages disabled or "never" madvise fails with
 // EINVAL and is ignored. On arm64 kernels with 64 KiB base pages the PMD huge page is 512 MiB,
 // larger than any segment, so the advice is then a no-op; it costs nothing.

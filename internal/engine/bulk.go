@@ -33,6 +33,9 @@ const DefaultBulkParallelMin = 1 << 15
 type bulkSource interface {
 	Len() int
 	Record(i int, r *changelog.Record) error
+	// Touch loads record i's first byte (and what locates it) and returns it: a group of
+	// records touched before they are decoded in key order has its cache misses overlap.
+	Touch(i int) byte
 }
 
 // canBulkReplay reports whether a replay may go in bulk (invariant 15): a lower tier to write
@@ -428,8 +431,24 @@ func (t *Engine) installBulkParts(ps []any) error {
 func sortEqualOrderRecords(b bulkSource, recs []segRec) error {
 	var ents []base.Entry
 	var idx []int
+	var out []segRec
 	var r changelog.Record
+	// The records of runs of more than one in recs[i:tp] have been touched (bulkSource.Touch),
+	// tp kept touchWindow records ahead of i: they are decoded below, at random places of
+	// the Batch, and touched ahead their misses overlap (bulkIter.touchAhead).
+	const touchWindow = 4 * touchBatch
+	var touched byte
+	tp := 0
 	for i := 0; i < len(recs); {
+		if tp < i+touchWindow {
+			end := min(i+2*touchWindow, len(recs))
+			for k := max(tp, i); k < end; k++ {
+				if (k > 0 && recs[k].order == recs[k-1].order) || (k+1 < len(recs) && recs[k].order == recs[k+1].order) {
+					touched ^= b.Touch(int(recs[k].off))
+				}
+			}
+			tp = end
+		}
 		j := i + 1
 		for j < len(recs) && recs[j].order == recs[i].order {
 			j++
@@ -456,15 +475,16 @@ func sortEqualOrderRecords(b bulkSource, recs []segRec) error {
 					idx = append(idx, k)
 				}
 				slices.SortFunc(idx, func(x, y int) int { return base.Compare(&ents[x], &ents[y]) })
-				out := make([]segRec, len(run))
-				for k, x := range idx {
-					out[k] = run[x]
+				out = out[:0]
+				for _, x := range idx {
+					out = append(out, run[x])
 				}
 				copy(run, out)
 			}
 		}
 		i = j
 	}
+	touchSink.Store(uint32(touched))
 	return nil
 }
 
@@ -483,11 +503,25 @@ type bulkIter struct {
 	arena []byte
 	cur   base.Entry
 	in    base.Entry // the entry fed to the Resolver (a field: through Emit it escapes)
-	// dec holds the records recs[base:ahead], decoded ahead of the Resolver.
+	// dec holds the records recs[base:ahead], decoded ahead of the Resolver; the next
+	// touchBatch records after them have been touched (touchAhead).
 	dec         [touchBatch]changelog.Record
 	base, ahead int
+	touched     byte // keeps the loads of touchAhead alive (its value is meaningless)
 	finished    bool
 	err         error
+}
+
+// touchAhead touches the records recs[from:from+touchBatch] (bulkSource.Touch): they lie at
+// random places of the Batch's spans (sorted by key, not by seq), so their cache and TLB
+// misses, taken in a group of independent loads one group ahead of the decode, overlap with
+// each other and with the Resolver's and the writer's work on the group before.
+func (it *bulkIter) touchAhead(from int) {
+	x := it.touched
+	for _, sr := range it.recs[from:min(from+touchBatch, len(it.recs))] {
+		x ^= it.b.Touch(int(sr.off))
+	}
+	it.touched = x
 }
 
 func (it *bulkIter) emit(e *base.Entry) error {
@@ -524,16 +558,27 @@ func (it *bulkIter) Next() bool {
 			continue
 		}
 		if it.i == it.ahead {
-			// The records lie at random places of the Batch's spans (sorted by key, not by
-			// seq): decoded touchBatch at a time, the cache misses of independent records
-			// overlap instead of stalling each decode.
+			// Decoded touchBatch at a time, touched one group ahead (touchAhead).
+			if it.i == 0 {
+				it.touchAhead(0)
+			}
 			it.base = it.i
 			it.ahead = min(it.i+touchBatch, len(it.recs))
+			it.touchAhead(it.ahead)
 			for j := it.i; j < it.ahead; j++ {
 				if it.err = it.b.Record(int(it.recs[j].off), &it.dec[j-it.i]); it.err != nil {
 					return false
 				}
 			}
+			// A record's value may reach a cache line or two past the one touched: loaded
+			// together here, those misses overlap too before the writer copies the values.
+			x := it.touched
+			for j := range it.ahead - it.base {
+				if v := it.dec[j].Value; len(v) > 0 {
+					x ^= v[len(v)-1]
+				}
+			}
+			it.touched = x
 		}
 		sr, rec := &it.recs[it.i], &it.dec[it.i-it.base]
 		it.i++

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/strata-db/strata/changelog"
 	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/lsm"
 )
@@ -133,5 +135,74 @@ func BenchmarkBulkReplay(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*records), "ns/record")
 		})
+	}
+}
+
+// TestBulkSourceTouch pins bulkSource.Touch to what it must load: the first byte of record i
+// (a changelog record's kind; a bulk load change's key), for a Batch, for BulkEntries and
+// through shiftedSource, so the touches of a bulk replay land on the records it decodes next.
+// The kinds and first key bytes vary from record to record, so a touch of another record
+// gives another byte.
+func TestBulkSourceTouch(t *testing.T) {
+	st, err := checkpointfs.NewDirStorage(vfs.NewMem(), "/ck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := changelog.NewWriter(changelog.WriterOptions{Storage: st, Prefix: "owner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	l, err := w.Log("s", changelog.KeyGroupRange{Start: 0, End: 127})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const records = 3000
+	kinds := []OpKind{OpPut, OpDelete, OpListAppend, OpListDelete}
+	for i := range records {
+		k, _ := testKey(1, u64(uint64(i%700)))
+		kind := kinds[(i*7+i/3)%len(kinds)]
+		var v []byte
+		if kind == OpPut || kind == OpListAppend {
+			v = []byte{byte(i)}
+		}
+		if err := l.Append(uint8(kind), uint16(k[0])<<8|uint16(k[1]), uint64(i+1), k, nil, v); err != nil {
+			t.Fatal(err)
+		}
+		if i%1000 == 999 { // several objects: several spans
+			if _, err := w.Persist(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	hs, err := l.Checkpoint(context.Background(), records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt, err := changelog.Collect(context.Background(), st, hs, changelog.KeyGroupRange{Start: 0, End: 127}, 0, records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bt.Len() != records {
+		t.Fatalf("collected %d records of %d", bt.Len(), records)
+	}
+	var be BulkEntries
+	for i := range 70_000 { // more than one ref chunk (bulkRefBits)
+		be.Add(Op{Kind: OpPut, Key: []byte{byte(i * 13), byte(i), 1, 2}, Value: []byte{byte(i)}})
+	}
+	var r changelog.Record
+	for _, src := range []bulkSource{bt, &be, shiftedSource{src: &be, base: 5}} {
+		for i := range src.Len() {
+			if err := src.Record(i, &r); err != nil {
+				t.Fatal(err)
+			}
+			want := r.Key[0]
+			if _, ok := src.(*changelog.Batch); ok {
+				want = r.Kind
+			}
+			if got := src.Touch(i); got != want {
+				t.Fatalf("%T.Touch(%d) = %d, want %d", src, i, got, want)
+			}
+		}
 	}
 }

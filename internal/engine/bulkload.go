@@ -78,6 +78,15 @@ func (b *BulkEntries) Record(i int, r *changelog.Record) error {
 	return nil
 }
 
+// Touch reads and returns the first byte of change i (bulkSource: the loads of a group overlap).
+func (b *BulkEntries) Touch(i int) byte {
+	c := &b.recs[i>>bulkRefBits][i&(1<<bulkRefBits-1)]
+	if a := b.chunks[c.chunk]; int(c.off) < len(a) {
+		return a[c.off]
+	}
+	return 0
+}
+
 // shiftedSource is a bulkSource whose seqs are those of src plus base.
 type shiftedSource struct {
 	src  bulkSource
@@ -85,6 +94,8 @@ type shiftedSource struct {
 }
 
 func (s shiftedSource) Len() int { return s.src.Len() }
+
+func (s shiftedSource) Touch(i int) byte { return s.src.Touch(i) }
 
 func (s shiftedSource) Record(i int, r *changelog.Record) error {
 	err := s.src.Record(i, r)
