@@ -8,7 +8,6 @@ import (
 
 	"github.com/strata-db/strata/changelog"
 	"github.com/strata-db/strata/internal/base"
-	"github.com/strata-db/strata/internal/checkpointfs"
 	"github.com/strata-db/strata/internal/vfs"
 	"github.com/strata-db/strata/lsm"
 )
@@ -144,45 +143,27 @@ func BenchmarkBulkReplay(b *testing.B) {
 // The kinds and first key bytes vary from record to record, so a touch of another record
 // gives another byte.
 func TestBulkSourceTouch(t *testing.T) {
-	st, err := checkpointfs.NewDirStorage(vfs.NewMem(), "/ck")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := changelog.NewWriter(changelog.WriterOptions{Storage: st, Prefix: "owner"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	l, err := w.Log("s", changelog.KeyGroupRange{Start: 0, End: 127})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const records = 3000
 	kinds := []OpKind{OpPut, OpDelete, OpListAppend, OpListDelete}
-	for i := range records {
-		k, _ := testKey(1, u64(uint64(i%700)))
-		kind := kinds[(i*7+i/3)%len(kinds)]
-		var v []byte
-		if kind == OpPut || kind == OpListAppend {
-			v = []byte{byte(i)}
-		}
-		if err := l.Append(uint8(kind), uint16(k[0])<<8|uint16(k[1]), uint64(i+1), k, nil, v); err != nil {
-			t.Fatal(err)
-		}
-		if i%1000 == 999 { // several objects: several spans
-			if _, err := w.Persist(context.Background()); err != nil {
-				t.Fatal(err)
+	bt := memTail(t, records, func(l *changelog.Log, w *changelog.Writer) error {
+		for i := range records {
+			k, _ := testKey(1, u64(uint64(i%700)))
+			kind := kinds[(i*7+i/3)%len(kinds)]
+			var v []byte
+			if kind == OpPut || kind == OpListAppend {
+				v = []byte{byte(i)}
+			}
+			if err := l.Append(uint8(kind), uint16(k[0])<<8|uint16(k[1]), uint64(i+1), k, nil, v); err != nil {
+				return err
+			}
+			if i%1000 == 999 { // several objects: several spans
+				if _, err := w.Persist(context.Background()); err != nil {
+					return err
+				}
 			}
 		}
-	}
-	hs, err := l.Checkpoint(context.Background(), records)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bt, err := changelog.Collect(context.Background(), st, hs, changelog.KeyGroupRange{Start: 0, End: 127}, 0, records)
-	if err != nil {
-		t.Fatal(err)
-	}
+		return nil
+	})
 	if bt.Len() != records {
 		t.Fatalf("collected %d records of %d", bt.Len(), records)
 	}

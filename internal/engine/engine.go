@@ -450,20 +450,7 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 	}
 	bits := o.BucketBits
 	if bits == 0 {
-		// A transform leaves at most one partly filled block per bucket, so keep the buckets'
-		// blocks to a quarter of a segment: 32 buckets at 2 MiB, 64 at 4 MiB, 128 at 8 MiB,
-		// 256 at 16 MiB, 1024 at 64 MiB.
-		bits = 8
-		if seg < 4<<20 {
-			bits = 5
-		} else if seg < 8<<20 {
-			bits = 6
-		} else if seg < 16<<20 {
-			bits = 7
-		}
-		for n := seg / (16 << 20); n > 1; n >>= 1 {
-			bits++
-		}
+		bits = defaultBucketBits(seg)
 	}
 	// Compact a chain once it has three runs: until then every overwritten key keeps one version
 	// per run, and in Phase 1 (no eviction) the whole state must fit the budget, so memory
@@ -540,6 +527,25 @@ func newEngine(pool *memory.Pool, o Options) (*Engine, error) {
 	t.cost.cpu0 = processCPU()
 	t.lr.eagerMax = cmp.Or(o.ListEagerBytes, lowListEager)
 	return t, nil
+}
+
+// defaultBucketBits is the SliceTable's bucket bits for segments of seg bytes (Options.BucketBits
+// 0). A transform leaves at most one partly filled block per bucket, so the buckets' blocks are
+// kept to a quarter of a segment: 32 buckets at 2 MiB, 64 at 4 MiB, 128 at 8 MiB, 256 at
+// 16 MiB, 1024 at 64 MiB.
+func defaultBucketBits(seg int64) int {
+	bits := 8
+	if seg < 4<<20 {
+		bits = 5
+	} else if seg < 8<<20 {
+		bits = 6
+	} else if seg < 16<<20 {
+		bits = 7
+	}
+	for n := seg / (16 << 20); n > 1; n >>= 1 {
+		bits++
+	}
+	return bits
 }
 
 // Seq returns the FreshTable's sequence number (every write advances it).

@@ -11,8 +11,6 @@ import (
 
 	"github.com/strata-db/strata/changelog"
 	"github.com/strata-db/strata/internal/base"
-	"github.com/strata-db/strata/internal/checkpointfs"
-	"github.com/strata-db/strata/internal/vfs"
 )
 
 // TestReplayKeep: a restore that skips the records replayKeep marks superseded ends in the
@@ -167,40 +165,22 @@ func TestReplayKeep(t *testing.T) {
 // the replay benchmarks.
 func benchPutLog(b *testing.B, records, keys int) *changelog.Batch {
 	b.Helper()
-	st, err := checkpointfs.NewDirStorage(vfs.NewMem(), "/ck")
-	if err != nil {
-		b.Fatal(err)
-	}
-	w, err := changelog.NewWriter(changelog.WriterOptions{Storage: st, Prefix: "owner"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Close()
-	l, err := w.Log("s", changelog.KeyGroupRange{Start: 0, End: 127})
-	if err != nil {
-		b.Fatal(err)
-	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	val := make([]byte, 100)
-	for i := range records {
-		k, _ := testKey(1, u64(uint64(rng.IntN(keys))))
-		if err := l.Append(uint8(OpPut), uint16(k[0])<<8|uint16(k[1]), uint64(i+1), k, nil, val); err != nil {
-			b.Fatal(err)
-		}
-		if w.PersistDue(time.Now()) {
-			if _, err := w.Persist(context.Background()); err != nil {
-				b.Fatal(err)
+	bt := memTail(b, uint64(records), func(l *changelog.Log, w *changelog.Writer) error {
+		for i := range records {
+			k, _ := testKey(1, u64(uint64(rng.IntN(keys))))
+			if err := l.Append(uint8(OpPut), uint16(k[0])<<8|uint16(k[1]), uint64(i+1), k, nil, val); err != nil {
+				return err
+			}
+			if w.PersistDue(time.Now()) {
+				if _, err := w.Persist(context.Background()); err != nil {
+					return err
+				}
 			}
 		}
-	}
-	hs, err := l.Checkpoint(context.Background(), uint64(records))
-	if err != nil {
-		b.Fatal(err)
-	}
-	bt, err := changelog.Collect(context.Background(), st, hs, changelog.KeyGroupRange{Start: 0, End: 127}, 0, uint64(records))
-	if err != nil {
-		b.Fatal(err)
-	}
+		return nil
+	})
 	return bt
 }
 

@@ -126,39 +126,53 @@ func hashOf(id uint16, i int) uint64 {
 // several versions per key.
 func lazyTailLog(t *testing.T, tables, n int) *changelog.Batch {
 	t.Helper()
+	b := memTail(t, uint64(tables+n), func(l *changelog.Log, _ *changelog.Writer) error {
+		for i := range n {
+			id := uint16(1 + i%2)
+			k, _ := testKey(id, fmt.Appendf(nil, "k%d", (i*7)%tables))
+			if err := l.Append(uint8(OpPut), uint16(k[0])<<8|uint16(k[1]), uint64(tables+i+1), k, nil, fmt.Appendf(nil, "tail-%d", i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if b.Len() != n {
+		t.Fatalf("collected %d records of %d", b.Len(), n)
+	}
+	return b
+}
+
+// memTail is the changelog tail a restore collects (changelog.Collect, key groups 0-127) of
+// the records fill appends to a Log over an in-memory DirStorage — fill may persist through
+// the Writer to spread them over several objects — checkpointed at seq last: the input of
+// the replay tests and benchmarks. It fails tb on any error.
+func memTail(tb testing.TB, last uint64, fill func(*changelog.Log, *changelog.Writer) error) *changelog.Batch {
+	tb.Helper()
 	ctx := context.Background()
 	st, err := checkpointfs.NewDirStorage(vfs.NewMem(), "/ck")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	w, err := changelog.NewWriter(changelog.WriterOptions{Storage: st, Prefix: "owner"})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer w.Close()
 	r := changelog.KeyGroupRange{Start: 0, End: 127}
 	l, err := w.Log("s", r)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	last := uint64(tables + n)
-	for i := range n {
-		id := uint16(1 + i%2)
-		k, _ := testKey(id, fmt.Appendf(nil, "k%d", (i*7)%tables))
-		if err := l.Append(uint8(OpPut), uint16(k[0])<<8|uint16(k[1]), uint64(tables+i+1), k, nil, fmt.Appendf(nil, "tail-%d", i)); err != nil {
-			t.Fatal(err)
-		}
+	if err := fill(l, w); err != nil {
+		tb.Fatal(err)
 	}
 	hs, err := l.Checkpoint(ctx, last)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	b, err := changelog.Collect(ctx, st, hs, r, 0, last)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if b.Len() != n {
-		t.Fatalf("collected %d records of %d", b.Len(), n)
+		tb.Fatal(err)
 	}
 	return b
 }
