@@ -35,7 +35,7 @@ echo "versitygw $VGW_VERSION (PID $vgw_pid) on 127.0.0.1:$vgw_port, data in $tmp
 export STRATA_S3_TEST_ENDPOINT="$vgw_endpoint" STRATA_S3_TEST_BUCKET=strata STRATA_S3_TEST_RUN="run$$"
 cd checkpoint/s3
 "$tmp/s3.test" -test.count=1 -test.timeout 5m -test.v -test.run '^TestReal(Conformance|CreateRace|StoreRoundTrip)$' |
-  grep -E '^(--- |\s+real_test.go|ok|FAIL|PASS)'
+  grep -E '^(\s*--- |\s+\w+(_test)?\.go:[0-9]+|ok|FAIL|PASS)'
 
 echo "--- the server killed mid-upload"
 marker="$tmp/uploading"
@@ -59,7 +59,7 @@ grep -E '^(--- |\s+real_test.go)' "$tmp/before.log"
 vgw_start # on the same port and directory
 echo "versitygw restarted (PID $vgw_pid) on the same directory"
 STRATA_S3_TEST_PHASE=after "$tmp/s3.test" -test.count=1 -test.timeout 3m -test.v -test.run '^TestRealKill$' |
-  grep -E '^(--- |\s+real_test.go|ok|FAIL|PASS)'
+  grep -E '^(\s*--- |\s+\w+(_test)?\.go:[0-9]+|ok|FAIL|PASS)'
 cd ../..
 if $demo; then
   (cd bench && go build -o "$tmp/flightdemo" ./cmd/flightdemo)

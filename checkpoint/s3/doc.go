@@ -64,10 +64,16 @@
 //     outcome is unknown (a timeout, a cut connection, a 5xx) may meet its own earlier,
 //     successful write as a 412; it then reads the object and reports success only if the
 //     bytes are its own. Two writers of identical bytes cannot be told apart — which is
-//     harmless, since the object then holds what each of them meant to commit.
+//     harmless, since the object then holds what each of them meant to commit. An attempt
+//     whose request could not be written whole (the connection failed mid-body: a server may
+//     answer 412 early and reset, as versitygw does) stored nothing and adds no doubt.
 //  3. ObjectInfo.Created is LastModified rounded up to the next whole second: S3 stamps at the
 //     start of the request and many stores keep whole seconds, so the rounding makes Created
-//     never earlier than the moment the object was stored, as checkpoint.ObjectInfo promises.
+//     never earlier than the moment the object was stored by the store's clock, as
+//     checkpoint.ObjectInfo promises. A store's clock may run behind ours: versitygw's posix
+//     back-end stamps with the file's mtime, which Linux takes from a coarse clock up to a
+//     tick (1–10 ms) behind the real time, as for checkpoint.DirStorage; a remote store's
+//     clock may be off by seconds. The GC grace (minutes) is what absorbs such skew.
 //  4. Names are validated before any request; a key is built only from a valid name, so no key
 //     outside <prefix>/ is ever written, read or deleted.
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -38,13 +39,16 @@ type fake struct {
 
 // fault answers a matching request with status (and an S3 error code) instead of the fake,
 // or, with after set, lets the fake handle it and then answers status — a write whose
-// success the client never hears of.
+// success the client never hears of. With reset set it answers nothing: it resets the
+// connection (RST), before reading the request's body, or with after set once the fake has
+// handled the request.
 type fault struct {
 	method string // "" any
 	query  string // a query parameter the request must have ("uploadId", "partNumber"), "" any
 	status int
 	code   string
 	after  bool
+	reset  bool
 }
 
 func newFake(t *testing.T) *fake {
@@ -84,8 +88,17 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if hit.after {
 		f.s3.ServeHTTP(httptest.NewRecorder(), r)
-	} else {
+	} else if !hit.reset {
 		io.Copy(io.Discard, r.Body)
+	}
+	if hit.reset {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			panic(err)
+		}
+		conn.(*net.TCPConn).SetLinger(0) // Close sends RST
+		conn.Close()
+		return
 	}
 	w.Header().Set("Content-Type", "application/xml")
 	w.WriteHeader(hit.status)
@@ -226,6 +239,33 @@ func TestCreateRetries(t *testing.T) {
 	f.inject(fault{method: "PUT", status: 503, code: "SlowDown"})
 	if err := s.Create(ctx, "o/chk-3/MANIFEST", []byte("ours")); !errors.Is(err, checkpoint.ErrExists) {
 		t.Fatalf("Create over another writer's object after a retry = %v; want ErrExists", err)
+	}
+}
+
+// TestCreateResets: a connection reset while the request is still being sent (as versitygw
+// answers 412 to a conditional PutObject of an existing key before reading the body, and
+// resets) proves the attempt stored nothing, so the retry's 412 is another writer's object —
+// even one of the same bytes — and Create fails with ErrExists; a reset after the server
+// stored the object leaves the outcome unknown, and the retry's 412 on our own bytes is a
+// success (doc.go, invariant 2).
+func TestCreateResets(t *testing.T) {
+	f := newFake(t)
+	s := f.client(t)
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("m"), 32<<20) // more than loopback's socket buffers hold
+	if err := s.Create(ctx, "o/chk-1/MANIFEST", data); err != nil {
+		t.Fatal(err)
+	}
+	f.inject(fault{method: "PUT", reset: true})
+	if err := s.Create(ctx, "o/chk-1/MANIFEST", data); !errors.Is(err, checkpoint.ErrExists) {
+		t.Fatalf("a second Create of the same bytes whose first attempt was reset mid-body = %v; want ErrExists", err)
+	}
+	f.inject(fault{method: "PUT", reset: true, after: true})
+	if err := s.Create(ctx, "o/chk-2/MANIFEST", []byte("m2")); err != nil {
+		t.Fatalf("Create whose first attempt stored the object and was then reset: %v", err)
+	}
+	if got, err := s.Get(ctx, "o/chk-2/MANIFEST"); err != nil || string(got) != "m2" {
+		t.Fatalf("Get = %q, %v", got, err)
 	}
 }
 

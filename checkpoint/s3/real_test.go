@@ -67,7 +67,7 @@ func TestRealConformance(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) checkpoint.Storage {
 		n++
 		return newReal(t, realOptions(t, fmt.Sprintf("conf%02d", n)))
-	}, storagetest.Options{})
+	}, storagetest.Options{ClockSkew: 20 * time.Millisecond}) // the server stamps with a file's mtime (doc.go, invariant 3)
 }
 
 // TestRealCreateRace: two writers — two Storages with connection pools of their own, as two

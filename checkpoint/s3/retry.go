@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"time"
 
@@ -101,6 +102,29 @@ func transient(err error) bool {
 		return true
 	case st >= 500, st == http.StatusTooManyRequests, st == http.StatusRequestTimeout:
 		return true
+	}
+	return false
+}
+
+// unsent reports whether a failed attempt certainly did not store anything because its
+// request never reached the server whole: the connection failed while the request was being
+// written (a *net.OpError of op "write", or "readfrom" when the body is copied into the
+// socket). The server then holds fewer bytes than the Content-Length and cannot have stored
+// the object. A server may answer early and reset the connection while the body is still
+// being sent — versitygw answers a conditional PutObject of an existing key with 412 so — and
+// such an attempt must not make a later 412 look like our own earlier write (doc.go,
+// invariant 2). Any other failure without a response (a timeout, a reset while the response
+// was awaited) leaves the outcome unknown.
+func unsent(err error) bool {
+	for e := err; e != nil; {
+		var op *net.OpError
+		if !errors.As(e, &op) {
+			return false
+		}
+		if op.Op == "write" || op.Op == "readfrom" {
+			return true
+		}
+		e = op.Err
 	}
 	return false
 }

@@ -223,7 +223,7 @@ func (s *Storage) putObject(ctx context.Context, op, name string, data []byte, i
 			return true, err // a concurrent conditional write of the key: S3 asks to retry
 		}
 		retry := transient(err)
-		uncertain = uncertain || retry
+		uncertain = uncertain || (retry && !unsent(err))
 		return retry, err
 	})
 	if errors.Is(err, checkpoint.ErrExists) {
