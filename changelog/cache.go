@@ -194,16 +194,36 @@ func (r *CacheReader) Close() {
 	c.evictIdle(now)
 }
 
+// ReadRangeInto implements checkpoint.RangeReaderInto: GetRange into p (len(p) bytes at off).
+// Errors: GetRange's.
+func (r *CacheReader) ReadRangeInto(ctx context.Context, name string, off int64, p []byte) error {
+	e, err := r.entry(ctx, name)
+	if err != nil {
+		return err
+	}
+	if length := int64(len(p)); off < 0 || off+length > e.size {
+		return fmt.Errorf("%w: %s [%d, +%d) of %d bytes", checkpoint.ErrRange, name, off, length, e.size)
+	}
+	return r.readInto(e, off, p)
+}
+
 func (r *CacheReader) read(e *cacheEntry, off, length int64) ([]byte, error) {
 	b := make([]byte, length)
+	if err := r.readInto(e, off, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (r *CacheReader) readInto(e *cacheEntry, off int64, b []byte) error {
 	n, err := e.f.ReadAt(b, off)
 	switch {
 	case n == len(b):
-		return b, nil
+		return nil
 	case errors.Is(err, io.EOF):
-		return nil, base.Corrupt(e.name, off+int64(n), base.ErrTruncated, "the cached copy %s ends before %d bytes", e.path, e.size)
+		return base.Corrupt(e.name, off+int64(n), base.ErrTruncated, "the cached copy %s ends before %d bytes", e.path, e.size)
 	default:
-		return nil, fmt.Errorf("changelog: cache: read %s: %w", e.name, err)
+		return fmt.Errorf("changelog: cache: read %s: %w", e.name, err)
 	}
 }
 

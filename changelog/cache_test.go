@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -147,6 +148,22 @@ func TestCacheFetchesOnce(t *testing.T) {
 	rd := c.Reader(st)
 	if got := replayAll(t, rd, hs[0], ranges[0]); !slices.Equal(got, models[0]) {
 		t.Fatalf("replayed %d records from the cache, want %d", len(got), len(models[0]))
+	}
+	// And read into an off-heap buffer (the reader's ReadRangeInto), as a restore collects.
+	b, err := CollectParallel(context.Background(), rd, hs[0], ranges[0], 0, math.MaxUint64, CollectOptions{OffHeap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []modelRec
+	var rec Record
+	for i := range b.Len() {
+		if err := b.Record(i, &rec); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fromRecord(&rec))
+	}
+	if err := b.Release(); err != nil || !slices.Equal(got, models[0]) {
+		t.Fatalf("collected %d records off-heap from the cache (release: %v), want %d", len(got), err, len(models[0]))
 	}
 	rd.Close()
 	if f := c.Stats().Fetches; f != int64(len(objs)) {

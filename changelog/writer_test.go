@@ -605,44 +605,63 @@ func TestReplayBothVersions(t *testing.T) {
 	if len(wantPart) == 0 || !slices.Equal(got, wantPart) {
 		t.Fatalf("ReplayRange replayed %v\nwant %v", got, wantPart)
 	}
-	// CollectParallel with the objects read at once, the last first: the same Batch.
-	for _, r := range []KeyGroupRange{all, part} {
-		from, to := uint64(0), uint64(math.MaxUint64)
-		if r == part {
-			from, to = 2, 100
+	// CollectParallel with the objects read at once, the last first: the same Batch — read
+	// into Go slices, or into one off-heap buffer through a Storage that reads into it or
+	// through one that does not (GetRange and a copy).
+	for _, c := range []struct {
+		offHeap bool
+		st      checkpoint.Storage
+	}{{false, st}, {true, st}, {true, noReadInto{st}}} {
+		if _, ok := c.st.(checkpoint.RangeReaderInto); ok != (c.st == st) {
+			t.Fatalf("the test's storages: %T reads into: %v", c.st, ok)
 		}
-		calls := 0
-		b, err := CollectParallel(context.Background(), st, hs, r, from, to, func(n int, f func(int) error) error {
-			calls = n
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for i := n - 1; i >= 0; i-- {
-				wg.Add(1)
-				go func() { defer wg.Done(); errs[i] = f(i) }()
+		for _, r := range []KeyGroupRange{all, part} {
+			from, to := uint64(0), uint64(math.MaxUint64)
+			if r == part {
+				from, to = 2, 100
 			}
-			wg.Wait()
-			return errors.Join(errs...)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []modelRec
-		var rec Record
-		for i := range b.Len() {
-			if err := b.Record(i, &rec); err != nil {
+			calls := 0
+			b, err := CollectParallel(context.Background(), c.st, hs, r, from, to, CollectOptions{OffHeap: c.offHeap, Run: func(n int, f func(int) error) error {
+				calls = n
+				errs := make([]error, n)
+				var wg sync.WaitGroup
+				for i := n - 1; i >= 0; i-- {
+					wg.Add(1)
+					go func() { defer wg.Done(); errs[i] = f(i) }()
+				}
+				wg.Wait()
+				return errors.Join(errs...)
+			}})
+			if err != nil {
 				t.Fatal(err)
 			}
-			got = append(got, fromRecord(&rec))
-		}
-		want := want
-		if r == part {
-			want = wantPart
-		}
-		if calls != len(versions) || !slices.Equal(got, want) {
-			t.Fatalf("CollectParallel (%d objects read at once): %v\nwant %v", calls, got, want)
+			if (b.scratch != nil) != c.offHeap {
+				t.Fatalf("OffHeap %v: the Batch's off-heap buffer is %d bytes", c.offHeap, len(b.scratch))
+			}
+			var got []modelRec
+			var rec Record
+			for i := range b.Len() {
+				if err := b.Record(i, &rec); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, fromRecord(&rec))
+			}
+			want := want
+			if r == part {
+				want = wantPart
+			}
+			if calls != len(versions) || !slices.Equal(got, want) {
+				t.Fatalf("CollectParallel (%d objects read at once, off-heap %v, %T): %v\nwant %v", calls, c.offHeap, c.st, got, want)
+			}
+			if err := b.Release(); err != nil || b.Len() != 0 || b.Release() != nil {
+				t.Fatalf("Release: %v, then %d records", err, b.Len())
+			}
 		}
 	}
 }
+
+// noReadInto hides a Storage's ReadRangeInto: ReadObjectRange's GetRange path.
+type noReadInto struct{ checkpoint.Storage }
 
 // flightMix is a record mix like the flight demo's changelog (about 30 logical bytes a
 // record): value and aggregate puts, list appends, map puts and removes, timer deletes, over

@@ -345,19 +345,32 @@ func (d *DirStorage) Get(ctx context.Context, name string) ([]byte, error) {
 
 // GetRange implements Storage.GetRange.
 func (d *DirStorage) GetRange(ctx context.Context, name string, off, length int64) ([]byte, error) {
-	f, size, err := d.open(ctx, "get", name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if off < 0 || length < 0 || off > size || length > size-off {
-		return nil, fmt.Errorf("%w: %s: bytes [%d, %d+%d) of %d", ErrRange, name, off, off, length, size)
+	if length < 0 {
+		return nil, fmt.Errorf("%w: %s: bytes [%d, %d+%d)", ErrRange, name, off, off, length)
 	}
 	b := make([]byte, length)
-	if _, err := f.ReadAt(b, off); err != nil {
-		return nil, fmt.Errorf("checkpoint: get %s: %w", name, err)
+	if err := d.ReadRangeInto(ctx, name, off, b); err != nil {
+		return nil, err
 	}
 	return b, nil
+}
+
+// ReadRangeInto implements RangeReaderInto: GetRange into p (len(p) bytes at off), for a
+// caller that reads into memory of its own. Errors: GetRange's.
+func (d *DirStorage) ReadRangeInto(ctx context.Context, name string, off int64, p []byte) error {
+	f, size, err := d.open(ctx, "get", name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	length := int64(len(p))
+	if off < 0 || off > size || length > size-off {
+		return fmt.Errorf("%w: %s: bytes [%d, %d+%d) of %d", ErrRange, name, off, off, length, size)
+	}
+	if _, err := f.ReadAt(p, off); err != nil {
+		return fmt.Errorf("checkpoint: get %s: %w", name, err)
+	}
+	return nil
 }
 
 // open opens the object for reading and returns its size.

@@ -176,6 +176,45 @@ func fileCRC(fsys vfs.FS, path string) (crc uint32, size int64, err error) {
 	}
 }
 
+// RangeReaderInto is implemented by a Storage that can read a byte range of an object into
+// memory the caller owns (DirStorage, changelog.CacheReader), so that a reader of many ranges
+// — a changelog replay — fills one buffer of its own (huge pages, off the Go heap) instead of a
+// fresh Go slice per range, whose first touch of every page is a fault. ReadRangeInto(ctx,
+// name, off, p) reads len(p) bytes at off into p, with Storage.GetRange's semantics and
+// errors; p is not retained. Safe for concurrent use, as Storage.
+type RangeReaderInto interface {
+	ReadRangeInto(ctx context.Context, name string, off int64, p []byte) error
+}
+
+// ReadObjectRange is GetObjectRange into p (len(p) bytes at off): through RangeReaderInto
+// when s implements it, else GetRange and a copy. Errors: GetObjectRange's.
+func ReadObjectRange(ctx context.Context, s Storage, name string, size, off int64, p []byte) error {
+	ri, ok := s.(RangeReaderInto)
+	if !ok {
+		b, err := GetObjectRange(ctx, s, name, size, off, int64(len(p)))
+		if err == nil && len(b) != len(p) {
+			err = base.Corrupt(name, off, base.ErrTruncated, "read %d bytes of %d", len(b), len(p))
+		}
+		if err == nil {
+			copy(p, b)
+		}
+		return err
+	}
+	return objectRangeErr(name, size, off, int64(len(p)), ri.ReadRangeInto(ctx, name, off, p))
+}
+
+// objectRangeErr is GetObjectRange's reading of a ranged read's error (nil stays nil).
+func objectRangeErr(name string, size, off, length int64, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrRange) && off >= 0 && length >= 0 && off+length <= size {
+		return base.Corrupt(name, off, fmt.Errorf("%w: %w", base.ErrTruncated, err),
+			"the object is shorter than the %d bytes its manifest records", size)
+	}
+	return fmt.Errorf("checkpoint: read %s [%d, %d): %w", name, off, off+length, err)
+}
+
 // GetObjectRange reads length bytes at off of the object name that a manifest lists with size
 // bytes, as Storage.GetRange. A range inside size that the stored object does not hold (the
 // storage's ErrRange: the object was truncated, or replaced by a shorter one) is damage, not
@@ -184,12 +223,8 @@ func fileCRC(fsys vfs.FS, path string) (crc uint32, size int64, err error) {
 // changelog and timer objects. Errors: that, and the storage's errors wrapped with the name.
 func GetObjectRange(ctx context.Context, s Storage, name string, size, off, length int64) ([]byte, error) {
 	b, err := s.GetRange(ctx, name, off, length)
-	if err == nil {
-		return b, nil
+	if err != nil {
+		return nil, objectRangeErr(name, size, off, length, err)
 	}
-	if errors.Is(err, ErrRange) && off >= 0 && length >= 0 && off+length <= size {
-		return nil, base.Corrupt(name, off, fmt.Errorf("%w: %w", base.ErrTruncated, err),
-			"the object is shorter than the %d bytes its manifest records", size)
-	}
-	return nil, fmt.Errorf("checkpoint: read %s [%d, %d): %w", name, off, off+length, err)
+	return b, nil
 }

@@ -289,6 +289,32 @@ func testGetRange(t *testing.T, s checkpoint.Storage) {
 	if _, err := s.GetRange(ctx, "o/missing", 0, 1); !errors.Is(err, checkpoint.ErrNotFound) {
 		t.Errorf("GetRange of a missing object = %v; want ErrNotFound", err)
 	}
+	ri, ok := s.(checkpoint.RangeReaderInto)
+	if !ok {
+		return
+	}
+	// ReadRangeInto: GetRange's answers, into the caller's buffer.
+	for _, tc := range []struct {
+		name   string
+		off, n int64
+		want   error // nil: the bytes of "hello" at off
+	}{
+		{"o/x", 0, 5, nil}, {"o/x", 1, 3, nil}, {"o/x", 4, 1, nil}, {"o/x", 5, 0, nil}, {"o/empty", 0, 0, nil},
+		{"o/x", -1, 1, checkpoint.ErrRange}, {"o/x", 4, 2, checkpoint.ErrRange}, {"o/x", 6, 0, checkpoint.ErrRange},
+		{"o/empty", 0, 1, checkpoint.ErrRange}, {"o/missing", 0, 1, checkpoint.ErrNotFound},
+	} {
+		p := bytes.Repeat([]byte{'-'}, int(tc.n))
+		err := ri.ReadRangeInto(ctx, tc.name, tc.off, p)
+		if tc.want != nil {
+			if !errors.Is(err, tc.want) {
+				t.Errorf("ReadRangeInto(%s, %d, %d bytes) = %v; want %v", tc.name, tc.off, tc.n, err, tc.want)
+			}
+			continue
+		}
+		if err != nil || string(p) != "hello"[tc.off:tc.off+tc.n] {
+			t.Errorf("ReadRangeInto(%s, %d, %d bytes) = %q, %v", tc.name, tc.off, tc.n, p, err)
+		}
+	}
 }
 
 func testList(t *testing.T, s checkpoint.Storage, opts Options) {

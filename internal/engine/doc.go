@@ -509,7 +509,10 @@
 // instead applies the tail in bulk, the way a flush writes a sealed segment (protocol item 5):
 //
 //	Collect (seq order; the log's objects read and checked at once on the scheduler's
-//	workers and the owner, changelog.CollectParallel through forEachParallel)
+//	workers and the owner, changelog.CollectParallel through forEachParallel, into one
+//	buffer outside the Go heap with huge pages: CollectOptions.OffHeap; the Batch is
+//	released once its records are written — by replaySource, or for a lazy tail once its
+//	driver ended or the scheduler stopped, releaseSources)
 //	  ──► batches of ≤ bulkRecords records / bulkBytes bytes, in seq order
 //	per batch: one segRec (40 bytes) per record, mapped outside the Go heap (the sort
 //	buffers of a transform), newest first; radix sort by order hash (stable: equal orders stay
@@ -631,7 +634,8 @@
 //     written. Collect stays synchronous: its CRC checks and the collected bytes are the
 //     restore's integrity, so a damaged or missing log object fails Restore as before, and
 //     the driver needs no storage. The driver reads only the collected Batches (immutable
-//     until the job ended) and the sort buffers it took (Engine.sb, busy: a transform
+//     until the job ended, and released — unmapped — only after it: awaitTail after Wait,
+//     dropTail after the scheduler stopped) and the sort buffers it took (Engine.sb, busy: a transform
 //     meanwhile sorts on the Go heap); it reaches the tiers only through WriteL0 (lsm: safe
 //     off the owner, changes no version), so its files are invisible until the owner
 //     installs them. A canonical savepoint's BulkLoad during the same Restore waits for the

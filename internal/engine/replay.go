@@ -16,10 +16,11 @@ import (
 // through Apply in seq order, skipping those a later record supersedes (replayKeep). It
 // returns the records applied and skipped (superseded).
 func (t *Engine) replaySource(ctx context.Context, s checkpoint.Storage, m *checkpoint.Manifest, segs []checkpoint.Object, r changelog.KeyGroupRange) (applied, skipped int64, err error) {
-	// The objects are read and checked at once on the scheduler's workers and the owner.
-	b, err := changelog.CollectParallel(ctx, s, segs, r, 0, m.LastSeq, func(n int, f func(int) error) error {
-		return t.forEachParallel("changelog collect", n, f)
-	})
+	// The objects are read and checked at once on the scheduler's workers and the owner,
+	// into one off-heap buffer (huge pages): released when the records are applied, or for a
+	// lazy tail when its driver is done with them (releaseSources).
+	b, err := changelog.CollectParallel(ctx, s, segs, r, 0, m.LastSeq, changelog.CollectOptions{OffHeap: true,
+		Run: func(n int, f func(int) error) error { return t.forEachParallel("changelog collect", n, f) }})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -29,6 +30,7 @@ func (t *Engine) replaySource(ctx context.Context, s checkpoint.Storage, m *chec
 		t.queueTail(b, segs[0].Name)
 		return int64(b.Len()), 0, nil
 	}
+	defer b.Release() // every record is applied or written into files by then; an unmap error leaves the mapping, nothing else
 	if t.canBulkReplay() {
 		// Every record goes to the sort: the Resolver drops what a later record supersedes
 		// (about 1 µs a record cheaper than replayKeep's hash table, which Apply needs).

@@ -125,6 +125,7 @@ func (t *Engine) awaitTail() error {
 	}
 	t0 := time.Now()
 	err := j.h.Wait()
+	releaseSources(j)
 	t.tailStats.Waited += time.Since(t0)
 	t.tailStats.Written = time.Duration(j.wrote.Load())
 	var ps []any
@@ -149,7 +150,7 @@ func (t *Engine) awaitTail() error {
 		t.tailStats.Skipped += bb.skipped
 	}
 	t.tailStats.Files += len(ps)
-	j.batches, j.srcs = nil, nil // the collected records go with them
+	j.batches = nil // the collected records went after Wait (releaseSources)
 	t.tail = nil
 	for _, f := range []func() error{j.persist, j.done} {
 		if f == nil {
@@ -218,8 +219,20 @@ func (t *Engine) dropTail() {
 			t.low.Discard(p)
 		}
 	}
-	j.batches, j.srcs = nil, nil
+	releaseSources(j)
+	j.batches = nil
 	t.tail = nil
+}
+
+// releaseSources releases the collected tails of j's sources (their off-heap buffers:
+// changelog.CollectOptions.OffHeap) once its driver can no longer read them — it ended, or
+// the scheduler stopped before it ran — and forgets them. An unmap error leaves the mapping
+// and nothing else.
+func releaseSources(j *tailJob) {
+	for _, s := range j.srcs {
+		s.b.Release()
+	}
+	j.srcs = nil
 }
 
 // tailFailed is awaitTail for the batched reads (GetBatch, MapGetBatch) of n keys: on
