@@ -321,6 +321,12 @@ func main() {
 	} else if *merge {
 		keepProfiles(&md, *out)
 	}
+	if keep {
+		// The sections rebuilt from raw files an earlier -only run wrote keep its line.
+		if old, err := os.ReadFile(*out); err == nil {
+			md = *bytes.NewBuffer(keepOnlyHeads(md.Bytes(), old))
+		}
+	}
 	must(os.WriteFile(*out, md.Bytes(), 0o644))
 	logf("wrote %s (%d bytes) in %s", *out, md.Len(), time.Since(started).Round(time.Second))
 }
@@ -894,8 +900,40 @@ func keepProfiles(md *bytes.Buffer, path string) {
 		return
 	}
 	md.WriteString(head)
-	md.WriteString("\n(Kept from the report this -merge run replaced: it took no profiles, -proftime 0.)\n")
-	md.Write(old[i+len(head):])
+	const kept = "\n(Kept from the report this -merge run replaced: it took no profiles, -proftime 0.)\n"
+	md.WriteString(kept)
+	rest := old[i+len(head):]
+	for bytes.HasPrefix(rest, []byte(kept)) { // kept before: said once
+		rest = rest[len(kept):]
+	}
+	md.Write(rest)
+}
+
+// onlyLine starts the line onlyHead puts after a section's heading.
+const onlyLine = "Section written by `cd bench && go run ./cmd/results "
+
+// keepOnlyHeads returns report md with, after each "## " heading whose section in the report
+// old began with onlyHead's line and in md does not, that line: a run that rebuilds a section
+// from the raw file an earlier -only run wrote (-reuse, -merge) keeps saying which run that was.
+func keepOnlyHeads(md, old []byte) []byte {
+	heads := map[string][]byte{}
+	for _, sec := range bytes.Split(old, []byte("\n## "))[1:] {
+		h, body, ok := bytes.Cut(sec, []byte("\n\n"))
+		if ok && bytes.HasPrefix(body, []byte(onlyLine)) {
+			line, _, _ := bytes.Cut(body, []byte("\n"))
+			heads[string(h)] = line
+		}
+	}
+	secs := bytes.Split(md, []byte("\n## "))
+	for i, sec := range secs[1:] {
+		h, body, ok := bytes.Cut(sec, []byte("\n\n"))
+		line := heads[string(h)]
+		if !ok || line == nil || bytes.HasPrefix(body, []byte(onlyLine)) {
+			continue
+		}
+		secs[i+1] = slices.Concat(h, []byte("\n\n"), line, []byte("\n\n"), body)
+	}
+	return bytes.Join(secs, []byte("\n## "))
 }
 
 // memTarget is the target of the memory-efficiency rows (issue 14, "Performance at equal
@@ -1077,7 +1115,7 @@ func must(err error) {
 // onlyHead returns the section sec with a line after its heading saying that it was written
 // by this -only run, not by the run the rest of the report comes from.
 func onlyHead(sec []byte) []byte {
-	head := fmt.Sprintf("Section written by `cd bench && go run ./cmd/results %s` on %s (%s, %d CPUs); the rest of "+
+	head := fmt.Sprintf(onlyLine+"%s` on %s (%s, %d CPUs); the rest of "+
 		"this report is from the run named at its top.\n\n", strings.Join(os.Args[1:], " "),
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.Version(), runtime.NumCPU())
 	i := bytes.Index(sec, []byte("\n\n"))

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -81,5 +83,34 @@ BenchmarkBatchedAccess/keys=6100K/value=100B/budget=64MiB/dist=uniform/op=get/im
 	}
 	if passed != 1 || missed != 1 {
 		t.Errorf("batched gates: %d passed, %d missed; want 1 and 1", passed, missed)
+	}
+}
+
+// TestKeepOnlyHeads: a section rebuilt from the raw file of an earlier -only run keeps that
+// run's line; a section that has its own line, or had none, is left as it is.
+func TestKeepOnlyHeads(t *testing.T) {
+	old := "# R\n\nintro\n\n## A\n\n" + onlyLine + "-only a` on then.\n\nold a\n\n## B\n\nold b\n\n## C\n\n" + onlyLine + "-only c` on then.\n\nold c\n"
+	md := "# R\n\nintro\n\n## A\n\nnew a\n\n## B\n\nnew b\n\n## C\n\n" + onlyLine + "-only c` on now.\n\nnew c\n"
+	want := "# R\n\nintro\n\n## A\n\n" + onlyLine + "-only a` on then.\n\nnew a\n\n## B\n\nnew b\n\n## C\n\n" + onlyLine + "-only c` on now.\n\nnew c\n"
+	if got := string(keepOnlyHeads([]byte(md), []byte(old))); got != want {
+		t.Fatalf("keepOnlyHeads:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestKeepProfilesOnce: a -merge run over a report that kept its profiles before says so once.
+func TestKeepProfilesOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "R.md")
+	report := "# R\n\n## Profiles of the top Strata workloads\n\nprofile text\n"
+	for range 3 {
+		if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var md bytes.Buffer
+		md.WriteString("# R\n\n")
+		keepProfiles(&md, path)
+		report = md.String()
+	}
+	if n := strings.Count(report, "(Kept from the report"); n != 1 || !strings.Contains(report, "profile text") {
+		t.Fatalf("after three merges: %d kept notes:\n%s", n, report)
 	}
 }
