@@ -154,14 +154,7 @@ func TestCacheFetchesOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []modelRec
-	var rec Record
-	for i := range b.Len() {
-		if err := b.Record(i, &rec); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, fromRecord(&rec))
-	}
+	got := batchRecords(t, b)
 	if err := b.Release(); err != nil || !slices.Equal(got, models[0]) {
 		t.Fatalf("collected %d records off-heap from the cache (release: %v), want %d", len(got), err, len(models[0]))
 	}

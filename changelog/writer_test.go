@@ -638,14 +638,7 @@ func TestReplayBothVersions(t *testing.T) {
 			if (b.scratch != nil) != c.offHeap {
 				t.Fatalf("OffHeap %v: the Batch's off-heap buffer is %d bytes", c.offHeap, len(b.scratch))
 			}
-			var got []modelRec
-			var rec Record
-			for i := range b.Len() {
-				if err := b.Record(i, &rec); err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, fromRecord(&rec))
-			}
+			got := batchRecords(t, b)
 			want := want
 			if r == part {
 				want = wantPart
@@ -658,6 +651,20 @@ func TestReplayBothVersions(t *testing.T) {
 			}
 		}
 	}
+}
+
+// batchRecords returns the records of b, in its order.
+func batchRecords(t *testing.T, b *Batch) []modelRec {
+	t.Helper()
+	var got []modelRec
+	var rec Record
+	for i := range b.Len() {
+		if err := b.Record(i, &rec); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fromRecord(&rec))
+	}
+	return got
 }
 
 // noReadInto hides a Storage's ReadRangeInto: ReadObjectRange's GetRange path.
