@@ -345,11 +345,9 @@ func (d *DirStorage) Get(ctx context.Context, name string) ([]byte, error) {
 
 // GetRange implements Storage.GetRange.
 func (d *DirStorage) GetRange(ctx context.Context, name string, off, length int64) ([]byte, error) {
-	if length < 0 {
-		return nil, fmt.Errorf("%w: %s: bytes [%d, %d+%d)", ErrRange, name, off, off, length)
-	}
-	b := make([]byte, length)
-	if err := d.ReadRangeInto(ctx, name, off, b); err != nil {
+	var b []byte
+	err := d.readRange(ctx, name, off, length, func() []byte { b = make([]byte, length); return b })
+	if err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -358,16 +356,21 @@ func (d *DirStorage) GetRange(ctx context.Context, name string, off, length int6
 // ReadRangeInto implements RangeReaderInto: GetRange into p (len(p) bytes at off), for a
 // caller that reads into memory of its own. Errors: GetRange's.
 func (d *DirStorage) ReadRangeInto(ctx context.Context, name string, off int64, p []byte) error {
+	return d.readRange(ctx, name, off, int64(len(p)), func() []byte { return p })
+}
+
+// readRange reads length bytes at off of object name into buf(), called only once the range
+// is known to lie inside the object (a length from a damaged manifest allocates nothing).
+func (d *DirStorage) readRange(ctx context.Context, name string, off, length int64, buf func() []byte) error {
 	f, size, err := d.open(ctx, "get", name)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	length := int64(len(p))
-	if off < 0 || off > size || length > size-off {
+	if off < 0 || length < 0 || off > size || length > size-off {
 		return fmt.Errorf("%w: %s: bytes [%d, %d+%d) of %d", ErrRange, name, off, off, length, size)
 	}
-	if _, err := f.ReadAt(p, off); err != nil {
+	if _, err := f.ReadAt(buf(), off); err != nil {
 		return fmt.Errorf("checkpoint: get %s: %w", name, err)
 	}
 	return nil

@@ -347,7 +347,8 @@ func (t *Engine) forEachInTask(name string, n int, f func(i int) error) error {
 }
 
 // forEachLanes is forEachParallel on lanes lanes (at most maxBulkParts): lane 0 on the calling
-// goroutine, the others Transform tasks.
+// goroutine, the others Transform tasks. It returns only after every lane ended; a lane's
+// panic is its error (recoverInto), lane 0's too.
 func (t *Engine) forEachLanes(name string, n, lanes int, f func(i int) error) error {
 	var next atomic.Int64
 	var failed atomic.Bool
@@ -375,7 +376,18 @@ func (t *Engine) forEachLanes(name string, n, lanes int, f func(i int) error) er
 		}
 		hs[l] = h
 	}
-	lane(0)
+	func() {
+		// As on the other lanes, a panic is the lane's error: every lane is waited for below
+		// before this returns, so what f reads — a Batch's off-heap buffer, the sort buffers —
+		// is never released under a lane still running.
+		defer func() {
+			if errs[0] != nil {
+				failed.Store(true)
+			}
+		}()
+		defer recoverInto(&errs[0], name)
+		lane(0)
+	}()
 	var first error
 	for l := 1; l < lanes; l++ {
 		if hs[l] == nil {

@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/strata-db/strata/changelog"
 	"github.com/strata-db/strata/internal/base"
@@ -186,4 +190,38 @@ func TestBulkSourceTouch(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestForEachLanesPanic: a panic on the calling goroutine's lane (lane 0) is its error, as on
+// the other lanes, and forEachLanes returns only after every lane ended — what the lanes read
+// (a Batch's off-heap buffer, the sort buffers) is released by the caller right after.
+func TestForEachLanesPanic(t *testing.T) {
+	e := openTest(t, Options{Workers: 2})
+	var running, done atomic.Int64
+	me := goroutineID()
+	err := e.forEachLanes("test", 8, 3, func(i int) error {
+		running.Add(1)
+		defer done.Add(1)
+		if goroutineID() == me { // lane 0: panics once every lane is inside f
+			for deadline := time.Now().Add(10 * time.Second); running.Load() < 3 && time.Now().Before(deadline); {
+				runtime.Gosched()
+			}
+			panic("lane 0")
+		}
+		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "panicked: lane 0") {
+		t.Fatalf("forEachLanes with a panic on its owner's lane = %v", err)
+	}
+	if r, d := running.Load(), done.Load(); r != d {
+		t.Fatalf("forEachLanes returned with %d of %d calls still running", r-d, r)
+	}
+}
+
+// goroutineID is the calling goroutine's number, from its stack header ("goroutine N [").
+func goroutineID() string {
+	var b [64]byte
+	f := strings.Fields(string(b[:runtime.Stack(b[:], false)]))
+	return f[1]
 }

@@ -103,6 +103,7 @@ func (t *Engine) startTail() {
 	})
 	if err != nil {
 		t.failTail(err)
+		releaseSources(j) // the driver never ran: nothing reads them
 		return
 	}
 	j.h = h
