@@ -502,9 +502,9 @@ func ttlBenchMap(s *Store, bk *benchKeys, ttl *TTLConfig) *MapState[uint64, []by
 // the changelog append when changelog=on), not memory latency. With changelog=on the row is
 // bound by the log's persist (write and fsync of ~1 MiB objects; on the 2-vCPU VM about 2.3 M
 // such writes a second, ~80 MB/s of log, with the task waiting for the log's buffer), not by
-// the append's CPU; with one GOMAXPROCS the persists also share the task's core. The flight job makes about 15 state
-// calls per event; issue 22's target (½ of its Go model, 2 µs of task per event at most)
-// needs them near 130 ns each, its own code included.
+// the append's CPU; with one GOMAXPROCS the persists also share the task's core. The flight
+// job makes about 15 state calls per event; issue 22's target (½ of its Go model, 2 µs of
+// task per event at most) needs them near 130 ns each, its own code included.
 func BenchmarkHotReduce(b *testing.B) {
 	const n = 3400
 	bk := getBenchKeys(n)
