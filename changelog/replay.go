@@ -81,12 +81,14 @@ type CollectOptions struct {
 	// of the result, so calls may overlap; the Storage must allow concurrent reads
 	// (checkpoint.Storage does). Nil reads them one after the other.
 	Run func(n int, f func(i int) error) error
-	// OffHeap reads every span into one buffer mapped outside the Go heap with huge pages
-	// (memory.MapScratch), through checkpoint.ReadObjectRange, instead of a fresh Go slice
-	// per ranged read: a replay of a long tail otherwise spends about 40 % of its CPU in the
-	// page faults of that fresh heap (one per 4 KiB), and leaves the garbage collector the
-	// tail's size to reclaim. The Batch must then be Released when its records are no longer
-	// needed (Batch.Release).
+	// OffHeap, when the Storage reads into the caller's memory (checkpoint.RangeReaderInto:
+	// DirStorage, CacheReader), reads every span into one buffer mapped outside the Go heap
+	// with huge pages (memory.MapScratch) instead of a fresh Go slice per ranged read: a
+	// replay of a long tail otherwise spends about 40 % of its CPU in the page faults of that
+	// fresh heap (one per 4 KiB), and leaves the garbage collector the tail's size to reclaim.
+	// Any other Storage returns slices of its own, which the Batch keeps as without OffHeap
+	// (a copy into the buffer would only add one). Either way, call Batch.Release when its
+	// records are no longer needed.
 	OffHeap bool
 }
 
@@ -133,7 +135,8 @@ func CollectParallel(ctx context.Context, s checkpoint.Storage, segs []checkpoin
 		}
 	}
 	var scratch []byte
-	if o.OffHeap {
+	_, into := s.(checkpoint.RangeReaderInto)
+	if o.OffHeap && into {
 		total := int64(0)
 		for i := range plans {
 			plans[i].buf = total
@@ -262,7 +265,7 @@ type objectPlan struct {
 	want []*SegmentInfo
 	at   int    // the first of its places in the record index (Collect)
 	buf  int64  // where its ranges start in the off-heap buffer (CollectOptions.OffHeap)
-	into []byte // its part of that buffer, nil without OffHeap
+	into []byte // its part of that buffer; nil without one
 }
 
 // coalesce calls f for each ranged read of the segments want (sorted by offset): segments
@@ -338,7 +341,7 @@ func readSpan(ctx context.Context, s checkpoint.Storage, p *objectPlan, kg KeyGr
 	var data []byte
 	if p.into != nil {
 		data, p.into = p.into[:end-start:end-start], p.into[end-start:]
-		if err := checkpoint.ReadObjectRange(ctx, s, name, size, start, data); err != nil {
+		if err := checkpoint.ReadObjectRange(ctx, s.(checkpoint.RangeReaderInto), name, size, start, data); err != nil {
 			return fmt.Errorf("changelog: replay: %w", err)
 		}
 	} else {

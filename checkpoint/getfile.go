@@ -186,21 +186,10 @@ type RangeReaderInto interface {
 	ReadRangeInto(ctx context.Context, name string, off int64, p []byte) error
 }
 
-// ReadObjectRange is GetObjectRange into p (len(p) bytes at off): through RangeReaderInto
-// when s implements it, else GetRange and a copy. Errors: GetObjectRange's.
-func ReadObjectRange(ctx context.Context, s Storage, name string, size, off int64, p []byte) error {
-	ri, ok := s.(RangeReaderInto)
-	if !ok {
-		b, err := GetObjectRange(ctx, s, name, size, off, int64(len(p)))
-		if err == nil && len(b) != len(p) {
-			err = base.Corrupt(name, off, base.ErrTruncated, "read %d bytes of %d", len(b), len(p))
-		}
-		if err == nil {
-			copy(p, b)
-		}
-		return err
-	}
-	return objectRangeErr(name, size, off, int64(len(p)), ri.ReadRangeInto(ctx, name, off, p))
+// ReadObjectRange is GetObjectRange into p (len(p) bytes at off), through s's ReadRangeInto.
+// Errors: GetObjectRange's.
+func ReadObjectRange(ctx context.Context, s RangeReaderInto, name string, size, off int64, p []byte) error {
+	return objectRangeErr(name, size, off, int64(len(p)), s.ReadRangeInto(ctx, name, off, p))
 }
 
 // objectRangeErr is GetObjectRange's reading of a ranged read's error (nil stays nil).

@@ -510,7 +510,8 @@
 //
 //	Collect (seq order; the log's objects read and checked at once on the scheduler's
 //	workers and the owner, changelog.CollectParallel through forEachParallel, into one
-//	buffer outside the Go heap with huge pages: CollectOptions.OffHeap; the Batch is
+//	buffer outside the Go heap with huge pages when the storage reads into it (a local
+//	directory, the changelog cache): CollectOptions.OffHeap; the Batch is
 //	released once its records are written — by replaySource, or for a lazy tail once its
 //	driver ended or the scheduler stopped, releaseSources)
 //	  ──► batches of ≤ bulkRecords records / bulkBytes bytes, in seq order

@@ -17,8 +17,8 @@ import (
 // returns the records applied and skipped (superseded).
 func (t *Engine) replaySource(ctx context.Context, s checkpoint.Storage, m *checkpoint.Manifest, segs []checkpoint.Object, r changelog.KeyGroupRange) (applied, skipped int64, err error) {
 	// The objects are read and checked at once on the scheduler's workers and the owner,
-	// into one off-heap buffer (huge pages): released when the records are applied, or for a
-	// lazy tail when its driver is done with them (releaseSources).
+	// into one off-heap buffer (huge pages) when the storage reads into ours: released when
+	// the records are applied, or for a lazy tail when its driver is done (releaseSources).
 	b, err := changelog.CollectParallel(ctx, s, segs, r, 0, m.LastSeq, changelog.CollectOptions{OffHeap: true,
 		Run: func(n int, f func(int) error) error { return t.forEachParallel("changelog collect", n, f) }})
 	if err != nil {
