@@ -324,7 +324,9 @@ func main() {
 	if keep {
 		// The sections rebuilt from raw files an earlier -only run wrote keep its line.
 		if old, err := os.ReadFile(*out); err == nil {
-			md = *bytes.NewBuffer(keepOnlyHeads(md.Bytes(), old))
+			kept := keepOnlyHeads(md.Bytes(), old) // a new slice: md may be reset
+			md.Reset()
+			md.Write(kept)
 		}
 	}
 	must(os.WriteFile(*out, md.Bytes(), 0o644))
