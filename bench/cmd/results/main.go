@@ -296,6 +296,7 @@ func main() {
 	writeCheckpoints(&md, d)
 	writeTTLTimers(&md, d)
 	writeBatched(&md, d)
+	writeJobRows(&md, d)
 	// A -merge run reruns only -bench: the job sections are rebuilt from their raw files.
 	keep := *reuse || *merge
 	if *s3 {
@@ -496,8 +497,8 @@ func writeTables(md *bytes.Buffer, d *report.Data) {
 	names, rows, impls := d.Workloads()
 	md.WriteString("## Results\n\n")
 	for _, w := range names {
-		if isCheckpointWorkload(w) || strings.HasPrefix(w, "MemoryEfficiency/") {
-			continue // writeCheckpoints and writeMemory table them by their own figures
+		if isCheckpointWorkload(w) || strings.HasPrefix(w, "MemoryEfficiency/") || strings.HasPrefix(w, "Job/") {
+			continue // writeCheckpoints, writeMemory and writeJobRows table them by their own figures
 		}
 		fmt.Fprintf(md, "### %s\n\n", w)
 		// Speedup matrix.
@@ -740,8 +741,10 @@ func writeChangelog(md *bytes.Buffer, d *report.Data, clc, clr []string, med, mi
 		md.WriteString("\n")
 	}
 	if len(clr) > 0 {
-		fmt.Fprintf(md, "Changelog restore: the last checkpoint of the row above into a new directory (Open, changelog replay and a "+
-			"first read included); lazy is the on row's checkpoint restored with CheckpointOptions.LazyRestore (Restore returns once "+
+		fmt.Fprintf(md, "Changelog restore: a checkpoint of a known log tail into a new directory (Open, changelog replay and a "+
+			"first read included). The on row's checkpoint is taken after a materialization and then -cltail × the keys "+
+			"random updates (default 0.25: half the log the space-amplification cap of 1.5 allows), so that its log tail is "+
+			"those updates; the off row's after the same updates, natively (bench/suite/changelog_test.go, restorePoint). lazy is the on row's checkpoint restored with CheckpointOptions.LazyRestore (Restore returns once "+
 			"the manifests are read, the log's tail is written in the background, the first read waits for what it needs). "+
 			"Target: changelog on ≤ %g × off.\n\n", clRestoreRatio)
 		md.WriteString("| row | changelog | restore ms | log records replayed | × off | result |\n|---|---|---:|---:|---:|---|\n")
@@ -839,6 +842,41 @@ func writeTTLTimers(md *bytes.Buffer, d *report.Data) {
 
 // batchTarget is the batched-access target (issue 14 item 4): single ÷ batched ns per key.
 const batchTarget = 2.0
+
+// writeJobRows tables the job-level rows (bench/suite/job_test.go, BenchmarkJob: the flight
+// demo's replay beside its Go model, at GOMAXPROCS=1 and 2) by the figures the demo's "job:"
+// line reports; the Gates section checks them (internal/report's job gates).
+func writeJobRows(md *bytes.Buffer, d *report.Data) {
+	var rows []string
+	for _, n := range d.Order {
+		if w, _, _, ok := report.Split(n); ok && strings.HasPrefix(w, "Job/") {
+			rows = append(rows, n)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	md.WriteString("### Job rows\n\nBenchmarkJob (bench/suite/job_test.go): the flight demo at its default settings " +
+		"(64 MiB budget, changelog on, a checkpoint every 50 000 events), one run per op, beside its Go model in the same " +
+		"process, with the process at GOMAXPROCS=procs. CPU per event from the demo's Stats cost accounting; the targets " +
+		"are issue 22's, checked in the Gates section.\n\n")
+	md.WriteString("| row | events/s | ÷ model | task µs/event | background µs/event | CPU ÷ model | background ÷ task | changelog ÷ task | ckpt ÷ changed | evictions |\n")
+	md.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, n := range rows {
+		w, _, _, _ := report.Split(n)
+		cell := func(unit, f string) string {
+			if v, ok := d.Median(n, unit); ok {
+				return fmt.Sprintf(f, v)
+			}
+			return "–"
+		}
+		fmt.Fprintf(md, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", strings.TrimPrefix(w, "Job/"),
+			cell("events/s", "%.0f"), cell("model-ratio", "%.3f"), cell("task-us/event", "%.2f"), cell("bg-us/event", "%.2f"),
+			cell("cpu/model", "%.2f"), cell("bg/task", "%.2f"), cell("changelog/task", "%.3f"), cell("ckpt/changed", "%.2f"),
+			cell("evictions", "%.0f"))
+	}
+	md.WriteString("\n")
+}
 
 // writeBatched tables the batched-access rows (bench/suite/batch_test.go): per workload and
 // op, ns per key through single calls and through GetBatch/PutBatch, and their ratio.

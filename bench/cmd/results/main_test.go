@@ -114,3 +114,31 @@ func TestKeepProfilesOnce(t *testing.T) {
 		t.Fatalf("after three merges: %d kept notes:\n%s", n, report)
 	}
 }
+
+// TestWriteJobRows: the job rows are tabled by the demo's own figures, one line per procs, and
+// left out of the peer tables (where they had neither peers nor ns/op worth reading).
+func TestWriteJobRows(t *testing.T) {
+	raw := `BenchmarkJob/job=flight/procs=1/impl=strata 	1	38662745266 ns/op	3.584 bg-us/event	0.6839 bg/task	0.1308 changelog/task	1.721 ckpt/changed	7.993 cpu/model	98765 events/s	2.000 evictions	0.1089 model-ratio	5.240 task-us/event
+BenchmarkJob/job=flight/procs=2/impl=strata 	1	30458428500 ns/op	3.461 bg-us/event	0.5755 bg/task	0.09000 changelog/task	1.448 ckpt/changed	7.098 cpu/model	134200 events/s	0 evictions	0.1884 model-ratio	6.013 task-us/event
+`
+	d, err := report.Parse(strings.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md bytes.Buffer
+	writeJobRows(&md, d)
+	s := md.String()
+	for _, want := range []string{
+		"| job=flight/procs=1 | 98765 | 0.109 | 5.24 | 3.58 | 7.99 | 0.68 | 0.131 | 1.72 | 2 |",
+		"| job=flight/procs=2 | 134200 | 0.188 | 6.01 | 3.46 | 7.10 | 0.58 | 0.090 | 1.45 | 0 |",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("table lacks %q:\n%s", want, s)
+		}
+	}
+	md.Reset()
+	writeTables(&md, d)
+	if strings.Contains(md.String(), "Job/") {
+		t.Errorf("the peer tables still show the job rows:\n%s", md.String())
+	}
+}
