@@ -79,8 +79,9 @@ type CheckpointOptions struct {
 	// skeleton is written, without waiting for the table objects' bytes (issue 24, item 3; as
 	// ForSt, Flink 2.0's disaggregated state backend, reads restored files from the remote
 	// file system before they are local). Tables not yet local are read through ranged reads
-	// of the checkpoint storage while a background prefetch (at most 4 files in flight, on
-	// workers of its own beside BackgroundWorkers)
+	// of the checkpoint storage while a background prefetch (at most 4 files in flight when
+	// every file is hard-linked, 16 when any is remote; on workers of its own beside
+	// BackgroundWorkers)
 	// copies them in and checks each one's CRC32C as it arrives; from a DirStorage on the same
 	// file system they are hard links at once and only the check runs in the background.
 	// Stats.LazyRestore follows the prefetch. A file found damaged fails the reads that need
@@ -89,10 +90,14 @@ type CheckpointOptions struct {
 	// by Open (ErrRestoreIncomplete) — remove it and restore again. Default false: Restore
 	// fetches and checks every table first. Timers and canonical savepoints are restored
 	// before Restore returns either way; the changelog tail is read and checked (a damaged
-	// log fails Restore), but with LazyRestore it is sorted and written in the background,
-	// and the first read, checkpoint, eviction or Close waits for it (the engine's doc.go,
-	// "Lazy tail"); until then the directory is incomplete as above, and a failure writing
-	// it fails every later read, write and Close: restore again.
+	// log fails Restore), but with LazyRestore it is sorted and written in the background.
+	// Meanwhile the Get of a value, reducing or aggregating state is answered from the
+	// collected tail itself, through an index of its newest value record per key built
+	// before Restore returns (about 8 bytes a record, off the Go heap, outside the budget,
+	// freed with the tail); every other read, a checkpoint, an eviction or Close waits for
+	// the tail (the engine's doc.go, "Lazy tail", invariants 33 and 39), and the first read
+	// or write after it is written installs it. Until then the directory is incomplete as
+	// above, and a failure writing it fails every later read, write and Close: restore again.
 	LazyRestore bool
 	// Changelog, when not nil, turns the changelog on (see ChangelogOptions): checkpoints
 	// store the log's tail on top of a materialization taken in the background. nil: off,

@@ -642,7 +642,7 @@
 //     installs them. A canonical savepoint's BulkLoad during the same Restore waits for the
 //     tail first (invariant 34).
 //  33. Every read entry point (Get, ListGet, MapGet, MapIter, GetBatch, MapGetBatch, NewScan)
-//     first waits for the whole tail — every part, not only the key's (a read of another key
+//     but a Get the tail's value index answers (invariant 39) first waits for the whole tail — every part, not only the key's (a read of another key
 //     group does not go ahead: the parts of a batch run side by side on the lanes and end
 //     together, so a per-part wait would buy little unless parts were finer than lanes, each
 //     one more L0 file). With no tail pending the wait is one pointer test. It waits on the
@@ -686,6 +686,24 @@
 //     files' expiry summaries under the table of its time and ForgetExpiry reached only the
 //     installed files, so the install forgets again and the tail's files are due for the
 //     sweep like every file from before (lsm ForgetExpiry).
+//  39. Value reads do not wait (tailindex.go). queueTail indexes each collected tail's value
+//     records (OpPut, OpDelete) by composite-key hash, newest record per key (one pass in seq
+//     order; 16 bytes a slot, at most 3/4 full, off the Go heap and outside the budget, like
+//     the sort buffers; released with the Batch). While the tail is pending and every source
+//     has an index, Get reads the FreshTable and the SliceTable (writes since Restore: newer
+//     than the tail, invariant 34), then the index (a put: found, its value copied into the
+//     lower reader's arena, so it outlives the Batch's release by a later install; a delete:
+//     deleted), then the lower tier, which holds only the restored tables (older: nothing
+//     moves data into it before the install). That is the answer the installed tail gives:
+//     the Resolver keeps a key's newest put or delete, and a key has one kind, so no list or
+//     map record can hide a value record. A row cached from the lower tier meanwhile is of a
+//     key the tail has no value record of, so the install leaves it right (rowcache.go,
+//     invariant 1). Every other read waits as invariant 33 says, and so does Get when a source
+//     has no index (its mapping failed) or the job failed. Once the driver has ended (a
+//     non-blocking look at its Handle), Get and Apply's preamble install the tail (awaitTail
+//     then does not wait), so the Batch's memory goes back at the first read or write after
+//     the driver, and a driver's failure is reported there as before (invariant 35); the
+//     values served before it were the tail's own records, never a part of it.
 //
 // # Incremental materialization (issue 22; PLANNED — not implemented yet)
 //
@@ -1039,5 +1057,5 @@
 //     size, never a torn one, and a transform that needs more than the reserve fails for
 //     memory and is retried as before (the reserve then grows). So while transforms' slices
 //     fit in 8/9 of a segment the fixed costs are about 3.5 segments (Fixed costs).
-//  32. to 38.: the lazy tail, above (33: the one exception to invariant 2).
+//  32. to 39.: the lazy tail, above (33: the one exception to invariant 2).
 package engine

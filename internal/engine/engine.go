@@ -569,6 +569,11 @@ func (t *Engine) before() error {
 	if t.ready.Load() != 0 {
 		t.poll()
 	}
+	if t.tail != nil && t.tailWritten() { // a lazy tail written while value reads went on (invariant 39)
+		if err := t.awaitTail(); err != nil {
+			return err
+		}
+	}
 	if t.l0Files >= t.l0Stop && t.db != nil {
 		t.stallL0()
 	}

@@ -15,8 +15,8 @@ func (t *Engine) Get(h uint64, key []byte) ([]byte, status) {
 	if t.cost.on {
 		return t.sampledGet(h, key)
 	}
-	if t.tail != nil {
-		if err := t.awaitTail(); err != nil { // a lazy restore's tail (doc.go, invariant 33)
+	if t.tail != nil && (!t.tailServes() || t.tailWritten()) {
+		if err := t.awaitTail(); err != nil { // a lazy restore's tail (doc.go, invariants 33 and 39)
 			return nil, t.lowFailed(err)
 		}
 	}
@@ -26,6 +26,11 @@ func (t *Engine) Get(h uint64, key []byte) ([]byte, status) {
 	order := t.orderOf(key, h)
 	if v, st := t.sl.Get(order, key); st != slice.Absent {
 		return v, status(st)
+	}
+	if t.tail != nil { // still pending: the tail lies between the tiers above and the lower tier (invariant 39)
+		if v, st, ok := t.tailGet(h, key); ok {
+			return v, st
+		}
 	}
 	if t.low != nil {
 		v, st, err := t.lowGet(order, key)

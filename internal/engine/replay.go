@@ -27,7 +27,10 @@ func (t *Engine) replaySource(ctx context.Context, s checkpoint.Storage, m *chec
 	if t.lazyTail && t.canBulkReplay() {
 		// A lazy restore's tail: written in the background, installed at the first call
 		// that needs it (tail.go; doc.go, invariant 32). The Resolver's counts come then.
-		t.queueTail(b, segs[0].Name)
+		if err := t.queueTail(b, segs[0].Name); err != nil {
+			b.Release()
+			return 0, 0, err
+		}
 		return int64(b.Len()), 0, nil
 	}
 	defer b.Release() // every record is applied or written into files by then; an unmap error leaves the mapping, nothing else

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/changelog"
+	"github.com/strata-db/strata/internal/base"
 	"github.com/strata-db/strata/scheduler"
 )
 
@@ -37,10 +38,12 @@ type tailJob struct {
 	wrote         atomic.Int64 // nanoseconds from start to the driver's end (0: running)
 }
 
-// tailSource is one restored checkpoint's collected tail and the object errors name.
+// tailSource is one restored checkpoint's collected tail, the object errors name, and the
+// index of its value records (nil: none could be mapped; reads then wait for the tail).
 type tailSource struct {
 	b      *changelog.Batch
 	object string
+	idx    *tailIndex
 }
 
 // TailStats describes the lazy tail of a restore (TailStats; all zero without one).
@@ -51,7 +54,12 @@ type TailStats struct {
 	Files                     int
 	// Pending: the tail is queued or being written, not installed yet.
 	Pending bool
-	// Written is the time from Restore's queueing of the tail to the driver's end; Installed
+	// Served counts the Gets the pending tail answered from its value index without waiting
+	// for the driver (invariant 39); Collisions those its index could not tell from another
+	// key's (a 32-bit tag met in a probe sequence), which waited for the tail instead.
+	Served, Collisions int64
+	// Written is the time from Restore's queueing of the tail to the driver's end (while
+	// Pending, nonzero once the driver ended and its files wait for the install); Installed
 	// to the install (and the deferred persist); Waited is what the owner waited for the
 	// driver in awaitTail.
 	Written, Installed, Waited time.Duration
@@ -62,18 +70,87 @@ func (t *Engine) TailStats() TailStats {
 	st := t.tailStats
 	if j := t.tail; j != nil && !j.failed {
 		st.Pending = true
+		st.Written = time.Duration(j.wrote.Load()) // nonzero once the driver ended
 	}
 	return st
 }
 
 // queueTail queues the collected tail b of one restored checkpoint (object names it in
-// errors) for the lazy tail's driver (invariant 32). Owner only, during Restore.
-func (t *Engine) queueTail(b *changelog.Batch, object string) {
+// errors) for the lazy tail's driver (invariant 32), with the index of its value records
+// (invariant 39). Owner only, during Restore. Errors: a *base.CorruptionError of a value
+// record without a composite key (nothing queued; the caller still owns b). An index that
+// cannot be mapped is no error: the tail's reads then wait for the driver, as before.
+func (t *Engine) queueTail(b *changelog.Batch, object string) error {
+	idx, err := newTailIndex(b, object)
+	if err != nil {
+		if _, ok := errors.AsType[*base.CorruptionError](err); ok {
+			return err
+		}
+		idx = nil
+	}
 	if t.tail == nil {
 		t.tail = &tailJob{maxSeq: t.f.Seq(), start: time.Now()}
 	}
-	t.tail.srcs = append(t.tail.srcs, tailSource{b, object})
+	t.tail.srcs = append(t.tail.srcs, tailSource{b, object, idx})
 	t.tailStats.Records += int64(b.Len())
+	return nil
+}
+
+// tailGet answers a Get of a value key (hash h) that no tier above the tail holds, while a
+// lazy tail is pending (invariant 39): from the sources' indexes, the value copied into the
+// lower reader's arena. ok is false when the tail has no value record of key (then the tiers
+// below it hold the answer, or nothing does). When an index cannot tell (a tag collision,
+// tailIndex) it waits for the tail and reads the tiers below, which then hold it; an error of
+// that wait comes back as failed (lowFailed). Owner only; t.tail not nil and serving.
+func (t *Engine) tailGet(h uint64, key []byte) (v []byte, st status, ok bool) {
+	for _, s := range t.tail.srcs {
+		v, st, ok, known := s.idx.get(h, key)
+		if !known {
+			t.tailStats.Collisions++
+			if err := t.awaitTail(); err != nil {
+				return nil, t.lowFailed(err), true
+			}
+			return nil, absent, false // installed: the lower tier holds the tail now
+		}
+		if ok {
+			t.tailStats.Served++
+			if st == found {
+				v = t.lr.copy(v)
+			}
+			return v, st, true
+		}
+	}
+	return nil, absent, false
+}
+
+// tailServes reports whether the pending lazy tail answers value reads itself (invariant 39):
+// not failed, and every source indexed. Owner only; t.tail not nil.
+func (t *Engine) tailServes() bool {
+	j := t.tail
+	if j.failed || len(j.srcs) == 0 {
+		return false
+	}
+	for _, s := range j.srcs {
+		if s.idx == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// tailWritten reports whether the pending lazy tail's driver has ended (its files wait for
+// awaitTail), without waiting. Owner only; t.tail not nil.
+func (t *Engine) tailWritten() bool {
+	j := t.tail
+	if j.h == nil {
+		return false
+	}
+	select {
+	case <-j.h.Done():
+		return true
+	default:
+		return false
+	}
 }
 
 // startTail submits the driver of the queued tail, if not yet submitted: one Transform task
@@ -231,6 +308,9 @@ func (t *Engine) dropTail() {
 // and nothing else.
 func releaseSources(j *tailJob) {
 	for _, s := range j.srcs {
+		if s.idx != nil {
+			s.idx.release()
+		}
 		s.b.Release()
 	}
 	j.srcs = nil

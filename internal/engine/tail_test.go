@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,28 +79,48 @@ func TestLazyTailEngine(t *testing.T) {
 			if ts := lazy.TailStats(); !ts.Pending || lazy.bulkFiles != 0 {
 				t.Fatalf("tail %+v, %d files before the release: want pending, none", ts, lazy.bulkFiles)
 			}
+			// Every key read twice: first while the driver is held (Gets answered by the tail's
+			// value index, invariant 39), then after a read that waits for it installed the tail.
+			check := func(pending bool) {
+				t.Helper()
+				for id := uint16(1); id <= 2; id++ {
+					for i := range tables {
+						k, h := testKey(id, fmt.Appendf(nil, "k%d", i))
+						want, ws := sync.Get(h, k)
+						if id == 1 && i == 7 {
+							want, ws = []byte("written"), found
+						}
+						want = bytes.Clone(want)
+						got, gs := lazy.Get(h, k)
+						if gs != ws || !bytes.Equal(got, want) {
+							t.Fatalf("pending %v: state %d key %d: lazy %v %q, sync %v %q", pending, id, i, gs, got, ws, want)
+						}
+					}
+				}
+				if ts := lazy.TailStats(); ts.Pending != pending {
+					t.Fatalf("tail %+v after the Gets: pending %v, want %v", ts, ts.Pending, pending)
+				}
+			}
+			check(true)
+			if ts := lazy.TailStats(); ts.Served == 0 || lazy.bulkFiles != 0 {
+				t.Fatalf("tail %+v, %d files while held: want Gets served by the index, no file", ts, lazy.bulkFiles)
+			}
+			// A value read before the install stays valid after it (copied out of the Batch).
+			k, h := testKey(2, []byte("k3"))
+			early, _ := lazy.Get(h, k)
+			earlyCopy := bytes.Clone(early)
 			go func() {
 				time.Sleep(20 * time.Millisecond)
 				released.Store(true)
 				close(hold)
 			}()
-			for id := uint16(1); id <= 2; id++ {
-				for i := range tables {
-					k, h := testKey(id, fmt.Appendf(nil, "k%d", i))
-					want, ws := sync.Get(h, k)
-					if id == 1 && i == 7 {
-						want, ws = []byte("written"), found
-					}
-					want = bytes.Clone(want)
-					got, gs := lazy.Get(h, k)
-					if !released.Load() {
-						t.Fatal("a read returned before the held tail was installed")
-					}
-					if gs != ws || !bytes.Equal(got, want) {
-						t.Fatalf("state %d key %d: lazy %v %q, sync %v %q", id, i, gs, got, ws, want)
-					}
-				}
+			if _, st := lazy.MapGet(h, k, 1, []byte("u")); st == failed || !released.Load() {
+				t.Fatalf("a map read returned (status %v) before the held tail was installed", st)
 			}
+			if !bytes.Equal(early, earlyCopy) {
+				t.Fatalf("a value read before the install changed: %q, was %q", early, earlyCopy)
+			}
+			check(false)
 			ts := lazy.TailStats()
 			if ts.Pending || ts.Files < 2 || lazy.bulkParallel != 1 || ts.Applied+ts.Skipped != tail || ts.Skipped == 0 ||
 				lazy.bulkFiles != sync.bulkFiles {
@@ -282,5 +303,243 @@ func TestLazyTailTTLSummary(t *testing.T) {
 				t.Fatalf("only %d files due for the sweep; the tail's %d files are not (metrics %+v)", due, e.bulkFiles, files.Levels[0])
 			}
 		})
+	}
+}
+
+// TestLazyTailValueIndex: while the lazy tail's driver is held, a Get is answered without
+// waiting (invariant 39) and equals the Get of the same tail written synchronously: keys the
+// tail puts over a restored table value, deletes (over a table value, after a put, then put
+// again), keys it does not touch, list keys beside them in the tail, and keys written or
+// deleted after Restore (the FreshTable, above the tail). After the install the answers are
+// the same.
+func TestLazyTailValueIndex(t *testing.T) {
+	ctx := context.Background()
+	const tables, tail = 200, 2000
+	all := checkpoint.KeyGroupRange{Start: 0, End: 127}
+	dirs := []string{t.TempDir(), t.TempDir()}
+	for _, dir := range dirs {
+		e := openTest(t, restoreSeqOptions(dir, all))
+		for i := range tables + tail {
+			id := uint16(1)
+			if i >= tables {
+				id = 3 // seqs for the tail to take
+			}
+			k, h := testKey(id, fmt.Appendf(nil, "k%d", i%tables))
+			if err := e.Apply(opPut(k, h, fmt.Appendf(nil, "table-%d", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.Persist(nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The tail: 20 rounds over state 1's keys k0..k99 (the table's keys) — every fourth record
+	// an append to a list of state 2 instead, so keys ≡ 3 mod 4 get none —, rounds 0, 3, …, 18
+	// deletes, the others puts, except that the last round deletes every third key.
+	b := memTail(t, uint64(tables+tail), func(l *changelog.Log, _ *changelog.Writer) error {
+		for i := range tail {
+			seq := uint64(tables + i + 1)
+			if i%4 == 3 {
+				k, _ := testKey(2, fmt.Appendf(nil, "k%d", i%50))
+				if err := l.Append(uint8(OpListAppend), uint16(k[0])<<8|uint16(k[1]), seq, k, nil, frame(fmt.Appendf(nil, "e%d", i))); err != nil {
+					return err
+				}
+				continue
+			}
+			k, _ := testKey(1, fmt.Appendf(nil, "k%d", i%100))
+			kind, v := OpPut, fmt.Appendf(nil, "tail-%d", i)
+			if round := i / 100; (round%3 == 0 && round < 19) || (round == 19 && (i%100)%3 == 0) {
+				kind, v = OpDelete, nil // deleted and put again; the last round deletes every third key
+			}
+			if err := l.Append(uint8(kind), uint16(k[0])<<8|uint16(k[1]), seq, k, nil, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	open := func(dir string) *Engine {
+		e := openTest(t, restoreSeqOptions(dir, all))
+		if !e.canBulkReplay() {
+			t.Fatal("reopened: no bulk replay")
+		}
+		return e
+	}
+	eager, lazy := open(dirs[0]), open(dirs[1])
+	if _, _, err := eager.bulkReplay(ctx, b, nil, "tail", true); err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release) // before the Engines' cleanup closes them (cleanups run last first)
+	lazy.tailHook = func() { <-hold }
+	if err := lazy.queueTail(b, "tail"); err != nil {
+		t.Fatal(err)
+	}
+	lazy.startTail()
+	// Written after Restore, on both: a put over a tail delete, a delete over a tail put.
+	for _, e := range []*Engine{eager, lazy} {
+		if err := e.Apply(opPut(keyOf(1, 0), hashOf(1, 0), []byte("after"))); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Apply(Op{Kind: OpDelete, Hash: hashOf(1, 1), Key: keyOf(1, 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(pending bool) {
+		t.Helper()
+		var deletes, puts int
+		for i := range tables + 20 { // 20 keys nothing holds
+			k, h := testKey(1, fmt.Appendf(nil, "k%d", i))
+			want, ws := eager.Get(h, k)
+			want = bytes.Clone(want)
+			got, gs := lazy.Get(h, k)
+			if gs != ws || !bytes.Equal(got, want) {
+				t.Fatalf("pending %v: key %d: lazy %v %q, eager %v %q", pending, i, gs, got, ws, want)
+			}
+			if i < 100 && ws == deleted {
+				deletes++
+			} else if i < 100 && ws == found {
+				puts++
+			}
+		}
+		if deletes == 0 || puts == 0 {
+			t.Fatalf("the tail's keys read %d deleted, %d found: want both", deletes, puts)
+		}
+		if ts := lazy.TailStats(); ts.Pending != pending {
+			t.Fatalf("tail %+v: pending %v, want %v", ts, ts.Pending, pending)
+		}
+	}
+	check(true)
+	if ts := lazy.TailStats(); ts.Served != 73 {
+		t.Fatalf("tail %+v: %d Gets served by the index, want 73 (75 keys with value records, 2 written since)", ts, ts.Served)
+	}
+	release()
+	// The first write after the driver ended installs the tail (Apply's preamble).
+	for lazy.TailStats().Pending {
+		if err := lazy.Apply(opPut(keyOf(3, 0), hashOf(3, 0), []byte("x"))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	check(false)
+	var dst [][]byte
+	kl, hl := testKey(2, []byte("k3"))
+	want, _, _ := eager.ListGet(hl, kl, nil, nil)
+	got, _, _ := lazy.ListGet(hl, kl, dst, nil)
+	if len(got) == 0 || !bytes.Equal(bytes.Join(got, nil), bytes.Join(want, nil)) {
+		t.Fatalf("list after the install: %q, want %q", got, want)
+	}
+}
+
+// BenchmarkTailIndex: the lazy tail's value index (newTailIndex, invariant 39) of 500,000
+// value puts (100-byte values) to 250,000 random keys: the cost it adds to a lazy Restore,
+// per record (ns/record).
+func BenchmarkTailIndex(b *testing.B) {
+	const records, keys = 500_000, 250_000
+	bt := benchPutLog(b, records, keys)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		x, err := newTailIndex(bt, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		x.release()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*records), "ns/record")
+}
+
+// TestTailIndexCollision: two keys whose tags meet in one probe sequence share a slot, holding
+// the newer record of the two (tailIndex): the lookup of that record's key answers it, the
+// other key's lookup answers "unknown" (known false), never the other key's value; and an
+// engine Get that meets such a slot waits for the tail and reads the installed one.
+func TestTailIndexCollision(t *testing.T) {
+	const tables = 10
+	b := memTail(t, tables+2, func(l *changelog.Log, _ *changelog.Writer) error {
+		for i := range 2 {
+			k, _ := testKey(1, fmt.Appendf(nil, "k%d", i))
+			if err := l.Append(uint8(OpPut), uint16(k[0])<<8|uint16(k[1]), uint64(tables+i+1), k, nil, fmt.Appendf(nil, "v%d", i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	x, err := newTailIndex(b, "tail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.release()
+	k0, h0 := testKey(1, []byte("k0"))
+	k1, h1 := testKey(1, []byte("k1"))
+	for _, c := range []struct {
+		key  []byte
+		h    uint64
+		want string
+	}{{k0, h0, "v0"}, {k1, h1, "v1"}} {
+		if v, st, ok, known := x.get(c.h, c.key); !ok || !known || st != found || string(v) != c.want {
+			t.Fatalf("get %q: %q %v ok %v known %v, want %q", c.key, v, st, ok, known, c.want)
+		}
+	}
+	// k1's record put under k0's hash: the slot of k0 now holds k1's (newer) record.
+	x.insert(h0, 2)
+	if _, _, ok, known := x.get(h0, k0); ok || known {
+		t.Fatalf("get k0 over k1's record: ok %v known %v, want unknown", ok, known)
+	}
+
+	// The engine: Get of k0 meets the collision, waits for the held tail, reads it installed.
+	all := checkpoint.KeyGroupRange{Start: 0, End: 127}
+	dir := t.TempDir()
+	e := openTest(t, restoreSeqOptions(dir, all))
+	for i := range tables + 2 {
+		k, h := testKey(3, fmt.Appendf(nil, "s%d", i)) // seqs for the tail to take
+		if err := e.Apply(opPut(k, h, []byte("x"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Persist(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openTest(t, restoreSeqOptions(dir, all))
+	hold := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	e.tailHook = func() { <-hold }
+	b2 := memTail(t, tables+2, func(l *changelog.Log, _ *changelog.Writer) error {
+		for i := range 2 {
+			k, _ := testKey(1, fmt.Appendf(nil, "k%d", i))
+			if err := l.Append(uint8(OpPut), uint16(k[0])<<8|uint16(k[1]), uint64(tables+i+1), k, nil, fmt.Appendf(nil, "v%d", i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err := e.queueTail(b2, "tail"); err != nil {
+		t.Fatal(err)
+	}
+	e.startTail()
+	e.tail.srcs[0].idx.insert(h0, 2) // the collision
+	if v, st := e.Get(h1, k1); st != found || string(v) != "v1" || !e.TailStats().Pending {
+		t.Fatalf("get k1 while held: %q %v (tail %+v), want v1 from the index", v, st, e.TailStats())
+	}
+	var released atomic.Bool
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		released.Store(true)
+		release()
+	}()
+	v, st := e.Get(h0, k0)
+	if !released.Load() || st != found || string(v) != "v0" {
+		t.Fatalf("get k0 at the collision: %q %v, released %v: want v0 after the install", v, st, released.Load())
+	}
+	if ts := e.TailStats(); ts.Pending || ts.Collisions != 1 || ts.Served != 1 {
+		t.Fatalf("tail %+v: want installed, 1 collision, 1 served", ts)
 	}
 }

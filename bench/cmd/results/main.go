@@ -745,7 +745,8 @@ func writeChangelog(md *bytes.Buffer, d *report.Data, clc, clr []string, med, mi
 			"first read included). The on row's checkpoint is taken after a materialization and then -cltail × the keys "+
 			"random updates (default 0.25: half the log the space-amplification cap of 1.5 allows), so that its log tail is "+
 			"those updates; the off row's after the same updates, natively (bench/suite/changelog_test.go, restorePoint). lazy is the on row's checkpoint restored with CheckpointOptions.LazyRestore (Restore returns once "+
-			"the manifests are read, the log's tail is written in the background, the first read waits for what it needs). "+
+			"the manifests are read and the log's tail is collected and indexed; the tail is written in the background, and a value "+
+			"Get is answered from the collected tail meanwhile: the engine's invariant 39). "+
 			"Target: changelog on ≤ %g × off.\n\n", clRestoreRatio)
 		md.WriteString("| row | changelog | restore ms | log records replayed | × off | result |\n|---|---|---:|---:|---:|---|\n")
 		for _, n := range clr {
