@@ -35,23 +35,7 @@ func TestLazyTailEngine(t *testing.T) {
 			for _, dir := range dirs {
 				o := restoreSeqOptions(dir, all)
 				o.Workers = workers
-				e := openTest(t, o)
-				for i := range tables + tail {
-					id := uint16(1)
-					if i >= tables {
-						id = 3 // seqs for the tail to take (nothing reads state 3)
-					}
-					k, h := testKey(id, fmt.Appendf(nil, "k%d", i%tables))
-					if err := e.Apply(opPut(k, h, fmt.Appendf(nil, "table-%d", i))); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if err := e.Persist(nil); err != nil {
-					t.Fatal(err)
-				}
-				if err := e.Close(); err != nil {
-					t.Fatal(err)
-				}
+				persistTailTables(t, o, tables, tail)
 			}
 			b := lazyTailLog(t, tables, tail)
 			open := func(dir string) *Engine {
@@ -128,6 +112,31 @@ func TestLazyTailEngine(t *testing.T) {
 					ts, lazy.bulkFiles, sync.bulkFiles, lazy.bulkParallel, tail)
 			}
 		})
+	}
+}
+
+// persistTailTables writes the restored tables of the lazy tail tests into the directory of
+// o and closes it: puts "table-<i>" to state 1's keys "k0".."k<tables-1>", then tail more puts
+// to state 3 (nothing reads it), whose seqs a tail of tail records then takes (tables+1 ..
+// tables+tail), persisted.
+func persistTailTables(t *testing.T, o Options, tables, tail int) {
+	t.Helper()
+	e := openTest(t, o)
+	for i := range tables + tail {
+		id := uint16(1)
+		if i >= tables {
+			id = 3
+		}
+		k, h := testKey(id, fmt.Appendf(nil, "k%d", i%tables))
+		if err := e.Apply(opPut(k, h, fmt.Appendf(nil, "table-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Persist(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -318,23 +327,7 @@ func TestLazyTailValueIndex(t *testing.T) {
 	all := checkpoint.KeyGroupRange{Start: 0, End: 127}
 	dirs := []string{t.TempDir(), t.TempDir()}
 	for _, dir := range dirs {
-		e := openTest(t, restoreSeqOptions(dir, all))
-		for i := range tables + tail {
-			id := uint16(1)
-			if i >= tables {
-				id = 3 // seqs for the tail to take
-			}
-			k, h := testKey(id, fmt.Appendf(nil, "k%d", i%tables))
-			if err := e.Apply(opPut(k, h, fmt.Appendf(nil, "table-%d", i))); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := e.Persist(nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Close(); err != nil {
-			t.Fatal(err)
-		}
+		persistTailTables(t, restoreSeqOptions(dir, all), tables, tail)
 	}
 	// The tail: 20 rounds over state 1's keys k0..k99 (the table's keys) — every fourth record
 	// an append to a list of state 2 instead, so keys ≡ 3 mod 4 get none —, rounds 0, 3, …, 18
@@ -493,20 +486,8 @@ func TestTailIndexCollision(t *testing.T) {
 	// The engine: Get of k0 meets the collision, waits for the held tail, reads it installed.
 	all := checkpoint.KeyGroupRange{Start: 0, End: 127}
 	dir := t.TempDir()
+	persistTailTables(t, restoreSeqOptions(dir, all), tables, 2)
 	e := openTest(t, restoreSeqOptions(dir, all))
-	for i := range tables + 2 {
-		k, h := testKey(3, fmt.Appendf(nil, "s%d", i)) // seqs for the tail to take
-		if err := e.Apply(opPut(k, h, []byte("x"))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := e.Persist(nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	e = openTest(t, restoreSeqOptions(dir, all))
 	hold := make(chan struct{})
 	var once sync.Once
 	release := func() { once.Do(func() { close(hold) }) }

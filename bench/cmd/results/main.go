@@ -844,16 +844,22 @@ func writeTTLTimers(md *bytes.Buffer, d *report.Data) {
 // batchTarget is the batched-access target (issue 14 item 4): single ÷ batched ns per key.
 const batchTarget = 2.0
 
+// rowsOf returns the names of d's rows whose workload begins with prefix, in d's order.
+func rowsOf(d *report.Data, prefix string) []string {
+	var rows []string
+	for _, n := range d.Order {
+		if w, _, _, ok := report.Split(n); ok && strings.HasPrefix(w, prefix) {
+			rows = append(rows, n)
+		}
+	}
+	return rows
+}
+
 // writeJobRows tables the job-level rows (bench/suite/job_test.go, BenchmarkJob: the flight
 // demo's replay beside its Go model, at GOMAXPROCS=1 and 2) by the figures the demo's "job:"
 // line reports; the Gates section checks them (internal/report's job gates).
 func writeJobRows(md *bytes.Buffer, d *report.Data) {
-	var rows []string
-	for _, n := range d.Order {
-		if w, _, _, ok := report.Split(n); ok && strings.HasPrefix(w, "Job/") {
-			rows = append(rows, n)
-		}
-	}
+	rows := rowsOf(d, "Job/")
 	if len(rows) == 0 {
 		return
 	}
@@ -984,12 +990,7 @@ const memTarget = 1.5
 // writeMemory tables the MemoryEfficiency rows (bench/suite/memeff_test.go): per state kind,
 // the smallest budget that keeps the state in memory as a multiple of its bytes.
 func writeMemory(md *bytes.Buffer, d *report.Data) {
-	var rows []string
-	for _, n := range d.Order {
-		if w, _, _, ok := report.Split(n); ok && strings.HasPrefix(w, "MemoryEfficiency/") {
-			rows = append(rows, n)
-		}
-	}
+	rows := rowsOf(d, "MemoryEfficiency/")
 	if len(rows) == 0 {
 		return
 	}
