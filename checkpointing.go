@@ -93,11 +93,13 @@ type CheckpointOptions struct {
 	// log fails Restore), but with LazyRestore it is sorted and written in the background.
 	// Meanwhile the Get of a value, reducing or aggregating state is answered from the
 	// collected tail itself, through an index of its newest value record per key built
-	// before Restore returns (about 8 bytes a record, off the Go heap, outside the budget,
-	// freed with the tail); every other read, a checkpoint, an eviction or Close waits for
-	// the tail (the engine's doc.go, "Lazy tail", invariants 33 and 39), and the first read
-	// or write after it is written installs it. Until then the directory is incomplete as
-	// above, and a failure writing it fails every later read, write and Close: restore again.
+	// before Restore returns (11 to 21 bytes a collected record, beside the tail's own 16
+	// bytes a record and its bytes: off the Go heap, outside the budget, freed with the
+	// tail); every other read, a checkpoint, an eviction, a write that fills a segment (its
+	// flush), WaitBackground, CompactAll or Close waits for the tail (the engine's doc.go,
+	// "Lazy tail", invariants 33, 34 and 39), and the first read or write after it is written
+	// installs it. Until then the directory is incomplete as above, and a failure writing it
+	// fails every later read, write and Close: restore again.
 	LazyRestore bool
 	// Changelog, when not nil, turns the changelog on (see ChangelogOptions): checkpoints
 	// store the log's tail on top of a materialization taken in the background. nil: off,

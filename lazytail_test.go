@@ -76,8 +76,9 @@ func lazyTailSetup(t *testing.T, seed uint64) (root string, st checkpoint.Storag
 
 // TestLazyTail: a restore whose changelog tail is lazy (engine tail.go; doc.go "Lazy tail")
 // returns before the tail is installed — its driver held by a hook — and then: value puts
-// written before the install win over the tail's versions of their keys, and every read,
-// started before the install, waits for it and reads as the model at the checkpoint's cut
+// written before the install win over the tail's versions of their keys, and every read
+// started before the install — answered by the tail's value index (a value Get: engine
+// invariant 39), or waiting for the install (the others) — reads as the model at the checkpoint's cut
 // with those puts — as a synchronous bulk replay reads (TestBulkReplayMatchesApply) — into
 // all the key groups and a sub-range, with the tail split into parts (invariant 30). A
 // checkpoint taken right after such a restore (its cut waits for the tail too) restores,
@@ -166,7 +167,8 @@ func TestLazyTail(t *testing.T) {
 }
 
 // TestLazyTailFailure: the lazy tail's driver fails — a full disk refuses its L0 files
-// (FaultFS) — after Restore returned: the next read reports the failure (ENOSPC), so do every
+// (FaultFS) — after Restore returned: the next read once the driver has ended (a value Get
+// before then is answered by the tail's index, engine invariant 39) reports the failure (ENOSPC), so do every
 // later read and write (sticky, invariant 35) and Close, no partial tail is ever read, and
 // the directory keeps its RESTORING marker, before (a crash right after Restore) and after the
 // failure; restoring the checkpoint again gives its state (nothing lost).

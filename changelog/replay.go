@@ -239,7 +239,8 @@ func (b *Batch) Len() int { return len(b.recs) }
 // and its record index, and the Batch, its records' byte slices and anything taken from them must not be used
 // afterwards (a call of the Batch then panics on its emptied index; a slice kept from a
 // Record faults). Without OffHeap it only drops the Batch's references. Idempotent; not safe
-// concurrently with any other use of the Batch. Errors: the unmap's (the memory stays mapped).
+// concurrently with any other use of the Batch. Errors: the first unmap error (that mapping
+// stays; the other is unmapped all the same).
 func (b *Batch) Release() error {
 	sc, ix := b.scratch, b.index
 	b.spans, b.vers, b.recs, b.scratch, b.index = nil, nil, nil, nil, nil
@@ -276,12 +277,23 @@ func (b *Batch) Touch(i int) byte {
 	return b.spans[rr.span][rr.off]
 }
 
-// recordRef places a checked record to visit: the span it is in and its offset there.
+// maxSpan is the longest range coalesce joins segments into: a record's offset in its span
+// is a uint32 (recordRef). A single segment longer than that (no Writer makes one:
+// MaxThreshold) is refused by readSpan as corrupt.
+const maxSpan = math.MaxUint32
+
+// recordRef places a checked record to visit: the span it is in and its offset there. 16
+// bytes (recordRefSize): a long tail's index is one entry per record.
 type recordRef struct {
 	seq  uint64
 	span uint32
 	off  uint32 // below 4 GiB: readSpan refuses a longer span
 }
+
+// recordRefSize is recordRef's size; the array fails to compile if it changes.
+const recordRefSize = 16
+
+var _ = [1]struct{}{}[unsafe.Sizeof(recordRef{})-recordRefSize]
 
 // objectPlan is what Collect reads of one object: its name and size, and the footer entries of
 // the segments that can hold wanted records, by offset, each once.
@@ -301,7 +313,7 @@ func coalesce(want []*SegmentInfo, f func(i, j int, start, end int64)) {
 	for i := 0; i < len(want); {
 		start, end := want[i].Offset, want[i].Offset+want[i].Length
 		j := i + 1
-		for j < len(want) && want[j].Offset <= end+coalesceGap {
+		for j < len(want) && want[j].Offset <= end+coalesceGap && max(end, want[j].Offset+want[j].Length)-start <= maxSpan {
 			end = max(end, want[j].Offset+want[j].Length)
 			j++
 		}
@@ -364,7 +376,7 @@ func readObjectSegments(ctx context.Context, s checkpoint.Storage, p objectPlan,
 // p's part of the off-heap buffer if it has one) and checks them.
 func readSpan(ctx context.Context, s checkpoint.Storage, p *objectPlan, kg KeyGroupRange, from, to uint64, want []*SegmentInfo, start, end int64, b *Batch) error {
 	name, size := p.name, p.size
-	if end-start > math.MaxUint32 {
+	if end-start > maxSpan {
 		return base.Corrupt(name, start, nil, "a span of %d bytes of segments to read: more than a record index addresses (4 GiB)", end-start)
 	}
 	var data []byte

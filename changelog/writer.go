@@ -24,6 +24,10 @@ const (
 	DefaultPersistDelay        = 10 * time.Millisecond
 	DefaultThreshold           = 10 << 20
 	DefaultPreemptiveThreshold = 5 << 20
+	// MaxThreshold bounds WriterOptions.Threshold (2 GiB): an object the Writer persists holds
+	// at most that much, so the ranges a restore reads of it stay below the 4 GiB its record
+	// index addresses (Collect).
+	MaxThreshold = 2 << 30
 
 	// chargeGranule is how many bytes a Log charges the Budget (and the Writer's buffered
 	// count) at a time, so that the shared counters are touched once per granule, not per
@@ -48,7 +52,7 @@ type WriterOptions struct {
 	PersistDelay time.Duration
 	// Threshold is the most bytes the Writer buffers, in flight included (bytes): beyond it
 	// Append refuses with an error matching memory.ErrMemoryBudget (backpressure, Flink's
-	// in-flight data limit). 0 means DefaultThreshold (10 MiB).
+	// in-flight data limit). 0 means DefaultThreshold (10 MiB); at most MaxThreshold.
 	Threshold int64
 	// PreemptiveThreshold is the buffered size at which PersistDue reports a persist due
 	// before PersistDelay (bytes); 0 means DefaultPreemptiveThreshold (5 MiB). At most
@@ -83,8 +87,8 @@ func (o *WriterOptions) Validate() error {
 	switch {
 	case o.PersistDelay < 0:
 		return fmt.Errorf("changelog: WriterOptions.PersistDelay %v is negative", o.PersistDelay)
-	case o.Threshold < 0:
-		return fmt.Errorf("changelog: WriterOptions.Threshold %d is negative", o.Threshold)
+	case o.Threshold < 0 || o.Threshold > MaxThreshold:
+		return fmt.Errorf("changelog: WriterOptions.Threshold %d outside [0, MaxThreshold %d]", o.Threshold, int64(MaxThreshold))
 	case o.PreemptiveThreshold < 0 || o.PreemptiveThreshold > o.Threshold:
 		return fmt.Errorf("changelog: WriterOptions.PreemptiveThreshold %d outside [0, Threshold %d]", o.PreemptiveThreshold, o.Threshold)
 	}

@@ -369,6 +369,21 @@ func TestThreshold(t *testing.T) {
 	}
 }
 
+// TestThresholdBounds: WriterOptions.Validate refuses a negative Threshold and one above
+// MaxThreshold (an object must stay below the 4 GiB a restore's record index addresses), and
+// takes MaxThreshold itself.
+func TestThresholdBounds(t *testing.T) {
+	for _, c := range []struct {
+		threshold int64
+		ok        bool
+	}{{-1, false}, {0, true}, {MaxThreshold, true}, {MaxThreshold + 1, false}, {8 << 30, false}} {
+		o := WriterOptions{Storage: newStorage(t), Prefix: "tb-1", Threshold: c.threshold}
+		if err := o.Validate(); (err == nil) != c.ok {
+			t.Errorf("Threshold %d: %v, want ok %v", c.threshold, err, c.ok)
+		}
+	}
+}
+
 // TestReserve: after Reserve succeeded, the next Append of that record is not refused for
 // memory — even when a Persist took the buffer in between and failed (its records and their
 // charge stay pending) — and Reserve, not Append, is refused once Threshold bytes are held
@@ -741,3 +756,22 @@ func BenchmarkAppendMix(b *testing.B) {
 type discardStorage struct{ checkpoint.Storage }
 
 func (discardStorage) Put(context.Context, string, []byte) error { return nil }
+
+// TestCoalesceMaxSpan: coalesce joins adjacent segments into one ranged read only while the
+// range stays within maxSpan (a record's offset in its span is a uint32), and never splits a
+// segment.
+func TestCoalesceMaxSpan(t *testing.T) {
+	const g = 1 << 30
+	want := []*SegmentInfo{{Offset: 0, Length: g}, {Offset: g, Length: g}, {Offset: 2 * g, Length: g},
+		{Offset: 3 * g, Length: g}, {Offset: 4 * g, Length: 10}}
+	var got [][2]int
+	coalesce(want, func(i, j int, start, end int64) {
+		if end-start > maxSpan {
+			t.Errorf("range [%d, %d) of segments %d..%d is longer than maxSpan", start, end, i, j)
+		}
+		got = append(got, [2]int{i, j})
+	})
+	if len(got) != 2 || got[0] != [2]int{0, 3} || got[1] != [2]int{3, 5} {
+		t.Fatalf("reads %v, want segments 0..3 then 3..5", got)
+	}
+}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync/atomic"
 
@@ -145,7 +146,8 @@ type bulkBatch struct {
 // FreshTable's: invariant 16). It touches no tier but through Evict (WriteL0) and reads only
 // b, so it may run on a task (invariant 32); the sort buffers it takes (Engine.sb) are given
 // back before it returns. Errors: each's; a *base.CorruptionError naming object for a record
-// of an unknown kind or without a composite key; ctx's; the sort buffer's mapping.
+// of an unknown kind or without a composite key; ctx's; the sort buffer's mapping; a b of
+// more than 2^32 records (its sort records number them in 32 bits).
 func (t *Engine) bulkWrite(ctx context.Context, b bulkSource, keep []bool, object string, maxSeqAllowed uint64,
 	lanes func(name string, n int, f func(i int) error) error, each func(*bulkBatch) error) error {
 	bufs := &t.sb
@@ -165,6 +167,9 @@ func (t *Engine) bulkWrite(ctx context.Context, b bulkSource, keep []bool, objec
 	var maxSeq uint64
 	var err error
 	n := b.Len()
+	if n > math.MaxUint32 {
+		return fmt.Errorf("strata: a changelog tail of %d records: more than a sort record addresses (2^32)", n)
+	}
 	// The batch's records per key group, for the parts' cuts (nil: one part).
 	var hist []int32
 	if _, ok := t.low.(lowerInstallAll); ok && t.sched.Workers() > 0 && min(n, bulkRecords) >= t.bulkParallelMin {

@@ -642,15 +642,18 @@
 //     installs them. A canonical savepoint's BulkLoad during the same Restore waits for the
 //     tail first (invariant 34).
 //  33. Every read entry point (Get, ListGet, MapGet, MapIter, GetBatch, MapGetBatch, NewScan)
-//     but a Get the tail's value index answers (invariant 39) first waits for the whole tail — every part, not only the key's (a read of another key
+//     first waits for the whole tail, except a Get that the tail's value index answers
+//     (invariant 39) — every part, not only the key's (a read of another key
 //     group does not go ahead: the parts of a batch run side by side on the lanes and end
 //     together, so a per-part wait would buy little unless parts were finer than lanes, each
 //     one more L0 file). With no tail pending the wait is one pointer test. It waits on the
 //     owner goroutine for the driver's Handle (a channel closed when the task ended: no lost
 //     wake-up). The install it makes is the one exception to invariant 2 (reads never
-//     install): it comes before any read since Restore returned a value (every read waits for
-//     it first), and it only adds L0 files — frees nothing, moves nothing — so no value, list
-//     batch, LowerList place or iterator can be invalidated by it.
+//     install). It invalidates nothing a read returned: it adds L0 files and releases the
+//     collected Batches and their indexes; the values Gets took from an index before it were
+//     copied out of the Batch (into the lower reader's arena, invariant 39), and every other
+//     read waits for the install before it returns anything, so no list batch, LowerList
+//     place, map entry or iterator can point into a Batch.
 //  34. Writes before the install go to the FreshTable as always: their seqs are above the
 //     tail's (Open numbers after the sources' largest LastSeq; the driver checks every record
 //     against the seq at Restore), and the upper tiers are read first, so a write wins over
@@ -688,8 +691,10 @@
 //     sweep like every file from before (lsm ForgetExpiry).
 //  39. Value reads do not wait (tailindex.go). queueTail indexes each collected tail's value
 //     records (OpPut, OpDelete) by composite-key hash, newest record per key (one pass in seq
-//     order; 16 bytes a slot, at most 3/4 full, off the Go heap and outside the budget, like
-//     the sort buffers; released with the Batch). While the tail is pending and every source
+//     order; 8-byte slots, at most 3/4 full: 11 to 21 bytes a collected record, off the Go
+//     heap and outside the budget, like the sort buffers and the Batch's own 16 bytes a
+//     record; released with the Batch). A tail of 2^32-1 records or more gets no index (its
+//     record numbers are 32-bit): its reads wait. While the tail is pending and every source
 //     has an index, Get reads the FreshTable and the SliceTable (writes since Restore: newer
 //     than the tail, invariant 34), then the index (a put: found, its value copied into the
 //     lower reader's arena, so it outlives the Batch's release by a later install; a delete:

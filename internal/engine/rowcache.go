@@ -68,7 +68,9 @@ import (
 //     removes the entry and inserts it anew (which may evict others of its set); one longer than
 //     rowMaxData drops it. A composite key belongs to one state, so list and map writes
 //     never touch a cached key. Data reaches the lower tier only by flushes and evictions of
-//     records that such writes created, after they refreshed or dropped the key, and LSM
+//     records that such writes created, after they refreshed or dropped the key, and by a lazy
+//     restore's tail install, whose value keys no read cached while it was pending (they were
+//     answered by its index, doc.go invariant 39), and LSM
 //     compactions do not change what a read sees; so a cached value is always the key's
 //     newest (the write-through copy equals the record that shadows the lower tier until it
 //     moves down).

@@ -55,7 +55,9 @@ func TestLazyTailEngine(t *testing.T) {
 			hold := make(chan struct{})
 			var released atomic.Bool
 			lazy.tailHook = func() { <-hold }
-			lazy.queueTail(b, "tail")
+			if err := lazy.queueTail(b, "tail"); err != nil {
+				t.Fatal(err)
+			}
 			lazy.startTail()
 			if err := lazy.Apply(opPut(keyOf(1, 7), hashOf(1, 7), []byte("written"))); err != nil {
 				t.Fatal(err)
@@ -236,7 +238,9 @@ func TestLazyTailPersistAllTimerFile(t *testing.T) {
 	if _, err := q.Add(EventTime, tm.KeyGroup, base.HashKey(tm.Key), tm.KeyHash, tm.Key, tm.Namespace, tm.Timestamp); err != nil {
 		t.Fatal(err)
 	}
-	e.queueTail(b, "tail")
+	if err := e.queueTail(b, "tail"); err != nil {
+		t.Fatal(err)
+	}
 	e.startTail()
 	if err := e.deferTailPersist(func(r TimerFileRef) []byte { return []byte("restore:" + r.Name) }, nil); err != nil {
 		t.Fatal(err)
@@ -289,7 +293,9 @@ func TestLazyTailTTLSummary(t *testing.T) {
 			e = openTest(t, restoreSeqOptions(dir, all))
 			defer e.Close()
 			if lazy {
-				e.queueTail(b, "tail")
+				if err := e.queueTail(b, "tail"); err != nil {
+					t.Fatal(err)
+				}
 				e.startTail()
 				for e.tail.wrote.Load() == 0 {
 					time.Sleep(time.Millisecond)
@@ -412,7 +418,10 @@ func TestLazyTailValueIndex(t *testing.T) {
 	}
 	release()
 	// The first write after the driver ended installs the tail (Apply's preamble).
-	for lazy.TailStats().Pending {
+	for deadline := time.Now().Add(time.Minute); lazy.TailStats().Pending; {
+		if time.Now().After(deadline) {
+			t.Fatalf("tail %+v: still pending a minute after the driver's release", lazy.TailStats())
+		}
 		if err := lazy.Apply(opPut(keyOf(3, 0), hashOf(3, 0), []byte("x"))); err != nil {
 			t.Fatal(err)
 		}
@@ -522,5 +531,88 @@ func TestTailIndexCollision(t *testing.T) {
 	}
 	if ts := e.TailStats(); ts.Pending || ts.Collisions != 1 || ts.Served != 1 {
 		t.Fatalf("tail %+v: want installed, 1 collision, 1 served", ts)
+	}
+}
+
+// memTailOffHeap is memTail collected as a Restore collects it: off the Go heap
+// (changelog.CollectOptions.OffHeap, through a storage that reads into our memory), so that
+// Batch.Release unmaps what its records alias.
+func memTailOffHeap(tb testing.TB, last uint64, fill func(*changelog.Log) error) *changelog.Batch {
+	tb.Helper()
+	ctx := context.Background()
+	st, err := checkpointfs.NewDirStorage(vfs.NewMem(), "/ck")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w, err := changelog.NewWriter(changelog.WriterOptions{Storage: st, Prefix: "owner"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer w.Close()
+	r := changelog.KeyGroupRange{Start: 0, End: 127}
+	l, err := w.Log("s", r)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := fill(l); err != nil {
+		tb.Fatal(err)
+	}
+	hs, err := l.Checkpoint(ctx, last)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err := changelog.CollectParallel(ctx, st, hs, r, 0, last, changelog.CollectOptions{OffHeap: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// TestLazyTailValueOutlivesInstall: a value a Get took from the tail's index (invariant 39)
+// stays readable and unchanged after a later Get installs the tail and releases the Batch,
+// collected off the Go heap as a Restore collects it, so the release unmaps it (found by
+// review: with the Batch on the Go heap no test failed without tailGet's copy; this one
+// faults without it).
+func TestLazyTailValueOutlivesInstall(t *testing.T) {
+	const tables, tail = 50, 200
+	all := checkpoint.KeyGroupRange{Start: 0, End: 127}
+	dir := t.TempDir()
+	persistTailTables(t, restoreSeqOptions(dir, all), tables, tail)
+	b := memTailOffHeap(t, uint64(tables+tail), func(l *changelog.Log) error {
+		for i := range tail {
+			k, _ := testKey(1, fmt.Appendf(nil, "k%d", i%tables))
+			if err := l.Append(uint8(OpPut), uint16(k[0])<<8|uint16(k[1]), uint64(tables+i+1), k, nil, fmt.Appendf(nil, "tail-value-%04d", i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	e := openTest(t, restoreSeqOptions(dir, all))
+	hold := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	e.tailHook = func() { <-hold }
+	if err := e.queueTail(b, "tail"); err != nil {
+		t.Fatal(err)
+	}
+	e.startTail()
+	k, h := testKey(1, []byte("k3"))
+	early, st := e.Get(h, k)
+	if st != found || e.TailStats().Served != 1 {
+		t.Fatalf("get while held: %v %q (tail %+v), want found from the index", st, early, e.TailStats())
+	}
+	want := bytes.Clone(early)
+	release()
+	for e.TailStats().Written == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	k2, h2 := testKey(1, []byte("k4"))
+	e.Get(h2, k2) // the driver ended: this Get installs the tail and unmaps the Batch
+	if e.TailStats().Pending {
+		t.Fatal("still pending after a Get past the driver's end")
+	}
+	if !bytes.Equal(early, want) { // faults here without tailGet's copy
+		t.Fatalf("a value served by the index changed at the install: %q, was %q", early, want)
 	}
 }

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"bytes"
+	"errors"
+	"math"
 	"math/bits"
 	"sync/atomic"
 	"unsafe"
@@ -21,6 +23,15 @@ type tailSlot struct {
 	tag uint32
 	rec uint32
 }
+
+// tailSlotSize is tailSlot's size; the array fails to compile if it changes.
+const tailSlotSize = 8
+
+var _ = [1]struct{}{}[unsafe.Sizeof(tailSlot{})-tailSlotSize]
+
+// errTailTooLong: a tail of more records than a slot's 32-bit record number holds gets no
+// index (queueTail: its reads wait for the driver).
+var errTailTooLong = errors.New("strata: a changelog tail of 2^32-1 records or more: no value index")
 
 // tailGroup is how many records newTailIndex hashes before it touches their slots: the
 // slots' cache misses (a table of 8 bytes a slot, megabytes for a long tail) then overlap.
@@ -50,9 +61,12 @@ type tailIndex struct {
 // so each key's slot ends at its newest. Records of other kinds (lists, maps) are not indexed:
 // a key has one kind (its state's), so no value key has any. Errors: a *base.CorruptionError
 // for a value record without a composite key (bulkWrite refuses it the same way); the
-// mapping's.
+// mapping's; errTailTooLong.
 func newTailIndex(b *changelog.Batch, object string) (*tailIndex, error) {
 	n := b.Len()
+	if n >= math.MaxUint32 {
+		return nil, errTailTooLong
+	}
 	size := 1 << max(4, bits.Len(uint(n+n/3)))
 	mem, err := memory.MapScratch(size * int(unsafe.Sizeof(tailSlot{})))
 	if err != nil {
