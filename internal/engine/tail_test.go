@@ -52,13 +52,8 @@ func TestLazyTailEngine(t *testing.T) {
 			if _, _, err := sync.bulkReplay(ctx, b, nil, "tail", true); err != nil {
 				t.Fatal(err)
 			}
-			hold := make(chan struct{})
 			var released atomic.Bool
-			lazy.tailHook = func() { <-hold }
-			if err := lazy.queueTail(b, "tail"); err != nil {
-				t.Fatal(err)
-			}
-			lazy.startTail()
+			release := holdTail(t, lazy, b)
 			if err := lazy.Apply(opPut(keyOf(1, 7), hashOf(1, 7), []byte("written"))); err != nil {
 				t.Fatal(err)
 			}
@@ -98,7 +93,7 @@ func TestLazyTailEngine(t *testing.T) {
 			go func() {
 				time.Sleep(20 * time.Millisecond)
 				released.Store(true)
-				close(hold)
+				release()
 			}()
 			if _, st := lazy.MapGet(h, k, 1, []byte("u")); st == failed || !released.Load() {
 				t.Fatalf("a map read returned (status %v) before the held tail was installed", st)
@@ -115,6 +110,23 @@ func TestLazyTailEngine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// holdTail queues b as e's lazy tail and starts its driver held by e's tail hook until the
+// returned release is called (idempotent; also called at the test's cleanup, which runs
+// before the cleanup of an Engine opened earlier, so its Close never waits for a held driver).
+func holdTail(t *testing.T, e *Engine, b *changelog.Batch) (release func()) {
+	t.Helper()
+	hold := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	e.tailHook = func() { <-hold }
+	if err := e.queueTail(b, "tail"); err != nil {
+		t.Fatal(err)
+	}
+	e.startTail()
+	return release
 }
 
 // persistTailTables writes the restored tables of the lazy tail tests into the directory of
@@ -180,6 +192,20 @@ func lazyTailLog(t *testing.T, tables, n int) *changelog.Batch {
 // the replay tests and benchmarks. It fails tb on any error.
 func memTail(tb testing.TB, last uint64, fill func(*changelog.Log, *changelog.Writer) error) *changelog.Batch {
 	tb.Helper()
+	return collectMemTail(tb, last, changelog.CollectOptions{}, fill)
+}
+
+// memTailOffHeap is memTail collected as a Restore collects it: off the Go heap
+// (changelog.CollectOptions.OffHeap, through a storage that reads into our memory), so that
+// Batch.Release unmaps what its records alias.
+func memTailOffHeap(tb testing.TB, last uint64, fill func(*changelog.Log, *changelog.Writer) error) *changelog.Batch {
+	tb.Helper()
+	return collectMemTail(tb, last, changelog.CollectOptions{OffHeap: true}, fill)
+}
+
+// collectMemTail is memTail with the Collect options o.
+func collectMemTail(tb testing.TB, last uint64, o changelog.CollectOptions, fill func(*changelog.Log, *changelog.Writer) error) *changelog.Batch {
+	tb.Helper()
 	ctx := context.Background()
 	st, err := checkpointfs.NewDirStorage(vfs.NewMem(), "/ck")
 	if err != nil {
@@ -202,7 +228,7 @@ func memTail(tb testing.TB, last uint64, fill func(*changelog.Log, *changelog.Wr
 	if err != nil {
 		tb.Fatal(err)
 	}
-	b, err := changelog.Collect(ctx, st, hs, r, 0, last)
+	b, err := changelog.CollectParallel(ctx, st, hs, r, 0, last, o)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -370,15 +396,7 @@ func TestLazyTailValueIndex(t *testing.T) {
 	if _, _, err := eager.bulkReplay(ctx, b, nil, "tail", true); err != nil {
 		t.Fatal(err)
 	}
-	hold := make(chan struct{})
-	var once sync.Once
-	release := func() { once.Do(func() { close(hold) }) }
-	t.Cleanup(release) // before the Engines' cleanup closes them (cleanups run last first)
-	lazy.tailHook = func() { <-hold }
-	if err := lazy.queueTail(b, "tail"); err != nil {
-		t.Fatal(err)
-	}
-	lazy.startTail()
+	release := holdTail(t, lazy, b)
 	// Written after Restore, on both: a put over a tail delete, a delete over a tail put.
 	for _, e := range []*Engine{eager, lazy} {
 		if err := e.Apply(opPut(keyOf(1, 0), hashOf(1, 0), []byte("after"))); err != nil {
@@ -461,7 +479,7 @@ func BenchmarkTailIndex(b *testing.B) {
 // engine Get that meets such a slot waits for the tail and reads the installed one.
 func TestTailIndexCollision(t *testing.T) {
 	const tables = 10
-	b := memTail(t, tables+2, func(l *changelog.Log, _ *changelog.Writer) error {
+	twoPuts := func(l *changelog.Log, _ *changelog.Writer) error { // k0 = v0, k1 = v1
 		for i := range 2 {
 			k, _ := testKey(1, fmt.Appendf(nil, "k%d", i))
 			if err := l.Append(uint8(OpPut), uint16(k[0])<<8|uint16(k[1]), uint64(tables+i+1), k, nil, fmt.Appendf(nil, "v%d", i)); err != nil {
@@ -469,7 +487,8 @@ func TestTailIndexCollision(t *testing.T) {
 			}
 		}
 		return nil
-	})
+	}
+	b := memTail(t, tables+2, twoPuts)
 	x, err := newTailIndex(b, "tail")
 	if err != nil {
 		t.Fatal(err)
@@ -497,24 +516,7 @@ func TestTailIndexCollision(t *testing.T) {
 	dir := t.TempDir()
 	persistTailTables(t, restoreSeqOptions(dir, all), tables, 2)
 	e := openTest(t, restoreSeqOptions(dir, all))
-	hold := make(chan struct{})
-	var once sync.Once
-	release := func() { once.Do(func() { close(hold) }) }
-	t.Cleanup(release)
-	e.tailHook = func() { <-hold }
-	b2 := memTail(t, tables+2, func(l *changelog.Log, _ *changelog.Writer) error {
-		for i := range 2 {
-			k, _ := testKey(1, fmt.Appendf(nil, "k%d", i))
-			if err := l.Append(uint8(OpPut), uint16(k[0])<<8|uint16(k[1]), uint64(tables+i+1), k, nil, fmt.Appendf(nil, "v%d", i)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err := e.queueTail(b2, "tail"); err != nil {
-		t.Fatal(err)
-	}
-	e.startTail()
+	release := holdTail(t, e, memTail(t, tables+2, twoPuts))
 	e.tail.srcs[0].idx.insert(h0, 2) // the collision
 	if v, st := e.Get(h1, k1); st != found || string(v) != "v1" || !e.TailStats().Pending {
 		t.Fatalf("get k1 while held: %q %v (tail %+v), want v1 from the index", v, st, e.TailStats())
@@ -534,40 +536,6 @@ func TestTailIndexCollision(t *testing.T) {
 	}
 }
 
-// memTailOffHeap is memTail collected as a Restore collects it: off the Go heap
-// (changelog.CollectOptions.OffHeap, through a storage that reads into our memory), so that
-// Batch.Release unmaps what its records alias.
-func memTailOffHeap(tb testing.TB, last uint64, fill func(*changelog.Log) error) *changelog.Batch {
-	tb.Helper()
-	ctx := context.Background()
-	st, err := checkpointfs.NewDirStorage(vfs.NewMem(), "/ck")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	w, err := changelog.NewWriter(changelog.WriterOptions{Storage: st, Prefix: "owner"})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer w.Close()
-	r := changelog.KeyGroupRange{Start: 0, End: 127}
-	l, err := w.Log("s", r)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := fill(l); err != nil {
-		tb.Fatal(err)
-	}
-	hs, err := l.Checkpoint(ctx, last)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	b, err := changelog.CollectParallel(ctx, st, hs, r, 0, last, changelog.CollectOptions{OffHeap: true})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return b
-}
-
 // TestLazyTailValueOutlivesInstall: a value a Get took from the tail's index (invariant 39)
 // stays readable and unchanged after a later Get installs the tail and releases the Batch,
 // collected off the Go heap as a Restore collects it, so the release unmaps it (found by
@@ -578,7 +546,7 @@ func TestLazyTailValueOutlivesInstall(t *testing.T) {
 	all := checkpoint.KeyGroupRange{Start: 0, End: 127}
 	dir := t.TempDir()
 	persistTailTables(t, restoreSeqOptions(dir, all), tables, tail)
-	b := memTailOffHeap(t, uint64(tables+tail), func(l *changelog.Log) error {
+	b := memTailOffHeap(t, uint64(tables+tail), func(l *changelog.Log, _ *changelog.Writer) error {
 		for i := range tail {
 			k, _ := testKey(1, fmt.Appendf(nil, "k%d", i%tables))
 			if err := l.Append(uint8(OpPut), uint16(k[0])<<8|uint16(k[1]), uint64(tables+i+1), k, nil, fmt.Appendf(nil, "tail-value-%04d", i)); err != nil {
@@ -588,15 +556,7 @@ func TestLazyTailValueOutlivesInstall(t *testing.T) {
 		return nil
 	})
 	e := openTest(t, restoreSeqOptions(dir, all))
-	hold := make(chan struct{})
-	var once sync.Once
-	release := func() { once.Do(func() { close(hold) }) }
-	t.Cleanup(release)
-	e.tailHook = func() { <-hold }
-	if err := e.queueTail(b, "tail"); err != nil {
-		t.Fatal(err)
-	}
-	e.startTail()
+	release := holdTail(t, e, b)
 	k, h := testKey(1, []byte("k3"))
 	early, st := e.Get(h, k)
 	if st != found || e.TailStats().Served != 1 {
