@@ -29,7 +29,8 @@ func TestPurposeString(t *testing.T) {
 		{PurposeChangelog, "changelog"},
 		{PurposeOperatorState, "operator-state"},
 		{PurposeTimers, "timers"},
-		{NumPurposes, "purpose(8)"},
+		{PurposeHotTier, "hot-tier"},
+		{NumPurposes, "purpose(9)"},
 		{255, "purpose(255)"},
 	}
 	for _, tt := range tests {

@@ -17,6 +17,7 @@ const (
 	PurposeChangelog                    // changelog (DSTL) buffers on the Go heap (Budget.Charge)
 	PurposeOperatorState                // operator and broadcast state on the Go heap (Budget.Charge)
 	PurposeTimers                       // timer queues: per key group heaps, sets and arenas (Budget.Map)
+	PurposeHotTier                      // the Store's hot tier: cached and dirty state on the Go heap (Budget.Charge)
 	NumPurposes                         // number of valid purposes; not a valid Purpose
 )
 
@@ -29,10 +30,11 @@ var purposeNames = [NumPurposes]string{
 	PurposeChangelog:     "changelog",
 	PurposeOperatorState: "operator-state",
 	PurposeTimers:        "timers",
+	PurposeHotTier:       "hot-tier",
 }
 
 // String returns the purpose's metric label ("fresh-data", "fresh-index", "slice",
-// "block-cache", "other", "changelog", "operator-state", "timers"), or "purpose(N)" for an invalid value.
+// "block-cache", "other", "changelog", "operator-state", "timers", "hot-tier"), or "purpose(N)" for an invalid value.
 func (p Purpose) String() string {
 	if p < NumPurposes {
 		return purposeNames[p]
@@ -46,8 +48,9 @@ func (p Purpose) valid() bool { return p < NumPurposes }
 // usesReserve reports whether mappings for p may take the budget's reserve (see
 // Budget.AddReserve): every purpose except the writers' (FreshTable data and index, the
 // changelog buffer, which grows with every write as the FreshTable does, and operator state
-// and timers, which the task's writes grow and no background work frees).
+// and timers, which the task's writes grow and no background work frees, and the hot tier,
+// which the task's reads and writes grow).
 func (p Purpose) usesReserve() bool {
 	return p != PurposeFreshData && p != PurposeFreshIndex && p != PurposeChangelog && p != PurposeOperatorState &&
-		p != PurposeTimers
+		p != PurposeTimers && p != PurposeHotTier
 }

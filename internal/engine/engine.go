@@ -580,6 +580,28 @@ func (t *Engine) before() error {
 	return nil
 }
 
+// WriteCheck returns the error Apply would refuse any write with before it writes: the
+// sticky background failure (damage), ErrNoSpace while a full disk's retry waits, a lazy
+// restore's failed changelog tail once its driver has ended — or nil. It installs no
+// background work. The root's hot tier asks it at each write it keeps above the engine, so
+// those writes report what a write reports (root doc.go, "Hot tier"). Owner goroutine only.
+func (t *Engine) WriteCheck() error {
+	if t.bgErr != nil {
+		return t.bgErr
+	}
+	if t.retrying > 0 {
+		if err := t.retryCheck(); err != nil {
+			return err
+		}
+	}
+	if t.tail != nil && t.tailWritten() {
+		if err := t.awaitTail(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // stallL0 makes a writer wait while the LsmStore has Options.L0StopWrites L0 files or more,
 // until an L0 compaction is installed (stall). Counted in Stats (L0Stalls, L0StallNanos).
 //

@@ -290,6 +290,10 @@ type LowerList struct {
 // the places left are good.
 func (l *LowerList) Valid() bool { return l.gen == l.t.lr.gen && l.epoch == l.t.epoch }
 
+// Reset forgets the places of the previous read: Pending is false until the next read that
+// streams (the root's hot tier answers a list read without one).
+func (l *LowerList) Reset() { l.locs, l.next = l.locs[:0], 0 }
+
 // Pending reports whether Next has a piece left.
 func (l *LowerList) Pending() bool { return l.next < len(l.locs) }
 

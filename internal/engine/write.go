@@ -169,3 +169,12 @@ func (t *Engine) dropRow(h uint64, key []byte) {
 func (t *Engine) orderOf(key []byte, h uint64) uint64 {
 	return base.OrderHash(uint16(key[0])<<8|uint16(key[1]), t.stride, h)
 }
+
+// CheckSizes returns the error Apply would refuse a write of key, map user key userKey and
+// value (or list batch) with for their sizes alone — ErrKeyTooLarge, ErrValueTooLarge — or
+// nil: the FreshTable's limits (fresh.Table.CheckSizes). The root's hot tier asks it at the
+// call of a write it keeps, so the error comes where the call is (root doc.go, "Hot tier").
+// Allocates nothing unless it returns an error. Owner goroutine only.
+func (t *Engine) CheckSizes(key, userKey, value []byte) error {
+	return t.f.CheckSizes(key, userKey, value)
+}
