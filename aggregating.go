@@ -60,7 +60,7 @@ func (a *AggregatingState[IN, ACC, OUT]) Get(k Key) (OUT, bool, error) {
 // ErrKeyTooLarge, ErrValueTooLarge, ErrMemoryBudget.
 func (a *AggregatingState[IN, ACC, OUT]) Add(k Key, in IN) error {
 	s := a.s
-	key, h, err := s.begin(k, a.idAt(k))
+	key, h, err := s.beginHot(k, a.idAt(k))
 	defer s.exit()
 	if err != nil {
 		return a.wrap("add", err)
@@ -74,7 +74,11 @@ func (a *AggregatingState[IN, ACC, OUT]) Add(k Key, in IN) error {
 	}
 	var acc ACC
 	have := false
-	if b, st := s.e.Get(h, key); st == found {
+	b, st, err := a.kvGet(h, key)
+	if err != nil {
+		return a.wrap("add", err)
+	}
+	if st == found {
 		b, ok, err := a.unexpired(b, now)
 		if err != nil {
 			return a.wrap("add", err)
@@ -97,7 +101,7 @@ func (a *AggregatingState[IN, ACC, OUT]) Add(k Key, in IN) error {
 		s.vbuf = base.AppendTS(s.vbuf, now)
 	}
 	s.vbuf = a.codec.Append(s.vbuf, acc)
-	if err := s.apply(engine.OpPut, key, h, nil, s.vbuf); err != nil {
+	if err := a.kvWrite(engine.OpPut, key, h, s.vbuf); err != nil {
 		return a.wrap("add", err)
 	}
 	return nil

@@ -223,6 +223,9 @@ func (s *Store) Materialize(ctx context.Context) error {
 	}
 	s.enter(opCall)
 	defer s.exit()
+	if err := s.hotErrCheck(); err != nil {
+		return fmt.Errorf("strata: materialize: %w", err)
+	}
 	if err := s.e.Materialize(ctx); err != nil {
 		return fmt.Errorf("strata: materialize: %w", err)
 	}

@@ -241,6 +241,9 @@ func (s *Store) StartCheckpoint(id uint64, inputPosition []byte) (*PendingCheckp
 	}
 	s.enter(opCall)
 	defer s.exit()
+	if err := s.hotErrCheck(); err != nil {
+		return nil, fmt.Errorf("strata: checkpoint %d: %w", id, err)
+	}
 	if last := s.e.LastCommittedCheckpoint(); id <= last {
 		return nil, fmt.Errorf("%w: checkpoint id %d is not above %d, the last committed or restored checkpoint of owner %q (ids only grow)",
 			ErrInvalidOptions, id, last, s.owner())

@@ -17,8 +17,10 @@ import (
 type opPart uint8
 
 const (
-	opCall  opPart = iota // a state, key, checkpoint or operator-state call
+	opCall  opPart = iota // a state, key or checkpoint call: writes the hot tier back first (hot.go, H1)
 	opTimer               // a timer call (TaskStats.TimerNanos)
+	opHot                 // a point operation through a hot table (beginHot)
+	opOps                 // an operator-state call (no keyed state: the hot tier stays)
 )
 
 // opMeter holds the root's sampling state and sums (owner goroutine only).
@@ -43,6 +45,20 @@ func (s *Store) enter(p opPart) {
 	if s.meter.ops&(engine.SampleEvery-1) == 0 {
 		s.sampleBegin(p)
 	}
+	if p == opCall && s.hot.dirty > 0 {
+		s.enterSync()
+	}
+}
+
+// enterSync writes the hot tier back for a call that reads or writes beside it (hot.go, H1,
+// H2). A failure makes the call fail: check refuses every key (keyGroupError reports it) and
+// the cuts ask hotErrCheck, until exit.
+//
+//go:noinline
+func (s *Store) enterSync() {
+	if err := s.syncHot(); err != nil {
+		s.hot.err, s.liveMaxP = err, ^uint32(0)
+	}
 }
 
 // exit ends an API call begun by enter.
@@ -50,6 +66,19 @@ func (s *Store) exit() {
 	s.guard.exit()
 	if s.meter.t0 != 0 {
 		s.sampleEnd()
+	}
+	if s.hot.err != nil {
+		s.exitSync()
+	}
+}
+
+// exitSync clears a write-back failure at the end of the call it failed.
+//
+//go:noinline
+func (s *Store) exitSync() {
+	s.hot.err = nil
+	if !s.closed {
+		s.liveMaxP = s.maxP
 	}
 }
 

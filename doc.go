@@ -133,66 +133,52 @@
 // every record the task marks with Store.RecordProcessed (EveryRecord, Flink's
 // runCleanupForEveryRecord).
 //
-// # Hot tier (issue 22; PLANNED — not implemented yet)
+// # Hot tier (Options.HotTierSize; issue 22)
 //
 // A state call costs about 2.7× a Go map's even with everything in cache (BenchmarkHotReduce:
 // 96–160 ns a ReducingState.Add against 30–60 ns), and the flight job makes about 15 per event:
-// composing and hashing the key, the codec both ways, the FreshTable probe (two dependent
-// cache misses: index group, record), a new record version per first write to a segment,
-// and a changelog record per change. The plan is Flink's heap backend in front of the tiers
-// (HeapKeyedStateBackend, CopyOnWriteStateMap): per registered state, a table on the Go heap
-// of the keys in use holding decoded values, written in place and written back to the
-// engine in batches. Terms: an entry is one (state, composite key[, user key]) with its value
-// T — for a list, the elements appended since it was last written back, or the whole list
-// when a Get or Update made it known —, dirty when it differs from what the engine holds; a
-// write-back applies every dirty entry of a set through engine.Apply, as one net change per
-// entry (OpPut, OpDelete, OpListAppend of the batch, OpListReplace, OpMapPut, OpMapRemove,
-// OpMapClear first when the map was cleared).
+// composing and hashing the key, the codec both ways, the FreshTable probe, a new record
+// version per first write to a segment, and a changelog record per change. The hot tier is
+// Flink's heap backend in front of the tiers (HeapKeyedStateBackend, CopyOnWriteStateMap): per
+// registered state without a TTL, a table on the Go heap of the keys in use, written in place
+// and written back to the engine as one net change per dirty entry (OpPut, OpDelete,
+// OpListReplace or OpListDelete then OpListAppend, OpMapPut, OpMapRemove). It is off by default
+// in this version (HotTierSize 0) and on in the flight demo (an eighth of the budget).
 //
-// Invariants the implementation must keep (each one a test before the code; the model test
-// gains a hot step kind):
+// As built (hot.go, whose package comment numbers them H1–H7), the entries hold engine-level
+// bytes rather than decoded values: one mechanism for every kind and codec, the codec still
+// runs at each call, and aliasing (invariant 7) is what it is without the tier. Invariants:
 //
-//  1. One answer. A read finds the entry first (hit: T as written, no codec); a miss reads
-//     the tiers as today and may insert a clean entry. So every read sees the newest write,
-//     whichever side holds it. Reads that span keys (Keys, KeysAndNamespaces, NumEntries,
-//     ApplyToAllKeys, a map's Iterator and Entries, GetBatch over several keys) write back
-//     the state's dirty entries first (a map's iterator only that map key's).
-//  2. Write-back before every cut. StartCheckpoint, Checkpoint, Savepoint, Materialize and
-//     Close write back every dirty entry before the engine's cut, so a checkpoint, a
-//     materialization, a savepoint and Close's persist hold every acknowledged write
-//     (invariant 5 above and the checkpoint protocol unchanged); Discard drops the tier. The
-//     changelog then holds one record per dirty entry per checkpoint interval instead of one
-//     per call: a restore replays the net changes, which Flink's changelog semantics allow
-//     (a checkpoint promises the state at its barrier, not the history before it).
-//  3. Order within a key. An entry's write-back is the net effect of the calls since the last
-//     one, in order: a Clear followed by Adds writes OpDelete (or OpListDelete, OpMapClear)
-//     then the new value, never the reverse; different keys carry no order (they never did:
-//     the tiers order by key, the changelog's per-key order is all a replay needs).
-//  4. Errors where the call is. ErrKeyTooLarge and ErrValueTooLarge are decided at the call
-//     (the key is composed at the call; the value's encoded size is checked at the call for a
-//     codec without a fixed size — it is encoded then, the bytes kept for the write-back).
-//     A write-back that meets ErrMemoryBudget after backpressure, or a full disk, fails the
-//     operation that asked for it (the checkpoint fails, as Flink's when its snapshot cannot
-//     be written) and leaves every entry dirty: nothing is lost, the next cut retries.
-//  5. Inside the budget. Entries are charged to the memory budget (a purpose of their own,
-//     bounded by an option, default an eighth of the limit), estimated from their encoded
-//     size plus a fixed overhead; at the bound the tier writes back and drops clean entries
-//     (clock order), so its memory is a cache's, never the state's only copy beyond one
-//     checkpoint interval, and a steady job's sync pause is bounded by the dirty bound.
-//  6. TTL as today. An entry keeps the timestamp the tiers would store; reads decide
-//     expiry and visibility by the same rules (ttl.go), OnReadAndWrite renews it in the entry
-//     (dirty). The background sweep works below the tier: a dirty entry is newer than what it
-//     removes.
-//  7. Aliasing. A T holding bytes (the Bytes codec) is copied into the entry at the write and
-//     returned from it at a read, valid until the next write of that key (no longer than
-//     invariant 2 above promises).
+//  1. One answer. A point read finds the entry first (hit), else reads the tiers and inserts
+//     a clean entry. Every call that reads across keys (Keys, KeysAndNamespaces, NumEntries,
+//     ApplyToAllKeys, map iterators and Entries, GetBatch, list MergeNamespaces, a map's
+//     Clear, IsEmpty) enters as opCall, which writes every dirty entry back first; every
+//     engine write outside the tier goes through Store.apply, which drops the key's entry.
+//  2. Write-back before every cut. StartCheckpoint, Savepoint, Materialize, WaitBackground,
+//     CompactAll and Close write every dirty entry back before the engine's cut; a failed
+//     write-back fails the cut and keeps the entries dirty; Discard drops the tier. The
+//     changelog holds one record per dirty entry per cut instead of one per call: a restore
+//     replays net changes, which Flink's changelog semantics allow.
+//  3. Order within a key: an entry's write-back is the net effect of its calls since the last.
+//  4. Errors where the call is: sizes (ErrKeyTooLarge, ErrValueTooLarge) and the engine's
+//     sticky state (damage, a full disk's retry window, a failed lazy tail) are checked at the
+//     call. A point operation never fails for a write-back (with no room it goes to the
+//     tiers directly); a call that reads across keys does, while the write-back fails (a full
+//     disk, a checkpoint storage outage that filled the changelog buffer): point reads and
+//     writes go on meanwhile.
+//  5. Inside the budget: entries are charged (memory.PurposeHotTier) up to HotTierSize; at the
+//     bound the tier writes everything back and drops every entry (no clock order yet).
+//  6. TTL: states with a TTL have no table.
+//  7. Aliasing: a value read from an entry is valid until the next write to the Store.
 //
-// Expected, from the flight demo's profile (2026-12-05): the task's engine read, engine write
-// and changelog append (about 2.8 of 4.2 µs an event) and most of its codec time become Go
-// map work plus about one write-back per key per checkpoint interval (about 17,000 entries
-// per 50,000 events); background work falls with the versions no longer written. That is the
-// lever for ½ of the Go model; tuning the per-call path as it is moved the
-// ratio from 0.10 to about 0.2 over several sessions.
+// Measured on the flight demo (2026-12-05, 2 vCPUs, alternated runs; bench/cmd/flightdemo
+// -hot): 90 % of point reads hit; engine writes fall 6.7× (3.4 M write-backs for 3 M events),
+// the changelog's share of the task from 10 % to 2–3 %, background CPU per event by about a
+// quarter (3.0–3.3 → 2.2–2.5 µs); but the task's CPU per event does not fall (4.8–5.6 µs
+// against 5.4–5.9 µs off): the tier's lookups are bound by memory latency as the FreshTable's
+// probes were (a slot, then the entry: about 100 ns each at this working set), so replacing
+// one probe by another moves little. What would move it is fewer lookups per event (a typed
+// entry per key holding every state of the operator) or a working set that fits the caches.
 //
 // # Example
 //

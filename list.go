@@ -62,7 +62,7 @@ func (s *Store) maxBatch() int { return s.opts.SegmentSize / 8 }
 // Errors: ErrKeyGroupOutOfRange, ErrClosed, ErrKeyTooLarge, ErrValueTooLarge, ErrMemoryBudget.
 func (l *ListState[T]) Add(k Key, x T) error {
 	s := l.s
-	key, h, err := s.begin(k, l.idAt(k))
+	key, h, err := s.beginHot(k, l.idAt(k))
 	defer s.exit()
 	if err != nil {
 		return l.wrap("add", err)
@@ -83,10 +83,24 @@ func (l *ListState[T]) Add(k Key, x T) error {
 	m := binary.PutUvarint(hdr[:], uint64(len(buf)-binary.MaxVarintLen64))
 	start := binary.MaxVarintLen64 - m
 	copy(buf[start:], hdr[:m])
-	if err := s.apply(engine.OpListAppend, key, h, nil, buf[start:]); err != nil {
+	if err := l.listWrite(key, h, buf[start:], false); err != nil {
 		return l.wrap("add", err)
 	}
 	return nil
+}
+
+// listWrite writes the framed batch b to the list of key (hash h): appended, or with replace
+// replacing the list (an empty b deletes it), through the state's hot table when it has one
+// (hot.go), else to the engine (writeList, cut in pieces). Inside beginHot.
+func (l *ListState[T]) listWrite(key []byte, h uint64, b []byte, replace bool) error {
+	s := l.s
+	if l.hot != nil {
+		return s.hotListWrite(l.hot, key, h, b, replace)
+	}
+	if replace && len(b) == 0 {
+		return s.apply(engine.OpListDelete, key, h, nil, nil)
+	}
+	return s.writeList(h, key, b, replace)
 }
 
 // appendElems appends the framed encodings of xs to dst, using s.ubuf as element scratch;
@@ -117,7 +131,7 @@ func (l *ListState[T]) appendElems(dst []byte, xs []T) []byte {
 // elements, in order.
 func (l *ListState[T]) AddAll(k Key, xs []T) error {
 	s := l.s
-	key, h, err := s.begin(k, l.idAt(k))
+	key, h, err := s.beginHot(k, l.idAt(k))
 	defer s.exit()
 	if err != nil {
 		return l.wrap("add all", err)
@@ -131,7 +145,7 @@ func (l *ListState[T]) AddAll(k Key, xs []T) error {
 		return nil
 	}
 	s.vbuf = l.appendElems(s.vbuf[:0], xs)
-	if err := s.writeList(h, key, s.vbuf, false); err != nil {
+	if err := l.listWrite(key, h, s.vbuf, false); err != nil {
 		return l.wrap("add all", err)
 	}
 	return nil
@@ -144,7 +158,7 @@ func (l *ListState[T]) AddAll(k Key, xs []T) error {
 // replaced by a prefix of xs.
 func (l *ListState[T]) Update(k Key, xs []T) error {
 	s := l.s
-	key, h, err := s.begin(k, l.idAt(k))
+	key, h, err := s.beginHot(k, l.idAt(k))
 	defer s.exit()
 	if err != nil {
 		return l.wrap("update", err)
@@ -154,12 +168,8 @@ func (l *ListState[T]) Update(k Key, xs []T) error {
 			return l.wrap("update", err)
 		}
 	}
-	if len(xs) == 0 {
-		err = s.apply(engine.OpListDelete, key, h, nil, nil)
-	} else {
-		s.vbuf = l.appendElems(s.vbuf[:0], xs)
-		err = s.writeList(h, key, s.vbuf, true)
-	}
+	s.vbuf = l.appendElems(s.vbuf[:0], xs)
+	err = l.listWrite(key, h, s.vbuf, true)
 	if err != nil {
 		return l.wrap("update", err)
 	}
@@ -222,7 +232,7 @@ func (s *Store) checkElems(batch []byte) error {
 // copy of the list as found). Those copies are valid until the next Get on this state.
 func (l *ListState[T]) Get(k Key) ListIterator[T] {
 	s := l.s
-	key, h, err := s.begin(k, l.idAt(k))
+	key, h, err := s.beginHot(k, l.idAt(k))
 	defer s.exit()
 	if err != nil {
 		return ListIterator[T]{err: l.wrap("get", err)}
@@ -231,7 +241,13 @@ func (l *ListState[T]) Get(k Key) ListIterator[T] {
 		return l.getTTL(key, h)
 	}
 	var st status
-	l.lbuf, st, _ = s.e.ListGet(h, key, l.lbuf[:0], &l.low)
+	if l.hot != nil {
+		if l.lbuf, st, err = s.hotListGet(l.hot, key, h, l.lbuf[:0], &l.low); err != nil {
+			return ListIterator[T]{err: l.wrap("get", err)}
+		}
+	} else {
+		l.lbuf, st, _ = s.e.ListGet(h, key, l.lbuf[:0], &l.low)
+	}
 	if st != found {
 		if st == failed {
 			return ListIterator[T]{err: l.wrap("get", s.e.TakeErr())}
@@ -250,7 +266,7 @@ func (l *ListState[T]) Get(k Key) ListIterator[T] {
 // ErrMemoryBudget.
 func (l *ListState[T]) Clear(k Key) error {
 	s := l.s
-	key, h, err := s.begin(k, l.idAt(k))
+	key, h, err := s.beginHot(k, l.idAt(k))
 	defer s.exit()
 	if err != nil {
 		return l.wrap("clear", err)
@@ -260,7 +276,7 @@ func (l *ListState[T]) Clear(k Key) error {
 			return l.wrap("clear", err)
 		}
 	}
-	if err := s.apply(engine.OpListDelete, key, h, nil, nil); err != nil {
+	if err := l.listWrite(key, h, nil, true); err != nil {
 		return l.wrap("clear", err)
 	}
 	return nil

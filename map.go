@@ -46,7 +46,7 @@ func NewMapState[UK, UV any](s *Store, d MapDescriptor[UK, UV]) (*MapState[UK, U
 // ErrCorruption.
 func (m *MapState[UK, UV]) Get(k Key, uk UK) (UV, bool, error) {
 	s := m.s
-	mk, hm, err := s.begin(k, m.idAt(k))
+	mk, hm, err := s.beginHot(k, m.idAt(k))
 	defer s.exit()
 	var zero UV
 	if err != nil {
@@ -59,8 +59,8 @@ func (m *MapState[UK, UV]) Get(k Key, uk UK) (UV, bool, error) {
 		if b, st, err = m.getTTL(mk, hm); err != nil {
 			return zero, false, m.wrap("get", err)
 		}
-	} else {
-		b, st = s.e.MapGet(hm, mk, base.HashUserKey(s.ubuf), s.ubuf)
+	} else if b, st, err = m.mapGet(mk, hm); err != nil {
+		return zero, false, m.wrap("get", err)
 	}
 	if st != found {
 		if st == failed {
@@ -79,7 +79,7 @@ func (m *MapState[UK, UV]) Get(k Key, uk UK) (UV, bool, error) {
 // Errors: ErrKeyGroupOutOfRange, ErrClosed.
 func (m *MapState[UK, UV]) Contains(k Key, uk UK) (bool, error) {
 	s := m.s
-	mk, hm, err := s.begin(k, m.idAt(k))
+	mk, hm, err := s.beginHot(k, m.idAt(k))
 	defer s.exit()
 	if err != nil {
 		return false, m.wrap("contains", err)
@@ -90,8 +90,8 @@ func (m *MapState[UK, UV]) Contains(k Key, uk UK) (bool, error) {
 		if _, st, err = m.getTTL(mk, hm); err != nil {
 			return false, m.wrap("contains", err)
 		}
-	} else {
-		_, st = s.e.MapGet(hm, mk, base.HashUserKey(s.ubuf), s.ubuf)
+	} else if _, st, err = m.mapGet(mk, hm); err != nil {
+		return false, m.wrap("contains", err)
 	}
 	if st == failed {
 		return false, m.wrap("contains", s.e.TakeErr())
@@ -156,7 +156,7 @@ func (m *MapState[UK, UV]) expiredEntry(mk []byte, hm uint64, raw []byte) ([]byt
 // ErrKeyGroupOutOfRange, ErrClosed, ErrKeyTooLarge, ErrValueTooLarge, ErrMemoryBudget.
 func (m *MapState[UK, UV]) Put(k Key, uk UK, uv UV) error {
 	s := m.s
-	mk, hm, err := s.begin(k, m.idAt(k))
+	mk, hm, err := s.beginHot(k, m.idAt(k))
 	defer s.exit()
 	if err != nil {
 		return m.wrap("put", err)
@@ -177,10 +177,32 @@ func (m *MapState[UK, UV]) put(mk []byte, hm uint64, uk UK, uv UV) error {
 	}
 	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
 	s.vbuf = m.vc.Append(s.vbuf, uv)
-	if err := s.apply(engine.OpMapPut, mk, hm, s.ubuf, s.vbuf); err != nil {
+	if err := m.mapWrite(engine.OpMapPut, mk, hm, s.vbuf); err != nil {
 		return m.wrap("put", err)
 	}
 	return nil
+}
+
+// mapGet reads the user key in s.ubuf of map mk (hash hm) through the state's hot table, or
+// from the engine when it has none (no TTL). Inside beginHot.
+func (m *MapState[UK, UV]) mapGet(mk []byte, hm uint64) ([]byte, status, error) {
+	s := m.s
+	if m.hot != nil {
+		v, st := s.hotMapGet(m.hot, hm, mk, s.ubuf)
+		return v, st, nil
+	}
+	v, st := s.e.MapGet(hm, mk, base.HashUserKey(s.ubuf), s.ubuf)
+	return v, st, nil
+}
+
+// mapWrite writes kind (OpMapPut with v, OpMapRemove) of the user key in s.ubuf to map mk
+// (hash hm) through the state's hot table, or to the engine when it has none.
+func (m *MapState[UK, UV]) mapWrite(kind engine.OpKind, mk []byte, hm uint64, v []byte) error {
+	s := m.s
+	if m.hot != nil {
+		return s.hotWrite(m.hot, kind, mk, hm, s.ubuf, v)
+	}
+	return s.apply(kind, mk, hm, s.ubuf, v)
 }
 
 // PutAll puts every entry of entries into the map of k, as Flink's MapState.putAll, stopping
@@ -199,7 +221,7 @@ func (m *MapState[UK, UV]) PutAll(k Key, entries iter.Seq2[UK, UV]) error {
 	entries(func(uk UK, uv UV) bool {
 		var mk []byte
 		var hm uint64
-		if mk, hm, err = s.begin(k, m.idAt(k)); err == nil { // again: entries may have closed the Store
+		if mk, hm, err = s.beginHot(k, m.idAt(k)); err == nil { // again: entries may have closed the Store
 			err = m.put(mk, hm, uk, uv)
 		} else {
 			err = m.wrap("put", err)
@@ -215,7 +237,7 @@ func (m *MapState[UK, UV]) PutAll(k Key, entries iter.Seq2[UK, UV]) error {
 // ErrMemoryBudget.
 func (m *MapState[UK, UV]) Remove(k Key, uk UK) error {
 	s := m.s
-	mk, hm, err := s.begin(k, m.idAt(k))
+	mk, hm, err := s.beginHot(k, m.idAt(k))
 	defer s.exit()
 	if err != nil {
 		return m.wrap("remove", err)
@@ -226,7 +248,7 @@ func (m *MapState[UK, UV]) Remove(k Key, uk UK) error {
 		}
 	}
 	s.ubuf = m.kc.Append(s.ubuf[:0], uk)
-	if err := s.apply(engine.OpMapRemove, mk, hm, s.ubuf, nil); err != nil {
+	if err := m.mapWrite(engine.OpMapRemove, mk, hm, nil); err != nil {
 		return m.wrap("remove", err)
 	}
 	return nil
@@ -517,6 +539,19 @@ func (it *MapIterator[UK, UV]) Value() UV {
 	b := it.it.Value()
 	if it.m.ttl != nil {
 		b = b[base.TSLen:] // nextTTL checked its length
+	}
+	if t := it.m.hot; t != nil {
+		// A put or remove of this user key since Next is in the hot tier (hot.go, H1).
+		if v, present, ok := it.m.s.hotMapLookup(t, it.hm, it.mk, it.it.UserKey()); ok {
+			if !present {
+				return zero
+			}
+			uv, err := it.m.vc.Decode(v)
+			if err != nil && it.err == nil {
+				it.err = it.m.wrap("iterate", err)
+			}
+			return uv
+		}
 	}
 	if s := it.m.s; s.e.Seq() != it.seq {
 		s.enter(opCall)

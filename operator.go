@@ -87,7 +87,7 @@ func (l *OperatorListState[T]) Union() bool { return l.st.Kind == opUnion }
 // Errors: ErrClosed; the codec's Decode error (wrapped, naming the state).
 func (l *OperatorListState[T]) Get() ([]T, error) {
 	s := l.s
-	s.enter(opCall)
+	s.enter(opOps)
 	defer s.exit()
 	if s.closed {
 		return nil, ErrClosed
@@ -137,7 +137,7 @@ func (l *OperatorListState[T]) AddAll(xs []T) error {
 
 func (l *OperatorListState[T]) add(op string, elems [][]byte) error {
 	s, st := l.s, l.st
-	s.enter(opCall)
+	s.enter(opOps)
 	defer s.exit()
 	if s.closed {
 		return ErrClosed
@@ -167,7 +167,7 @@ func (l *OperatorListState[T]) add(op string, elems [][]byte) error {
 func (l *OperatorListState[T]) Update(xs []T) error {
 	s, st := l.s, l.st
 	elems := l.encode(xs)
-	s.enter(opCall)
+	s.enter(opOps)
 	defer s.exit()
 	if s.closed {
 		return ErrClosed
@@ -247,7 +247,7 @@ func (b *BroadcastState[K, V]) Name() string { return b.st.Name }
 // BroadcastState.get returning null. Errors: ErrClosed, the value codec's Decode error.
 func (b *BroadcastState[K, V]) Get(k K) (V, bool, error) {
 	s := b.s
-	s.enter(opCall)
+	s.enter(opOps)
 	defer s.exit()
 	var zero V
 	if s.closed {
@@ -269,7 +269,7 @@ func (b *BroadcastState[K, V]) Get(k K) (V, bool, error) {
 // ErrClosed.
 func (b *BroadcastState[K, V]) Contains(k K) (bool, error) {
 	s := b.s
-	s.enter(opCall)
+	s.enter(opOps)
 	defer s.exit()
 	if s.closed {
 		return false, ErrClosed
@@ -291,7 +291,7 @@ func (b *BroadcastState[K, V]) Len() (int, error) {
 // ErrMemoryBudget (nothing changes).
 func (b *BroadcastState[K, V]) Put(k K, v V) error {
 	s := b.s
-	s.enter(opCall)
+	s.enter(opOps)
 	defer s.exit()
 	if s.closed {
 		return ErrClosed
@@ -321,7 +321,7 @@ func (b *BroadcastState[K, V]) put(k K, v V) error {
 // use the Store. Errors as Put.
 func (b *BroadcastState[K, V]) PutAll(entries iter.Seq2[K, V]) error {
 	s := b.s
-	s.enter(opCall)
+	s.enter(opOps)
 	defer s.exit()
 	if s.closed {
 		return ErrClosed
@@ -339,7 +339,7 @@ func (b *BroadcastState[K, V]) PutAll(entries iter.Seq2[K, V]) error {
 // Errors: ErrClosed.
 func (b *BroadcastState[K, V]) Remove(k K) error {
 	s, st := b.s, b.st
-	s.enter(opCall)
+	s.enter(opOps)
 	defer s.exit()
 	if s.closed {
 		return ErrClosed
@@ -360,7 +360,7 @@ func (b *BroadcastState[K, V]) Remove(k K) error {
 // ErrClosed.
 func (b *BroadcastState[K, V]) Clear() error {
 	s, st := b.s, b.st
-	s.enter(opCall)
+	s.enter(opOps)
 	defer s.exit()
 	if s.closed {
 		return ErrClosed

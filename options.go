@@ -193,6 +193,23 @@ type Options struct {
 	// TTL states calls it only then.
 	Clock func() int64
 
+	// HotTierSize bounds, in bytes, the hot tier: a write-back cache on the Go heap in front of
+	// the tiers, as Flink's heap state backend in front of its snapshots (root doc.go, "Hot
+	// tier"; hot.go). Point operations of states without a TTL — value, reducing and
+	// aggregating Get, Put/Add, Clear and MergeNamespaces; list Add, AddAll, Update, Clear and
+	// Get (lists up to 64 KiB); map Get, Contains, Put and Remove — read and write the state's
+	// entries there, and the tiers (and the changelog) see one net change per dirty entry at
+	// the next cut (a checkpoint, savepoint, materialization, Close) or call that reads across
+	// keys (iterators, scans, batches), instead of one per call. The tier is charged to the
+	// memory budget (memory.PurposeHotTier) and counted in Stats.HotTier; at the bound it
+	// writes everything back and drops its entries. States with a TTL bypass it. A point
+	// operation never fails for the tier; a call that reads across keys fails while a
+	// write-back fails (a full disk's retry window, a checkpoint storage outage that filled
+	// the changelog buffer), where without the tier only writes would. 0 means off (the
+	// default in this version); it must be at most a quarter of the budget's limit
+	// (ErrInvalidOptions) and not negative. A typical setting is MemoryBudget / 8.
+	HotTierSize int64
+
 	// Checkpoint configures checkpoints: where they go (Storage), the lineage's name (Owner),
 	// retention (Retain) and the restore mode (see CheckpointOptions). The zero value has no
 	// storage: the Store cannot checkpoint, but works otherwise.
@@ -240,6 +257,10 @@ func (o Options) Validate() error {
 			return fmt.Errorf("%w: Options.KeyGroups = %v: must satisfy 0 <= Start <= End < MaxParallelism (%d)",
 				ErrInvalidOptions, *r, maxP)
 		}
+	}
+	if lim := d.budgetLimit(); o.HotTierSize < 0 || o.HotTierSize > lim/4 {
+		return fmt.Errorf("%w: Options.HotTierSize = %d: must be in [0, %d] (a quarter of the memory budget)",
+			ErrInvalidOptions, o.HotTierSize, lim/4)
 	}
 	if o.BackgroundWorkers < 0 {
 		return fmt.Errorf("%w: Options.BackgroundWorkers = %d: must not be negative (0 for the default)",
@@ -396,4 +417,13 @@ func (o Options) budgetDefaults(limit, free int64) (cache, rows, water, room int
 	}
 	rows = max(rows, 0)
 	return cache, rows, max(o.EvictionWatermark, 0), MinMemoryBudget(o.SegmentSize)
+}
+
+// budgetLimit is the limit of the budget the options give a Store (defaults applied):
+// SharedBudget's, or MemoryBudget.
+func (o Options) budgetLimit() int64 {
+	if o.SharedBudget != nil {
+		return o.SharedBudget.Limit()
+	}
+	return o.MemoryBudget
 }

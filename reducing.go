@@ -56,7 +56,7 @@ func (r *ReducingState[T]) Get(k Key) (T, bool, error) {
 // ErrValueTooLarge, ErrMemoryBudget.
 func (r *ReducingState[T]) Add(k Key, x T) error {
 	s := r.s
-	key, h, err := s.begin(k, r.idAt(k))
+	key, h, err := s.beginHot(k, r.idAt(k))
 	defer s.exit()
 	if err != nil {
 		return r.wrap("add", err)
@@ -68,7 +68,11 @@ func (r *ReducingState[T]) Add(k Key, x T) error {
 		}
 		now = s.clock()
 	}
-	if b, st := s.e.Get(h, key); st == found {
+	b, st, err := r.kvGet(h, key)
+	if err != nil {
+		return r.wrap("add", err)
+	}
+	if st == found {
 		if b, ok, err := r.unexpired(b, now); err != nil {
 			return r.wrap("add", err)
 		} else if ok {
@@ -86,7 +90,7 @@ func (r *ReducingState[T]) Add(k Key, x T) error {
 		s.vbuf = base.AppendTS(s.vbuf, now)
 	}
 	s.vbuf = r.codec.Append(s.vbuf, x)
-	if err := s.apply(engine.OpPut, key, h, nil, s.vbuf); err != nil {
+	if err := r.kvWrite(engine.OpPut, key, h, s.vbuf); err != nil {
 		return r.wrap("add", err)
 	}
 	return nil
@@ -132,7 +136,7 @@ func (b *stateBase) unexpired(v []byte, now int64) ([]byte, bool, error) {
 // getKV is Get of a KV-table state.
 func getKV[T any](b *stateBase, c Codec[T], k Key) (T, bool, error) {
 	s := b.s
-	key, h, err := s.begin(k, b.idAt(k))
+	key, h, err := s.beginHot(k, b.idAt(k))
 	defer s.exit()
 	var zero T
 	if err != nil {
@@ -145,8 +149,8 @@ func getKV[T any](b *stateBase, c Codec[T], k Key) (T, bool, error) {
 		if err != nil {
 			return zero, false, b.wrap("get", err)
 		}
-	} else {
-		raw, st = s.e.Get(h, key)
+	} else if raw, st, err = b.kvGet(h, key); err != nil {
+		return zero, false, b.wrap("get", err)
 	}
 	if st != found {
 		if st == failed {
@@ -187,7 +191,7 @@ func repeated(sources [][]byte, i int) bool {
 // from the next source. A target whose merge gives nothing is cleared.
 func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target []byte, sources [][]byte) (err error) {
 	s := b.s
-	s.enter(opCall)
+	s.enter(opHot)
 	defer s.exit()
 	if err := s.check(k); err != nil {
 		return b.wrap("merge namespaces", err)
@@ -225,7 +229,10 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 			continue
 		}
 		key, h := s.compose(k.In(ns), b.idAt(k))
-		raw, st := s.e.Get(h, key)
+		raw, st, err := b.kvGet(h, key)
+		if err != nil {
+			return err
+		}
 		if st == failed {
 			return s.e.TakeErr()
 		}
@@ -257,7 +264,11 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 	}
 	key, h := s.compose(k.In(target), b.idAt(k))
 	if have {
-		if raw, st := s.e.Get(h, key); st == found {
+		raw, st, err := b.kvGet(h, key)
+		if err != nil {
+			return err
+		}
+		if st == found {
 			src = append(src[:0], raw...)
 			if have, err = step(true); err != nil {
 				return err
@@ -266,9 +277,9 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 			return s.e.TakeErr()
 		}
 		if have {
-			err = s.apply(engine.OpPut, key, h, nil, acc)
+			err = b.kvWrite(engine.OpPut, key, h, acc)
 		} else {
-			err = s.apply(engine.OpDelete, key, h, nil, nil)
+			err = b.kvWrite(engine.OpDelete, key, h, nil)
 		}
 		if err != nil {
 			return err
@@ -276,7 +287,7 @@ func mergeKV[T any](b *stateBase, c Codec[T], merge func(T, T) T, k Key, target 
 	}
 	for _, i := range present {
 		key, h := s.compose(k.In(sources[i]), b.idAt(k))
-		if err := s.apply(engine.OpDelete, key, h, nil, nil); err != nil {
+		if err := b.kvWrite(engine.OpDelete, key, h, nil); err != nil {
 			return err
 		}
 	}

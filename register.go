@@ -121,6 +121,7 @@ func registerTTL[S any](s *Store, name string, kind stateKind, codecs [2]any, tt
 		p.TTL = ttl.enabled()
 		s.persisted[name] = p
 	}
+	sb.hot = s.newHotTable(kind, ts != nil, append([]uint16{id}, sb.ids...)...)
 	st := mk(sb)
 	s.states[name] = &registration{name: name, kind: kind, id: id, ids: sb.ids, codecs: codecs, ttl: ts, state: st}
 	if ts != nil {
@@ -150,6 +151,8 @@ type stateBase struct {
 	// aliases for it (internal/engine/registry.go, "State id aliases"); nil: id everywhere.
 	ids []uint16
 	kg0 uint32
+	// hot is the state's hot table (hot.go); nil: the tier is off, or the state has a TTL.
+	hot *hotTable
 }
 
 // idAt returns the id the state's data of k's key group is stored under: id, or its alias

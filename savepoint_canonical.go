@@ -63,7 +63,11 @@ func (s *Store) canonicalSavepoint(ctx context.Context, storage checkpoint.Stora
 	owner := SavepointOwner(s.owner())
 	var buf bytes.Buffer
 	s.enter(opCall)
-	meta, err := s.writeCanonical(ctx, &buf, slices.Clone(inputPosition))
+	err := s.hotErrCheck()
+	var meta *checkpoint.CanonicalMeta
+	if err == nil {
+		meta, err = s.writeCanonical(ctx, &buf, slices.Clone(inputPosition))
+	}
 	s.exit()
 	if err != nil {
 		return CheckpointHandle{}, fmt.Errorf("strata: savepoint %d: %w", id, err)

@@ -504,11 +504,12 @@ func ttlBenchMap(s *Store, bk *benchKeys, ttl *TTLConfig) *MapState[uint64, []by
 // such writes a second, ~80 MB/s of log, with the task waiting for the log's buffer), not by
 // the append's CPU; with one GOMAXPROCS the persists also share the task's core. The flight
 // job makes about 15 state calls per event; issue 22's target (½ of its Go model, 2 µs of
-// task per event at most) needs them near 130 ns each, its own code included.
+// task per event at most) needs them near 130 ns each, its own code included. strata/hot is
+// changelog=off with the hot tier (Options.HotTierSize): every Add a hit in the tier.
 func BenchmarkHotReduce(b *testing.B) {
 	const n = 3400
 	bk := getBenchKeys(n)
-	for _, impl := range []string{"strata/changelog=off", "strata/changelog=on", "gomap"} {
+	for _, impl := range []string{"strata/changelog=off", "strata/changelog=on", "strata/hot", "gomap"} {
 		b.Run("impl="+impl, func(b *testing.B) {
 			var op func(int32)
 			if impl == "gomap" {
@@ -516,6 +517,9 @@ func BenchmarkHotReduce(b *testing.B) {
 				op = func(i int32) { m[[16]byte(bk.key(i))] += 1 }
 			} else {
 				opts := Options{MemoryBudget: 256 << 20}
+				if impl == "strata/hot" { // the hot tier (hot.go), changelog off: the tier's hit path
+					opts.HotTierSize = 32 << 20
+				}
 				if impl == "strata/changelog=on" {
 					st, err := checkpoint.NewDirStorage(b.TempDir())
 					if err != nil {

@@ -13,6 +13,8 @@ import (
 // included. Store.Stats fills it in O(buckets + segments + slices + table files).
 type Stats struct {
 	States int // registered states
+	// HotTier is the hot tier's figures (Options.HotTierSize; zero when it is off).
+	HotTier HotTierStats
 	// OpenKeyScans is the number of key iterations (Store.Keys, KeysAndNamespaces,
 	// ApplyToAllKeys, NumEntries) open now: each holds a scan of the tiers until its loop
 	// ends, by break too; a count that grows points at iterators pulled (iter.Pull) and

@@ -56,6 +56,7 @@ type Store struct {
 	liveMaxP uint32
 	guard    guard
 	meter    opMeter // the task side's cost accounting (cost.go)
+	hot      hotTier // the hot tier (hot.go; Options.HotTierSize)
 
 	// Checkpoints (checkpointing.go).
 	epoch        uint64             // writer epoch of the lineage (a restore increments it); under fenceMu
@@ -217,6 +218,10 @@ func engineOptions(dir string, opts *Options) (engine.Options, error) {
 	return eo, nil
 }
 
+// testHotTierDiv, when positive, turns the hot tier on at limit/testHotTierDiv for every
+// Store whose options leave it off (tests: STRATA_TEST_HOT_TIER runs the suite with the tier).
+var testHotTierDiv int64
+
 // newStore returns the Store of opts (defaults applied) over the open engine e, charging
 // budget, with nothing registered or recovered yet.
 func newStore(dir string, opts Options, budget *memory.Budget, e *engine.Engine) *Store {
@@ -236,6 +241,10 @@ func newStore(dir string, opts Options, budget *memory.Budget, e *engine.Engine)
 		ubuf:     make([]byte, 0, 64),
 		vbuf:     make([]byte, 0, 256),
 		clock:    opts.Clock,
+	}
+	s.hot.limit = opts.HotTierSize
+	if s.hot.limit == 0 && testHotTierDiv > 0 {
+		s.hot.limit = budget.Limit() / testHotTierDiv
 	}
 	if s.clock == nil {
 		s.clock, s.coarse = wallClock(), true
@@ -298,8 +307,13 @@ func (s *Store) Close() error {
 	}
 	s.enter(opCall)
 	defer s.exit()
-	var err error
-	if s.e.HasDisk() {
+	if err := s.hotErrCheck(); err != nil && engine.Transient(err) {
+		// A fault that may pass: the Store stays open, the tier keeps its entries dirty.
+		return fmt.Errorf("strata: close %q: %w", s.dir, err)
+	}
+	err := s.hotErrCheck() // damage: the Store closes with it, as when the persist meets it
+	s.hotDiscard()         // written back, or given up with the damaged Store
+	if err == nil && s.e.HasDisk() {
 		if err = s.persistAll(); err != nil {
 			err = fmt.Errorf("strata: close %q: persisting the state: %w", s.dir, err)
 			if engine.Transient(err) {
@@ -326,6 +340,7 @@ func (s *Store) Discard() error {
 	if s.closed {
 		return ErrClosed
 	}
+	s.hotDiscard() // dropped, not written back (before enter, which would write it back)
 	s.enter(opCall)
 	defer s.exit()
 	s.closed, s.liveMaxP = true, ^uint32(0)
@@ -357,6 +372,9 @@ func (s *Store) WaitBackground() error {
 	}
 	s.enter(opCall)
 	defer s.exit()
+	if err := s.hotErrCheck(); err != nil {
+		return err
+	}
 	return s.e.WaitBackground()
 }
 
@@ -389,6 +407,9 @@ func (s *Store) CompactAll(ctx context.Context) error {
 	}
 	s.enter(opCall)
 	defer s.exit()
+	if err := s.hotErrCheck(); err != nil {
+		return err
+	}
 	if err := s.e.CompactAll(ctx); err != nil {
 		return fmt.Errorf("strata: compact all: %w", err)
 	}
@@ -470,6 +491,9 @@ func (s *Store) keyGroupError(k Key) error {
 	if s.closed {
 		return ErrClosed
 	}
+	if s.hot.err != nil {
+		return s.hotErrCheck()
+	}
 	if k.maxP != s.maxP {
 		return fmt.Errorf("%w: key made for MaxParallelism %d, store has %d", ErrKeyGroupOutOfRange, k.maxP, s.maxP)
 	}
@@ -484,8 +508,13 @@ func (s *Store) compose(k Key, id uint16) ([]byte, uint64) {
 }
 
 // seal seals the FreshTable's active segment and queues its transform (tests: forces reads
-// across segments and tiers).
-func (s *Store) seal() error { return s.e.Seal() }
+// across segments and tiers), after writing the hot tier back so the tiers hold every write.
+func (s *Store) seal() error {
+	if err := s.syncHot(); err != nil {
+		return err
+	}
+	return s.e.Seal()
+}
 
 // Stats returns a snapshot of the Store's statistics and cost accounting (Stats). On a
 // closed Store it returns only States and the budget figures. O(buckets + segments + slices
@@ -499,6 +528,7 @@ func (s *Store) Stats() Stats {
 	st := statsOf(&e)
 	st.Budget = budgetStats(s.budget, e.EvictionRoom)
 	s.meter.taskStats(&st, &e)
+	st.HotTier = s.hotStats()
 	st.LazyRestore = LazyRestoreStats(s.e.LazyStats())
 	return st
 }
@@ -525,10 +555,32 @@ func (s *Store) begin(k Key, id uint16) ([]byte, uint64, error) {
 	return key, h, nil
 }
 
+// beginHot is begin for a point operation of a state that goes through its hot table (hot.go,
+// H1): it does not write the hot tier back.
+func (s *Store) beginHot(k Key, id uint16) ([]byte, uint64, error) {
+	s.enter(opHot)
+	if err := s.check(k); err != nil {
+		return nil, 0, err
+	}
+	key, h := s.compose(k, id)
+	return key, h, nil
+}
+
 // apply hands one state change to the engine's single write path (engine.Apply): key is a
 // composite key with hash h, uk the encoded map user key (OpMapPut, OpMapRemove only), value
-// the encoded value or framed list batch. Every write of every state goes through here.
+// the encoded value or framed list batch. Every write of every state goes through here or
+// through the hot tier (hot.go), and this drops the hot entry the write changes (H1).
 func (s *Store) apply(kind engine.OpKind, key []byte, h uint64, uk, value []byte) error {
+	if s.hot.tabs != nil {
+		if err := s.hotInvalidate(kind, key, h, uk); err != nil {
+			return err
+		}
+	}
+	return s.applyRaw(kind, key, h, uk, value)
+}
+
+// applyRaw is apply without the hot tier's invalidation: the tier's own write-back.
+func (s *Store) applyRaw(kind engine.OpKind, key []byte, h uint64, uk, value []byte) error {
 	op := engine.Op{Kind: kind, Hash: h, Key: key, Value: value}
 	if kind == engine.OpMapPut || kind == engine.OpMapRemove {
 		op.UserKey, op.UserHash = uk, base.HashUserKey(uk)

@@ -591,6 +591,7 @@ const (
 	stepValPutBatch // ValueState.PutBatch of a few dozen slots, repeats included
 	stepMapBatch    // MapState.GetBatch of a few dozen (slot, user key) pairs
 	stepSavepoint   // a native savepoint, restored into 1, 2 or 3 Stores and into the one the run goes on with
+	stepHotCheck    // the hot tier's invariants (hot_test.go), then a write-back or a drop of it
 	numSteps
 )
 
@@ -660,6 +661,7 @@ var modelSteps = [numSteps]stepDef{
 	stepValBatch:    {"value-get-batch", false, (*modelRun).valGetBatch},
 	stepValPutBatch: {"value-put-batch", false, (*modelRun).valPutBatch},
 	stepMapBatch:    {"map-get-batch", false, (*modelRun).mapGetBatch},
+	stepHotCheck:    {"hot-check", false, (*modelRun).hotCheck},
 }
 
 // modelWeights are the relative frequencies of the step kinds.
@@ -740,15 +742,16 @@ func attackWorkload(keys, maxVal int) *modelWorkload {
 // modelRun draws steps of a workload and applies them to a model and, when st is set, to a
 // Store; every read is compared with the model.
 type modelRun struct {
-	t    testing.TB
-	w    *modelWorkload
-	rng  *rand.Rand
-	m    *model
-	st   *modelStates // nil: the model only (write steps only)
-	held []heldValue
-	big  []byte // a value too large for the Store
-	vb   []byte
-	op   int
+	hotSteps int // hot-check steps run (hot_test.go): odd ones write the tier back, even ones drop it
+	t        testing.TB
+	w        *modelWorkload
+	rng      *rand.Rand
+	m        *model
+	st       *modelStates // nil: the model only (write steps only)
+	held     []heldValue
+	big      []byte // a value too large for the Store
+	vb       []byte
+	op       int
 
 	// faulty: a refused write leaves its slot at its old or its new state (fault tests);
 	// the model follows the Store.
@@ -1499,6 +1502,11 @@ func (r *modelRun) addStats() {
 	r.total.LSM.PersistFiles += st.LSM.PersistFiles
 	r.total.TTL.CompactionEntries += st.TTL.CompactionEntries
 	r.total.TTL.SnapshotEntries += st.TTL.SnapshotEntries
+	r.total.HotTier.Hits += st.HotTier.Hits
+	r.total.HotTier.Misses += st.HotTier.Misses
+	r.total.HotTier.Syncs += st.HotTier.Syncs
+	r.total.HotTier.WrittenBack += st.HotTier.WrittenBack
+	r.total.HotTier.Drops += st.HotTier.Drops
 }
 
 // checkEvery checks every slot, the operator states and the row cache.
@@ -1723,6 +1731,28 @@ var modelConfigs = []modelConfig{
 		mustEvict: true, mustRowCache: true,
 	},
 	{
+		// The changelog configuration with the hot tier on (hot.go), small enough to fill
+		// and drop: point operations go through it, every cut and every read across keys
+		// writes it back, and the hot-check step checks its invariants (a clean entry equals
+		// the tiers) before a write-back or a drop.
+		name: "hot-tier",
+		dir:  "mem",
+		opts: Options{MaxParallelism: 64, MemoryBudget: 128 << 20, SegmentSize: 16 << 20, BackgroundWorkers: 2,
+			BlockCacheSize: 1 << 20, RowCacheSize: 8 << 10, HotTierSize: 1 << 20},
+		adjust: func(o *engine.Options) {
+			o.EvictionBatch, o.BucketBits, o.EvictionWatermark = 16<<10, 2, 0
+			o.MaxListPiece, o.ListEagerBytes, o.MapChunk = 200, 64, 2
+		},
+		workload: func(int) *modelWorkload {
+			return &modelWorkload{u: plainUniverse("key-%d", 40, "", "w1", "w2", "window-3"), maxVal: 300, hot: true,
+				weights: dirWeights.with(3, stepMaterialize).with(1, stepClToggle).with(20, stepHotCheck)}
+		},
+		changelog: true,
+		forced: []stepKind{stepHotCheck, stepCheckpoint, stepMaterialize, stepCkNotify, stepCrash, stepRestore,
+			stepReopen, stepCkOutage, stepHotCheck, stepRescale, stepNoSpace, stepSavepoint, stepHotCheck},
+		mustEvict: true,
+	},
+	{
 		// The memfs configuration with TTL states (ttl_model_test.go) and a clock that jumps:
 		// expiry on read, cleanup in compactions and full snapshots, timestamps across
 		// checkpoints, restores, rescales, reopens and crashes. No full-disk Close: a TTL read
@@ -1945,6 +1975,12 @@ func TestModel(t *testing.T) {
 				cfg.name, r.op, time.Since(start).Round(time.Millisecond), strings.Join(drawn, ", "), tot.Slices.Transforms,
 				tot.Slices.Compactions, tot.Slices.Evictions, tot.LSM.Flushes, tot.LSM.Compactions, tot.Stalls.BackpressureWaits, r.budgetFails,
 				r.invalid, r.noSpaceFails, tot.Caches.RowHits, tot.Caches.RowMisses, r.cacheChecks, r.cachedSeen)
+			if h := tot.HotTier; cfg.opts.HotTierSize > 0 {
+				t.Logf("%s: hot tier: %d hits, %d misses, %d write-backs of %d entries, %d drops", cfg.name, h.Hits, h.Misses, h.Syncs, h.WrittenBack, h.Drops)
+				if h.Hits == 0 || h.WrittenBack == 0 || h.Drops == 0 {
+					t.Errorf("%s: the hot tier was not exercised (hits, write-backs and drops all needed)", cfg.name)
+				}
+			}
 			if tot.Slices.Transforms == 0 || (tot.Slices.Compactions == 0 && cfg.mustCompact) {
 				fail("the run did not exercise the SliceTable: %d transforms, %d compactions", tot.Slices.Transforms, tot.Slices.Compactions)
 			}

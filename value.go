@@ -45,7 +45,7 @@ func NewValueState[T any](s *Store, d ValueDescriptor[T]) (*ValueState[T], error
 func (v *ValueState[T]) Get(k Key) (T, bool, error) {
 	s := v.s
 	var zero T
-	key, h, err := s.begin(k, v.idAt(k))
+	key, h, err := s.beginHot(k, v.idAt(k))
 	if err != nil {
 		s.exit()
 		return zero, false, v.wrap("get", err)
@@ -53,7 +53,10 @@ func (v *ValueState[T]) Get(k Key) (T, bool, error) {
 	var b []byte
 	var st status
 	if v.ttl == nil {
-		b, st = s.e.Get(h, key)
+		if b, st, err = v.kvGet(h, key); err != nil {
+			s.exit()
+			return zero, false, v.wrap("get", err)
+		}
 	} else if b, st, err = v.ttlGet(key, h); err != nil {
 		s.exit()
 		return zero, false, v.wrap("get", err)
@@ -78,7 +81,7 @@ func (v *ValueState[T]) Get(k Key) (T, bool, error) {
 // ErrValueTooLarge, ErrMemoryBudget. With a TTL the value is stamped with Options.Clock.
 func (v *ValueState[T]) Put(k Key, x T) error {
 	s := v.s
-	key, h, err := s.begin(k, v.idAt(k))
+	key, h, err := s.beginHot(k, v.idAt(k))
 	if err != nil {
 		s.exit()
 		return v.wrap("put", err)
@@ -92,7 +95,7 @@ func (v *ValueState[T]) Put(k Key, x T) error {
 		s.vbuf = base.AppendTS(s.vbuf, s.clock())
 	}
 	s.vbuf = v.codec.Append(s.vbuf, x)
-	err = s.apply(engine.OpPut, key, h, nil, s.vbuf)
+	err = v.kvWrite(engine.OpPut, key, h, s.vbuf)
 	s.exit()
 	if err != nil {
 		return v.wrap("put", err)
@@ -109,7 +112,7 @@ func (v *ValueState[T]) Clear(k Key) error {
 // clearKV is Clear of a KV-table state.
 func clearKV(b *stateBase, k Key) error {
 	s := b.s
-	key, h, err := s.begin(k, b.idAt(k))
+	key, h, err := s.beginHot(k, b.idAt(k))
 	defer s.exit()
 	if err != nil {
 		return b.wrap("clear", err)
@@ -119,7 +122,7 @@ func clearKV(b *stateBase, k Key) error {
 			return b.wrap("clear", err)
 		}
 	}
-	if err := s.apply(engine.OpDelete, key, h, nil, nil); err != nil {
+	if err := b.kvWrite(engine.OpDelete, key, h, nil); err != nil {
 		return b.wrap("clear", err)
 	}
 	return nil

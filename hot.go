@@ -1,0 +1,841 @@
+package strata
+
+import (
+	"bytes"
+	"fmt"
+	"unsafe"
+
+	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/internal/engine"
+	"github.com/strata-db/strata/memory"
+)
+
+// The hot tier (doc.go, "Hot tier"; Options.HotTierSize): a write-back cache in front of the
+// engine, one table per registered state without a TTL, on the Go heap. It holds engine-level
+// bytes — the encoded value of a value, reducing or aggregating state; the framed elements of a
+// list; the encoded value of one map entry — keyed by the composite key (and, for a map entry,
+// the user key after it), so every state kind shares one mechanism and every codec keeps its
+// byte semantics (a value is encoded at the write and decoded at the read, as without the
+// tier).
+//
+// Invariants (the numbers of doc.go's "Hot tier"):
+//
+//   H1 (one answer). A key's newest write is in its entry when the entry is dirty, else in the
+//      engine; a clean entry equals what the engine holds for the key. Point operations of a
+//      state with a table (beginHot) read and write the entry; every other API call that
+//      enters as opCall (iterators, scans, batches, merges of lists, Clear of a map, every
+//      cut, Close) first writes every dirty entry back (syncHot), and every engine write
+//      outside the tier goes through Store.apply, which drops the key's entry first — so no
+//      clean entry ever goes stale and no other read misses a dirty one. A map iterator's
+//      Value looks its user key up in the tier (a put since Next is there).
+//   H2 (write-back before every cut). StartCheckpoint, Savepoint, Materialize, WaitBackground,
+//      CompactAll and Close enter as opCall, so the engine holds every acknowledged write
+//      before their cut; a failed write-back fails the call (hotErr) and keeps the entries
+//      dirty. Discard drops the tier.
+//   H3 (order within a key). An entry's write-back is the net effect of the calls since the
+//      last: a value's last put or delete; a list's replace (OpListDelete or OpListReplace)
+//      before the elements appended since, in order; a map entry's last put or remove. A
+//      list written back in several pieces advances base after each piece, so a retry after
+//      a failure part-way never appends a piece twice.
+//   H4 (errors where the call is). A write checks its sizes as the FreshTable would
+//      (engine.CheckSizes) and the engine's sticky state (engine.WriteCheck: damage, a full
+//      disk's retry window, a failed lazy tail) before it changes the entry; ErrMemoryBudget
+//      and I/O failures of a write-back fail the cut or cross-key call that asked for it,
+//      with every entry not written still dirty. A point operation never fails for a
+//      write-back: with no room it goes to the engine directly.
+//   H5 (inside the budget). Entries are charged to the budget (memory.PurposeHotTier) in
+//      quanta, by their key, value capacity and a fixed overhead; at HotTierSize (or when the
+//      budget refuses the quantum) the tier writes everything back and drops every entry. A
+//      key that still finds no room is read or written in the engine directly.
+//   H6 (TTL). States with a TTL have no table: their reads decide expiry on the engine's bytes.
+//   H7 (aliasing). A value read from an entry (Bytes codec) aliases the entry's bytes: valid
+//      until the next write to the Store, as any value read.
+
+// hotKind is what a hot table's entries hold.
+type hotKind uint8
+
+const (
+	hotKV   hotKind = iota // value, reducing, aggregating: the encoded value
+	hotList                // the framed elements (the whole list when known, else the appended ones)
+	hotMap                 // one map entry: key is composite key + user key
+)
+
+// hotOverhead is the bytes an entry is charged beyond what its key and value take on the heap
+// outside it: the entry with its inline room, the map's slot.
+const hotOverhead = 192
+
+// hotInlineKey and hotInlineVal are the bytes of key and value an entry holds inline: a key
+// or value that fits takes no allocation of its own and shares the entry's cache lines.
+const (
+	hotInlineKey = 32
+	hotInlineVal = 40
+)
+
+// hotQuantum is the step in which the tier charges and refunds the budget.
+const hotQuantum = 256 << 10
+
+// hotListMax is the largest list (framed bytes) a Get makes known in its entry; a longer list
+// is read from the engine at each Get, as without the tier.
+const hotListMax = 64 << 10
+
+// hotEntry is one cached key.
+type hotEntry struct {
+	// Cache line 0: what a lookup compares, and the flags a hit reads.
+	hx      uint64 // table hash: h, or mapHash(h, user key)
+	key     string // composite key, then the user key for a map entry (kin when it fits)
+	kin     [hotInlineKey]byte
+	present bool // KV, map: a value is present (false: absent or deleted)
+	dirty   bool
+	listed  bool // in its table's dirty list (it may be clean again: written back alone)
+	known   bool // list: val is the whole list
+	replace bool // list: the write-back replaces the list with val (OpListDelete when empty)
+	// Cache line 1: the value.
+	val []byte // vin when it fits
+	vin [hotInlineVal]byte
+	// Cache line 2: what write-backs and accounting use.
+	h    uint64 // composite key hash
+	klen int32  // length of the composite key within key
+	// base is, for a list, the bytes of val the engine holds (the rest is to append).
+	base int32
+	// vcharged is the bytes of val's heap capacity charged (0 while val is inline).
+	vcharged int32
+	idx      int32 // index in its table's ents
+}
+
+// The entry's layout keeps a hit within its first two cache lines.
+var _ = [1]struct{}{}[unsafe.Offsetof(hotEntry{}.val)-64]
+var _ = [1]struct{}{}[unsafe.Offsetof(hotEntry{}.h)-128]
+
+// hotTable is the hot tier of one state: an open-addressing index over its entries, probed
+// linearly by the hash the tiers index the key by (the composite key's; for a map entry mixed
+// with the user key's), so a lookup costs one slot and the entry it names (key and small
+// value inline), not a string hash and three dependent loads of a Go map.
+//
+// A slot is 0 (empty), hotTomb (deleted), or the tag (the hash's high 32 bits) over the
+// entry's index + 1; the index is at most ¾ full, tombstones included (grow rehashes).
+type hotTable struct {
+	kind  hotKind
+	slots []uint64
+	ents  []*hotEntry // by index; nil: free (in free)
+	free  []int32
+	n     int // live entries
+	used  int // slots not empty (live and tombstones)
+	dirty []*hotEntry
+}
+
+// hotTomb marks a deleted slot.
+const hotTomb = uint64(0xFFFFFFFF)
+
+// find returns the entry of key with hash hx, or nil.
+func (t *hotTable) find(key []byte, hx uint64) *hotEntry {
+	if t.n == 0 {
+		return nil
+	}
+	mask := uint64(len(t.slots) - 1)
+	tag := hx >> 32
+	for i := hx & mask; ; i = (i + 1) & mask {
+		sl := t.slots[i]
+		if sl == 0 {
+			return nil
+		}
+		if sl>>32 == tag && sl != hotTomb {
+			if e := t.ents[uint32(sl)-1]; e.key == string(key) {
+				return e
+			}
+		}
+	}
+}
+
+// add files e (not present) under its hash.
+func (t *hotTable) add(e *hotEntry) {
+	if (t.used+1)*4 > len(t.slots)*3 {
+		t.rehash()
+	}
+	var idx int32
+	if n := len(t.free); n > 0 {
+		idx, t.free = t.free[n-1], t.free[:n-1]
+		t.ents[idx] = e
+	} else {
+		idx = int32(len(t.ents))
+		t.ents = append(t.ents, e)
+	}
+	e.idx = idx
+	mask := uint64(len(t.slots) - 1)
+	for i := e.hx & mask; ; i = (i + 1) & mask {
+		if sl := t.slots[i]; sl == 0 || sl == hotTomb {
+			if sl == 0 {
+				t.used++
+			}
+			t.slots[i] = e.hx>>32<<32 | uint64(idx+1)
+			t.n++
+			return
+		}
+	}
+}
+
+// del removes e (present).
+func (t *hotTable) del(e *hotEntry) {
+	mask := uint64(len(t.slots) - 1)
+	want := uint64(e.idx + 1)
+	for i := e.hx & mask; ; i = (i + 1) & mask {
+		sl := t.slots[i]
+		if sl != hotTomb && uint64(uint32(sl)) == want {
+			t.slots[i] = hotTomb
+			break
+		}
+	}
+	t.ents[e.idx] = nil
+	t.free = append(t.free, e.idx)
+	t.n--
+}
+
+// rehash rebuilds the index at twice the live entries' room (at least 64 slots).
+func (t *hotTable) rehash() {
+	size := 64
+	for size*3 < (t.n+1)*4*2 {
+		size *= 2
+	}
+	t.slots = make([]uint64, size)
+	t.used, t.n = 0, 0
+	mask := uint64(size - 1)
+	for idx, e := range t.ents {
+		if e == nil {
+			continue
+		}
+		for i := e.hx & mask; ; i = (i + 1) & mask {
+			if t.slots[i] == 0 {
+				t.slots[i] = e.hx>>32<<32 | uint64(idx+1)
+				t.used++
+				t.n++
+				break
+			}
+		}
+	}
+}
+
+// reset drops every entry.
+func (t *hotTable) reset() {
+	clear(t.slots)
+	clear(t.ents)
+	t.ents, t.free = t.ents[:0], t.free[:0]
+	t.n, t.used = 0, 0
+	clear(t.dirty)
+	t.dirty = t.dirty[:0]
+}
+
+// mapHash is the table hash of map entry uk of a map with composite hash hm.
+func mapHash(hm uint64, uk []byte) uint64 {
+	return hm ^ base.HashUserKey(uk)*0x9E3779B97F4A7C15
+}
+
+// hotTier is the Store's hot tier (owner goroutine only).
+type hotTier struct {
+	limit   int64 // Options.HotTierSize; 0: off
+	tabs    []*hotTable
+	byID    []*hotTable // by state id, aliases included
+	dirty   int         // dirty entries in all tables
+	bytes   int64       // estimated bytes of the entries
+	charged int64       // charged to the budget (a multiple of hotQuantum)
+	err     error       // a write-back that failed at enter: the current call fails with it
+	slab    []hotEntry
+	kbuf    []byte    // map entry key scratch
+	last    *hotEntry // the entry the last point operation found or made: a read-modify-write finds it again without a lookup
+	stats   HotTierStats
+}
+
+// newHotTable returns the table of a state of kind k registered under ids, or nil when the
+// tier is off, the state has a TTL (H6) or kind has no table.
+func (s *Store) newHotTable(k stateKind, ttl bool, ids ...uint16) *hotTable {
+	if s.hot.limit <= 0 || ttl {
+		return nil
+	}
+	t := &hotTable{}
+	t.rehash()
+	switch k {
+	case kindValue, kindReducing, kindAggregating:
+		t.kind = hotKV
+	case kindList:
+		t.kind = hotList
+	case kindMap:
+		t.kind = hotMap
+	default:
+		return nil
+	}
+	s.hot.tabs = append(s.hot.tabs, t)
+	for _, id := range ids {
+		for int(id) >= len(s.hot.byID) {
+			s.hot.byID = append(s.hot.byID, nil)
+		}
+		s.hot.byID[id] = t
+	}
+	return t
+}
+
+// bytesOf returns the bytes of string k without copying (read-only).
+func bytesOf(k string) []byte { return unsafe.Slice(unsafe.StringData(k), len(k)) }
+
+// hotGrow adds n estimated bytes, charging the budget a quantum at a time; false when the
+// tier's bound or the budget refuses (nothing added).
+func (s *Store) hotGrow(n int64) bool {
+	h := &s.hot
+	if h.bytes+n <= h.charged {
+		h.bytes += n
+		return true
+	}
+	need := (h.bytes + n - h.charged + hotQuantum - 1) / hotQuantum * hotQuantum
+	if h.charged+need > h.limit {
+		return false
+	}
+	if s.budget.Charge(need, memory.PurposeHotTier) != nil {
+		return false
+	}
+	h.charged += need
+	h.bytes += n
+	return true
+}
+
+// hotRoom makes room for n more bytes: when the tier is full it writes everything back and
+// drops every entry (H5). false with a nil error: no room even then.
+func (s *Store) hotRoom(n int64) (bool, error) {
+	if s.hotGrow(n) {
+		return true, nil
+	}
+	if err := s.hotDropAll(); err != nil {
+		return false, err
+	}
+	return s.hotGrow(n), nil
+}
+
+// hotDropAll writes every dirty entry back, then drops every entry and refunds the budget.
+func (s *Store) hotDropAll() error {
+	if err := s.syncHot(); err != nil {
+		return err
+	}
+	s.hotDiscard()
+	s.hot.stats.Drops++
+	return nil
+}
+
+// hotDiscard drops every entry without writing it back (Discard; hotDropAll after its
+// write-back) and refunds the budget.
+func (s *Store) hotDiscard() {
+	h := &s.hot
+	for _, t := range h.tabs {
+		t.reset()
+	}
+	h.dirty, h.slab, h.last = 0, nil, nil
+	if h.charged > 0 {
+		s.budget.Refund(h.charged, memory.PurposeHotTier)
+	}
+	h.bytes, h.charged = 0, 0
+}
+
+// hotInsert adds an entry for key (composite key of length klen, hash h) to t, or returns nil
+// when the tier has no room for it (H5): the caller then reads or writes the key in the
+// engine directly, which is right since the key has no entry — also when making room failed
+// because a write-back failed (the other entries stay dirty, the next cut retries them). It
+// may write back and drop every entry first: engine bytes read before it are no longer valid.
+func (s *Store) hotInsert(t *hotTable, key []byte, h, hx uint64, klen int) *hotEntry {
+	need := int64(hotOverhead)
+	if len(key) > hotInlineKey {
+		need += int64(len(key))
+	}
+	ok, err := s.hotRoom(need)
+	if err != nil {
+		s.hot.stats.SyncFailures++
+	}
+	if !ok || err != nil {
+		return nil
+	}
+	hs := &s.hot
+	if len(hs.slab) == 0 {
+		hs.slab = make([]hotEntry, 256)
+	}
+	e := &hs.slab[0]
+	hs.slab = hs.slab[1:]
+	*e = hotEntry{h: h, hx: hx, klen: int32(klen)}
+	if len(key) <= hotInlineKey {
+		n := copy(e.kin[:], key)
+		e.key = unsafe.String(&e.kin[0], n)
+	} else {
+		e.key = string(key)
+	}
+	e.val = e.vin[:0]
+	t.add(e)
+	hs.last = e
+	return e
+}
+
+// hotFind returns t's entry for key, or nil: the last entry found or made when it is key's
+// (a read-modify-write: Get then Put, Add's read then write), else a lookup.
+func (s *Store) hotFind(t *hotTable, key []byte, hx uint64) *hotEntry {
+	if e := s.hot.last; e != nil && e.hx == hx && e.key == string(key) {
+		return e
+	}
+	e := t.find(key, hx)
+	if e != nil {
+		s.hot.last = e
+	}
+	return e
+}
+
+// hotSet makes e's value v (copied; appended to its value with appendTo), charging the
+// growth of its capacity. false when the tier has no room: it then wrote everything back and
+// dropped every entry, e too (or, when that write-back failed, dropped e alone: it was
+// clean or is written by the caller), and the caller goes to the engine directly (H5).
+func (s *Store) hotSet(t *hotTable, e *hotEntry, v []byte, appendTo bool) bool {
+	n := len(v)
+	if appendTo {
+		n += len(e.val)
+	}
+	if n > cap(e.val) {
+		c := n
+		if appendTo {
+			c = max(n, 2*cap(e.val))
+		}
+		if !s.hotGrow(int64(c) - int64(e.vcharged)) {
+			if e.dirty {
+				return false // the caller writes e back first (hotListWrite)
+			}
+			if err := s.hotDropAll(); err != nil {
+				s.hot.stats.SyncFailures++
+				s.hotDelete(t, e)
+			}
+			return false
+		}
+		nv := make([]byte, 0, c)
+		if appendTo {
+			nv = append(nv, e.val...)
+		}
+		e.val, e.vcharged = nv, int32(c)
+	} else if !appendTo {
+		e.val = e.val[:0]
+	}
+	e.val = append(e.val, v...)
+	return true
+}
+
+// hotDelete drops clean entry e from t.
+func (s *Store) hotDelete(t *hotTable, e *hotEntry) {
+	if e.idx < 0 || int(e.idx) >= len(t.ents) || t.ents[e.idx] != e {
+		return
+	}
+	t.del(e)
+	s.hot.bytes -= hotOverhead + int64(e.vcharged)
+	if len(e.key) > hotInlineKey {
+		s.hot.bytes -= int64(len(e.key))
+	}
+	if s.hot.last == e {
+		s.hot.last = nil
+	}
+}
+
+// markDirty records that e differs from the engine.
+func (s *Store) markDirty(t *hotTable, e *hotEntry) {
+	if !e.dirty {
+		e.dirty = true
+		s.hot.dirty++
+	}
+	if !e.listed {
+		e.listed = true
+		t.dirty = append(t.dirty, e)
+	}
+}
+
+// writeOne writes dirty entry e of t back alone; it stays in the dirty list, clean, until the
+// next syncHot passes it.
+func (s *Store) writeOne(t *hotTable, e *hotEntry) error {
+	if err := s.writeBack(t, e); err != nil {
+		return err
+	}
+	e.dirty = false
+	s.hot.dirty--
+	s.hot.stats.WrittenBack++
+	return nil
+}
+
+// syncHot writes every dirty entry back to the engine, table by table in the order the
+// entries became dirty (H2, H3). On error the entries not written stay dirty.
+func (s *Store) syncHot() error {
+	h := &s.hot
+	if h.dirty == 0 {
+		return nil
+	}
+	h.stats.Syncs++
+	for _, t := range h.tabs {
+		for i, e := range t.dirty {
+			if !e.dirty {
+				e.listed = false
+				continue
+			}
+			if err := s.writeOne(t, e); err != nil {
+				n := copy(t.dirty, t.dirty[i:])
+				clear(t.dirty[n:])
+				t.dirty = t.dirty[:n]
+				return err
+			}
+			e.listed = false
+		}
+		clear(t.dirty)
+		t.dirty = t.dirty[:0]
+	}
+	return nil
+}
+
+// writeBack applies dirty entry e of t to the engine as its net change (H3).
+func (s *Store) writeBack(t *hotTable, e *hotEntry) error {
+	key := bytesOf(e.key)[:e.klen]
+	switch t.kind {
+	case hotKV:
+		if e.present {
+			return s.applyRaw(engine.OpPut, key, e.h, nil, e.val)
+		}
+		return s.applyRaw(engine.OpDelete, key, e.h, nil, nil)
+	case hotMap:
+		uk := bytesOf(e.key)[e.klen:]
+		if e.present {
+			return s.applyRaw(engine.OpMapPut, key, e.h, uk, e.val)
+		}
+		return s.applyRaw(engine.OpMapRemove, key, e.h, uk, nil)
+	}
+	max := s.maxBatch()
+	if e.replace {
+		if len(e.val) == 0 {
+			if err := s.applyRaw(engine.OpListDelete, key, e.h, nil, nil); err != nil {
+				return err
+			}
+		} else {
+			n := engine.ListPiece(e.val, max)
+			if err := s.applyRaw(engine.OpListReplace, key, e.h, nil, e.val[:n]); err != nil {
+				return err
+			}
+			e.base = int32(n)
+		}
+		e.replace = false
+	}
+	for int(e.base) < len(e.val) {
+		rest := e.val[e.base:]
+		n := engine.ListPiece(rest, max)
+		if err := s.applyRaw(engine.OpListAppend, key, e.h, nil, rest[:n]); err != nil {
+			return err
+		}
+		e.base += int32(n)
+	}
+	if !e.known {
+		e.val, e.base = e.val[:0], 0
+	}
+	return nil
+}
+
+// hotInvalidate drops the entry an engine write outside the tier is about to change (H1):
+// the key's, the map entry's, or for OpMapClear every entry of the map. A dirty entry (none
+// should be: the call synced at enter) is written back first, keeping its order before op.
+func (s *Store) hotInvalidate(kind engine.OpKind, key []byte, h uint64, uk []byte) error {
+	if len(key) < 4 {
+		return nil
+	}
+	id := int(key[2])<<8 | int(key[3])
+	if id >= len(s.hot.byID) || s.hot.byID[id] == nil {
+		return nil
+	}
+	t := s.hot.byID[id]
+	if t.n == 0 {
+		return nil
+	}
+	if kind == engine.OpMapClear {
+		for _, e := range t.ents {
+			if e != nil && int(e.klen) == len(key) && bytes.Equal(bytesOf(e.key)[:e.klen], key) {
+				if e.dirty {
+					if err := s.writeOne(t, e); err != nil {
+						return err
+					}
+				}
+				s.hotDelete(t, e)
+			}
+		}
+		return nil
+	}
+	ek, hx := key, h
+	if kind == engine.OpMapPut || kind == engine.OpMapRemove {
+		s.hot.kbuf = append(append(s.hot.kbuf[:0], key...), uk...)
+		ek, hx = s.hot.kbuf, mapHash(h, uk)
+	}
+	e := s.hotFind(t, ek, hx)
+	if e == nil {
+		return nil
+	}
+	if e.dirty {
+		if err := s.writeOne(t, e); err != nil {
+			return err
+		}
+	}
+	s.hotDelete(t, e)
+	return nil
+}
+
+// hotGet is a value, reducing or aggregating state's point read through its table t (H1): the
+// entry's value, or the engine's, cached clean. Inside beginHot; the bytes are valid until
+// the next write.
+func (s *Store) hotGet(t *hotTable, h uint64, key []byte) ([]byte, status) {
+	if e := s.hotFind(t, key, h); e != nil {
+		s.hot.stats.Hits++
+		if e.present {
+			return e.val, found
+		}
+		return nil, absent
+	}
+	s.hot.stats.Misses++
+	e := s.hotInsert(t, key, h, h, len(key))
+	v, st := s.e.Get(h, key)
+	if e == nil {
+		return v, st
+	}
+	switch st {
+	case found:
+		if !s.hotSet(t, e, v, false) {
+			return s.e.Get(h, key) // dropped for room: read again (the drop wrote things back)
+		}
+		e.present = true
+		return e.val, found
+	case failed:
+		s.hotDelete(t, e)
+	}
+	return v, st
+}
+
+// hotWrite is a point write of kind (OpPut, OpDelete; OpMapPut, OpMapRemove with uk) through
+// table t: checked as the engine would check it (H4), then kept dirty in the entry, or written
+// through when the tier has no room.
+func (s *Store) hotWrite(t *hotTable, kind engine.OpKind, key []byte, h uint64, uk, v []byte) error {
+	if err := s.e.CheckSizes(key, uk, v); err != nil {
+		return err
+	}
+	if err := s.e.WriteCheck(); err != nil {
+		return err
+	}
+	ek, hx := key, h
+	if t.kind == hotMap {
+		s.hot.kbuf = append(append(s.hot.kbuf[:0], key...), uk...)
+		ek, hx = s.hot.kbuf, mapHash(h, uk)
+	}
+	e := s.hotFind(t, ek, hx)
+	if e == nil {
+		if e = s.hotInsert(t, ek, h, hx, len(key)); e == nil {
+			return s.applyRaw(kind, key, h, uk, v)
+		}
+	}
+	if kind == engine.OpPut || kind == engine.OpMapPut {
+		if !s.hotSet(t, e, v, false) {
+			if e.dirty { // no room for the new value: the entry's older value goes first
+				if err := s.writeOne(t, e); err != nil {
+					return err
+				}
+				s.hotDelete(t, e)
+			}
+			return s.applyRaw(kind, key, h, uk, v)
+		}
+		e.present = true
+	} else {
+		e.present = false
+		e.val = e.val[:0]
+	}
+	s.markDirty(t, e)
+	return nil
+}
+
+// hotMapGet is a map state's point read of user key uk of map mk (hash hm) through t.
+func (s *Store) hotMapGet(t *hotTable, hm uint64, mk, uk []byte) ([]byte, status) {
+	s.hot.kbuf = append(append(s.hot.kbuf[:0], mk...), uk...)
+	hx := mapHash(hm, uk)
+	if e := s.hotFind(t, s.hot.kbuf, hx); e != nil {
+		s.hot.stats.Hits++
+		if e.present {
+			return e.val, found
+		}
+		return nil, absent
+	}
+	s.hot.stats.Misses++
+	e := s.hotInsert(t, s.hot.kbuf, hm, hx, len(mk))
+	v, st := s.e.MapGet(hm, mk, base.HashUserKey(uk), uk)
+	if e == nil {
+		return v, st
+	}
+	switch st {
+	case found:
+		if !s.hotSet(t, e, v, false) {
+			return s.e.MapGet(hm, mk, base.HashUserKey(uk), uk)
+		}
+		e.present = true
+		return e.val, found
+	case failed:
+		s.hotDelete(t, e)
+	}
+	return v, st
+}
+
+// hotListWrite is a list write through t: replace false appends the framed batch b; replace
+// true replaces the list with b (empty: deletes it). Checked as writeList would (H4).
+func (s *Store) hotListWrite(t *hotTable, key []byte, h uint64, b []byte, replace bool) error {
+	if len(b) > s.maxBatch() {
+		if err := s.checkElems(b); err != nil {
+			return err
+		}
+		if err := s.e.CheckSizes(key, nil, nil); err != nil {
+			return err
+		}
+	} else if err := s.e.CheckSizes(key, nil, b); err != nil {
+		return err
+	}
+	if err := s.e.WriteCheck(); err != nil {
+		return err
+	}
+	e := s.hotFind(t, key, h)
+	if e == nil {
+		if e = s.hotInsert(t, key, h, h, len(key)); e == nil {
+			return s.writeThroughList(key, h, b, replace)
+		}
+	}
+	if !s.hotSet(t, e, b, !replace) {
+		if e.dirty { // no room: what the entry holds goes first, in order
+			if err := s.writeOne(t, e); err != nil {
+				return err
+			}
+			s.hotDelete(t, e)
+		}
+		return s.writeThroughList(key, h, b, replace)
+	}
+	if replace {
+		e.known, e.replace, e.base = true, true, 0
+	}
+	s.markDirty(t, e)
+	return nil
+}
+
+// writeThroughList is a list write with no room in the tier: straight to the engine.
+func (s *Store) writeThroughList(key []byte, h uint64, b []byte, replace bool) error {
+	if replace && len(b) == 0 {
+		return s.applyRaw(engine.OpListDelete, key, h, nil, nil)
+	}
+	return s.writeList(h, key, b, replace)
+}
+
+// hotListGet reads the list of key through t: the entry's list when known; else the engine's
+// (after writing back the entry's appended elements), made known in the entry when it is at
+// most hotListMax bytes and whole in memory. It returns batches appended to lbuf; the error
+// is a failed write-back of the entry's appended elements.
+func (s *Store) hotListGet(t *hotTable, key []byte, h uint64, lbuf [][]byte, low *engine.LowerList) ([][]byte, status, error) {
+	e := s.hotFind(t, key, h)
+	if e != nil && e.known {
+		s.hot.stats.Hits++
+		if low != nil {
+			low.Reset()
+		}
+		if len(e.val) == 0 {
+			return lbuf, absent, nil
+		}
+		return append(lbuf, e.val), found, nil
+	}
+	s.hot.stats.Misses++
+	if e != nil && e.dirty {
+		if err := s.writeOne(t, e); err != nil {
+			return lbuf, failed, err
+		}
+	}
+	if e == nil {
+		e = s.hotInsert(t, key, h, h, len(key))
+	}
+	lbuf, st, _ := s.e.ListGet(h, key, lbuf, low)
+	if e == nil || st == failed || (low != nil && low.Pending()) {
+		if e != nil {
+			s.hotDelete(t, e)
+		}
+		return lbuf, st, nil
+	}
+	n := 0
+	for _, b := range lbuf {
+		n += len(b)
+	}
+	if n > hotListMax {
+		s.hotDelete(t, e)
+		return lbuf, st, nil
+	}
+	e.val = e.val[:0]
+	for _, b := range lbuf {
+		if !s.hotSet(t, e, b, true) { // e dropped: read again, uncached
+			lbuf, st, _ = s.e.ListGet(h, key, lbuf[:0], low)
+			return lbuf, st, nil
+		}
+	}
+	e.known, e.base, e.replace = true, int32(len(e.val)), false
+	if st != found {
+		return lbuf[:0], st, nil
+	}
+	return append(lbuf[:0], e.val), found, nil
+}
+
+// hotMapLookup returns the value of user key uk of map mk as the tier holds it: ok false when
+// the tier has no entry for it (map iterators: a put since Next is in the tier, H1).
+func (s *Store) hotMapLookup(t *hotTable, hm uint64, mk, uk []byte) (v []byte, present, ok bool) {
+	s.hot.kbuf = append(append(s.hot.kbuf[:0], mk...), uk...)
+	e := t.find(s.hot.kbuf, mapHash(hm, uk))
+	if e == nil {
+		return nil, false, false
+	}
+	return e.val, e.present, true
+}
+
+// HotTierStats are the hot tier's figures (Options.HotTierSize; Stats.HotTier).
+type HotTierStats struct {
+	// Entries is the number of cached keys (map entries count one each); Dirty of them differ
+	// from the tiers below (written back at the next cut).
+	Entries, Dirty int
+	// Bytes is the tier's estimated memory, Charged what it holds of the budget
+	// (memory.PurposeHotTier); Limit is Options.HotTierSize (0: the tier is off).
+	Bytes, Charged, Limit int64
+	// Hits and Misses count the point reads the tier served and those it read below.
+	Hits, Misses int64
+	// Syncs counts write-backs of the whole tier (every cut, and every call that reads
+	// across keys); WrittenBack the entries written back; Drops the times the tier was full
+	// and dropped every entry; SyncFailures the times a full tier could not write back (the
+	// key went to the tiers directly; the entries stay dirty for the next cut).
+	Syncs, WrittenBack, Drops, SyncFailures int64
+}
+
+// hotStats returns the tier's figures.
+func (s *Store) hotStats() HotTierStats {
+	h := &s.hot
+	st := h.stats
+	for _, t := range h.tabs {
+		st.Entries += t.n
+	}
+	st.Dirty, st.Bytes, st.Charged, st.Limit = h.dirty, h.bytes, h.charged, h.limit
+	return st
+}
+
+// hotErrCheck returns the write-back failure of the current call's enter (H2), wrapped.
+func (s *Store) hotErrCheck() error {
+	if s.hot.err != nil {
+		return fmt.Errorf("strata: writing the hot tier back: %w", s.hot.err)
+	}
+	return nil
+}
+
+// kvGet reads key (hash h) of a value, reducing or aggregating state through its hot table,
+// or from the engine when it has none. Inside beginHot.
+func (b *stateBase) kvGet(h uint64, key []byte) ([]byte, status, error) {
+	if b.hot != nil {
+		v, st := b.s.hotGet(b.hot, h, key)
+		return v, st, nil
+	}
+	v, st := b.s.e.Get(h, key)
+	return v, st, nil
+}
+
+// kvWrite writes kind (OpPut with v, OpDelete) of key through the state's hot table, or to
+// the engine when it has none. Inside beginHot.
+func (b *stateBase) kvWrite(kind engine.OpKind, key []byte, h uint64, v []byte) error {
+	if b.hot != nil {
+		return b.s.hotWrite(b.hot, kind, key, h, nil, v)
+	}
+	return b.s.apply(kind, key, h, nil, v)
+}

@@ -1,0 +1,369 @@
+package strata
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/strata-db/strata/checkpoint"
+	"github.com/strata-db/strata/internal/base"
+	"github.com/strata-db/strata/memory"
+)
+
+// checkHot checks the hot tier's invariants (hot.go): H1, every clean entry equals what the
+// engine holds for its key (a known list: the whole list; an unknown one holds nothing); the
+// dirty count and lists agree with the entries; the estimate stays within what is charged and
+// the charge within the bound.
+func (s *Store) checkHot() error {
+	h := &s.hot
+	dirty := 0
+	for ti, t := range h.tabs {
+		inList := make(map[*hotEntry]bool, len(t.dirty))
+		for _, e := range t.dirty {
+			if !e.listed || inList[e] {
+				return fmt.Errorf("hot table %d: dirty list holds %q twice or unmarked", ti, e.key)
+			}
+			inList[e] = true
+		}
+		live := 0
+		for idx, e := range t.ents {
+			if e == nil {
+				continue
+			}
+			live++
+			k := e.key
+			if t.find(bytesOf(k), e.hx) != e || int(e.idx) != idx {
+				return fmt.Errorf("hot table %d: entry %q not found under its hash", ti, k)
+			}
+			if e.dirty {
+				dirty++
+				if !inList[e] {
+					return fmt.Errorf("hot table %d: dirty entry %q not in the dirty list", ti, k)
+				}
+				continue
+			}
+			key := bytesOf(k)[:e.klen]
+			switch t.kind {
+			case hotKV:
+				v, st := s.e.Get(e.h, key)
+				if st == failed {
+					return s.e.TakeErr()
+				}
+				if (st == found) != e.present || (e.present && !bytes.Equal(v, e.val)) {
+					return fmt.Errorf("hot table %d: clean entry %x: present %v %x, engine %v %x", ti, k, e.present, e.val, st, v)
+				}
+			case hotMap:
+				uk := bytesOf(k)[e.klen:]
+				v, st := s.e.MapGet(e.h, key, base.HashUserKey(uk), uk)
+				if st == failed {
+					return s.e.TakeErr()
+				}
+				if (st == found) != e.present || (e.present && !bytes.Equal(v, e.val)) {
+					return fmt.Errorf("hot table %d: clean map entry %x: present %v %x, engine %v %x", ti, k, e.present, e.val, st, v)
+				}
+			case hotList:
+				if !e.known {
+					if len(e.val) != 0 || e.base != 0 {
+						return fmt.Errorf("hot table %d: clean unknown list %x holds %d bytes", ti, k, len(e.val))
+					}
+					continue
+				}
+				bs, st, _ := s.e.ListGet(e.h, key, nil, nil)
+				if st == failed {
+					return s.e.TakeErr()
+				}
+				all := slices.Concat(bs...)
+				if !bytes.Equal(all, e.val) || int(e.base) != len(e.val) || e.replace {
+					return fmt.Errorf("hot table %d: clean list %x: %x (base %d, replace %v), engine %x", ti, k, e.val, e.base, e.replace, all)
+				}
+			}
+		}
+		if live != t.n || t.used < t.n || t.used*4 > len(t.slots)*3 {
+			return fmt.Errorf("hot table %d: %d live entries, counted %d, %d slots used of %d", ti, live, t.n, t.used, len(t.slots))
+		}
+	}
+	if dirty != h.dirty {
+		return fmt.Errorf("hot tier: %d dirty entries, counted %d", dirty, h.dirty)
+	}
+	if h.bytes > h.charged || h.charged > h.limit || h.charged%hotQuantum != 0 {
+		return fmt.Errorf("hot tier: %d bytes estimated, %d charged, limit %d", h.bytes, h.charged, h.limit)
+	}
+	return nil
+}
+
+// hotCheck is the model's hot-tier step: the invariants (checkHot), then a write-back or a
+// drop of the whole tier, alternately, after which nothing is dirty and the invariants hold.
+func (r *modelRun) hotCheck(int32) error {
+	if r.st == nil {
+		return nil
+	}
+	s := r.st.s
+	if err := s.checkHot(); err != nil {
+		return err
+	}
+	r.hotSteps++
+	var err error
+	if r.hotSteps%2 == 0 {
+		err = s.hotDropAll()
+	} else {
+		err = s.syncHot()
+	}
+	if err != nil {
+		if r.faulty || (r.pressure && errors.Is(err, ErrMemoryBudget)) {
+			return nil // the entries stay dirty (H4): the next cut retries
+		}
+		return err
+	}
+	if s.hot.dirty != 0 {
+		return fmt.Errorf("hot tier: %d dirty entries after a write-back", s.hot.dirty)
+	}
+	return s.checkHot()
+}
+
+// hotStore opens a Store in memory with the hot tier at limit bytes.
+func hotStore(t *testing.T, limit int64, cl bool) *Store {
+	t.Helper()
+	opts := Options{MaxParallelism: 16, MemoryBudget: 64 << 20, HotTierSize: limit}
+	if cl {
+		st, err := checkpoint.NewDirStorage(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Checkpoint = CheckpointOptions{Storage: st, Changelog: &ChangelogOptions{}}
+	}
+	s, err := Open("", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Discard() })
+	return s
+}
+
+// TestHotTierKinds: each kind's point operations through the tier answer as the tiers would,
+// the tier holds them dirty until a call that reads across keys writes them back, and after
+// the write-back the tiers hold the net change (checkHot).
+func TestHotTierKinds(t *testing.T) {
+	s := hotStore(t, 4<<20, false)
+	v, _ := NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64})
+	r, _ := NewReducingState(s, ReducingDescriptor[int64]{Name: "r", Codec: Int64, Reduce: func(a, b int64) int64 { return a + b }})
+	l, _ := NewListState(s, ListDescriptor[string]{Name: "l", Codec: String})
+	m, _ := NewMapState(s, MapDescriptor[string, int64]{Name: "m", KeyCodec: String, ValueCodec: Int64})
+	k := s.Key([]byte("k"))
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func() []string {
+		t.Helper()
+		var out []string
+		it := l.Get(k)
+		for it.Next() {
+			out = append(out, it.Value())
+		}
+		must(it.Err())
+		return out
+	}
+	for i := range int64(10) {
+		must(v.Put(k, i))
+		must(r.Add(k, i))
+		must(l.Add(k, fmt.Sprint(i)))
+		must(m.Put(k, "a", i))
+	}
+	must(m.Put(k, "b", 7))
+	must(m.Remove(k, "a"))
+	st := s.Stats().HotTier
+	if st.Dirty != 5 || s.Stats().Written.Changed != 0 {
+		t.Fatalf("before a cut: %+v, %d bytes changed in the engine", st, s.Stats().Written.Changed)
+	}
+	if x, ok, err := v.Get(k); err != nil || !ok || x != 9 {
+		t.Fatalf("value: %v %v %v", x, ok, err)
+	}
+	if x, ok, err := r.Get(k); err != nil || !ok || x != 45 {
+		t.Fatalf("reducing: %v %v %v", x, ok, err)
+	}
+	if got := list(); len(got) != 10 || got[9] != "9" {
+		t.Fatalf("list: %v", got)
+	}
+	if _, ok, _ := m.Get(k, "a"); ok {
+		t.Fatal("map: removed user key present")
+	}
+	must(s.checkHot())
+	// A map iteration reads across user keys: it writes the tier back first (H1).
+	var keys []string
+	seq, errf := m.Entries(k)
+	for uk, uv := range seq {
+		keys = append(keys, fmt.Sprint(uk, "=", uv))
+	}
+	must(errf())
+	if !slices.Equal(keys, []string{"b=7"}) {
+		t.Fatalf("map entries after hot writes: %v", keys)
+	}
+	if st := s.Stats().HotTier; st.Dirty != 0 || st.Syncs == 0 {
+		t.Fatalf("after the iteration: %+v", st)
+	}
+	must(s.checkHot())
+	// Update and Clear after the write-back; then the tiers see replace semantics.
+	must(l.Update(k, []string{"x", "y"}))
+	must(l.Add(k, "z"))
+	if got := list(); !slices.Equal(got, []string{"x", "y", "z"}) {
+		t.Fatalf("list after update: %v", got)
+	}
+	must(v.Clear(k))
+	must(s.syncHot())
+	must(s.checkHot())
+	must(s.hotDropAll())
+	if got := list(); !slices.Equal(got, []string{"x", "y", "z"}) {
+		t.Fatalf("list read from the tiers: %v", got)
+	}
+	if _, ok, _ := v.Get(k); ok {
+		t.Fatal("cleared value present after a drop")
+	}
+}
+
+// TestHotTierErrorsAtCall: writes the FreshTable would refuse are refused at the call (H4), and
+// change nothing.
+func TestHotTierErrorsAtCall(t *testing.T) {
+	s := hotStore(t, 4<<20, false)
+	v, _ := NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes})
+	l, _ := NewListState(s, ListDescriptor[[]byte]{Name: "l", Codec: Bytes})
+	m, _ := NewMapState(s, MapDescriptor[[]byte, []byte]{Name: "m", KeyCodec: Bytes, ValueCodec: Bytes})
+	k := s.Key([]byte("k"))
+	big := make([]byte, s.opts.SegmentSize/4+1)
+	if err := v.Put(k, []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Put(k, big); !errors.Is(err, ErrValueTooLarge) {
+		t.Fatalf("value put of %d bytes: %v", len(big), err)
+	}
+	if err := l.Add(k, big); !errors.Is(err, ErrValueTooLarge) {
+		t.Fatalf("list add: %v", err)
+	}
+	if err := m.Put(k, make([]byte, 70000), []byte("x")); !errors.Is(err, ErrKeyTooLarge) {
+		t.Fatalf("map put of a long user key: %v", err)
+	}
+	if err := v.Put(s.Key(make([]byte, 70000)), []byte("x")); !errors.Is(err, ErrKeyTooLarge) {
+		t.Fatalf("value put of a long key: %v", err)
+	}
+	if x, _, _ := v.Get(k); string(x) != "old" {
+		t.Fatalf("value after refused writes: %q", x)
+	}
+	if it := l.Get(k); it.Next() {
+		t.Fatal("list has an element after a refused add")
+	}
+	if err := s.checkHot(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHotTierBound: a tier smaller than the keys written drops and writes back (H5) and every
+// value stays right; the budget's charge goes back to 0 when the Store is closed.
+func TestHotTierBound(t *testing.T) {
+	s := hotStore(t, 512<<10, false)
+	r, _ := NewReducingState(s, ReducingDescriptor[int64]{Name: "r", Codec: Int64, Reduce: func(a, b int64) int64 { return a + b }})
+	const keys = 20000
+	for round := range 3 {
+		for i := range keys {
+			if err := r.Add(s.Key(fmt.Appendf(nil, "key-%d", i)), int64(round+1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	st := s.Stats()
+	if st.HotTier.Drops == 0 || st.HotTier.Charged > 512<<10 {
+		t.Fatalf("tier stats: %+v", st.HotTier)
+	}
+	if err := s.checkHot(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if x, ok, err := r.Get(s.Key(fmt.Appendf(nil, "key-%d", i))); err != nil || !ok || x != 6 {
+			t.Fatalf("key %d: %v %v %v", i, x, ok, err)
+		}
+	}
+	b := s.Budget()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.UsedBy(memory.PurposeHotTier); got != 0 {
+		t.Fatalf("hot tier holds %d bytes of the budget after Close", got)
+	}
+}
+
+// TestHotTierCuts: a checkpoint holds every write acknowledged before it, though the tier held
+// them (H2); with the changelog on, many writes of one key log one record per cut; Close
+// persists the tier and Open recovers it; Discard drops it.
+func TestHotTierCuts(t *testing.T) {
+	ctx := context.Background()
+	storage, err := checkpoint.NewDirStorage(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "db")
+	opts := Options{MaxParallelism: 16, MemoryBudget: 64 << 20, HotTierSize: 4 << 20,
+		Checkpoint: CheckpointOptions{Storage: storage, Changelog: &ChangelogOptions{}}}
+	s, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64})
+	k := s.Key([]byte("k"))
+	for i := range int64(1000) {
+		if err := v.Put(k, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := s.Checkpoint(ctx, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Stats().Changelog.AppendedRecords; n != 1 {
+		t.Fatalf("1000 puts of one key logged %d records, want 1 (the net change at the cut)", n)
+	}
+	if err := v.Put(k, 5000); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ = NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64})
+	if x, _, err := v.Get(k); err != nil || x != 5000 {
+		t.Fatalf("after Close and Open: %v %v", x, err)
+	}
+	if err := v.Put(k, 6000); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Discard(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Restore(t.TempDir(), opts, storage, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	v, _ = NewValueState(r, ValueDescriptor[int64]{Name: "v", Codec: Int64})
+	if x, _, err := v.Get(k); err != nil || x != 999 {
+		t.Fatalf("restored checkpoint 1: %v %v, want 999", x, err)
+	}
+}
+
+// TestHotTierOptions: HotTierSize is refused negative or above a quarter of the budget.
+func TestHotTierOptions(t *testing.T) {
+	for _, n := range []int64{-1, 64<<20/4 + 1} {
+		if err := (Options{MemoryBudget: 64 << 20, HotTierSize: n}).Validate(); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("HotTierSize %d: %v, want ErrInvalidOptions", n, err)
+		}
+	}
+	if err := (Options{MemoryBudget: 64 << 20, HotTierSize: 64 << 20 / 4}).Validate(); err != nil {
+		t.Errorf("HotTierSize of a quarter: %v", err)
+	}
+}
