@@ -116,6 +116,7 @@ type config struct {
 	rows        int           // parquet rows to read, 0 = all
 	dir         string        // store directory, "" = a temporary directory
 	budget      int64         // memory budget in bytes, 0 = Strata's default
+	hot         int64         // hot tier bound in bytes (strata.Options.HotTierSize); -1 = budget/8
 	scale       int           // K
 	prof        string        // CPU profile of the replay, "" = none
 	checkpoints string        // checkpoint directory, "" = a temporary directory
@@ -139,6 +140,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.rows, "rows", 0, "read only the first `n` parquet rows (0 = all)")
 	fs.StringVar(&c.dir, "dir", "", "store directory (default: a temporary directory, removed at exit); with -kill-after or -rescale, the Stores go to subdirectories")
 	fs.Int64Var(&c.budget, "budget", defaultBudget, "memory budget in `bytes` per Store (0 = Strata's default, 1 GiB)")
+	fs.Int64Var(&c.hot, "hot", -1, "hot tier bound in `bytes` per Store (strata.Options.HotTierSize): -1 = an eighth of the budget, 0 = off")
 	fs.IntVar(&c.scale, "scale", 1, "salt every key `K` times and emit each flight K times (grows state K-fold)")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the replay to `file` (go tool pprof)")
 	fs.StringVar(&c.checkpoints, "checkpoints", "", "checkpoint directory (default: a temporary directory, removed at exit), or an S3-compatible bucket: s3://bucket/prefix?endpoint=http://127.0.0.1:7070 (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
@@ -458,6 +460,10 @@ func run(args []string, out io.Writer) (err error) {
 	disk := dirBytes(store.Dir())
 	budget := st.Budget.Limit
 	fmt.Fprintf(out, "budget at the end: %s\n", budgetLine(st.Budget))
+	if h := st.HotTier; h.Limit > 0 {
+		fmt.Fprintf(out, "hot tier (Options.HotTierSize %.0f MiB): %d hits, %d misses (%.1f%% hits); %d write-backs of %d entries, %d drops when full; %d entries, %.1f MiB at the end\n",
+			float64(h.Limit)/(1<<20), h.Hits, h.Misses, 100*float64(h.Hits)/float64(max(h.Hits+h.Misses, 1)), h.Syncs, h.WrittenBack, h.Drops, h.Entries, float64(h.Bytes)/(1<<20))
+	}
 	fmt.Fprintf(out, "memory: budget %.0f MiB, VmRSS %.0f MiB, peak VmHWM %.0f MiB, Go heap %.0f MiB (the trace and the Go map model included)\n",
 		float64(budget)/(1<<20), float64(procStatus("VmRSS"))/(1<<20), float64(procStatus("VmHWM"))/(1<<20), float64(ms.HeapAlloc)/(1<<20))
 	fmt.Fprintf(out, "disk: %d bytes (%.0f MiB) in %s after Close, %.1f× the budget; checkpoints %.0f MiB in %s "+
