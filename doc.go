@@ -169,7 +169,10 @@
 //  5. Inside the budget: entries are charged (memory.PurposeHotTier) up to HotTierSize; at the
 //     bound the tier writes everything back and drops every entry (no clock order yet).
 //  6. TTL: states with a TTL have no table.
-//  7. Aliasing: a value read from an entry is valid until the next write to the Store.
+//  7. Aliasing: a value read from an entry is valid until the next write to the Store; a
+//     point read does not write (a full tier serves it uncached), but a call that reads
+//     across keys writes the tier back first, so it ends the values read before it as a
+//     write does.
 //
 // Measured on the flight demo (2026-12-05, 2 vCPUs, alternated runs; bench/cmd/flightdemo
 // -hot): 90 % of point reads hit; engine writes fall 6.7× (3.4 M write-backs for 3 M events),

@@ -3,6 +3,7 @@ package strata
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/strata-db/strata/internal/base"
@@ -49,7 +50,13 @@ import (
 //      key that still finds no room is read or written in the engine directly.
 //   H6 (TTL). States with a TTL have no table: their reads decide expiry on the engine's bytes.
 //   H7 (aliasing). A value read from an entry (Bytes codec) aliases the entry's bytes: valid
-//      until the next write to the Store, as any value read.
+//      until the next write to the Store, as any value read. A point read never writes to the
+//      engine (a full tier serves it uncached; a list's appended elements are read after the
+//      engine's list), so values read before it stay valid. A call that reads across keys
+//      does write the tier back first: for the values read before it, it is a write.
+//   Tables by id. After a scale-in restore one state id may name different states in
+//   different key groups (internal/engine/registry.go), so byID lists every table an id may
+//   name, and an invalidation looks in each.
 
 // hotKind is what a hot table's entries hold.
 type hotKind uint8
@@ -232,14 +239,14 @@ func mapHash(hm uint64, uk []byte) uint64 {
 type hotTier struct {
 	limit   int64 // Options.HotTierSize; 0: off
 	tabs    []*hotTable
-	byID    []*hotTable // by state id, aliases included
-	dirty   int         // dirty entries in all tables
-	bytes   int64       // estimated bytes of the entries
-	charged int64       // charged to the budget (a multiple of hotQuantum)
-	err     error       // a write-back that failed at enter: the current call fails with it
-	slab    []hotEntry
-	kbuf    []byte    // map entry key scratch
-	last    *hotEntry // the entry the last point operation found or made: a read-modify-write finds it again without a lookup
+	byID    [][]*hotTable // by state id, aliases included: after a scale-in restore one id may name different states in different key groups
+	dirty   int           // dirty entries in all tables
+	bytes   int64         // estimated bytes of the entries
+	charged int64         // charged to the budget (a multiple of hotQuantum)
+	err     error         // a write-back that failed at enter: the current call fails with it
+	free    []*hotEntry   // deleted entries no dirty list holds: reused by hotInsert
+	kbuf    []byte        // map entry key scratch
+	last    *hotEntry     // the entry the last point operation found or made: a read-modify-write finds it again without a lookup
 	stats   HotTierStats
 }
 
@@ -266,7 +273,9 @@ func (s *Store) newHotTable(k stateKind, ttl bool, ids ...uint16) *hotTable {
 		for int(id) >= len(s.hot.byID) {
 			s.hot.byID = append(s.hot.byID, nil)
 		}
-		s.hot.byID[id] = t
+		if !slices.Contains(s.hot.byID[id], t) {
+			s.hot.byID[id] = append(s.hot.byID[id], t)
+		}
 	}
 	return t
 }
@@ -323,37 +332,46 @@ func (s *Store) hotDiscard() {
 	for _, t := range h.tabs {
 		t.reset()
 	}
-	h.dirty, h.slab, h.last = 0, nil, nil
+	h.dirty, h.free, h.last = 0, nil, nil
 	if h.charged > 0 {
 		s.budget.Refund(h.charged, memory.PurposeHotTier)
 	}
 	h.bytes, h.charged = 0, 0
 }
 
-// hotInsert adds an entry for key (composite key of length klen, hash h) to t, or returns nil
-// when the tier has no room for it (H5): the caller then reads or writes the key in the
-// engine directly, which is right since the key has no entry — also when making room failed
-// because a write-back failed (the other entries stay dirty, the next cut retries them). It
-// may write back and drop every entry first: engine bytes read before it are no longer valid.
-func (s *Store) hotInsert(t *hotTable, key []byte, h, hx uint64, klen int) *hotEntry {
+// hotInsert adds an entry for key (composite key of length klen, hash h, table hash hx) to t,
+// or returns nil when the tier has no room for it (H5): the caller then reads or writes the
+// key in the engine directly, which is right since the key has no entry — also when making
+// room failed because a write-back failed (the other entries stay dirty, the next cut retries
+// them). For a write it may write back and drop every entry first (engine bytes read before
+// it are then no longer valid); for a read (write false) it never writes: a full tier gives
+// nil.
+func (s *Store) hotInsert(t *hotTable, key []byte, h, hx uint64, klen int, write bool) *hotEntry {
 	need := int64(hotOverhead)
 	if len(key) > hotInlineKey {
 		need += int64(len(key))
 	}
-	ok, err := s.hotRoom(need)
-	if err != nil {
-		s.hot.stats.SyncFailures++
-	}
-	if !ok || err != nil {
-		return nil
+	if !write { // a read never writes (H7): no room, no entry
+		if !s.hotGrow(need) {
+			return nil
+		}
+	} else {
+		ok, err := s.hotRoom(need)
+		if err != nil {
+			s.hot.stats.SyncFailures++
+		}
+		if !ok || err != nil {
+			return nil
+		}
 	}
 	hs := &s.hot
-	if len(hs.slab) == 0 {
-		hs.slab = make([]hotEntry, 256)
+	var e *hotEntry
+	if n := len(hs.free); n > 0 {
+		e, hs.free = hs.free[n-1], hs.free[:n-1]
+		*e = hotEntry{h: h, hx: hx, klen: int32(klen)}
+	} else {
+		e = &hotEntry{h: h, hx: hx, klen: int32(klen)}
 	}
-	e := &hs.slab[0]
-	hs.slab = hs.slab[1:]
-	*e = hotEntry{h: h, hx: hx, klen: int32(klen)}
 	if len(key) <= hotInlineKey {
 		n := copy(e.kin[:], key)
 		e.key = unsafe.String(&e.kin[0], n)
@@ -380,10 +398,11 @@ func (s *Store) hotFind(t *hotTable, key []byte, hx uint64) *hotEntry {
 }
 
 // hotSet makes e's value v (copied; appended to its value with appendTo), charging the
-// growth of its capacity. false when the tier has no room: it then wrote everything back and
-// dropped every entry, e too (or, when that write-back failed, dropped e alone: it was
-// clean or is written by the caller), and the caller goes to the engine directly (H5).
-func (s *Store) hotSet(t *hotTable, e *hotEntry, v []byte, appendTo bool) bool {
+// growth of its capacity. false when the tier has no room: for a write it then wrote
+// everything back and dropped every entry, e too (or, when that write-back failed, dropped e
+// alone), for a read it dropped e alone (clean); a dirty e stays, for the caller; the caller
+// goes to the engine directly (H5).
+func (s *Store) hotSet(t *hotTable, e *hotEntry, v []byte, appendTo, write bool) bool {
 	n := len(v)
 	if appendTo {
 		n += len(e.val)
@@ -395,7 +414,11 @@ func (s *Store) hotSet(t *hotTable, e *hotEntry, v []byte, appendTo bool) bool {
 		}
 		if !s.hotGrow(int64(c) - int64(e.vcharged)) {
 			if e.dirty {
-				return false // the caller writes e back first (hotListWrite)
+				return false // the caller writes e back first (hotListWrite) or reads around it
+			}
+			if !write { // a read never writes (H7): the clean entry goes
+				s.hotDelete(t, e)
+				return false
 			}
 			if err := s.hotDropAll(); err != nil {
 				s.hot.stats.SyncFailures++
@@ -427,6 +450,10 @@ func (s *Store) hotDelete(t *hotTable, e *hotEntry) {
 	}
 	if s.hot.last == e {
 		s.hot.last = nil
+	}
+	if !e.listed { // a dirty list may still name it (clean): then the GC takes it
+		e.val = nil
+		s.hot.free = append(s.hot.free, e)
 	}
 }
 
@@ -535,10 +562,19 @@ func (s *Store) hotInvalidate(kind engine.OpKind, key []byte, h uint64, uk []byt
 		return nil
 	}
 	id := int(key[2])<<8 | int(key[3])
-	if id >= len(s.hot.byID) || s.hot.byID[id] == nil {
+	if id >= len(s.hot.byID) {
 		return nil
 	}
-	t := s.hot.byID[id]
+	for _, t := range s.hot.byID[id] {
+		if err := s.hotInvalidateIn(t, kind, key, h, uk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hotInvalidateIn is hotInvalidate in table t (a table the key's state id may name).
+func (s *Store) hotInvalidateIn(t *hotTable, kind engine.OpKind, key []byte, h uint64, uk []byte) error {
 	if t.n == 0 {
 		return nil
 	}
@@ -585,15 +621,15 @@ func (s *Store) hotGet(t *hotTable, h uint64, key []byte) ([]byte, status) {
 		return nil, absent
 	}
 	s.hot.stats.Misses++
-	e := s.hotInsert(t, key, h, h, len(key))
+	e := s.hotInsert(t, key, h, h, len(key), false)
 	v, st := s.e.Get(h, key)
 	if e == nil {
 		return v, st
 	}
 	switch st {
 	case found:
-		if !s.hotSet(t, e, v, false) {
-			return s.e.Get(h, key) // dropped for room: read again (the drop wrote things back)
+		if !s.hotSet(t, e, v, false, false) {
+			return v, st // no room: uncached (nothing was written, v is valid)
 		}
 		e.present = true
 		return e.val, found
@@ -620,12 +656,12 @@ func (s *Store) hotWrite(t *hotTable, kind engine.OpKind, key []byte, h uint64, 
 	}
 	e := s.hotFind(t, ek, hx)
 	if e == nil {
-		if e = s.hotInsert(t, ek, h, hx, len(key)); e == nil {
+		if e = s.hotInsert(t, ek, h, hx, len(key), true); e == nil {
 			return s.applyRaw(kind, key, h, uk, v)
 		}
 	}
 	if kind == engine.OpPut || kind == engine.OpMapPut {
-		if !s.hotSet(t, e, v, false) {
+		if !s.hotSet(t, e, v, false, true) {
 			if e.dirty { // no room for the new value: the entry's older value goes first
 				if err := s.writeOne(t, e); err != nil {
 					return err
@@ -655,15 +691,15 @@ func (s *Store) hotMapGet(t *hotTable, hm uint64, mk, uk []byte) ([]byte, status
 		return nil, absent
 	}
 	s.hot.stats.Misses++
-	e := s.hotInsert(t, s.hot.kbuf, hm, hx, len(mk))
+	e := s.hotInsert(t, s.hot.kbuf, hm, hx, len(mk), false)
 	v, st := s.e.MapGet(hm, mk, base.HashUserKey(uk), uk)
 	if e == nil {
 		return v, st
 	}
 	switch st {
 	case found:
-		if !s.hotSet(t, e, v, false) {
-			return s.e.MapGet(hm, mk, base.HashUserKey(uk), uk)
+		if !s.hotSet(t, e, v, false, false) {
+			return v, st
 		}
 		e.present = true
 		return e.val, found
@@ -691,11 +727,11 @@ func (s *Store) hotListWrite(t *hotTable, key []byte, h uint64, b []byte, replac
 	}
 	e := s.hotFind(t, key, h)
 	if e == nil {
-		if e = s.hotInsert(t, key, h, h, len(key)); e == nil {
+		if e = s.hotInsert(t, key, h, h, len(key), true); e == nil {
 			return s.writeThroughList(key, h, b, replace)
 		}
 	}
-	if !s.hotSet(t, e, b, !replace) {
+	if !s.hotSet(t, e, b, !replace, true) {
 		if e.dirty { // no room: what the entry holds goes first, in order
 			if err := s.writeOne(t, e); err != nil {
 				return err
@@ -720,9 +756,10 @@ func (s *Store) writeThroughList(key []byte, h uint64, b []byte, replace bool) e
 }
 
 // hotListGet reads the list of key through t: the entry's list when known; else the engine's
-// (after writing back the entry's appended elements), made known in the entry when it is at
-// most hotListMax bytes and whole in memory. It returns batches appended to lbuf; the error
-// is a failed write-back of the entry's appended elements.
+// (streamed pieces, then batches) followed by the elements the entry holds appended (not yet
+// written back), made known in the entry when it is at most hotListMax bytes and whole in
+// memory. It never writes (H7); the error is always nil (kept for the callers' shape). It
+// returns batches appended to lbuf.
 func (s *Store) hotListGet(t *hotTable, key []byte, h uint64, lbuf [][]byte, low *engine.LowerList) ([][]byte, status, error) {
 	e := s.hotFind(t, key, h)
 	if e != nil && e.known {
@@ -736,39 +773,52 @@ func (s *Store) hotListGet(t *hotTable, key []byte, h uint64, lbuf [][]byte, low
 		return append(lbuf, e.val), found, nil
 	}
 	s.hot.stats.Misses++
-	if e != nil && e.dirty {
-		if err := s.writeOne(t, e); err != nil {
-			return lbuf, failed, err
-		}
-	}
 	if e == nil {
-		e = s.hotInsert(t, key, h, h, len(key))
+		e = s.hotInsert(t, key, h, h, len(key), false)
 	}
 	lbuf, st, _ := s.e.ListGet(h, key, lbuf, low)
-	if e == nil || st == failed || (low != nil && low.Pending()) {
-		if e != nil {
+	if st == failed {
+		if e != nil && !e.dirty {
 			s.hotDelete(t, e)
 		}
 		return lbuf, st, nil
 	}
-	n := 0
+	if e == nil {
+		return lbuf, st, nil
+	}
+	pending := e.val // an unknown entry holds only the appended elements (base 0)
+	uncached := func() ([][]byte, status, error) {
+		if len(pending) > 0 { // after the engine's list: its streamed pieces come first, then its batches
+			return append(lbuf, pending), found, nil
+		}
+		return lbuf, st, nil
+	}
+	if low != nil && low.Pending() { // streamed from the LsmStore: not cached
+		if !e.dirty {
+			s.hotDelete(t, e)
+		}
+		return uncached()
+	}
+	n := len(pending)
 	for _, b := range lbuf {
 		n += len(b)
 	}
-	if n > hotListMax {
-		s.hotDelete(t, e)
-		return lbuf, st, nil
-	}
-	e.val = e.val[:0]
-	for _, b := range lbuf {
-		if !s.hotSet(t, e, b, true) { // e dropped: read again, uncached
-			lbuf, st, _ = s.e.ListGet(h, key, lbuf[:0], low)
-			return lbuf, st, nil
+	if n > hotListMax || int64(n) > int64(e.vcharged) && !s.hotGrow(int64(n)-int64(e.vcharged)) {
+		if !e.dirty {
+			s.hotDelete(t, e)
 		}
+		return uncached()
 	}
-	e.known, e.base, e.replace = true, int32(len(e.val)), false
-	if st != found {
-		return lbuf[:0], st, nil
+	nv := make([]byte, 0, n)
+	for _, b := range lbuf {
+		nv = append(nv, b...)
+	}
+	engineBytes := len(nv)
+	nv = append(nv, pending...)
+	e.val, e.vcharged = nv, int32(max(int64(n), int64(e.vcharged)))
+	e.known, e.base, e.replace = true, int32(engineBytes), false
+	if len(e.val) == 0 {
+		return lbuf[:0], absent, nil
 	}
 	return append(lbuf[:0], e.val), found, nil
 }

@@ -225,6 +225,9 @@ func (s *Store) scanStep(sc *stateScan, n int) ([][]byte, []int64, error) {
 	}
 	s.enter(opCall)
 	defer s.exit()
+	if err := s.hotErrCheck(); err != nil { // the tier's dirty keys are not in the scan (hot.go, H1)
+		return nil, nil, err
+	}
 	return sc.next(n)
 }
 

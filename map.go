@@ -212,7 +212,7 @@ func (m *MapState[UK, UV]) mapWrite(kind engine.OpKind, mk []byte, hm uint64, v 
 // Store. Errors as Put.
 func (m *MapState[UK, UV]) PutAll(k Key, entries iter.Seq2[UK, UV]) error {
 	s := m.s
-	s.enter(opCall)
+	s.enter(opHot) // point writes: the hot tier stays (hot.go)
 	err := s.check(k)
 	s.exit()
 	if err != nil {

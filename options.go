@@ -202,9 +202,10 @@ type Options struct {
 	// the next cut (a checkpoint, savepoint, materialization, Close) or call that reads across
 	// keys (iterators, scans, batches), instead of one per call. The tier is charged to the
 	// memory budget (memory.PurposeHotTier) and counted in Stats.HotTier; at the bound it
-	// writes everything back and drops its entries. States with a TTL bypass it. A point
-	// operation never fails for the tier; a call that reads across keys fails while a
-	// write-back fails (a full disk's retry window, a checkpoint storage outage that filled
+	// writes everything back and drops its entries. States with a TTL bypass it. A call that
+	// reads across keys writes the tier back first, which ends the validity of values and
+	// list iterators read before it (Bytes codec) as a write does. A point operation never
+	// fails for the tier; a call that reads across keys fails while a write-back fails (a full disk's retry window, a checkpoint storage outage that filled
 	// the changelog buffer), where without the tier only writes would. 0 means off (the
 	// default in this version); it must be at most a quarter of the budget's limit
 	// (ErrInvalidOptions) and not negative. A typical setting is MemoryBudget / 8.

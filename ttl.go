@@ -421,7 +421,7 @@ func (s *Store) RecordProcessed() error {
 		}
 		return nil
 	}
-	s.enter(opCall)
+	s.enter(opHot) // TTL states only, which have no hot table (hot.go, H6): the tier stays
 	defer s.exit()
 	if s.closed {
 		return ErrClosed

@@ -1,0 +1,304 @@
+package strata
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+	"unsafe"
+
+	"sync/atomic"
+	"testing"
+
+	"github.com/strata-db/strata/internal/checkpointfs"
+	"github.com/strata-db/strata/internal/vfs"
+	"github.com/strata-db/strata/memory"
+)
+
+// TestHotTierAliasByID: after a scale-in restore one state id names different states in
+// different key groups (registry invariant 2), so hot.byID keeps every table an id may name:
+// an engine write through Store.apply (PutBatch) drops the clean entry of the state that owns
+// the key, whichever part registered its states first. (Found by review: byID held one table
+// per id, and the later registration's hid the other's stale entry.)
+func TestHotTierAliasByID(t *testing.T) {
+	ctx := context.Background()
+	fsys := vfs.NewMem()
+	st := must(checkpointfs.NewDirStorage(fsys, "/ck"))
+	e := &idsEnv{t: t, fs: fsys, st: st, now: new(atomic.Int64)}
+	e.now.Store(1_000_000)
+	a, b := KeyGroupRange{Start: 0, End: 63}, KeyGroupRange{Start: 64, End: 127}
+	sa := must(Open(e.dir(), e.opts(a, "a")))
+	_ = must(NewValueState(sa, ValueDescriptor[string]{Name: "p", Codec: String})) // p=1 in A
+	_ = must(NewValueState(sa, ValueDescriptor[string]{Name: "q", Codec: String})) // q=2 in A
+	sb := must(Open(e.dir(), e.opts(b, "b")))
+	_ = must(NewValueState(sb, ValueDescriptor[string]{Name: "q", Codec: String})) // q=1 in B
+	_ = must(NewValueState(sb, ValueDescriptor[string]{Name: "p", Codec: String})) // p=2 in B
+	ha := must(sa.Checkpoint(ctx, 1, nil))
+	hb := must(sb.Checkpoint(ctx, 1, nil))
+	must(0, sa.Close())
+	must(0, sb.Close())
+	o := e.opts(KeyGroupRange{Start: 0, End: 127}, "c")
+	o.HotTierSize = 4 << 20
+	s := must(Restore(e.dir(), o, st, ha, hb))
+	defer s.Close()
+	p := must(NewValueState(s, ValueDescriptor[string]{Name: "p", Codec: String}))
+	_ = must(NewValueState(s, ValueDescriptor[string]{Name: "q", Codec: String}))
+	// a key of part A (p stored under id 1 there; id 1 is q in part B)
+	var k Key
+	for i := 0; ; i++ {
+		k = s.Key([]byte{byte(i)})
+		if k.kg <= 63 {
+			break
+		}
+	}
+	must(0, p.Put(k, "old"))
+	must(0, s.syncHot()) // the entry is clean now and equals the engine
+	if x, _, _ := p.Get(k); x != "old" {
+		t.Fatalf("got %q", x)
+	}
+	// PutBatch writes through Store.apply, which should drop p's entry for k.
+	must(0, p.PutBatch([]Key{k}, []string{"new"}))
+	if x, _, err := p.Get(k); err != nil || x != "new" {
+		t.Fatalf("p.Get after PutBatch: %q, %v; want \"new\" (id %d, byID[%d] is p's table: %v)",
+			x, err, p.idAt(k), p.idAt(k), slices.Contains(s.hot.byID[p.idAt(k)], p.hot))
+	}
+}
+
+// exhaust charges everything the budget has left (reserve included); it returns a refund.
+func exhaust(b *Budget) func() {
+	var got [][2]int64
+	for _, p := range []memory.Purpose{memory.PurposeOther, memory.PurposeOperatorState} {
+		for n := b.Limit(); n > 0; n /= 2 {
+			for b.Charge(n, p) == nil {
+				got = append(got, [2]int64{n, int64(p)})
+			}
+		}
+	}
+	return func() {
+		for _, g := range got {
+			b.Refund(g[0], memory.Purpose(g[1]))
+		}
+	}
+}
+
+// failingWriteBack opens an in-memory Store with the hot tier, writes key "a" of value state
+// "v" into the tier (dirty), then leaves the engine refusing writes for memory: the next
+// write-back fails with ErrMemoryBudget.
+func failingWriteBack(t *testing.T) (*Store, *ValueState[string], Key, func()) {
+	t.Helper()
+	s, err := Open("", Options{MaxParallelism: 16, MemoryBudget: 64 << 20, SegmentSize: 2 << 20,
+		BackpressureTimeout: time.Millisecond, HotTierSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Discard() })
+	v := must(NewValueState(s, ValueDescriptor[string]{Name: "v", Codec: String}))
+	fill := must(NewValueState(s, ValueDescriptor[[]byte]{Name: "fill", Codec: Bytes, TTL: &TTLConfig{TTL: time.Hour}}))
+	k := s.Key([]byte("a"))
+	must(0, v.Put(k, "x"))
+	if s.hot.dirty != 1 {
+		t.Fatalf("dirty %d", s.hot.dirty)
+	}
+	refund := exhaust(s.Budget())
+	val := make([]byte, 1000)
+	var ferr error
+	for i := 0; i < 1_000_000 && ferr == nil; i++ {
+		ferr = fill.Put(s.Key(fmt.Appendf(nil, "f%d", i)), val)
+	}
+	if !errors.Is(ferr, ErrMemoryBudget) {
+		t.Fatalf("filling: %v", ferr)
+	}
+	if err := s.syncHot(); !errors.Is(err, ErrMemoryBudget) {
+		t.Fatalf("write-back on a full budget: %v, want ErrMemoryBudget", err)
+	}
+	if s.hot.dirty != 1 {
+		t.Fatalf("dirty %d after a failed write-back", s.hot.dirty)
+	}
+	return s, v, k, refund
+}
+
+// TestHotTierScanFailedWriteBack: a scan (Keys, KeysAndNamespaces, NumEntries,
+// ApplyToAllKeys) whose write-back at enter fails reports that failure rather than reading
+// the engine without the tier's dirty key (options.go: "a call that reads across keys fails
+// while a write-back fails"; scanStep asks hotErrCheck).
+func TestHotTierScanFailedWriteBack(t *testing.T) {
+	s, v, _, _ := failingWriteBack(t)
+	seq, errf := s.Keys(v, nil)
+	var got []string
+	for k := range seq {
+		got = append(got, string(k.Bytes()))
+	}
+	n, nerr := s.NumEntries(v)
+	if err := errf(); err == nil || nerr == nil {
+		t.Fatalf("Keys(v) while the write-back fails: keys %q, err %v; NumEntries %d, err %v — want an error (or key \"a\")",
+			got, err, n, nerr)
+	}
+}
+
+// TestHotTierHeapBound: entries made and dropped between drops of the tier (hotDelete: an
+// engine write through Store.apply, a list above hotListMax, a failed read) do not pin Go
+// heap the budget never sees: the heap grows by at most 4× what the tier charges. (Entries
+// came from 256-entry slabs whose freed slots were never reused: 82 MB for 512 KiB charged.)
+func TestHotTierHeapBound(t *testing.T) {
+	s, err := Open("", Options{MaxParallelism: 16, MemoryBudget: 64 << 20, HotTierSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Discard()
+	v := must(NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64}))
+	churn := s.Key([]byte("churn"))
+	must(0, v.Put(churn, 1))
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const live = 2000
+	for i := range live {
+		must(0, v.Put(s.Key(fmt.Appendf(nil, "live-%d", i)), int64(i))) // one live entry
+		for range 255 {
+			must2(v.Get(churn))                                  // a clean entry for churn
+			must(0, v.PutBatch([]Key{churn}, []int64{int64(i)})) // Store.apply drops it
+		}
+	}
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	st := s.Stats().HotTier
+	heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("sizeof(hotEntry) %d; tier: %d entries, %d bytes estimated, %d charged, %d drops; Go heap grew %d bytes",
+		unsafe.Sizeof(hotEntry{}), st.Entries, st.Bytes, st.Charged, st.Drops, heap)
+	if heap > 4*st.Charged {
+		t.Fatalf("the tier holds %d bytes of Go heap for %d charged (%d live entries)", heap, st.Charged, st.Entries)
+	}
+}
+
+// hotTable alone against a Go map: adds, deletes, finds, with colliding hashes and tags.
+func TestHotTierTableRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	tb := &hotTable{}
+	tb.rehash()
+	model := map[string]*hotEntry{}
+	for op := range 200_000 {
+		k := fmt.Sprint(rng.IntN(3000))
+		hx := uint64(rng.IntN(1 << 20)) // many collisions; tags small
+		if len(k)%2 == 0 {
+			hx = uint64(len(k)) // all in a few chains
+		}
+		if e, ok := model[k]; ok {
+			if got := tb.find([]byte(k), e.hx); got != e {
+				t.Fatalf("op %d: find %q: %p, want %p", op, k, got, e)
+			}
+			if rng.IntN(2) == 0 {
+				tb.del(e)
+				delete(model, k)
+			}
+			continue
+		}
+		if got := tb.find([]byte(k), hx); got != nil {
+			t.Fatalf("op %d: absent %q found", op, k)
+		}
+		e := &hotEntry{hx: hx, key: k}
+		tb.add(e)
+		model[k] = e
+		if tb.n != len(model) || tb.used*4 > len(tb.slots)*3 {
+			t.Fatalf("op %d: n %d model %d used %d slots %d", op, tb.n, len(model), tb.used, len(tb.slots))
+		}
+	}
+}
+
+// TestHotTierAliasClearMerge: as TestHotTierAliasByID with the common calls: after a
+// scale-in restore whose parts registered "m" (map) and "l" (list) in different orders,
+// MapState.Clear and ListState.MergeNamespaces (engine writes through Store.apply) leave no
+// stale clean entry.
+func TestHotTierAliasClearMerge(t *testing.T) {
+	ctx := context.Background()
+	fsys := vfs.NewMem()
+	st := must(checkpointfs.NewDirStorage(fsys, "/ck"))
+	e := &idsEnv{t: t, fs: fsys, st: st, now: new(atomic.Int64)}
+	a, b := KeyGroupRange{Start: 0, End: 63}, KeyGroupRange{Start: 64, End: 127}
+	sa := must(Open(e.dir(), e.opts(a, "a")))
+	_ = must(NewMapState(sa, MapDescriptor[string, string]{Name: "m", KeyCodec: String, ValueCodec: String}))
+	_ = must(NewListState(sa, ListDescriptor[string]{Name: "l", Codec: String}))
+	sb := must(Open(e.dir(), e.opts(b, "b")))
+	_ = must(NewListState(sb, ListDescriptor[string]{Name: "l", Codec: String}))
+	_ = must(NewMapState(sb, MapDescriptor[string, string]{Name: "m", KeyCodec: String, ValueCodec: String}))
+	ha := must(sa.Checkpoint(ctx, 1, nil))
+	hb := must(sb.Checkpoint(ctx, 1, nil))
+	must(0, sa.Close())
+	must(0, sb.Close())
+	o := e.opts(KeyGroupRange{Start: 0, End: 127}, "c")
+	o.HotTierSize = 4 << 20
+	s := must(Restore(e.dir(), o, st, ha, hb))
+	defer s.Close()
+	m := must(NewMapState(s, MapDescriptor[string, string]{Name: "m", KeyCodec: String, ValueCodec: String}))
+	l := must(NewListState(s, ListDescriptor[string]{Name: "l", Codec: String}))
+	var ka, kb Key // a key of each part
+	for i := 0; ka.b == nil || kb.b == nil; i++ {
+		k := s.Key([]byte{byte(i)})
+		if k.kg <= 63 && ka.b == nil {
+			ka = k
+		} else if k.kg > 63 && kb.b == nil {
+			kb = k
+		}
+	}
+	var errs []string
+	for _, k := range []Key{ka, kb} {
+		must(0, m.Put(k, "u", "x"))
+		must(0, l.Add(k.In([]byte("src")), "s"))
+		must(0, l.Add(k.In([]byte("dst")), "d"))
+		must(0, s.syncHot())
+		must2(m.Get(k, "u"))                  // clean entry
+		_ = listOf(t, l, k.In([]byte("src"))) // clean known lists
+		_ = listOf(t, l, k.In([]byte("dst")))
+		must(0, m.Clear(k))
+		must(0, l.MergeNamespaces(k, []byte("dst"), []byte("src")))
+		if x, ok, _ := m.Get(k, "u"); ok {
+			errs = append(errs, fmt.Sprintf("key group %d: map entry %q after Clear", k.kg, x))
+		}
+		if got := listOf(t, l, k.In([]byte("dst"))); len(got) != 2 {
+			errs = append(errs, fmt.Sprintf("key group %d: merge target %q, want [d s]", k.kg, got))
+		}
+		if got := listOf(t, l, k.In([]byte("src"))); len(got) != 0 {
+			errs = append(errs, fmt.Sprintf("key group %d: merged source %q, want []", k.kg, got))
+		}
+	}
+	if err := s.checkHot(); err != nil {
+		errs = append(errs, "checkHot: "+err.Error())
+	}
+	if len(errs) > 0 {
+		t.Fatal(strings.Join(errs, "\n"))
+	}
+}
+
+// TestHotTierPointOpsDuringFailure (H4: "a point operation never fails for a
+// write-back"): while write-backs fail, MapState.PutAll (a point write: opHot) and
+// ListState.Get of a list with appended elements in the tier (the engine's list, then the
+// entry's elements, with nothing written) go on.
+func TestHotTierPointOpsDuringFailure(t *testing.T) {
+	s, _, k, _ := failingWriteBack(t)
+	m := must(NewMapState(s, MapDescriptor[string, string]{Name: "m", KeyCodec: String, ValueCodec: String}))
+	l := must(NewListState(s, ListDescriptor[string]{Name: "l", Codec: String}))
+	// Register first, then make the list entry dirty (no write-back needed for either).
+	must(0, l.Add(k, "e1")) // appended in the tier: a dirty, unknown list
+	var errs []string
+	if err := m.PutAll(k, func(yield func(string, string) bool) { yield("u", "v") }); err != nil {
+		errs = append(errs, "MapState.PutAll: "+err.Error())
+	}
+	if err := m.Put(k, "u2", "v"); err != nil {
+		errs = append(errs, "MapState.Put: "+err.Error())
+	}
+	it := l.Get(k)
+	var got []string
+	for it.Next() {
+		got = append(got, it.Value())
+	}
+	if err := it.Err(); err != nil {
+		errs = append(errs, "ListState.Get: "+err.Error())
+	}
+	if len(errs) > 0 {
+		t.Fatal(strings.Join(errs, "\n"))
+	}
+}
