@@ -19,31 +19,41 @@ import (
 	"github.com/strata-db/strata/memory"
 )
 
-// TestHotTierAliasByID: after a scale-in restore one state id names different states in
-// different key groups (registry invariant 2), so hot.byID keeps every table an id may name:
-// an engine write through Store.apply (PutBatch) drops the clean entry of the state that owns
-// the key, whichever part registered its states first. (Found by review: byID held one table
-// per id, and the later registration's hid the other's stale entry.)
-func TestHotTierAliasByID(t *testing.T) {
+// swappedRestore checkpoints two parts of a job (key groups 0–63 and 64–127) that registered
+// states x and y in opposite orders — x then y in the first, y then x in the second, so one
+// state id names x in one part and y in the other — and restores both into one Store with the
+// hot tier on (4 MiB). The caller closes it.
+func swappedRestore(t *testing.T, x, y func(*Store)) *Store {
+	t.Helper()
 	ctx := context.Background()
 	fsys := vfs.NewMem()
 	st := must(checkpointfs.NewDirStorage(fsys, "/ck"))
 	e := &idsEnv{t: t, fs: fsys, st: st, now: new(atomic.Int64)}
 	e.now.Store(1_000_000)
-	a, b := KeyGroupRange{Start: 0, End: 63}, KeyGroupRange{Start: 64, End: 127}
-	sa := must(Open(e.dir(), e.opts(a, "a")))
-	_ = must(NewValueState(sa, ValueDescriptor[string]{Name: "p", Codec: String})) // p=1 in A
-	_ = must(NewValueState(sa, ValueDescriptor[string]{Name: "q", Codec: String})) // q=2 in A
-	sb := must(Open(e.dir(), e.opts(b, "b")))
-	_ = must(NewValueState(sb, ValueDescriptor[string]{Name: "q", Codec: String})) // q=1 in B
-	_ = must(NewValueState(sb, ValueDescriptor[string]{Name: "p", Codec: String})) // p=2 in B
+	sa := must(Open(e.dir(), e.opts(KeyGroupRange{Start: 0, End: 63}, "a")))
+	x(sa)
+	y(sa)
+	sb := must(Open(e.dir(), e.opts(KeyGroupRange{Start: 64, End: 127}, "b")))
+	y(sb)
+	x(sb)
 	ha := must(sa.Checkpoint(ctx, 1, nil))
 	hb := must(sb.Checkpoint(ctx, 1, nil))
 	must(0, sa.Close())
 	must(0, sb.Close())
 	o := e.opts(KeyGroupRange{Start: 0, End: 127}, "c")
 	o.HotTierSize = 4 << 20
-	s := must(Restore(e.dir(), o, st, ha, hb))
+	return must(Restore(e.dir(), o, st, ha, hb))
+}
+
+// TestHotTierAliasByID: after a scale-in restore one state id names different states in
+// different key groups (registry invariant 2), so hot.byID keeps every table an id may name:
+// an engine write through Store.apply (PutBatch) drops the clean entry of the state that owns
+// the key, whichever part registered its states first. (Found by review: byID held one table
+// per id, and the later registration's hid the other's stale entry.)
+func TestHotTierAliasByID(t *testing.T) {
+	p0 := func(s *Store) { must(NewValueState(s, ValueDescriptor[string]{Name: "p", Codec: String})) }
+	q0 := func(s *Store) { must(NewValueState(s, ValueDescriptor[string]{Name: "q", Codec: String})) }
+	s := swappedRestore(t, p0, q0) // p=1, q=2 in part A; q=1, p=2 in part B
 	defer s.Close()
 	p := must(NewValueState(s, ValueDescriptor[string]{Name: "p", Codec: String}))
 	_ = must(NewValueState(s, ValueDescriptor[string]{Name: "q", Codec: String}))
@@ -214,24 +224,11 @@ func TestHotTierTableRandom(t *testing.T) {
 // MapState.Clear and ListState.MergeNamespaces (engine writes through Store.apply) leave no
 // stale clean entry.
 func TestHotTierAliasClearMerge(t *testing.T) {
-	ctx := context.Background()
-	fsys := vfs.NewMem()
-	st := must(checkpointfs.NewDirStorage(fsys, "/ck"))
-	e := &idsEnv{t: t, fs: fsys, st: st, now: new(atomic.Int64)}
-	a, b := KeyGroupRange{Start: 0, End: 63}, KeyGroupRange{Start: 64, End: 127}
-	sa := must(Open(e.dir(), e.opts(a, "a")))
-	_ = must(NewMapState(sa, MapDescriptor[string, string]{Name: "m", KeyCodec: String, ValueCodec: String}))
-	_ = must(NewListState(sa, ListDescriptor[string]{Name: "l", Codec: String}))
-	sb := must(Open(e.dir(), e.opts(b, "b")))
-	_ = must(NewListState(sb, ListDescriptor[string]{Name: "l", Codec: String}))
-	_ = must(NewMapState(sb, MapDescriptor[string, string]{Name: "m", KeyCodec: String, ValueCodec: String}))
-	ha := must(sa.Checkpoint(ctx, 1, nil))
-	hb := must(sb.Checkpoint(ctx, 1, nil))
-	must(0, sa.Close())
-	must(0, sb.Close())
-	o := e.opts(KeyGroupRange{Start: 0, End: 127}, "c")
-	o.HotTierSize = 4 << 20
-	s := must(Restore(e.dir(), o, st, ha, hb))
+	m0 := func(s *Store) {
+		must(NewMapState(s, MapDescriptor[string, string]{Name: "m", KeyCodec: String, ValueCodec: String}))
+	}
+	l0 := func(s *Store) { must(NewListState(s, ListDescriptor[string]{Name: "l", Codec: String})) }
+	s := swappedRestore(t, m0, l0)
 	defer s.Close()
 	m := must(NewMapState(s, MapDescriptor[string, string]{Name: "m", KeyCodec: String, ValueCodec: String}))
 	l := must(NewListState(s, ListDescriptor[string]{Name: "l", Codec: String}))

@@ -557,13 +557,8 @@ func (t *Engine) Seq() uint64 { return t.f.Seq() }
 // disk while its retry waits), retries failed background work whose backoff has passed, and
 // installs finished background work.
 func (t *Engine) before() error {
-	if t.bgErr != nil {
-		return t.bgErr
-	}
-	if t.retrying > 0 {
-		if err := t.retryCheck(); err != nil {
-			return err
-		}
+	if err := t.sticky(); err != nil {
+		return err
 	}
 	t.lr.reset()
 	if t.ready.Load() != 0 {
@@ -580,19 +575,26 @@ func (t *Engine) before() error {
 	return nil
 }
 
+// sticky returns the failure every write meets now: the sticky background failure (damage),
+// or ErrNoSpace while a full disk's retry waits (before, WriteCheck).
+func (t *Engine) sticky() error {
+	if t.bgErr != nil {
+		return t.bgErr
+	}
+	if t.retrying > 0 {
+		return t.retryCheck()
+	}
+	return nil
+}
+
 // WriteCheck returns the error Apply would refuse any write with before it writes: the
 // sticky background failure (damage), ErrNoSpace while a full disk's retry waits, a lazy
 // restore's failed changelog tail once its driver has ended — or nil. It installs no
 // background work. The root's hot tier asks it at each write it keeps above the engine, so
 // those writes report what a write reports (root doc.go, "Hot tier"). Owner goroutine only.
 func (t *Engine) WriteCheck() error {
-	if t.bgErr != nil {
-		return t.bgErr
-	}
-	if t.retrying > 0 {
-		if err := t.retryCheck(); err != nil {
-			return err
-		}
+	if err := t.sticky(); err != nil {
+		return err
 	}
 	if t.tail != nil && t.tailWritten() {
 		if err := t.awaitTail(); err != nil {
