@@ -54,6 +54,13 @@ import (
 //      engine (a full tier serves it uncached; a list's appended elements are read after the
 //      engine's list), so values read before it stay valid. A call that reads across keys
 //      does write the tier back first: for the values read before it, it is a write.
+//   H8 (net no-ops). An entry marked none knows the tiers below hold no value for its key (its
+//      miss read absent, or its last write-back was a delete; nothing else writes the key
+//      below without dropping the entry first, H1). A delete of such a key is no change: the
+//      entry leaves the tier, clean, and a key made and cleared between two cuts (a window,
+//      a day's aggregate) never reaches the engine or the changelog (HotTierStats.Elided). A
+//      write-back leaves entries that hold nothing (an absent value or map entry, an empty
+//      list) out of the tier: they would answer what the engine answers, at the cost of room.
 //   Tables by id. After a scale-in restore one state id may name different states in
 //   different key groups (internal/engine/registry.go), so byID lists every table an id may
 //   name, and an invalidation looks in each.
@@ -96,6 +103,7 @@ type hotEntry struct {
 	listed  bool // in its table's dirty list (it may be clean again: written back alone)
 	known   bool // list: val is the whole list
 	replace bool // list: the write-back replaces the list with val (OpListDelete when empty)
+	none    bool // KV, map: the tiers below hold no value for the key (H8)
 	// Cache line 1: the value.
 	val []byte // vin when it fits
 	vin [hotInlineVal]byte
@@ -502,6 +510,9 @@ func (s *Store) syncHot() error {
 				return err
 			}
 			e.listed = false
+			if holdsNothing(t, e) { // H8
+				s.hotDelete(t, e)
+			}
 		}
 		clear(t.dirty)
 		t.dirty = t.dirty[:0]
@@ -509,21 +520,35 @@ func (s *Store) syncHot() error {
 	return nil
 }
 
+// holdsNothing reports whether clean entry e of t answers only what the engine would without
+// it: an absent value or map entry, an empty list (H8).
+func holdsNothing(t *hotTable, e *hotEntry) bool {
+	if t.kind == hotList {
+		return len(e.val) == 0
+	}
+	return !e.present
+}
+
 // writeBack applies dirty entry e of t to the engine as its net change (H3).
 func (s *Store) writeBack(t *hotTable, e *hotEntry) error {
 	key := bytesOf(e.key)[:e.klen]
 	switch t.kind {
-	case hotKV:
-		if e.present {
-			return s.applyRaw(engine.OpPut, key, e.h, nil, e.val)
+	case hotKV, hotMap:
+		var err error
+		switch {
+		case t.kind == hotKV && e.present:
+			err = s.applyRaw(engine.OpPut, key, e.h, nil, e.val)
+		case t.kind == hotKV:
+			err = s.applyRaw(engine.OpDelete, key, e.h, nil, nil)
+		case e.present:
+			err = s.applyRaw(engine.OpMapPut, key, e.h, bytesOf(e.key)[e.klen:], e.val)
+		default:
+			err = s.applyRaw(engine.OpMapRemove, key, e.h, bytesOf(e.key)[e.klen:], nil)
 		}
-		return s.applyRaw(engine.OpDelete, key, e.h, nil, nil)
-	case hotMap:
-		uk := bytesOf(e.key)[e.klen:]
-		if e.present {
-			return s.applyRaw(engine.OpMapPut, key, e.h, uk, e.val)
+		if err == nil {
+			e.none = !e.present
 		}
-		return s.applyRaw(engine.OpMapRemove, key, e.h, uk, nil)
+		return err
 	}
 	max := s.maxBatch()
 	if e.replace {
@@ -635,6 +660,8 @@ func (s *Store) hotGet(t *hotTable, h uint64, key []byte) ([]byte, status) {
 		return e.val, found
 	case failed:
 		s.hotDelete(t, e)
+	default:
+		e.none = true
 	}
 	return v, st
 }
@@ -672,6 +699,15 @@ func (s *Store) hotWrite(t *hotTable, kind engine.OpKind, key []byte, h uint64, 
 		}
 		e.present = true
 	} else {
+		if e.none { // H8: nothing below to delete
+			if e.dirty {
+				e.dirty = false
+				s.hot.dirty--
+			}
+			s.hot.stats.Elided++
+			s.hotDelete(t, e)
+			return nil
+		}
 		e.present = false
 		e.val = e.val[:0]
 	}
@@ -705,6 +741,8 @@ func (s *Store) hotMapGet(t *hotTable, hm uint64, mk, uk []byte) ([]byte, status
 		return e.val, found
 	case failed:
 		s.hotDelete(t, e)
+	default:
+		e.none = true
 	}
 	return v, st
 }
@@ -849,6 +887,10 @@ type HotTierStats struct {
 	// and dropped every entry; SyncFailures the times a full tier could not write back (the
 	// key went to the tiers directly; the entries stay dirty for the next cut).
 	Syncs, WrittenBack, Drops, SyncFailures int64
+	// Elided counts deletes that were no change (H8): the key's value, made since the last
+	// cut or never there, had not reached the tiers below, so neither the value nor its
+	// delete was written to the engine or the changelog.
+	Elided int64
 }
 
 // hotStats returns the tier's figures.

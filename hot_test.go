@@ -39,6 +39,19 @@ func (s *Store) checkHot() error {
 			if t.find(bytesOf(k), e.hx) != e || int(e.idx) != idx {
 				return fmt.Errorf("hot table %d: entry %q not found under its hash", ti, k)
 			}
+			if e.none { // H8: nothing below, dirty or not
+				key := bytesOf(k)[:e.klen]
+				var st status
+				if t.kind == hotMap {
+					uk := bytesOf(k)[e.klen:]
+					_, st = s.e.MapGet(e.h, key, base.HashUserKey(uk), uk)
+				} else {
+					_, st = s.e.Get(e.h, key)
+				}
+				if st == found || st == failed {
+					return fmt.Errorf("hot table %d: entry %x marked none, engine %v", ti, k, st)
+				}
+			}
 			if e.dirty {
 				dirty++
 				if !inList[e] {
@@ -354,6 +367,67 @@ func TestHotTierCuts(t *testing.T) {
 	if x, _, err := v.Get(k); err != nil || x != 999 {
 		t.Fatalf("restored checkpoint 1: %v %v, want 999", x, err)
 	}
+}
+
+// TestHotTierElided: H8. A key made and cleared between two cuts (a window, a day's
+// aggregate) reaches neither the engine nor the changelog; a key whose value was written back
+// is deleted below at the next cut; a blind put's delete is written (the tier cannot know what
+// is below); entries that hold nothing leave the tier at the write-back.
+func TestHotTierElided(t *testing.T) {
+	ctx := context.Background()
+	s := hotStore(t, 4<<20, true)
+	r, _ := NewReducingState(s, ReducingDescriptor[int64]{Name: "r", Codec: Int64, Reduce: func(a, b int64) int64 { return a + b }})
+	m, _ := NewMapState(s, MapDescriptor[string, int64]{Name: "m", KeyCodec: String, ValueCodec: Int64})
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	win := func(i int) Key { return s.Key([]byte(fmt.Sprintf("w%03d", i))) }
+	for i := range 100 { // made and cleared within the interval: elided
+		must(r.Add(win(i), 1))
+		must(r.Add(win(i), 2))
+		if _, _, err := m.Get(win(i), "a"); err != nil { // read first, as a read-modify-write
+			t.Fatal(err)
+		}
+		must(m.Put(win(i), "a", 1))
+		must(r.Clear(win(i)))
+		must(m.Remove(win(i), "a"))
+	}
+	must(r.Add(win(500), 7)) // reaches the engine at the cut
+	_, err := s.Checkpoint(ctx, 1, nil)
+	must(err)
+	st := s.Stats()
+	if st.HotTier.Elided != 200 || st.Changelog.AppendedRecords != 1 {
+		t.Fatalf("elided %d, changelog records %d: want 200 and 1 (the one value written back)", st.HotTier.Elided, st.Changelog.AppendedRecords)
+	}
+	must(s.checkHot())
+	must(r.Clear(win(500))) // below since the cut: the delete is written back
+	_, err = s.Checkpoint(ctx, 2, nil)
+	must(err)
+	st = s.Stats()
+	if st.HotTier.Elided != 200 || st.Changelog.AppendedRecords != 2 {
+		t.Fatalf("after clearing a stored key: elided %d, changelog records %d, want 200 and 2", st.HotTier.Elided, st.Changelog.AppendedRecords)
+	}
+	if st.HotTier.Entries != 0 {
+		t.Fatalf("%d entries after the write-back, want 0: each holds nothing (H8)", st.HotTier.Entries)
+	}
+	if x, ok, err := r.Get(win(500)); err != nil || ok {
+		t.Fatalf("cleared key reads %v %v %v", x, ok, err)
+	}
+	must(s.checkHot())
+	// A blind Put (no read first): the tier cannot know what is below, so the delete that
+	// follows is written back even though it cancels a value made since the cut.
+	v, _ := NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64})
+	must(v.Put(win(600), 1))
+	must(v.Clear(win(600)))
+	_, err = s.Checkpoint(ctx, 3, nil)
+	must(err)
+	if st := s.Stats(); st.HotTier.Elided != 200 || st.Changelog.AppendedRecords != 3 {
+		t.Fatalf("blind put and clear: elided %d, records %d, want 200 and 3", st.HotTier.Elided, st.Changelog.AppendedRecords)
+	}
+	must(s.checkHot())
 }
 
 // TestHotTierOptions: HotTierSize is refused negative or above a quarter of the budget.
