@@ -12,7 +12,7 @@ import (
 )
 
 // The hot tier (doc.go, "Hot tier"; Options.HotTierSize): a write-back cache in front of the
-// engine, one table per registered state without a TTL, on the Go heap. It holds engine-level
+// engine, one table per registered state (but those of H6), on the Go heap. It holds engine-level
 // bytes — the encoded value of a value, reducing or aggregating state; the framed elements of a
 // list; the encoded value of one map entry — keyed by the composite key (and, for a map entry,
 // the user key after it), so every state kind shares one mechanism and every codec keeps its
@@ -48,11 +48,24 @@ import (
 //      quanta, by their key, value capacity and a fixed overhead; at HotTierSize (or when the
 //      budget refuses the quantum) the tier writes everything back and drops every entry. A
 //      key that still finds no room is read or written in the engine directly.
-//   H6 (TTL). States with a TTL have no table: their reads decide expiry on the engine's bytes.
+//   H6 (TTL). A value, reducing or aggregating state with a TTL has a table when it has the
+//      defaults TTLOnCreateAndWrite and TTLNeverReturnExpired and no incremental cleanup: its
+//      entries hold the engine's bytes, timestamp first, and every read decides expiry on
+//      them at the clock's now, as it would on the engine's. A read that finds its value
+//      expired removes it in the engine (Store.apply, which drops the entry), as without the
+//      tier, so reads never leave the tier dirty (H7). Cleanup below (compaction filters, the
+//      sweep) only removes values that have expired by the clock, which never goes back, so
+//      a clean entry whose value cleanup removed below is expired too and reads absent either
+//      way (the one relaxation of H1 for these tables). With TTLReturnExpiredIfNotCleanedUp
+//      such an entry would return a value the engine no longer has; TTLOnReadAndWrite makes
+//      every read a write; incremental cleanup reads the engine beside the tier: those
+//      states, and list and map states with a TTL (a timestamp per element or entry), have
+//      no table.
 //   H7 (aliasing). A value read from an entry (Bytes codec) aliases the entry's bytes: valid
 //      until the next write to the Store, as any value read. A point read never writes to the
 //      engine (a full tier serves it uncached; a list's appended elements are read after the
-//      engine's list), so values read before it stay valid. A call that reads across keys
+//      engine's list), so values read before it stay valid — but a TTL read that removes an
+//      expired value, which is a write with or without the tier (TTLConfig, H6). A call that reads across keys
 //      does write the tier back first: for the values read before it, it is a write.
 //   H8 (net no-ops). An entry marked none knows the tiers below hold no value for its key (its
 //      miss read absent, or its last write-back was a delete; nothing else writes the key
@@ -136,6 +149,7 @@ type hotTable struct {
 	n     int // live entries
 	used  int // slots not empty (live and tombstones)
 	dirty []*hotEntry
+	ttl   *ttlState // the state's TTL (H6); nil: none
 }
 
 // hotTomb marks a deleted slot.
@@ -259,12 +273,12 @@ type hotTier struct {
 }
 
 // newHotTable returns the table of a state of kind k registered under ids, or nil when the
-// tier is off, the state has a TTL (H6) or kind has no table.
-func (s *Store) newHotTable(k stateKind, ttl bool, ids ...uint16) *hotTable {
-	if s.hot.limit <= 0 || ttl {
+// tier is off, the state's TTL ts rules a table out (H6) or kind has no table.
+func (s *Store) newHotTable(k stateKind, ts *ttlState, ids ...uint16) *hotTable {
+	if s.hot.limit <= 0 || ts != nil && (ts.layout != base.TTLValue || ts.onRead || ts.returnExpired || ts.incr > 0) {
 		return nil
 	}
-	t := &hotTable{}
+	t := &hotTable{ttl: ts}
 	t.rehash()
 	switch k {
 	case kindValue, kindReducing, kindAggregating:
@@ -517,7 +531,20 @@ func (s *Store) syncHot() error {
 		clear(t.dirty)
 		t.dirty = t.dirty[:0]
 	}
+	s.hotTrim()
 	return nil
+}
+
+// hotTrim refunds what the tier holds of the budget beyond its estimate and one spare
+// quantum: entries leave at write-backs (H8) and deletes, and the budget should not keep
+// counting their room (H5).
+func (s *Store) hotTrim() {
+	h := &s.hot
+	keep := (h.bytes + 2*hotQuantum - 1) / hotQuantum * hotQuantum
+	if h.charged > keep {
+		s.budget.Refund(h.charged-keep, memory.PurposeHotTier)
+		h.charged = keep
+	}
 }
 
 // holdsNothing reports whether clean entry e of t answers only what the engine would without

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/strata-db/strata/checkpoint"
 	"github.com/strata-db/strata/internal/base"
@@ -65,6 +67,12 @@ func (s *Store) checkHot() error {
 				v, st := s.e.Get(e.h, key)
 				if st == failed {
 					return s.e.TakeErr()
+				}
+				if t.ttl != nil && st != found && e.present {
+					// H6: cleanup below removed a value that has expired, in the entry too.
+					if ts, ok := base.TS(e.val); ok && base.Expired(ts, t.ttl.ms, s.clock()) {
+						continue
+					}
 				}
 				if (st == found) != e.present || (e.present && !bytes.Equal(v, e.val)) {
 					return fmt.Errorf("hot table %d: clean entry %x: present %v %x, engine %v %x", ti, k, e.present, e.val, st, v)
@@ -427,6 +435,96 @@ func TestHotTierElided(t *testing.T) {
 	if st := s.Stats(); st.HotTier.Elided != 200 || st.Changelog.AppendedRecords != 3 {
 		t.Fatalf("blind put and clear: elided %d, records %d, want 200 and 3", st.HotTier.Elided, st.Changelog.AppendedRecords)
 	}
+	must(s.checkHot())
+}
+
+// TestHotTierTTL: H6. A value-like state with the default TTL settings has a table; reads decide expiry on the entry's bytes at the clock's now; a value
+// that cleanup removed below (CompactAll drops what has expired) reads absent from its clean
+// entry too; an Add to an expired accumulator starts afresh; many Adds to a key between two
+// cuts are one changelog record; a read that finds a value expired removes it in the engine
+// and leaves nothing dirty. A TTL refreshed on reads or returning expired values, or a TTL list
+// or map, has no table.
+func TestHotTierTTL(t *testing.T) {
+	ctx := context.Background()
+	var now atomic.Int64
+	now.Store(1_000_000)
+	st, err := checkpoint.NewDirStorage(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open("", Options{MaxParallelism: 16, MemoryBudget: 64 << 20, HotTierSize: 4 << 20, Clock: now.Load,
+		Checkpoint: CheckpointOptions{Storage: st, Changelog: &ChangelogOptions{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Discard()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ttl := &TTLConfig{TTL: time.Second}
+	r, _ := NewReducingState(s, ReducingDescriptor[int64]{Name: "r", Codec: Int64, Reduce: func(a, b int64) int64 { return a + b }, TTL: ttl})
+	v, _ := NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64, TTL: &TTLConfig{TTL: time.Second, UpdateType: TTLOnReadAndWrite}})
+	ret, _ := NewValueState(s, ValueDescriptor[int64]{Name: "ret", Codec: Int64, TTL: &TTLConfig{TTL: time.Second, Visibility: TTLReturnExpiredIfNotCleanedUp}})
+	l, _ := NewListState(s, ListDescriptor[int64]{Name: "l", Codec: Int64, TTL: ttl})
+	if r.hot == nil || v.hot != nil || ret.hot != nil || l.hot != nil {
+		t.Fatalf("tables: reducing %v, on-read value %v (want none), return-expired value %v (want none), list %v (want none)", r.hot != nil, v.hot != nil, ret.hot != nil, l.hot != nil)
+	}
+	k := s.Key([]byte("k"))
+	for range 100 {
+		must(r.Add(k, 1))
+	}
+	must(v.Put(k, 7))
+	_, err = s.Checkpoint(ctx, 1, nil)
+	must(err)
+	if n := s.Stats().Changelog.AppendedRecords; n != 2 {
+		t.Fatalf("100 Adds and a Put logged %d records, want 2", n)
+	}
+	if x, ok, err := r.Get(k); err != nil || !ok || x != 100 {
+		t.Fatalf("Get: %v %v %v", x, ok, err)
+	}
+	now.Add(600)
+	if x, ok, err := v.Get(k); err != nil || !ok || x != 7 { // OnReadAndWrite: renewed at now
+		t.Fatalf("on-read Get: %v %v %v", x, ok, err)
+	}
+	// r's value (stamped at the start) has expired; v's, read 600 ms ago, has not. CompactAll
+	// drops r's expired value below; its clean entry stays.
+	now.Add(600)
+	must(s.CompactAll(ctx))
+	ck, h := s.compose(k, r.idAt(k))
+	if e := r.hot.find(ck, h); e == nil || e.dirty || !e.present {
+		t.Fatalf("r's entry after CompactAll: %+v, want clean and present", e)
+	}
+	if _, st := s.e.Get(h, ck); st != absent {
+		t.Fatalf("r's expired value below after CompactAll: %v, want absent (the compaction filter)", st)
+	}
+	must(s.checkHot()) // the relaxation of H1 for TTL tables (H6)
+	if x, ok, err := r.Get(k); err != nil || ok {
+		t.Fatalf("expired Get: %v %v %v, want absent", x, ok, err)
+	}
+	if s.hot.dirty != 0 || r.hot.find(ck, h) != nil {
+		t.Fatalf("after a read of an expired value: %d dirty entries, entry %v: want none (removed in the engine)", s.hot.dirty, r.hot.find(ck, h) != nil)
+	}
+	if x, ok, err := v.Get(k); err != nil || !ok || x != 7 {
+		t.Fatalf("renewed value: %v %v %v", x, ok, err)
+	}
+	for range 3 {
+		must(r.Add(k, 2))
+	}
+	if x, ok, err := r.Get(k); err != nil || !ok || x != 6 { // started afresh, not 100+6
+		t.Fatalf("Add after expiry: %v %v %v, want 6", x, ok, err)
+	}
+	now.Add(2000)
+	must(r.Add(k, 5)) // expired again: afresh
+	if x, ok, err := r.Get(k); err != nil || !ok || x != 5 {
+		t.Fatalf("Add after a second expiry: %v %v %v, want 5", x, ok, err)
+	}
+	if x, ok, err := v.Get(k); err != nil || ok {
+		t.Fatalf("expired on-read value: %v %v %v, want absent", x, ok, err)
+	}
+	must(s.syncHot())
 	must(s.checkHot())
 }
 

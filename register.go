@@ -121,7 +121,7 @@ func registerTTL[S any](s *Store, name string, kind stateKind, codecs [2]any, tt
 		p.TTL = ttl.enabled()
 		s.persisted[name] = p
 	}
-	sb.hot = s.newHotTable(kind, ts != nil, append([]uint16{id}, sb.ids...)...)
+	sb.hot = s.newHotTable(kind, ts, append([]uint16{id}, sb.ids...)...)
 	st := mk(sb)
 	s.states[name] = &registration{name: name, kind: kind, id: id, ids: sb.ids, codecs: codecs, ttl: ts, state: st}
 	if ts != nil {

@@ -517,7 +517,7 @@ func (b *stateBase) ttlGet(key []byte, h uint64) ([]byte, status, error) {
 	if err := b.ttlAccess(); err != nil {
 		return nil, failed, err
 	}
-	raw, st := s.e.Get(h, key)
+	raw, st, _ := b.kvGet(h, key) // through the state's hot table, if it has one (H6)
 	if st != found {
 		if st == failed {
 			return nil, failed, s.e.TakeErr()
@@ -551,6 +551,8 @@ func (b *stateBase) expiredValue(key []byte, h uint64, raw []byte) ([]byte, stat
 	if b.ttl.returnExpired {
 		keep = append([]byte{}, raw[base.TSLen:]...)
 	}
+	// A read's removal goes to the engine, dropping the key's hot entry (Store.apply), as
+	// without the tier: a point read never leaves the tier dirty (hot.go, H6, H7).
 	if err := b.s.apply(engine.OpDelete, key, h, nil, nil); err != nil {
 		return nil, failed, err
 	}

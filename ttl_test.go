@@ -233,6 +233,9 @@ func (h *ttlHarness) get() (string, error) {
 // raw returns what is stored for the current key ignoring TTL: ∅ or a count.
 func (h *ttlHarness) raw() string {
 	s := h.s
+	if err := s.syncHot(); err != nil { // what is stored: the hot tier's writes too
+		h.fail("writing the hot tier back: %v", err)
+	}
 	key, hh := s.compose(h.k(), h.state().base().id)
 	n := 0
 	switch h.kind {
