@@ -55,8 +55,10 @@ import (
 //      expired removes it in the engine (Store.apply, which drops the entry), as without the
 //      tier, so reads never leave the tier dirty (H7). Cleanup below (compaction filters, the
 //      sweep) only removes values that have expired by the clock, which never goes back, so
-//      a clean entry whose value cleanup removed below is expired too and reads absent either
-//      way (the one relaxation of H1 for these tables). With TTLReturnExpiredIfNotCleanedUp
+//      a clean entry whose value cleanup removed below has expired too (the one relaxation of
+//      H1 for these tables); a read that finds a clean entry expired drops it and reads the
+//      engine, so reads (and MergeNamespaces, which folds what it reads) answer as without
+//      the tier, expired-but-not-cleaned-up values included. With TTLReturnExpiredIfNotCleanedUp
 //      such an entry would return a value the engine no longer has; TTLOnReadAndWrite makes
 //      every read a write; incremental cleanup reads the engine beside the tier: those
 //      states, and list and map states with a TTL (a timestamp per element or entry), have
@@ -97,6 +99,9 @@ const (
 	hotInlineKey = 32
 	hotInlineVal = 40
 )
+
+// hotFreeKeep is the most deleted entries the tier keeps for reuse across a trim (hotTrim).
+const hotFreeKeep = 1024
 
 // hotQuantum is the step in which the tier charges and refunds the budget.
 const hotQuantum = 256 << 10
@@ -474,9 +479,16 @@ func (s *Store) hotDelete(t *hotTable, e *hotEntry) {
 		s.hot.last = nil
 	}
 	if !e.listed { // a dirty list may still name it (clean): then the GC takes it
-		e.val = nil
+		e.val, e.key = nil, ""
 		s.hot.free = append(s.hot.free, e)
 	}
+}
+
+// hotExpired reports whether the value of entry e of TTL table t has expired at the clock's
+// now (a value too short for its timestamp counts as expired: the engine's read reports it).
+func (s *Store) hotExpired(t *hotTable, e *hotEntry) bool {
+	ts, ok := base.TS(e.val)
+	return !ok || base.Expired(ts, t.ttl.ms, s.clock())
 }
 
 // markDirty records that e differs from the engine.
@@ -535,12 +547,21 @@ func (s *Store) syncHot() error {
 	return nil
 }
 
-// hotTrim refunds what the tier holds of the budget beyond its estimate and one spare
-// quantum: entries leave at write-backs (H8) and deletes, and the budget should not keep
-// counting their room (H5).
+// hotTrim refunds what the tier holds of the budget beyond what it still takes on the heap —
+// its entries' estimate, the free entries it keeps for reuse (at most hotFreeKeep; the GC
+// takes the others), its tables' arrays — and one spare quantum: entries leave at
+// write-backs (H8) and deletes, and the budget should not keep counting their room (H5).
 func (s *Store) hotTrim() {
 	h := &s.hot
-	keep := (h.bytes + 2*hotQuantum - 1) / hotQuantum * hotQuantum
+	if len(h.free) > hotFreeKeep {
+		clear(h.free[hotFreeKeep:])
+		h.free = h.free[:hotFreeKeep]
+	}
+	held := h.bytes + int64(len(h.free))*hotOverhead
+	for _, t := range h.tabs {
+		held += int64(len(t.slots))*8 + int64(cap(t.ents))*8 + int64(cap(t.free))*4 + int64(cap(t.dirty))*8
+	}
+	keep := (held + 2*hotQuantum - 1) / hotQuantum * hotQuantum
 	if h.charged > keep {
 		s.budget.Refund(h.charged-keep, memory.PurposeHotTier)
 		h.charged = keep
@@ -666,11 +687,17 @@ func (s *Store) hotInvalidateIn(t *hotTable, kind engine.OpKind, key []byte, h u
 // the next write.
 func (s *Store) hotGet(t *hotTable, h uint64, key []byte) ([]byte, status) {
 	if e := s.hotFind(t, key, h); e != nil {
-		s.hot.stats.Hits++
-		if e.present {
+		if !e.present {
+			s.hot.stats.Hits++
+			return nil, absent
+		}
+		if t.ttl == nil || e.dirty || !s.hotExpired(t, e) {
+			s.hot.stats.Hits++
 			return e.val, found
 		}
-		return nil, absent
+		// H6: a clean entry whose value has expired may hold what cleanup already removed
+		// below; the engine answers (what it still holds, or absent), as without the tier.
+		s.hotDelete(t, e)
 	}
 	s.hot.stats.Misses++
 	e := s.hotInsert(t, key, h, h, len(key), false)

@@ -302,3 +302,169 @@ func TestHotTierPointOpsDuringFailure(t *testing.T) {
 		t.Fatal(strings.Join(errs, "\n"))
 	}
 }
+
+// The tests below came from a second reviewer's attack on H6 (TTL tables), H8 and the trim
+// (2026-12-05); each failed before its mend.
+
+// hotTTLStore opens a Store in memory on clock now with the hot tier at hot bytes (0: off).
+func hotTTLStore(t *testing.T, hot int64, now *atomic.Int64) *Store {
+	t.Helper()
+	s, err := Open("", Options{MaxParallelism: 16, MemoryBudget: 64 << 20, HotTierSize: hot, Clock: now.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Discard() })
+	return s
+}
+
+func okT(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHotTierTTLMergeExpiredSource: MergeNamespaces of a TTL state whose source cleanup
+// removed below while its clean entry still held it answers as without the tier (the source
+// is absent: the target keeps its own timestamp and expires).
+func TestHotTierTTLMergeExpiredSource(t *testing.T) {
+	ctx := context.Background()
+	run := func(hot int64) (int64, bool) {
+		var now atomic.Int64
+		now.Store(1_000_000)
+		s := hotTTLStore(t, hot, &now)
+		r, err := NewReducingState(s, ReducingDescriptor[int64]{Name: "r", Codec: Int64,
+			Reduce: func(a, b int64) int64 { return a + b }, TTL: &TTLConfig{TTL: time.Second}})
+		okT(t, err)
+		k := s.Key([]byte("k"))
+		okT(t, r.Add(k.In([]byte("s")), 5)) // expires 1_001_000
+		okT(t, s.WaitBackground())          // clean entry
+		if _, _, err := r.Get(k.In([]byte("s"))); err != nil {
+			t.Fatal(err)
+		}
+		now.Store(1_000_500)
+		okT(t, r.Add(k.In([]byte("t")), 7)) // expires 1_001_500
+		now.Store(1_001_000)
+		okT(t, s.CompactAll(ctx)) // removes "s" below; its clean entry stays
+		okT(t, r.MergeNamespaces(k, []byte("t"), []byte("s")))
+		now.Store(1_001_600) // past t's own expiry
+		x, found, err := r.Get(k.In([]byte("t")))
+		okT(t, err)
+		return x, found
+	}
+	x0, f0 := run(0)
+	x1, f1 := run(4 << 20)
+	if x0 != x1 || f0 != f1 {
+		t.Fatalf("Get of the target after MergeNamespaces: tier off (%d, %v), tier on (%d, %v)", x0, f0, x1, f1)
+	}
+}
+
+// TestHotTierTTLMergeExpiredTarget: the same with the target removed below.
+func TestHotTierTTLMergeExpiredTarget(t *testing.T) {
+	ctx := context.Background()
+	run := func(hot int64) (int64, bool) {
+		var now atomic.Int64
+		now.Store(1_000_000)
+		s := hotTTLStore(t, hot, &now)
+		r, err := NewReducingState(s, ReducingDescriptor[int64]{Name: "r", Codec: Int64,
+			Reduce: func(a, b int64) int64 { return a + b }, TTL: &TTLConfig{TTL: time.Second}})
+		okT(t, err)
+		k := s.Key([]byte("k"))
+		okT(t, r.Add(k.In([]byte("t")), 7)) // expires 1_001_000
+		okT(t, s.WaitBackground())
+		now.Store(1_000_500)
+		okT(t, r.Add(k.In([]byte("s")), 5)) // expires 1_001_500
+		now.Store(1_001_000)
+		okT(t, s.CompactAll(ctx)) // removes "t" below; its clean entry stays
+		okT(t, r.MergeNamespaces(k, []byte("t"), []byte("s")))
+		now.Store(1_001_600) // past the source's own expiry
+		x, found, err := r.Get(k.In([]byte("t")))
+		okT(t, err)
+		return x, found
+	}
+	x0, f0 := run(0)
+	x1, f1 := run(4 << 20)
+	if x0 != x1 || f0 != f1 {
+		t.Fatalf("Get of the target after MergeNamespaces: tier off (%d, %v), tier on (%d, %v)", x0, f0, x1, f1)
+	}
+}
+
+// TestHotTierTrimHeld: after entries leave the tier (H8) the trim keeps charged what the tier
+// still holds on the heap (free entries, its tables' arrays).
+func TestHotTierTrimHeld(t *testing.T) {
+	s, err := Open("", Options{MaxParallelism: 16, MemoryBudget: 64 << 20, HotTierSize: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Discard()
+	v, err := NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64})
+	okT(t, err)
+	pad := make([]byte, 200)
+	key := func(i int) Key { return s.Key(append(append([]byte{}, pad...), byte(i), byte(i>>8), byte(i>>16))) }
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const n = 8000
+	for i := range n {
+		okT(t, v.Put(key(i), int64(i)))
+	}
+	okT(t, s.WaitBackground())
+	for i := range n {
+		okT(t, v.Clear(key(i)))
+	}
+	okT(t, s.WaitBackground()) // deletes written back: entries leave (H8), trimmed
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	st := s.Stats().HotTier
+	heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("tier: %d entries, %d bytes estimated, %d charged (budget PurposeHotTier %d), free list %d; Go heap grew %d bytes",
+		st.Entries, st.Bytes, st.Charged, s.budget.UsedBy(memory.PurposeHotTier), len(s.hot.free), heap)
+	if heap > 4*st.Charged {
+		t.Fatalf("the tier holds %d bytes of Go heap for %d charged", heap, st.Charged)
+	}
+}
+
+// TestHotTierTTLStaleGetNoWrite: a Get of a value cleanup removed below reads absent without
+// writing, as without the tier, so it works while the engine refuses writes.
+func TestHotTierTTLStaleGetNoWrite(t *testing.T) {
+	ctx := context.Background()
+	run := func(hot int64) error {
+		var now atomic.Int64
+		now.Store(1_000_000)
+		s, err := Open("", Options{MaxParallelism: 16, MemoryBudget: 64 << 20, SegmentSize: 2 << 20,
+			BackpressureTimeout: time.Millisecond, HotTierSize: hot, Clock: now.Load})
+		okT(t, err)
+		defer s.Discard()
+		r, err := NewReducingState(s, ReducingDescriptor[int64]{Name: "r", Codec: Int64,
+			Reduce: func(a, b int64) int64 { return a + b }, TTL: &TTLConfig{TTL: time.Second}})
+		okT(t, err)
+		fill, err := NewValueState(s, ValueDescriptor[[]byte]{Name: "fill", Codec: Bytes,
+			TTL: &TTLConfig{TTL: time.Hour, Visibility: TTLReturnExpiredIfNotCleanedUp}})
+		okT(t, err)
+		k := s.Key([]byte("k"))
+		okT(t, r.Add(k, 1))
+		okT(t, s.WaitBackground())
+		now.Add(2000)
+		okT(t, s.CompactAll(ctx))
+		refund := exhaust(s.Budget())
+		defer refund()
+		val := make([]byte, 1000)
+		var ferr error
+		for i := 0; i < 1_000_000 && ferr == nil; i++ {
+			ferr = fill.Put(s.Key(fmt.Appendf(nil, "f%d", i)), val)
+		}
+		if !errors.Is(ferr, ErrMemoryBudget) {
+			t.Fatalf("filling: %v", ferr)
+		}
+		_, found, err := r.Get(k)
+		if found {
+			t.Fatalf("found")
+		}
+		return err
+	}
+	e0, e1 := run(0), run(1<<20)
+	if (e0 == nil) != (e1 == nil) {
+		t.Fatalf("Get of a value CompactAll removed, engine refusing writes: tier off %v, tier on %v", e0, e1)
+	}
+}
