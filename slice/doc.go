@@ -170,8 +170,10 @@
 //     relocation takes a busy or moving one, nothing frees their blocks —
 //     until the owner installs or cancels the job.
 //  10. Compaction drops a tombstone only when its inputs end the chain and
-//     no lower tier may hold data (Options.LowerTier false and no eviction
-//     picked so far); otherwise tombstones stay.
+//     no lower tier may hold data of the bucket (Options.LowerHolds for its
+//     order hashes; without it, Options.LowerTier false and no eviction
+//     picked so far); otherwise tombstones stay. Every kind of compaction
+//     decides so (Table.nothingBelow).
 //  11. Get, ListGet (with room in dst), MapGet and MapIter (chains of up to
 //     8 runs) allocate nothing, take no lock and make no interface call;
 //     the only write is a slice's hit counter.

@@ -129,7 +129,7 @@ func (t *Table) PickCompaction() (*Compaction, bool) {
 		taken += size
 	}
 	job.inBytes = taken
-	job.drop = len(job.inputs) == len(c.runs) && !t.opts.LowerTier && !t.evicted
+	job.drop = len(job.inputs) == len(c.runs) && t.nothingBelow(best)
 	for _, in := range job.inputs {
 		for _, s := range in {
 			s.busy = true
@@ -170,17 +170,27 @@ func (t *Table) PickChain(b int) (*Compaction, bool) {
 			s.busy = true
 		}
 	}
-	if h := t.opts.LowerHolds; h != nil {
-		lo := uint64(b) << t.shift
-		hi := lo | (^uint64(0) >> (64 - t.shift))
-		if t.shift == 64 {
-			lo, hi = 0, ^uint64(0)
-		}
-		job.drop = !h(lo, hi)
-	} else {
-		job.drop = !t.opts.LowerTier && !t.evicted
-	}
+	job.drop = t.nothingBelow(b)
 	return job, true
+}
+
+// nothingBelow reports whether no lower tier may hold data of bucket b, so that a compaction
+// whose inputs end b's chain may drop tombstones and expired data (invariant 10):
+// Options.LowerHolds for the bucket's order hashes; without it, the LowerTier rule (no lower
+// tier, and no eviction picked so far). Every kind of compaction decides by it — PickCompaction,
+// PickChain, PickExpired — so a lower tier that holds nothing of a bucket keeps none of its
+// tombstones alive.
+func (t *Table) nothingBelow(b int) bool {
+	h := t.opts.LowerHolds
+	if h == nil {
+		return !t.opts.LowerTier && !t.evicted
+	}
+	lo := uint64(b) << t.shift
+	hi := lo | (^uint64(0) >> (64 - t.shift))
+	if t.shift == 64 {
+		lo, hi = 0, ^uint64(0)
+	}
+	return !h(lo, hi)
 }
 
 func runBusy(r *run) bool {

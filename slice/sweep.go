@@ -26,16 +26,7 @@ func (t *Table) PickExpired(now int64, max int) []*Compaction {
 			job := &Compaction{t: t, bucket: b, maxList: t.opts.MaxListMerge, sweep: true,
 				ids: []uint64{r.id}, inputs: [][]*Slice{r.slices}, inBytes: runBytes(r)}
 			if i == len(c.runs)-1 {
-				if h := t.opts.LowerHolds; h != nil {
-					lo := uint64(b) << t.shift
-					hi := lo | (^uint64(0) >> (64 - t.shift))
-					if t.shift == 64 {
-						lo, hi = 0, ^uint64(0)
-					}
-					job.drop = !h(lo, hi)
-				} else {
-					job.drop = !t.opts.LowerTier && !t.evicted
-				}
+				job.drop = t.nothingBelow(b)
 			}
 			for _, s := range r.slices {
 				s.busy = true
