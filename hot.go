@@ -58,8 +58,8 @@ import (
 //      a clean entry whose value cleanup removed below has expired too (the one relaxation of
 //      H1 for these tables); a read that finds a clean entry expired drops it and reads the
 //      engine, so reads (and MergeNamespaces, which folds what it reads) answer as without
-//      the tier, expired-but-not-cleaned-up values included. With TTLReturnExpiredIfNotCleanedUp
-//      such an entry would return a value the engine no longer has; TTLOnReadAndWrite makes
+//      the tier, expired-but-not-cleaned-up values included. With
+//      TTLReturnExpiredIfNotCleanedUp such an entry would return a value the engine no longer has; TTLOnReadAndWrite makes
 //      every read a write; incremental cleanup reads the engine beside the tier: those
 //      states, and list and map states with a TTL (a timestamp per element or entry), have
 //      no table.
@@ -67,8 +67,9 @@ import (
 //      until the next write to the Store, as any value read. A point read never writes to the
 //      engine (a full tier serves it uncached; a list's appended elements are read after the
 //      engine's list), so values read before it stay valid — but a TTL read that removes an
-//      expired value, which is a write with or without the tier (TTLConfig, H6). A call that reads across keys
-//      does write the tier back first: for the values read before it, it is a write.
+//      expired value, which is a write with or without the tier (TTLConfig, H6). A call that
+//      reads across keys does write the tier back first: for the values read before it, it
+//      is a write.
 //   H8 (net no-ops). An entry marked none knows the tiers below hold no value for its key (its
 //      miss read absent, or its last write-back was a delete; nothing else writes the key
 //      below without dropping the entry first, H1). A delete of such a key is no change: the

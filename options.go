@@ -194,22 +194,23 @@ type Options struct {
 	Clock func() int64
 
 	// HotTierSize bounds, in bytes, the hot tier: a write-back cache on the Go heap in front of
-	// the tiers, as Flink's heap state backend in front of its snapshots (root doc.go, "Hot
-	// tier"; hot.go). Point operations — value, reducing and aggregating Get, Put/Add, Clear and MergeNamespaces; list Add, AddAll, Update, Clear and
-	// Get (lists up to 64 KiB); map Get, Contains, Put and Remove — read and write the state's
-	// entries there, and the tiers (and the changelog) see one net change per dirty entry at
-	// the next cut (a checkpoint, savepoint, materialization, Close) or call that reads across
-	// keys (iterators, scans, batches), instead of one per call. The tier is charged to the
-	// memory budget (memory.PurposeHotTier) and counted in Stats.HotTier; at the bound it
-	// writes everything back and drops its entries. List and map states with a TTL, and
-	// value-like ones with TTLOnReadAndWrite, TTLReturnExpiredIfNotCleanedUp or incremental
-	// cleanup, bypass it (hot.go, H6). A call that
-	// reads across keys writes the tier back first, which ends the validity of values and
-	// list iterators read before it (Bytes codec) as a write does. A point operation never
-	// fails for the tier; a call that reads across keys fails while a write-back fails (a full disk's retry window, a checkpoint storage outage that filled
-	// the changelog buffer), where without the tier only writes would. 0 means off (the
-	// default in this version); it must be at most a quarter of the budget's limit
-	// (ErrInvalidOptions) and not negative. A typical setting is MemoryBudget / 8.
+	// the tiers, as Flink's heap state backend in front of its snapshots (root doc.go, "Hot tier";
+	// hot.go). Point operations — value, reducing and aggregating Get, Put/Add, Clear and
+	// MergeNamespaces; list Add, AddAll, Update, Clear and Get (lists up to 64 KiB); map Get,
+	// Contains, Put and Remove — read and write the state's entries there, and the tiers (and the
+	// changelog) see one net change per dirty entry at the next cut (a checkpoint, savepoint,
+	// materialization, Close) or call that reads across keys (iterators, scans, batches), instead
+	// of one per call. The tier is charged to the memory budget (memory.PurposeHotTier) and
+	// counted in Stats.HotTier; at the bound it writes everything back and drops its entries. List
+	// and map states with a TTL, and value-like ones with TTLOnReadAndWrite,
+	// TTLReturnExpiredIfNotCleanedUp or incremental cleanup, bypass it (hot.go, H6). A call that
+	// reads across keys writes the tier back first, which ends the validity of values and list
+	// iterators read before it (Bytes codec) as a write does. A point operation never fails for
+	// the tier; a call that reads across keys fails while a write-back fails (a full disk's retry
+	// window, a checkpoint storage outage that filled the changelog buffer), where without the
+	// tier only writes would. 0 means off (the default in this version); it must be at most a
+	// quarter of the budget's limit (ErrInvalidOptions) and not negative. A typical setting is
+	// MemoryBudget / 8.
 	HotTierSize int64
 
 	// Checkpoint configures checkpoints: where they go (Storage), the lineage's name (Owner),
