@@ -576,3 +576,34 @@ func TestLazyTailValueOutlivesInstall(t *testing.T) {
 		t.Fatalf("a value served by the index changed at the install: %q, was %q", early, want)
 	}
 }
+
+// TestLowerHoldsPendingTail: while a lazy restore's tail is pending its data lies below with no
+// file to show it, so lowerHolds answers yes for its keys' buckets (no compaction may drop a
+// tombstone written since Restore that hides a tail value, slice invariant 10); after the
+// install the tail's files answer.
+func TestLowerHoldsPendingTail(t *testing.T) {
+	all := checkpoint.KeyGroupRange{Start: 0, End: 127}
+	dir := t.TempDir()
+	persistTailTables(t, restoreSeqOptions(dir, all), 1, 20) // below: states 1 and 3's k0
+	b := lazyTailLog(t, 1, 20)                               // the tail: states 1 and 2's k0
+	e := openTest(t, restoreSeqOptions(dir, all))
+	k, h := testKey(2, []byte("k0"))
+	order := e.orderOf(k, h)
+	if e.db == nil || e.db.Overlaps(order, order) {
+		t.Fatalf("premise: the LsmStore holds state 2's k0 before the tail (db %v)", e.db != nil)
+	}
+	release := holdTail(t, e, b)
+	if !e.lowerHolds(order, order) {
+		t.Fatal("lowerHolds: no, while the tail that holds the key is pending")
+	}
+	release()
+	if err := e.awaitTail(); err != nil {
+		t.Fatal(err)
+	}
+	if v, st := e.Get(h, k); st != found || !bytes.HasPrefix(v, []byte("tail-")) {
+		t.Fatalf("after the install: %v %q", st, v)
+	}
+	if e.tail != nil || !e.lowerHolds(order, order) {
+		t.Fatalf("after the install: tail pending %v, lowerHolds %v: want the tail's file to hold the key", e.tail != nil, e.lowerHolds(order, order))
+	}
+}
