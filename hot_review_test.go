@@ -324,68 +324,45 @@ func okT(t *testing.T, err error) {
 	}
 }
 
-// TestHotTierTTLMergeExpiredSource: MergeNamespaces of a TTL state whose source cleanup
-// removed below while its clean entry still held it answers as without the tier (the source
-// is absent: the target keeps its own timestamp and expires).
-func TestHotTierTTLMergeExpiredSource(t *testing.T) {
+// TestHotTierTTLMergeCleanedUp: MergeNamespaces of a TTL state whose source, or target, cleanup
+// removed below while its clean entry still held it answers as without the tier (the removed
+// namespace is absent: the other keeps its own timestamp and expires).
+func TestHotTierTTLMergeCleanedUp(t *testing.T) {
 	ctx := context.Background()
-	run := func(hot int64) (int64, bool) {
-		var now atomic.Int64
-		now.Store(1_000_000)
-		s := hotTTLStore(t, hot, &now)
-		r, err := NewReducingState(s, ReducingDescriptor[int64]{Name: "r", Codec: Int64,
-			Reduce: func(a, b int64) int64 { return a + b }, TTL: &TTLConfig{TTL: time.Second}})
-		okT(t, err)
-		k := s.Key([]byte("k"))
-		okT(t, r.Add(k.In([]byte("s")), 5)) // expires 1_001_000
-		okT(t, s.WaitBackground())          // clean entry
-		if _, _, err := r.Get(k.In([]byte("s"))); err != nil {
-			t.Fatal(err)
-		}
-		now.Store(1_000_500)
-		okT(t, r.Add(k.In([]byte("t")), 7)) // expires 1_001_500
-		now.Store(1_001_000)
-		okT(t, s.CompactAll(ctx)) // removes "s" below; its clean entry stays
-		okT(t, r.MergeNamespaces(k, []byte("t"), []byte("s")))
-		now.Store(1_001_600) // past t's own expiry
-		x, found, err := r.Get(k.In([]byte("t")))
-		okT(t, err)
-		return x, found
-	}
-	x0, f0 := run(0)
-	x1, f1 := run(4 << 20)
-	if x0 != x1 || f0 != f1 {
-		t.Fatalf("Get of the target after MergeNamespaces: tier off (%d, %v), tier on (%d, %v)", x0, f0, x1, f1)
-	}
-}
-
-// TestHotTierTTLMergeExpiredTarget: the same with the target removed below.
-func TestHotTierTTLMergeExpiredTarget(t *testing.T) {
-	ctx := context.Background()
-	run := func(hot int64) (int64, bool) {
-		var now atomic.Int64
-		now.Store(1_000_000)
-		s := hotTTLStore(t, hot, &now)
-		r, err := NewReducingState(s, ReducingDescriptor[int64]{Name: "r", Codec: Int64,
-			Reduce: func(a, b int64) int64 { return a + b }, TTL: &TTLConfig{TTL: time.Second}})
-		okT(t, err)
-		k := s.Key([]byte("k"))
-		okT(t, r.Add(k.In([]byte("t")), 7)) // expires 1_001_000
-		okT(t, s.WaitBackground())
-		now.Store(1_000_500)
-		okT(t, r.Add(k.In([]byte("s")), 5)) // expires 1_001_500
-		now.Store(1_001_000)
-		okT(t, s.CompactAll(ctx)) // removes "t" below; its clean entry stays
-		okT(t, r.MergeNamespaces(k, []byte("t"), []byte("s")))
-		now.Store(1_001_600) // past the source's own expiry
-		x, found, err := r.Get(k.In([]byte("t")))
-		okT(t, err)
-		return x, found
-	}
-	x0, f0 := run(0)
-	x1, f1 := run(4 << 20)
-	if x0 != x1 || f0 != f1 {
-		t.Fatalf("Get of the target after MergeNamespaces: tier off (%d, %v), tier on (%d, %v)", x0, f0, x1, f1)
+	for _, tc := range []struct {
+		name          string
+		first, second string // namespaces written at 1_000_000 and 1_000_500: CompactAll removes first
+	}{{"source", "s", "t"}, {"target", "t", "s"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := func(hot int64) (int64, bool) {
+				var now atomic.Int64
+				now.Store(1_000_000)
+				s := hotTTLStore(t, hot, &now)
+				r, err := NewReducingState(s, ReducingDescriptor[int64]{Name: "r", Codec: Int64,
+					Reduce: func(a, b int64) int64 { return a + b }, TTL: &TTLConfig{TTL: time.Second}})
+				okT(t, err)
+				k := s.Key([]byte("k"))
+				okT(t, r.Add(k.In([]byte(tc.first)), 5)) // expires 1_001_000
+				okT(t, s.WaitBackground())               // a clean entry
+				if _, _, err := r.Get(k.In([]byte(tc.first))); err != nil {
+					t.Fatal(err)
+				}
+				now.Store(1_000_500)
+				okT(t, r.Add(k.In([]byte(tc.second)), 7)) // expires 1_001_500
+				now.Store(1_001_000)
+				okT(t, s.CompactAll(ctx)) // removes first below; its clean entry stays
+				okT(t, r.MergeNamespaces(k, []byte("t"), []byte("s")))
+				now.Store(1_001_600) // past second's own expiry
+				x, found, err := r.Get(k.In([]byte("t")))
+				okT(t, err)
+				return x, found
+			}
+			x0, f0 := run(0)
+			x1, f1 := run(4 << 20)
+			if x0 != x1 || f0 != f1 {
+				t.Fatalf("Get of the target after MergeNamespaces: tier off (%d, %v), tier on (%d, %v)", x0, f0, x1, f1)
+			}
+		})
 	}
 }
 
