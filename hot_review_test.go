@@ -95,6 +95,23 @@ func exhaust(b *Budget) func() {
 	}
 }
 
+// exhaustFilling takes the budget's free room (exhaust), then puts 1000-byte values to fill
+// (a state that bypasses the tier) until the engine refuses a write with ErrMemoryBudget. It
+// returns exhaust's refund.
+func exhaustFilling(t *testing.T, s *Store, fill *ValueState[[]byte]) func() {
+	t.Helper()
+	refund := exhaust(s.Budget())
+	val := make([]byte, 1000)
+	var ferr error
+	for i := 0; i < 1_000_000 && ferr == nil; i++ {
+		ferr = fill.Put(s.Key(fmt.Appendf(nil, "f%d", i)), val)
+	}
+	if !errors.Is(ferr, ErrMemoryBudget) {
+		t.Fatalf("filling: %v", ferr)
+	}
+	return refund
+}
+
 // failingWriteBack opens an in-memory Store with the hot tier, writes key "a" of value state
 // "v" into the tier (dirty), then leaves the engine refusing writes for memory: the next
 // write-back fails with ErrMemoryBudget.
@@ -116,15 +133,7 @@ func failingWriteBack(t *testing.T) (*Store, *ValueState[string], Key, func()) {
 	if s.hot.dirty != 1 {
 		t.Fatalf("dirty %d", s.hot.dirty)
 	}
-	refund := exhaust(s.Budget())
-	val := make([]byte, 1000)
-	var ferr error
-	for i := 0; i < 1_000_000 && ferr == nil; i++ {
-		ferr = fill.Put(s.Key(fmt.Appendf(nil, "f%d", i)), val)
-	}
-	if !errors.Is(ferr, ErrMemoryBudget) {
-		t.Fatalf("filling: %v", ferr)
-	}
+	refund := exhaustFilling(t, s, fill)
 	if err := s.syncHot(); !errors.Is(err, ErrMemoryBudget) {
 		t.Fatalf("write-back on a full budget: %v, want ErrMemoryBudget", err)
 	}
@@ -424,16 +433,7 @@ func TestHotTierTTLStaleGetNoWrite(t *testing.T) {
 		okT(t, s.WaitBackground())
 		now.Add(2000)
 		okT(t, s.CompactAll(ctx))
-		refund := exhaust(s.Budget())
-		defer refund()
-		val := make([]byte, 1000)
-		var ferr error
-		for i := 0; i < 1_000_000 && ferr == nil; i++ {
-			ferr = fill.Put(s.Key(fmt.Appendf(nil, "f%d", i)), val)
-		}
-		if !errors.Is(ferr, ErrMemoryBudget) {
-			t.Fatalf("filling: %v", ferr)
-		}
+		defer exhaustFilling(t, s, fill)()
 		_, found, err := r.Get(k)
 		if found {
 			t.Fatalf("found")
