@@ -1622,7 +1622,14 @@ func (r *modelRun) noSpaceClose(int32) error {
 		}
 		r.fault.ClearFaults()
 		r.addStats()
-		if err := r.st.s.Close(); err != nil {
+		err := r.st.s.Close()
+		// The tier's write-back waits for the engine's retry of its failed background work
+		// (a failed Close keeps the Store open): Close again, for up to a second.
+		for i := 0; err != nil && checks == 0 && i < 50; i++ {
+			time.Sleep(20 * time.Millisecond)
+			err = r.st.s.Close()
+		}
+		if err != nil {
 			return fmt.Errorf("close once space is back: %w", err)
 		}
 	} else {
