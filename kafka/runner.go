@@ -693,7 +693,7 @@ func (r *Runner) commit(ctx context.Context) error {
 		}
 		for _, p := range ps {
 			r.drop(p)
-			if err := r.restore(ctx, p); err != nil {
+			if err := r.restore(ctx, r.cl, p); err != nil {
 				return err
 			}
 		}
@@ -816,12 +816,6 @@ func (r *Runner) metadata(id uint64) string {
 	return "strata/" + r.cfg.Job + "/" + strconv.FormatUint(id, 10)
 }
 
-// committedOffset fetches partition p's committed offset and metadata, waiting out
-// transactions in flight (KIP-447 RequireStable). offset -1: nothing committed.
-func (r *Runner) committedOffset(ctx context.Context, p int32) (int64, string, error) {
-	return fetchCommitted(ctx, r.cl, r.cfg.Group, r.cfg.InputTopic, p)
-}
-
 func fetchCommitted(ctx context.Context, cl *kgo.Client, group, topic string, p int32) (int64, string, error) {
 	for {
 		req := kmsg.NewPtrOffsetFetchRequest()
@@ -915,10 +909,14 @@ func CommittedCheckpoint(ctx context.Context, cl *kgo.Client, cfg Config, p int3
 }
 
 // restore opens partition p's Store: from the checkpoint the committed offset's metadata
-// names, or empty when nothing was committed. Called with r.mu held.
-func (r *Runner) restore(ctx context.Context, p int32) error {
+// names, or empty when nothing was committed; cl asks for the committed offset (waiting out
+// transactions in flight, KIP-447 RequireStable). Called with r.mu held.
+//
+// cl is the client of the callback that asks, never r.cl: the group's first assignment can
+// reach onAssigned before Run has stored the new client in r.cl (CI saw a nil client so).
+func (r *Runner) restore(ctx context.Context, cl *kgo.Client, p int32) error {
 	start := time.Now()
-	off, md, err := r.committedOffset(ctx, p)
+	off, md, err := fetchCommitted(ctx, cl, r.cfg.Group, r.cfg.InputTopic, p)
 	if err != nil {
 		return fmt.Errorf("strata/kafka: committed offset of %s/%d: %w", r.cfg.InputTopic, p, err)
 	}
@@ -1020,7 +1018,7 @@ func (r *Runner) dropAll() {
 	}
 }
 
-func (r *Runner) onAssigned(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
+func (r *Runner) onAssigned(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.moved = true
@@ -1029,7 +1027,7 @@ func (r *Runner) onAssigned(ctx context.Context, _ *kgo.Client, m map[string][]i
 			return
 		}
 		r.drop(p)
-		if err := r.restore(ctx, p); err != nil {
+		if err := r.restore(ctx, cl, p); err != nil {
 			r.fatal = err
 		}
 	}
