@@ -940,6 +940,7 @@ func (t *Engine) sizeReserve(out int64) {
 		as := t.alloc.Stats()
 		free = int64(as.FreeBlocks) * int64(as.BlockSize)
 	}
+	t.reserveFree = free
 	want := reserveSize(seg, need, free, t.budget.Limit(), t.budget.Reserve()-t.reserve)
 	if want != t.reserve {
 		t.budget.AddReserve(want - t.reserve)

@@ -80,9 +80,12 @@ type Engine struct {
 	stride           uint64 // base.Stride(MaxParallelism)
 
 	// reserveOut holds the slice bytes of the last reserveWindow installed transforms
-	// (sizeReserve); reserveN counts the transforms recorded.
-	reserveOut [reserveWindow]int64
-	reserveN   int
+	// (sizeReserve); reserveN counts the transforms recorded; reserveFree is the slice
+	// allocator's free bytes the last sizing counted (invariant 31 holds at that moment, not
+	// after a compaction has used them).
+	reserveOut  [reserveWindow]int64
+	reserveN    int
+	reserveFree int64
 
 	reserve     int64         // bytes this store added to the budget's reserve
 	bpTimeout   time.Duration // Options.BackpressureTimeout
