@@ -133,7 +133,7 @@ type hotEntry struct {
 	base int32
 	// vcharged is the bytes of val's heap capacity charged (0 while val is inline).
 	vcharged int32
-	idx      int32 // index in its table's ents
+	tab      *hotTable // the table that holds it; nil: none (deleted, free)
 }
 
 // The entry's layout keeps a hit within its first two cache lines.
@@ -142,24 +142,29 @@ var _ = [1]struct{}{}[unsafe.Offsetof(hotEntry{}.h)-128]
 
 // hotTable is the hot tier of one state: an open-addressing index over its entries, probed
 // linearly by the hash the tiers index the key by (the composite key's; for a map entry mixed
-// with the user key's), so a lookup costs one slot and the entry it names (key and small
-// value inline), not a string hash and three dependent loads of a Go map.
+// with the user key's), so a lookup costs one slot and the entry it points to (key and small
+// value inline): two dependent loads, not a string hash and three dependent loads of a Go map.
 //
-// A slot is 0 (empty), hotTomb (deleted), or the tag (the hash's high 32 bits) over the
-// entry's index + 1; the index is at most ¾ full, tombstones included (grow rehashes).
+// A slot is empty (e nil), a tombstone (e == &hotTombEntry) or an entry with its full hash
+// beside it, so a probe compares keys only when the hashes match. The index is at most ¾
+// full, tombstones included (add rehashes). An entry knows the table that holds it (tab).
 type hotTable struct {
 	kind  hotKind
-	slots []uint64
-	ents  []*hotEntry // by index; nil: free (in free)
-	free  []int32
+	slots []hotSlot
 	n     int // live entries
 	used  int // slots not empty (live and tombstones)
 	dirty []*hotEntry
 	ttl   *ttlState // the state's TTL (H6); nil: none
 }
 
-// hotTomb marks a deleted slot.
-const hotTomb = uint64(0xFFFFFFFF)
+// hotSlot is one slot of a hotTable's index: the entry and its hash (hotEntry.hx).
+type hotSlot struct {
+	hx uint64
+	e  *hotEntry
+}
+
+// hotTombEntry marks a deleted slot (its address only; never in a table).
+var hotTombEntry hotEntry
 
 // find returns the entry of key with hash hx, or nil.
 func (t *hotTable) find(key []byte, hx uint64) *hotEntry {
@@ -167,16 +172,13 @@ func (t *hotTable) find(key []byte, hx uint64) *hotEntry {
 		return nil
 	}
 	mask := uint64(len(t.slots) - 1)
-	tag := hx >> 32
 	for i := hx & mask; ; i = (i + 1) & mask {
-		sl := t.slots[i]
-		if sl == 0 {
+		sl := &t.slots[i]
+		if sl.e == nil {
 			return nil
 		}
-		if sl>>32 == tag && sl != hotTomb {
-			if e := t.ents[uint32(sl)-1]; e.key == string(key) {
-				return e
-			}
+		if sl.hx == hx && sl.e != &hotTombEntry && sl.e.key == string(key) {
+			return sl.e
 		}
 	}
 }
@@ -186,22 +188,14 @@ func (t *hotTable) add(e *hotEntry) {
 	if (t.used+1)*4 > len(t.slots)*3 {
 		t.rehash()
 	}
-	var idx int32
-	if n := len(t.free); n > 0 {
-		idx, t.free = t.free[n-1], t.free[:n-1]
-		t.ents[idx] = e
-	} else {
-		idx = int32(len(t.ents))
-		t.ents = append(t.ents, e)
-	}
-	e.idx = idx
+	e.tab = t
 	mask := uint64(len(t.slots) - 1)
 	for i := e.hx & mask; ; i = (i + 1) & mask {
-		if sl := t.slots[i]; sl == 0 || sl == hotTomb {
-			if sl == 0 {
+		if sl := &t.slots[i]; sl.e == nil || sl.e == &hotTombEntry {
+			if sl.e == nil {
 				t.used++
 			}
-			t.slots[i] = e.hx>>32<<32 | uint64(idx+1)
+			*sl = hotSlot{e.hx, e}
 			t.n++
 			return
 		}
@@ -211,16 +205,13 @@ func (t *hotTable) add(e *hotEntry) {
 // del removes e (present).
 func (t *hotTable) del(e *hotEntry) {
 	mask := uint64(len(t.slots) - 1)
-	want := uint64(e.idx + 1)
 	for i := e.hx & mask; ; i = (i + 1) & mask {
-		sl := t.slots[i]
-		if sl != hotTomb && uint64(uint32(sl)) == want {
-			t.slots[i] = hotTomb
+		if sl := &t.slots[i]; sl.e == e {
+			*sl = hotSlot{e: &hotTombEntry}
 			break
 		}
 	}
-	t.ents[e.idx] = nil
-	t.free = append(t.free, e.idx)
+	e.tab = nil
 	t.n--
 }
 
@@ -230,16 +221,17 @@ func (t *hotTable) rehash() {
 	for size*3 < (t.n+1)*4*2 {
 		size *= 2
 	}
-	t.slots = make([]uint64, size)
+	old := t.slots
+	t.slots = make([]hotSlot, size)
 	t.used, t.n = 0, 0
 	mask := uint64(size - 1)
-	for idx, e := range t.ents {
-		if e == nil {
+	for _, sl := range old {
+		if sl.e == nil || sl.e == &hotTombEntry {
 			continue
 		}
-		for i := e.hx & mask; ; i = (i + 1) & mask {
-			if t.slots[i] == 0 {
-				t.slots[i] = e.hx>>32<<32 | uint64(idx+1)
+		for i := sl.hx & mask; ; i = (i + 1) & mask {
+			if t.slots[i].e == nil {
+				t.slots[i] = sl
 				t.used++
 				t.n++
 				break
@@ -250,9 +242,12 @@ func (t *hotTable) rehash() {
 
 // reset drops every entry.
 func (t *hotTable) reset() {
+	for i := range t.slots {
+		if e := t.slots[i].e; e != nil && e != &hotTombEntry {
+			e.tab = nil
+		}
+	}
 	clear(t.slots)
-	clear(t.ents)
-	t.ents, t.free = t.ents[:0], t.free[:0]
 	t.n, t.used = 0, 0
 	clear(t.dirty)
 	t.dirty = t.dirty[:0]
@@ -468,7 +463,7 @@ func (s *Store) hotSet(t *hotTable, e *hotEntry, v []byte, appendTo, write bool)
 
 // hotDelete drops clean entry e from t.
 func (s *Store) hotDelete(t *hotTable, e *hotEntry) {
-	if e.idx < 0 || int(e.idx) >= len(t.ents) || t.ents[e.idx] != e {
+	if e.tab != t {
 		return
 	}
 	t.del(e)
@@ -560,7 +555,7 @@ func (s *Store) hotTrim() {
 	}
 	held := h.bytes + int64(len(h.free))*hotOverhead
 	for _, t := range h.tabs {
-		held += int64(len(t.slots))*8 + int64(cap(t.ents))*8 + int64(cap(t.free))*4 + int64(cap(t.dirty))*8
+		held += int64(len(t.slots))*int64(unsafe.Sizeof(hotSlot{})) + int64(cap(t.dirty))*8
 	}
 	keep := (held + 2*hotQuantum - 1) / hotQuantum * hotQuantum
 	if h.charged > keep {
@@ -653,8 +648,9 @@ func (s *Store) hotInvalidateIn(t *hotTable, kind engine.OpKind, key []byte, h u
 		return nil
 	}
 	if kind == engine.OpMapClear {
-		for _, e := range t.ents {
-			if e != nil && int(e.klen) == len(key) && bytes.Equal(bytesOf(e.key)[:e.klen], key) {
+		for i := range t.slots {
+			e := t.slots[i].e // a delete below leaves a tombstone here: the loop goes on
+			if e != nil && e != &hotTombEntry && int(e.klen) == len(key) && bytes.Equal(bytesOf(e.key)[:e.klen], key) {
 				if e.dirty {
 					if err := s.writeOne(t, e); err != nil {
 						return err

@@ -32,13 +32,15 @@ func (s *Store) checkHot() error {
 			inList[e] = true
 		}
 		live := 0
-		for idx, e := range t.ents {
-			if e == nil {
+		for i := range t.slots {
+			sl := t.slots[i]
+			if sl.e == nil || sl.e == &hotTombEntry {
 				continue
 			}
+			e := sl.e
 			live++
 			k := e.key
-			if t.find(bytesOf(k), e.hx) != e || int(e.idx) != idx {
+			if t.find(bytesOf(k), e.hx) != e || sl.hx != e.hx || e.tab != t {
 				return fmt.Errorf("hot table %d: entry %q not found under its hash", ti, k)
 			}
 			if e.none { // H8: nothing below, dirty or not
