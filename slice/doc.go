@@ -211,6 +211,15 @@
 //     with no lock, and the read paths (invariant 11) carry no pin check.
 //     Only background paths release directly — Build's abort and a
 //     cancelled Relocation.Run's copies — whose memory no snapshot holds.
+//  17. A run's filter (filter.go), when it has one, holds the order hash
+//     of every entry its slices held when it joined the table (newRun);
+//     slices only leave a run (eviction), and relocation moves their bytes
+//     unchanged, so it stays a superset, and a read that the filter tells
+//     the run holds no entry of an order hash skips the run (invariant 7
+//     is unchanged: the run holds no version of the key). Its bytes are
+//     charged to the budget (memory.PurposeSlice) from newRun until the
+//     run leaves the table (compaction, its last slice evicted, Close); a
+//     refused charge leaves the run without one, searched as before.
 //
 // # Concurrency
 //

@@ -161,6 +161,7 @@ func (t *Table) InstallEviction(e *Eviction) error {
 		r.slices = slices.Delete(r.slices, i, i+1)
 		r.index()
 		if len(r.slices) == 0 {
+			t.dropFilter(r)
 			c.runs = c.runs[:len(c.runs)-1]
 			t.runs--
 		}

@@ -322,6 +322,9 @@ func (t *Table) InstallCompaction(c *Compaction) error {
 	if len(c.out) > 0 {
 		repl = []run{t.newRun(c.out, c.bucket, now)}
 	}
+	for k := range c.ids {
+		t.dropFilter(&ch.runs[p+k])
+	}
 	rest := append(repl, ch.runs[p+len(c.ids):]...)
 	ch.runs = append(ch.runs[:p], rest...)
 	t.runs -= len(c.ids)

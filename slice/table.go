@@ -149,6 +149,7 @@ type run struct {
 	id     uint64   // unique per table, to find a job's runs again
 	minSeq uint64
 	maxSeq uint64
+	filter runFilter // the order hashes it held at install (filter.go, invariant 17); nil: none
 }
 
 // chain is one bucket: its runs, newest first.
@@ -176,6 +177,9 @@ type Table struct {
 
 	// mapSearches counts the slices searched for a map's records (Stats.MapSearches).
 	mapSearches int64
+	// filterBytes is the bytes of the runs' filters (Stats.FilterBytes); filterSkips the
+	// runs a point read skipped by them (Stats.FilterSkips).
+	filterBytes, filterSkips int64
 
 	bySeg map[*aseg][]*Slice // installed block slices by segment (Slice.segPos)
 	reloc *Relocation        // the pending relocation, if any
@@ -296,8 +300,11 @@ func (t *Table) Install(slices []*Slice) error {
 // newRun adopts slices as a run of bucket b, born at now.
 func (t *Table) newRun(slices []*Slice, b int, now int64) run {
 	t.nextID++
-	r := run{slices: append([]*Slice(nil), slices...), id: t.nextID, minSeq: ^uint64(0)}
+	r := run{slices: append([]*Slice(nil), slices...), id: t.nextID, minSeq: ^uint64(0), filter: filterFor(t.a, slices)}
 	r.index()
+	if r.filter != nil {
+		t.filterBytes += int64(len(r.filter)) * 8
+	}
 	for _, s := range slices {
 		s.table, s.bucket = t, b
 		if s.born == 0 {
@@ -311,6 +318,15 @@ func (t *Table) newRun(slices []*Slice, b int, now int64) run {
 	}
 	t.runs++
 	return r
+}
+
+// dropFilter refunds run r's filter as r leaves the table.
+func (t *Table) dropFilter(r *run) {
+	if r.filter != nil {
+		r.filter.release(t.a)
+		t.filterBytes -= int64(len(r.filter)) * 8
+		r.filter = nil
+	}
 }
 
 // free returns a slice's memory; the owner calls it when the slice has
@@ -393,6 +409,10 @@ func (t *Table) Get(order uint64, key []byte) ([]byte, Status) {
 	c := &t.buckets[order>>t.shift]
 	for ri := range c.runs {
 		r := &c.runs[ri]
+		if !r.filter.mayHold(order) {
+			t.filterSkips++
+			continue
+		}
 		for si := r.first(order); si < len(r.slices); si++ {
 			s := r.slices[si]
 			if s.minOrder > order {
@@ -433,6 +453,10 @@ func (t *Table) ListGet(order uint64, key []byte, dst [][]byte) ([][]byte, bool)
 scan:
 	for ri := range c.runs {
 		r := &c.runs[ri]
+		if !r.filter.mayHold(order) {
+			t.filterSkips++
+			continue
+		}
 		for si := r.first(order); si < len(r.slices); si++ {
 			s := r.slices[si]
 			if s.minOrder > order {
@@ -480,6 +504,10 @@ func (t *Table) MapGet(order uint64, mapKey, uk []byte) ([]byte, Status) {
 	c := &t.buckets[order>>t.shift]
 	for ri := range c.runs {
 		r := &c.runs[ri]
+		if !r.filter.mayHold(order) {
+			t.filterSkips++
+			continue
+		}
 		var clear uint64
 		cleared := false
 		var val []byte
@@ -588,6 +616,7 @@ func (t *Table) Close() error {
 					t.free(s)
 				}
 			}
+			t.dropFilter(&r)
 		}
 		t.buckets[b].runs = nil
 	}
@@ -621,10 +650,15 @@ type Stats struct {
 	// MapIter or MapShadow positions a cursor in. A measure, for tests and
 	// benchmarks, of how a map read's cost grows with the slices the map
 	// spans (a whole iteration is O(slices + entries), never their product).
-	MapSearches   int64
-	Evictions     int64 // evictions installed
-	EvictedSlices int64 // slices handed to the sink and removed
-	EvictedBytes  int64 // bytes of those slices
+	MapSearches int64
+	// FilterBytes is the memory of the runs' filters (filter.go; charged to
+	// memory.PurposeSlice, not in MemBytes); FilterSkips counts the runs
+	// Get, ListGet and MapGet skipped because the filter said the run holds
+	// no entry of the order hash.
+	FilterBytes, FilterSkips int64
+	Evictions                int64 // evictions installed
+	EvictedSlices            int64 // slices handed to the sink and removed
+	EvictedBytes             int64 // bytes of those slices
 
 	Relocations     int64 // relocations installed
 	RelocatedSlices int64 // slices those relocations moved
@@ -645,7 +679,7 @@ func (t *Table) Stats() Stats {
 		CompactedOut: t.compactedOut, Evictions: t.evictions, EvictedSlices: t.evictedSlices,
 		EvictedBytes: t.evictedBytes, Segments: len(t.bySeg), Relocations: t.relocations,
 		RelocatedSlices: t.relocatedSlices, Snapshots: len(t.snaps), PinnedBytes: t.pinnedBytes,
-		MapSearches: t.mapSearches}
+		MapSearches: t.mapSearches, FilterBytes: t.filterBytes, FilterSkips: t.filterSkips}
 	for b := range t.buckets {
 		n := len(t.buckets[b].runs)
 		st.MaxChain = max(st.MaxChain, n)
