@@ -407,10 +407,11 @@ func (s *Store) hotInsert(t *hotTable, key []byte, h, hx uint64, klen int, write
 	return e
 }
 
-// hotFind returns t's entry for key, or nil: the last entry found or made when it is key's
-// (a read-modify-write: Get then Put, Add's read then write), else a lookup.
+// hotFind returns t's entry for key, or nil: the last entry found or made when it is key's in
+// t (a read-modify-write: Get then Put, Add's read then write; an alias table of the same id
+// may hold the same key), else a lookup.
 func (s *Store) hotFind(t *hotTable, key []byte, hx uint64) *hotEntry {
-	if e := s.hot.last; e != nil && e.hx == hx && e.key == string(key) {
+	if e := s.hot.last; e != nil && e.tab == t && e.hx == hx && e.key == string(key) {
 		return e
 	}
 	e := t.find(key, hx)

@@ -318,12 +318,12 @@ func (t *Table) InstallCompaction(c *Compaction) error {
 	for _, s := range c.out {
 		outBytes += int64(s.mem)
 	}
+	for k := range c.ids { // first: the output's filter may take the inputs' charge
+		t.dropFilter(&ch.runs[p+k])
+	}
 	var repl []run
 	if len(c.out) > 0 {
 		repl = []run{t.newRun(c.out, c.bucket, now)}
-	}
-	for k := range c.ids {
-		t.dropFilter(&ch.runs[p+k])
 	}
 	rest := append(repl, ch.runs[p+len(c.ids):]...)
 	ch.runs = append(ch.runs[:p], rest...)

@@ -38,6 +38,9 @@ func (t *Table) PrefetchBatch(orders []uint64) {
 			continue
 		}
 		r := &c.runs[0]
+		if !r.filter.mayHold(order) { // a new key: Get skips the run too (invariant 17)
+			continue
+		}
 		runs[k] = r
 		if m := len(r.maxs); m > 0 && order > r.lo {
 			x += r.maxs[min(int(float64(order-r.lo)*r.scale), m-1)]
