@@ -91,7 +91,8 @@ const (
 )
 
 // hotOverhead is the bytes an entry is charged beyond what its key and value take on the heap
-// outside it: the entry with its inline room, the map's slot.
+// outside it: the entry with its inline room (160 B) and about two slots of its table's index
+// (16 B each; hotTrim counts the index arrays whole).
 const hotOverhead = 192
 
 // hotInlineKey and hotInlineVal are the bytes of key and value an entry holds inline: a key
