@@ -83,3 +83,27 @@ func TestRunFilter(t *testing.T) {
 	}
 	check("compacted")
 }
+
+// checkFilters checks invariant 17 on every run of t: its filter (when it has one) holds the
+// order hash of every entry its slices hold, and the table counts the filters' bytes right.
+// The model test checks it with its reads.
+func checkFilters(tb testing.TB, t *Table, what string) {
+	tb.Helper()
+	var sum int64
+	for b := range t.buckets {
+		for ri := range t.buckets[b].runs {
+			r := &t.buckets[b].runs[ri]
+			sum += int64(len(r.filter)) * 8
+			for _, s := range r.slices {
+				for _, o := range s.fps[:s.count] {
+					if !r.filter.mayHold(o) {
+						tb.Fatalf("%s: bucket %d run %d (id %d): the filter hides order %#x", what, b, ri, r.id, o)
+					}
+				}
+			}
+		}
+	}
+	if sum != t.filterBytes {
+		tb.Fatalf("%s: the runs' filters hold %d bytes, the table counts %d", what, sum, t.filterBytes)
+	}
+}

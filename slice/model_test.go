@@ -274,6 +274,7 @@ func (mr *modelRun) relocate() {
 
 func (mr *modelRun) check(step int) {
 	t, tb, low := mr.t, mr.e.t, mr.low
+	checkFilters(t, tb, fmt.Sprintf("step %d", step))
 	for k := 0; k < mr.nKeys; k++ {
 		key, o := mr.key('v', k), mr.order('v', k)
 		v, st := tb.Get(o, []byte(key))
