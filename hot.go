@@ -216,10 +216,11 @@ func (t *hotTable) del(e *hotEntry) {
 	t.n--
 }
 
-// rehash rebuilds the index at twice the live entries' room (at least 64 slots).
+// rehash rebuilds the index at the smallest power of two (at least 64 slots) that is at least
+// twice the live entries: at most half full after it, so the ¾ bound leaves room to grow.
 func (t *hotTable) rehash() {
 	size := 64
-	for size*3 < (t.n+1)*4*2 {
+	for size < (t.n+1)*2 {
 		size *= 2
 	}
 	old := t.slots
