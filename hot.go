@@ -77,6 +77,16 @@ import (
 //      a day's aggregate) never reaches the engine or the changelog (HotTierStats.Elided). A
 //      write-back leaves entries that hold nothing (an absent value or map entry, an empty
 //      list) out of the tier: they would answer what the engine answers, at the cost of room.
+//   H9 (a table earns its place). A table counts the lookups that found an entry (found) and
+//      the entries it wrote back (wb). When wb reaches hotJudgeEvery (hotTier.judgeEvery) since its last judgement,
+//      the end of a write-back that left the tier clean judges it: found >= wb, it stays and
+//      both counts restart; else every lookup saved less engine work than the tier added (an
+//      insert, then a write-back: keys written once between two cuts, or written back by
+//      the reads across keys of the same state, as a ranking's map iterated after each put),
+//      so the table is turned off for the Store's life — its entries (all clean) are
+//      dropped and its state's point operations go to the engine, as a state without a
+//      table (stateBase.hotTab; HotTierStats.TablesOff). Answers do not change (H1 holds
+//      for an empty table); only where the work happens does.
 //   Tables by id. After a scale-in restore one state id may name different states in
 //   different key groups (internal/engine/registry.go), so byID lists every table an id may
 //   name, and an invalidation looks in each.
@@ -156,7 +166,13 @@ type hotTable struct {
 	used  int // slots not empty (live and tombstones)
 	dirty []*hotEntry
 	ttl   *ttlState // the state's TTL (H6); nil: none
+	found int64     // lookups (hotFind) that found an entry since the last judgement (H9)
+	wb    int64     // entries written back since the last judgement (H9)
+	off   bool      // turned off (H9): empty for good, its state goes to the engine
 }
+
+// hotJudgeEvery is the entries a table writes back between two judgements of its worth (H9).
+const hotJudgeEvery = 1 << 16
 
 // hotSlot is one slot of a hotTable's index: the entry and its hash (hotEntry.hx).
 type hotSlot struct {
@@ -272,7 +288,10 @@ type hotTier struct {
 	free    []*hotEntry   // deleted entries no dirty list holds: reused by hotInsert
 	kbuf    []byte        // map entry key scratch
 	last    *hotEntry     // the entry the last point operation found or made: a read-modify-write finds it again without a lookup
-	stats   HotTierStats
+	// judgeEvery is the write-backs between two judgements of a table (H9): hotJudgeEvery;
+	// tests set less.
+	judgeEvery int64
+	stats      HotTierStats
 }
 
 // newHotTable returns the table of a state of kind k registered under ids, or nil when the
@@ -414,11 +433,13 @@ func (s *Store) hotInsert(t *hotTable, key []byte, h, hx uint64, klen int, write
 // may hold the same key), else a lookup.
 func (s *Store) hotFind(t *hotTable, key []byte, hx uint64) *hotEntry {
 	if e := s.hot.last; e != nil && e.tab == t && e.hx == hx && e.key == string(key) {
+		t.found++
 		return e
 	}
 	e := t.find(key, hx)
 	if e != nil {
 		s.hot.last = e
+		t.found++
 	}
 	return e
 }
@@ -511,6 +532,7 @@ func (s *Store) writeOne(t *hotTable, e *hotEntry) error {
 	e.dirty = false
 	s.hot.dirty--
 	s.hot.stats.WrittenBack++
+	t.wb++
 	return nil
 }
 
@@ -542,8 +564,31 @@ func (s *Store) syncHot() error {
 		clear(t.dirty)
 		t.dirty = t.dirty[:0]
 	}
+	for _, t := range h.tabs {
+		if t.wb >= h.judgeEvery {
+			s.hotJudge(t)
+		}
+	}
 	s.hotTrim()
 	return nil
+}
+
+// hotJudge judges table t, clean, at the end of a write-back (H9): it stays when its lookups
+// found at least as many entries as it wrote back since the last judgement, else it is turned
+// off and its entries dropped.
+func (s *Store) hotJudge(t *hotTable) {
+	if t.found >= t.wb {
+		t.found, t.wb = 0, 0
+		return
+	}
+	for i := range t.slots {
+		if e := t.slots[i].e; e != nil && e != &hotTombEntry { // clean: the write-back just ended
+			s.hotDelete(t, e) // leaves a tombstone here: the loop goes on
+		}
+	}
+	t.rehash() // the smallest index
+	t.off, t.found, t.wb = true, 0, 0
+	s.hot.stats.TablesOff++
 }
 
 // hotTrim refunds what the tier holds of the budget beyond what it still takes on the heap —
@@ -941,6 +986,10 @@ type HotTierStats struct {
 	// and dropped every entry; SyncFailures the times a full tier could not write back (the
 	// key went to the tiers directly; the entries stay dirty for the next cut).
 	Syncs, WrittenBack, Drops, SyncFailures int64
+	// TablesOff counts the states whose tables the tier turned off because they wrote back
+	// more entries than their lookups found (H9): keys written once between cuts, or read
+	// back across keys after each write. Their point operations go to the engine since.
+	TablesOff int
 	// Elided counts deletes that were no change (H8): the key's value, made since the last
 	// cut or never there, had not reached the tiers below, so neither the value nor its
 	// delete was written to the engine or the changelog.
@@ -969,8 +1018,8 @@ func (s *Store) hotErrCheck() error {
 // kvGet reads key (hash h) of a value, reducing or aggregating state through its hot table,
 // or from the engine when it has none. Inside beginHot.
 func (b *stateBase) kvGet(h uint64, key []byte) ([]byte, status, error) {
-	if b.hot != nil {
-		v, st := b.s.hotGet(b.hot, h, key)
+	if t := b.hotTab(); t != nil {
+		v, st := b.s.hotGet(t, h, key)
 		return v, st, nil
 	}
 	v, st := b.s.e.Get(h, key)
@@ -980,8 +1029,17 @@ func (b *stateBase) kvGet(h uint64, key []byte) ([]byte, status, error) {
 // kvWrite writes kind (OpPut with v, OpDelete) of key through the state's hot table, or to
 // the engine when it has none. Inside beginHot.
 func (b *stateBase) kvWrite(kind engine.OpKind, key []byte, h uint64, v []byte) error {
-	if b.hot != nil {
-		return b.s.hotWrite(b.hot, kind, key, h, nil, v)
+	if t := b.hotTab(); t != nil {
+		return b.s.hotWrite(t, kind, key, h, nil, v)
 	}
 	return b.s.apply(kind, key, h, nil, v)
+}
+
+// hotTab returns the state's hot table, or nil when it has none (the tier is off, or its TTL
+// rules one out: H6) or the tier turned it off (H9).
+func (b *stateBase) hotTab() *hotTable {
+	if t := b.hot; t != nil && !t.off {
+		return t
+	}
+	return nil
 }

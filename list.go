@@ -94,8 +94,8 @@ func (l *ListState[T]) Add(k Key, x T) error {
 // (hot.go), else to the engine (writeList, cut in pieces). Inside beginHot.
 func (l *ListState[T]) listWrite(key []byte, h uint64, b []byte, replace bool) error {
 	s := l.s
-	if l.hot != nil {
-		return s.hotListWrite(l.hot, key, h, b, replace)
+	if t := l.hotTab(); t != nil {
+		return s.hotListWrite(t, key, h, b, replace)
 	}
 	if replace && len(b) == 0 {
 		return s.apply(engine.OpListDelete, key, h, nil, nil)
@@ -241,8 +241,8 @@ func (l *ListState[T]) Get(k Key) ListIterator[T] {
 		return l.getTTL(key, h)
 	}
 	var st status
-	if l.hot != nil {
-		if l.lbuf, st, err = s.hotListGet(l.hot, key, h, l.lbuf[:0], &l.low); err != nil {
+	if t := l.hotTab(); t != nil {
+		if l.lbuf, st, err = s.hotListGet(t, key, h, l.lbuf[:0], &l.low); err != nil {
 			return ListIterator[T]{err: l.wrap("get", err)}
 		}
 	} else {

@@ -187,8 +187,8 @@ func (m *MapState[UK, UV]) put(mk []byte, hm uint64, uk UK, uv UV) error {
 // from the engine when it has none (no TTL). Inside beginHot.
 func (m *MapState[UK, UV]) mapGet(mk []byte, hm uint64) ([]byte, status, error) {
 	s := m.s
-	if m.hot != nil {
-		v, st := s.hotMapGet(m.hot, hm, mk, s.ubuf)
+	if t := m.hotTab(); t != nil {
+		v, st := s.hotMapGet(t, hm, mk, s.ubuf)
 		return v, st, nil
 	}
 	v, st := s.e.MapGet(hm, mk, base.HashUserKey(s.ubuf), s.ubuf)
@@ -199,8 +199,8 @@ func (m *MapState[UK, UV]) mapGet(mk []byte, hm uint64) ([]byte, status, error) 
 // (hash hm) through the state's hot table, or to the engine when it has none.
 func (m *MapState[UK, UV]) mapWrite(kind engine.OpKind, mk []byte, hm uint64, v []byte) error {
 	s := m.s
-	if m.hot != nil {
-		return s.hotWrite(m.hot, kind, mk, hm, s.ubuf, v)
+	if t := m.hotTab(); t != nil {
+		return s.hotWrite(t, kind, mk, hm, s.ubuf, v)
 	}
 	return s.apply(kind, mk, hm, s.ubuf, v)
 }
@@ -540,7 +540,7 @@ func (it *MapIterator[UK, UV]) Value() UV {
 	if it.m.ttl != nil {
 		b = b[base.TSLen:] // nextTTL checked its length
 	}
-	if t := it.m.hot; t != nil {
+	if t := it.m.hotTab(); t != nil {
 		// A put or remove of this user key since Next is in the hot tier (hot.go, H1).
 		if v, present, ok := it.m.s.hotMapLookup(t, it.hm, it.mk, it.it.UserKey()); ok {
 			if !present {

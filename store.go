@@ -242,7 +242,7 @@ func newStore(dir string, opts Options, budget *memory.Budget, e *engine.Engine)
 		vbuf:     make([]byte, 0, 256),
 		clock:    opts.Clock,
 	}
-	s.hot.limit = opts.HotTierSize
+	s.hot.limit, s.hot.judgeEvery = opts.HotTierSize, hotJudgeEvery
 	if s.hot.limit == 0 && testHotTierDiv > 0 {
 		s.hot.limit = budget.Limit() / testHotTierDiv
 	}

@@ -600,6 +600,7 @@ const (
 	stepMapBatch    // MapState.GetBatch of a few dozen (slot, user key) pairs
 	stepSavepoint   // a native savepoint, restored into 1, 2 or 3 Stores and into the one the run goes on with
 	stepHotCheck    // the hot tier's invariants (hot_test.go), then a write-back or a drop of it
+	stepHotJudge    // a write-back that judges the hot tables (H9), one of them made to fail: it is turned off
 	numSteps
 )
 
@@ -670,6 +671,7 @@ var modelSteps = [numSteps]stepDef{
 	stepValPutBatch: {"value-put-batch", false, (*modelRun).valPutBatch},
 	stepMapBatch:    {"map-get-batch", false, (*modelRun).mapGetBatch},
 	stepHotCheck:    {"hot-check", false, (*modelRun).hotCheck},
+	stepHotJudge:    {"hot-judge", false, (*modelRun).hotJudge},
 }
 
 // modelWeights are the relative frequencies of the step kinds.
@@ -1515,6 +1517,7 @@ func (r *modelRun) addStats() {
 	r.total.HotTier.Syncs += st.HotTier.Syncs
 	r.total.HotTier.WrittenBack += st.HotTier.WrittenBack
 	r.total.HotTier.Drops += st.HotTier.Drops
+	r.total.HotTier.TablesOff += st.HotTier.TablesOff
 }
 
 // checkEvery checks every slot, the operator states and the row cache.
@@ -1767,11 +1770,11 @@ var modelConfigs = []modelConfig{
 		},
 		workload: func(int) *modelWorkload {
 			return &modelWorkload{u: plainUniverse("key-%d", 40, "", "w1", "w2", "window-3"), maxVal: 300, hot: true,
-				weights: dirWeights.with(3, stepMaterialize).with(1, stepClToggle).with(20, stepHotCheck)}
+				weights: dirWeights.with(3, stepMaterialize).with(1, stepClToggle).with(20, stepHotCheck).with(2, stepHotJudge)}
 		},
 		changelog: true,
-		forced: []stepKind{stepHotCheck, stepCheckpoint, stepMaterialize, stepCkNotify, stepCrash, stepRestore,
-			stepReopen, stepCkOutage, stepHotCheck, stepRescale, stepNoSpace, stepSavepoint, stepHotCheck},
+		forced: []stepKind{stepHotCheck, stepCheckpoint, stepMaterialize, stepCkNotify, stepHotJudge, stepCrash, stepRestore,
+			stepReopen, stepCkOutage, stepHotCheck, stepRescale, stepNoSpace, stepSavepoint, stepHotCheck, stepHotJudge},
 		// Its steps in full under qemu too (as the changelog configuration): at a quarter, a
 		// run can restore no checkpoint with a changelog tail to replay.
 		mustChangelog: []stepKind{stepCheckpoint, stepMaterialize, stepRestore},
@@ -2001,7 +2004,7 @@ func TestModel(t *testing.T) {
 				tot.Slices.Compactions, tot.Slices.Evictions, tot.LSM.Flushes, tot.LSM.Compactions, tot.Stalls.BackpressureWaits, r.budgetFails,
 				r.invalid, r.noSpaceFails, tot.Caches.RowHits, tot.Caches.RowMisses, r.cacheChecks, r.cachedSeen)
 			if h := tot.HotTier; cfg.opts.HotTierSize > 0 {
-				t.Logf("%s: hot tier: %d hits, %d misses, %d write-backs of %d entries, %d drops", cfg.name, h.Hits, h.Misses, h.Syncs, h.WrittenBack, h.Drops)
+				t.Logf("%s: hot tier: %d hits, %d misses, %d write-backs of %d entries, %d drops, %d tables turned off", cfg.name, h.Hits, h.Misses, h.Syncs, h.WrittenBack, h.Drops, h.TablesOff)
 				if h.Hits == 0 || h.WrittenBack == 0 || h.Drops == 0 {
 					t.Errorf("%s: the hot tier was not exercised (hits, write-backs and drops all needed)", cfg.name)
 				}
@@ -2045,6 +2048,9 @@ func TestModel(t *testing.T) {
 					tot.TTL.SnapshotEntries == 0 || r.ttlExpired == 0 {
 					fail("the run did not exercise TTL")
 				}
+			}
+			if slices.Contains(cfg.forced, stepHotJudge) && tot.HotTier.TablesOff == 0 {
+				fail("the run turned no hot table off (H9)")
 			}
 			if cfg.mustPressure && tot.Stalls.BackpressureWaits+tot.LSM.Flushes+int64(r.budgetFails) == 0 {
 				fail("the run saw no budget pressure")
