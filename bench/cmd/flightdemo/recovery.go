@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata"
+	"github.com/strata-db/strata/bench/internal/jobopts"
 	"github.com/strata-db/strata/checkpoint"
 )
 
@@ -51,14 +52,8 @@ func ownerOf(kg *strata.KeyGroupRange) string {
 // storeOptions are the options of a Store of the job owning key groups kg (nil: all),
 // checkpointing into storage, restored (if it is) in mode.
 func storeOptions(c config, storage checkpoint.Storage, kg *strata.KeyGroupRange, mode strata.RestoreMode) strata.Options {
-	opts := strata.Options{MemoryBudget: c.budget, MaxParallelism: maxParallelism, KeyGroups: kg, Clock: c.clock.now}
-	if opts.HotTierSize = c.hot; c.hot < 0 {
-		lim := c.budget
-		if lim == 0 {
-			lim = strata.DefaultMemoryBudget
-		}
-		opts.HotTierSize = lim / 8 // the hot tier (root doc.go, "Hot tier"): an eighth of the budget
-	}
+	opts := strata.Options{MemoryBudget: c.budget, MaxParallelism: maxParallelism, KeyGroups: kg, Clock: c.clock.now,
+		HotTierSize: jobopts.HotTierSize(c.hot, c.budget)}
 	// SegmentSize stays Strata's default from the budget (2 MiB at 64 MiB): the budget's fixed
 	// parts — the active segment with its index, the transform's reserve of one segment, the
 	// room kept for the next one — cost about 3.5 segments (Stats.Budget.Fixed, within an

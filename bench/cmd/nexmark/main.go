@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata"
+	"github.com/strata-db/strata/bench/internal/jobopts"
 	"github.com/strata-db/strata/bench/nexmark"
 	"github.com/strata-db/strata/checkpoint"
 )
@@ -75,6 +76,7 @@ type config struct {
 	killAfter   int64
 	model       bool
 	prof        string
+	hot         int64 // strata.Options.HotTierSize; -1: an eighth of the budget
 }
 
 func parseFlags(args []string) (config, error) {
@@ -92,6 +94,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.materialize, "materialize-every", 2*time.Second, "with -changelog, the `interval` between materializations")
 	fs.Int64Var(&c.killAfter, "kill-after", 0, "run Strata in a child process, SIGKILL it after `n` events, restore its last checkpoint and finish")
 	fs.BoolVar(&c.model, "model", true, "also run the Go model (the ratio's denominator and the check)")
+	fs.Int64Var(&c.hot, "hot", -1, "hot tier bound in `bytes` (strata.Options.HotTierSize): -1 = an eighth of the budget, as the flight demo; 0 = off")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the Strata runs to `file` (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -125,7 +128,7 @@ func parseFlags(args []string) (config, error) {
 
 // storeOptions are the options of the query's Store, checkpointing into storage.
 func storeOptions(c config, q string, storage checkpoint.Storage, mode strata.RestoreMode) strata.Options {
-	opts := strata.Options{MemoryBudget: c.budget}
+	opts := strata.Options{MemoryBudget: c.budget, HotTierSize: jobopts.HotTierSize(c.hot, c.budget)}
 	opts.Checkpoint = strata.CheckpointOptions{Storage: storage, Owner: "nexmark-" + q, Retain: 1, RestoreMode: mode}
 	if c.changelog {
 		opts.Checkpoint.Changelog = &strata.ChangelogOptions{MaterializationInterval: c.materialize}
@@ -229,7 +232,16 @@ func stateLine(st strata.Stats, budget int64) string {
 	total := st.Fresh.DataBytes + st.Slices.Bytes + st.LSM.Bytes
 	return fmt.Sprintf("%.1f MiB (FreshTable %.1f, slices %.1f, LsmStore %.1f in %d files) = %.1f× the %.0f MiB budget; %d evictions",
 		float64(total)/mib, float64(st.Fresh.DataBytes)/mib, float64(st.Slices.Bytes)/mib, float64(st.LSM.Bytes)/mib, st.LSM.Files,
-		float64(total)/float64(max(budget, 1)), float64(budget)/mib, st.Slices.Evictions)
+		float64(total)/float64(max(budget, 1)), float64(budget)/mib, st.Slices.Evictions) + hotLine(st.HotTier)
+}
+
+// hotLine is the hot tier's figures (strata.HotTierStats), or "" when it is off.
+func hotLine(h strata.HotTierStats) string {
+	if h.Limit == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; hot tier %.0f MiB: %.1f%% of %d point reads hit, %d write-backs of %d entries, %d drops when full, %d tables turned off",
+		float64(h.Limit)/(1<<20), 100*float64(h.Hits)/float64(max(h.Hits+h.Misses, 1)), h.Hits+h.Misses, h.Syncs, h.WrittenBack, h.Drops, h.TablesOff)
 }
 
 // measure runs f and returns its wall and CPU time and the process's peak RSS during it

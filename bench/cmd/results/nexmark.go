@@ -154,7 +154,8 @@ func writeNexmark(md *bytes.Buffer, runs []nexmarkRun, rawPath, chartPath, chart
 	fmt.Fprintf(md, "`go run ./cmd/nexmark %s` (bench/nexmark: a deterministic generator and the queries as keyed "+
 		"operators, each written once over two back-ends), raw output in %s. Per query, in one process on the same "+
 		"events: Strata and its plain Go model (Go maps and a heap, no serialization), checkpoints every tenth of the "+
-		"events with the changelog on (Strata), and the output check against the model. CPU ns/event: the process's "+
+		"events with the changelog on and the hot tier at an eighth of the budget, as the flight demo (Strata; "+
+		"cmd/nexmark -hot), and the output check against the model. CPU ns/event: the process's "+
 		"user + system CPU over the events (background work included). Per core: events per CPU-second. "+
 		"Flink: the Flink-on-RocksDB events/s per core that the nexmark/nexmark repository published (Flink 1.13, "+
 		"8 TaskManagers × 1 slot) — **other hardware**, context rather than a like-for-like comparison. "+
