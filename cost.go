@@ -58,7 +58,9 @@ func (s *Store) enter(p opPart) {
 func (s *Store) enterSync() {
 	if err := s.syncHot(); err != nil {
 		s.hot.err, s.liveMaxP = err, ^uint32(0)
+		return
 	}
+	s.hotJudgeAll() // the tier is clean, and the call holds no entry yet (hot.go, H9)
 }
 
 // exit ends an API call begun by enter.

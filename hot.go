@@ -77,16 +77,24 @@ import (
 //      a day's aggregate) never reaches the engine or the changelog (HotTierStats.Elided). A
 //      write-back leaves entries that hold nothing (an absent value or map entry, an empty
 //      list) out of the tier: they would answer what the engine answers, at the cost of room.
-//   H9 (a table earns its place). A table counts the lookups that found an entry (found) and
-//      the entries it wrote back (wb). When wb reaches hotJudgeEvery (hotTier.judgeEvery) since its last judgement,
-//      the end of a write-back that left the tier clean judges it: found >= wb, it stays and
-//      both counts restart; else every lookup saved less engine work than the tier added (an
-//      insert, then a write-back: keys written once between two cuts, or written back by
-//      the reads across keys of the same state, as a ranking's map iterated after each put),
-//      so the table is turned off for the Store's life — its entries (all clean) are
-//      dropped and its state's point operations go to the engine, as a state without a
-//      table (stateBase.hotTab; HotTierStats.TablesOff). Answers do not change (H1 holds
-//      for an empty table); only where the work happens does.
+//   H9 (a table earns its place). A table counts the entries it made (made: hotInsert) and
+//      the lookups that found an entry made by an earlier call (found: table lookups, not the
+//      last-entry shortcut a read-modify-write's write takes). Without the tier a point
+//      operation costs an engine read or write; with it a hit costs neither, a write-back
+//      costs the one write, and a made entry costs an insert on top of the engine's read or
+//      write — so a table pays when its entries are found again. A table that made
+//      hotJudgeEvery (hotTier.judgeEvery) entries since its last judgement is judged at the
+//      enter of a call that writes the tier back (enterSync: a cut, or a call that reads
+//      across keys), once the write-back left the tier clean — never inside a point
+//      operation, whose entry must stay where it is. found >= made: it stays, both counts
+//      restart; else most entries were never found again (keys written once between cuts,
+//      keys read once, or a state read across keys after each write, as a ranking's map
+//      iterated after each put: the iteration writes the entry back and the next put makes
+//      another), so the table is turned off for the Store's life: its entries, all clean,
+//      are dropped, and its state's point operations go to the engine, as a state without a
+//      table (stateBase.hotTab; HotTierStats.TablesOff). Answers do not change (H1 holds for
+//      an empty table), only where the work happens; values read from its entries before
+//      the call end there, as H7 says of every call that writes the tier back.
 //   Tables by id. After a scale-in restore one state id may name different states in
 //   different key groups (internal/engine/registry.go), so byID lists every table an id may
 //   name, and an invalidation looks in each.
@@ -167,11 +175,11 @@ type hotTable struct {
 	dirty []*hotEntry
 	ttl   *ttlState // the state's TTL (H6); nil: none
 	found int64     // lookups (hotFind) that found an entry since the last judgement (H9)
-	wb    int64     // entries written back since the last judgement (H9)
+	made  int64     // entries made (hotInsert) since the last judgement (H9)
 	off   bool      // turned off (H9): empty for good, its state goes to the engine
 }
 
-// hotJudgeEvery is the entries a table writes back between two judgements of its worth (H9).
+// hotJudgeEvery is the entries a table makes between two judgements of its worth (H9).
 const hotJudgeEvery = 1 << 16
 
 // hotSlot is one slot of a hotTable's index: the entry and its hash (hotEntry.hx).
@@ -233,7 +241,8 @@ func (t *hotTable) del(e *hotEntry) {
 }
 
 // rehash rebuilds the index at the smallest power of two (at least 64 slots) that is at least
-// twice the live entries: at most half full after it, so the ¾ bound leaves room to grow.
+// twice one more than the live entries: at most half full after it, and after the insert that
+// asked for it, so the ¾ bound leaves room to grow.
 func (t *hotTable) rehash() {
 	size := 64
 	for size < (t.n+1)*2 {
@@ -288,7 +297,7 @@ type hotTier struct {
 	free    []*hotEntry   // deleted entries no dirty list holds: reused by hotInsert
 	kbuf    []byte        // map entry key scratch
 	last    *hotEntry     // the entry the last point operation found or made: a read-modify-write finds it again without a lookup
-	// judgeEvery is the write-backs between two judgements of a table (H9): hotJudgeEvery;
+	// judgeEvery is the entries a table makes between two judgements (H9): hotJudgeEvery;
 	// tests set less.
 	judgeEvery int64
 	stats      HotTierStats
@@ -424,6 +433,7 @@ func (s *Store) hotInsert(t *hotTable, key []byte, h, hx uint64, klen int, write
 	}
 	e.val = e.vin[:0]
 	t.add(e)
+	t.made++
 	hs.last = e
 	return e
 }
@@ -433,8 +443,7 @@ func (s *Store) hotInsert(t *hotTable, key []byte, h, hx uint64, klen int, write
 // may hold the same key), else a lookup.
 func (s *Store) hotFind(t *hotTable, key []byte, hx uint64) *hotEntry {
 	if e := s.hot.last; e != nil && e.tab == t && e.hx == hx && e.key == string(key) {
-		t.found++
-		return e
+		return e // the same call's, or the last call's, key: not counted as found (H9)
 	}
 	e := t.find(key, hx)
 	if e != nil {
@@ -532,7 +541,6 @@ func (s *Store) writeOne(t *hotTable, e *hotEntry) error {
 	e.dirty = false
 	s.hot.dirty--
 	s.hot.stats.WrittenBack++
-	t.wb++
 	return nil
 }
 
@@ -564,21 +572,26 @@ func (s *Store) syncHot() error {
 		clear(t.dirty)
 		t.dirty = t.dirty[:0]
 	}
-	for _, t := range h.tabs {
-		if t.wb >= h.judgeEvery {
-			s.hotJudge(t)
-		}
-	}
 	s.hotTrim()
 	return nil
 }
 
-// hotJudge judges table t, clean, at the end of a write-back (H9): it stays when its lookups
-// found at least as many entries as it wrote back since the last judgement, else it is turned
-// off and its entries dropped.
+// hotJudgeAll judges every table that made at least judgeEvery entries since its last
+// judgement (H9). Only at the enter of a call, after a write-back that left the tier clean.
+func (s *Store) hotJudgeAll() {
+	for _, t := range s.hot.tabs {
+		if t.made >= s.hot.judgeEvery {
+			s.hotJudge(t)
+		}
+	}
+}
+
+// hotJudge judges table t, clean (H9): it stays when its lookups found at least as many
+// entries as it made since the last judgement, else it is turned off, its entries dropped and
+// its arrays given back.
 func (s *Store) hotJudge(t *hotTable) {
-	if t.found >= t.wb {
-		t.found, t.wb = 0, 0
+	if t.found >= t.made {
+		t.found, t.made = 0, 0
 		return
 	}
 	for i := range t.slots {
@@ -587,8 +600,10 @@ func (s *Store) hotJudge(t *hotTable) {
 		}
 	}
 	t.rehash() // the smallest index
-	t.off, t.found, t.wb = true, 0, 0
+	t.dirty = nil
+	t.off, t.found, t.made = true, 0, 0
 	s.hot.stats.TablesOff++
+	s.hotTrim()
 }
 
 // hotTrim refunds what the tier holds of the budget beyond what it still takes on the heap —
@@ -986,9 +1001,9 @@ type HotTierStats struct {
 	// and dropped every entry; SyncFailures the times a full tier could not write back (the
 	// key went to the tiers directly; the entries stay dirty for the next cut).
 	Syncs, WrittenBack, Drops, SyncFailures int64
-	// TablesOff counts the states whose tables the tier turned off because they wrote back
-	// more entries than their lookups found (H9): keys written once between cuts, or read
-	// back across keys after each write. Their point operations go to the engine since.
+	// TablesOff counts the states whose tables the tier turned off because their lookups found
+	// fewer entries than they made (H9): keys written or read once between cuts, or read back
+	// across keys after each write. Their point operations go to the engine since.
 	TablesOff int
 	// Elided counts deletes that were no change (H8): the key's value, made since the last
 	// cut or never there, had not reached the tiers below, so neither the value nor its

@@ -150,9 +150,9 @@ func (r *modelRun) hotCheck(int32) error {
 	return s.checkHot()
 }
 
-// hotJudge is the model's H9 step: a write-back that judges every table that wrote back since
-// its last judgement, after one table, picked at random, is made to have found nothing (so it
-// is turned off if it wrote anything back). The run goes on with the tables turned off — its
+// hotJudge is the model's H9 step: a write-back, then a judgement of every table that wrote
+// back since its last judgement, one table, picked at random, made to have found nothing (so
+// it is turned off if it wrote anything back). The run goes on with the tables turned off — its
 // checks, cuts, restores and reopens (a new Store has its tables on again) — and the
 // invariants hold after the step (checkHot: a table turned off holds no entry).
 func (r *modelRun) hotJudge(int32) error {
@@ -160,16 +160,16 @@ func (r *modelRun) hotJudge(int32) error {
 		return nil
 	}
 	s := r.st.s
-	s.hot.tabs[r.rng.IntN(len(s.hot.tabs))].found = 0
-	s.hot.judgeEvery = 1
-	err := s.syncHot()
-	s.hot.judgeEvery = hotJudgeEvery
-	if err != nil {
+	if err := s.syncHot(); err != nil {
 		if r.faulty || (r.pressure && errors.Is(err, ErrMemoryBudget)) {
 			return nil // the entries stay dirty (H4): the next cut retries, and judges
 		}
 		return err
 	}
+	s.hot.tabs[r.rng.IntN(len(s.hot.tabs))].found = 0
+	s.hot.judgeEvery = 1
+	s.hotJudgeAll() // as enterSync after its write-back
+	s.hot.judgeEvery = hotJudgeEvery
 	return s.checkHot()
 }
 
@@ -633,6 +633,84 @@ func TestHotTierTurnsOff(t *testing.T) {
 	}
 	if m.hot.n != 0 {
 		t.Fatalf("the turned-off table holds %d entries after reads", m.hot.n)
+	}
+	must(s.checkHot())
+}
+
+// TestHotTierJudgedAtCalls: H9's judgement happens at the enter of a call that writes the tier
+// back, never inside a point operation. Writes that fill the tier (its write-back and drop run
+// inside the write, with the tables far past their judgement) keep every table on and every
+// answer right — a table turned off there would take the write's new entry and hide it from
+// reads (the reviewer's TestH9Review* cases: a value read back absent, a list missing its
+// element, a reducing Add lost). Blind puts of keys written once and the Adds of a
+// read-modify-write state whose keys are written once both find nothing an earlier call made,
+// so the next cut turns both tables off; a list whose keys are appended to again keeps its
+// table. A table turned off holds nothing, estimates nothing and keeps no dirty-list array.
+func TestHotTierJudgedAtCalls(t *testing.T) {
+	s := hotStore(t, 256<<10, false)
+	s.hot.judgeEvery = 64
+	v, _ := NewValueState(s, ValueDescriptor[int64]{Name: "v", Codec: Int64})
+	r, _ := NewReducingState(s, ReducingDescriptor[int64]{Name: "r", Codec: Int64, Reduce: func(a, b int64) int64 { return a + b }})
+	l, _ := NewListState(s, ListDescriptor[int64]{Name: "l", Codec: Int64})
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := func(i int) Key { return s.Key(fmt.Appendf(nil, "key%05d", i)) }
+	const n = 5000
+	for i := range n {
+		must(v.Put(key(i), int64(i)+1))
+		must(r.Add(key(i), 1))
+		must(l.Add(key(i%100), int64(i)))
+		if v.hot.off || r.hot.off || l.hot.off {
+			t.Fatalf("put %d: a table turned off inside a point operation", i)
+		}
+		if got, ok, err := v.Get(key(i)); err != nil || !ok || got != int64(i)+1 {
+			t.Fatalf("put %d: read back %d %v %v", i, got, ok, err)
+		}
+	}
+	if st := s.hot.stats; st.Drops == 0 || v.hot.made < s.hot.judgeEvery {
+		t.Fatalf("the tier never filled (%d drops) or the value table made %d entries", st.Drops, v.hot.made)
+	}
+	must(r.Add(key(7), 1))
+	must(s.WaitBackground()) // a cut: written back, then judged
+	if !v.hot.off || !r.hot.off || l.hot.off || s.Stats().HotTier.TablesOff != 2 {
+		t.Fatalf("after the cut: value off %v, reducing off %v, list off %v: want the value's and the reducing's", v.hot.off, r.hot.off, l.hot.off)
+	}
+	must(s.checkHot())
+	for _, tb := range []*hotTable{v.hot, r.hot} {
+		if tb.n != 0 || tb.dirty != nil {
+			t.Fatalf("a table turned off holds %d entries and a dirty list of %d", tb.n, cap(tb.dirty))
+		}
+	}
+	must(r.Add(key(7), 1)) // to the engine now
+	for i := range n {
+		want := int64(1)
+		if i == 7 {
+			want = 3
+		}
+		if got, ok, err := r.Get(key(i)); err != nil || !ok || got != want {
+			t.Fatalf("reducing key %d: %d %v %v, want %d", i, got, ok, err, want)
+		}
+		if got, ok, err := v.Get(key(i)); err != nil || !ok || got != int64(i)+1 {
+			t.Fatalf("value key %d: %d %v %v", i, got, ok, err)
+		}
+	}
+	for k := range 100 {
+		got := 0
+		it := l.Get(key(k))
+		for it.Next() {
+			if it.Value()%100 != int64(k) {
+				t.Fatalf("list %d holds %d", k, it.Value())
+			}
+			got++
+		}
+		must(it.Err())
+		if got != n/100 {
+			t.Fatalf("list %d: %d elements, want %d", k, got, n/100)
+		}
 	}
 	must(s.checkHot())
 }

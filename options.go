@@ -208,11 +208,11 @@ type Options struct {
 	// iterators read before it (Bytes codec) as a write does. A point operation never fails for
 	// the tier; a call that reads across keys fails while a write-back fails (a full disk's retry
 	// window, a checkpoint storage outage that filled the changelog buffer), where without the
-	// tier only writes would. A state whose table writes back more entries than its lookups
-	// find (keys written once between cuts, or read across keys after each write) has the
-	// table turned off for the Store's life (hot.go, H9; HotTierStats.TablesOff). 0 means off (the default in this version); it must be at most a
-	// quarter of the budget's limit (ErrInvalidOptions) and not negative. A typical setting is
-	// MemoryBudget / 8.
+	// tier only writes would. A state whose table's lookups find fewer entries than it makes
+	// (keys written or read once between cuts, or read across keys after each write) has the
+	// table turned off for the Store's life (hot.go, H9; HotTierStats.TablesOff). 0 means
+	// off (the default in this version); it must be at most a quarter of the budget's limit
+	// (ErrInvalidOptions) and not negative. A typical setting is MemoryBudget / 8.
 	HotTierSize int64
 
 	// Checkpoint configures checkpoints: where they go (Storage), the lineage's name (Owner),
