@@ -569,11 +569,11 @@ func TestHotTierOptions(t *testing.T) {
 	}
 }
 
-// TestHotTierTurnsOff: H9. A map state whose puts are written back by its own iteration after
-// each put (Nexmark q19's ranking: the map of the key is read across its entries right after)
-// never finds an entry in its table, so the first judgement turns the table off; its state
-// answers as before and its point operations go to the engine since. A reducing state whose
-// every Add finds its entry keeps its table through the same write-backs.
+// TestHotTierTurnsOff: H9. A map state whose every put makes an entry that no later lookup
+// finds — its own iteration right after writes it back (Nexmark q19's ranking: the key's map
+// is read across its entries after each put) — is turned off at its first judgement (the
+// iteration's enter); its state answers as before and its point operations go to the engine
+// since. A reducing state whose every Add finds the entry an earlier Add made keeps its table.
 func TestHotTierTurnsOff(t *testing.T) {
 	s := hotStore(t, 4<<20, false)
 	s.hot.judgeEvery = 256
