@@ -109,15 +109,17 @@ const (
 )
 
 // hotOverhead is the bytes an entry is charged beyond what its key and value take on the heap
-// outside it: the entry with its inline room (160 B) and about two slots of its table's index
+// outside it: the entry with its inline room (128 B) and about two slots of its table's index
 // (16 B each; hotTrim counts the index arrays whole).
-const hotOverhead = 192
+const hotOverhead = 160
 
-// hotInlineKey and hotInlineVal are the bytes of key and value an entry holds inline: a key
-// or value that fits takes no allocation of its own and shares the entry's cache lines.
+// hotInline is the bytes of an entry's first cache line that hold its key and then its value
+// inline; hotInlineKey the longest key held there. A key or value that fits takes no
+// allocation of its own, and a hit on an entry whose key and value both fit reads that one
+// line (hotEntry).
 const (
-	hotInlineKey = 32
-	hotInlineVal = 40
+	hotInline    = 52
+	hotInlineKey = 40
 )
 
 // hotFreeKeep is the most deleted entries the tier keeps for reuse across a trim (hotTrim).
@@ -130,34 +132,82 @@ const hotQuantum = 256 << 10
 // is read from the engine at each Get, as without the tier.
 const hotListMax = 64 << 10
 
-// hotEntry is one cached key.
+// hotEntry is one cached key. Its key and value are inline in buf when they fit (kl, vo, vl),
+// else on the heap (hkey, hval): key() and value() give them either way.
 type hotEntry struct {
-	// Cache line 0: what a lookup compares, and the flags a hit reads.
-	hx      uint64 // table hash: h, or mapHash(h, user key)
-	key     string // composite key, then the user key for a map entry (kin when it fits)
-	kin     [hotInlineKey]byte
-	present bool // KV, map: a value is present (false: absent or deleted)
+	// Cache line 0: all a hit reads when key and value are inline — the key it compares, the
+	// flags it tests, the value it returns or changes in place.
+	kl      uint8 // bytes of the key in buf[0:]; hotOut: the key is hkey
+	vo, vl  uint8 // the value is buf[vo:vo+vl]; vl hotOut: the value is hval
+	present bool  // KV, map: a value is present (false: absent or deleted)
 	dirty   bool
-	listed  bool // in its table's dirty list (it may be clean again: written back alone)
-	known   bool // list: val is the whole list
-	replace bool // list: the write-back replaces the list with val (OpListDelete when empty)
-	none    bool // KV, map: the tiers below hold no value for the key (H8)
-	// Cache line 1: the value.
-	val []byte // vin when it fits
-	vin [hotInlineVal]byte
-	// Cache line 2: what write-backs and accounting use.
-	h    uint64 // composite key hash
-	klen int32  // length of the composite key within key
-	// base is, for a list, the bytes of val the engine holds (the rest is to append).
+	listed  bool   // in its table's dirty list (it may be clean again: written back alone)
+	known   bool   // list: the value is the whole list
+	replace bool   // list: the write-back replaces the list with the value (OpListDelete when empty)
+	none    bool   // KV, map: the tiers below hold no value for the key (H8)
+	klen    uint16 // length of the composite key within the key (a map entry's user key follows)
+	buf     [hotInline]byte
+	// Cache line 1: what write-backs, deletes and accounting use.
+	h    uint64 // composite key hash (the table hash: hotTable.hashOf)
+	hkey string // the key when it does not fit inline: composite key, then a map entry's user key
+	hval []byte // the value when it does not fit in the rest of buf (its capacity charged: vcharged)
+	// base is, for a list, the bytes of the value the engine holds (the rest is to append).
 	base int32
-	// vcharged is the bytes of val's heap capacity charged (0 while val is inline).
+	// vcharged is the bytes of hval's heap capacity charged (0 while the value is inline).
 	vcharged int32
 	tab      *hotTable // the table that holds it; nil: none (deleted, free)
 }
 
-// The entry's layout keeps a hit within its first two cache lines.
-var _ = [1]struct{}{}[unsafe.Offsetof(hotEntry{}.val)-64]
-var _ = [1]struct{}{}[unsafe.Offsetof(hotEntry{}.h)-128]
+// hotOut in hotEntry.kl or vl: the key or value is on the heap (hkey, hval).
+const hotOut = 0xFF
+
+// The entry's layout keeps a hit on inline bytes within its first cache line, and the entry
+// two lines (Go's 128-byte size class starts every object on a line).
+var (
+	_ = [1]struct{}{}[unsafe.Offsetof(hotEntry{}.h)-64]
+	_ = [1]struct{}{}[unsafe.Sizeof(hotEntry{})-128]
+)
+
+// key returns the entry's key: composite key, then a map entry's user key.
+func (e *hotEntry) key() string {
+	if e.kl != hotOut {
+		return unsafe.String(&e.buf[0], int(e.kl))
+	}
+	return e.hkey
+}
+
+// value returns the entry's value; its capacity is the room it has without growing (the rest
+// of buf when inline). It aliases the entry: valid until the entry's next change.
+func (e *hotEntry) value() []byte {
+	if e.vl != hotOut {
+		return e.buf[e.vo : e.vo+e.vl : hotInline]
+	}
+	return e.hval
+}
+
+// setKey makes key the key of e, new (no value yet): inline when it fits.
+func (e *hotEntry) setKey(key []byte) {
+	if len(key) <= hotInlineKey {
+		copy(e.buf[:], key)
+		e.kl, e.vo = uint8(len(key)), uint8(len(key))
+	} else {
+		e.kl, e.hkey = hotOut, string(key)
+	}
+}
+
+// setLen sets the length of the entry's value to n, within its capacity (value).
+func (e *hotEntry) setLen(n int) {
+	if e.vl != hotOut {
+		e.vl = uint8(n)
+	} else {
+		e.hval = e.hval[:n]
+	}
+}
+
+// setHeap makes v, whose capacity c bytes are charged, the entry's value.
+func (e *hotEntry) setHeap(v []byte, c int32) {
+	e.hval, e.vl, e.vcharged = v, hotOut, c
+}
 
 // hotTable is the hot tier of one state: an open-addressing index over its entries, probed
 // linearly by the hash the tiers index the key by (the composite key's; for a map entry mixed
@@ -182,7 +232,7 @@ type hotTable struct {
 // hotJudgeEvery is the entries a table makes between two judgements of its worth (H9).
 const hotJudgeEvery = 1 << 16
 
-// hotSlot is one slot of a hotTable's index: the entry and its hash (hotEntry.hx).
+// hotSlot is one slot of a hotTable's index: the entry and its table hash (hashOf).
 type hotSlot struct {
 	hx uint64
 	e  *hotEntry
@@ -202,25 +252,34 @@ func (t *hotTable) find(key []byte, hx uint64) *hotEntry {
 		if sl.e == nil {
 			return nil
 		}
-		if sl.hx == hx && sl.e != &hotTombEntry && sl.e.key == string(key) {
+		if sl.hx == hx && sl.e != &hotTombEntry && sl.e.key() == string(key) {
 			return sl.e
 		}
 	}
 }
 
-// add files e (not present) under its hash.
-func (t *hotTable) add(e *hotEntry) {
+// hashOf returns the table hash of entry e of t: its composite key's, mixed with its user
+// key's for a map entry (mapHash).
+func (t *hotTable) hashOf(e *hotEntry) uint64 {
+	if t.kind == hotMap {
+		return mapHash(e.h, bytesOf(e.key())[e.klen:])
+	}
+	return e.h
+}
+
+// add files e (not present) under its table hash hx.
+func (t *hotTable) add(e *hotEntry, hx uint64) {
 	if (t.used+1)*4 > len(t.slots)*3 {
 		t.rehash()
 	}
 	e.tab = t
 	mask := uint64(len(t.slots) - 1)
-	for i := e.hx & mask; ; i = (i + 1) & mask {
+	for i := hx & mask; ; i = (i + 1) & mask {
 		if sl := &t.slots[i]; sl.e == nil || sl.e == &hotTombEntry {
 			if sl.e == nil {
 				t.used++
 			}
-			*sl = hotSlot{e.hx, e}
+			*sl = hotSlot{hx, e}
 			t.n++
 			return
 		}
@@ -230,7 +289,7 @@ func (t *hotTable) add(e *hotEntry) {
 // del removes e (present).
 func (t *hotTable) del(e *hotEntry) {
 	mask := uint64(len(t.slots) - 1)
-	for i := e.hx & mask; ; i = (i + 1) & mask {
+	for i := t.hashOf(e) & mask; ; i = (i + 1) & mask {
 		if sl := &t.slots[i]; sl.e == e {
 			*sl = hotSlot{e: &hotTombEntry}
 			break
@@ -421,18 +480,12 @@ func (s *Store) hotInsert(t *hotTable, key []byte, h, hx uint64, klen int, write
 	var e *hotEntry
 	if n := len(hs.free); n > 0 {
 		e, hs.free = hs.free[n-1], hs.free[:n-1]
-		*e = hotEntry{h: h, hx: hx, klen: int32(klen)}
+		*e = hotEntry{h: h, klen: uint16(klen)}
 	} else {
-		e = &hotEntry{h: h, hx: hx, klen: int32(klen)}
+		e = &hotEntry{h: h, klen: uint16(klen)}
 	}
-	if len(key) <= hotInlineKey {
-		n := copy(e.kin[:], key)
-		e.key = unsafe.String(&e.kin[0], n)
-	} else {
-		e.key = string(key)
-	}
-	e.val = e.vin[:0]
-	t.add(e)
+	e.setKey(key)
+	t.add(e, hx)
 	t.made++
 	hs.last = e
 	return e
@@ -442,7 +495,7 @@ func (s *Store) hotInsert(t *hotTable, key []byte, h, hx uint64, klen int, write
 // t (a read-modify-write: Get then Put, Add's read then write; an alias table of the same id
 // may hold the same key), else a lookup.
 func (s *Store) hotFind(t *hotTable, key []byte, hx uint64) *hotEntry {
-	if e := s.hot.last; e != nil && e.tab == t && e.hx == hx && e.key == string(key) {
+	if e := s.hot.last; e != nil && e.tab == t && e.key() == string(key) {
 		return e // the same call's, or the last call's, key: not counted as found (H9)
 	}
 	e := t.find(key, hx)
@@ -459,14 +512,15 @@ func (s *Store) hotFind(t *hotTable, key []byte, hx uint64) *hotEntry {
 // alone), for a read it dropped e alone (clean); a dirty e stays, for the caller; the caller
 // goes to the engine directly (H5).
 func (s *Store) hotSet(t *hotTable, e *hotEntry, v []byte, appendTo, write bool) bool {
+	cur := e.value()
 	n := len(v)
 	if appendTo {
-		n += len(e.val)
+		n += len(cur)
 	}
-	if n > cap(e.val) {
+	if n > cap(cur) {
 		c := n
 		if appendTo {
-			c = max(n, 2*cap(e.val))
+			c = max(n, 2*cap(cur))
 		}
 		if !s.hotGrow(int64(c) - int64(e.vcharged)) {
 			if e.dirty {
@@ -484,13 +538,15 @@ func (s *Store) hotSet(t *hotTable, e *hotEntry, v []byte, appendTo, write bool)
 		}
 		nv := make([]byte, 0, c)
 		if appendTo {
-			nv = append(nv, e.val...)
+			nv = append(nv, cur...)
 		}
-		e.val, e.vcharged = nv, int32(c)
-	} else if !appendTo {
-		e.val = e.val[:0]
+		e.setHeap(append(nv, v...), int32(c))
+		return true
 	}
-	e.val = append(e.val, v...)
+	if !appendTo {
+		cur = cur[:0]
+	}
+	e.setLen(len(append(cur, v...))) // within cur's capacity: in place
 	return true
 }
 
@@ -501,14 +557,14 @@ func (s *Store) hotDelete(t *hotTable, e *hotEntry) {
 	}
 	t.del(e)
 	s.hot.bytes -= hotOverhead + int64(e.vcharged)
-	if len(e.key) > hotInlineKey {
-		s.hot.bytes -= int64(len(e.key))
+	if e.kl == hotOut {
+		s.hot.bytes -= int64(len(e.hkey))
 	}
 	if s.hot.last == e {
 		s.hot.last = nil
 	}
 	if !e.listed { // a dirty list may still name it (clean): then the GC takes it
-		e.val, e.key = nil, ""
+		e.hval, e.hkey = nil, ""
 		s.hot.free = append(s.hot.free, e)
 	}
 }
@@ -516,7 +572,7 @@ func (s *Store) hotDelete(t *hotTable, e *hotEntry) {
 // hotExpired reports whether the value of entry e of TTL table t has expired at the clock's
 // now (a value too short for its timestamp counts as expired: the engine's read reports it).
 func (s *Store) hotExpired(t *hotTable, e *hotEntry) bool {
-	ts, ok := base.TS(e.val)
+	ts, ok := base.TS(e.value())
 	return !ok || base.Expired(ts, t.ttl.ms, s.clock())
 }
 
@@ -631,26 +687,27 @@ func (s *Store) hotTrim() {
 // it: an absent value or map entry, an empty list (H8).
 func holdsNothing(t *hotTable, e *hotEntry) bool {
 	if t.kind == hotList {
-		return len(e.val) == 0
+		return e.vl == 0 || e.vl == hotOut && len(e.hval) == 0
 	}
 	return !e.present
 }
 
 // writeBack applies dirty entry e of t to the engine as its net change (H3).
 func (s *Store) writeBack(t *hotTable, e *hotEntry) error {
-	key := bytesOf(e.key)[:e.klen]
+	ek := bytesOf(e.key())
+	key, val := ek[:e.klen], e.value()
 	switch t.kind {
 	case hotKV, hotMap:
 		var err error
 		switch {
 		case t.kind == hotKV && e.present:
-			err = s.applyRaw(engine.OpPut, key, e.h, nil, e.val)
+			err = s.applyRaw(engine.OpPut, key, e.h, nil, val)
 		case t.kind == hotKV:
 			err = s.applyRaw(engine.OpDelete, key, e.h, nil, nil)
 		case e.present:
-			err = s.applyRaw(engine.OpMapPut, key, e.h, bytesOf(e.key)[e.klen:], e.val)
+			err = s.applyRaw(engine.OpMapPut, key, e.h, ek[e.klen:], val)
 		default:
-			err = s.applyRaw(engine.OpMapRemove, key, e.h, bytesOf(e.key)[e.klen:], nil)
+			err = s.applyRaw(engine.OpMapRemove, key, e.h, ek[e.klen:], nil)
 		}
 		if err == nil {
 			e.none = !e.present
@@ -659,21 +716,21 @@ func (s *Store) writeBack(t *hotTable, e *hotEntry) error {
 	}
 	max := s.maxBatch()
 	if e.replace {
-		if len(e.val) == 0 {
+		if len(val) == 0 {
 			if err := s.applyRaw(engine.OpListDelete, key, e.h, nil, nil); err != nil {
 				return err
 			}
 		} else {
-			n := engine.ListPiece(e.val, max)
-			if err := s.applyRaw(engine.OpListReplace, key, e.h, nil, e.val[:n]); err != nil {
+			n := engine.ListPiece(val, max)
+			if err := s.applyRaw(engine.OpListReplace, key, e.h, nil, val[:n]); err != nil {
 				return err
 			}
 			e.base = int32(n)
 		}
 		e.replace = false
 	}
-	for int(e.base) < len(e.val) {
-		rest := e.val[e.base:]
+	for int(e.base) < len(val) {
+		rest := val[e.base:]
 		n := engine.ListPiece(rest, max)
 		if err := s.applyRaw(engine.OpListAppend, key, e.h, nil, rest[:n]); err != nil {
 			return err
@@ -681,7 +738,8 @@ func (s *Store) writeBack(t *hotTable, e *hotEntry) error {
 		e.base += int32(n)
 	}
 	if !e.known {
-		e.val, e.base = e.val[:0], 0
+		e.setLen(0)
+		e.base = 0
 	}
 	return nil
 }
@@ -713,7 +771,7 @@ func (s *Store) hotInvalidateIn(t *hotTable, kind engine.OpKind, key []byte, h u
 	if kind == engine.OpMapClear {
 		for i := range t.slots {
 			e := t.slots[i].e // a delete below leaves a tombstone here: the loop goes on
-			if e != nil && e != &hotTombEntry && int(e.klen) == len(key) && bytes.Equal(bytesOf(e.key)[:e.klen], key) {
+			if e != nil && e != &hotTombEntry && int(e.klen) == len(key) && bytes.Equal(bytesOf(e.key())[:e.klen], key) {
 				if e.dirty {
 					if err := s.writeOne(t, e); err != nil {
 						return err
@@ -753,7 +811,7 @@ func (s *Store) hotGet(t *hotTable, h uint64, key []byte) ([]byte, status) {
 		}
 		if t.ttl == nil || e.dirty || !s.hotExpired(t, e) {
 			s.hot.stats.Hits++
-			return e.val, found
+			return e.value(), found
 		}
 		// H6: a clean entry whose value has expired may hold what cleanup already removed
 		// below; the engine answers (what it still holds, or absent), as without the tier.
@@ -771,7 +829,7 @@ func (s *Store) hotGet(t *hotTable, h uint64, key []byte) ([]byte, status) {
 			return v, st // no room: uncached (nothing was written, v is valid)
 		}
 		e.present = true
-		return e.val, found
+		return e.value(), found
 	case failed:
 		s.hotDelete(t, e)
 	default:
@@ -823,7 +881,7 @@ func (s *Store) hotWrite(t *hotTable, kind engine.OpKind, key []byte, h uint64, 
 			return nil
 		}
 		e.present = false
-		e.val = e.val[:0]
+		e.setLen(0)
 	}
 	s.markDirty(t, e)
 	return nil
@@ -836,7 +894,7 @@ func (s *Store) hotMapGet(t *hotTable, hm uint64, mk, uk []byte) ([]byte, status
 	if e := s.hotFind(t, s.hot.kbuf, hx); e != nil {
 		s.hot.stats.Hits++
 		if e.present {
-			return e.val, found
+			return e.value(), found
 		}
 		return nil, absent
 	}
@@ -852,7 +910,7 @@ func (s *Store) hotMapGet(t *hotTable, hm uint64, mk, uk []byte) ([]byte, status
 			return v, st
 		}
 		e.present = true
-		return e.val, found
+		return e.value(), found
 	case failed:
 		s.hotDelete(t, e)
 	default:
@@ -919,10 +977,11 @@ func (s *Store) hotListGet(t *hotTable, key []byte, h uint64, lbuf [][]byte, low
 		if low != nil {
 			low.Reset()
 		}
-		if len(e.val) == 0 {
+		v := e.value()
+		if len(v) == 0 {
 			return lbuf, absent, nil
 		}
-		return append(lbuf, e.val), found, nil
+		return append(lbuf, v), found, nil
 	}
 	s.hot.stats.Misses++
 	if e == nil {
@@ -938,7 +997,7 @@ func (s *Store) hotListGet(t *hotTable, key []byte, h uint64, lbuf [][]byte, low
 	if e == nil {
 		return lbuf, st, nil
 	}
-	pending := e.val // an unknown entry holds only the appended elements (base 0)
+	pending := e.value() // an unknown entry holds only the appended elements (base 0)
 	uncached := func() ([][]byte, status, error) {
 		if len(pending) > 0 { // after the engine's list: its streamed pieces come first, then its batches
 			return append(lbuf, pending), found, nil
@@ -967,12 +1026,12 @@ func (s *Store) hotListGet(t *hotTable, key []byte, h uint64, lbuf [][]byte, low
 	}
 	engineBytes := len(nv)
 	nv = append(nv, pending...)
-	e.val, e.vcharged = nv, int32(max(int64(n), int64(e.vcharged)))
+	e.setHeap(nv, int32(max(int64(n), int64(e.vcharged))))
 	e.known, e.base, e.replace = true, int32(engineBytes), false
-	if len(e.val) == 0 {
+	if len(nv) == 0 {
 		return lbuf[:0], absent, nil
 	}
-	return append(lbuf[:0], e.val), found, nil
+	return append(lbuf[:0], nv), found, nil
 }
 
 // hotMapLookup returns the value of user key uk of map mk as the tier holds it: ok false when
@@ -983,7 +1042,7 @@ func (s *Store) hotMapLookup(t *hotTable, hm uint64, mk, uk []byte) (v []byte, p
 	if e == nil {
 		return nil, false, false
 	}
-	return e.val, e.present, true
+	return e.value(), e.present, true
 }
 
 // HotTierStats are the hot tier's figures (Options.HotTierSize; Stats.HotTier).

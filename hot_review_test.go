@@ -210,7 +210,7 @@ func TestHotTierTableRandom(t *testing.T) {
 			hx = uint64(len(k)) // all in a few chains
 		}
 		if e, ok := model[k]; ok {
-			if got := tb.find([]byte(k), e.hx); got != e {
+			if got := tb.find([]byte(k), e.h); got != e {
 				t.Fatalf("op %d: find %q: %p, want %p", op, k, got, e)
 			}
 			if rng.IntN(2) == 0 {
@@ -222,8 +222,9 @@ func TestHotTierTableRandom(t *testing.T) {
 		if got := tb.find([]byte(k), hx); got != nil {
 			t.Fatalf("op %d: absent %q found", op, k)
 		}
-		e := &hotEntry{hx: hx, key: k}
-		tb.add(e)
+		e := &hotEntry{h: hx}
+		e.setKey([]byte(k))
+		tb.add(e, hx)
 		model[k] = e
 		if tb.n != len(model) || tb.used*4 > len(tb.slots)*3 {
 			t.Fatalf("op %d: n %d model %d used %d slots %d", op, tb.n, len(model), tb.used, len(tb.slots))

@@ -27,7 +27,7 @@ func (s *Store) checkHot() error {
 		inList := make(map[*hotEntry]bool, len(t.dirty))
 		for _, e := range t.dirty {
 			if !e.listed || inList[e] {
-				return fmt.Errorf("hot table %d: dirty list holds %q twice or unmarked", ti, e.key)
+				return fmt.Errorf("hot table %d: dirty list holds %q twice or unmarked", ti, e.key())
 			}
 			inList[e] = true
 		}
@@ -39,8 +39,8 @@ func (s *Store) checkHot() error {
 			}
 			e := sl.e
 			live++
-			k := e.key
-			if t.find(bytesOf(k), e.hx) != e || sl.hx != e.hx || e.tab != t {
+			k := e.key()
+			if t.find(bytesOf(k), t.hashOf(e)) != e || sl.hx != t.hashOf(e) || e.tab != t {
 				return fmt.Errorf("hot table %d: entry %q not found under its hash", ti, k)
 			}
 			if e.none { // H8: nothing below, dirty or not
@@ -63,7 +63,7 @@ func (s *Store) checkHot() error {
 				}
 				continue
 			}
-			key := bytesOf(k)[:e.klen]
+			key, ev := bytesOf(k)[:e.klen], e.value()
 			switch t.kind {
 			case hotKV:
 				v, st := s.e.Get(e.h, key)
@@ -72,12 +72,12 @@ func (s *Store) checkHot() error {
 				}
 				if t.ttl != nil && st != found && e.present {
 					// H6: cleanup below removed a value that has expired, in the entry too.
-					if ts, ok := base.TS(e.val); ok && base.Expired(ts, t.ttl.ms, s.clock()) {
+					if ts, ok := base.TS(ev); ok && base.Expired(ts, t.ttl.ms, s.clock()) {
 						continue
 					}
 				}
-				if (st == found) != e.present || (e.present && !bytes.Equal(v, e.val)) {
-					return fmt.Errorf("hot table %d: clean entry %x: present %v %x, engine %v %x", ti, k, e.present, e.val, st, v)
+				if (st == found) != e.present || (e.present && !bytes.Equal(v, ev)) {
+					return fmt.Errorf("hot table %d: clean entry %x: present %v %x, engine %v %x", ti, k, e.present, ev, st, v)
 				}
 			case hotMap:
 				uk := bytesOf(k)[e.klen:]
@@ -85,13 +85,13 @@ func (s *Store) checkHot() error {
 				if st == failed {
 					return s.e.TakeErr()
 				}
-				if (st == found) != e.present || (e.present && !bytes.Equal(v, e.val)) {
-					return fmt.Errorf("hot table %d: clean map entry %x: present %v %x, engine %v %x", ti, k, e.present, e.val, st, v)
+				if (st == found) != e.present || (e.present && !bytes.Equal(v, ev)) {
+					return fmt.Errorf("hot table %d: clean map entry %x: present %v %x, engine %v %x", ti, k, e.present, ev, st, v)
 				}
 			case hotList:
 				if !e.known {
-					if len(e.val) != 0 || e.base != 0 {
-						return fmt.Errorf("hot table %d: clean unknown list %x holds %d bytes", ti, k, len(e.val))
+					if len(ev) != 0 || e.base != 0 {
+						return fmt.Errorf("hot table %d: clean unknown list %x holds %d bytes", ti, k, len(ev))
 					}
 					continue
 				}
@@ -100,8 +100,8 @@ func (s *Store) checkHot() error {
 					return s.e.TakeErr()
 				}
 				all := slices.Concat(bs...)
-				if !bytes.Equal(all, e.val) || int(e.base) != len(e.val) || e.replace {
-					return fmt.Errorf("hot table %d: clean list %x: %x (base %d, replace %v), engine %x", ti, k, e.val, e.base, e.replace, all)
+				if !bytes.Equal(all, ev) || int(e.base) != len(ev) || e.replace {
+					return fmt.Errorf("hot table %d: clean list %x: %x (base %d, replace %v), engine %x", ti, k, ev, e.base, e.replace, all)
 				}
 			}
 		}
