@@ -761,6 +761,31 @@
 // compactions since the base (0–35 MiB each, write amplification about 10), which a delta
 // scheme does not change; they are shared by file number already.
 //
+// A flaw in invariant 3, found on review (2026-12-06), before any code: chain objects cannot
+// be imported as L0 above the LSM tables. The LsmStore answers a key from the highest level
+// that holds it (and a list stops at the first base), which is right only while every
+// version above is newer than every version below. A chain breaks that both ways: F holds a
+// key's version at seq 5; the key is evicted to an LSM table T (seq 5), rewritten (seq 50)
+// and evicted again (T2) before the next delta, which then holds nothing for it — imported
+// as L0, F answers seq 5 above T2's 50 (a lost update). Imported at the bottom instead, a
+// delta's seq-70 version would sit below an LSM table's older seq-40 one. And a list's
+// operand evicted to the LSM (seq 7) below F's base (seq 5) is lost to a read that stops at
+// F's base. So a delta scheme needs one of:
+//   - a restore that merges the chain with the LSM tables by seq (keeping a chain entry only
+//     where no LSM table holds a newer full version — a put, base or tombstone, not an
+//     operand — and re-joining operands across both): restore cost about the chain's entries
+//     in point lookups, and the list rule above is subtle;
+//   - or, as RocksDB's flush makes Flink's incremental checkpoint, the LsmStore as the
+//     durable copy of every materialized version: a materialization writes the memory
+//     tiers' entries with seq > H as new L0 tables of the LsmStore itself (newer than all it
+//     holds, since everything older is in it), the memory tiers keep them as clean copies,
+//     an eviction of a clean entry writes nothing, and the materialization lists LSM tables
+//     only (shared by file number, as now). This keeps the LSM's order invariant by
+//     construction, at the cost of LSM compaction of the materialized deltas in the
+//     background (write amplification, measured per class in Stats) and the memory tiers
+//     learning clean/dirty per entry. The second is the sounder design; it changes the
+//     tiers' contract (doc.go "Tiers"), so it is an issue of its own, not a patch.
+//
 // # Timers (checkpoint.go)
 //
 // The engine keeps the timers of the root's timer services in package timer's queues (one per
