@@ -167,7 +167,9 @@
 //     disk, a checkpoint storage outage that filled the changelog buffer): point reads and
 //     writes go on meanwhile.
 //  5. Inside the budget: entries are charged (memory.PurposeHotTier) up to HotTierSize; at the
-//     bound the tier writes everything back and drops every entry (no clock order yet).
+//     bound the tier drops its clean entries when they hold a quarter of its bytes or more
+//     (no write: the dirty ones stay for the next cut), else it writes everything back and
+//     drops every entry (no clock order yet).
 //  6. TTL: a value, reducing or aggregating state with a TTL has a table only with the
 //     default TTL settings (expiry decided on the entry's bytes at each read); list and map
 //     states with a TTL have none (hot.go, H6).

@@ -45,9 +45,12 @@ import (
 //      with every entry not written still dirty. A point operation never fails for a
 //      write-back: with no room it goes to the engine directly.
 //   H5 (inside the budget). Entries are charged to the budget (memory.PurposeHotTier) in
-//      quanta, by their key, value capacity and a fixed overhead; at HotTierSize (or when the
-//      budget refuses the quantum) the tier writes everything back and drops every entry. A
-//      key that still finds no room is read or written in the engine directly.
+//      quanta, by their key, value capacity and a fixed overhead. At HotTierSize (or when the
+//      budget refuses the quantum) the tier drops its clean entries when they hold at least
+//      a quarter of its bytes (a clean entry is a copy of what the engine holds: dropping it
+//      costs no write, and the dirty entries stay for the next cut, their changes still
+//      coalescing); else it writes everything back and drops every entry. A key that still
+//      finds no room is read or written in the engine directly.
 //   H6 (TTL). A value, reducing or aggregating state with a TTL has a table when it has the
 //      defaults TTLOnCreateAndWrite and TTLNeverReturnExpired and no incremental cleanup: its
 //      entries hold the engine's bytes, timestamp first, and every read decides expiry on
@@ -193,6 +196,16 @@ func (e *hotEntry) setKey(key []byte) {
 	} else {
 		e.kl, e.hkey = hotOut, string(key)
 	}
+}
+
+// bytes returns the bytes the entry is charged (H5): the overhead, a key on the heap, the
+// capacity of a value on the heap.
+func (e *hotEntry) bytes() int64 {
+	n := hotOverhead + int64(e.vcharged)
+	if e.kl == hotOut {
+		n += int64(len(e.hkey))
+	}
+	return n
 }
 
 // setLen sets the length of the entry's value to n, within its capacity (value).
@@ -415,10 +428,14 @@ func (s *Store) hotGrow(n int64) bool {
 	return true
 }
 
-// hotRoom makes room for n more bytes: when the tier is full it writes everything back and
-// drops every entry (H5). false with a nil error: no room even then.
+// hotRoom makes room for n more bytes: when the tier is full it drops its clean entries, or
+// when they are too few it writes everything back and drops every entry (H5). false with a
+// nil error: no room even then. Entries the caller holds may be dropped.
 func (s *Store) hotRoom(n int64) (bool, error) {
 	if s.hotGrow(n) {
+		return true, nil
+	}
+	if s.hotDropClean() && s.hotGrow(n) {
 		return true, nil
 	}
 	if err := s.hotDropAll(); err != nil {
@@ -435,6 +452,34 @@ func (s *Store) hotDropAll() error {
 	s.hotDiscard()
 	s.hot.stats.Drops++
 	return nil
+}
+
+// hotDropClean drops every clean entry of the tier when they hold at least a quarter of its
+// estimated bytes, and reports whether it did (H5): a full tier's cheap way out, with no
+// write-back. Entries the caller holds may be dropped.
+func (s *Store) hotDropClean() bool {
+	h := &s.hot
+	var clean int64
+	for _, t := range h.tabs {
+		for i := range t.slots {
+			if e := t.slots[i].e; e != nil && e != &hotTombEntry && !e.dirty {
+				clean += e.bytes()
+			}
+		}
+	}
+	if clean == 0 || clean*4 < h.bytes {
+		return false
+	}
+	for _, t := range h.tabs {
+		for i := range t.slots {
+			if e := t.slots[i].e; e != nil && e != &hotTombEntry && !e.dirty {
+				s.hotDelete(t, e) // leaves a tombstone here: the loop goes on
+			}
+		}
+	}
+	h.stats.CleanDrops++
+	s.hotTrim()
+	return true
 }
 
 // hotDiscard drops every entry without writing it back (Discard; hotDropAll after its
@@ -455,9 +500,9 @@ func (s *Store) hotDiscard() {
 // or returns nil when the tier has no room for it (H5): the caller then reads or writes the
 // key in the engine directly, which is right since the key has no entry — also when making
 // room failed because a write-back failed (the other entries stay dirty, the next cut retries
-// them). For a write it may write back and drop every entry first (engine bytes read before
-// it are then no longer valid); for a read (write false) it never writes: a full tier gives
-// nil.
+// them). For a write it may drop the clean entries, or write back and drop every entry,
+// first (engine bytes read before it are then no longer valid); for a read (write false) it
+// never writes: a full tier gives nil.
 func (s *Store) hotInsert(t *hotTable, key []byte, h, hx uint64, klen int, write bool) *hotEntry {
 	need := int64(hotOverhead)
 	if len(key) > hotInlineKey {
@@ -507,9 +552,9 @@ func (s *Store) hotFind(t *hotTable, key []byte, hx uint64) *hotEntry {
 }
 
 // hotSet makes e's value v (copied; appended to its value with appendTo), charging the
-// growth of its capacity. false when the tier has no room: for a write it then wrote
-// everything back and dropped every entry, e too (or, when that write-back failed, dropped e
-// alone), for a read it dropped e alone (clean); a dirty e stays, for the caller; the caller
+// growth of its capacity. false when the tier has no room: for a write it then dropped the
+// clean entries, e with them, or wrote everything back and dropped every entry, e too (or,
+// when that write-back failed, dropped e alone) (H5), for a read it dropped e alone (clean); a dirty e stays, for the caller; the caller
 // goes to the engine directly (H5).
 func (s *Store) hotSet(t *hotTable, e *hotEntry, v []byte, appendTo, write bool) bool {
 	cur := e.value()
@@ -528,6 +573,9 @@ func (s *Store) hotSet(t *hotTable, e *hotEntry, v []byte, appendTo, write bool)
 			}
 			if !write { // a read never writes (H7): the clean entry goes
 				s.hotDelete(t, e)
+				return false
+			}
+			if s.hotDropClean() { // e, clean, with them
 				return false
 			}
 			if err := s.hotDropAll(); err != nil {
@@ -556,10 +604,7 @@ func (s *Store) hotDelete(t *hotTable, e *hotEntry) {
 		return
 	}
 	t.del(e)
-	s.hot.bytes -= hotOverhead + int64(e.vcharged)
-	if e.kl == hotOut {
-		s.hot.bytes -= int64(len(e.hkey))
-	}
+	s.hot.bytes -= e.bytes()
 	if s.hot.last == e {
 		s.hot.last = nil
 	}
@@ -1060,6 +1105,9 @@ type HotTierStats struct {
 	// and dropped every entry; SyncFailures the times a full tier could not write back (the
 	// key went to the tiers directly; the entries stay dirty for the next cut).
 	Syncs, WrittenBack, Drops, SyncFailures int64
+	// CleanDrops counts the times the tier was full and dropped only its clean entries (they
+	// held at least a quarter of its bytes), keeping the dirty ones for the next cut (H5).
+	CleanDrops int64
 	// TablesOff counts the states whose tables the tier turned off because their lookups found
 	// fewer entries than they made (H9): keys written or read once between cuts, or read back
 	// across keys after each write. Their point operations go to the engine since.

@@ -133,10 +133,18 @@ func (r *modelRun) hotCheck(int32) error {
 	}
 	r.hotSteps++
 	var err error
-	if r.hotSteps%2 == 0 {
+	switch r.hotSteps % 3 {
+	case 0:
 		err = s.hotDropAll()
-	} else {
+	case 1:
 		err = s.syncHot()
+	default: // a full tier's drop of its clean entries (H5): the dirty ones stay
+		dirty := s.hot.dirty
+		s.hotDropClean()
+		if s.hot.dirty != dirty {
+			return fmt.Errorf("hot tier: dropping the clean entries left %d dirty, was %d", s.hot.dirty, dirty)
+		}
+		return s.checkHot()
 	}
 	if err != nil {
 		if r.faulty || (r.pressure && errors.Is(err, ErrMemoryBudget)) {
@@ -308,6 +316,48 @@ func TestHotTierErrorsAtCall(t *testing.T) {
 	if err := s.checkHot(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestHotTierDropsCleanFirst: a full tier whose clean entries hold a quarter of its bytes or
+// more drops them alone (H5): nothing is written back, the dirty entries stay dirty, and every
+// value reads right, from the tier or from the engine.
+func TestHotTierDropsCleanFirst(t *testing.T) {
+	s := hotStore(t, 512<<10, false)
+	r, _ := NewReducingState(s, ReducingDescriptor[int64]{Name: "r", Codec: Int64, Reduce: func(a, b int64) int64 { return a + b }})
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := func(i int) Key { return s.Key(fmt.Appendf(nil, "key-%d", i)) }
+	const clean, dirty = 2500, 1500 // 2,500 entries are about three quarters of the bound
+	for i := range clean {
+		must(r.Add(key(i), int64(i)))
+	}
+	must(s.WaitBackground()) // a cut: all written back, clean
+	wb := s.Stats().HotTier.WrittenBack
+	for i := clean; i < clean+dirty; i++ {
+		must(r.Add(key(i), int64(i)))
+	}
+	st := s.Stats().HotTier
+	if st.CleanDrops != 1 || st.Drops != 0 || st.WrittenBack != wb || st.Dirty != dirty || st.Entries != dirty {
+		t.Fatalf("want one drop of the clean entries and nothing written back: %+v (written back %d before)", st, wb)
+	}
+	must(s.checkHot())
+	for i := range clean + dirty {
+		if x, ok, err := r.Get(key(i)); err != nil || !ok || x != int64(i) {
+			t.Fatalf("key %d: %v %v %v", i, x, ok, err)
+		}
+	}
+	// All dirty: no clean quarter to drop, so a full tier writes everything back and drops it.
+	for i := clean + dirty; i < clean+dirty+5000; i++ {
+		must(r.Add(key(i), int64(i)))
+	}
+	if st := s.Stats().HotTier; st.Drops == 0 {
+		t.Fatalf("a tier full of dirty entries never dropped them: %+v", st)
+	}
+	must(s.checkHot())
 }
 
 // TestHotTierBound: a tier smaller than the keys written drops and writes back (H5) and every

@@ -461,8 +461,8 @@ func run(args []string, out io.Writer) (err error) {
 	budget := st.Budget.Limit
 	fmt.Fprintf(out, "budget at the end: %s\n", budgetLine(st.Budget))
 	if h := st.HotTier; h.Limit > 0 {
-		fmt.Fprintf(out, "hot tier (Options.HotTierSize %.0f MiB): %d hits, %d misses (%.1f%% hits); %d write-backs of %d entries, %d deletes elided (made and cleared between cuts), %d drops when full; %d tables turned off; %d entries, %.1f MiB at the end\n",
-			float64(h.Limit)/(1<<20), h.Hits, h.Misses, 100*float64(h.Hits)/float64(max(h.Hits+h.Misses, 1)), h.Syncs, h.WrittenBack, h.Elided, h.Drops, h.TablesOff, h.Entries, float64(h.Bytes)/(1<<20))
+		fmt.Fprintf(out, "hot tier (Options.HotTierSize %.0f MiB): %d hits, %d misses (%.1f%% hits); %d write-backs of %d entries, %d deletes elided (made and cleared between cuts), when full %d drops of every entry and %d of the clean entries only; %d tables turned off; %d entries, %.1f MiB at the end\n",
+			float64(h.Limit)/(1<<20), h.Hits, h.Misses, 100*float64(h.Hits)/float64(max(h.Hits+h.Misses, 1)), h.Syncs, h.WrittenBack, h.Elided, h.Drops, h.CleanDrops, h.TablesOff, h.Entries, float64(h.Bytes)/(1<<20))
 	}
 	fmt.Fprintf(out, "memory: budget %.0f MiB, VmRSS %.0f MiB, peak VmHWM %.0f MiB, Go heap %.0f MiB (the trace and the Go map model included)\n",
 		float64(budget)/(1<<20), float64(procStatus("VmRSS"))/(1<<20), float64(procStatus("VmHWM"))/(1<<20), float64(ms.HeapAlloc)/(1<<20))

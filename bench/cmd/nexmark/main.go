@@ -240,8 +240,8 @@ func hotLine(h strata.HotTierStats) string {
 	if h.Limit == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; hot tier %.0f MiB: %.1f%% of %d point reads hit, %d write-backs of %d entries, %d drops when full, %d tables turned off",
-		float64(h.Limit)/(1<<20), 100*float64(h.Hits)/float64(max(h.Hits+h.Misses, 1)), h.Hits+h.Misses, h.Syncs, h.WrittenBack, h.Drops, h.TablesOff)
+	return fmt.Sprintf("; hot tier %.0f MiB: %.1f%% of %d point reads hit, %d write-backs of %d entries, when full %d drops of every entry and %d of the clean entries only, %d tables turned off",
+		float64(h.Limit)/(1<<20), 100*float64(h.Hits)/float64(max(h.Hits+h.Misses, 1)), h.Hits+h.Misses, h.Syncs, h.WrittenBack, h.Drops, h.CleanDrops, h.TablesOff)
 }
 
 // measure runs f and returns its wall and CPU time and the process's peak RSS during it
