@@ -3,6 +3,7 @@ package strata
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"slices"
 	"unsafe"
 
@@ -128,7 +129,8 @@ const (
 // hotFreeKeep is the most deleted entries the tier keeps for reuse across a trim (hotTrim).
 const hotFreeKeep = 1024
 
-// hotQuantum is the step in which the tier charges and refunds the budget.
+// hotQuantum is the step in which the tier charges and refunds the budget (hotTier.step: the
+// bound itself when it is smaller, so that a small tier can hold entries).
 const hotQuantum = 256 << 10
 
 // hotListMax is the largest list (framed bytes) a Get makes known in its entry; a longer list
@@ -170,6 +172,13 @@ var (
 	_ = [1]struct{}{}[unsafe.Offsetof(hotEntry{}.h)-64]
 	_ = [1]struct{}{}[unsafe.Sizeof(hotEntry{})-128]
 )
+
+// is reports whether the entry is key's: composite key of length klen, then a map entry's
+// user key. The length matters: a namespace is the composite key's unframed tail, so
+// (namespace "a", user key "b") and (namespace "ab", user key "") have the same bytes.
+func (e *hotEntry) is(key []byte, klen int) bool {
+	return int(e.klen) == klen && e.key() == string(key)
+}
 
 // key returns the entry's key: composite key, then a map entry's user key.
 func (e *hotEntry) key() string {
@@ -254,8 +263,9 @@ type hotSlot struct {
 // hotTombEntry marks a deleted slot (its address only; never in a table).
 var hotTombEntry hotEntry
 
-// find returns the entry of key with hash hx, or nil.
-func (t *hotTable) find(key []byte, hx uint64) *hotEntry {
+// find returns the entry of key (composite key of length klen, then a map entry's user key)
+// with table hash hx, or nil.
+func (t *hotTable) find(key []byte, klen int, hx uint64) *hotEntry {
 	if t.n == 0 {
 		return nil
 	}
@@ -265,7 +275,7 @@ func (t *hotTable) find(key []byte, hx uint64) *hotEntry {
 		if sl.e == nil {
 			return nil
 		}
-		if sl.hx == hx && sl.e != &hotTombEntry && sl.e.key() == string(key) {
+		if sl.hx == hx && sl.e != &hotTombEntry && sl.e.is(key, klen) {
 			return sl.e
 		}
 	}
@@ -364,7 +374,7 @@ type hotTier struct {
 	byID    [][]*hotTable // by state id, aliases included: after a scale-in restore one id may name different states in different key groups
 	dirty   int           // dirty entries in all tables
 	bytes   int64         // estimated bytes of the entries
-	charged int64         // charged to the budget (a multiple of hotQuantum)
+	charged int64         // charged to the budget (a multiple of step())
 	err     error         // a write-back that failed at enter: the current call fails with it
 	free    []*hotEntry   // deleted entries no dirty list holds: reused by hotInsert
 	kbuf    []byte        // map entry key scratch
@@ -408,6 +418,12 @@ func (s *Store) newHotTable(k stateKind, ts *ttlState, ids ...uint16) *hotTable 
 // bytesOf returns the bytes of string k without copying (read-only).
 func bytesOf(k string) []byte { return unsafe.Slice(unsafe.StringData(k), len(k)) }
 
+// step returns the step in which the tier charges and refunds the budget: hotQuantum, or
+// the bound when it is smaller (at least 1).
+func (h *hotTier) step() int64 {
+	return max(1, min(hotQuantum, h.limit))
+}
+
 // hotGrow adds n estimated bytes, charging the budget a quantum at a time; false when the
 // tier's bound or the budget refuses (nothing added).
 func (s *Store) hotGrow(n int64) bool {
@@ -416,7 +432,8 @@ func (s *Store) hotGrow(n int64) bool {
 		h.bytes += n
 		return true
 	}
-	need := (h.bytes + n - h.charged + hotQuantum - 1) / hotQuantum * hotQuantum
+	q := h.step()
+	need := (h.bytes + n - h.charged + q - 1) / q * q
 	if h.charged+need > h.limit {
 		return false
 	}
@@ -504,6 +521,9 @@ func (s *Store) hotDiscard() {
 // first (engine bytes read before it are then no longer valid); for a read (write false) it
 // never writes: a full tier gives nil.
 func (s *Store) hotInsert(t *hotTable, key []byte, h, hx uint64, klen int, write bool) *hotEntry {
+	if klen > math.MaxUint16 { // a read of a key no write accepts (engine.CheckSizes): not cached
+		return nil
+	}
 	need := int64(hotOverhead)
 	if len(key) > hotInlineKey {
 		need += int64(len(key))
@@ -536,14 +556,15 @@ func (s *Store) hotInsert(t *hotTable, key []byte, h, hx uint64, klen int, write
 	return e
 }
 
-// hotFind returns t's entry for key, or nil: the last entry found or made when it is key's in
-// t (a read-modify-write: Get then Put, Add's read then write; an alias table of the same id
-// may hold the same key), else a lookup.
-func (s *Store) hotFind(t *hotTable, key []byte, hx uint64) *hotEntry {
-	if e := s.hot.last; e != nil && e.tab == t && e.key() == string(key) {
+// hotFind returns t's entry for key (composite key of length klen, then a map entry's user
+// key), or nil: the last entry found or made when it is key's in t (a read-modify-write: Get
+// then Put, Add's read then write; an alias table of the same id may hold the same key), else
+// a lookup.
+func (s *Store) hotFind(t *hotTable, key []byte, klen int, hx uint64) *hotEntry {
+	if e := s.hot.last; e != nil && e.tab == t && e.is(key, klen) {
 		return e // the same call's, or the last call's, key: not counted as found (H9)
 	}
-	e := t.find(key, hx)
+	e := t.find(key, klen, hx)
 	if e != nil {
 		s.hot.last = e
 		t.found++
@@ -721,7 +742,8 @@ func (s *Store) hotTrim() {
 	for _, t := range h.tabs {
 		held += int64(len(t.slots))*int64(unsafe.Sizeof(hotSlot{})) + int64(cap(t.dirty))*8
 	}
-	keep := (held + 2*hotQuantum - 1) / hotQuantum * hotQuantum
+	q := h.step()
+	keep := (held + 2*q - 1) / q * q
 	if h.charged > keep {
 		s.budget.Refund(h.charged-keep, memory.PurposeHotTier)
 		h.charged = keep
@@ -832,7 +854,7 @@ func (s *Store) hotInvalidateIn(t *hotTable, kind engine.OpKind, key []byte, h u
 		s.hot.kbuf = append(append(s.hot.kbuf[:0], key...), uk...)
 		ek, hx = s.hot.kbuf, mapHash(h, uk)
 	}
-	e := s.hotFind(t, ek, hx)
+	e := s.hotFind(t, ek, len(key), hx)
 	if e == nil {
 		return nil
 	}
@@ -849,7 +871,7 @@ func (s *Store) hotInvalidateIn(t *hotTable, kind engine.OpKind, key []byte, h u
 // entry's value, or the engine's, cached clean. Inside beginHot; the bytes are valid until
 // the next write.
 func (s *Store) hotGet(t *hotTable, h uint64, key []byte) ([]byte, status) {
-	if e := s.hotFind(t, key, h); e != nil {
+	if e := s.hotFind(t, key, len(key), h); e != nil {
 		if !e.present {
 			s.hot.stats.Hits++
 			return nil, absent
@@ -898,7 +920,7 @@ func (s *Store) hotWrite(t *hotTable, kind engine.OpKind, key []byte, h uint64, 
 		s.hot.kbuf = append(append(s.hot.kbuf[:0], key...), uk...)
 		ek, hx = s.hot.kbuf, mapHash(h, uk)
 	}
-	e := s.hotFind(t, ek, hx)
+	e := s.hotFind(t, ek, len(key), hx)
 	if e == nil {
 		if e = s.hotInsert(t, ek, h, hx, len(key), true); e == nil {
 			return s.applyRaw(kind, key, h, uk, v)
@@ -936,7 +958,7 @@ func (s *Store) hotWrite(t *hotTable, kind engine.OpKind, key []byte, h uint64, 
 func (s *Store) hotMapGet(t *hotTable, hm uint64, mk, uk []byte) ([]byte, status) {
 	s.hot.kbuf = append(append(s.hot.kbuf[:0], mk...), uk...)
 	hx := mapHash(hm, uk)
-	if e := s.hotFind(t, s.hot.kbuf, hx); e != nil {
+	if e := s.hotFind(t, s.hot.kbuf, len(mk), hx); e != nil {
 		s.hot.stats.Hits++
 		if e.present {
 			return e.value(), found
@@ -980,7 +1002,7 @@ func (s *Store) hotListWrite(t *hotTable, key []byte, h uint64, b []byte, replac
 	if err := s.e.WriteCheck(); err != nil {
 		return err
 	}
-	e := s.hotFind(t, key, h)
+	e := s.hotFind(t, key, len(key), h)
 	if e == nil {
 		if e = s.hotInsert(t, key, h, h, len(key), true); e == nil {
 			return s.writeThroughList(key, h, b, replace)
@@ -1016,7 +1038,7 @@ func (s *Store) writeThroughList(key []byte, h uint64, b []byte, replace bool) e
 // memory. It never writes (H7); the error is always nil (kept for the callers' shape). It
 // returns batches appended to lbuf.
 func (s *Store) hotListGet(t *hotTable, key []byte, h uint64, lbuf [][]byte, low *engine.LowerList) ([][]byte, status, error) {
-	e := s.hotFind(t, key, h)
+	e := s.hotFind(t, key, len(key), h)
 	if e != nil && e.known {
 		s.hot.stats.Hits++
 		if low != nil {
@@ -1083,7 +1105,7 @@ func (s *Store) hotListGet(t *hotTable, key []byte, h uint64, lbuf [][]byte, low
 // the tier has no entry for it (map iterators: a put since Next is in the tier, H1).
 func (s *Store) hotMapLookup(t *hotTable, hm uint64, mk, uk []byte) (v []byte, present, ok bool) {
 	s.hot.kbuf = append(append(s.hot.kbuf[:0], mk...), uk...)
-	e := t.find(s.hot.kbuf, mapHash(hm, uk))
+	e := t.find(s.hot.kbuf, len(mk), mapHash(hm, uk))
 	if e == nil {
 		return nil, false, false
 	}

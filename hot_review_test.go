@@ -210,7 +210,7 @@ func TestHotTierTableRandom(t *testing.T) {
 			hx = uint64(len(k)) // all in a few chains
 		}
 		if e, ok := model[k]; ok {
-			if got := tb.find([]byte(k), e.h); got != e {
+			if got := tb.find([]byte(k), len(k), e.h); got != e {
 				t.Fatalf("op %d: find %q: %p, want %p", op, k, got, e)
 			}
 			if rng.IntN(2) == 0 {
@@ -219,10 +219,10 @@ func TestHotTierTableRandom(t *testing.T) {
 			}
 			continue
 		}
-		if got := tb.find([]byte(k), hx); got != nil {
+		if got := tb.find([]byte(k), len(k), hx); got != nil {
 			t.Fatalf("op %d: absent %q found", op, k)
 		}
-		e := &hotEntry{h: hx}
+		e := &hotEntry{h: hx, klen: uint16(len(k))}
 		e.setKey([]byte(k))
 		tb.add(e, hx)
 		model[k] = e

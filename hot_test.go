@@ -40,7 +40,7 @@ func (s *Store) checkHot() error {
 			e := sl.e
 			live++
 			k := e.key()
-			if t.find(bytesOf(k), t.hashOf(e)) != e || sl.hx != t.hashOf(e) || e.tab != t {
+			if t.find(bytesOf(k), int(e.klen), t.hashOf(e)) != e || sl.hx != t.hashOf(e) || e.tab != t {
 				return fmt.Errorf("hot table %d: entry %q not found under its hash", ti, k)
 			}
 			if e.none { // H8: nothing below, dirty or not
@@ -115,7 +115,7 @@ func (s *Store) checkHot() error {
 	if dirty != h.dirty {
 		return fmt.Errorf("hot tier: %d dirty entries, counted %d", dirty, h.dirty)
 	}
-	if h.bytes > h.charged || h.charged > h.limit || h.charged%hotQuantum != 0 {
+	if h.bytes > h.charged || h.charged > h.limit || h.charged%h.step() != 0 {
 		return fmt.Errorf("hot tier: %d bytes estimated, %d charged, limit %d", h.bytes, h.charged, h.limit)
 	}
 	return nil
@@ -572,7 +572,7 @@ func TestHotTierTTL(t *testing.T) {
 	now.Add(600)
 	must(s.CompactAll(ctx))
 	ck, h := s.compose(k, r.idAt(k))
-	if e := r.hot.find(ck, h); e == nil || e.dirty || !e.present {
+	if e := r.hot.find(ck, len(ck), h); e == nil || e.dirty || !e.present {
 		t.Fatalf("r's entry after CompactAll: %+v, want clean and present", e)
 	}
 	if _, st := s.e.Get(h, ck); st != absent {
@@ -583,7 +583,7 @@ func TestHotTierTTL(t *testing.T) {
 		t.Fatalf("expired Get: %v %v %v, want absent", x, ok, err)
 	}
 	// The clean expired entry gave way to the engine's answer (absent, nothing written).
-	if e := r.hot.find(ck, h); s.hot.dirty != 0 || e != nil && (e.present || e.dirty) {
+	if e := r.hot.find(ck, len(ck), h); s.hot.dirty != 0 || e != nil && (e.present || e.dirty) {
 		t.Fatalf("after a read of an expired value: %d dirty entries, entry %+v: want nothing dirty, the key absent", s.hot.dirty, e)
 	}
 	if x, ok, err := v.Get(k); err != nil || !ok || x != 7 {

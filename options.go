@@ -201,7 +201,8 @@ type Options struct {
 	// changelog) see one net change per dirty entry at the next cut (a checkpoint, savepoint,
 	// materialization, Close) or call that reads across keys (iterators, scans, batches), instead
 	// of one per call. The tier is charged to the memory budget (memory.PurposeHotTier) and
-	// counted in Stats.HotTier; at the bound it writes everything back and drops its entries. List
+	// counted in Stats.HotTier; at the bound it drops its clean entries when they hold a quarter
+	// of its bytes or more, else it writes everything back and drops all its entries. List
 	// and map states with a TTL, and value-like ones with TTLOnReadAndWrite,
 	// TTLReturnExpiredIfNotCleanedUp or incremental cleanup, bypass it (hot.go, H6). A call that
 	// reads across keys writes the tier back first, which ends the validity of values and list
