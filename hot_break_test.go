@@ -13,6 +13,17 @@ import (
 	"github.com/strata-db/strata/internal/base"
 )
 
+// ambiguousMap returns a Store with the hot tier, a map state with values of codec c, a key k
+// and k in namespaces "a" and "ab": the map entries (a, "b") and (ab, "") have the same tier
+// key bytes, since a namespace is the composite key's unframed tail.
+func ambiguousMap[V any](t *testing.T, c Codec[V]) (*Store, *MapState[string, V], Key, Key, Key) {
+	s := hotStore(t, 4<<20, false)
+	m, err := NewMapState(s, MapDescriptor[string, V]{Name: "m", KeyCodec: String, ValueCodec: c})
+	okT(t, err)
+	k := s.Key([]byte("k"))
+	return s, m, k, k.In([]byte("a")), k.In([]byte("ab"))
+}
+
 // TestHotBreakMapShortcutAmbiguousKey: a map entry's tier key is the composite key (whose
 // namespace is its unframed tail) followed by the user key, so map entries (ns "a", uk "b")
 // and (ns "ab", uk "") have the same tier key bytes; only their table hashes and composite key
@@ -20,10 +31,7 @@ import (
 // longer stored its hash, so the second key found the first's entry (hotEntry.is compares the
 // length too).
 func TestHotBreakMapShortcutAmbiguousKey(t *testing.T) {
-	s := hotStore(t, 4<<20, false)
-	m, _ := NewMapState(s, MapDescriptor[string, int64]{Name: "m", KeyCodec: String, ValueCodec: Int64})
-	k := s.Key([]byte("k"))
-	a, ab := k.In([]byte("a")), k.In([]byte("ab"))
+	_, m, _, a, ab := ambiguousMap(t, Int64)
 	if err := m.Put(a, "b", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -36,26 +44,17 @@ func TestHotBreakMapShortcutAmbiguousKey(t *testing.T) {
 // TestHotBreakMapShortcutAmbiguousPut: the same through a write: the put of (ns "ab", uk "")
 // lands in the entry of (ns "a", uk "b").
 func TestHotBreakMapShortcutAmbiguousPut(t *testing.T) {
-	s := hotStore(t, 4<<20, false)
-	m, _ := NewMapState(s, MapDescriptor[string, int64]{Name: "m", KeyCodec: String, ValueCodec: Int64})
-	k := s.Key([]byte("k"))
-	a, ab := k.In([]byte("a")), k.In([]byte("ab"))
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(m.Put(a, "b", 1))
-	must(m.Put(ab, "", 2))
-	must(s.syncHot())
+	s, m, _, a, ab := ambiguousMap(t, Int64)
+	okT(t, m.Put(a, "b", 1))
+	okT(t, m.Put(ab, "", 2))
+	okT(t, s.syncHot())
 	if v, ok, err := m.Get(a, "b"); err != nil || !ok || v != 1 {
 		t.Errorf("Get(ns a, uk b) = %v %v %v, want 1", v, ok, err)
 	}
 	if v, ok, err := m.Get(ab, ""); err != nil || !ok || v != 2 {
 		t.Errorf("Get(ns ab, uk \"\") = %v %v %v, want 2", v, ok, err)
 	}
-	must(s.checkHot())
+	okT(t, s.checkHot())
 }
 
 // TestHotBreakRandomModel: value, reducing (string concatenation: values grow from inline to
@@ -76,24 +75,15 @@ func TestHotBreakRandomModel(t *testing.T) {
 // "b") (the last one found) instead of its own, whose clean entry then answers the removed
 // value (H1).
 func TestHotBreakMapShortcutStaleAfterRemove(t *testing.T) {
-	s := hotStore(t, 4<<20, false)
-	m, _ := NewMapState(s, MapDescriptor[string, string]{Name: "m", KeyCodec: String, ValueCodec: String})
-	k := s.Key([]byte("k"))
-	a, ab := k.In([]byte("a")), k.In([]byte("ab"))
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(m.Put(ab, "", "X"))
-	must(m.Put(k, "other", "Z")) // a lookup in between: the next put makes its own entry
-	must(m.Put(a, "b", "Y"))     // the last entry made
-	it := m.Iterator(ab)         // writes the tier back: both entries clean
+	s, m, k, a, ab := ambiguousMap(t, String)
+	okT(t, m.Put(ab, "", "X"))
+	okT(t, m.Put(k, "other", "Z")) // a lookup in between: the next put makes its own entry
+	okT(t, m.Put(a, "b", "Y"))     // the last entry made
+	it := m.Iterator(ab)           // writes the tier back: both entries clean
 	if !it.Next() || it.Key() != "" {
 		t.Fatalf("iterator: %v %q", it.Err(), it.Key())
 	}
-	must(it.Remove())
+	okT(t, it.Remove())
 	for it.Next() {
 	}
 	if err := s.checkHot(); err != nil {
@@ -388,6 +378,13 @@ func hotBreakRandom(t *testing.T, seed uint64, steps, nkeys, syncEvery int) {
 		t.Helper()
 		t.Fatalf("seed %d step %d: %s", seed, step, fmt.Sprintf(f, a...))
 	}
+	// wantGet checks a point read (what) of key k against the model's map m.
+	wantGet := func(step int, what, k string, x string, ok bool, e error, m map[string]string) {
+		t.Helper()
+		if want, wok := m[k]; e != nil || ok != wok || x != want {
+			fail(step, "%s(%q) = %q %v %v, want %q %v", what, k, x, ok, e, want, wok)
+		}
+	}
 	for step := range steps {
 		kn := keyName(rng.IntN(nkeys))
 		k := s.Key([]byte(kn))
@@ -406,10 +403,7 @@ func hotBreakRandom(t *testing.T, seed uint64, steps, nkeys, syncEvery int) {
 			delete(mv, kn)
 		case 3, 4:
 			x, ok, e := v.Get(k)
-			want, wok := mv[kn]
-			if e != nil || ok != wok || x != want {
-				fail(step, "v.Get(%q) = %q %v %v, want %q %v", kn, x, ok, e, want, wok)
-			}
+			wantGet(step, "v.Get", kn, x, ok, e, mv)
 		case 5, 6:
 			x := val()
 			if len(x) > 100 {
@@ -422,10 +416,7 @@ func hotBreakRandom(t *testing.T, seed uint64, steps, nkeys, syncEvery int) {
 			delete(mr, kn)
 		case 8:
 			x, ok, e := r.Get(k)
-			want, wok := mr[kn]
-			if e != nil || ok != wok || x != want {
-				fail(step, "r.Get(%q) = %q %v %v, want %q %v", kn, x, ok, e, want, wok)
-			}
+			wantGet(step, "r.Get", kn, x, ok, e, mr)
 		case 9, 10:
 			x := val()
 			if len(x) > 200 {
@@ -475,10 +466,7 @@ func hotBreakRandom(t *testing.T, seed uint64, steps, nkeys, syncEvery int) {
 		case 18, 19:
 			uk := ukeys[rng.IntN(len(ukeys))]
 			x, ok, e := m.Get(k, uk)
-			want, wok := mm[kn][uk]
-			if e != nil || ok != wok || x != want {
-				fail(step, "m.Get(%q,%q) = %q %v %v, want %q %v", kn, uk, x, ok, e, want, wok)
-			}
+			wantGet(step, "m.Get("+kn+")", uk, x, ok, e, mm[kn])
 		case 20:
 			got := map[string]string{}
 			seq, errf := m.Entries(k)
