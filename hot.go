@@ -210,11 +210,16 @@ func (e *hotEntry) setKey(key []byte) {
 // bytes returns the bytes the entry is charged (H5): the overhead, a key on the heap, the
 // capacity of a value on the heap.
 func (e *hotEntry) bytes() int64 {
-	n := hotOverhead + int64(e.vcharged)
-	if e.kl == hotOut {
-		n += int64(len(e.hkey))
+	return hotCharge(len(e.key())) + int64(e.vcharged)
+}
+
+// hotCharge is what an entry with a key of n bytes is charged before its value (H5): the
+// overhead, and the key when it is too long for the entry's inline room (setKey).
+func hotCharge(n int) int64 {
+	if n > hotInlineKey {
+		return hotOverhead + int64(n)
 	}
-	return n
+	return hotOverhead
 }
 
 // setLen sets the length of the entry's value to n, within its capacity (value).
@@ -524,10 +529,7 @@ func (s *Store) hotInsert(t *hotTable, key []byte, h, hx uint64, klen int, write
 	if klen > math.MaxUint16 { // a read of a key no write accepts (engine.CheckSizes): not cached
 		return nil
 	}
-	need := int64(hotOverhead)
-	if len(key) > hotInlineKey {
-		need += int64(len(key))
-	}
+	need := hotCharge(len(key))
 	if !write { // a read never writes (H7): no room, no entry
 		if !s.hotGrow(need) {
 			return nil
