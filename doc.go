@@ -198,6 +198,11 @@
 // probes were (a slot, then the entry: about 100 ns each at this working set), so replacing
 // one probe by another moves little. What would move it is fewer lookups per event (a typed
 // entry per key holding every state of the operator) or a working set that fits the caches.
+// Since 2026-12-06 a table keeps its entries in its own array behind 1-byte tags, so a lookup
+// is one load from memory instead of two (the slot, then the entry): a ReducingState.Add over
+// 256 Ki keys went from 570 to 460 ns (BenchmarkHotReduce keys=256k, alternated binaries),
+// while the flight job, whose slots mostly stayed in cache, did not move beyond this VM's
+// noise.
 //
 // # Example
 //

@@ -113,9 +113,10 @@ const (
 )
 
 // hotOverhead is the bytes an entry is charged beyond what its key and value take on the heap
-// outside it: the entry with its inline room (128 B) and about two slots of its table's index
-// (16 B each; hotTrim counts the index arrays whole).
-const hotOverhead = 160
+// outside it: its share of its table's entry array (128 B a slot, and a 1-byte tag) at about
+// ⅔ load (hotTable.rehash keeps the load between about 0.44 and ⅞), and its place in a dirty
+// list; hotTrim counts the arrays whole, beyond what their entries are charged.
+const hotOverhead = 200
 
 // hotInline is the bytes of an entry's first cache line that hold its key and then its value
 // inline; hotInlineKey the longest key held there. A key or value that fits takes no
@@ -125,9 +126,6 @@ const (
 	hotInline    = 52
 	hotInlineKey = 40
 )
-
-// hotFreeKeep is the most deleted entries the tier keeps for reuse across a trim (hotTrim).
-const hotFreeKeep = 1024
 
 // hotQuantum is the step in which the tier charges and refunds the budget (hotTier.step: the
 // bound itself when it is smaller, so that a small tier can hold entries).
@@ -160,14 +158,15 @@ type hotEntry struct {
 	base int32
 	// vcharged is the bytes of hval's heap capacity charged (0 while the value is inline).
 	vcharged int32
-	tab      *hotTable // the table that holds it; nil: none (deleted, free)
+	tab      *hotTable // the table that holds it; nil: none (a deleted slot, or a copy a rehash left)
 }
 
 // hotOut in hotEntry.kl or vl: the key or value is on the heap (hkey, hval).
 const hotOut = 0xFF
 
 // The entry's layout keeps a hit on inline bytes within its first cache line, and the entry
-// two lines (Go's 128-byte size class starts every object on a line).
+// two lines (a table's entry array is at least 8 KiB, a power of two: Go starts it on a page,
+// so every entry starts on a line).
 var (
 	_ = [1]struct{}{}[unsafe.Offsetof(hotEntry{}.h)-64]
 	_ = [1]struct{}{}[unsafe.Sizeof(hotEntry{})-128]
@@ -236,19 +235,32 @@ func (e *hotEntry) setHeap(v []byte, c int32) {
 	e.hval, e.vl, e.vcharged = v, hotOut, c
 }
 
-// hotTable is the hot tier of one state: an open-addressing index over its entries, probed
+// hotTable is the hot tier of one state: an open-addressing table of its entries, probed
 // linearly by the hash the tiers index the key by (the composite key's; for a map entry mixed
-// with the user key's), so a lookup costs one slot and the entry it points to (key and small
-// value inline): two dependent loads, not a string hash and three dependent loads of a Go map.
+// with the user key's). The entries sit in the table's own array, one 128-byte slot each, so
+// a lookup costs a 1-byte tag and the entry (key and small value inline): one dependent load
+// from memory, the tags of a table being few and dense enough to stay in cache. (A slot
+// pointing to an entry on the heap cost two, about twice the time once the entries are out
+// of cache: BenchmarkHotReduce keys=256k.)
 //
-// A slot is empty (e nil), a tombstone (e == &hotTombEntry) or an entry with its full hash
-// beside it, so a probe compares keys only when the hashes match. The index is at most ¾
-// full, tombstones included (add rehashes). An entry knows the table that holds it (tab).
+// A slot's tag says it is empty (0), deleted (hotTomb) or full (hotTag of its table hash:
+// 0x80 and the hash's top 7 bits), so a probe compares keys only when the tags match. The
+// table is at most ⅞ full, deleted slots included (add rehashes). An entry knows the table
+// that holds it (tab); a deleted slot's entry is zero (tab nil).
+//
+// Entries move when the table rehashes (add, when it needs room; hotJudge): a pointer to an
+// entry is good until the next insert into its table. The tier's own pointers follow (the
+// dirty list is rebuilt by rehash, hotInsert sets last), and the callers hold an entry only
+// within one point operation, across no other insert into its table. A deleted slot may be
+// taken by another key before the next write-back: its place in the dirty list then names
+// the new entry, which the write-back passes once as dirty (written) and once as clean
+// (skipped).
 type hotTable struct {
 	kind  hotKind
-	slots []hotSlot
-	n     int // live entries
-	used  int // slots not empty (live and tombstones)
+	tags  []uint8    // per slot: 0 empty, hotTomb deleted, else hotTag(table hash)
+	ents  []hotEntry // per slot: the entry of a full slot; zero otherwise
+	n     int        // live entries
+	used  int        // slots not empty (live and deleted)
 	dirty []*hotEntry
 	ttl   *ttlState // the state's TTL (H6); nil: none
 	found int64     // lookups (hotFind) that found an entry since the last judgement (H9)
@@ -259,14 +271,11 @@ type hotTable struct {
 // hotJudgeEvery is the entries a table makes between two judgements of its worth (H9).
 const hotJudgeEvery = 1 << 16
 
-// hotSlot is one slot of a hotTable's index: the entry and its table hash (hashOf).
-type hotSlot struct {
-	hx uint64
-	e  *hotEntry
-}
+// hotTomb is the tag of a deleted slot.
+const hotTomb = 1
 
-// hotTombEntry marks a deleted slot (its address only; never in a table).
-var hotTombEntry hotEntry
+// hotTag is the tag of a full slot whose entry has table hash hx.
+func hotTag(hx uint64) uint8 { return uint8(hx>>57) | 0x80 }
 
 // find returns the entry of key (composite key of length klen, then a map entry's user key)
 // with table hash hx, or nil.
@@ -274,16 +283,31 @@ func (t *hotTable) find(key []byte, klen int, hx uint64) *hotEntry {
 	if t.n == 0 {
 		return nil
 	}
-	mask := uint64(len(t.slots) - 1)
+	mask := uint64(len(t.tags) - 1)
+	tg := hotTag(hx)
 	for i := hx & mask; ; i = (i + 1) & mask {
-		sl := &t.slots[i]
-		if sl.e == nil {
+		switch t.tags[i] {
+		case 0:
 			return nil
-		}
-		if sl.hx == hx && sl.e != &hotTombEntry && sl.e.is(key, klen) {
-			return sl.e
+		case tg:
+			if e := &t.ents[i]; e.is(key, klen) {
+				return e
+			}
 		}
 	}
+}
+
+// live returns the entry in slot i, or nil when the slot is not full.
+func (t *hotTable) live(i int) *hotEntry {
+	if t.tags[i] < 0x80 {
+		return nil
+	}
+	return &t.ents[i]
+}
+
+// slot returns the slot of e, an entry of t's array.
+func (t *hotTable) slot(e *hotEntry) int {
+	return int((uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(unsafe.SliceData(t.ents)))) / unsafe.Sizeof(hotEntry{}))
 }
 
 // hashOf returns the table hash of entry e of t: its composite key's, mixed with its user
@@ -295,73 +319,90 @@ func (t *hotTable) hashOf(e *hotEntry) uint64 {
 	return e.h
 }
 
-// add files e (not present) under its table hash hx.
-func (t *hotTable) add(e *hotEntry, hx uint64) {
-	if (t.used+1)*4 > len(t.slots)*3 {
+// add takes a slot for a new entry with table hash hx (no entry of t has its key) and returns
+// the entry, zero but for tab; pointers to t's other entries end here (rehash).
+func (t *hotTable) add(hx uint64) *hotEntry {
+	if (t.used+1)*8 > len(t.tags)*7 {
 		t.rehash()
 	}
-	e.tab = t
-	mask := uint64(len(t.slots) - 1)
+	mask := uint64(len(t.tags) - 1)
 	for i := hx & mask; ; i = (i + 1) & mask {
-		if sl := &t.slots[i]; sl.e == nil || sl.e == &hotTombEntry {
-			if sl.e == nil {
+		if tg := t.tags[i]; tg < 0x80 {
+			if tg == 0 {
 				t.used++
 			}
-			*sl = hotSlot{hx, e}
+			t.tags[i] = hotTag(hx)
 			t.n++
-			return
+			e := &t.ents[i]
+			e.tab = t
+			return e
 		}
 	}
 }
 
-// del removes e (present).
+// del removes e (present), leaving its slot deleted and its entry zero.
 func (t *hotTable) del(e *hotEntry) {
-	mask := uint64(len(t.slots) - 1)
-	for i := t.hashOf(e) & mask; ; i = (i + 1) & mask {
-		if sl := &t.slots[i]; sl.e == e {
-			*sl = hotSlot{e: &hotTombEntry}
-			break
-		}
-	}
-	e.tab = nil
+	t.tags[t.slot(e)] = hotTomb
+	*e = hotEntry{}
 	t.n--
 }
 
-// rehash rebuilds the index at the smallest power of two (at least 64 slots) that is at least
+// rehash rebuilds the table at the smallest power of two (at least 64 slots) that is at least
 // twice one more than the live entries: at most half full after it, and after the insert that
-// asked for it, so the ¾ bound leaves room to grow.
+// asked for it, so the ⅞ bound leaves room to grow. The dirty list is rebuilt in its order,
+// naming the moved entries (each once).
 func (t *hotTable) rehash() {
 	size := 64
 	for size < (t.n+1)*2 {
 		size *= 2
 	}
-	old := t.slots
-	t.slots = make([]hotSlot, size)
+	oldTags, oldEnts := t.tags, t.ents
+	t.tags, t.ents = make([]uint8, size), make([]hotEntry, size)
 	t.used, t.n = 0, 0
+	var to []int32 // old slot -> new slot + 1, for the dirty list
+	if len(t.dirty) > 0 {
+		to = make([]int32, len(oldTags))
+	}
 	mask := uint64(size - 1)
-	for _, sl := range old {
-		if sl.e == nil || sl.e == &hotTombEntry {
+	for j, tg := range oldTags {
+		if tg < 0x80 {
 			continue
 		}
-		for i := sl.hx & mask; ; i = (i + 1) & mask {
-			if t.slots[i].e == nil {
-				t.slots[i] = sl
+		e := &oldEnts[j]
+		for i := t.hashOf(e) & mask; ; i = (i + 1) & mask {
+			if t.tags[i] == 0 {
+				t.tags[i] = tg
+				t.ents[i] = *e
+				t.ents[i].tab = t
+				e.tab = nil // a stale pointer to the old copy finds no table (hotFind, hotDelete)
 				t.used++
 				t.n++
+				if to != nil {
+					to[j] = int32(i) + 1
+				}
 				break
 			}
 		}
 	}
+	if to == nil {
+		return
+	}
+	dirty := t.dirty[:0]
+	for _, e := range t.dirty {
+		j := int((uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(unsafe.SliceData(oldEnts)))) / unsafe.Sizeof(hotEntry{}))
+		if i := to[j]; i > 0 && t.ents[i-1].listed {
+			dirty = append(dirty, &t.ents[i-1])
+			to[j] = 0 // a slot named twice (taken again after a delete): once
+		}
+	}
+	clear(t.dirty[len(dirty):])
+	t.dirty = dirty
 }
 
 // reset drops every entry.
 func (t *hotTable) reset() {
-	for i := range t.slots {
-		if e := t.slots[i].e; e != nil && e != &hotTombEntry {
-			e.tab = nil
-		}
-	}
-	clear(t.slots)
+	clear(t.tags)
+	clear(t.ents)
 	t.n, t.used = 0, 0
 	clear(t.dirty)
 	t.dirty = t.dirty[:0]
@@ -483,8 +524,8 @@ func (s *Store) hotDropClean() bool {
 	h := &s.hot
 	var clean int64
 	for _, t := range h.tabs {
-		for i := range t.slots {
-			if e := t.slots[i].e; e != nil && e != &hotTombEntry && !e.dirty {
+		for i := range t.tags {
+			if e := t.live(i); e != nil && !e.dirty {
 				clean += e.bytes()
 			}
 		}
@@ -493,9 +534,9 @@ func (s *Store) hotDropClean() bool {
 		return false
 	}
 	for _, t := range h.tabs {
-		for i := range t.slots {
-			if e := t.slots[i].e; e != nil && e != &hotTombEntry && !e.dirty {
-				s.hotDelete(t, e) // leaves a tombstone here: the loop goes on
+		for i := range t.tags {
+			if e := t.live(i); e != nil && !e.dirty {
+				s.hotDelete(t, e) // leaves a deleted slot here: the loop goes on
 			}
 		}
 	}
@@ -511,7 +552,7 @@ func (s *Store) hotDiscard() {
 	for _, t := range h.tabs {
 		t.reset()
 	}
-	h.dirty, h.free, h.last = 0, nil, nil
+	h.dirty, h.last = 0, nil
 	if h.charged > 0 {
 		s.budget.Refund(h.charged, memory.PurposeHotTier)
 	}
@@ -543,18 +584,11 @@ func (s *Store) hotInsert(t *hotTable, key []byte, h, hx uint64, klen int, write
 			return nil
 		}
 	}
-	hs := &s.hot
-	var e *hotEntry
-	if n := len(hs.free); n > 0 {
-		e, hs.free = hs.free[n-1], hs.free[:n-1]
-		*e = hotEntry{h: h, klen: uint16(klen)}
-	} else {
-		e = &hotEntry{h: h, klen: uint16(klen)}
-	}
+	e := t.add(hx)
+	e.h, e.klen = h, uint16(klen)
 	e.setKey(key)
-	t.add(e, hx)
 	t.made++
-	hs.last = e
+	s.hot.last = e
 	return e
 }
 
@@ -626,15 +660,11 @@ func (s *Store) hotDelete(t *hotTable, e *hotEntry) {
 	if e.tab != t {
 		return
 	}
-	t.del(e)
 	s.hot.bytes -= e.bytes()
 	if s.hot.last == e {
 		s.hot.last = nil
 	}
-	if !e.listed { // a dirty list may still name it (clean): then the GC takes it
-		e.hval, e.hkey = nil, ""
-		s.hot.free = append(s.hot.free, e)
-	}
+	t.del(e) // a dirty list may still name its slot (H2 passes it: not dirty)
 }
 
 // hotExpired reports whether the value of entry e of TTL table t has expired at the clock's
@@ -718,31 +748,31 @@ func (s *Store) hotJudge(t *hotTable) {
 		t.found, t.made = 0, 0
 		return
 	}
-	for i := range t.slots {
-		if e := t.slots[i].e; e != nil && e != &hotTombEntry { // clean: the write-back just ended
-			s.hotDelete(t, e) // leaves a tombstone here: the loop goes on
+	for i := range t.tags {
+		if e := t.live(i); e != nil { // clean: the write-back just ended
+			s.hotDelete(t, e) // leaves a deleted slot here: the loop goes on
 		}
 	}
-	t.rehash() // the smallest index
 	t.dirty = nil
+	t.rehash() // the smallest array
 	t.off, t.found, t.made = true, 0, 0
 	s.hot.stats.TablesOff++
 	s.hotTrim()
 }
 
 // hotTrim refunds what the tier holds of the budget beyond what it still takes on the heap —
-// its entries' estimate, the free entries it keeps for reuse (at most hotFreeKeep; the GC
-// takes the others), its tables' arrays — and one spare quantum: entries leave at
-// write-backs (H8) and deletes, and the budget should not keep counting their room (H5).
+// its entries' estimate, and its tables' arrays (entries, tags, dirty lists) where they are
+// larger than what their live entries are charged for them (hotOverhead) — and one spare
+// quantum: entries leave at write-backs (H8) and deletes, and the budget should not keep
+// counting their room (H5).
 func (s *Store) hotTrim() {
 	h := &s.hot
-	if len(h.free) > hotFreeKeep {
-		clear(h.free[hotFreeKeep:])
-		h.free = h.free[:hotFreeKeep]
-	}
-	held := h.bytes + int64(len(h.free))*hotOverhead
+	held := h.bytes
 	for _, t := range h.tabs {
-		held += int64(len(t.slots))*int64(unsafe.Sizeof(hotSlot{})) + int64(cap(t.dirty))*8
+		arrays := int64(len(t.tags))*int64(unsafe.Sizeof(hotEntry{})+1) + int64(cap(t.dirty))*8
+		if over := arrays - int64(t.n)*hotOverhead; over > 0 {
+			held += over
+		}
 	}
 	q := h.step()
 	keep := (held + 2*q - 1) / q * q
@@ -838,9 +868,9 @@ func (s *Store) hotInvalidateIn(t *hotTable, kind engine.OpKind, key []byte, h u
 		return nil
 	}
 	if kind == engine.OpMapClear {
-		for i := range t.slots {
-			e := t.slots[i].e // a delete below leaves a tombstone here: the loop goes on
-			if e != nil && e != &hotTombEntry && int(e.klen) == len(key) && bytes.Equal(bytesOf(e.key())[:e.klen], key) {
+		for i := range t.tags {
+			e := t.live(i) // a delete below leaves a deleted slot here: the loop goes on
+			if e != nil && int(e.klen) == len(key) && bytes.Equal(bytesOf(e.key())[:e.klen], key) {
 				if e.dirty {
 					if err := s.writeOne(t, e); err != nil {
 						return err

@@ -105,10 +105,10 @@ func TestHotBreakLongMapKeyRead(t *testing.T) {
 	if v, ok, err := m.Get(big, "u"); ok {
 		t.Fatalf("Get of a long key: %v %v %v", v, ok, err)
 	}
-	for _, sl := range m.hot.slots {
-		if e := sl.e; e != nil && e != &hotTombEntry {
-			if hx := m.hot.hashOf(e); hx != sl.hx {
-				t.Fatalf("entry of %d key bytes (klen %d): filed under %#x, hashOf %#x (checkHot: not found under its hash)", len(e.key()), e.klen, sl.hx, hx)
+	for i := range m.hot.tags {
+		if e := m.hot.live(i); e != nil {
+			if hx := m.hot.hashOf(e); hotTag(hx) != m.hot.tags[i] || m.hot.find(bytesOf(e.key()), int(e.klen), hx) != e {
+				t.Fatalf("entry of %d key bytes (klen %d): tag %#x, hashOf %#x (checkHot: not found under its hash)", len(e.key()), e.klen, m.hot.tags[i], hx)
 			}
 		}
 	}

@@ -202,19 +202,20 @@ func TestHotTierTableRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	tb := &hotTable{}
 	tb.rehash()
-	model := map[string]*hotEntry{}
+	model := map[string]uint64{} // key -> table hash; entries move, so the model keeps no pointer
 	for op := range 200_000 {
 		k := fmt.Sprint(rng.IntN(3000))
 		hx := uint64(rng.IntN(1 << 20)) // many collisions; tags small
 		if len(k)%2 == 0 {
-			hx = uint64(len(k)) // all in a few chains
+			hx = uint64(len(k)) // all in a few chains, one tag
 		}
-		if e, ok := model[k]; ok {
-			if got := tb.find([]byte(k), len(k), e.h); got != e {
-				t.Fatalf("op %d: find %q: %p, want %p", op, k, got, e)
+		if h, ok := model[k]; ok {
+			got := tb.find([]byte(k), len(k), h)
+			if got == nil || got.key() != k || got.h != h || got.tab != tb {
+				t.Fatalf("op %d: find %q: %+v", op, k, got)
 			}
 			if rng.IntN(2) == 0 {
-				tb.del(e)
+				tb.del(got)
 				delete(model, k)
 			}
 			continue
@@ -222,12 +223,12 @@ func TestHotTierTableRandom(t *testing.T) {
 		if got := tb.find([]byte(k), len(k), hx); got != nil {
 			t.Fatalf("op %d: absent %q found", op, k)
 		}
-		e := &hotEntry{h: hx, klen: uint16(len(k))}
+		e := tb.add(hx)
+		e.h, e.klen = hx, uint16(len(k))
 		e.setKey([]byte(k))
-		tb.add(e, hx)
-		model[k] = e
-		if tb.n != len(model) || tb.used*4 > len(tb.slots)*3 {
-			t.Fatalf("op %d: n %d model %d used %d slots %d", op, tb.n, len(model), tb.used, len(tb.slots))
+		model[k] = hx
+		if tb.n != len(model) || tb.used*8 > len(tb.tags)*7 {
+			t.Fatalf("op %d: n %d model %d used %d slots %d", op, tb.n, len(model), tb.used, len(tb.tags))
 		}
 	}
 }
@@ -405,8 +406,8 @@ func TestHotTierTrimHeld(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	st := s.Stats().HotTier
 	heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	t.Logf("tier: %d entries, %d bytes estimated, %d charged (budget PurposeHotTier %d), free list %d; Go heap grew %d bytes",
-		st.Entries, st.Bytes, st.Charged, s.budget.UsedBy(memory.PurposeHotTier), len(s.hot.free), heap)
+	t.Logf("tier: %d entries, %d bytes estimated, %d charged (budget PurposeHotTier %d); Go heap grew %d bytes",
+		st.Entries, st.Bytes, st.Charged, s.budget.UsedBy(memory.PurposeHotTier), heap)
 	if heap > 4*st.Charged {
 		t.Fatalf("the tier holds %d bytes of Go heap for %d charged", heap, st.Charged)
 	}

@@ -24,24 +24,31 @@ func (s *Store) checkHot() error {
 	h := &s.hot
 	dirty := 0
 	for ti, t := range h.tabs {
+		// The dirty list may name a slot twice, or a slot since deleted or taken by another
+		// key (hotTable): what must hold is that it names every listed entry.
 		inList := make(map[*hotEntry]bool, len(t.dirty))
 		for _, e := range t.dirty {
-			if !e.listed || inList[e] {
-				return fmt.Errorf("hot table %d: dirty list holds %q twice or unmarked", ti, e.key())
+			if j := t.slot(e); j < 0 || j >= len(t.ents) || &t.ents[j] != e {
+				return fmt.Errorf("hot table %d: dirty list names an entry outside the table's array", ti)
 			}
 			inList[e] = true
 		}
 		live := 0
-		for i := range t.slots {
-			sl := t.slots[i]
-			if sl.e == nil || sl.e == &hotTombEntry {
+		for i := range t.tags {
+			e := t.live(i)
+			if e == nil {
+				if z := &t.ents[i]; z.tab != nil || z.hkey != "" || z.hval != nil || z.dirty || z.listed || z.kl != 0 {
+					return fmt.Errorf("hot table %d: slot %d not full, its entry not zero", ti, i)
+				}
 				continue
 			}
-			e := sl.e
 			live++
 			k := e.key()
-			if t.find(bytesOf(k), int(e.klen), t.hashOf(e)) != e || sl.hx != t.hashOf(e) || e.tab != t {
+			if t.find(bytesOf(k), int(e.klen), t.hashOf(e)) != e || t.tags[i] != hotTag(t.hashOf(e)) || e.tab != t {
 				return fmt.Errorf("hot table %d: entry %q not found under its hash", ti, k)
+			}
+			if e.listed && !inList[e] {
+				return fmt.Errorf("hot table %d: listed entry %q not in the dirty list", ti, k)
 			}
 			if e.none { // H8: nothing below, dirty or not
 				key := bytesOf(k)[:e.klen]
@@ -108,8 +115,8 @@ func (s *Store) checkHot() error {
 		if t.off && live != 0 {
 			return fmt.Errorf("hot table %d: turned off (H9) but holds %d entries", ti, live)
 		}
-		if live != t.n || t.used < t.n || t.used*4 > len(t.slots)*3 {
-			return fmt.Errorf("hot table %d: %d live entries, counted %d, %d slots used of %d", ti, live, t.n, t.used, len(t.slots))
+		if live != t.n || t.used < t.n || t.used*8 > len(t.tags)*7 || len(t.ents) != len(t.tags) {
+			return fmt.Errorf("hot table %d: %d live entries, counted %d, %d slots used of %d", ti, live, t.n, t.used, len(t.tags))
 		}
 	}
 	if dirty != h.dirty {
