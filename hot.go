@@ -45,8 +45,10 @@ import (
 //      and I/O failures of a write-back fail the cut or cross-key call that asked for it,
 //      with every entry not written still dirty. A point operation never fails for a
 //      write-back: with no room it goes to the engine directly.
-//   H5 (inside the budget). Entries are charged to the budget (memory.PurposeHotTier) in
-//      quanta, by their key, value capacity and a fixed overhead. At HotTierSize (or when the
+//   H5 (inside the budget). The tier is charged to the budget (memory.PurposeHotTier) in
+//      quanta, for its tables' arrays (hotSlotBytes a slot: a table grows only when the
+//      charge for its larger arrays is granted) and for what its entries hold on the heap
+//      outside them (a long key, a value's capacity). At HotTierSize (or when the
 //      budget refuses the quantum) the tier drops its clean entries when they hold at least
 //      a quarter of its bytes (a clean entry is a copy of what the engine holds: dropping it
 //      costs no write, and the dirty entries stay for the next cut, their changes still
@@ -112,11 +114,10 @@ const (
 	hotMap                 // one map entry: key is composite key + user key
 )
 
-// hotOverhead is the bytes an entry is charged beyond what its key and value take on the heap
-// outside it: its share of its table's entry array (128 B a slot, and a 1-byte tag) at about
-// ⅔ load (hotTable.rehash keeps the load between about 0.44 and ⅞), and its place in a dirty
-// list; hotTrim counts the arrays whole, beyond what their entries are charged.
-const hotOverhead = 200
+// hotSlotBytes is what one slot of a table's arrays takes: its 128-byte entry and its tag.
+// The tier charges its tables' arrays whole (hotTable.arrayBytes), and an entry only for
+// what it holds on the heap outside them (hotEntry.bytes).
+const hotSlotBytes = int64(unsafe.Sizeof(hotEntry{})) + 1
 
 // hotInline is the bytes of an entry's first cache line that hold its key and then its value
 // inline; hotInlineKey the longest key held there. A key or value that fits takes no
@@ -206,19 +207,19 @@ func (e *hotEntry) setKey(key []byte) {
 	}
 }
 
-// bytes returns the bytes the entry is charged (H5): the overhead, a key on the heap, the
+// bytes returns the bytes the entry is charged beyond its slot (H5): a key on the heap, the
 // capacity of a value on the heap.
 func (e *hotEntry) bytes() int64 {
 	return hotCharge(len(e.key())) + int64(e.vcharged)
 }
 
-// hotCharge is what an entry with a key of n bytes is charged before its value (H5): the
-// overhead, and the key when it is too long for the entry's inline room (setKey).
+// hotCharge is what an entry with a key of n bytes is charged before its value (H5): the key
+// when it is too long for the entry's inline room (setKey), else nothing.
 func hotCharge(n int) int64 {
 	if n > hotInlineKey {
-		return hotOverhead + int64(n)
+		return int64(n)
 	}
-	return hotOverhead
+	return 0
 }
 
 // setLen sets the length of the entry's value to n, within its capacity (value).
@@ -319,11 +320,36 @@ func (t *hotTable) hashOf(e *hotEntry) uint64 {
 	return e.h
 }
 
+// nextSize returns the slots t has after its next add: its size, or the size add rehashes
+// to when the add would pass the ⅞ bound (deleted slots included) — the smallest power of two
+// (at least 64) at least twice one more than the live entries, so at most half full after
+// it, larger or smaller than now.
+func (t *hotTable) nextSize() int {
+	if (t.used+1)*8 <= len(t.tags)*7 {
+		return len(t.tags)
+	}
+	return hotSizeFor(t.n)
+}
+
+// hotSizeFor returns the slots of a table rebuilt for n live entries and one more: the
+// smallest power of two, at least 64, at least 2(n+1).
+func hotSizeFor(n int) int {
+	size := 64
+	for size < (n+1)*2 {
+		size *= 2
+	}
+	return size
+}
+
+// arrayBytes returns the bytes of t's arrays at size slots.
+func arrayBytes(size int) int64 { return int64(size) * hotSlotBytes }
+
 // add takes a slot for a new entry with table hash hx (no entry of t has its key) and returns
-// the entry, zero but for tab; pointers to t's other entries end here (rehash).
+// the entry, zero but for tab; when the table rehashes first (nextSize), pointers to its
+// other entries end here. The caller charged the arrays' change (hotInsert).
 func (t *hotTable) add(hx uint64) *hotEntry {
-	if (t.used+1)*8 > len(t.tags)*7 {
-		t.rehash()
+	if (t.used+1)*8 > len(t.tags)*7 { // as nextSize: also at the same size, to clear deleted slots
+		t.rehash(hotSizeFor(t.n))
 	}
 	mask := uint64(len(t.tags) - 1)
 	for i := hx & mask; ; i = (i + 1) & mask {
@@ -347,15 +373,10 @@ func (t *hotTable) del(e *hotEntry) {
 	t.n--
 }
 
-// rehash rebuilds the table at the smallest power of two (at least 64 slots) that is at least
-// twice one more than the live entries: at most half full after it, and after the insert that
-// asked for it, so the ⅞ bound leaves room to grow. The dirty list is rebuilt in its order,
-// naming the moved entries (each once).
-func (t *hotTable) rehash() {
-	size := 64
-	for size < (t.n+1)*2 {
-		size *= 2
-	}
+// rehash rebuilds the table at size slots (a power of two, more than the live entries: the
+// caller's nextSize). The dirty list is rebuilt in its order, naming the moved entries (each
+// once).
+func (t *hotTable) rehash(size int) {
 	oldTags, oldEnts := t.tags, t.ents
 	t.tags, t.ents = make([]uint8, size), make([]hotEntry, size)
 	t.used, t.n = 0, 0
@@ -399,13 +420,12 @@ func (t *hotTable) rehash() {
 	t.dirty = dirty
 }
 
-// reset drops every entry.
+// reset drops every entry and the arrays with them (the next add makes the smallest): the
+// caller takes arrayBytes(len(t.tags)) off the tier's bytes first.
 func (t *hotTable) reset() {
-	clear(t.tags)
-	clear(t.ents)
+	clear(t.ents) // stale pointers to its entries find no table
+	t.tags, t.ents, t.dirty = nil, nil, nil
 	t.n, t.used = 0, 0
-	clear(t.dirty)
-	t.dirty = t.dirty[:0]
 }
 
 // mapHash is the table hash of map entry uk of a map with composite hash hm.
@@ -437,8 +457,7 @@ func (s *Store) newHotTable(k stateKind, ts *ttlState, ids ...uint16) *hotTable 
 	if s.hot.limit <= 0 || ts != nil && (ts.layout != base.TTLValue || ts.onRead || ts.returnExpired || ts.incr > 0) {
 		return nil
 	}
-	t := &hotTable{ttl: ts}
-	t.rehash()
+	t := &hotTable{ttl: ts} // no arrays until its first entry (add)
 	switch k {
 	case kindValue, kindReducing, kindAggregating:
 		t.kind = hotKV
@@ -491,20 +510,21 @@ func (s *Store) hotGrow(n int64) bool {
 	return true
 }
 
-// hotRoom makes room for n more bytes: when the tier is full it drops its clean entries, or
-// when they are too few it writes everything back and drops every entry (H5). false with a
-// nil error: no room even then. Entries the caller holds may be dropped.
-func (s *Store) hotRoom(n int64) (bool, error) {
-	if s.hotGrow(n) {
+// hotRoom makes room for need() more bytes (asked again after each drop, which changes it):
+// when the tier is full it drops its clean entries, or when they are too few it writes
+// everything back and drops every entry (H5). false with a nil error: no room even then.
+// Entries the caller holds may be dropped, and the dirty ones moved (hotDropClean).
+func (s *Store) hotRoom(need func() int64) (bool, error) {
+	if s.hotGrow(need()) {
 		return true, nil
 	}
-	if s.hotDropClean() && s.hotGrow(n) {
+	if s.hotDropClean() && s.hotGrow(need()) {
 		return true, nil
 	}
 	if err := s.hotDropAll(); err != nil {
 		return false, err
 	}
-	return s.hotGrow(n), nil
+	return s.hotGrow(need()), nil
 }
 
 // hotDropAll writes every dirty entry back, then drops every entry and refunds the budget.
@@ -518,19 +538,25 @@ func (s *Store) hotDropAll() error {
 }
 
 // hotDropClean drops every clean entry of the tier when they hold at least a quarter of its
-// estimated bytes, and reports whether it did (H5): a full tier's cheap way out, with no
-// write-back. Entries the caller holds may be dropped.
+// entries' bytes (each its slot and what it holds on the heap), and reports whether it did
+// (H5): a full tier's cheap way out, with no write-back. Each table is then rebuilt at the
+// size its remaining entries need (hotShrink), so the room is given back. Entries the caller
+// holds may be dropped, and the dirty ones moved.
 func (s *Store) hotDropClean() bool {
 	h := &s.hot
-	var clean int64
+	var clean, all int64
 	for _, t := range h.tabs {
 		for i := range t.tags {
-			if e := t.live(i); e != nil && !e.dirty {
-				clean += e.bytes()
+			if e := t.live(i); e != nil {
+				b := hotSlotBytes + e.bytes()
+				all += b
+				if !e.dirty {
+					clean += b
+				}
 			}
 		}
 	}
-	if clean == 0 || clean*4 < h.bytes {
+	if clean == 0 || clean*4 < all {
 		return false
 	}
 	for _, t := range h.tabs {
@@ -539,10 +565,25 @@ func (s *Store) hotDropClean() bool {
 				s.hotDelete(t, e) // leaves a deleted slot here: the loop goes on
 			}
 		}
+		s.hotShrink(t)
 	}
 	h.stats.CleanDrops++
 	s.hotTrim()
 	return true
+}
+
+// hotShrink rebuilds t at the size its live entries need when that is smaller (no arrays at
+// all when it holds none), taking the difference off the tier's bytes (H5). Its entries move.
+func (s *Store) hotShrink(t *hotTable) {
+	if t.n == 0 {
+		s.hot.bytes -= arrayBytes(len(t.tags))
+		t.reset()
+		return
+	}
+	if size := hotSizeFor(t.n); size < len(t.tags) {
+		s.hot.bytes -= arrayBytes(len(t.tags)) - arrayBytes(size)
+		t.rehash(size)
+	}
 }
 
 // hotDiscard drops every entry without writing it back (Discard; hotDropAll after its
@@ -570,9 +611,10 @@ func (s *Store) hotInsert(t *hotTable, key []byte, h, hx uint64, klen int, write
 	if klen > math.MaxUint16 { // a read of a key no write accepts (engine.CheckSizes): not cached
 		return nil
 	}
-	need := hotCharge(len(key))
+	// The key's heap bytes, and the arrays' change when the add rehashes t (H5).
+	need := func() int64 { return hotCharge(len(key)) + arrayBytes(t.nextSize()) - arrayBytes(len(t.tags)) }
 	if !write { // a read never writes (H7): no room, no entry
-		if !s.hotGrow(need) {
+		if !s.hotGrow(need()) {
 			return nil
 		}
 	} else {
@@ -753,26 +795,22 @@ func (s *Store) hotJudge(t *hotTable) {
 			s.hotDelete(t, e) // leaves a deleted slot here: the loop goes on
 		}
 	}
-	t.dirty = nil
-	t.rehash() // the smallest array
+	s.hot.bytes -= arrayBytes(len(t.tags))
+	t.reset() // no arrays
 	t.off, t.found, t.made = true, 0, 0
 	s.hot.stats.TablesOff++
 	s.hotTrim()
 }
 
 // hotTrim refunds what the tier holds of the budget beyond what it still takes on the heap —
-// its entries' estimate, and its tables' arrays (entries, tags, dirty lists) where they are
-// larger than what their live entries are charged for them (hotOverhead) — and one spare
+// its bytes (arrays and what entries hold outside them) and its dirty lists — and one spare
 // quantum: entries leave at write-backs (H8) and deletes, and the budget should not keep
 // counting their room (H5).
 func (s *Store) hotTrim() {
 	h := &s.hot
 	held := h.bytes
 	for _, t := range h.tabs {
-		arrays := int64(len(t.tags))*int64(unsafe.Sizeof(hotEntry{})+1) + int64(cap(t.dirty))*8
-		if over := arrays - int64(t.n)*hotOverhead; over > 0 {
-			held += over
-		}
+		held += int64(cap(t.dirty)) * 8
 	}
 	q := h.step()
 	keep := (held + 2*q - 1) / q * q
