@@ -166,8 +166,8 @@ type hotEntry struct {
 const hotOut = 0xFF
 
 // The entry's layout keeps a hit on inline bytes within its first cache line, and the entry
-// two lines (a table's entry array is at least 8 KiB, a power of two: Go starts it on a page,
-// so every entry starts on a line).
+// two lines (a table's entry array is a multiple of 8 KiB, which Go's allocator starts on a
+// multiple of 64 bytes, so every entry starts on a line).
 var (
 	_ = [1]struct{}{}[unsafe.Offsetof(hotEntry{}.h)-64]
 	_ = [1]struct{}{}[unsafe.Sizeof(hotEntry{})-128]
@@ -284,9 +284,9 @@ func (t *hotTable) find(key []byte, klen int, hx uint64) *hotEntry {
 	if t.n == 0 {
 		return nil
 	}
-	mask := uint64(len(t.tags) - 1)
+	size := len(t.tags)
 	tg := hotTag(hx)
-	for i := hx & mask; ; i = (i + 1) & mask {
+	for i := hotHome(hx, size); ; i = hotNext(i, size) {
 		switch t.tags[i] {
 		case 0:
 			return nil
@@ -321,9 +321,8 @@ func (t *hotTable) hashOf(e *hotEntry) uint64 {
 }
 
 // nextSize returns the slots t has after its next add: its size, or the size add rehashes
-// to when the add would pass the ⅞ bound (deleted slots included) — the smallest power of two
-// (at least 64) at least twice one more than the live entries, so at most half full after
-// it, larger or smaller than now.
+// to when the add would pass the ⅞ bound (deleted slots included) — hotSizeFor its live
+// entries, larger or smaller than now.
 func (t *hotTable) nextSize() int {
 	if (t.used+1)*8 <= len(t.tags)*7 {
 		return len(t.tags)
@@ -331,14 +330,26 @@ func (t *hotTable) nextSize() int {
 	return hotSizeFor(t.n)
 }
 
-// hotSizeFor returns the slots of a table rebuilt for n live entries and one more: the
-// smallest power of two, at least 64, at least 2(n+1).
+// hotSizeFor returns the slots of a table rebuilt for n live entries and one more: 1.5(n+1)
+// rounded up to a multiple of 64 (at least 64), so at most ⅔ full after it. A table grows by
+// about 1.3× at the ⅞ bound, not 2× as a power of two would: its arrays hold 147–194 bytes a
+// live entry, and one table can take most of the tier's bound, not less than half of it.
 func hotSizeFor(n int) int {
-	size := 64
-	for size < (n+1)*2 {
-		size *= 2
+	return ((n+1)*3/2 + 63) &^ 63
+}
+
+// hotHome returns the first slot a key with table hash hx probes in a table of size slots:
+// the low 32 bits scaled to the size (the tag takes the top bits).
+func hotHome(hx uint64, size int) int {
+	return int(uint64(uint32(hx)) * uint64(size) >> 32)
+}
+
+// hotNext returns the slot after i in a table of size slots, wrapping.
+func hotNext(i, size int) int {
+	if i++; i == size {
+		return 0
 	}
-	return size
+	return i
 }
 
 // arrayBytes returns the bytes of t's arrays at size slots.
@@ -351,8 +362,8 @@ func (t *hotTable) add(hx uint64) *hotEntry {
 	if (t.used+1)*8 > len(t.tags)*7 { // as nextSize: also at the same size, to clear deleted slots
 		t.rehash(hotSizeFor(t.n))
 	}
-	mask := uint64(len(t.tags) - 1)
-	for i := hx & mask; ; i = (i + 1) & mask {
+	size := len(t.tags)
+	for i := hotHome(hx, size); ; i = hotNext(i, size) {
 		if tg := t.tags[i]; tg < 0x80 {
 			if tg == 0 {
 				t.used++
@@ -373,8 +384,8 @@ func (t *hotTable) del(e *hotEntry) {
 	t.n--
 }
 
-// rehash rebuilds the table at size slots (a power of two, more than the live entries: the
-// caller's nextSize). The dirty list is rebuilt in its order, naming the moved entries (each
+// rehash rebuilds the table at size slots (more than the live entries: the caller's
+// nextSize). The dirty list is rebuilt in its order, naming the moved entries (each
 // once).
 func (t *hotTable) rehash(size int) {
 	oldTags, oldEnts := t.tags, t.ents
@@ -384,13 +395,13 @@ func (t *hotTable) rehash(size int) {
 	if len(t.dirty) > 0 {
 		to = make([]int32, len(oldTags))
 	}
-	mask := uint64(size - 1)
+
 	for j, tg := range oldTags {
 		if tg < 0x80 {
 			continue
 		}
 		e := &oldEnts[j]
-		for i := t.hashOf(e) & mask; ; i = (i + 1) & mask {
+		for i := hotHome(t.hashOf(e), size); ; i = hotNext(i, size) {
 			if t.tags[i] == 0 {
 				t.tags[i] = tg
 				t.ents[i] = *e

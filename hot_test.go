@@ -350,9 +350,10 @@ func TestHotTierDropsCleanFirst(t *testing.T) {
 		}
 	}
 	key := func(i int) Key { return s.Key(fmt.Appendf(nil, "key-%d", i)) }
-	// The tier's one table can have 2,048 slots (264 KB; 4,096 would be 528 KB, over the
-	// bound): 1,792 entries at ⅞. The clean ones are two thirds of them when it is full.
-	const clean, dirty = 1200, 1000
+	// The tier's one table can grow to 3,072 slots (396 KB; its next size, 4,096 slots, is
+	// 528 KB, over the bound): 2,688 entries at ⅞. The clean ones are over half of them when
+	// it is full.
+	const clean, dirty = 1500, 1500
 	for i := range clean {
 		must(r.Add(key(i), int64(i)))
 	}
