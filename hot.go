@@ -115,7 +115,7 @@ const (
 )
 
 // hotSlotBytes is what one slot of a table's arrays takes: its 128-byte entry and its tag.
-// The tier charges its tables' arrays whole (hotTable.arrayBytes), and an entry only for
+// The tier charges its tables' arrays whole (arrayBytes), and an entry only for
 // what it holds on the heap outside them (hotEntry.bytes).
 const hotSlotBytes = int64(unsafe.Sizeof(hotEntry{})) + 1
 
@@ -249,10 +249,12 @@ func (e *hotEntry) setHeap(v []byte, c int32) {
 // table is at most ⅞ full, deleted slots included (add rehashes). An entry knows the table
 // that holds it (tab); a deleted slot's entry is zero (tab nil).
 //
-// Entries move when the table rehashes (add, when it needs room; hotJudge): a pointer to an
-// entry is good until the next insert into its table. The tier's own pointers follow (the
-// dirty list is rebuilt by rehash, hotInsert sets last), and the callers hold an entry only
-// within one point operation, across no other insert into its table. A deleted slot may be
+// Entries move when the table rehashes (add, past the ⅞ bound; hotShrink, after a clean
+// drop): a pointer to an entry is good until the next insert into its table or the next
+// drop. The tier's own pointers follow (the dirty list is rebuilt by rehash, hotInsert sets
+// last), and the callers hold an entry only within one point operation, across no other
+// insert into its table (a drop leaves the entry they hold zero, or a copy with no table,
+// neither dirty: they go to the engine, H5). A deleted slot may be
 // taken by another key before the next write-back: its place in the dirty list then names
 // the new entry, which the write-back passes once as dirty (written) and once as clean
 // (skipped).
@@ -307,8 +309,11 @@ func (t *hotTable) live(i int) *hotEntry {
 }
 
 // slot returns the slot of e, an entry of t's array.
-func (t *hotTable) slot(e *hotEntry) int {
-	return int((uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(unsafe.SliceData(t.ents)))) / unsafe.Sizeof(hotEntry{}))
+func (t *hotTable) slot(e *hotEntry) int { return slotIn(t.ents, e) }
+
+// slotIn returns the index of e, an element of ents.
+func slotIn(ents []hotEntry, e *hotEntry) int {
+	return int((uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(unsafe.SliceData(ents)))) / unsafe.Sizeof(hotEntry{}))
 }
 
 // hashOf returns the table hash of entry e of t: its composite key's, mixed with its user
@@ -352,7 +357,7 @@ func hotNext(i, size int) int {
 	return i
 }
 
-// arrayBytes returns the bytes of t's arrays at size slots.
+// arrayBytes returns the bytes of a table's arrays at size slots.
 func arrayBytes(size int) int64 { return int64(size) * hotSlotBytes }
 
 // add takes a slot for a new entry with table hash hx (no entry of t has its key) and returns
@@ -395,7 +400,6 @@ func (t *hotTable) rehash(size int) {
 	if len(t.dirty) > 0 {
 		to = make([]int32, len(oldTags))
 	}
-
 	for j, tg := range oldTags {
 		if tg < 0x80 {
 			continue
@@ -421,7 +425,7 @@ func (t *hotTable) rehash(size int) {
 	}
 	dirty := t.dirty[:0]
 	for _, e := range t.dirty {
-		j := int((uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(unsafe.SliceData(oldEnts)))) / unsafe.Sizeof(hotEntry{}))
+		j := slotIn(oldEnts, e)
 		if i := to[j]; i > 0 && t.ents[i-1].listed {
 			dirty = append(dirty, &t.ents[i-1])
 			to[j] = 0 // a slot named twice (taken again after a delete): once
