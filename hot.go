@@ -166,8 +166,10 @@ type hotEntry struct {
 const hotOut = 0xFF
 
 // The entry's layout keeps a hit on inline bytes within its first cache line, and the entry
-// two lines (a table's entry array is a multiple of 8 KiB, which Go's allocator starts on a
-// multiple of 64 bytes, so every entry starts on a line).
+// two lines, when the entry starts on a line: a table's entry array of 256 slots or more
+// (above 32 KiB) is a large object, which Go's allocator starts on a page. A smaller one (64,
+// 128 or 192 slots) holds pointers and gets Go's 8-byte malloc header in front (Go 1.22 on):
+// its entries start at 8 mod 64 and span three lines (a small table, mostly in cache).
 var (
 	_ = [1]struct{}{}[unsafe.Offsetof(hotEntry{}.h)-64]
 	_ = [1]struct{}{}[unsafe.Sizeof(hotEntry{})-128]
@@ -454,10 +456,9 @@ type hotTier struct {
 	tabs    []*hotTable
 	byID    [][]*hotTable // by state id, aliases included: after a scale-in restore one id may name different states in different key groups
 	dirty   int           // dirty entries in all tables
-	bytes   int64         // estimated bytes of the entries
+	bytes   int64         // its tables' arrays and what the entries hold outside them (H5)
 	charged int64         // charged to the budget (a multiple of step())
 	err     error         // a write-back that failed at enter: the current call fails with it
-	free    []*hotEntry   // deleted entries no dirty list holds: reused by hotInsert
 	kbuf    []byte        // map entry key scratch
 	last    *hotEntry     // the entry the last point operation found or made: a read-modify-write finds it again without a lookup
 	// judgeEvery is the entries a table makes between two judgements (H9): hotJudgeEvery;
@@ -532,6 +533,9 @@ func (s *Store) hotGrow(n int64) bool {
 func (s *Store) hotRoom(need func() int64) (bool, error) {
 	if s.hotGrow(need()) {
 		return true, nil
+	}
+	if s.hot.bytes == 0 { // nothing to drop (a tier too small for a table's first arrays)
+		return false, nil
 	}
 	if s.hotDropClean() && s.hotGrow(need()) {
 		return true, nil
@@ -782,6 +786,16 @@ func (s *Store) syncHot() error {
 		}
 		clear(t.dirty)
 		t.dirty = t.dirty[:0]
+	}
+	// The write-back's deletes (H8) leave deleted slots, and a table whose keys were cleared
+	// would keep its arrays charged with no entry in them, starving the other tables' reads
+	// (which never drop, H7). A table under a quarter full is rebuilt at the size its entries
+	// need (none when empty). Only once every entry was written: on a failure the caller may
+	// still hold an entry (hotSet drops it alone), which must not move.
+	for _, t := range h.tabs {
+		if t.n*4 < len(t.tags) {
+			s.hotShrink(t)
+		}
 	}
 	s.hotTrim()
 	return nil
