@@ -328,13 +328,20 @@ func (t *hotTable) hashOf(e *hotEntry) uint64 {
 }
 
 // nextSize returns the slots t has after its next add: its size, or the size add rehashes
-// to when the add would pass the ⅞ bound (deleted slots included) — hotSizeFor its live
-// entries, larger or smaller than now.
+// to when the add would pass the ⅞ bound (deleted slots included). When its live entries
+// fill it, it grows to hotSizeFor them (about 1.3×); when deleted slots do (keys made and
+// deleted, as a window's; entries dropped), it is rebuilt at its size or at least half
+// empty, whichever is larger. It never shrinks here: a table that shrank would grow again
+// through every step, allocating and copying its arrays each time (hotShrink shrinks, when
+// the room is wanted).
 func (t *hotTable) nextSize() int {
 	if (t.used+1)*8 <= len(t.tags)*7 {
 		return len(t.tags)
 	}
-	return hotSizeFor(t.n)
+	if size := hotSizeFor(t.n); size > len(t.tags) {
+		return size
+	}
+	return max(len(t.tags), ((t.n+1)*2+63)&^63)
 }
 
 // hotSizeFor returns the slots of a table rebuilt for n live entries and one more: 1.5(n+1)
@@ -366,8 +373,8 @@ func arrayBytes(size int) int64 { return int64(size) * hotSlotBytes }
 // the entry, zero but for tab; when the table rehashes first (nextSize), pointers to its
 // other entries end here. The caller charged the arrays' change (hotInsert).
 func (t *hotTable) add(hx uint64) *hotEntry {
-	if (t.used+1)*8 > len(t.tags)*7 { // as nextSize: also at the same size, to clear deleted slots
-		t.rehash(hotSizeFor(t.n))
+	if size := t.nextSize(); size != len(t.tags) || (t.used+1)*8 > len(t.tags)*7 {
+		t.rehash(size) // also at the same size, to clear deleted slots
 	}
 	size := len(t.tags)
 	for i := hotHome(hx, size); ; i = hotNext(i, size) {
@@ -537,13 +544,38 @@ func (s *Store) hotRoom(need func() int64) (bool, error) {
 	if s.hot.bytes == 0 { // nothing to drop (a tier too small for a table's first arrays)
 		return false, nil
 	}
-	if s.hotDropClean() && s.hotGrow(need()) {
+	if s.hotShrinkIdle() && s.hotGrow(need()) {
 		return true, nil
+	}
+	if s.hotDropClean() { // the asking table's deleted slots may be room enough; else shrink
+		if s.hotGrow(need()) {
+			return true, nil
+		}
+		for _, t := range s.hot.tabs {
+			s.hotShrink(t)
+		}
+		if s.hotGrow(need()) {
+			return true, nil
+		}
 	}
 	if err := s.hotDropAll(); err != nil {
 		return false, err
 	}
 	return s.hotGrow(need()), nil
+}
+
+// hotShrinkIdle shrinks every table under a quarter full (hotShrink: a table whose keys were
+// deleted keeps its arrays until then) and reports whether one shrank: room made without
+// dropping an entry or writing anything, so reads may make it too (H7). Entries move.
+func (s *Store) hotShrinkIdle() bool {
+	shrank := false
+	for _, t := range s.hot.tabs {
+		if n := len(t.tags); t.n*4 < n {
+			s.hotShrink(t)
+			shrank = shrank || len(t.tags) < n
+		}
+	}
+	return shrank
 }
 
 // hotDropAll writes every dirty entry back, then drops every entry and refunds the budget.
@@ -558,9 +590,8 @@ func (s *Store) hotDropAll() error {
 
 // hotDropClean drops every clean entry of the tier when they hold at least a quarter of its
 // entries' bytes (each its slot and what it holds on the heap), and reports whether it did
-// (H5): a full tier's cheap way out, with no write-back. Each table is then rebuilt at the
-// size its remaining entries need (hotShrink), so the room is given back. Entries the caller
-// holds may be dropped, and the dirty ones moved.
+// (H5): a full tier's cheap way out, with no write-back. The arrays keep their size (hotRoom
+// shrinks them when the room is wanted elsewhere). Entries the caller holds may be dropped.
 func (s *Store) hotDropClean() bool {
 	h := &s.hot
 	var clean, all int64
@@ -584,22 +615,22 @@ func (s *Store) hotDropClean() bool {
 				s.hotDelete(t, e) // leaves a deleted slot here: the loop goes on
 			}
 		}
-		s.hotShrink(t)
 	}
 	h.stats.CleanDrops++
 	s.hotTrim()
 	return true
 }
 
-// hotShrink rebuilds t at the size its live entries need when that is smaller (no arrays at
-// all when it holds none), taking the difference off the tier's bytes (H5). Its entries move.
+// hotShrink rebuilds t at twice the size its live entries need when that is smaller (a third
+// full: room to grow again before its next rebuild), or gives its arrays back when it holds
+// none, taking the difference off the tier's bytes (H5). Its entries move.
 func (s *Store) hotShrink(t *hotTable) {
 	if t.n == 0 {
 		s.hot.bytes -= arrayBytes(len(t.tags))
 		t.reset()
 		return
 	}
-	if size := hotSizeFor(t.n); size < len(t.tags) {
+	if size := hotSizeFor(2 * t.n); size < len(t.tags) {
 		s.hot.bytes -= arrayBytes(len(t.tags)) - arrayBytes(size)
 		t.rehash(size)
 	}
@@ -632,8 +663,8 @@ func (s *Store) hotInsert(t *hotTable, key []byte, h, hx uint64, klen int, write
 	}
 	// The key's heap bytes, and the arrays' change when the add rehashes t (H5).
 	need := func() int64 { return hotCharge(len(key)) + arrayBytes(t.nextSize()) - arrayBytes(len(t.tags)) }
-	if !write { // a read never writes (H7): no room, no entry
-		if !s.hotGrow(need()) {
+	if !write { // a read never writes (H7): it may shrink idle tables, else no room, no entry
+		if !s.hotGrow(need()) && !(s.hotShrinkIdle() && s.hotGrow(need())) {
 			return nil
 		}
 	} else {
@@ -786,16 +817,6 @@ func (s *Store) syncHot() error {
 		}
 		clear(t.dirty)
 		t.dirty = t.dirty[:0]
-	}
-	// The write-back's deletes (H8) leave deleted slots, and a table whose keys were cleared
-	// would keep its arrays charged with no entry in them, starving the other tables' reads
-	// (which never drop, H7). A table under a quarter full is rebuilt at the size its entries
-	// need (none when empty). Only once every entry was written: on a failure the caller may
-	// still hold an entry (hotSet drops it alone), which must not move.
-	for _, t := range h.tabs {
-		if t.n*4 < len(t.tags) {
-			s.hotShrink(t)
-		}
 	}
 	s.hotTrim()
 	return nil
