@@ -251,13 +251,13 @@ func (e *hotEntry) setHeap(v []byte, c int32) {
 // table is at most ⅞ full, deleted slots included (add rehashes). An entry knows the table
 // that holds it (tab); a deleted slot's entry is zero (tab nil).
 //
-// Entries move when the table rehashes (add, past the ⅞ bound; hotShrink, after a clean
-// drop): a pointer to an entry is good until the next insert into its table or the next
-// drop. The tier's own pointers follow (the dirty list is rebuilt by rehash, hotInsert sets
-// last), and the callers hold an entry only within one point operation, across no other
-// insert into its table (a drop leaves the entry they hold zero, or a copy with no table,
-// neither dirty: they go to the engine, H5). A deleted slot may be
-// taken by another key before the next write-back: its place in the dirty list then names
+// Entries move when the table rehashes (add, past the ⅞ bound; hotShrink, when a full tier
+// wants room: hotRoom, and a read's hotInsert): a pointer to an entry is good until the next
+// insert into any table or the next drop. The tier's own pointers follow (the dirty list is
+// rebuilt by rehash, hotInsert sets last), and the callers hold an entry only within one
+// point operation, across no insert (a drop leaves the entry they hold zero, or a copy with
+// no table, neither dirty: they go to the engine, H5). A deleted slot may be taken by
+// another key before the next write-back: its place in the dirty list then names
 // the new entry, which the write-back passes once as dirty (written) and once as clean
 // (skipped).
 type hotTable struct {
@@ -536,7 +536,7 @@ func (s *Store) hotGrow(n int64) bool {
 // hotRoom makes room for need() more bytes (asked again after each drop, which changes it):
 // when the tier is full it drops its clean entries, or when they are too few it writes
 // everything back and drops every entry (H5). false with a nil error: no room even then.
-// Entries the caller holds may be dropped, and the dirty ones moved (hotDropClean).
+// Entries the caller holds may be dropped, and the others moved (hotShrink).
 func (s *Store) hotRoom(need func() int64) (bool, error) {
 	if s.hotGrow(need()) {
 		return true, nil
@@ -656,7 +656,8 @@ func (s *Store) hotDiscard() {
 // room failed because a write-back failed (the other entries stay dirty, the next cut retries
 // them). For a write it may drop the clean entries, or write back and drop every entry,
 // first (engine bytes read before it are then no longer valid); for a read (write false) it
-// never writes: a full tier gives nil.
+// never writes: it may shrink the tables under a quarter full (hotShrinkIdle), else a full
+// tier gives nil. Entries of every table may move.
 func (s *Store) hotInsert(t *hotTable, key []byte, h, hx uint64, klen int, write bool) *hotEntry {
 	if klen > math.MaxUint16 { // a read of a key no write accepts (engine.CheckSizes): not cached
 		return nil
