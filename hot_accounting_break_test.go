@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -163,9 +164,10 @@ func TestHotAcctBreakEmptyArraysStarveReads(t *testing.T) {
 }
 
 func TestHotAcctXTTLJudge(t *testing.T) {
-	var now int64 = 1_000_000
+	var now atomic.Int64 // read by background compactions' TTL filters (Options.Clock)
+	now.Store(1_000_000)
 	for _, limit := range []int64{10 << 10, 40 << 10, 300 << 10} {
-		s, err := Open("", Options{MaxParallelism: 16, MemoryBudget: 64 << 20, HotTierSize: limit, Clock: func() int64 { return now }})
+		s, err := Open("", Options{MaxParallelism: 16, MemoryBudget: 64 << 20, HotTierSize: limit, Clock: now.Load})
 		okT(t, err)
 		r, _ := NewReducingState(s, ReducingDescriptor[int64]{Name: "r", Codec: Int64, Reduce: func(a, b int64) int64 { return a + b }, TTL: &TTLConfig{TTL: 50 * time.Millisecond}})
 		v, _ := NewValueState(s, ValueDescriptor[[]byte]{Name: "v", Codec: Bytes})
@@ -183,7 +185,7 @@ func TestHotAcctXTTLJudge(t *testing.T) {
 			case 4:
 				_, _, err = v.Get(k)
 			case 5:
-				now += int64(rng.IntN(20))
+				now.Add(int64(rng.IntN(20)))
 			case 6:
 				if rng.IntN(30) == 0 {
 					err = s.WaitBackground()
